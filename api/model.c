@@ -1,0 +1,163 @@
+/* model.c — loading a snapshot folder into a glimpse_model: finds the
+ * folder, reads config.json to learn the architecture, and loads the parts
+ * that architecture needs. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+#include "file.h"
+#include "snapshot.h"
+
+glimpse_load_params glimpse_load_default_params(void) {
+    glimpse_load_params params = {1, 1};
+    return params;
+}
+
+/* The architecture named by config.json: "architectures"[0], or else
+ * model_type. */
+static glimpse_status detect_kind(const cJSON *config, const char *folder, glimpse_model *model) {
+    const cJSON *architectures = cJSON_GetObjectItemCaseSensitive(config, "architectures");
+    const cJSON *first = cJSON_IsArray(architectures) ? cJSON_GetArrayItem(architectures, 0) : NULL;
+    const cJSON *model_type = cJSON_GetObjectItemCaseSensitive(config, "model_type");
+    const char *name = cJSON_IsString(first) ? first->valuestring : NULL;
+    const char *type = cJSON_IsString(model_type) ? model_type->valuestring : "";
+    if ((name && strcmp(name, "CLIPModel") == 0) || (!name && strcmp(type, "clip") == 0)) {
+        model->kind = GLIMPSE_MODEL_KIND_CLIP;
+        snprintf(model->architecture, sizeof model->architecture, "CLIPModel");
+        return GLIMPSE_OK;
+    }
+    if ((name && strncmp(name, "Blip", 4) == 0) || strcmp(type, "blip") == 0)
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: %s (BLIP) models are not supported yet", folder,
+                         name ? name : "blip");
+    return error_set(GLIMPSE_STATUS_UNSUPPORTED,
+                     "%s/config.json: architecture \"%s\" (model_type \"%s\") is not one glimpse runs; "
+                     "supported: CLIPModel",
+                     folder, name ? name : "?", type);
+}
+
+static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params *params) {
+    const char *folder = model->folder;
+    glimpse_status status;
+    int projection_dim;
+    if ((status = config_int_or(model->config, "config.json", "projection_dim", 1, 1 << 16, 512, &projection_dim)))
+        return status;
+    const cJSON *vision_json = cJSON_GetObjectItemCaseSensitive(model->config, "vision_config");
+    const cJSON *text_json = cJSON_GetObjectItemCaseSensitive(model->config, "text_config");
+    if (!cJSON_IsObject(vision_json) || !cJSON_IsObject(text_json))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: CLIPModel needs vision_config and text_config",
+                         folder);
+    const float *logit_scale;
+    size_t scalar_shape[1] = {0};
+    if ((status = weight_store_get(model->store, &logit_scale, 0, scalar_shape, "logit_scale"))) return status;
+    model->logit_scale = expf(*logit_scale);
+    if (params->load_vision) {
+        vit_config config;
+        if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_CLIP, &config)))
+            return status;
+        config.projection_dim = projection_dim;
+        if ((status = vit_model_load(&model->vision, &config, model->store))) return status;
+        model->has_vision = 1;
+        model->preprocess = preprocess_default_clip(config.image_size);
+        cJSON *preprocessor = NULL;
+        char *path = file_join(folder, "preprocessor_config.json");
+        if (!path) return ERROR_OOM();
+        int present = file_is_regular(path);
+        free(path);
+        if (present) {
+            if ((status = config_read_json(folder, "preprocessor_config.json", &preprocessor))) return status;
+            status = preprocess_config_read(preprocessor, "preprocessor_config.json", 0, &model->preprocess);
+            cJSON_Delete(preprocessor);
+            if (status) return status;
+        }
+    }
+    if (params->load_text) {
+        clip_text_config config;
+        if ((status = clip_text_config_read(text_json, "config.json: text_config", projection_dim, &config)))
+            return status;
+        if ((status = clip_text_model_load(&model->text, &config, model->store))) return status;
+        model->has_text = 1;
+        if ((status = clip_tokenizer_load(folder, &model->tokenizer))) return status;
+        if (clip_tokenizer_vocab_size(model->tokenizer) > (size_t)config.vocab_size)
+            return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: vocab.json has %zu tokens but the model only %d", folder,
+                             clip_tokenizer_vocab_size(model->tokenizer), config.vocab_size);
+    }
+    return GLIMPSE_OK;
+}
+
+glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load_params *params,
+                                  glimpse_model **out) {
+    if (!out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_model_load: out is NULL");
+    *out = NULL;
+    glimpse_load_params defaults = glimpse_load_default_params();
+    if (!params) params = &defaults;
+    glimpse_model *model = calloc(1, sizeof *model);
+    if (!model) return ERROR_OOM();
+    glimpse_status status = snapshot_resolve(path_or_hub_id, &model->folder);
+    if (!status) status = config_read_json(model->folder, "config.json", &model->config);
+    if (!status) status = detect_kind(model->config, model->folder, model);
+    if (!status) status = weight_store_open(model->folder, &model->store);
+    if (!status && model->kind == GLIMPSE_MODEL_KIND_CLIP) status = load_clip(model, params);
+    if (status) {
+        glimpse_model_free(model);
+        return status;
+    }
+    *out = model;
+    return GLIMPSE_OK;
+}
+
+void glimpse_model_free(glimpse_model *model) {
+    if (!model) return;
+    vit_model_free(&model->vision);
+    clip_text_model_free(&model->text);
+    clip_tokenizer_free(model->tokenizer);
+    weight_store_free(model->store);
+    cJSON_Delete(model->config);
+    free(model->folder);
+    free(model);
+}
+
+glimpse_model_kind glimpse_model_get_kind(const glimpse_model *model) { return model->kind; }
+
+size_t glimpse_model_embedding_dim(const glimpse_model *model) {
+    if (!model) return 0;
+    if (model->has_vision) return (size_t)model->vision.config.projection_dim;
+    if (model->has_text) return (size_t)model->text.config.projection_dim;
+    return 0;
+}
+
+glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out) {
+    if (!model || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_model_get_info: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->kind = model->kind;
+    out->architecture = model->architecture;
+    out->path = model->folder;
+    if (model->has_vision) {
+        const vit_config *v = &model->vision.config;
+        out->image_size = v->image_size;
+        out->patch_size = v->patch_size;
+        out->vision_hidden_size = v->hidden_size;
+        out->vision_layers = v->layers;
+        out->vision_heads = v->heads;
+        out->vision_activation = v->act_name;
+    }
+    if (model->has_text) {
+        const clip_text_config *t = &model->text.config;
+        out->text_hidden_size = t->hidden_size;
+        out->text_layers = t->layers;
+        out->text_heads = t->heads;
+        out->text_max_tokens = t->max_positions;
+        out->vocab_size = t->vocab_size;
+        out->text_activation = t->act_name;
+    }
+    out->embedding_dim = (int)glimpse_model_embedding_dim(model);
+    out->parameter_count = weight_store_parameters(model->store);
+    out->weight_bytes = weight_store_bytes(model->store);
+    out->weight_dtype = weight_store_dtype(model->store);
+    out->logit_scale = model->logit_scale;
+    return GLIMPSE_OK;
+}

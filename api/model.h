@@ -1,0 +1,43 @@
+/* model.h — what stands behind the public handles: a loaded model (its
+ * kind, config, weights, tokenizer, preprocessing) and a context (the run
+ * state of one caller and its thread pool). Internal to libglimpse. */
+#ifndef GLIMPSE_API_MODEL_H
+#define GLIMPSE_API_MODEL_H
+
+#include <cjson/cJSON.h>
+
+#include "clip_text.h"
+#include "clip_tokenizer.h"
+#include "glimpse.h"
+#include "pool.h"
+#include "preprocess.h"
+#include "store.h"
+#include "vit.h"
+
+struct glimpse_model {
+    glimpse_model_kind kind;
+    char *folder;
+    char architecture[64];
+    cJSON *config; /* kept: the configs borrow strings from it */
+    weight_store *store;
+    int has_vision, has_text;
+    preprocess_config preprocess;
+    vit_model vision;
+    clip_text_model text;
+    clip_tokenizer *tokenizer;
+    float logit_scale; /* exponentiated */
+};
+
+/* Images per vision forward and texts per text forward. */
+#define CONTEXT_IMAGE_BATCH 8
+#define CONTEXT_TEXT_BATCH 16
+
+struct glimpse_context {
+    const glimpse_model *model;
+    pool *threads;
+    vit_state *vision;
+    clip_text_state *text;
+    float *pixel_values; /* [CONTEXT_IMAGE_BATCH, 3, size, size] */
+};
+
+#endif

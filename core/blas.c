@@ -1,0 +1,96 @@
+/* blas.c — the only file that talks to OpenBLAS: the linear layer and the
+ * attention products. OpenBLAS itself runs single-threaded; parallelism
+ * comes from our pool (pool.c), so the thread count stays a parameter of
+ * each context rather than a process-wide setting. */
+#include <cblas.h>
+#include <math.h>
+#include <pthread.h>
+
+#include "kernels.h"
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_single_threaded(void) { openblas_set_num_threads(1); }
+
+/* Columns per task: wide enough that each sgemm call stays efficient. */
+#define LINEAR_COLUMN_BLOCK 128
+
+typedef struct linear_job {
+    float *out;
+    size_t out_stride;
+    const float *in;
+    size_t in_stride;
+    const float *weight;
+    const float *bias;
+    size_t rows, in_features, out_features, block;
+} linear_job;
+
+static void linear_task(void *argument, size_t index) {
+    const linear_job *job = argument;
+    size_t first = index * job->block;
+    size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)job->rows, (int)count, (int)job->in_features, 1.0f,
+                job->in, (int)job->in_stride, job->weight + first * job->in_features, (int)job->in_features, 0.0f,
+                job->out + first, (int)job->out_stride);
+    if (job->bias)
+        for (size_t r = 0; r < job->rows; r++) {
+            float *row = job->out + r * job->out_stride + first;
+            const float *b = job->bias + first;
+            for (size_t o = 0; o < count; o++) row[o] += b[o];
+        }
+}
+
+void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                   const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
+    pthread_once(&blas_once, blas_single_threaded);
+    if (rows == 0 || out_features == 0) return;
+    linear_job job = {out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, out_features};
+    int workers = pool_threads(threads);
+    double work = (double)rows * (double)in_features * (double)out_features;
+    if (workers > 1 && work > 1e6) {
+        size_t block = (out_features + (size_t)workers * 2 - 1) / ((size_t)workers * 2);
+        if (block < LINEAR_COLUMN_BLOCK) block = LINEAR_COLUMN_BLOCK;
+        job.block = block;
+    }
+    size_t tasks = (out_features + job.block - 1) / job.block;
+    pool_for(tasks > 1 ? threads : NULL, tasks, linear_task, &job);
+}
+
+typedef struct attention_job {
+    float *out;
+    size_t out_stride;
+    const float *q;
+    size_t q_stride;
+    const float *k, *v;
+    size_t kv_stride, queries, keys, head_dim;
+    float scale;
+    kernel_mask mask;
+    float *scratch;
+} attention_job;
+
+static void attention_head(void *argument, size_t head) {
+    const attention_job *job = argument;
+    size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim;
+    float *scores = job->scratch + head * queries * keys;
+    /* scores[queries, keys] = scale · q_h · k_hᵀ */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)queries, (int)keys, (int)job->head_dim, job->scale,
+                job->q + offset, (int)job->q_stride, job->k + offset, (int)job->kv_stride, 0.0f, scores, (int)keys);
+    if (job->mask == KERNEL_MASK_CAUSAL) {
+        size_t shift = keys - queries;
+        for (size_t i = 0; i < queries; i++)
+            for (size_t j = i + shift + 1; j < keys; j++) scores[i * keys + j] = -INFINITY;
+    }
+    kernel_softmax(scores, queries, keys);
+    /* out_h[queries, head_dim] = scores · v_h */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)queries, (int)job->head_dim, (int)keys, 1.0f, scores,
+                (int)keys, job->v + offset, (int)job->kv_stride, 0.0f, job->out + offset, (int)job->out_stride);
+}
+
+void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_stride, const float *k,
+                      const float *v, size_t kv_stride, size_t queries, size_t keys, size_t heads,
+                      size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
+    pthread_once(&blas_once, blas_single_threaded);
+    attention_job job = {out, out_stride, q, q_stride, k, v, kv_stride, queries, keys, head_dim, scale, mask, scratch};
+    double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
+    pool_for(work > 2e5 ? threads : NULL, heads, attention_head, &job);
+}

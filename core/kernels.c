@@ -1,0 +1,112 @@
+/* kernels.c — element-wise and row-wise kernels (LayerNorm, activations,
+ * softmax, normalisation) and the plain-loop twins of the BLAS kernels.
+ * Everything touching OpenBLAS is in blas.c. */
+#include "kernels.h"
+
+#include <math.h>
+
+void kernel_layernorm(float *out, const float *in, const float *weight, const float *bias, size_t rows,
+                      size_t dim, float epsilon) {
+    for (size_t r = 0; r < rows; r++) {
+        const float *x = in + r * dim;
+        float *y = out + r * dim;
+        double sum = 0.0;
+        for (size_t i = 0; i < dim; i++) sum += x[i];
+        double mean = sum / (double)dim;
+        double squares = 0.0;
+        for (size_t i = 0; i < dim; i++) {
+            double d = x[i] - mean;
+            squares += d * d;
+        }
+        double inverse = 1.0 / sqrt(squares / (double)dim + (double)epsilon);
+        for (size_t i = 0; i < dim; i++)
+            y[i] = (float)((x[i] - mean) * inverse) * weight[i] + bias[i];
+    }
+}
+
+void kernel_gelu(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(0.5 * x[i] * (1.0 + erf(x[i] * 0.70710678118654752440)));
+}
+
+void kernel_gelu_tanh(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i];
+        x[i] = (float)(0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+    }
+}
+
+void kernel_quick_gelu(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
+}
+
+void kernel_add(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+void kernel_softmax(float *x, size_t rows, size_t n) {
+    for (size_t r = 0; r < rows; r++) {
+        float *row = x + r * n;
+        float largest = -INFINITY;
+        for (size_t i = 0; i < n; i++)
+            if (row[i] > largest) largest = row[i];
+        if (largest == -INFINITY) { /* every entry masked: define as uniform zero */
+            for (size_t i = 0; i < n; i++) row[i] = 0.0f;
+            continue;
+        }
+        double sum = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            row[i] = expf(row[i] - largest);
+            sum += row[i];
+        }
+        float inverse = (float)(1.0 / sum);
+        for (size_t i = 0; i < n; i++) row[i] *= inverse;
+    }
+}
+
+void kernel_l2_normalize(float *x, size_t n) {
+    double squares = 0.0;
+    for (size_t i = 0; i < n; i++) squares += (double)x[i] * x[i];
+    if (squares == 0.0) return;
+    float inverse = (float)(1.0 / sqrt(squares));
+    for (size_t i = 0; i < n; i++) x[i] *= inverse;
+}
+
+void kernel_linear_reference(float *out, size_t out_stride, const float *in, size_t in_stride,
+                             const float *weight, const float *bias, size_t rows, size_t in_features,
+                             size_t out_features) {
+    for (size_t r = 0; r < rows; r++)
+        for (size_t o = 0; o < out_features; o++) {
+            double sum = bias ? bias[o] : 0.0;
+            for (size_t i = 0; i < in_features; i++)
+                sum += (double)in[r * in_stride + i] * weight[o * in_features + i];
+            out[r * out_stride + o] = (float)sum;
+        }
+}
+
+void kernel_attention_reference(float *out, size_t out_stride, const float *q, size_t q_stride,
+                                const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
+                                size_t heads, size_t head_dim, float scale, kernel_mask mask) {
+    for (size_t h = 0; h < heads; h++)
+        for (size_t i = 0; i < queries; i++) {
+            size_t visible = mask == KERNEL_MASK_CAUSAL ? i + (keys - queries) + 1 : keys;
+            double weights[visible];
+            double largest = -INFINITY;
+            for (size_t j = 0; j < visible; j++) {
+                double dot = 0.0;
+                for (size_t d = 0; d < head_dim; d++)
+                    dot += (double)q[i * q_stride + h * head_dim + d] * k[j * kv_stride + h * head_dim + d];
+                weights[j] = dot * scale;
+                if (weights[j] > largest) largest = weights[j];
+            }
+            double sum = 0.0;
+            for (size_t j = 0; j < visible; j++) {
+                weights[j] = exp(weights[j] - largest);
+                sum += weights[j];
+            }
+            for (size_t d = 0; d < head_dim; d++) {
+                double acc = 0.0;
+                for (size_t j = 0; j < visible; j++) acc += weights[j] * v[j * kv_stride + h * head_dim + d];
+                out[i * out_stride + h * head_dim + d] = (float)(acc / sum);
+            }
+        }
+}

@@ -1,0 +1,62 @@
+/* kernels.h — the numeric building blocks of every model: linear layers,
+ * LayerNorm, activations, softmax, attention, normalisation.
+ * Pure functions: outputs first, then inputs, then sizes; shapes in comments.
+ * Each tuned kernel has a plain-loop twin named *_reference that the tests
+ * use as the oracle. No model or file knowledge here. */
+#ifndef GLIMPSE_CORE_KERNELS_H
+#define GLIMPSE_CORE_KERNELS_H
+
+#include <stddef.h>
+
+#include "pool.h"
+
+/* out[rows, out_features] = in[rows, in_features] · weight[out_features, in_features]ᵀ + bias.
+ * bias may be NULL. in rows are in_stride floats apart (>= in_features);
+ * out rows are out_stride apart (>= out_features). Runs on OpenBLAS, split
+ * over the pool's threads by output columns. out must not alias in. */
+void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                   const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
+void kernel_linear_reference(float *out, size_t out_stride, const float *in, size_t in_stride,
+                             const float *weight, const float *bias, size_t rows, size_t in_features,
+                             size_t out_features);
+
+/* out[rows, dim] = LayerNorm(in) · weight + bias, statistics over dim,
+ * biased variance, as torch.nn.LayerNorm. out may equal in. */
+void kernel_layernorm(float *out, const float *in, const float *weight, const float *bias, size_t rows,
+                      size_t dim, float epsilon);
+
+/* In place over n values. */
+void kernel_gelu(float *x, size_t n);       /* exact: 0.5·x·(1 + erf(x/√2)) */
+void kernel_gelu_tanh(float *x, size_t n);  /* the tanh approximation ("gelu_new") */
+void kernel_quick_gelu(float *x, size_t n); /* x·sigmoid(1.702·x), OpenAI CLIP */
+
+/* x[n] += y[n] */
+void kernel_add(float *x, const float *y, size_t n);
+
+/* Softmax of each row of x[rows, n] in place. */
+void kernel_softmax(float *x, size_t rows, size_t n);
+
+/* Scales x[n] to unit L2 norm (left as is when the norm is 0). */
+void kernel_l2_normalize(float *x, size_t n);
+
+typedef enum kernel_mask {
+    KERNEL_MASK_NONE = 0,  /* every query sees every key */
+    KERNEL_MASK_CAUSAL = 1 /* query i sees keys 0..i (+ key_offset) */
+} kernel_mask;
+
+/* Multi-head scaled dot-product attention for one sequence.
+ *   out[queries, heads·head_dim]          (row stride out_stride)
+ *   q[queries, heads·head_dim]            (row stride q_stride)
+ *   k, v[keys, heads·head_dim]            (row strides kv_stride)
+ * scores = q·kᵀ · scale, masked, softmax over keys, times v. With a causal
+ * mask query i sees keys 0 .. i + (keys - queries), so a step with a cache
+ * sees everything before it. scratch holds heads × queries × keys floats.
+ * Heads run in parallel on the pool. */
+void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_stride, const float *k,
+                      const float *v, size_t kv_stride, size_t queries, size_t keys, size_t heads,
+                      size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads);
+void kernel_attention_reference(float *out, size_t out_stride, const float *q, size_t q_stride,
+                                const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
+                                size_t heads, size_t head_dim, float scale, kernel_mask mask);
+
+#endif

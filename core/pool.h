@@ -1,0 +1,26 @@
+/* pool.h — the one place threads live: a fixed pool of workers created once
+ * and a blocking parallel-for over task indices. No model knowledge. */
+#ifndef GLIMPSE_CORE_POOL_H
+#define GLIMPSE_CORE_POOL_H
+
+#include <stddef.h>
+
+#include "glimpse.h"
+
+typedef struct pool pool;
+
+/* Runs task(argument, index) for index in [0, count). */
+typedef void (*pool_task)(void *argument, size_t index);
+
+/* Creates a pool of `threads` workers in total, the calling thread counted
+ * (threads <= 0 means all online cores). Caller frees with pool_free. */
+glimpse_status pool_create(int threads, pool **out);
+void pool_free(pool *p);
+int pool_threads(const pool *p);
+
+/* Calls task for every index, spread over the workers and the caller, and
+ * returns when all are done. A NULL pool runs everything on the caller.
+ * Not reentrant: a task must not call pool_for on the same pool. */
+void pool_for(pool *p, size_t count, pool_task task, void *argument);
+
+#endif

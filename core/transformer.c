@@ -1,0 +1,90 @@
+/* transformer.c — one pre-LN encoder block over packed sequences. */
+#include "transformer.h"
+
+#include <math.h>
+#include <string.h>
+
+int activation_from_name(const char *name, activation *out) {
+    if (strcmp(name, "gelu") == 0) {
+        *out = ACTIVATION_GELU;
+    } else if (strcmp(name, "quick_gelu") == 0) {
+        *out = ACTIVATION_QUICK_GELU;
+    } else if (strcmp(name, "gelu_new") == 0 || strcmp(name, "gelu_pytorch_tanh") == 0 ||
+               strcmp(name, "gelu_fast") == 0) {
+        *out = ACTIVATION_GELU_TANH;
+    } else if (strcmp(name, "relu") == 0) {
+        *out = ACTIVATION_RELU;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+void activation_apply(activation act, float *x, size_t n) {
+    switch (act) {
+    case ACTIVATION_GELU: kernel_gelu(x, n); break;
+    case ACTIVATION_QUICK_GELU: kernel_quick_gelu(x, n); break;
+    case ACTIVATION_GELU_TANH: kernel_gelu_tanh(x, n); break;
+    case ACTIVATION_RELU:
+        for (size_t i = 0; i < n; i++)
+            if (x[i] < 0.0f) x[i] = 0.0f;
+        break;
+    }
+}
+
+size_t encoder_scratch_floats(const encoder_shape *shape, size_t rows, size_t max_sequence) {
+    return rows * shape->hidden * 5 + rows * shape->intermediate + shape->heads * max_sequence * max_sequence;
+}
+
+void encoder_scratch_carve(encoder_scratch *scratch, float *memory, const encoder_shape *shape, size_t rows,
+                           size_t max_sequence) {
+    (void)max_sequence;
+    scratch->normed = memory;
+    scratch->qkv = scratch->normed + rows * shape->hidden;
+    scratch->context = scratch->qkv + rows * shape->hidden * 3;
+    scratch->mlp = scratch->context + rows * shape->hidden;
+    scratch->scores = scratch->mlp + rows * shape->intermediate;
+}
+
+void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_shape *shape, const size_t *lengths,
+                           size_t sequences, const encoder_scratch *scratch, pool *threads) {
+    size_t hidden = shape->hidden, rows = 0;
+    for (size_t s = 0; s < sequences; s++) rows += lengths[s];
+    size_t head_dim = hidden / shape->heads;
+    float scale = 1.0f / sqrtf((float)head_dim);
+
+    /* attention sub-layer */
+    kernel_layernorm(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon);
+    float *qkv = scratch->qkv; /* [rows, 3·hidden]: q | k | v */
+    if (layer->qkv_weight) {
+        kernel_linear(qkv, 3 * hidden, scratch->normed, hidden, layer->qkv_weight, layer->qkv_bias, rows, hidden,
+                      3 * hidden, threads);
+    } else {
+        kernel_linear(qkv, 3 * hidden, scratch->normed, hidden, layer->q_weight, layer->q_bias, rows, hidden, hidden,
+                      threads);
+        kernel_linear(qkv + hidden, 3 * hidden, scratch->normed, hidden, layer->k_weight, layer->k_bias, rows, hidden,
+                      hidden, threads);
+        kernel_linear(qkv + 2 * hidden, 3 * hidden, scratch->normed, hidden, layer->v_weight, layer->v_bias, rows,
+                      hidden, hidden, threads);
+    }
+    size_t start = 0;
+    for (size_t s = 0; s < sequences; s++) {
+        const float *q = qkv + start * 3 * hidden;
+        kernel_attention(scratch->context + start * hidden, hidden, q, 3 * hidden, q + hidden, q + 2 * hidden,
+                         3 * hidden, lengths[s], lengths[s], shape->heads, head_dim, scale, shape->mask,
+                         scratch->scores, threads);
+        start += lengths[s];
+    }
+    kernel_linear(scratch->normed, hidden, scratch->context, hidden, layer->out_weight, layer->out_bias, rows, hidden,
+                  hidden, threads);
+    kernel_add(x, scratch->normed, rows * hidden);
+
+    /* feed-forward sub-layer */
+    kernel_layernorm(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon);
+    kernel_linear(scratch->mlp, shape->intermediate, scratch->normed, hidden, layer->fc1_weight, layer->fc1_bias, rows,
+                  hidden, shape->intermediate, threads);
+    activation_apply(shape->act, scratch->mlp, rows * shape->intermediate);
+    kernel_linear(scratch->normed, hidden, scratch->mlp, shape->intermediate, layer->fc2_weight, layer->fc2_bias, rows,
+                  shape->intermediate, hidden, threads);
+    kernel_add(x, scratch->normed, rows * hidden);
+}

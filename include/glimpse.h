@@ -1,0 +1,217 @@
+/* glimpse.h — the public C API of glimpse, a vision-language model runtime.
+ * This is the only header a media application includes. It does not expose
+ * tensors, kernels or file formats; those stay inside the library.
+ *
+ * Walk-through:
+ *
+ *     glimpse_model *model = NULL;
+ *     if (glimpse_model_load("clip-vit-base-patch32", NULL, &model) != GLIMPSE_OK) {
+ *         fprintf(stderr, "%s\n", glimpse_last_error());
+ *         return 1;
+ *     }
+ *     glimpse_context *ctx = NULL;
+ *     glimpse_context_create(model, NULL, &ctx);          // one per thread
+ *     glimpse_image *image = NULL;
+ *     glimpse_image_load_file("cat.jpg", NULL, &image);
+ *     size_t dim = glimpse_model_embedding_dim(model);
+ *     float *image_embedding = malloc(dim * sizeof(float));
+ *     float *text_embedding = malloc(dim * sizeof(float));
+ *     const char *text = "a photo of a cat";
+ *     glimpse_embed_images(ctx, (const glimpse_image *const *)&image, 1, image_embedding);
+ *     glimpse_embed_texts(ctx, &text, 1, text_embedding);
+ *     float logit;
+ *     glimpse_score(model, image_embedding, 1, text_embedding, 1, &logit);
+ *     glimpse_image_free(image);
+ *     glimpse_context_free(ctx);
+ *     glimpse_model_free(model);
+ *
+ * Thread safety: a loaded glimpse_model is read-only and may be shared by any
+ * number of threads at once. A glimpse_context holds the scratch memory of
+ * one computation at a time: give each thread its own. glimpse_image handles
+ * are read-only once made and may be shared. glimpse_last_error() is
+ * per thread.
+ *
+ * Errors: every fallible call returns a glimpse_status. GLIMPSE_OK is 0.
+ * glimpse_status_string() names a status; glimpse_last_error() gives the
+ * detail of the most recent failure on the calling thread (which file, which
+ * tensor, which field). The library never prints and never exits.
+ *
+ * Ownership: a function that creates a handle writes it to an out-parameter;
+ * the caller owns it and releases it with the matching *_free function
+ * (which accepts NULL). Buffers passed in are borrowed for the duration of the
+ * call unless a function says otherwise. Output arrays are caller-allocated.
+ */
+#ifndef GLIMPSE_H
+#define GLIMPSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GLIMPSE_VERSION_MAJOR 0
+#define GLIMPSE_VERSION_MINOR 1
+#define GLIMPSE_VERSION_PATCH 0
+#define GLIMPSE_VERSION_STRING "0.1.0"
+
+/* The version of the library actually linked, "MAJOR.MINOR.PATCH". */
+const char *glimpse_version(void);
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum glimpse_status {
+    GLIMPSE_OK = 0,
+    GLIMPSE_STATUS_INVALID_ARGUMENT, /* a NULL, a zero size, an option out of range */
+    GLIMPSE_STATUS_IO,               /* a file could not be opened, read or mapped */
+    GLIMPSE_STATUS_NOT_FOUND,        /* a file, model or tensor that should exist does not */
+    GLIMPSE_STATUS_BAD_FORMAT,       /* a file's content is malformed, truncated or inconsistent */
+    GLIMPSE_STATUS_UNSUPPORTED,      /* well-formed, but a kind of model or image we do not run */
+    GLIMPSE_STATUS_TOO_LARGE,        /* over a configured limit (pixels, tokens, sizes) */
+    GLIMPSE_STATUS_OUT_OF_MEMORY,
+    GLIMPSE_STATUS_WRONG_MODEL,      /* the model cannot do what was asked (e.g. caption with CLIP) */
+    GLIMPSE_STATUS_CANCELLED,
+    GLIMPSE_STATUS_INTERNAL
+} glimpse_status;
+
+/* A short constant English phrase for a status; never NULL. */
+const char *glimpse_status_string(glimpse_status status);
+
+/* The detail of the last failure on this thread ("" if none). The string is
+ * owned by the library and valid until the next glimpse call on this thread. */
+const char *glimpse_last_error(void);
+
+/* ----------------------------------------------------------------- model */
+
+typedef struct glimpse_model glimpse_model;
+
+typedef enum glimpse_model_kind {
+    GLIMPSE_MODEL_KIND_CLIP = 1,          /* CLIPModel: embed, rank, classify */
+    GLIMPSE_MODEL_KIND_BLIP_CAPTION = 2,  /* BlipForConditionalGeneration */
+    GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL = 3 /* BlipForImageTextRetrieval */
+} glimpse_model_kind;
+
+typedef struct glimpse_load_params {
+    /* Load only the towers needed: set one to 0 to skip it (e.g. a text
+     * search needs no vision tower). Both default to 1. */
+    int load_vision;
+    int load_text;
+} glimpse_load_params;
+
+glimpse_load_params glimpse_load_default_params(void);
+
+/* Loads a model from a Hugging Face snapshot folder (config.json,
+ * model.safetensors or a sharded index, tokenizer and preprocessor files), or
+ * from a hub id such as "openai/clip-vit-base-patch32" found in the local
+ * Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else
+ * ~/.cache/huggingface/hub). Weights are memory-mapped, not copied.
+ * params may be NULL for the defaults. On success *out owns the model; free it
+ * with glimpse_model_free. On failure *out is NULL. */
+glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load_params *params,
+                                  glimpse_model **out);
+void glimpse_model_free(glimpse_model *model);
+
+glimpse_model_kind glimpse_model_get_kind(const glimpse_model *model);
+/* Length of the projected embeddings (CLIP projection_dim); 0 for a model
+ * without embeddings. */
+size_t glimpse_model_embedding_dim(const glimpse_model *model);
+
+typedef struct glimpse_model_info {
+    glimpse_model_kind kind;
+    const char *architecture; /* e.g. "CLIPModel"; owned by the model */
+    const char *path;         /* the resolved snapshot folder; owned by the model */
+    int image_size;           /* pixels on a side fed to the vision tower */
+    int patch_size;
+    int vision_hidden_size, vision_layers, vision_heads;
+    int text_hidden_size, text_layers, text_heads;
+    int text_max_tokens;
+    int vocab_size;
+    int embedding_dim;
+    const char *vision_activation, *text_activation; /* owned by the model */
+    size_t parameter_count;
+    size_t weight_bytes; /* bytes of tensor data mapped */
+    const char *weight_dtype; /* "F32", "F16", "BF16" or "mixed" */
+    float logit_scale;   /* already exponentiated */
+} glimpse_model_info;
+
+glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out);
+
+/* --------------------------------------------------------------- context */
+
+typedef struct glimpse_context glimpse_context;
+
+typedef struct glimpse_context_params {
+    int threads; /* worker threads for this context; 0 = all cores */
+} glimpse_context_params;
+
+glimpse_context_params glimpse_context_default_params(void);
+
+/* A context holds one computation's scratch memory and its thread pool. It
+ * borrows the model, which must outlive it. One thread at a time. */
+glimpse_status glimpse_context_create(const glimpse_model *model, const glimpse_context_params *params,
+                                      glimpse_context **out);
+void glimpse_context_free(glimpse_context *ctx);
+
+/* ----------------------------------------------------------------- image */
+
+typedef struct glimpse_image glimpse_image;
+
+typedef struct glimpse_image_params {
+    /* Refuse images with more pixels than this before decoding them
+     * (default 178956970, Pillow's decompression-bomb limit). */
+    uint64_t max_pixels;
+} glimpse_image_params;
+
+glimpse_image_params glimpse_image_default_params(void);
+
+typedef enum glimpse_pixel_format {
+    GLIMPSE_PIXEL_FORMAT_RGB8 = 1,  /* 3 bytes a pixel: R, G, B */
+    GLIMPSE_PIXEL_FORMAT_RGBA8 = 2, /* 4 bytes: R, G, B, A (alpha dropped) */
+    GLIMPSE_PIXEL_FORMAT_BGRA8 = 3  /* 4 bytes: B, G, R, A (alpha dropped) */
+} glimpse_pixel_format;
+
+/* Decodes an image file (JPEG, PNG, BMP, GIF's first frame, TGA, PNM) to RGB
+ * as Pillow's convert("RGB") does. params may be NULL. */
+glimpse_status glimpse_image_load_file(const char *path, const glimpse_image_params *params,
+                                       glimpse_image **out);
+/* The same from encoded bytes in memory; the bytes are only borrowed. */
+glimpse_status glimpse_image_load_memory(const void *bytes, size_t size, const glimpse_image_params *params,
+                                         glimpse_image **out);
+/* Copies decoded pixels. stride is the distance in bytes between rows
+ * (0 = width × bytes per pixel). */
+glimpse_status glimpse_image_from_pixels(const uint8_t *pixels, int width, int height, size_t stride,
+                                         glimpse_pixel_format format, glimpse_image **out);
+void glimpse_image_free(glimpse_image *image);
+int glimpse_image_width(const glimpse_image *image);
+int glimpse_image_height(const glimpse_image *image);
+/* The RGB8 pixels, width × height × 3, rows packed; owned by the image. */
+const uint8_t *glimpse_image_pixels(const glimpse_image *image);
+
+/* ------------------------------------------------------------- embedding */
+
+/* Embeds count images as a batch: out receives count × embedding_dim floats,
+ * projected and L2-normalised (transformers' image_embeds). */
+glimpse_status glimpse_embed_images(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+                                    float *out);
+/* Embeds count UTF-8 texts (transformers' text_embeds); texts longer than the
+ * model's context are truncated as the reference tokenizer truncates. */
+glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *texts, size_t count, float *out);
+
+/* Scores every image against every text: logits[i * text_count + t] =
+ * logit_scale × cosine(image i, text t), as CLIP's logits_per_image. The
+ * embeddings are those returned by glimpse_embed_*. */
+glimpse_status glimpse_score(const glimpse_model *model, const float *image_embeddings, size_t image_count,
+                             const float *text_embeddings, size_t text_count, float *logits);
+
+/* Token ids of a text as the model's tokenizer gives them (with start and end
+ * tokens, truncated to the model's context). Writes at most capacity ids and
+ * sets *count to the full number; GLIMPSE_STATUS_TOO_LARGE if they did not fit. */
+glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, int32_t *ids, size_t capacity,
+                                size_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GLIMPSE_H */

@@ -1,0 +1,96 @@
+/* support.c — fixture access and tolerance helpers for the tests. */
+#include "support.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "file.h"
+
+const char *fixtures_folder(void) {
+    static char folder[4096];
+    static int decided, present;
+    if (!decided) {
+        decided = 1;
+        const char *env = getenv("GLIMPSE_FIXTURES");
+        snprintf(folder, sizeof folder, "%s", env && env[0] ? env : GLIMPSE_SOURCE_DIR "/../shared/fixtures");
+        present = file_is_directory(folder);
+        if (!present) fprintf(stderr, "note: fixtures not found at %s; parity tests are skipped\n", folder);
+    }
+    return present ? folder : NULL;
+}
+
+char *fixture_path(const char *relative) {
+    const char *folder = fixtures_folder();
+    return folder ? file_join(folder, relative) : NULL;
+}
+
+cJSON *fixture_json(const char *relative) {
+    char *path = fixture_path(relative);
+    if (!path) return NULL;
+    uint8_t *bytes;
+    size_t size;
+    cJSON *json = NULL;
+    if (file_read_all(path, 1u << 26, &bytes, &size) == 0) {
+        json = cJSON_ParseWithLength((const char *)bytes, size);
+        free(bytes);
+    }
+    free(path);
+    return json;
+}
+
+safetensors *fixture_tensors(const char *relative) {
+    char *path = fixture_path(relative);
+    if (!path) return NULL;
+    safetensors *file = NULL;
+    safetensors_open(path, &file);
+    free(path);
+    return file;
+}
+
+const float *fixture_tensor(const safetensors *file, const char *name, size_t elements) {
+    const tensor_entry *entry = safetensors_find(file, name);
+    if (!entry) fail_msg("reference tensor %s is missing", name);
+    assert_int_equal(entry->dtype, TENSOR_DTYPE_F32);
+    assert_int_equal(entry->elements, elements);
+    return (const float *)entry->data;
+}
+
+double relative_difference(const float *actual, const float *expected, size_t n) {
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double scale = fabs(expected[i]) > 1.0 ? fabs(expected[i]) : 1.0;
+        double d = fabs((double)actual[i] - expected[i]) / scale;
+        if (!(d <= worst)) worst = d; /* NaN propagates */
+    }
+    return worst;
+}
+
+#define MAX_NOTES 64
+static struct {
+    char what[64];
+    double difference;
+} notes[MAX_NOTES];
+static int note_count;
+
+void note_difference(const char *what, double difference) {
+    for (int i = 0; i < note_count; i++)
+        if (strcmp(notes[i].what, what) == 0) {
+            if (!(difference <= notes[i].difference)) notes[i].difference = difference;
+            return;
+        }
+    if (note_count == MAX_NOTES) return;
+    snprintf(notes[note_count].what, sizeof notes[note_count].what, "%s", what);
+    notes[note_count++].difference = difference;
+}
+
+void report_differences(void) {
+    for (int i = 0; i < note_count; i++)
+        fprintf(stderr, "max difference %-28s %.3g\n", notes[i].what, notes[i].difference);
+}

@@ -1,0 +1,250 @@
+/* test_clip_parity.c — CLIP against the reference: clip-tiny's pixel_values,
+ * token ids, vision and text hidden states, embeddings and logits must match
+ * what transformers computed, within the fixtures' tolerances. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "file.h"
+#include "model.h"
+#include "support.h"
+
+#define TOLERANCE 1e-4
+
+typedef struct clip_fixture {
+    glimpse_model *model;
+    cJSON *expected;
+    safetensors *reference;
+    size_t image_count, text_count;
+} clip_fixture;
+
+static int setup(void **state) {
+    if (!fixtures_folder()) {
+        *state = NULL;
+        return 0;
+    }
+    clip_fixture *f = calloc(1, sizeof *f);
+    char *folder = fixture_path("clip-tiny");
+    if (glimpse_model_load(folder, NULL, &f->model) != GLIMPSE_OK) {
+        fprintf(stderr, "load failed: %s\n", glimpse_last_error());
+        free(folder);
+        return -1;
+    }
+    free(folder);
+    f->expected = fixture_json("clip-tiny/expected.json");
+    f->reference = fixture_tensors("clip-tiny/reference.safetensors");
+    if (!f->expected || !f->reference) return -1;
+    f->image_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "images"));
+    f->text_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "texts"));
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    clip_fixture *f = *state;
+    if (!f) return 0;
+    glimpse_model_free(f->model);
+    cJSON_Delete(f->expected);
+    safetensors_close(f->reference);
+    free(f);
+    return 0;
+}
+
+#define REQUIRE_FIXTURES(f)                                                                                            \
+    do {                                                                                                               \
+        if (!(f)) skip();                                                                                              \
+    } while (0)
+
+static glimpse_image *load_fixture_image(const char *name) {
+    char relative[256];
+    snprintf(relative, sizeof relative, "images/%s", name);
+    char *path = fixture_path(relative);
+    glimpse_image *image = NULL;
+    glimpse_status status = glimpse_image_load_file(path, NULL, &image);
+    if (status) fail_msg("%s: %s", path, glimpse_last_error());
+    free(path);
+    return image;
+}
+
+static float *all_pixel_values(clip_fixture *f) {
+    size_t size = (size_t)f->model->vision.config.image_size, plane = 3 * size * size;
+    float *pixels = malloc(f->image_count * plane * sizeof(float));
+    for (size_t i = 0; i < f->image_count; i++) {
+        const char *name = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring;
+        glimpse_image *image = load_fixture_image(name);
+        assert_int_equal(preprocess_image(pixels + i * plane, image, &f->model->preprocess), GLIMPSE_OK);
+        glimpse_image_free(image);
+    }
+    return pixels;
+}
+
+static void test_pixel_values(void **state) {
+    clip_fixture *f = *state;
+    REQUIRE_FIXTURES(f);
+    size_t size = (size_t)f->model->vision.config.image_size, plane = 3 * size * size;
+    float *pixels = all_pixel_values(f);
+    const float *expected = fixture_tensor(f->reference, "pixel_values", f->image_count * plane);
+    for (size_t i = 0; i < f->image_count; i++) {
+        const char *name = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring;
+        double difference = relative_difference(pixels + i * plane, expected + i * plane, plane);
+        char what[64];
+        snprintf(what, sizeof what, "pixel_values %s", name);
+        note_difference(what, difference);
+        if (difference > 1e-6) fail_msg("pixel_values of %s differ by %g", name, difference);
+    }
+    free(pixels);
+}
+
+static void test_vision_tower(void **state) {
+    clip_fixture *f = *state;
+    REQUIRE_FIXTURES(f);
+    const vit_model *vision = &f->model->vision;
+    size_t n = f->image_count, hidden = (size_t)vision->config.hidden_size, tokens = vision->tokens;
+    size_t dim = (size_t)vision->config.projection_dim;
+    float *pixels = all_pixel_values(f);
+    vit_state *run;
+    pool *threads;
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    assert_int_equal(vit_state_create(vision, n, &run), GLIMPSE_OK);
+    vit_forward(vision, run, pixels, n, threads);
+    const float *hidden_expected = fixture_tensor(f->reference, "vision_last_hidden_state", n * tokens * hidden);
+    double d = relative_difference(run->hidden, hidden_expected, n * tokens * hidden);
+    note_difference("vision_last_hidden_state", d);
+    assert_true(d <= TOLERANCE);
+    const float *pooled_expected = fixture_tensor(f->reference, "vision_pooled", n * hidden);
+    const float *embeds_expected = fixture_tensor(f->reference, "image_embeds", n * dim);
+    float pooled[hidden], embed[dim];
+    for (size_t b = 0; b < n; b++) {
+        vit_pooled(vision, run, b, pooled);
+        d = relative_difference(pooled, pooled_expected + b * hidden, hidden);
+        note_difference("vision_pooled", d);
+        assert_true(d <= TOLERANCE);
+        vit_embed(vision, run, b, embed);
+        d = relative_difference(embed, embeds_expected + b * dim, dim);
+        note_difference("image_embeds", d);
+        assert_true(d <= TOLERANCE);
+    }
+    vit_state_free(run);
+    pool_free(threads);
+    free(pixels);
+}
+
+static void test_token_ids(void **state) {
+    clip_fixture *f = *state;
+    REQUIRE_FIXTURES(f);
+    const cJSON *texts = cJSON_GetObjectItem(f->expected, "texts");
+    const cJSON *all_ids = cJSON_GetObjectItem(f->expected, "input_ids");
+    for (size_t t = 0; t < f->text_count; t++) {
+        const char *text = cJSON_GetArrayItem(texts, (int)t)->valuestring;
+        const cJSON *expected = cJSON_GetArrayItem(all_ids, (int)t);
+        int32_t ids[77];
+        size_t count;
+        assert_int_equal(glimpse_tokenize(f->model, text, ids, 77, &count), GLIMPSE_OK);
+        if ((int)count != cJSON_GetArraySize(expected))
+            fail_msg("text %zu (\"%.30s\"): %zu ids, expected %d", t, text, count, cJSON_GetArraySize(expected));
+        for (size_t i = 0; i < count; i++)
+            if (ids[i] != cJSON_GetArrayItem(expected, (int)i)->valueint)
+                fail_msg("text %zu (\"%.30s\"): id %zu is %d, expected %d", t, text, i, ids[i],
+                         cJSON_GetArrayItem(expected, (int)i)->valueint);
+    }
+}
+
+static void test_text_tower(void **state) {
+    clip_fixture *f = *state;
+    REQUIRE_FIXTURES(f);
+    const clip_text_model *text = &f->model->text;
+    size_t n = f->text_count, hidden = (size_t)text->config.hidden_size, dim = (size_t)text->config.projection_dim;
+    size_t positions = (size_t)text->config.max_positions;
+    const cJSON *all_ids = cJSON_GetObjectItem(f->expected, "input_ids");
+    int32_t *ids = malloc(n * positions * sizeof *ids);
+    size_t lengths[16], rows = 0;
+    for (size_t t = 0; t < n; t++) {
+        const cJSON *list = cJSON_GetArrayItem(all_ids, (int)t);
+        lengths[t] = (size_t)cJSON_GetArraySize(list);
+        for (size_t i = 0; i < lengths[t]; i++) ids[rows + i] = cJSON_GetArrayItem(list, (int)i)->valueint;
+        rows += lengths[t];
+    }
+    clip_text_state *run;
+    pool *threads;
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    assert_int_equal(clip_text_state_create(text, n, &run), GLIMPSE_OK);
+    assert_int_equal(clip_text_forward(text, run, ids, lengths, n, threads), GLIMPSE_OK);
+    const float *hidden_expected = fixture_tensor(f->reference, "text_last_hidden_state", n * positions * hidden);
+    const float *embeds_expected = fixture_tensor(f->reference, "text_embeds", n * dim);
+    rows = 0;
+    float embed[dim];
+    for (size_t t = 0; t < n; t++) {
+        /* the reference padded the batch: compare up to the text's own end */
+        double d = relative_difference(run->hidden + rows * hidden, hidden_expected + t * positions * hidden,
+                                       lengths[t] * hidden);
+        note_difference("text_last_hidden_state", d);
+        assert_true(d <= TOLERANCE);
+        clip_text_embed(text, run, rows, ids + rows, lengths[t], embed);
+        d = relative_difference(embed, embeds_expected + t * dim, dim);
+        note_difference("text_embeds", d);
+        assert_true(d <= TOLERANCE);
+        rows += lengths[t];
+    }
+    clip_text_state_free(run);
+    pool_free(threads);
+    free(ids);
+}
+
+/* Through the public API end to end: files in, logits out. */
+static void test_public_api_logits(void **state) {
+    clip_fixture *f = *state;
+    REQUIRE_FIXTURES(f);
+    size_t dim = glimpse_model_embedding_dim(f->model), ni = f->image_count, nt = f->text_count;
+    glimpse_context *ctx;
+    glimpse_context_params params = glimpse_context_default_params();
+    params.threads = 2;
+    assert_int_equal(glimpse_context_create(f->model, &params, &ctx), GLIMPSE_OK);
+    glimpse_image *images[16];
+    const char *texts[16];
+    for (size_t i = 0; i < ni; i++)
+        images[i] = load_fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring);
+    for (size_t t = 0; t < nt; t++)
+        texts[t] = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "texts"), (int)t)->valuestring;
+    float *image_embeds = malloc(ni * dim * sizeof(float)), *text_embeds = malloc(nt * dim * sizeof(float));
+    float *logits = malloc(ni * nt * sizeof(float));
+    assert_int_equal(glimpse_embed_images(ctx, (const glimpse_image *const *)images, ni, image_embeds), GLIMPSE_OK);
+    assert_int_equal(glimpse_embed_texts(ctx, texts, nt, text_embeds), GLIMPSE_OK);
+    assert_int_equal(glimpse_score(f->model, image_embeds, ni, text_embeds, nt, logits), GLIMPSE_OK);
+    const float *expected = fixture_tensor(f->reference, "logits_per_image", ni * nt);
+    double d = relative_difference(logits, expected, ni * nt);
+    note_difference("logits_per_image", d);
+    assert_true(d <= TOLERANCE);
+    /* expected.json's logit_scale and logits agree with the tensors */
+    double scale = cJSON_GetObjectItem(f->expected, "logit_scale")->valuedouble;
+    glimpse_model_info info;
+    assert_int_equal(glimpse_model_get_info(f->model, &info), GLIMPSE_OK);
+    assert_true(fabs(info.logit_scale - scale) <= 1e-5 * scale);
+    const cJSON *rows = cJSON_GetObjectItem(f->expected, "logits_per_image");
+    for (size_t i = 0; i < ni; i++)
+        for (size_t t = 0; t < nt; t++) {
+            double value = cJSON_GetArrayItem(cJSON_GetArrayItem(rows, (int)i), (int)t)->valuedouble;
+            assert_true(fabs(logits[i * nt + t] - value) <= TOLERANCE * (fabs(value) > 1 ? fabs(value) : 1));
+        }
+    for (size_t i = 0; i < ni; i++) glimpse_image_free(images[i]);
+    free(image_embeds);
+    free(text_embeds);
+    free(logits);
+    glimpse_context_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pixel_values),  cmocka_unit_test(test_vision_tower),
+        cmocka_unit_test(test_token_ids),     cmocka_unit_test(test_text_tower),
+        cmocka_unit_test(test_public_api_logits),
+    };
+    int failed = cmocka_run_group_tests_name("clip parity", tests, setup, teardown);
+    report_differences();
+    return failed;
+}

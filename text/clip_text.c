@@ -1,0 +1,160 @@
+/* clip_text.c — CLIP text tower forward pass over packed sequences. */
+#include "clip_text.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+#include "layers.h"
+
+glimpse_status clip_text_config_read(const cJSON *json, const char *where, int projection_dim,
+                                     clip_text_config *config) {
+    glimpse_status status;
+    *config = (clip_text_config){0};
+    config->projection_dim = projection_dim;
+    if ((status = config_int_or(json, where, "hidden_size", 1, 8192, 512, &config->hidden_size))) return status;
+    if ((status = config_int_or(json, where, "num_hidden_layers", 1, 1024, 12, &config->layers))) return status;
+    if ((status = config_int_or(json, where, "num_attention_heads", 1, 1024, 8, &config->heads))) return status;
+    if ((status = config_int_or(json, where, "intermediate_size", 1, 1 << 20, 2048, &config->intermediate_size)))
+        return status;
+    if ((status = config_int_or(json, where, "max_position_embeddings", 2, 1 << 16, 77, &config->max_positions)))
+        return status;
+    if ((status = config_int_or(json, where, "vocab_size", 1, 1 << 24, 49408, &config->vocab_size))) return status;
+    if ((status = config_int_or(json, where, "eos_token_id", 0, 1 << 24, 2, &config->eos_token_id))) return status;
+    double eps;
+    if ((status = config_double_or(json, where, "layer_norm_eps", 1e-5, &eps))) return status;
+    config->layer_norm_eps = (float)eps;
+    if ((status = config_string_or(json, where, "hidden_act", "quick_gelu", &config->act_name))) return status;
+    if (!activation_from_name(config->act_name, &config->act))
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported", where,
+                         config->act_name);
+    if (config->hidden_size % config->heads != 0)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: hidden_size %d is not divisible by num_attention_heads %d",
+                         where, config->hidden_size, config->heads);
+    return GLIMPSE_OK;
+}
+
+glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config, weight_store *store) {
+    memset(model, 0, sizeof *model);
+    model->config = *config;
+    clip_text_weights *w = &model->weights;
+    size_t hidden = (size_t)config->hidden_size;
+    size_t token_shape[2] = {(size_t)config->vocab_size, hidden};
+    size_t position_shape[2] = {(size_t)config->max_positions, hidden};
+    glimpse_status status;
+    if ((status = weight_store_get(store, &w->token_embedding, 2, token_shape,
+                                   "text_model.embeddings.token_embedding.weight")))
+        return status;
+    if ((status = weight_store_get(store, &w->position_embedding, 2, position_shape,
+                                   "text_model.embeddings.position_embedding.weight")))
+        return status;
+    if ((status = layers_load_norm(store, "text_model.final_layer_norm", hidden, &w->final_norm_weight,
+                                   &w->final_norm_bias)))
+        return status;
+    if ((status = layers_load_linear(store, "text_projection", (size_t)config->projection_dim, hidden, &w->projection,
+                                     NULL)))
+        return status;
+    w->layers = calloc((size_t)config->layers, sizeof *w->layers);
+    if (!w->layers) return ERROR_OOM();
+    for (int i = 0; i < config->layers; i++) {
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "text_model.encoder.layers.%d", i);
+        if ((status = layers_load_clip_encoder(store, prefix, hidden, (size_t)config->intermediate_size,
+                                               &w->layers[i]))) {
+            clip_text_model_free(model);
+            return status;
+        }
+    }
+    return GLIMPSE_OK;
+}
+
+void clip_text_model_free(clip_text_model *model) {
+    free(model->weights.layers);
+    model->weights.layers = NULL;
+}
+
+static encoder_shape shape_of(const clip_text_model *model) {
+    const clip_text_config *c = &model->config;
+    encoder_shape shape = {(size_t)c->hidden_size, (size_t)c->heads, (size_t)c->intermediate_size, c->layer_norm_eps,
+                           c->act, KERNEL_MASK_CAUSAL};
+    return shape;
+}
+
+glimpse_status clip_text_state_create(const clip_text_model *model, size_t max_sequences, clip_text_state **out) {
+    *out = NULL;
+    clip_text_state *state = calloc(1, sizeof *state);
+    if (!state) return ERROR_OOM();
+    encoder_shape shape = shape_of(model);
+    size_t positions = (size_t)model->config.max_positions;
+    state->max_rows = max_sequences * positions;
+    state->hidden = malloc(state->max_rows * shape.hidden * sizeof(float));
+    state->memory = malloc(encoder_scratch_floats(&shape, state->max_rows, positions) * sizeof(float));
+    if (!state->hidden || !state->memory) {
+        clip_text_state_free(state);
+        return ERROR_OOM();
+    }
+    encoder_scratch_carve(&state->scratch, state->memory, &shape, state->max_rows, positions);
+    *out = state;
+    return GLIMPSE_OK;
+}
+
+void clip_text_state_free(clip_text_state *state) {
+    if (!state) return;
+    free(state->hidden);
+    free(state->memory);
+    free(state);
+}
+
+glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *state, const int32_t *ids,
+                                 const size_t *lengths, size_t sequences, pool *threads) {
+    const clip_text_config *c = &model->config;
+    const clip_text_weights *w = &model->weights;
+    size_t hidden = (size_t)c->hidden_size, rows = 0;
+    for (size_t s = 0; s < sequences; s++) {
+        if (lengths[s] == 0 || lengths[s] > (size_t)c->max_positions)
+            return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "text of %zu tokens: the model takes 1 to %d",
+                             lengths[s], c->max_positions);
+        rows += lengths[s];
+    }
+    if (rows > state->max_rows) return error_set(GLIMPSE_STATUS_INTERNAL, "text batch larger than its state");
+    size_t row = 0;
+    for (size_t s = 0; s < sequences; s++)
+        for (size_t t = 0; t < lengths[s]; t++, row++) {
+            int32_t id = ids[row];
+            if (id < 0 || id >= c->vocab_size)
+                return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
+                                 c->vocab_size);
+            const float *token = w->token_embedding + (size_t)id * hidden;
+            const float *position = w->position_embedding + t * hidden;
+            float *x = state->hidden + row * hidden;
+            for (size_t i = 0; i < hidden; i++) x[i] = token[i] + position[i];
+        }
+    encoder_shape shape = shape_of(model);
+    for (int l = 0; l < c->layers; l++)
+        encoder_layer_forward(state->hidden, &w->layers[l], &shape, lengths, sequences, &state->scratch, threads);
+    kernel_layernorm(state->hidden, state->hidden, w->final_norm_weight, w->final_norm_bias, rows, hidden,
+                     c->layer_norm_eps);
+    return GLIMPSE_OK;
+}
+
+size_t clip_text_pool_index(const clip_text_model *model, const int32_t *ids, size_t length) {
+    size_t best = 0;
+    if (model->config.eos_token_id == 2) { /* legacy: argmax of the ids, first on ties */
+        for (size_t i = 1; i < length; i++)
+            if (ids[i] > ids[best]) best = i;
+        return best;
+    }
+    for (size_t i = 0; i < length; i++)
+        if (ids[i] == model->config.eos_token_id) return i;
+    return length - 1;
+}
+
+void clip_text_embed(const clip_text_model *model, const clip_text_state *state, size_t first, const int32_t *ids,
+                     size_t length, float *out) {
+    size_t hidden = (size_t)model->config.hidden_size, dim = (size_t)model->config.projection_dim;
+    const float *pooled = state->hidden + (first + clip_text_pool_index(model, ids, length)) * hidden;
+    kernel_linear(out, dim, pooled, hidden, model->weights.projection, NULL, 1, hidden, dim, NULL);
+    kernel_l2_normalize(out, dim);
+}

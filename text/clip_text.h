@@ -1,0 +1,66 @@
+/* clip_text.h — CLIP's text transformer: token and position embeddings,
+ * pre-LN encoder layers with a causal mask, the final LayerNorm, pooling at
+ * the end-of-text token and the text projection. Config, weights and run
+ * state apart, as in vision/vit.h. Token ids come from clip_tokenizer. */
+#ifndef GLIMPSE_TEXT_CLIP_TEXT_H
+#define GLIMPSE_TEXT_CLIP_TEXT_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "store.h"
+#include "transformer.h"
+
+typedef struct clip_text_config {
+    int hidden_size, layers, heads, intermediate_size;
+    int max_positions, vocab_size, projection_dim;
+    int eos_token_id; /* from config.json; 2 (published) means "pool at the largest id", the legacy rule */
+    float layer_norm_eps;
+    activation act;
+    const char *act_name;
+} clip_text_config;
+
+typedef struct clip_text_weights {
+    const float *token_embedding;    /* [vocab, hidden] */
+    const float *position_embedding; /* [max_positions, hidden] */
+    encoder_layer *layers;           /* [layers] */
+    const float *final_norm_weight, *final_norm_bias; /* [hidden] */
+    const float *projection;                          /* [projection_dim, hidden] */
+} clip_text_weights;
+
+typedef struct clip_text_model {
+    clip_text_config config;
+    clip_text_weights weights;
+} clip_text_model;
+
+glimpse_status clip_text_config_read(const cJSON *json, const char *where, int projection_dim,
+                                     clip_text_config *config);
+glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config, weight_store *store);
+void clip_text_model_free(clip_text_model *model);
+
+typedef struct clip_text_state {
+    size_t max_rows;
+    float *hidden; /* [rows, hidden]: after the final LayerNorm */
+    float *memory;
+    encoder_scratch scratch;
+} clip_text_state;
+
+/* Room for up to max_sequences texts of max_positions tokens each. */
+glimpse_status clip_text_state_create(const clip_text_model *model, size_t max_sequences, clip_text_state **out);
+void clip_text_state_free(clip_text_state *state);
+
+/* Runs `sequences` token sequences packed back to back (ids, with
+ * lengths[s] each, every length in 1..max_positions). state->hidden then
+ * holds the last hidden state of every token. */
+glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *state, const int32_t *ids,
+                                 const size_t *lengths, size_t sequences, pool *threads);
+
+/* The position pooled for a sequence (first end token, or the legacy argmax). */
+size_t clip_text_pool_index(const clip_text_model *model, const int32_t *ids, size_t length);
+
+/* out[projection_dim]: projected, L2-normalised embedding of the sequence
+ * whose rows start at row `first` (after clip_text_forward). */
+void clip_text_embed(const clip_text_model *model, const clip_text_state *state, size_t first, const int32_t *ids,
+                     size_t length, float *out);
+
+#endif

@@ -1,0 +1,45 @@
+/* preprocess.h — turning an RGB image into a model's pixel_values exactly as
+ * transformers' CLIPImageProcessor and BlipImageProcessor do: resize
+ * (shortest edge, or a fixed size), centre crop (padding with zeros when the
+ * image is smaller), rescale, normalise, channels first. Reads the settings
+ * from preprocessor_config.json. */
+#ifndef GLIMPSE_VISION_PREPROCESS_H
+#define GLIMPSE_VISION_PREPROCESS_H
+
+#include <cjson/cJSON.h>
+
+#include "image.h"
+
+typedef struct preprocess_config {
+    int do_resize;
+    int shortest_edge;              /* > 0: resize so the short side is this (CLIP) */
+    int resize_height, resize_width; /* otherwise: resize to exactly this (BLIP) */
+    int resample;                   /* Pillow code: 3 bicubic, 2 bilinear, 1 lanczos */
+    int do_center_crop;
+    int crop_height, crop_width;
+    int do_rescale;
+    double rescale_factor;
+    int do_normalize;
+    float mean[3], std[3];
+} preprocess_config;
+
+/* CLIP-style defaults for a given image size. */
+preprocess_config preprocess_default_clip(int image_size);
+/* BLIP-style defaults: fixed square resize, no crop. */
+preprocess_config preprocess_default_blip(int image_size);
+
+/* Reads preprocessor_config.json (already parsed) over defaults.
+ * square_default: how a bare integer "size" is read — as a square (BLIP) or
+ * as the shortest edge (CLIP), as the processors themselves read it. */
+glimpse_status preprocess_config_read(const cJSON *json, const char *where, int square_default,
+                                      preprocess_config *config);
+
+/* The final height and width pixel_values will have. */
+void preprocess_output_size(const preprocess_config *config, int image_width, int image_height, int *height,
+                            int *width);
+
+/* Writes pixel_values [3, height, width] (height, width from
+ * preprocess_output_size) for one image. */
+glimpse_status preprocess_image(float *pixel_values, const glimpse_image *image, const preprocess_config *config);
+
+#endif

@@ -1,0 +1,207 @@
+/* vit.c — ViT forward pass for CLIP and BLIP vision towers. */
+#include "vit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+#include "layers.h"
+
+glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant variant, vit_config *config) {
+    glimpse_status status;
+    *config = (vit_config){0};
+    config->variant = variant;
+    /* Defaults are transformers' CLIPVisionConfig / BlipVisionConfig ones,
+     * used when a published config leaves a field out. */
+    int clip = variant == VIT_VARIANT_CLIP;
+    if ((status = config_int_or(json, where, "hidden_size", 1, 8192, 768, &config->hidden_size))) return status;
+    if ((status = config_int_or(json, where, "num_hidden_layers", 1, 1024, 12, &config->layers))) return status;
+    if ((status = config_int_or(json, where, "num_attention_heads", 1, 1024, 12, &config->heads))) return status;
+    if ((status = config_int_or(json, where, "intermediate_size", 1, 1 << 20, 3072, &config->intermediate_size)))
+        return status;
+    if ((status = config_int_or(json, where, "image_size", 1, 1 << 14, clip ? 224 : 384, &config->image_size)))
+        return status;
+    if ((status = config_int_or(json, where, "patch_size", 1, 1 << 14, clip ? 32 : 16, &config->patch_size)))
+        return status;
+    if ((status = config_int_or(json, where, "num_channels", 3, 3, 3, &config->channels))) return status;
+    if (clip && (status = config_int_or(json, where, "projection_dim", 1, 1 << 16, 512, &config->projection_dim)))
+        return status;
+    double eps;
+    if ((status = config_double_or(json, where, "layer_norm_eps", clip ? 1e-5 : 1e-5, &eps))) return status;
+    config->layer_norm_eps = (float)eps;
+    if ((status = config_string_or(json, where, "hidden_act", clip ? "quick_gelu" : "gelu", &config->act_name)))
+        return status;
+    if (!activation_from_name(config->act_name, &config->act))
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported", where,
+                         config->act_name);
+    if (config->hidden_size % config->heads != 0)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: hidden_size %d is not divisible by num_attention_heads %d",
+                         where, config->hidden_size, config->heads);
+    if (config->image_size % config->patch_size != 0)
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: image_size %d is not a multiple of patch_size %d", where,
+                         config->image_size, config->patch_size);
+    return GLIMPSE_OK;
+}
+
+glimpse_status vit_model_load(vit_model *model, const vit_config *config, weight_store *store) {
+    memset(model, 0, sizeof *model);
+    model->config = *config;
+    size_t hidden = (size_t)config->hidden_size, patch = (size_t)config->patch_size;
+    model->patches_per_side = (size_t)(config->image_size / config->patch_size);
+    model->tokens = model->patches_per_side * model->patches_per_side + 1;
+    vit_weights *w = &model->weights;
+    int clip = config->variant == VIT_VARIANT_CLIP;
+    glimpse_status status;
+    size_t patch_shape[4] = {hidden, (size_t)config->channels, patch, patch};
+    if ((status = weight_store_get(store, &w->patch_weight, 4, patch_shape,
+                                   "vision_model.embeddings.patch_embedding.weight")))
+        return status;
+    if (clip) {
+        size_t class_shape[1] = {hidden}, position_shape[2] = {model->tokens, hidden};
+        if ((status = weight_store_get(store, &w->class_embedding, 1, class_shape,
+                                       "vision_model.embeddings.class_embedding")))
+            return status;
+        if ((status = weight_store_get(store, &w->position_embedding, 2, position_shape,
+                                       "vision_model.embeddings.position_embedding.weight")))
+            return status;
+        if ((status = layers_load_norm(store, "vision_model.pre_layrnorm", hidden, &w->pre_norm_weight,
+                                       &w->pre_norm_bias)))
+            return status;
+        if ((status = layers_load_linear(store, "visual_projection", (size_t)config->projection_dim, hidden,
+                                         &w->projection, NULL)))
+            return status;
+    } else {
+        size_t bias_shape[1] = {hidden}, class_shape[3] = {1, 1, hidden}, position_shape[3] = {1, model->tokens, hidden};
+        if ((status = weight_store_get(store, &w->patch_bias, 1, bias_shape,
+                                       "vision_model.embeddings.patch_embedding.bias")))
+            return status;
+        if ((status = weight_store_get(store, &w->class_embedding, 3, class_shape,
+                                       "vision_model.embeddings.class_embedding")))
+            return status;
+        if ((status = weight_store_get(store, &w->position_embedding, 3, position_shape,
+                                       "vision_model.embeddings.position_embedding")))
+            return status;
+    }
+    if ((status = layers_load_norm(store, "vision_model.post_layernorm", hidden, &w->post_norm_weight,
+                                   &w->post_norm_bias)))
+        return status;
+    w->layers = calloc((size_t)config->layers, sizeof *w->layers);
+    if (!w->layers) return ERROR_OOM();
+    for (int i = 0; i < config->layers; i++) {
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "vision_model.encoder.layers.%d", i);
+        status = clip ? layers_load_clip_encoder(store, prefix, hidden, (size_t)config->intermediate_size, &w->layers[i])
+                      : layers_load_blip_vision_encoder(store, prefix, hidden, (size_t)config->intermediate_size,
+                                                        &w->layers[i]);
+        if (status) {
+            vit_model_free(model);
+            return status;
+        }
+    }
+    return GLIMPSE_OK;
+}
+
+void vit_model_free(vit_model *model) {
+    free(model->weights.layers);
+    model->weights.layers = NULL;
+}
+
+static encoder_shape shape_of(const vit_model *model) {
+    const vit_config *c = &model->config;
+    encoder_shape shape = {(size_t)c->hidden_size, (size_t)c->heads, (size_t)c->intermediate_size, c->layer_norm_eps,
+                           c->act, KERNEL_MASK_NONE};
+    return shape;
+}
+
+glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_state **out) {
+    *out = NULL;
+    vit_state *state = calloc(1, sizeof *state);
+    if (!state) return ERROR_OOM();
+    encoder_shape shape = shape_of(model);
+    size_t rows = max_batch * model->tokens, patch = (size_t)model->config.patch_size;
+    size_t patch_values = (size_t)model->config.channels * patch * patch;
+    state->max_batch = max_batch;
+    state->hidden = malloc(rows * shape.hidden * sizeof(float));
+    state->patches = malloc(max_batch * (model->tokens - 1) * patch_values * sizeof(float));
+    state->memory = malloc(encoder_scratch_floats(&shape, rows, model->tokens) * sizeof(float));
+    state->lengths = malloc(max_batch * sizeof(size_t));
+    if (!state->hidden || !state->patches || !state->memory || !state->lengths) {
+        vit_state_free(state);
+        return ERROR_OOM();
+    }
+    encoder_scratch_carve(&state->scratch, state->memory, &shape, rows, model->tokens);
+    *out = state;
+    return GLIMPSE_OK;
+}
+
+void vit_state_free(vit_state *state) {
+    if (!state) return;
+    free(state->hidden);
+    free(state->patches);
+    free(state->memory);
+    free(state->lengths);
+    free(state);
+}
+
+void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch, pool *threads) {
+    const vit_config *c = &model->config;
+    const vit_weights *w = &model->weights;
+    size_t hidden = (size_t)c->hidden_size, patch = (size_t)c->patch_size, side = model->patches_per_side;
+    size_t size = (size_t)c->image_size, channels = (size_t)c->channels;
+    size_t patch_values = channels * patch * patch, patches = side * side, tokens = model->tokens;
+
+    /* Patch embedding as a matrix product: unfold each patch into a row
+     * ordered (channel, row, column) like the convolution's weight. */
+    for (size_t b = 0; b < batch; b++)
+        for (size_t py = 0; py < side; py++)
+            for (size_t px = 0; px < side; px++) {
+                float *row = state->patches + ((b * patches) + py * side + px) * patch_values;
+                for (size_t ch = 0; ch < channels; ch++)
+                    for (size_t y = 0; y < patch; y++)
+                        memcpy(row + (ch * patch + y) * patch,
+                               pixel_values + ((b * channels + ch) * size + py * patch + y) * size + px * patch,
+                               patch * sizeof(float));
+            }
+    float *embedded = state->scratch.context; /* [batch · patches, hidden], free until the first layer */
+    kernel_linear(embedded, hidden, state->patches, patch_values, w->patch_weight, w->patch_bias, batch * patches,
+                  patch_values, hidden, threads);
+    for (size_t b = 0; b < batch; b++) {
+        float *x = state->hidden + b * tokens * hidden;
+        for (size_t i = 0; i < hidden; i++) x[i] = w->class_embedding[i] + w->position_embedding[i];
+        for (size_t t = 1; t < tokens; t++) {
+            const float *p = embedded + (b * patches + t - 1) * hidden;
+            const float *position = w->position_embedding + t * hidden;
+            for (size_t i = 0; i < hidden; i++) x[t * hidden + i] = p[i] + position[i];
+        }
+        state->lengths[b] = tokens;
+    }
+    if (w->pre_norm_weight)
+        kernel_layernorm(state->hidden, state->hidden, w->pre_norm_weight, w->pre_norm_bias, batch * tokens, hidden,
+                         c->layer_norm_eps);
+    encoder_shape shape = shape_of(model);
+    for (int l = 0; l < c->layers; l++)
+        encoder_layer_forward(state->hidden, &w->layers[l], &shape, state->lengths, batch, &state->scratch, threads);
+}
+
+void vit_post_norm_all(const vit_model *model, const vit_state *state, size_t b, float *out) {
+    size_t hidden = (size_t)model->config.hidden_size;
+    kernel_layernorm(out, state->hidden + b * model->tokens * hidden, model->weights.post_norm_weight,
+                     model->weights.post_norm_bias, model->tokens, hidden, model->config.layer_norm_eps);
+}
+
+void vit_pooled(const vit_model *model, const vit_state *state, size_t b, float *out) {
+    size_t hidden = (size_t)model->config.hidden_size;
+    kernel_layernorm(out, state->hidden + b * model->tokens * hidden, model->weights.post_norm_weight,
+                     model->weights.post_norm_bias, 1, hidden, model->config.layer_norm_eps);
+}
+
+void vit_embed(const vit_model *model, const vit_state *state, size_t b, float *out) {
+    size_t hidden = (size_t)model->config.hidden_size;
+    float pooled[hidden];
+    vit_pooled(model, state, b, pooled);
+    kernel_linear(out, (size_t)model->config.projection_dim, pooled, hidden, model->weights.projection, NULL, 1,
+                  hidden, (size_t)model->config.projection_dim, NULL);
+    kernel_l2_normalize(out, (size_t)model->config.projection_dim);
+}

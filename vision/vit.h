@@ -1,0 +1,79 @@
+/* vit.h — the ViT image encoder of CLIP and BLIP: patch embedding, class
+ * token, positions, a stack of pre-LN encoder layers, the final LayerNorm
+ * and (CLIP) the visual projection. Config, weights and run state are kept
+ * apart: the model is read-only once loaded; a vit_state holds the
+ * activations of one caller. */
+#ifndef GLIMPSE_VISION_VIT_H
+#define GLIMPSE_VISION_VIT_H
+
+#include <cjson/cJSON.h>
+
+#include "store.h"
+#include "transformer.h"
+
+typedef enum vit_variant {
+    VIT_VARIANT_CLIP = 0, /* pre_layrnorm, separate q/k/v, no patch bias, projection */
+    VIT_VARIANT_BLIP = 1  /* fused qkv, patch bias, post-LN over every token */
+} vit_variant;
+
+typedef struct vit_config {
+    vit_variant variant;
+    int hidden_size, layers, heads, intermediate_size;
+    int image_size, patch_size, channels;
+    int projection_dim; /* CLIP only; 0 for BLIP */
+    float layer_norm_eps;
+    activation act;
+    const char *act_name;
+} vit_config;
+
+typedef struct vit_weights {
+    const float *patch_weight;       /* [hidden, channels, patch, patch] */
+    const float *patch_bias;         /* [hidden] (BLIP) or NULL */
+    const float *class_embedding;    /* [hidden] */
+    const float *position_embedding; /* [tokens, hidden] */
+    const float *pre_norm_weight, *pre_norm_bias;   /* [hidden] (CLIP) or NULL */
+    encoder_layer *layers;                          /* [layers] */
+    const float *post_norm_weight, *post_norm_bias; /* [hidden] */
+    const float *projection;                        /* [projection_dim, hidden] (CLIP) or NULL */
+} vit_weights;
+
+typedef struct vit_model {
+    vit_config config;
+    vit_weights weights;
+    size_t patches_per_side, tokens; /* tokens = patches + 1 */
+} vit_model;
+
+/* Reads vision_config (object `json`, named `where` in errors). The
+ * variant decides the defaults that the published configs leave out. */
+glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant variant, vit_config *config);
+
+/* Fills the weights from "vision_model.*" (and "visual_projection" for CLIP).
+ * Caller frees with vit_model_free (the tensors stay owned by the store). */
+glimpse_status vit_model_load(vit_model *model, const vit_config *config, weight_store *store);
+void vit_model_free(vit_model *model);
+
+/* Activations for up to max_batch images. */
+typedef struct vit_state {
+    size_t max_batch;
+    float *hidden;  /* [batch · tokens, hidden]: encoder output before the post-LN */
+    float *patches; /* [batch · patches, channels · patch²] */
+    float *memory;  /* encoder scratch */
+    encoder_scratch scratch;
+    size_t *lengths;
+} vit_state;
+
+glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_state **out);
+void vit_state_free(vit_state *state);
+
+/* Runs batch (≤ max_batch) images: pixel_values [batch, channels, size, size].
+ * Leaves state->hidden = encoder output (CLIP's last_hidden_state). */
+void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch, pool *threads);
+
+/* out[tokens, hidden] = post-LN of every token of image b (BLIP's image_embeds). */
+void vit_post_norm_all(const vit_model *model, const vit_state *state, size_t b, float *out);
+/* out[hidden] = post-LN of image b's class token (pooler_output). */
+void vit_pooled(const vit_model *model, const vit_state *state, size_t b, float *out);
+/* out[projection_dim] = projected, L2-normalised pooled output (CLIP image_embeds). */
+void vit_embed(const vit_model *model, const vit_state *state, size_t b, float *out);
+
+#endif

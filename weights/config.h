@@ -1,0 +1,30 @@
+/* config.h — reading the JSON files of a snapshot (config.json,
+ * preprocessor_config.json, tokenizer files) with cJSON, and typed field
+ * access whose errors name the file and the field. */
+#ifndef GLIMPSE_WEIGHTS_CONFIG_H
+#define GLIMPSE_WEIGHTS_CONFIG_H
+
+#include <cjson/cJSON.h>
+
+#include "glimpse.h"
+
+/* Parses folder/name. Caller frees with cJSON_Delete. */
+glimpse_status config_read_json(const char *folder, const char *name, cJSON **out);
+
+/* A required whole number in [minimum, maximum]. `where` names the file and
+ * section for messages, e.g. "config.json: vision_config". */
+glimpse_status config_int(const cJSON *object, const char *where, const char *key, long minimum, long maximum,
+                          int *out);
+/* The same, but a missing or null field gives fallback. */
+glimpse_status config_int_or(const cJSON *object, const char *where, const char *key, long minimum, long maximum,
+                             int fallback, int *out);
+glimpse_status config_double_or(const cJSON *object, const char *where, const char *key, double fallback,
+                                double *out);
+/* A string field, or fallback when missing/null; the result is borrowed from
+ * object (or is fallback). */
+glimpse_status config_string_or(const cJSON *object, const char *where, const char *key, const char *fallback,
+                                const char **out);
+/* An array of exactly `count` numbers. */
+glimpse_status config_doubles(const cJSON *object, const char *where, const char *key, int count, double *out);
+
+#endif

@@ -1,0 +1,119 @@
+/* file.c — whole-file reads and read-only mappings with clear errors. */
+#include "file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+
+static glimpse_status open_regular(const char *path, int *fd_out, size_t *size_out) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int code = errno;
+        return error_set(code == ENOENT ? GLIMPSE_STATUS_NOT_FOUND : GLIMPSE_STATUS_IO, "%s: %s", path,
+                         strerror(code));
+    }
+    struct stat info;
+    if (fstat(fd, &info) != 0) {
+        int code = errno;
+        close(fd);
+        return error_set(GLIMPSE_STATUS_IO, "%s: %s", path, strerror(code));
+    }
+    if (S_ISDIR(info.st_mode)) {
+        close(fd);
+        return error_set(GLIMPSE_STATUS_IO, "%s: is a directory, not a file", path);
+    }
+    if (!S_ISREG(info.st_mode)) {
+        close(fd);
+        return error_set(GLIMPSE_STATUS_IO, "%s: not a regular file", path);
+    }
+    *fd_out = fd;
+    *size_out = (size_t)info.st_size;
+    return GLIMPSE_OK;
+}
+
+glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes, size_t *size) {
+    *bytes = NULL;
+    *size = 0;
+    int fd;
+    size_t length;
+    glimpse_status status = open_regular(path, &fd, &length);
+    if (status) return status;
+    if (length > max_bytes) {
+        close(fd);
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%s: %zu bytes is over the limit of %zu", path, length, max_bytes);
+    }
+    uint8_t *buffer = malloc(length + 1);
+    if (!buffer) {
+        close(fd);
+        return ERROR_OOM();
+    }
+    size_t done = 0;
+    while (done < length) {
+        ssize_t got = read(fd, buffer + done, length - done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            int code = errno;
+            free(buffer);
+            close(fd);
+            return error_set(GLIMPSE_STATUS_IO, "%s: %s", path, got == 0 ? "file shrank while reading" : strerror(code));
+        }
+        done += (size_t)got;
+    }
+    close(fd);
+    buffer[length] = 0;
+    *bytes = buffer;
+    *size = length;
+    return GLIMPSE_OK;
+}
+
+glimpse_status file_map(const char *path, const uint8_t **map, size_t *size) {
+    *map = NULL;
+    *size = 0;
+    int fd;
+    size_t length;
+    glimpse_status status = open_regular(path, &fd, &length);
+    if (status) return status;
+    if (length == 0) {
+        close(fd);
+        return GLIMPSE_OK;
+    }
+    void *address = mmap(NULL, length, PROT_READ, MAP_PRIVATE, fd, 0);
+    int code = errno;
+    close(fd);
+    if (address == MAP_FAILED) return error_set(GLIMPSE_STATUS_IO, "%s: cannot map: %s", path, strerror(code));
+    *map = address;
+    *size = length;
+    return GLIMPSE_OK;
+}
+
+void file_unmap(const uint8_t *map, size_t size) {
+    if (map && size) munmap((void *)map, size);
+}
+
+int file_is_directory(const char *path) {
+    struct stat info;
+    return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+int file_is_regular(const char *path) {
+    struct stat info;
+    return stat(path, &info) == 0 && S_ISREG(info.st_mode);
+}
+
+char *file_join(const char *folder, const char *name) {
+    size_t a = strlen(folder), b = strlen(name);
+    char *joined = malloc(a + b + 2);
+    if (!joined) return NULL;
+    memcpy(joined, folder, a);
+    size_t at = a;
+    if (a > 0 && folder[a - 1] != '/') joined[at++] = '/';
+    memcpy(joined + at, name, b + 1);
+    return joined;
+}

@@ -1,0 +1,28 @@
+/* file.h — reading files whole and mapping them, with sizes checked and
+ * errors that name the path. Used for weights, configs, tokenizers, images. */
+#ifndef GLIMPSE_WEIGHTS_FILE_H
+#define GLIMPSE_WEIGHTS_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "glimpse.h"
+
+/* Reads the whole file into a new buffer (with one NUL byte after the data,
+ * so text can be parsed in place). Refuses files over max_bytes.
+ * Caller frees *bytes with free(). */
+glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes, size_t *size);
+
+/* Maps a file read-only. Caller releases with file_unmap(*map, *size).
+ * An empty file maps to (NULL, 0) successfully. */
+glimpse_status file_map(const char *path, const uint8_t **map, size_t *size);
+void file_unmap(const uint8_t *map, size_t size);
+
+/* 1 if path names an existing directory / regular file. */
+int file_is_directory(const char *path);
+int file_is_regular(const char *path);
+
+/* Joins folder and name with one '/'. Caller frees. NULL when out of memory. */
+char *file_join(const char *folder, const char *name);
+
+#endif

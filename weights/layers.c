@@ -1,0 +1,70 @@
+/* layers.c — parameter names of the encoder layers we run. */
+#include "layers.h"
+
+#include <stdio.h>
+
+glimpse_status layers_load_norm(weight_store *store, const char *prefix, size_t dim, const float **weight,
+                                const float **bias) {
+    size_t shape[1] = {dim};
+    glimpse_status status = weight_store_get(store, weight, 1, shape, "%s.weight", prefix);
+    if (!status) status = weight_store_get(store, bias, 1, shape, "%s.bias", prefix);
+    return status;
+}
+
+glimpse_status layers_load_linear(weight_store *store, const char *prefix, size_t out_features, size_t in_features,
+                                  const float **weight, const float **bias) {
+    size_t shape[2] = {out_features, in_features};
+    glimpse_status status = weight_store_get(store, weight, 2, shape, "%s.weight", prefix);
+    if (!status && bias) status = weight_store_get(store, bias, 1, shape, "%s.bias", prefix);
+    return status;
+}
+
+static glimpse_status load_common(weight_store *store, const char *prefix, size_t hidden, size_t intermediate,
+                                  encoder_layer *out) {
+    char name[256];
+    glimpse_status status;
+    snprintf(name, sizeof name, "%s.layer_norm1", prefix);
+    if ((status = layers_load_norm(store, name, hidden, &out->norm1_weight, &out->norm1_bias))) return status;
+    snprintf(name, sizeof name, "%s.layer_norm2", prefix);
+    if ((status = layers_load_norm(store, name, hidden, &out->norm2_weight, &out->norm2_bias))) return status;
+    snprintf(name, sizeof name, "%s.mlp.fc1", prefix);
+    if ((status = layers_load_linear(store, name, intermediate, hidden, &out->fc1_weight, &out->fc1_bias)))
+        return status;
+    snprintf(name, sizeof name, "%s.mlp.fc2", prefix);
+    return layers_load_linear(store, name, hidden, intermediate, &out->fc2_weight, &out->fc2_bias);
+}
+
+glimpse_status layers_load_clip_encoder(weight_store *store, const char *prefix, size_t hidden, size_t intermediate,
+                                        encoder_layer *out) {
+    *out = (encoder_layer){0};
+    glimpse_status status = load_common(store, prefix, hidden, intermediate, out);
+    char name[256];
+    const struct {
+        const char *what;
+        const float **weight, **bias;
+    } projections[] = {{"q_proj", &out->q_weight, &out->q_bias},
+                       {"k_proj", &out->k_weight, &out->k_bias},
+                       {"v_proj", &out->v_weight, &out->v_bias},
+                       {"out_proj", &out->out_weight, &out->out_bias}};
+    for (size_t i = 0; !status && i < 4; i++) {
+        snprintf(name, sizeof name, "%s.self_attn.%s", prefix, projections[i].what);
+        status = layers_load_linear(store, name, hidden, hidden, projections[i].weight, projections[i].bias);
+    }
+    return status;
+}
+
+glimpse_status layers_load_blip_vision_encoder(weight_store *store, const char *prefix, size_t hidden,
+                                               size_t intermediate, encoder_layer *out) {
+    *out = (encoder_layer){0};
+    glimpse_status status = load_common(store, prefix, hidden, intermediate, out);
+    char name[256];
+    if (!status) {
+        snprintf(name, sizeof name, "%s.self_attn.qkv", prefix);
+        status = layers_load_linear(store, name, 3 * hidden, hidden, &out->qkv_weight, &out->qkv_bias);
+    }
+    if (!status) {
+        snprintf(name, sizeof name, "%s.self_attn.projection", prefix);
+        status = layers_load_linear(store, name, hidden, hidden, &out->out_weight, &out->out_bias);
+    }
+    return status;
+}

@@ -1,0 +1,251 @@
+/* store.c — the tensors of a snapshot folder, single-file or sharded. */
+#include "store.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "file.h"
+
+typedef struct owned_buffer {
+    struct owned_buffer *next;
+    float data[];
+} owned_buffer;
+
+struct weight_store {
+    safetensors **files;
+    size_t file_count;
+    owned_buffer *buffers; /* widened or realigned copies */
+    size_t parameters, bytes;
+    unsigned dtypes_seen; /* bit per tensor_dtype */
+};
+
+#define INDEX_MAX_BYTES (64u * 1024u * 1024u)
+
+static glimpse_status add_file(weight_store *store, safetensors *file) {
+    safetensors **grown = realloc(store->files, (store->file_count + 1) * sizeof *grown);
+    if (!grown) return ERROR_OOM();
+    store->files = grown;
+    store->files[store->file_count++] = file;
+    return GLIMPSE_OK;
+}
+
+glimpse_status weight_store_from_file(safetensors *file, weight_store **out) {
+    *out = NULL;
+    weight_store *store = calloc(1, sizeof *store);
+    if (!store) {
+        safetensors_close(file);
+        return ERROR_OOM();
+    }
+    glimpse_status status = add_file(store, file);
+    if (status) {
+        safetensors_close(file);
+        weight_store_free(store);
+        return status;
+    }
+    *out = store;
+    return GLIMPSE_OK;
+}
+
+/* A shard name from the index must be a plain file name inside the folder. */
+static int safe_shard_name(const char *name) {
+    return name[0] != '\0' && strchr(name, '/') == NULL && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+static glimpse_status open_sharded(weight_store *store, const char *folder, const char *index_path) {
+    uint8_t *text;
+    size_t size;
+    glimpse_status status = file_read_all(index_path, INDEX_MAX_BYTES, &text, &size);
+    if (status) return status;
+    cJSON *index = cJSON_ParseWithLength((const char *)text, size);
+    free(text);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
+    if (!cJSON_IsObject(map)) {
+        cJSON_Delete(index);
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: no \"weight_map\" object", index_path);
+    }
+    /* Open each distinct shard once, in order of first mention. */
+    const cJSON *item;
+    cJSON_ArrayForEach(item, map) {
+        if (!cJSON_IsString(item) || !safe_shard_name(item->valuestring)) {
+            status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: tensor '%s' maps to an invalid shard name", index_path,
+                               item->string);
+            break;
+        }
+        int seen = 0;
+        for (const cJSON *before = map->child; before != item; before = before->next)
+            if (strcmp(before->valuestring, item->valuestring) == 0) {
+                seen = 1;
+                break;
+            }
+        if (seen) continue;
+        char *path = file_join(folder, item->valuestring);
+        if (!path) {
+            status = ERROR_OOM();
+            break;
+        }
+        safetensors *file;
+        status = safetensors_open(path, &file);
+        free(path);
+        if (status) break;
+        status = add_file(store, file);
+        if (status) {
+            safetensors_close(file);
+            break;
+        }
+    }
+    /* Every tensor the index names must be in the shard it names. */
+    if (!status) cJSON_ArrayForEach(item, map) {
+            if (!weight_store_find(store, item->string)) {
+                status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: tensor '%s' is not in shard %s", index_path,
+                                   item->string, item->valuestring);
+                break;
+            }
+        }
+    cJSON_Delete(index);
+    return status;
+}
+
+glimpse_status weight_store_open(const char *folder, weight_store **out) {
+    *out = NULL;
+    weight_store *store = calloc(1, sizeof *store);
+    if (!store) return ERROR_OOM();
+    char *single = file_join(folder, "model.safetensors");
+    char *index = file_join(folder, "model.safetensors.index.json");
+    glimpse_status status = GLIMPSE_OK;
+    if (!single || !index) {
+        status = ERROR_OOM();
+    } else if (file_is_regular(single)) {
+        safetensors *file;
+        status = safetensors_open(single, &file);
+        if (!status) {
+            status = add_file(store, file);
+            if (status) safetensors_close(file);
+        }
+    } else if (file_is_regular(index)) {
+        status = open_sharded(store, folder, index);
+    } else {
+        status = error_set(GLIMPSE_STATUS_NOT_FOUND,
+                           "%s: no model.safetensors or model.safetensors.index.json (PyTorch .bin checkpoints are "
+                           "not read; use the safetensors files the hub publishes)",
+                           folder);
+    }
+    free(single);
+    free(index);
+    if (status) {
+        weight_store_free(store);
+        return status;
+    }
+    *out = store;
+    return GLIMPSE_OK;
+}
+
+void weight_store_free(weight_store *store) {
+    if (!store) return;
+    for (size_t i = 0; i < store->file_count; i++) safetensors_close(store->files[i]);
+    free(store->files);
+    for (owned_buffer *buffer = store->buffers; buffer;) {
+        owned_buffer *next = buffer->next;
+        free(buffer);
+        buffer = next;
+    }
+    free(store);
+}
+
+static const tensor_entry *find_with_file(const weight_store *store, const char *name, const safetensors **file) {
+    for (size_t i = 0; i < store->file_count; i++) {
+        const tensor_entry *entry = safetensors_find(store->files[i], name);
+        if (entry) {
+            if (file) *file = store->files[i];
+            return entry;
+        }
+    }
+    return NULL;
+}
+
+const tensor_entry *weight_store_find(const weight_store *store, const char *name) {
+    return find_with_file(store, name, NULL);
+}
+
+static glimpse_status get_tensor(weight_store *store, const float **out, int rank, const size_t *shape,
+                                 int optional, const char *format, va_list args) {
+    *out = NULL;
+    char name[512];
+    vsnprintf(name, sizeof name, format, args);
+    const safetensors *file = NULL;
+    const tensor_entry *entry = find_with_file(store, name, &file);
+    if (!entry) {
+        if (optional) return GLIMPSE_OK;
+        return error_set(GLIMPSE_STATUS_NOT_FOUND, "the checkpoint has no tensor '%s'%s%s", name,
+                         store->file_count == 1 ? " in " : "", store->file_count == 1 ? store->files[0]->label : "");
+    }
+    int same = entry->rank == rank;
+    for (int i = 0; same && i < rank; i++) same = entry->shape[i] == shape[i];
+    if (!same) {
+        char found[128], wanted[128];
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: tensor '%s' has shape %s, the config implies %s", file->label,
+                         name, tensor_shape_string(found, sizeof found, entry->shape, entry->rank),
+                         tensor_shape_string(wanted, sizeof wanted, shape, rank));
+    }
+    if (entry->dtype == TENSOR_DTYPE_OTHER)
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16",
+                         file->label, name, entry->dtype_name);
+    store->parameters += entry->elements;
+    store->bytes += entry->bytes;
+    store->dtypes_seen |= 1u << entry->dtype;
+    if (entry->dtype == TENSOR_DTYPE_F32 && ((uintptr_t)entry->data % sizeof(float)) == 0) {
+        *out = (const float *)entry->data;
+        return GLIMPSE_OK;
+    }
+    if (entry->elements > (SIZE_MAX - sizeof(owned_buffer)) / sizeof(float)) return ERROR_OOM();
+    owned_buffer *buffer = malloc(sizeof *buffer + entry->elements * sizeof(float));
+    if (!buffer) return ERROR_OOM();
+    buffer->next = store->buffers;
+    store->buffers = buffer;
+    if (entry->dtype == TENSOR_DTYPE_F32) {
+        memcpy(buffer->data, entry->data, entry->bytes);
+    } else {
+        for (size_t i = 0; i < entry->elements; i++) {
+            uint16_t half = (uint16_t)(entry->data[2 * i] | (entry->data[2 * i + 1] << 8));
+            buffer->data[i] =
+                entry->dtype == TENSOR_DTYPE_F16 ? tensor_f16_to_f32(half) : tensor_bf16_to_f32(half);
+        }
+    }
+    *out = buffer->data;
+    return GLIMPSE_OK;
+}
+
+glimpse_status weight_store_get(weight_store *store, const float **out, int rank, const size_t *shape,
+                                const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    glimpse_status status = get_tensor(store, out, rank, shape, 0, format, args);
+    va_end(args);
+    return status;
+}
+
+glimpse_status weight_store_get_optional(weight_store *store, const float **out, int rank, const size_t *shape,
+                                         const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    glimpse_status status = get_tensor(store, out, rank, shape, 1, format, args);
+    va_end(args);
+    return status;
+}
+
+size_t weight_store_parameters(const weight_store *store) { return store->parameters; }
+size_t weight_store_bytes(const weight_store *store) { return store->bytes; }
+
+const char *weight_store_dtype(const weight_store *store) {
+    switch (store->dtypes_seen) {
+    case 0: return "none";
+    case 1u << TENSOR_DTYPE_F32: return "F32";
+    case 1u << TENSOR_DTYPE_F16: return "F16";
+    case 1u << TENSOR_DTYPE_BF16: return "BF16";
+    default: return "mixed";
+    }
+}

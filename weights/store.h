@@ -1,0 +1,38 @@
+/* store.h — a model's tensors: one model.safetensors or a sharded set named
+ * by model.safetensors.index.json, looked up by name with the shape checked.
+ * Float32 tensors are handed out in place from the mapping; float16 and
+ * bfloat16 ones are widened to float32 once, at load. */
+#ifndef GLIMPSE_WEIGHTS_STORE_H
+#define GLIMPSE_WEIGHTS_STORE_H
+
+#include <stddef.h>
+
+#include "safetensors.h"
+
+typedef struct weight_store weight_store;
+
+/* Opens the weights of a snapshot folder. Caller frees with weight_store_free. */
+glimpse_status weight_store_open(const char *folder, weight_store **out);
+/* Wraps one already-parsed file (tests, fuzzing); the store takes ownership. */
+glimpse_status weight_store_from_file(safetensors *file, weight_store **out);
+void weight_store_free(weight_store *store);
+
+/* The entry of that name in any shard, or NULL. */
+const tensor_entry *weight_store_find(const weight_store *store, const char *name);
+
+/* Looks up the tensor named by the printf-style format, checks that it has
+ * exactly `rank` dimensions equal to shape[], and sets *out to its float32
+ * data. Errors name the tensor, the file and the shapes. */
+glimpse_status weight_store_get(weight_store *store, const float **out, int rank, const size_t *shape,
+                                const char *format, ...) __attribute__((format(printf, 5, 6)));
+
+/* Like weight_store_get, but a missing tensor leaves *out NULL and succeeds. */
+glimpse_status weight_store_get_optional(weight_store *store, const float **out, int rank, const size_t *shape,
+                                         const char *format, ...) __attribute__((format(printf, 5, 6)));
+
+/* Counts of what was handed out so far (for `glimpse info`). */
+size_t weight_store_parameters(const weight_store *store);
+size_t weight_store_bytes(const weight_store *store);
+const char *weight_store_dtype(const weight_store *store); /* "F32", "F16", "BF16", "mixed", "none" */
+
+#endif
