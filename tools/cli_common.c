@@ -1,0 +1,242 @@
+/* cli_common.c — shared plumbing of the glimpse subcommands. */
+#include "cli_common.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void cli_options_init(cli_options *options) {
+    memset(options, 0, sizeof *options);
+    options->max_pixels = glimpse_image_default_params().max_pixels;
+}
+
+const char cli_common_help[] =
+    "Common options:\n"
+    "  -m, --model MODEL    a Hugging Face snapshot folder, or a hub id (ORG/NAME) already\n"
+    "                       in the local Hugging Face cache\n"
+    "      --threads N      worker threads (default: all cores)\n"
+    "      --json           JSON Lines on stdout, one object per result\n"
+    "      --max-pixels N   refuse images larger than N pixels (default 178956970, as Pillow)\n"
+    "      --quiet          no progress bar\n"
+    "      --verbose        say what is loaded and how long it took (stderr)\n"
+    "      --help           this text\n"
+    "Results go to stdout; errors and progress to stderr. An input that fails is named\n"
+    "on stderr, the others are still processed, and the exit status is then 1\n"
+    "(2 for a wrong command line).\n";
+
+void cli_error(const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    fputs("glimpse: ", stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+}
+
+void cli_usage_error(const char *command, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "glimpse %s: ", command);
+    vfprintf(stderr, format, args);
+    fprintf(stderr, "\nTry 'glimpse %s --help'.\n", command);
+    va_end(args);
+    exit(CLI_EXIT_USAGE);
+}
+
+long cli_parse_long(const char *command, const char *option, const char *text, long minimum, long maximum) {
+    char *end;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno || end == text || *end != '\0' || value < minimum || value > maximum)
+        cli_usage_error(command, "%s takes a whole number from %ld to %ld, not '%s'", option, minimum, maximum, text);
+    return value;
+}
+
+int cli_common_option(cli_options *options, int code, const char *argument, const char *command) {
+    switch (code) {
+    case 'm': options->model = argument; return 1;
+    case CLI_OPT_THREADS: options->threads = (int)cli_parse_long(command, "--threads", argument, 1, 256); return 1;
+    case CLI_OPT_JSON: options->json = 1; return 1;
+    case CLI_OPT_QUIET: options->quiet = 1; return 1;
+    case CLI_OPT_VERBOSE: options->verbose = 1; return 1;
+    case CLI_OPT_MAX_PIXELS:
+        options->max_pixels = (uint64_t)cli_parse_long(command, "--max-pixels", argument, 1, 0x7fffffffffffffffL);
+        return 1;
+    }
+    return 0;
+}
+
+double cli_now(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + now.tv_nsec * 1e-9;
+}
+
+glimpse_model *cli_load_model(const cli_options *options, const char *command, int load_vision, int load_text) {
+    if (!options->model) cli_usage_error(command, "no model given: use -m MODEL");
+    glimpse_load_params params = glimpse_load_default_params();
+    params.load_vision = load_vision;
+    params.load_text = load_text;
+    double started = cli_now();
+    glimpse_model *model;
+    if (glimpse_model_load(options->model, &params, &model) != GLIMPSE_OK) {
+        cli_error("cannot load model: %s", glimpse_last_error());
+        exit(CLI_EXIT_FAILURE);
+    }
+    if (options->verbose) {
+        glimpse_model_info info;
+        glimpse_model_get_info(model, &info);
+        fprintf(stderr, "glimpse: loaded %s from %s in %.1f ms\n", info.architecture, info.path,
+                (cli_now() - started) * 1e3);
+    }
+    return model;
+}
+
+glimpse_context *cli_create_context(const cli_options *options, const glimpse_model *model) {
+    glimpse_context_params params = glimpse_context_default_params();
+    params.threads = options->threads;
+    glimpse_context *ctx;
+    if (glimpse_context_create(model, &params, &ctx) != GLIMPSE_OK) {
+        cli_error("%s", glimpse_last_error());
+        exit(CLI_EXIT_FAILURE);
+    }
+    return ctx;
+}
+
+void cli_progress_start(cli_progress *progress, const cli_options *options, size_t total, const char *what) {
+    memset(progress, 0, sizeof *progress);
+    progress->active = !options->quiet && total > 1 && isatty(STDERR_FILENO);
+    progress->total = total;
+    progress->what = what;
+    progress->started = cli_now();
+}
+
+void cli_progress_step(cli_progress *progress, size_t done) {
+    progress->done = done;
+    if (!progress->active) return;
+    const int width = 30;
+    int filled = progress->total ? (int)(width * done / progress->total) : width;
+    double elapsed = cli_now() - progress->started;
+    double rate = elapsed > 0 ? done / elapsed : 0;
+    double left = rate > 0 ? (progress->total - done) / rate : 0;
+    fprintf(stderr, "\r[%.*s%*s] %zu/%zu %s  %.1f/s  %.0fs left ", filled, "##############################",
+            width - filled, "", done, progress->total, progress->what, rate, left);
+    fflush(stderr);
+}
+
+void cli_progress_end(cli_progress *progress) {
+    if (progress->active) fprintf(stderr, "\r\033[K");
+}
+
+#define CLI_IMAGE_BATCH 8
+
+int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
+                          size_t count, float *embeddings, unsigned char *ok) {
+    glimpse_image_params params = glimpse_image_default_params();
+    params.max_pixels = options->max_pixels;
+    cli_progress progress;
+    cli_progress_start(&progress, options, count, "images");
+    int failed = 0;
+    for (size_t first = 0; first < count; first += CLI_IMAGE_BATCH) {
+        size_t batch = count - first < CLI_IMAGE_BATCH ? count - first : CLI_IMAGE_BATCH;
+        glimpse_image *images[CLI_IMAGE_BATCH];
+        size_t index[CLI_IMAGE_BATCH], loaded = 0;
+        for (size_t i = first; i < first + batch; i++) {
+            memset(embeddings + i * dim, 0, dim * sizeof(float));
+            ok[i] = 0;
+            glimpse_image *image;
+            if (glimpse_image_load_file(paths[i], &params, &image) != GLIMPSE_OK) {
+                cli_progress_end(&progress);
+                cli_error("%s", glimpse_last_error());
+                failed++;
+                continue;
+            }
+            images[loaded] = image;
+            index[loaded++] = i;
+        }
+        float batch_embeddings[CLI_IMAGE_BATCH * dim];
+        if (loaded && glimpse_embed_images(ctx, (const glimpse_image *const *)images, loaded, batch_embeddings)) {
+            /* a batch failed as a whole: retry one by one to name the culprit */
+            for (size_t j = 0; j < loaded; j++) {
+                if (glimpse_embed_images(ctx, (const glimpse_image *const *)&images[j], 1, batch_embeddings + j * dim)) {
+                    cli_error("%s: %s", paths[index[j]], glimpse_last_error());
+                    failed++;
+                } else {
+                    memcpy(embeddings + index[j] * dim, batch_embeddings + j * dim, dim * sizeof(float));
+                    ok[index[j]] = 1;
+                }
+            }
+        } else {
+            for (size_t j = 0; j < loaded; j++) {
+                memcpy(embeddings + index[j] * dim, batch_embeddings + j * dim, dim * sizeof(float));
+                ok[index[j]] = 1;
+            }
+        }
+        for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
+        cli_progress_step(&progress, first + batch);
+    }
+    cli_progress_end(&progress);
+    return failed;
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+void json_string(FILE *out, const char *text) {
+    const unsigned char *s = (const unsigned char *)text;
+    fputc('"', out);
+    while (*s) {
+        unsigned char c = *s;
+        if (c == '"' || c == '\\') {
+            fputc('\\', out);
+            fputc(c, out);
+            s++;
+        } else if (c < 0x20) {
+            switch (c) {
+            case '\n': fputs("\\n", out); break;
+            case '\r': fputs("\\r", out); break;
+            case '\t': fputs("\\t", out); break;
+            default: fprintf(out, "\\u%04x", c);
+            }
+            s++;
+        } else if (c < 0x80) {
+            fputc(c, out);
+            s++;
+        } else {
+            /* copy a valid UTF-8 sequence, else write U+FFFD for the byte */
+            int length = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+            int valid = length > 0;
+            for (int i = 1; valid && i < length; i++) valid = (s[i] & 0xc0) == 0x80;
+            if (valid && length == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) valid = 0;
+            if (valid && length == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) valid = 0;
+            if (valid) {
+                fwrite(s, 1, (size_t)length, out);
+                s += length;
+            } else {
+                fputs("\\ufffd", out);
+                s++;
+            }
+        }
+    }
+    fputc('"', out);
+}
+
+void json_float(FILE *out, float value) {
+    if (isfinite(value))
+        fprintf(out, "%.9g", value);
+    else
+        fputs("null", out);
+}
+
+void json_floats(FILE *out, const float *values, size_t count) {
+    fputc('[', out);
+    for (size_t i = 0; i < count; i++) {
+        if (i) fputs(", ", out);
+        json_float(out, values[i]);
+    }
+    fputc(']', out);
+}

@@ -1,1 +1,59 @@
-int main(void) { return 0; }
+/* glimpse.c — the glimpse command-line program: picks the subcommand and
+ * hands it the rest of the arguments. Each subcommand lives in cli_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "commands.h"
+
+static const char usage[] =
+    "glimpse " GLIMPSE_VERSION_STRING " — vision-language models (CLIP, BLIP) on the CPU\n"
+    "\n"
+    "Usage: glimpse COMMAND [OPTIONS] ...\n"
+    "\n"
+    "Commands:\n"
+    "  embed     print image and text embeddings\n"
+    "  rank      rank images against texts\n"
+    "  classify  zero-shot classification of images over labels\n"
+    "  info      describe a model\n"
+    "  caption   describe images in words (BLIP)            [not yet available]\n"
+    "  index     build a search index of a photo collection [not yet available]\n"
+    "  search    search an index with text or images        [not yet available]\n"
+    "  bench     measure speed                              [not yet available]\n"
+    "\n"
+    "MODEL is a Hugging Face snapshot folder (config.json, model.safetensors, tokenizer\n"
+    "files), or a hub id such as openai/clip-vit-base-patch32 already downloaded into\n"
+    "the local Hugging Face cache. 'glimpse COMMAND --help' explains each command.\n";
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} command;
+
+int main(int argc, char **argv) {
+    static const command commands[] = {
+        {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info}};
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        fputs(usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+        printf("glimpse %s\n", glimpse_version());
+        return CLI_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    static const char *planned[] = {"caption", "index", "search", "bench"};
+    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++)
+        if (strcmp(name, planned[i]) == 0) {
+            fprintf(stderr, "glimpse: '%s' is not available in this version yet\n", name);
+            return CLI_EXIT_FAILURE;
+        }
+    fprintf(stderr, "glimpse: unknown command '%s'\nTry 'glimpse --help'.\n", name);
+    return CLI_EXIT_USAGE;
+}

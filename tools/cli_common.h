@@ -1,0 +1,90 @@
+/* cli_common.h — what every glimpse subcommand shares: the common options
+ * (--model, --threads, --json, --quiet, --verbose, --max-pixels), error
+ * lines on stderr, the progress bar, JSON Lines output, and loading a batch
+ * of images where one bad file does not stop the others. CLI only: this code
+ * may print and exit; the library never does. */
+#ifndef GLIMPSE_TOOLS_CLI_COMMON_H
+#define GLIMPSE_TOOLS_CLI_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "glimpse.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAILURE 1 /* some input or the model failed */
+#define CLI_EXIT_USAGE 2   /* the command line itself is wrong */
+
+typedef struct cli_options {
+    const char *model;
+    int threads;
+    int json;
+    int quiet, verbose;
+    uint64_t max_pixels;
+    int failures; /* inputs that failed; non-zero makes the exit status 1 */
+} cli_options;
+
+void cli_options_init(cli_options *options);
+
+/* Handles a common option given getopt_long's code; returns 1 if it was one. */
+int cli_common_option(cli_options *options, int code, const char *argument, const char *command);
+
+/* The getopt_long codes of the common options (for option tables). */
+enum {
+    CLI_OPT_THREADS = 1000,
+    CLI_OPT_JSON,
+    CLI_OPT_QUIET,
+    CLI_OPT_VERBOSE,
+    CLI_OPT_MAX_PIXELS,
+    CLI_OPT_HELP,
+    CLI_OPT_TOP,
+    CLI_OPT_TEMPLATE,
+    CLI_OPT_FIRST_FREE
+};
+
+#define CLI_COMMON_LONG_OPTIONS                                                                                        \
+    {"model", required_argument, NULL, 'm'}, {"threads", required_argument, NULL, CLI_OPT_THREADS},                    \
+        {"json", no_argument, NULL, CLI_OPT_JSON}, {"quiet", no_argument, NULL, CLI_OPT_QUIET},                        \
+        {"verbose", no_argument, NULL, CLI_OPT_VERBOSE}, {"max-pixels", required_argument, NULL, CLI_OPT_MAX_PIXELS}, \
+        {"help", no_argument, NULL, CLI_OPT_HELP}
+
+/* The help text of the common options, for each command's --help. */
+extern const char cli_common_help[];
+
+/* "glimpse: message" on stderr. */
+void cli_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/* A usage error: message, a hint to --help, exit 2. */
+void cli_usage_error(const char *command, const char *format, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* Parses a whole number in [minimum, maximum] or exits with a usage error. */
+long cli_parse_long(const char *command, const char *option, const char *text, long minimum, long maximum);
+
+/* Loads the model named by options->model (exits with a message on failure). */
+glimpse_model *cli_load_model(const cli_options *options, const char *command, int load_vision, int load_text);
+glimpse_context *cli_create_context(const cli_options *options, const glimpse_model *model);
+
+/* Progress on stderr, only when stderr is a terminal and not --quiet. */
+typedef struct cli_progress {
+    int active;
+    size_t total, done;
+    const char *what;
+    double started;
+} cli_progress;
+void cli_progress_start(cli_progress *progress, const cli_options *options, size_t total, const char *what);
+void cli_progress_step(cli_progress *progress, size_t done);
+void cli_progress_end(cli_progress *progress);
+
+/* Embeds image files in batches. For each path that cannot be read or
+ * decoded, prints one error line, counts a failure and sets ok[i] = 0.
+ * embeddings receives count × dim floats (rows of failed images zeroed). */
+int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
+                          size_t count, float *embeddings, unsigned char *ok);
+
+/* JSON writing: strings escaped (invalid UTF-8 becomes U+FFFD), floats
+ * printed with 9 significant digits (enough to round-trip a float). */
+void json_string(FILE *out, const char *text);
+void json_float(FILE *out, float value);
+void json_floats(FILE *out, const float *values, size_t count);
+
+double cli_now(void);
+
+#endif

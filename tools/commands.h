@@ -1,0 +1,12 @@
+/* commands.h — the entry points of the glimpse subcommands, one per
+ * command; each takes the arguments after the command name (argv[0] is the
+ * command) and returns the process exit status. */
+#ifndef GLIMPSE_TOOLS_COMMANDS_H
+#define GLIMPSE_TOOLS_COMMANDS_H
+
+int command_embed(int argc, char **argv);
+int command_rank(int argc, char **argv);
+int command_classify(int argc, char **argv);
+int command_info(int argc, char **argv);
+
+#endif
