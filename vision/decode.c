@@ -264,17 +264,59 @@ static glimpse_status decode_png(const uint8_t *bytes, size_t size, const char *
 
 /* ------------------------------------------------------- stb_image formats */
 
+/* stb_image reads through callbacks so that we can see a read past the end
+ * of the data: stb itself pads a short file with zeros and reports success,
+ * where Pillow says "image file is truncated". */
+typedef struct stb_reader {
+    const uint8_t *bytes;
+    size_t size, at;
+    int ran_out;
+} stb_reader;
+
+static int stb_read(void *user, char *target, int wanted) {
+    stb_reader *reader = user;
+    size_t left = reader->size - reader->at, count = (size_t)wanted < left ? (size_t)wanted : left;
+    if (wanted > 0 && left == 0) reader->ran_out = 1;
+    memcpy(target, reader->bytes + reader->at, count);
+    reader->at += count;
+    return (int)count;
+}
+
+static void stb_skip(void *user, int count) {
+    stb_reader *reader = user;
+    if (count < 0) {
+        size_t back = (size_t)-(long)count;
+        reader->at = back > reader->at ? 0 : reader->at - back;
+    } else if ((size_t)count > reader->size - reader->at) {
+        reader->at = reader->size;
+        reader->ran_out = 1;
+    } else {
+        reader->at += (size_t)count;
+    }
+}
+
+static int stb_end(void *user) {
+    stb_reader *reader = user;
+    return reader->at >= reader->size;
+}
+
 static glimpse_status decode_stb(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                                  glimpse_image **out) {
-    if (size > 0x7fffffff) return error_set(GLIMPSE_STATUS_TOO_LARGE, "%s: file too large", label);
+    static const stbi_io_callbacks callbacks = {stb_read, stb_skip, stb_end};
     int width, height, components;
-    if (!stbi_info_from_memory(bytes, (int)size, &width, &height, &components))
+    stb_reader reader = {bytes, size, 0, 0};
+    if (!stbi_info_from_callbacks(&callbacks, &reader, &width, &height, &components))
         return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                          "%s: not an image (not JPEG, PNG, BMP, GIF, TGA or PNM)", label);
     glimpse_status status = check_dimensions(label, (uint64_t)width, (uint64_t)height, max_pixels);
     if (status) return status;
-    uint8_t *pixels = stbi_load_from_memory(bytes, (int)size, &width, &height, &components, 3);
+    reader = (stb_reader){bytes, size, 0, 0};
+    uint8_t *pixels = stbi_load_from_callbacks(&callbacks, &reader, &width, &height, &components, 3);
     if (!pixels) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: broken image: %s", label, stbi_failure_reason());
+    if (reader.ran_out) {
+        stbi_image_free(pixels);
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: broken image: image file is truncated", label);
+    }
     glimpse_image *image;
     status = image_allocate(width, height, &image);
     if (status) {

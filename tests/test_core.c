@@ -1,0 +1,202 @@
+/* test_core.c — core kernels against their plain-loop twins and known
+ * values, the thread pool, the string map and error messages. Needs no
+ * fixtures. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "error.h"
+#include "kernels.h"
+#include "pool.h"
+#include "strmap.h"
+#include "support.h"
+#include "transformer.h"
+
+static uint32_t random_state = 12345;
+static float random_float(void) {
+    random_state = random_state * 1664525u + 1013904223u;
+    return (float)((random_state >> 8) / 16777216.0 * 2.0 - 1.0);
+}
+static float *random_array(size_t n) {
+    float *a = malloc(n * sizeof *a);
+    for (size_t i = 0; i < n; i++) a[i] = random_float();
+    return a;
+}
+
+static void test_linear_matches_reference(void **state) {
+    (void)state;
+    /* odd sizes on purpose, with strides, single- and multi-threaded */
+    const size_t shapes[][3] = {{1, 7, 5}, {17, 48, 100}, {50, 768, 3072}, {3, 129, 257}};
+    pool *threads;
+    assert_int_equal(pool_create(3, &threads), GLIMPSE_OK);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
+        float *x = random_array(rows * in_stride), *w = random_array(out * in), *b = random_array(out);
+        float *fast = calloc(rows * out_stride, sizeof *fast), *slow = calloc(rows * out_stride, sizeof *slow);
+        for (int use_pool = 0; use_pool < 2; use_pool++)
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                kernel_linear(fast, out_stride, x, in_stride, w, with_bias ? b : NULL, rows, in, out,
+                              use_pool ? threads : NULL);
+                kernel_linear_reference(slow, out_stride, x, in_stride, w, with_bias ? b : NULL, rows, in, out);
+                for (size_t r = 0; r < rows; r++) {
+                    double d = relative_difference(fast + r * out_stride, slow + r * out_stride, out);
+                    if (d > 1e-5 * sqrt((double)in)) fail_msg("linear %zux%zux%zu differs by %g", rows, in, out, d);
+                }
+            }
+        free(x), free(w), free(b), free(fast), free(slow);
+    }
+    pool_free(threads);
+}
+
+static void test_attention_matches_reference(void **state) {
+    (void)state;
+    pool *threads;
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    /* (queries, keys, heads, head_dim): square, a cached step, odd head size */
+    const size_t cases[][4] = {{17, 17, 4, 12}, {1, 9, 3, 10}, {5, 12, 2, 7}, {50, 50, 12, 64}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int m = 0; m < 2; m++) {
+            size_t nq = cases[c][0], nk = cases[c][1], heads = cases[c][2], hd = cases[c][3], width = heads * hd;
+            kernel_mask mask = m ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE;
+            float *q = random_array(nq * 3 * width), *kv = random_array(nk * 2 * width);
+            float *fast = malloc(nq * width * sizeof *fast), *slow = malloc(nq * width * sizeof *slow);
+            float *scratch = malloc(heads * nq * nk * sizeof *scratch);
+            float scale = 1.0f / sqrtf((float)hd);
+            kernel_attention(fast, width, q, 3 * width, kv, kv + width, 2 * width, nq, nk, heads, hd, scale, mask,
+                             scratch, threads);
+            kernel_attention_reference(slow, width, q, 3 * width, kv, kv + width, 2 * width, nq, nk, heads, hd, scale,
+                                       mask);
+            double d = relative_difference(fast, slow, nq * width);
+            if (d > 1e-5) fail_msg("attention case %zu mask %d differs by %g", c, m, d);
+            free(q), free(kv), free(fast), free(slow), free(scratch);
+        }
+    pool_free(threads);
+}
+
+static void test_causal_mask_hides_the_future(void **state) {
+    (void)state;
+    /* With one head of size 1 and v = position, query 0 can only see key 0. */
+    float q[3] = {1, 1, 1}, k[3] = {1, 1, 1}, v[3] = {10, 20, 30}, out[3], scratch[9];
+    kernel_attention(out, 1, q, 1, k, v, 1, 3, 3, 1, 1, 1.0f, KERNEL_MASK_CAUSAL, scratch, NULL);
+    assert_float_equal(out[0], 10.0f, 1e-5);
+    assert_float_equal(out[1], 15.0f, 1e-5);
+    assert_float_equal(out[2], 20.0f, 1e-5);
+}
+
+static void test_layernorm(void **state) {
+    (void)state;
+    float x[5] = {1, 2, 3, 4, 10}, weight[5] = {1, 2, 1, 1, 0.5f}, bias[5] = {0, 1, 0, -1, 0}, y[5];
+    kernel_layernorm(y, x, weight, bias, 1, 5, 1e-5f);
+    double mean = 4.0, variance = (9 + 4 + 1 + 0 + 36) / 5.0;
+    for (int i = 0; i < 5; i++) {
+        double expected = (x[i] - mean) / sqrt(variance + 1e-5) * weight[i] + bias[i];
+        assert_float_equal(y[i], expected, 1e-6);
+    }
+}
+
+static void test_activations_known_values(void **state) {
+    (void)state;
+    float g[3] = {1.0f, -1.0f, 0.0f}, q[2] = {1.0f, -2.0f}, t[1] = {1.0f};
+    kernel_gelu(g, 3);
+    assert_float_equal(g[0], 0.8413447f, 1e-6);
+    assert_float_equal(g[1], -0.1586553f, 1e-6);
+    assert_float_equal(g[2], 0.0f, 0);
+    kernel_quick_gelu(q, 2);
+    assert_float_equal(q[0], 1.0 / (1.0 + exp(-1.702)), 1e-6);
+    assert_float_equal(q[1], -2.0 / (1.0 + exp(3.404)), 1e-6);
+    kernel_gelu_tanh(t, 1);
+    assert_float_equal(t[0], 0.8411920f, 1e-6);
+    activation act;
+    assert_true(activation_from_name("quick_gelu", &act) && act == ACTIVATION_QUICK_GELU);
+    assert_true(activation_from_name("gelu", &act) && act == ACTIVATION_GELU);
+    assert_false(activation_from_name("swish-ish", &act));
+}
+
+static void test_softmax_and_normalize(void **state) {
+    (void)state;
+    float x[6] = {1, 2, 3, 1000, 1000, -INFINITY};
+    kernel_softmax(x, 2, 3);
+    assert_float_equal(x[0] + x[1] + x[2], 1.0f, 1e-6);
+    assert_float_equal(x[2] / x[1], expf(1.0f), 1e-4);
+    assert_float_equal(x[3], 0.5f, 1e-6); /* large values do not overflow */
+    assert_float_equal(x[5], 0.0f, 0);
+    float v[2] = {3, 4};
+    kernel_l2_normalize(v, 2);
+    assert_float_equal(v[0], 0.6f, 1e-7);
+    float zero[2] = {0, 0};
+    kernel_l2_normalize(zero, 2);
+    assert_float_equal(zero[0], 0.0f, 0);
+}
+
+static void count_task(void *argument, size_t index) {
+    int *counts = argument;
+    __atomic_fetch_add(&counts[index], 1, __ATOMIC_RELAXED);
+}
+
+static void test_pool_runs_every_index_once(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 4; threads++) {
+        pool *p;
+        assert_int_equal(pool_create(threads, &p), GLIMPSE_OK);
+        assert_int_equal(pool_threads(p), threads);
+        for (int round = 0; round < 50; round++) {
+            int counts[97] = {0};
+            pool_for(p, 97, count_task, counts);
+            for (int i = 0; i < 97; i++) assert_int_equal(counts[i], 1);
+        }
+        pool_free(p);
+    }
+    assert_int_not_equal(pool_create(100000, &(pool *){NULL}), GLIMPSE_OK);
+}
+
+static void test_strmap(void **state) {
+    (void)state;
+    strmap *map;
+    assert_int_equal(strmap_create(1, &map), GLIMPSE_OK);
+    char key[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(key, sizeof key, "key%d", i);
+        assert_int_equal(strmap_put(map, key, strlen(key), i), GLIMPSE_OK);
+    }
+    assert_int_equal(strmap_count(map), 5000);
+    int32_t value;
+    for (int i = 0; i < 5000; i++) {
+        snprintf(key, sizeof key, "key%d", i);
+        assert_true(strmap_get(map, key, strlen(key), &value));
+        assert_int_equal(value, i);
+    }
+    assert_false(strmap_get(map, "absent", 6, &value));
+    assert_int_equal(strmap_put(map, "key7", 4, -1), GLIMPSE_OK); /* overwrite */
+    assert_true(strmap_get(map, "key7", 4, &value));
+    assert_int_equal(value, -1);
+    assert_int_equal(strmap_count(map), 5000);
+    assert_true(strmap_put(map, "a\0b", 3, 9) == GLIMPSE_OK && strmap_get(map, "a\0b", 3, &value) && value == 9);
+    strmap_free(map);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    assert_int_equal(error_set(GLIMPSE_STATUS_IO, "%s: %d", "file", 3), GLIMPSE_STATUS_IO);
+    assert_string_equal(glimpse_last_error(), "file: 3");
+    error_prefix(GLIMPSE_STATUS_IO, "outer");
+    assert_string_equal(glimpse_last_error(), "outer: file: 3");
+    for (int s = GLIMPSE_OK; s <= GLIMPSE_STATUS_INTERNAL; s++) assert_non_null(glimpse_status_string(s));
+    assert_string_equal(glimpse_version(), GLIMPSE_VERSION_STRING);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_attention_matches_reference),
+        cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
+        cmocka_unit_test(test_pool_runs_every_index_once), cmocka_unit_test(test_strmap),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests_name("core", tests, NULL, NULL);
+}

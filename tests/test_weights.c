@@ -1,0 +1,291 @@
+/* test_weights.c — the safetensors reader against damaged files (every
+ * offset, length, dtype and shape checked), float16/bfloat16 widening,
+ * sharded checkpoints, config field errors and hub-cache resolution. Builds
+ * its own files; needs no fixtures. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config.h"
+#include "file.h"
+#include "safetensors.h"
+#include "snapshot.h"
+#include "store.h"
+
+/* header JSON + data into one buffer; caller frees. */
+static uint8_t *make_file(const char *header, const void *data, size_t data_size, size_t *size) {
+    size_t header_size = strlen(header);
+    *size = 8 + header_size + data_size;
+    uint8_t *bytes = malloc(*size);
+    for (int i = 0; i < 8; i++) bytes[i] = (uint8_t)((uint64_t)header_size >> (8 * i));
+    memcpy(bytes + 8, header, header_size);
+    if (data_size) memcpy(bytes + 8 + header_size, data, data_size);
+    return bytes;
+}
+
+static glimpse_status parse(const char *header, size_t data_size, safetensors **out) {
+    uint8_t data[64] = {0};
+    size_t size;
+    uint8_t *bytes = make_file(header, data, data_size, &size);
+    glimpse_status status = safetensors_parse(bytes, size, "test.safetensors", out);
+    if (status == GLIMPSE_OK) {
+        /* keep the bytes alive with the parsed file for this test only */
+        (*out)->owns_mapping = 0;
+    } else {
+        free(bytes);
+    }
+    return status;
+}
+
+static void expect_bad(const char *header, size_t data_size, const char *needle) {
+    safetensors *file = NULL;
+    glimpse_status status = parse(header, data_size, &file);
+    if (status == GLIMPSE_OK) fail_msg("accepted a bad header: %s", header);
+    assert_int_equal(status, GLIMPSE_STATUS_BAD_FORMAT);
+    if (!strstr(glimpse_last_error(), needle))
+        fail_msg("error \"%s\" does not mention \"%s\"", glimpse_last_error(), needle);
+    assert_non_null(strstr(glimpse_last_error(), "test.safetensors"));
+}
+
+static void test_valid_file(void **state) {
+    (void)state;
+    safetensors *file;
+    assert_int_equal(parse("{\"__metadata__\":{\"format\":\"pt\"},\"b\":{\"dtype\":\"F32\",\"shape\":[2,3],"
+                           "\"data_offsets\":[0,24]},\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[24,32]}}",
+                           32, &file),
+                     GLIMPSE_OK);
+    assert_int_equal(file->count, 2);
+    const tensor_entry *b = safetensors_find(file, "b");
+    assert_non_null(b);
+    assert_int_equal(b->rank, 2);
+    assert_int_equal(b->shape[1], 3);
+    assert_int_equal(b->elements, 6);
+    assert_int_equal(safetensors_find(file, "a")->dtype, TENSOR_DTYPE_OTHER);
+    assert_null(safetensors_find(file, "c"));
+    free((void *)file->bytes);
+    safetensors_close(file);
+}
+
+static void test_damaged_headers(void **state) {
+    (void)state;
+    /* header length larger than the file */
+    uint8_t tiny[12] = {0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}', 0, 0};
+    safetensors *file;
+    assert_int_equal(safetensors_parse(tiny, sizeof tiny, "test.safetensors", &file), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_non_null(strstr(glimpse_last_error(), "header length"));
+    assert_int_equal(safetensors_parse(tiny, 5, "test.safetensors", &file), GLIMPSE_STATUS_BAD_FORMAT);
+    expect_bad("not json at all", 0, "not a JSON object");
+    expect_bad("[1,2,3]", 0, "not a JSON object");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}", 8, "data section");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "need 12");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "claims bytes");
+    expect_bad("{\"t\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "unknown dtype");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "shape entry");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,8]}}", 8, "shape entry");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
+               "too large");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "lacks");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, "data_offsets");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+               "\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+               8, "twice");
+    expect_bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 8, "rank");
+}
+
+static void test_half_precision(void **state) {
+    (void)state;
+    assert_float_equal(tensor_f16_to_f32(0x3c00), 1.0f, 0);
+    assert_float_equal(tensor_f16_to_f32(0xc000), -2.0f, 0);
+    assert_float_equal(tensor_f16_to_f32(0x0001), 5.9604644775390625e-08f, 0);
+    assert_float_equal(tensor_f16_to_f32(0x7bff), 65504.0f, 0);
+    assert_true(tensor_f16_to_f32(0x7c00) > 1e38f);
+    assert_true(tensor_f16_to_f32(0x7e00) != tensor_f16_to_f32(0x7e00)); /* NaN */
+    assert_float_equal(tensor_bf16_to_f32(0x3f80), 1.0f, 0);
+    assert_float_equal(tensor_bf16_to_f32(0xc040), -3.0f, 0);
+}
+
+static char *temp_folder(void) {
+    char *folder = strdup("/tmp/glimpse-test-XXXXXX");
+    assert_non_null(mkdtemp(folder));
+    return folder;
+}
+
+static void write_file(const char *folder, const char *name, const void *bytes, size_t size) {
+    char *path = file_join(folder, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, size, f), size);
+    fclose(f);
+    free(path);
+}
+
+static void write_tensors(const char *folder, const char *name, const char *header, const void *data, size_t size) {
+    size_t total;
+    uint8_t *bytes = make_file(header, data, size, &total);
+    write_file(folder, name, bytes, total);
+    free(bytes);
+}
+
+static void test_store_dtypes_and_shapes(void **state) {
+    (void)state;
+    char *folder = temp_folder();
+    /* f32 [2], f16 [2], bf16 [2], i64 [1], f32 at an odd offset */
+    uint8_t data[40] = {0};
+    float f32[2] = {1.5f, -2.0f};
+    memcpy(data, f32, 8);
+    uint16_t f16[2] = {0x3c00, 0xc000}, bf16[2] = {0x3f80, 0xc040};
+    memcpy(data + 8, f16, 4);
+    memcpy(data + 12, bf16, 4);
+    float odd = 7.0f;
+    memcpy(data + 25, &odd, 4);
+    write_tensors(folder, "model.safetensors",
+                  "{\"f32\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                  "\"f16\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[8,12]},"
+                  "\"bf16\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[12,16]},"
+                  "\"ids\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[16,24]},"
+                  "\"odd\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[25,29]}}",
+                  data, 29);
+    weight_store *store;
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_OK);
+    const float *values;
+    size_t two[1] = {2}, one[1] = {1}, three[1] = {3};
+    assert_int_equal(weight_store_get(store, &values, 1, two, "f32"), GLIMPSE_OK);
+    assert_float_equal(values[1], -2.0f, 0);
+    assert_int_equal(weight_store_get(store, &values, 1, two, "f16"), GLIMPSE_OK);
+    assert_float_equal(values[0], 1.0f, 0);
+    assert_float_equal(values[1], -2.0f, 0);
+    assert_int_equal(weight_store_get(store, &values, 1, two, "bf16"), GLIMPSE_OK);
+    assert_float_equal(values[1], -3.0f, 0);
+    assert_int_equal(weight_store_get(store, &values, 1, one, "odd"), GLIMPSE_OK);
+    assert_float_equal(values[0], 7.0f, 0);
+    assert_string_equal(weight_store_dtype(store), "mixed");
+    /* wrong shape, missing tensor, integer tensor: errors that name them */
+    assert_int_equal(weight_store_get(store, &values, 1, three, "f32"), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_non_null(strstr(glimpse_last_error(), "'f32' has shape [2], the config implies [3]"));
+    assert_int_equal(weight_store_get(store, &values, 1, one, "layer.%d.weight", 4), GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(glimpse_last_error(), "no tensor 'layer.4.weight'"));
+    assert_int_equal(weight_store_get(store, &values, 1, one, "ids"), GLIMPSE_STATUS_UNSUPPORTED);
+    assert_non_null(strstr(glimpse_last_error(), "I64"));
+    assert_int_equal(weight_store_get_optional(store, &values, 1, one, "absent"), GLIMPSE_OK);
+    assert_null(values);
+    weight_store_free(store);
+    free(folder);
+}
+
+static void test_sharded_store(void **state) {
+    (void)state;
+    char *folder = temp_folder();
+    float a = 1.0f, b = 2.0f;
+    write_tensors(folder, "model-00001-of-00002.safetensors",
+                  "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", &a, 4);
+    write_tensors(folder, "model-00002-of-00002.safetensors",
+                  "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", &b, 4);
+    const char *index = "{\"metadata\":{},\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
+                        "\"b\":\"model-00002-of-00002.safetensors\"}}";
+    write_file(folder, "model.safetensors.index.json", index, strlen(index));
+    weight_store *store;
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_OK);
+    const float *values;
+    size_t one[1] = {1};
+    assert_int_equal(weight_store_get(store, &values, 1, one, "b"), GLIMPSE_OK);
+    assert_float_equal(values[0], 2.0f, 0);
+    weight_store_free(store);
+    /* an index naming a shard outside the folder is refused */
+    const char *escaping = "{\"weight_map\":{\"a\":\"../model-00001-of-00002.safetensors\"}}";
+    write_file(folder, "model.safetensors.index.json", escaping, strlen(escaping));
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_non_null(strstr(glimpse_last_error(), "invalid shard name"));
+    /* an index naming a tensor its shard lacks */
+    const char *lying = "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
+                        "\"c\":\"model-00001-of-00002.safetensors\"}}";
+    write_file(folder, "model.safetensors.index.json", lying, strlen(lying));
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_non_null(strstr(glimpse_last_error(), "'c'"));
+    free(folder);
+    /* no weights at all */
+    char *empty = temp_folder();
+    assert_int_equal(weight_store_open(empty, &store), GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(glimpse_last_error(), "no model.safetensors"));
+    free(empty);
+}
+
+static void test_config_fields(void **state) {
+    (void)state;
+    char *folder = temp_folder();
+    const char *text = "{\"hidden_size\": 48, \"ratio\": 0.5, \"act\": \"gelu\", \"bad\": \"x\", \"big\": 1e12, "
+                       "\"mean\": [1, 2, 3], \"none\": null}";
+    write_file(folder, "config.json", text, strlen(text));
+    cJSON *json;
+    assert_int_equal(config_read_json(folder, "config.json", &json), GLIMPSE_OK);
+    int value;
+    assert_int_equal(config_int(json, "config.json", "hidden_size", 1, 100, &value), GLIMPSE_OK);
+    assert_int_equal(value, 48);
+    assert_int_equal(config_int(json, "config.json", "missing", 1, 100, &value), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_non_null(strstr(glimpse_last_error(), "missing field \"missing\""));
+    assert_int_equal(config_int(json, "config.json", "bad", 1, 100, &value), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_int_equal(config_int(json, "config.json", "big", 1, 100, &value), GLIMPSE_STATUS_UNSUPPORTED);
+    assert_int_equal(config_int(json, "config.json", "ratio", 1, 100, &value), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_int_equal(config_int_or(json, "config.json", "none", 1, 100, 7, &value), GLIMPSE_OK);
+    assert_int_equal(value, 7);
+    double d;
+    assert_int_equal(config_double_or(json, "config.json", "ratio", 0, &d), GLIMPSE_OK);
+    assert_float_equal(d, 0.5, 0);
+    double three[3];
+    assert_int_equal(config_doubles(json, "config.json", "mean", 3, three), GLIMPSE_OK);
+    assert_int_equal(config_doubles(json, "config.json", "mean", 2, three), GLIMPSE_STATUS_BAD_FORMAT);
+    cJSON_Delete(json);
+    write_file(folder, "broken.json", "{\"a\": ", 6);
+    assert_int_equal(config_read_json(folder, "broken.json", &json), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_non_null(strstr(glimpse_last_error(), "not valid JSON"));
+    assert_int_equal(config_read_json(folder, "absent.json", &json), GLIMPSE_STATUS_NOT_FOUND);
+    free(folder);
+}
+
+static void test_hub_cache_resolution(void **state) {
+    (void)state;
+    char *cache = temp_folder();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models--someorg--some-model/snapshots/abc123", cache);
+    char command[1200];
+    snprintf(command, sizeof command, "mkdir -p %s %s/models--someorg--some-model/refs", path, cache);
+    assert_int_equal(system(command), 0);
+    snprintf(path, sizeof path, "%s/models--someorg--some-model/refs", cache);
+    write_file(path, "main", "abc123\n", 7);
+    setenv("HF_HUB_CACHE", cache, 1);
+    char *folder;
+    assert_int_equal(snapshot_resolve("someorg/some-model", &folder), GLIMPSE_OK);
+    snprintf(path, sizeof path, "%s/models--someorg--some-model/snapshots/abc123", cache);
+    assert_string_equal(folder, path);
+    free(folder);
+    /* absent: the message says how to get it */
+    assert_int_equal(snapshot_resolve("someorg/other-model", &folder), GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(glimpse_last_error(), "huggingface-cli download someorg/other-model"));
+    /* HF_HOME is used when HF_HUB_CACHE is not set */
+    unsetenv("HF_HUB_CACHE");
+    setenv("HF_HOME", "/nonexistent-home", 1);
+    char *where = snapshot_cache_folder();
+    assert_string_equal(where, "/nonexistent-home/hub");
+    free(where);
+    unsetenv("HF_HOME");
+    /* a path that does not exist and is not an id */
+    assert_int_equal(snapshot_resolve("./no/such/folder", &folder), GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(glimpse_last_error(), "does not exist"));
+    free(cache);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_file),        cmocka_unit_test(test_damaged_headers),
+        cmocka_unit_test(test_half_precision),    cmocka_unit_test(test_store_dtypes_and_shapes),
+        cmocka_unit_test(test_sharded_store),     cmocka_unit_test(test_config_fields),
+        cmocka_unit_test(test_hub_cache_resolution),
+    };
+    return cmocka_run_group_tests_name("weights", tests, NULL, NULL);
+}
