@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# setup.sh — installs what glimpse needs from Debian (when missing) and
+# builds it into build/. Safe to run again: it only does what is left to do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
+          libstb-dev libcmocka-dev libutf8proc-dev libcjson-dev libsqlite3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" 2>&1 | grep -E "warning|error" || true
+test -x build/glimpse

@@ -1,0 +1,448 @@
+/* test_cli.c — the glimpse program as a user meets it: help and usage
+ * errors, JSON Lines that parse, results that match the reference, and every
+ * bad input (missing, empty, not an image, truncated, too large, a directory;
+ * missing, corrupt or foreign model folders; tensors missing) named on
+ * stderr while the other inputs are still processed. */
+#define _GNU_SOURCE /* memmem */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <zlib.h>
+
+#include "file.h"
+#include "support.h"
+
+typedef struct run_result {
+    int status;
+    char *out, *err;
+} run_result;
+
+static char *slurp(const char *path) {
+    uint8_t *bytes;
+    size_t size;
+    if (file_read_all(path, 1 << 26, &bytes, &size)) return strdup("");
+    return (char *)bytes;
+}
+
+/* Runs the glimpse binary with the given arguments (NULL-terminated). */
+static run_result run(const char *first, ...) {
+    const char *argv[64] = {GLIMPSE_BINARY};
+    int argc = 1;
+    va_list args;
+    va_start(args, first);
+    for (const char *a = first; a && argc < 63; a = va_arg(args, const char *)) argv[argc++] = a;
+    va_end(args);
+    argv[argc] = NULL;
+    char out_path[] = "/tmp/glimpse-cli-out-XXXXXX", err_path[] = "/tmp/glimpse-cli-err-XXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        int null_fd = open("/dev/null", O_RDONLY);
+        dup2(null_fd, 0);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    close(out_fd);
+    close(err_fd);
+    run_result result = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out_path),
+                         slurp(err_path)};
+    unlink(out_path);
+    unlink(err_path);
+    return result;
+}
+
+static void result_free(run_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+static int count_lines(const char *text) {
+    int lines = 0;
+    for (const char *p = text; *p; p++) lines += *p == '\n';
+    return lines;
+}
+
+/* Every stdout line must be a JSON object; returns them as an array. */
+static cJSON *parse_json_lines(const char *text) {
+    cJSON *all = cJSON_CreateArray();
+    const char *line = text;
+    while (*line) {
+        const char *end = strchr(line, '\n');
+        if (!end) fail_msg("JSON output does not end with a newline");
+        cJSON *object = cJSON_ParseWithLength(line, (size_t)(end - line));
+        if (!cJSON_IsObject(object)) fail_msg("stdout line is not a JSON object: %.*s", (int)(end - line), line);
+        cJSON_AddItemToArray(all, object);
+        line = end + 1;
+    }
+    return all;
+}
+
+static void test_help_and_usage(void **state) {
+    (void)state;
+    run_result r = run("--help", NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "rank"));
+    result_free(&r);
+    r = run("--version", NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, GLIMPSE_VERSION_STRING));
+    result_free(&r);
+    const char *commands[] = {"embed", "rank", "classify", "info"};
+    for (int i = 0; i < 4; i++) {
+        r = run(commands[i], "--help", NULL);
+        assert_int_equal(r.status, 0);
+        assert_non_null(strstr(r.out, "Usage: glimpse"));
+        assert_non_null(strstr(r.out, "--threads"));
+        result_free(&r);
+    }
+    r = run("frobnicate", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "unknown command"));
+    result_free(&r);
+    r = run("rank", "-m", "x", "image.jpg", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "-t TEXT"));
+    assert_string_equal(r.out, "");
+    result_free(&r);
+    r = run("rank", "-t", "a cat", "image.jpg", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "no model given"));
+    result_free(&r);
+    r = run("rank", "-m", "x", "-t", "a", "--top", "zero", "image.jpg", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--top"));
+    result_free(&r);
+    r = run("classify", "-m", "x", "-l", "cat", "--template", "no hole", "image.jpg", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "{}"));
+    result_free(&r);
+}
+
+static void test_missing_models(void **state) {
+    (void)state;
+    run_result r = run("rank", "-m", "/nonexistent/model", "-t", "a cat", "photo.jpg", NULL);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "/nonexistent/model"));
+    assert_non_null(strstr(r.err, "does not exist"));
+    assert_string_equal(r.out, "");
+    result_free(&r);
+    setenv("HF_HUB_CACHE", "/nonexistent-cache", 1);
+    r = run("info", "-m", "openai/clip-vit-base-patch32", NULL);
+    unsetenv("HF_HUB_CACHE");
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "huggingface-cli download openai/clip-vit-base-patch32"));
+    result_free(&r);
+}
+
+#define REQUIRE_FIXTURES()                                                                                             \
+    if (!fixtures_folder()) skip()
+
+static char *fixture(const char *relative) { return fixture_path(relative); }
+
+static void test_rank_goes_on_past_bad_inputs(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *model = fixture("clip-tiny"), *good1 = fixture("images/chelsea.png"), *good2 = fixture("images/rocket.jpg");
+    char *empty = fixture("images/empty.jpg"), *text = fixture("images/not_an_image.png");
+    char *truncated = fixture("images/truncated.jpg"), *folder = fixture("images");
+    run_result r = run("rank", "-m", model, "-t", "a cat", "-t", "a rocket", "--json", good1, empty, "/nonexistent.jpg",
+                       text, truncated, folder, good2, NULL);
+    assert_int_equal(r.status, 1);
+    cJSON *lines = parse_json_lines(r.out);
+    assert_int_equal(cJSON_GetArraySize(lines), 2);
+    for (int t = 0; t < 2; t++) {
+        const cJSON *line = cJSON_GetArrayItem(lines, t);
+        assert_string_equal(cJSON_GetObjectItem(line, "text")->valuestring, t ? "a rocket" : "a cat");
+        const cJSON *results = cJSON_GetObjectItem(line, "results");
+        assert_int_equal(cJSON_GetArraySize(results), 2);
+        double first = cJSON_GetObjectItem(cJSON_GetArrayItem(results, 0), "score")->valuedouble;
+        double second = cJSON_GetObjectItem(cJSON_GetArrayItem(results, 1), "score")->valuedouble;
+        assert_true(first >= second);
+    }
+    /* one line per bad input, each naming it */
+    assert_int_equal(count_lines(r.err), 5);
+    assert_non_null(strstr(r.err, "empty.jpg: empty file"));
+    assert_non_null(strstr(r.err, "/nonexistent.jpg: No such file"));
+    assert_non_null(strstr(r.err, "not_an_image.png: not an image"));
+    assert_non_null(strstr(r.err, "truncated.jpg: broken JPEG"));
+    assert_non_null(strstr(r.err, "is a directory"));
+    cJSON_Delete(lines);
+    result_free(&r);
+    /* --top */
+    r = run("rank", "-m", model, "-t", "a cat", "--json", "--top", "1", good1, good2, NULL);
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "results")), 1);
+    cJSON_Delete(lines);
+    result_free(&r);
+    free(model), free(good1), free(good2), free(empty), free(text), free(truncated), free(folder);
+}
+
+/* The CLI's scores are the reference logits. */
+static void test_rank_scores_match_reference(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    cJSON *expected = fixture_json("clip-tiny/expected.json");
+    char *model = fixture("clip-tiny");
+    const cJSON *images = cJSON_GetObjectItem(expected, "images"), *texts = cJSON_GetObjectItem(expected, "texts");
+    char *paths[16];
+    for (int i = 0; i < cJSON_GetArraySize(images); i++) {
+        char relative[256];
+        snprintf(relative, sizeof relative, "images/%s", cJSON_GetArrayItem(images, i)->valuestring);
+        paths[i] = fixture(relative);
+    }
+    const char *text = cJSON_GetArrayItem(texts, 5)->valuestring; /* accents and an emoji */
+    run_result r = run("rank", "-m", model, "-t", text, "--json", "--threads", "1", paths[0], paths[1], paths[2],
+                       paths[3], paths[4], paths[5], paths[6], paths[7], paths[8], NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    const cJSON *results = cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "results");
+    assert_int_equal(cJSON_GetArraySize(results), 9);
+    const cJSON *logits = cJSON_GetObjectItem(expected, "logits_per_image");
+    const cJSON *item;
+    cJSON_ArrayForEach(item, results) {
+        const char *path = cJSON_GetObjectItem(item, "image")->valuestring;
+        int i = 0;
+        while (strcmp(paths[i], path) != 0) i++;
+        double want = cJSON_GetArrayItem(cJSON_GetArrayItem(logits, i), 5)->valuedouble;
+        double got = cJSON_GetObjectItem(item, "score")->valuedouble;
+        if (fabs(got - want) > 1e-4 * (fabs(want) > 1 ? fabs(want) : 1))
+            fail_msg("%s: score %g, reference %g", path, got, want);
+    }
+    cJSON_Delete(lines);
+    result_free(&r);
+    for (int i = 0; i < 9; i++) free(paths[i]);
+    free(model);
+    cJSON_Delete(expected);
+}
+
+static void test_embed_and_classify_json(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *model = fixture("clip-tiny"), *cat = fixture("images/chelsea.png");
+    safetensors *reference = fixture_tensors("clip-tiny/reference.safetensors");
+    run_result r = run("embed", "-m", model, "--json", "-i", cat, "-t", "a cup of coffee", NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    assert_int_equal(cJSON_GetArraySize(lines), 2);
+    const cJSON *image_line = cJSON_GetArrayItem(lines, 0), *text_line = cJSON_GetArrayItem(lines, 1);
+    assert_non_null(cJSON_GetObjectItem(image_line, "image"));
+    assert_string_equal(cJSON_GetObjectItem(text_line, "text")->valuestring, "a cup of coffee");
+    const float *image_embeds = fixture_tensor(reference, "image_embeds", 9 * 24) + 1 * 24; /* chelsea is image 1 */
+    const float *text_embeds = fixture_tensor(reference, "text_embeds", 9 * 24) + 2 * 24;   /* text 2 */
+    for (int d = 0; d < 24; d++) {
+        assert_float_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(image_line, "embedding"), d)->valuedouble,
+                           image_embeds[d], 1e-4);
+        assert_float_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(text_line, "embedding"), d)->valuedouble,
+                           text_embeds[d], 1e-4);
+    }
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("classify", "-m", model, "-l", "cat", "-l", "coffee", "-l", "rocket", "--json", cat, NULL);
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    const cJSON *labels = cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "labels");
+    assert_int_equal(cJSON_GetArraySize(labels), 3);
+    double sum = 0, previous = 2;
+    const cJSON *label;
+    cJSON_ArrayForEach(label, labels) {
+        double p = cJSON_GetObjectItem(label, "probability")->valuedouble;
+        assert_true(p <= previous);
+        previous = p;
+        sum += p;
+    }
+    assert_float_equal(sum, 1.0, 1e-5);
+    cJSON_Delete(lines);
+    result_free(&r);
+    safetensors_close(reference);
+    free(model), free(cat);
+}
+
+static void copy_file(const char *from, const char *to, size_t limit) {
+    uint8_t *bytes;
+    size_t size;
+    assert_int_equal(file_read_all(from, 1 << 28, &bytes, &size), GLIMPSE_OK);
+    FILE *f = fopen(to, "wb");
+    fwrite(bytes, 1, size < limit ? size : limit, f);
+    fclose(f);
+    free(bytes);
+}
+
+/* A copy of clip-tiny in a temporary folder that the caller then damages. */
+static char *copy_clip_tiny(void) {
+    char *folder = strdup("/tmp/glimpse-model-XXXXXX");
+    assert_non_null(mkdtemp(folder));
+    const char *names[] = {"config.json", "model.safetensors", "vocab.json", "merges.txt", "preprocessor_config.json"};
+    for (int i = 0; i < 5; i++) {
+        char relative[128];
+        snprintf(relative, sizeof relative, "clip-tiny/%s", names[i]);
+        char *from = fixture(relative), *to = file_join(folder, names[i]);
+        copy_file(from, to, SIZE_MAX);
+        free(from), free(to);
+    }
+    return folder;
+}
+
+static void expect_model_error(const char *folder, const char *needle) {
+    char *image = fixture("images/chelsea.png");
+    run_result r = run("rank", "-m", folder, "-t", "a cat", image, NULL);
+    assert_int_equal(r.status, 1);
+    assert_string_equal(r.out, "");
+    if (!strstr(r.err, needle)) fail_msg("stderr \"%s\" does not mention \"%s\"", r.err, needle);
+    assert_int_equal(count_lines(r.err), 1);
+    result_free(&r);
+    free(image);
+}
+
+static void test_damaged_models(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *folder = copy_clip_tiny();
+    char *weights = file_join(folder, "model.safetensors"), *config = file_join(folder, "config.json");
+    char *original = fixture("clip-tiny/model.safetensors");
+    /* truncated weights */
+    copy_file(original, weights, 4096);
+    expect_model_error(folder, "model.safetensors");
+    /* a header length that lies */
+    uint8_t *bytes;
+    size_t size;
+    assert_int_equal(file_read_all(original, 1 << 28, &bytes, &size), GLIMPSE_OK);
+    bytes[5] = 0x7f;
+    FILE *f = fopen(weights, "wb");
+    fwrite(bytes, 1, size, f);
+    fclose(f);
+    expect_model_error(folder, "header length");
+    /* a tensor renamed away: never silently initialised */
+    bytes[5] = 0;
+    char *name = memmem(bytes, size, "\"logit_scale\"", 13);
+    assert_non_null(name);
+    name[11] = 'X';
+    f = fopen(weights, "wb");
+    fwrite(bytes, 1, size, f);
+    fclose(f);
+    expect_model_error(folder, "no tensor 'logit_scale'");
+    name[11] = 'e';
+    /* a shape the config does not imply */
+    char *shape = memmem(bytes, size, "\"shape\":[24,48]", 15);
+    if (shape) {
+        shape[10] = '3'; /* [24,48] -> [34,48] breaks the byte count too: caught either way */
+        f = fopen(weights, "wb");
+        fwrite(bytes, 1, size, f);
+        fclose(f);
+        expect_model_error(folder, "model.safetensors");
+    }
+    free(bytes);
+    copy_file(original, weights, SIZE_MAX);
+    /* a config that is not CLIP, and one that is not JSON */
+    f = fopen(config, "w");
+    fputs("{\"architectures\": [\"BertModel\"], \"model_type\": \"bert\"}", f);
+    fclose(f);
+    expect_model_error(folder, "BertModel");
+    f = fopen(config, "w");
+    fputs("{\"architectures\": [\"CLIPModel\"], ", f);
+    fclose(f);
+    expect_model_error(folder, "not valid JSON");
+    /* an unsupported activation is named */
+    char *original_config = fixture("clip-tiny/config.json");
+    assert_int_equal(file_read_all(original_config, 1 << 20, &bytes, &size), GLIMPSE_OK);
+    char *act = strstr((char *)bytes, "quick_gelu");
+    memcpy(act, "quick_relu", 10);
+    f = fopen(config, "wb");
+    fwrite(bytes, 1, size, f);
+    fclose(f);
+    free(bytes);
+    expect_model_error(folder, "quick_relu");
+    /* no weights at all, no config at all */
+    copy_file(original_config, config, SIZE_MAX);
+    unlink(weights);
+    expect_model_error(folder, "no model.safetensors");
+    unlink(config);
+    expect_model_error(folder, "config.json");
+    free(original_config), free(original), free(weights), free(config);
+    free(folder);
+}
+
+static void test_image_limits(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *model = fixture("clip-tiny"), *image = fixture("images/astronaut.png"), *cat = fixture("images/chelsea.png");
+    run_result r = run("rank", "-m", model, "-t", "a", "--max-pixels", "200000", "--json", image, cat, NULL);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "astronaut.png: 512x512 pixels is over the limit of 200000"));
+    cJSON *lines = parse_json_lines(r.out);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "results")), 1);
+    cJSON_Delete(lines);
+    result_free(&r);
+    /* a PNG whose header claims 30000x30000: refused before decoding */
+    uint8_t *bytes;
+    size_t size;
+    assert_int_equal(file_read_all(cat, 1 << 26, &bytes, &size), GLIMPSE_OK);
+    for (int i = 0; i < 2; i++) {
+        uint8_t *p = bytes + 16 + 4 * i;
+        p[0] = 0, p[1] = 0, p[2] = 30000 >> 8, p[3] = 30000 & 0xff;
+    }
+    uint32_t crc = (uint32_t)crc32(0, bytes + 12, 17);
+    bytes[29] = (uint8_t)(crc >> 24), bytes[30] = (uint8_t)(crc >> 16), bytes[31] = (uint8_t)(crc >> 8),
+    bytes[32] = (uint8_t)crc;
+    char bomb[] = "/tmp/glimpse-bomb-XXXXXX";
+    int fd = mkstemp(bomb);
+    assert_int_equal(write(fd, bytes, size), (ssize_t)size);
+    close(fd);
+    free(bytes);
+    r = run("embed", "-m", model, bomb, NULL);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "30000x30000 pixels is over the limit"));
+    result_free(&r);
+    unlink(bomb);
+    free(model), free(image), free(cat);
+}
+
+static void test_hub_id_from_cache(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char cache[] = "/tmp/glimpse-cache-XXXXXX";
+    assert_non_null(mkdtemp(cache));
+    char command[2048], *model = fixture("clip-tiny");
+    snprintf(command, sizeof command,
+             "mkdir -p %s/models--tiny-org--clip-tiny/refs %s/models--tiny-org--clip-tiny/snapshots && "
+             "printf 0123abcd > %s/models--tiny-org--clip-tiny/refs/main && "
+             "ln -s %s %s/models--tiny-org--clip-tiny/snapshots/0123abcd",
+             cache, cache, cache, model, cache);
+    assert_int_equal(system(command), 0);
+    setenv("HF_HUB_CACHE", cache, 1);
+    run_result r = run("info", "-m", "tiny-org/clip-tiny", "--json", NULL);
+    unsetenv("HF_HUB_CACHE");
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    const cJSON *info = cJSON_GetArrayItem(lines, 0);
+    assert_string_equal(cJSON_GetObjectItem(info, "architecture")->valuestring, "CLIPModel");
+    assert_int_equal(cJSON_GetObjectItem(info, "embedding_dim")->valueint, 24);
+    assert_non_null(strstr(cJSON_GetObjectItem(info, "path")->valuestring, "snapshots/0123abcd"));
+    cJSON_Delete(lines);
+    result_free(&r);
+    free(model);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_and_usage),          cmocka_unit_test(test_missing_models),
+        cmocka_unit_test(test_rank_goes_on_past_bad_inputs), cmocka_unit_test(test_rank_scores_match_reference),
+        cmocka_unit_test(test_embed_and_classify_json), cmocka_unit_test(test_damaged_models),
+        cmocka_unit_test(test_image_limits),            cmocka_unit_test(test_hub_id_from_cache),
+    };
+    return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
+}

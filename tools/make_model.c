@@ -1,0 +1,322 @@
+/* make_model.c — glimpse-make-model: writes a snapshot folder with random
+ * weights for a published configuration (../shared/configs/), with exactly
+ * the tensor names, shapes and dtypes of the real checkpoint, plus tokenizer
+ * and preprocessor files of our own making. Full-size models for benchmarks
+ * and shape tests without any download. Outputs mean nothing. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "file.h"
+
+typedef enum fill { FILL_NORMAL, FILL_ONES, FILL_ZEROS, FILL_CONSTANT, FILL_POSITIONS } fill;
+
+typedef struct tensor_spec {
+    char name[160];
+    int rank;
+    size_t shape[4];
+    fill how;
+    float value; /* standard deviation or constant */
+    int is_i64;
+} tensor_spec;
+
+typedef struct spec_list {
+    tensor_spec *items;
+    size_t count, capacity;
+} spec_list;
+
+static void die(const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    fputs("glimpse-make-model: ", stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    exit(1);
+}
+
+static void add(spec_list *list, fill how, float value, int rank, size_t d0, size_t d1, size_t d2, size_t d3,
+                const char *format, ...) {
+    if (list->count == list->capacity) {
+        list->capacity = list->capacity ? list->capacity * 2 : 256;
+        list->items = realloc(list->items, list->capacity * sizeof *list->items);
+        if (!list->items) die("out of memory");
+    }
+    tensor_spec *t = &list->items[list->count++];
+    memset(t, 0, sizeof *t);
+    va_list args;
+    va_start(args, format);
+    vsnprintf(t->name, sizeof t->name, format, args);
+    va_end(args);
+    t->rank = rank;
+    size_t dims[4] = {d0, d1, d2, d3};
+    memcpy(t->shape, dims, sizeof dims);
+    t->how = how;
+    t->value = value;
+    t->is_i64 = how == FILL_POSITIONS;
+}
+
+#define STD 0.02f
+static void add_linear(spec_list *l, const char *prefix, size_t out, size_t in, int bias) {
+    add(l, FILL_NORMAL, STD, 2, out, in, 0, 0, "%s.weight", prefix);
+    if (bias) add(l, FILL_NORMAL, STD, 1, out, 0, 0, 0, "%s.bias", prefix);
+}
+static void add_norm(spec_list *l, const char *prefix, size_t dim) {
+    add(l, FILL_ONES, 0, 1, dim, 0, 0, 0, "%s.weight", prefix);
+    add(l, FILL_ZEROS, 0, 1, dim, 0, 0, 0, "%s.bias", prefix);
+}
+
+static int get_int(const cJSON *json, const char *key, int fallback) {
+    int value;
+    if (config_int_or(json, "config", key, 0, 1 << 24, fallback, &value)) die("config: %s", glimpse_last_error());
+    return value;
+}
+
+static void clip_encoder_layers(spec_list *l, const char *prefix, int layers, size_t hidden, size_t intermediate) {
+    char name[160];
+    for (int i = 0; i < layers; i++) {
+        const char *parts[] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+        for (int p = 0; p < 4; p++) {
+            snprintf(name, sizeof name, "%s.layers.%d.self_attn.%s", prefix, i, parts[p]);
+            add_linear(l, name, hidden, hidden, 1);
+        }
+        snprintf(name, sizeof name, "%s.layers.%d.layer_norm1", prefix, i);
+        add_norm(l, name, hidden);
+        snprintf(name, sizeof name, "%s.layers.%d.layer_norm2", prefix, i);
+        add_norm(l, name, hidden);
+        snprintf(name, sizeof name, "%s.layers.%d.mlp.fc1", prefix, i);
+        add_linear(l, name, intermediate, hidden, 1);
+        snprintf(name, sizeof name, "%s.layers.%d.mlp.fc2", prefix, i);
+        add_linear(l, name, hidden, intermediate, 1);
+    }
+}
+
+static void clip_tensors(spec_list *l, const cJSON *config) {
+    const cJSON *v = cJSON_GetObjectItem(config, "vision_config"), *t = cJSON_GetObjectItem(config, "text_config");
+    size_t projection = (size_t)get_int(config, "projection_dim", 512);
+    size_t vh = (size_t)get_int(v, "hidden_size", 768), vi = (size_t)get_int(v, "intermediate_size", 3072);
+    size_t patch = (size_t)get_int(v, "patch_size", 32), image = (size_t)get_int(v, "image_size", 224);
+    size_t tokens = (image / patch) * (image / patch) + 1;
+    add(l, FILL_NORMAL, STD, 1, vh, 0, 0, 0, "vision_model.embeddings.class_embedding");
+    add(l, FILL_NORMAL, STD, 4, vh, 3, patch, patch, "vision_model.embeddings.patch_embedding.weight");
+    add(l, FILL_NORMAL, STD, 2, tokens, vh, 0, 0, "vision_model.embeddings.position_embedding.weight");
+    add(l, FILL_POSITIONS, 0, 2, 1, tokens, 0, 0, "vision_model.embeddings.position_ids");
+    add_norm(l, "vision_model.pre_layrnorm", vh);
+    clip_encoder_layers(l, "vision_model.encoder", get_int(v, "num_hidden_layers", 12), vh, vi);
+    add_norm(l, "vision_model.post_layernorm", vh);
+    add_linear(l, "visual_projection", projection, vh, 0);
+    size_t th = (size_t)get_int(t, "hidden_size", 512), ti = (size_t)get_int(t, "intermediate_size", 2048);
+    size_t vocab = (size_t)get_int(t, "vocab_size", 49408), positions = (size_t)get_int(t, "max_position_embeddings", 77);
+    add(l, FILL_NORMAL, STD, 2, vocab, th, 0, 0, "text_model.embeddings.token_embedding.weight");
+    add(l, FILL_NORMAL, 0.01f, 2, positions, th, 0, 0, "text_model.embeddings.position_embedding.weight");
+    add(l, FILL_POSITIONS, 0, 2, 1, positions, 0, 0, "text_model.embeddings.position_ids");
+    clip_encoder_layers(l, "text_model.encoder", get_int(t, "num_hidden_layers", 12), th, ti);
+    add_norm(l, "text_model.final_layer_norm", th);
+    add_linear(l, "text_projection", projection, th, 0);
+    double scale;
+    config_double_or(config, "config", "logit_scale_init_value", 2.6592, &scale);
+    add(l, FILL_CONSTANT, (float)scale, 0, 0, 0, 0, 0, "logit_scale");
+}
+
+/* ---------------------------------------------------------------- output */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t next_random(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+/* Approximately normal: sum of four uniforms, scaled to unit variance. */
+static float normal(void) {
+    double sum = 0;
+    for (int i = 0; i < 4; i++) sum += (double)(next_random() >> 11) / 9007199254740992.0;
+    return (float)((sum - 2.0) * 1.7320508075688772);
+}
+
+static size_t elements_of(const tensor_spec *t) {
+    size_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+    return n;
+}
+
+static uint16_t to_f16(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, 4);
+    uint32_t sign = (bits >> 16) & 0x8000;
+    int exponent = (int)((bits >> 23) & 0xff) - 127 + 15;
+    uint32_t mantissa = bits & 0x7fffff;
+    if (exponent <= 0) return (uint16_t)sign; /* tiny values flush to zero: fine for random weights */
+    if (exponent >= 31) return (uint16_t)(sign | 0x7c00);
+    uint32_t half = sign | ((uint32_t)exponent << 10) | (mantissa >> 13);
+    if (mantissa & 0x1000) half++; /* round half up */
+    return (uint16_t)half;
+}
+
+static void write_safetensors(const char *path, const spec_list *l, int half) {
+    cJSON *header = cJSON_CreateObject();
+    cJSON *metadata = cJSON_AddObjectToObject(header, "__metadata__");
+    cJSON_AddStringToObject(metadata, "format", "pt");
+    size_t offset = 0;
+    for (size_t i = 0; i < l->count; i++) {
+        const tensor_spec *t = &l->items[i];
+        size_t bytes = elements_of(t) * (t->is_i64 ? 8 : half ? 2 : 4);
+        cJSON *entry = cJSON_AddObjectToObject(header, t->name);
+        cJSON_AddStringToObject(entry, "dtype", t->is_i64 ? "I64" : half ? "F16" : "F32");
+        cJSON *shape = cJSON_AddArrayToObject(entry, "shape");
+        for (int d = 0; d < t->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+        cJSON *offsets = cJSON_AddArrayToObject(entry, "data_offsets");
+        cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)offset));
+        cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)(offset + bytes)));
+        offset += bytes;
+    }
+    char *text = cJSON_PrintUnformatted(header);
+    size_t length = strlen(text), padded = (length + 7) & ~(size_t)7;
+    FILE *f = fopen(path, "wb");
+    if (!f) die("%s: %s", path, strerror(errno));
+    uint8_t size_bytes[8];
+    for (int i = 0; i < 8; i++) size_bytes[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    fwrite(size_bytes, 1, 8, f);
+    fwrite(text, 1, length, f);
+    for (size_t i = length; i < padded; i++) fputc(' ', f);
+    free(text);
+    cJSON_Delete(header);
+    for (size_t i = 0; i < l->count; i++) {
+        const tensor_spec *t = &l->items[i];
+        size_t n = elements_of(t);
+        for (size_t j = 0; j < n; j++) {
+            if (t->is_i64) {
+                int64_t position = (int64_t)j;
+                fwrite(&position, 8, 1, f);
+                continue;
+            }
+            float value = t->how == FILL_NORMAL ? normal() * t->value
+                          : t->how == FILL_ONES ? 1.0f
+                          : t->how == FILL_CONSTANT ? t->value
+                                                    : 0.0f;
+            if (half) {
+                uint16_t h = to_f16(value);
+                fwrite(&h, 2, 1, f);
+            } else {
+                fwrite(&value, 4, 1, f);
+            }
+        }
+    }
+    if (fclose(f) != 0) die("%s: write failed", path);
+}
+
+static void write_text(const char *folder, const char *name, const char *text) {
+    char *path = file_join(folder, name);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) die("%s: cannot write", path);
+    free(path);
+}
+
+/* A CLIP-format vocabulary of our own: the 256 byte stand-ins, each also
+ * with "</w>", then the special tokens at the ids the config implies. */
+static void write_clip_tokenizer(const char *folder, int vocab_size) {
+    cJSON *vocab = cJSON_CreateObject();
+    int next = 256;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        int codepoint = printable ? b : next++;
+        char utf8[8] = {0};
+        if (codepoint < 0x80) {
+            utf8[0] = (char)codepoint;
+        } else {
+            utf8[0] = (char)(0xc0 | (codepoint >> 6));
+            utf8[1] = (char)(0x80 | (codepoint & 0x3f));
+        }
+        char word_end[16];
+        snprintf(word_end, sizeof word_end, "%s</w>", utf8);
+        cJSON_AddNumberToObject(vocab, utf8, b);
+        cJSON_AddNumberToObject(vocab, word_end, 256 + b);
+    }
+    cJSON_AddNumberToObject(vocab, "<|startoftext|>", vocab_size - 2);
+    cJSON_AddNumberToObject(vocab, "<|endoftext|>", vocab_size - 1);
+    char *text = cJSON_PrintUnformatted(vocab);
+    write_text(folder, "vocab.json", text);
+    free(text);
+    cJSON_Delete(vocab);
+    write_text(folder, "merges.txt", "#version: 0.2\n");
+}
+
+static const char usage[] =
+    "Usage: glimpse-make-model CONFIG.json OUTPUT_FOLDER [--f16] [--seed N]\n"
+    "Writes a snapshot folder with random weights shaped as CONFIG describes\n"
+    "(e.g. ../shared/configs/openai--clip-vit-base-patch32.json), with the\n"
+    "published tensor names, plus tokenizer and preprocessor files of our own.\n";
+
+int main(int argc, char **argv) {
+    const char *config_path = NULL, *folder = NULL;
+    int half = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--f16") == 0) {
+            half = 1;
+        } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            rng_state = strtoull(argv[++i], NULL, 10) * 0x9e3779b97f4a7c15ull + 1;
+        } else if (strcmp(argv[i], "--help") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (!config_path) {
+            config_path = argv[i];
+        } else if (!folder) {
+            folder = argv[i];
+        } else {
+            die("unexpected argument '%s'\n%s", argv[i], usage);
+        }
+    }
+    if (!config_path || !folder) die("need a config and an output folder\n%s", usage);
+    uint8_t *bytes;
+    size_t size;
+    if (file_read_all(config_path, 1 << 24, &bytes, &size)) die("%s", glimpse_last_error());
+    cJSON *config = cJSON_ParseWithLength((const char *)bytes, size);
+    if (!config) die("%s: not JSON", config_path);
+    const cJSON *architectures = cJSON_GetObjectItem(config, "architectures");
+    const char *architecture = cJSON_GetArrayItem(architectures, 0) ? cJSON_GetArrayItem(architectures, 0)->valuestring : "";
+    if (mkdir(folder, 0755) != 0 && errno != EEXIST) die("%s: %s", folder, strerror(errno));
+    spec_list tensors = {0};
+    if (strcmp(architecture, "CLIPModel") == 0) {
+        clip_tensors(&tensors, config);
+        const cJSON *t = cJSON_GetObjectItem(config, "text_config"), *v = cJSON_GetObjectItem(config, "vision_config");
+        write_clip_tokenizer(folder, get_int(t, "vocab_size", 49408));
+        int image = get_int(v, "image_size", 224);
+        char preprocessor[1024];
+        snprintf(preprocessor, sizeof preprocessor,
+                 "{\"crop_size\": {\"height\": %d, \"width\": %d}, \"do_center_crop\": true, \"do_convert_rgb\": true, "
+                 "\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
+                 "\"image_mean\": [0.48145466, 0.4578275, 0.40821073], "
+                 "\"image_std\": [0.26862954, 0.26130258, 0.27577711], \"image_processor_type\": "
+                 "\"CLIPImageProcessor\", \"resample\": 3, \"rescale_factor\": 0.00392156862745098, "
+                 "\"size\": {\"shortest_edge\": %d}}\n",
+                 image, image, image);
+        write_text(folder, "preprocessor_config.json", preprocessor);
+    } else {
+        die("%s: architecture '%s' is not one this tool writes (CLIPModel)", config_path, architecture);
+    }
+    char *weights = file_join(folder, "model.safetensors");
+    write_safetensors(weights, &tensors, half);
+    free(weights);
+    char *config_out = file_join(folder, "config.json");
+    FILE *f = fopen(config_out, "wb");
+    if (!f) die("%s: %s", config_out, strerror(errno));
+    fwrite(bytes, 1, size, f);
+    fclose(f);
+    free(config_out);
+    size_t parameters = 0;
+    for (size_t i = 0; i < tensors.count; i++)
+        if (!tensors.items[i].is_i64) parameters += elements_of(&tensors.items[i]);
+    printf("wrote %s: %s, %zu tensors, %zu parameters (%s)\n", folder, architecture, tensors.count, parameters,
+           half ? "F16" : "F32");
+    free(tensors.items);
+    free(bytes);
+    cJSON_Delete(config);
+    return 0;
+}
