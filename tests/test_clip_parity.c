@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,11 +239,67 @@ static void test_public_api_logits(void **state) {
     glimpse_context_free(ctx);
 }
 
+typedef struct thread_job {
+    const glimpse_model *model;
+    glimpse_image **images;
+    const char **texts;
+    size_t image_count, text_count;
+    float *image_embeds, *text_embeds;
+    int status;
+} thread_job;
+
+static void *embed_everything(void *argument) {
+    thread_job *job = argument;
+    glimpse_context *ctx;
+    glimpse_context_params params = glimpse_context_default_params();
+    params.threads = 1;
+    job->status = glimpse_context_create(job->model, &params, &ctx);
+    for (int round = 0; round < 3 && !job->status; round++) {
+        job->status = glimpse_embed_images(ctx, (const glimpse_image *const *)job->images, job->image_count,
+                                           job->image_embeds);
+        if (!job->status) job->status = glimpse_embed_texts(ctx, job->texts, job->text_count, job->text_embeds);
+    }
+    glimpse_context_free(ctx);
+    return NULL;
+}
+
+/* One model shared by several threads, each with its own context, gives the
+ * same embeddings as one thread. */
+static void test_shared_model_across_threads(void **state) {
+    clip_fixture *f = *state;
+    REQUIRE_FIXTURES(f);
+    size_t dim = glimpse_model_embedding_dim(f->model), ni = f->image_count, nt = f->text_count;
+    glimpse_image *images[16];
+    const char *texts[16];
+    for (size_t i = 0; i < ni; i++)
+        images[i] = load_fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring);
+    for (size_t t = 0; t < nt; t++)
+        texts[t] = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "texts"), (int)t)->valuestring;
+    enum { THREADS = 4 };
+    thread_job jobs[THREADS + 1];
+    pthread_t threads[THREADS];
+    for (int j = 0; j <= THREADS; j++) {
+        jobs[j] = (thread_job){f->model, images, texts, ni, nt, calloc(ni * dim, sizeof(float)),
+                               calloc(nt * dim, sizeof(float)), -1};
+    }
+    embed_everything(&jobs[THREADS]); /* the single-threaded answer */
+    assert_int_equal(jobs[THREADS].status, GLIMPSE_OK);
+    for (int j = 0; j < THREADS; j++) pthread_create(&threads[j], NULL, embed_everything, &jobs[j]);
+    for (int j = 0; j < THREADS; j++) pthread_join(threads[j], NULL);
+    for (int j = 0; j <= THREADS; j++) {
+        assert_int_equal(jobs[j].status, GLIMPSE_OK);
+        assert_memory_equal(jobs[j].image_embeds, jobs[THREADS].image_embeds, ni * dim * sizeof(float));
+        assert_memory_equal(jobs[j].text_embeds, jobs[THREADS].text_embeds, nt * dim * sizeof(float));
+    }
+    for (int j = 0; j <= THREADS; j++) free(jobs[j].image_embeds), free(jobs[j].text_embeds);
+    for (size_t i = 0; i < ni; i++) glimpse_image_free(images[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pixel_values),  cmocka_unit_test(test_vision_tower),
         cmocka_unit_test(test_token_ids),     cmocka_unit_test(test_text_tower),
-        cmocka_unit_test(test_public_api_logits),
+        cmocka_unit_test(test_public_api_logits), cmocka_unit_test(test_shared_model_across_threads),
     };
     int failed = cmocka_run_group_tests_name("clip parity", tests, setup, teardown);
     report_differences();
