@@ -35,7 +35,12 @@ glimpse_status glimpse_context_create(const glimpse_model *model, const glimpse_
             if (!ctx->pixel_values) status = ERROR_OOM();
         }
     }
-    if (!status && model->has_text) status = clip_text_state_create(&model->text, CONTEXT_TEXT_BATCH, &ctx->text);
+    if (!status && model->has_text && model->kind == GLIMPSE_MODEL_KIND_CLIP)
+        status = clip_text_state_create(&model->text, CONTEXT_TEXT_BATCH, &ctx->text);
+    if (!status && model->has_vision && model->kind != GLIMPSE_MODEL_KIND_CLIP) {
+        ctx->image_tokens = malloc(model->vision.tokens * (size_t)model->vision.config.hidden_size * sizeof(float));
+        if (!ctx->image_tokens) status = ERROR_OOM();
+    }
     if (status) {
         glimpse_context_free(ctx);
         return status;
@@ -50,6 +55,8 @@ void glimpse_context_free(glimpse_context *ctx) {
     vit_state_free(ctx->vision);
     clip_text_state_free(ctx->text);
     free(ctx->pixel_values);
+    bert_state_free(ctx->decoder);
+    free(ctx->image_tokens);
     free(ctx);
 }
 
@@ -79,6 +86,22 @@ static void preprocess_task(void *argument, size_t index) {
     if (status) snprintf(job->messages[index], sizeof job->messages[index], "%s", glimpse_last_error());
 }
 
+glimpse_status context_preprocess(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+                                  size_t first_index) {
+    const glimpse_model *model = ctx->model;
+    size_t size = (size_t)model->vision.config.image_size;
+    glimpse_status statuses[CONTEXT_IMAGE_BATCH];
+    char messages[CONTEXT_IMAGE_BATCH][256];
+    if (count > CONTEXT_IMAGE_BATCH) return error_set(GLIMPSE_STATUS_INTERNAL, "preprocessing batch too large");
+    for (size_t i = 0; i < count; i++)
+        if (!images[i]) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "image %zu is NULL", first_index + i);
+    preprocess_job job = {model, images, ctx->pixel_values, 3 * size * size, statuses, messages};
+    pool_for(ctx->threads, count, preprocess_task, &job);
+    for (size_t b = 0; b < count; b++)
+        if (statuses[b]) return error_set(statuses[b], "image %zu: %s", first_index + b, messages[b]);
+    return GLIMPSE_OK;
+}
+
 glimpse_status glimpse_embed_images(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
                                     float *out) {
     if (!ctx || (count && (!images || !out)))
@@ -86,18 +109,13 @@ glimpse_status glimpse_embed_images(glimpse_context *ctx, const glimpse_image *c
     const glimpse_model *model = ctx->model;
     if (!model->has_vision)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its vision tower");
-    for (size_t i = 0; i < count; i++)
-        if (!images[i]) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_images: image %zu is NULL", i);
-    size_t size = (size_t)model->vision.config.image_size, dim = glimpse_model_embedding_dim(model);
-    size_t plane = 3 * size * size;
-    glimpse_status statuses[CONTEXT_IMAGE_BATCH];
-    char messages[CONTEXT_IMAGE_BATCH][256];
+    if (model->kind != GLIMPSE_MODEL_KIND_CLIP)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "embeddings need a CLIP model");
+    size_t dim = glimpse_model_embedding_dim(model);
     for (size_t first = 0; first < count; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
-        preprocess_job job = {model, images + first, ctx->pixel_values, plane, statuses, messages};
-        pool_for(ctx->threads, batch, preprocess_task, &job);
-        for (size_t b = 0; b < batch; b++)
-            if (statuses[b]) return error_set(statuses[b], "image %zu: %s", first + b, messages[b]);
+        glimpse_status status = context_preprocess(ctx, images + first, batch, first);
+        if (status) return status;
         vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ctx->threads);
         for (size_t b = 0; b < batch; b++) vit_embed(&model->vision, ctx->vision, b, out + (first + b) * dim);
     }
@@ -108,6 +126,8 @@ glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *text
     if (!ctx || (count && (!texts || !out)))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_texts: NULL argument");
     const glimpse_model *model = ctx->model;
+    if (model->kind != GLIMPSE_MODEL_KIND_CLIP)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "embeddings need a CLIP model");
     if (!model->has_text) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its text tower");
     size_t positions = (size_t)model->text.config.max_positions, dim = glimpse_model_embedding_dim(model);
     int32_t *ids = malloc(CONTEXT_TEXT_BATCH * positions * sizeof *ids);

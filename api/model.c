@@ -31,13 +31,33 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
         snprintf(model->architecture, sizeof model->architecture, "CLIPModel");
         return GLIMPSE_OK;
     }
-    if ((name && strncmp(name, "Blip", 4) == 0) || strcmp(type, "blip") == 0)
-        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: %s (BLIP) models are not supported yet", folder,
-                         name ? name : "blip");
+    if ((name && strcmp(name, "BlipForConditionalGeneration") == 0) || (!name && strcmp(type, "blip") == 0)) {
+        /* Without "architectures", BLIP's two heads are told apart by their tensors (done at load). */
+        model->kind = GLIMPSE_MODEL_KIND_BLIP_CAPTION;
+        snprintf(model->architecture, sizeof model->architecture, "BlipForConditionalGeneration");
+        return GLIMPSE_OK;
+    }
+    if (name && strcmp(name, "BlipForImageTextRetrieval") == 0)
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: BlipForImageTextRetrieval models are not supported yet",
+                         folder);
     return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                      "%s/config.json: architecture \"%s\" (model_type \"%s\") is not one glimpse runs; "
-                     "supported: CLIPModel",
+                     "supported: CLIPModel, BlipForConditionalGeneration",
                      folder, name ? name : "?", type);
+}
+
+/* The preprocessor settings of the snapshot over the defaults, if the file is there. */
+static glimpse_status read_preprocessor(glimpse_model *model, int square_default) {
+    char *path = file_join(model->folder, "preprocessor_config.json");
+    if (!path) return ERROR_OOM();
+    int present = file_is_regular(path);
+    free(path);
+    if (!present) return GLIMPSE_OK;
+    cJSON *preprocessor = NULL;
+    glimpse_status status = config_read_json(model->folder, "preprocessor_config.json", &preprocessor);
+    if (!status) status = preprocess_config_read(preprocessor, "preprocessor_config.json", square_default, &model->preprocess);
+    cJSON_Delete(preprocessor);
+    return status;
 }
 
 static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params *params) {
@@ -63,17 +83,7 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
         if ((status = vit_model_load(&model->vision, &config, model->store))) return status;
         model->has_vision = 1;
         model->preprocess = preprocess_default_clip(config.image_size);
-        cJSON *preprocessor = NULL;
-        char *path = file_join(folder, "preprocessor_config.json");
-        if (!path) return ERROR_OOM();
-        int present = file_is_regular(path);
-        free(path);
-        if (present) {
-            if ((status = config_read_json(folder, "preprocessor_config.json", &preprocessor))) return status;
-            status = preprocess_config_read(preprocessor, "preprocessor_config.json", 0, &model->preprocess);
-            cJSON_Delete(preprocessor);
-            if (status) return status;
-        }
+        if ((status = read_preprocessor(model, 0))) return status;
     }
     if (params->load_text) {
         clip_text_config config;
@@ -86,6 +96,48 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
             return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: vocab.json has %zu tokens but the model only %d", folder,
                              clip_tokenizer_vocab_size(model->tokenizer), config.vocab_size);
     }
+    return GLIMPSE_OK;
+}
+
+static glimpse_status load_blip_caption(glimpse_model *model, const glimpse_load_params *params) {
+    const char *folder = model->folder;
+    glimpse_status status;
+    const cJSON *vision_json = cJSON_GetObjectItemCaseSensitive(model->config, "vision_config");
+    const cJSON *text_json = cJSON_GetObjectItemCaseSensitive(model->config, "text_config");
+    if (!cJSON_IsObject(vision_json) || !cJSON_IsObject(text_json))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: BLIP needs vision_config and text_config", folder);
+    if (weight_store_find(model->store, "itm_head.weight"))
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: BlipForImageTextRetrieval models are not supported yet",
+                         folder);
+    vit_config vision;
+    if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_BLIP, &vision)))
+        return status;
+    /* Captioning needs both towers whatever the params say. */
+    (void)params;
+    if ((status = vit_model_load(&model->vision, &vision, model->store))) return status;
+    model->has_vision = 1;
+    model->preprocess = preprocess_default_blip(vision.image_size);
+    if ((status = read_preprocessor(model, 1))) return status;
+    bert_config text;
+    if ((status = bert_config_read(text_json, "config.json: text_config", vision.hidden_size, &text))) return status;
+    if ((status = bert_model_load(&model->text_decoder, &text, model->store, "text_decoder.bert",
+                                  "text_decoder.cls.predictions")))
+        return status;
+    model->has_text = 1;
+    int start, end, pad;
+    if ((status = config_int_or(text_json, "config.json: text_config", "bos_token_id", 0, text.vocab_size - 1, 30522,
+                                &start)))
+        return status;
+    if ((status = config_int_or(text_json, "config.json: text_config", "sep_token_id", 0, text.vocab_size - 1, 102,
+                                &end)))
+        return status;
+    if ((status = config_int_or(text_json, "config.json: text_config", "pad_token_id", 0, text.vocab_size - 1, 0, &pad)))
+        return status;
+    model->start_id = start, model->end_id = end, model->pad_id = pad;
+    if ((status = bert_tokenizer_load(folder, &model->wordpiece))) return status;
+    if (bert_tokenizer_vocab_size(model->wordpiece) > (size_t)text.vocab_size)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the tokenizer has %zu tokens but the model only %d", folder,
+                         bert_tokenizer_vocab_size(model->wordpiece), text.vocab_size);
     return GLIMPSE_OK;
 }
 
@@ -102,6 +154,7 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
     if (!status) status = detect_kind(model->config, model->folder, model);
     if (!status) status = weight_store_open(model->folder, &model->store);
     if (!status && model->kind == GLIMPSE_MODEL_KIND_CLIP) status = load_clip(model, params);
+    if (!status && model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) status = load_blip_caption(model, params);
     if (status) {
         glimpse_model_free(model);
         return status;
@@ -115,6 +168,8 @@ void glimpse_model_free(glimpse_model *model) {
     vit_model_free(&model->vision);
     clip_text_model_free(&model->text);
     clip_tokenizer_free(model->tokenizer);
+    bert_model_free(&model->text_decoder);
+    bert_tokenizer_free(model->wordpiece);
     weight_store_free(model->store);
     cJSON_Delete(model->config);
     free(model->folder);
@@ -124,7 +179,7 @@ void glimpse_model_free(glimpse_model *model) {
 glimpse_model_kind glimpse_model_get_kind(const glimpse_model *model) { return model->kind; }
 
 size_t glimpse_model_embedding_dim(const glimpse_model *model) {
-    if (!model) return 0;
+    if (!model || model->kind != GLIMPSE_MODEL_KIND_CLIP) return 0;
     if (model->has_vision) return (size_t)model->vision.config.projection_dim;
     if (model->has_text) return (size_t)model->text.config.projection_dim;
     return 0;
@@ -145,7 +200,15 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
         out->vision_heads = v->heads;
         out->vision_activation = v->act_name;
     }
-    if (model->has_text) {
+    if (model->has_text && model->kind != GLIMPSE_MODEL_KIND_CLIP) {
+        const bert_config *t = &model->text_decoder.config;
+        out->text_hidden_size = t->hidden_size;
+        out->text_layers = t->layers;
+        out->text_heads = t->heads;
+        out->text_max_tokens = t->max_positions;
+        out->vocab_size = t->vocab_size;
+        out->text_activation = t->act_name;
+    } else if (model->has_text) {
         const clip_text_config *t = &model->text.config;
         out->text_hidden_size = t->hidden_size;
         out->text_layers = t->layers;

@@ -6,6 +6,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "bert.h"
+#include "bert_tokenizer.h"
 #include "clip_text.h"
 #include "clip_tokenizer.h"
 #include "glimpse.h"
@@ -26,6 +28,10 @@ struct glimpse_model {
     clip_text_model text;
     clip_tokenizer *tokenizer;
     float logit_scale; /* exponentiated */
+    /* BLIP */
+    bert_model text_decoder;      /* captioning: text_decoder.bert + cls.predictions */
+    bert_tokenizer *wordpiece;
+    int32_t start_id, end_id, pad_id; /* [DEC], [SEP], [PAD] as text_config names them */
 };
 
 /* Images per vision forward and texts per text forward. */
@@ -38,6 +44,12 @@ struct glimpse_context {
     vit_state *vision;
     clip_text_state *text;
     float *pixel_values; /* [CONTEXT_IMAGE_BATCH, 3, size, size] */
+    bert_state *decoder;  /* made for the largest beams × length asked so far */
+    float *image_tokens;  /* [tokens, vision hidden]: one image's post-LN tokens */
 };
+
+/* Preprocesses images[0..count) into ctx->pixel_values (count <= CONTEXT_IMAGE_BATCH). */
+glimpse_status context_preprocess(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+                                  size_t first_index);
 
 #endif

@@ -210,6 +210,47 @@ glimpse_status glimpse_score(const glimpse_model *model, const float *image_embe
 glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, int32_t *ids, size_t capacity,
                                 size_t *count);
 
+/* ------------------------------------------------------------ captioning */
+
+/* Called as each caption token is chosen: image is the index in the call,
+ * id the token, text the caption so far (decoded, special tokens skipped;
+ * owned by the library, valid during the call). Greedy and sampled decoding
+ * call it token by token; beam search calls it for each token of the winning
+ * caption once it is known. Return non-zero to cancel the whole call
+ * (GLIMPSE_STATUS_CANCELLED). */
+typedef int (*glimpse_token_callback)(void *user, size_t image, int32_t id, const char *text);
+
+typedef struct glimpse_caption_params {
+    const char *prompt;       /* text the caption continues ("a picture of"); NULL = none */
+    int max_tokens;           /* most tokens to generate, after the start token and prompt (default 20) */
+    int min_tokens;           /* fewest tokens before [SEP] may end it (default 5) */
+    int beams;                /* beam width; 1 = greedy or sampling (default 3) */
+    float length_penalty;     /* beam scores are divided by length^this (default 1) */
+    float repetition_penalty; /* > 1 discourages repeats (default 1 = off) */
+    int sample;               /* 1 = sample instead of searching (needs beams = 1) */
+    float temperature;        /* sampling (default 1) */
+    int top_k;                /* sampling: keep the k most likely tokens (default 50; 0 = off) */
+    float top_p;              /* sampling: nucleus probability (default 1 = off) */
+    uint64_t seed;            /* sampling: the same seed gives the same caption */
+    glimpse_token_callback on_token; /* optional */
+    void *user;
+} glimpse_caption_params;
+
+glimpse_caption_params glimpse_caption_default_params(void);
+
+typedef struct glimpse_caption {
+    char *text;     /* decoded as transformers' decode(ids, skip_special_tokens=True); caller frees */
+    int32_t *ids;   /* the whole sequence: start token, prompt, generated tokens ([SEP] if it ended on it) */
+    size_t id_count;
+} glimpse_caption;
+
+/* Captions count images with a BLIP captioning model: out[i] receives image
+ * i's caption; free each with glimpse_caption_clear. params may be NULL for
+ * the defaults. On failure every out[i] is left empty. */
+glimpse_status glimpse_caption_images(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+                                      const glimpse_caption_params *params, glimpse_caption *out);
+void glimpse_caption_clear(glimpse_caption *caption);
+
 #ifdef __cplusplus
 }
 #endif

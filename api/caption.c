@@ -1,0 +1,169 @@
+/* caption.c — glimpse_caption_images: BLIP captioning through the public
+ * API. Images are encoded in batches; each image's tokens are handed to
+ * the decoder once (cross-attention keys and values computed once), then
+ * the caption is searched for token by token. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "caption.h"
+#include "error.h"
+#include "model.h"
+
+glimpse_caption_params glimpse_caption_default_params(void) {
+    glimpse_caption_params params;
+    memset(&params, 0, sizeof params);
+    params.max_tokens = 20;
+    params.min_tokens = 5;
+    params.beams = 3;
+    params.length_penalty = 1.0f;
+    params.repetition_penalty = 1.0f;
+    params.temperature = 1.0f;
+    params.top_k = 50;
+    params.top_p = 1.0f;
+    return params;
+}
+
+void glimpse_caption_clear(glimpse_caption *caption) {
+    if (!caption) return;
+    free(caption->text);
+    free(caption->ids);
+    memset(caption, 0, sizeof *caption);
+}
+
+#define MAX_BEAMS 16
+
+static glimpse_status check_params(const glimpse_caption_params *p) {
+    if (p->max_tokens < 1) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "max_tokens must be at least 1");
+    if (p->min_tokens < 0 || p->min_tokens > p->max_tokens)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "min_tokens must be 0 to max_tokens (%d)", p->max_tokens);
+    if (p->beams < 1 || p->beams > MAX_BEAMS)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "beams must be 1 to %d", MAX_BEAMS);
+    if (p->sample && p->beams != 1)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "sampling draws one caption: use beams = 1");
+    if (!(p->temperature > 0)) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "temperature must be above 0");
+    if (!(p->top_p > 0 && p->top_p <= 1)) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "top_p must be in (0, 1]");
+    if (p->top_k < 0) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "top_k must not be negative");
+    if (!(p->repetition_penalty > 0))
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "repetition_penalty must be above 0");
+    return GLIMPSE_OK;
+}
+
+/* [DEC] followed by the prompt's WordPiece ids (BLIP drops the [SEP]). */
+static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
+    size_t n = 0;
+    glimpse_status status = bert_tokenizer_encode(model->wordpiece, prompt ? prompt : "", NULL, 0, &n);
+    if (status) return status;
+    *ids = malloc((n + 1) * sizeof **ids);
+    if (!*ids) return ERROR_OOM();
+    (*ids)[0] = model->start_id;
+    status = bert_tokenizer_encode(model->wordpiece, prompt ? prompt : "", *ids + 1, n, &n);
+    *count = n + 1;
+    return status;
+}
+
+typedef struct stream {
+    const glimpse_model *model;
+    const glimpse_caption_params *params;
+    size_t image;
+    int32_t *ids; /* generated so far */
+    size_t count, capacity;
+} stream;
+
+static int stream_token(void *user, int32_t id) {
+    stream *s = user;
+    if (s->count < s->capacity) s->ids[s->count++] = id;
+    char *text = NULL;
+    if (bert_tokenizer_decode(s->model->wordpiece, s->ids, s->count, &text)) return 1;
+    int stop = s->params->on_token(s->params->user, s->image, id, text);
+    free(text);
+    return stop;
+}
+
+static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glimpse_caption_params *p,
+                                  const int32_t *prompt, size_t prompt_length, glimpse_caption *out) {
+    const glimpse_model *model = ctx->model;
+    size_t max_length = prompt_length + (size_t)p->max_tokens;
+    glimpse_status status = bert_set_image(&model->text_decoder, ctx->decoder, ctx->image_tokens, model->vision.tokens,
+                                           ctx->threads);
+    if (status) return status;
+    caption_settings settings = {max_length,
+                                 prompt_length + (size_t)p->min_tokens,
+                                 p->beams,
+                                 p->length_penalty,
+                                 p->repetition_penalty,
+                                 p->sample,
+                                 p->temperature,
+                                 p->top_k,
+                                 p->top_p,
+                                 p->seed,
+                                 model->end_id,
+                                 model->pad_id};
+    int32_t *ids = malloc(max_length * sizeof *ids);
+    int32_t *generated = malloc(max_length * sizeof *generated);
+    if (!ids || !generated) {
+        free(ids), free(generated);
+        return ERROR_OOM();
+    }
+    stream s = {model, p, image, generated, 0, max_length};
+    size_t length = 0;
+    status = caption_generate(&model->text_decoder, ctx->decoder, prompt, prompt_length, &settings,
+                              p->on_token ? stream_token : NULL, &s, ids, &length, ctx->threads);
+    free(generated);
+    if (!status) status = bert_tokenizer_decode(model->wordpiece, ids, length, &out->text);
+    if (status) {
+        free(ids);
+        return status;
+    }
+    out->ids = ids;
+    out->id_count = length;
+    return GLIMPSE_OK;
+}
+
+glimpse_status glimpse_caption_images(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+                                      const glimpse_caption_params *params, glimpse_caption *out) {
+    if (!ctx || (count && (!images || !out)))
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_caption_images: NULL argument");
+    for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
+    const glimpse_model *model = ctx->model;
+    if (model->kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "captioning needs a BLIP captioning model "
+                                                     "(BlipForConditionalGeneration), this is %s",
+                         model->architecture);
+    glimpse_caption_params defaults = glimpse_caption_default_params();
+    const glimpse_caption_params *p = params ? params : &defaults;
+    glimpse_status status = check_params(p);
+    if (status) return status;
+    int32_t *prompt = NULL;
+    size_t prompt_length = 0;
+    if ((status = prompt_ids(model, p->prompt, &prompt, &prompt_length))) return status;
+    size_t max_length = prompt_length + (size_t)p->max_tokens;
+    size_t positions = (size_t)model->text_decoder.config.max_positions;
+    if (max_length > positions) {
+        free(prompt);
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt (%zu tokens) and %d new tokens exceed the model's %zu "
+                                                   "positions",
+                         prompt_length, p->max_tokens, positions);
+    }
+    /* the decoder state grows to the largest request and is then reused */
+    bert_state *state = ctx->decoder;
+    if (!state || state->max_sequences < (size_t)p->beams || state->max_length < max_length) {
+        bert_state_free(ctx->decoder);
+        ctx->decoder = NULL;
+        status = bert_state_create(&model->text_decoder, (size_t)p->beams, max_length, max_length, model->vision.tokens,
+                                   &ctx->decoder);
+    }
+    for (size_t first = 0; first < count && !status; first += CONTEXT_IMAGE_BATCH) {
+        size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
+        if ((status = context_preprocess(ctx, images + first, batch, first))) break;
+        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ctx->threads);
+        for (size_t b = 0; b < batch && !status; b++) {
+            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
+            status = caption_one(ctx, first + b, p, prompt, prompt_length, &out[first + b]);
+        }
+    }
+    free(prompt);
+    if (status)
+        for (size_t i = 0; i < count; i++) glimpse_caption_clear(&out[i]);
+    return status;
+}

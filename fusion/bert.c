@@ -1,0 +1,323 @@
+/* bert.c — BLIP's BERT layers with cross-attention: loading by name, the
+ * cached decoder step, cache reordering for beams, and the encoder pass. */
+#include "bert.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+#include "layers.h"
+
+glimpse_status bert_config_read(const cJSON *json, const char *where, int vision_hidden, bert_config *config) {
+    glimpse_status status;
+    *config = (bert_config){0};
+    if ((status = config_int_or(json, where, "hidden_size", 1, 8192, 768, &config->hidden_size))) return status;
+    if ((status = config_int_or(json, where, "num_hidden_layers", 1, 1024, 12, &config->layers))) return status;
+    if ((status = config_int_or(json, where, "num_attention_heads", 1, 1024, 12, &config->heads))) return status;
+    if ((status = config_int_or(json, where, "intermediate_size", 1, 1 << 20, 3072, &config->intermediate_size)))
+        return status;
+    if ((status = config_int_or(json, where, "vocab_size", 1, 1 << 24, 30524, &config->vocab_size))) return status;
+    if ((status = config_int_or(json, where, "max_position_embeddings", 2, 1 << 16, 512, &config->max_positions)))
+        return status;
+    if ((status = config_int_or(json, where, "encoder_hidden_size", 1, 8192, vision_hidden,
+                                &config->encoder_hidden_size)))
+        return status;
+    double eps;
+    if ((status = config_double_or(json, where, "layer_norm_eps", 1e-12, &eps))) return status;
+    config->layer_norm_eps = (float)eps;
+    if ((status = config_string_or(json, where, "hidden_act", "gelu", &config->act_name))) return status;
+    if (!activation_from_name(config->act_name, &config->act))
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported", where,
+                         config->act_name);
+    if (config->hidden_size % config->heads != 0)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: hidden_size %d is not divisible by num_attention_heads %d",
+                         where, config->hidden_size, config->heads);
+    return GLIMPSE_OK;
+}
+
+static glimpse_status load_layer(weight_store *store, const char *prefix, const bert_config *c, bert_layer *l) {
+    size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size, inter = (size_t)c->intermediate_size;
+    char name[256];
+    const struct {
+        const char *suffix;
+        size_t out, in;
+        const float **weight, **bias;
+    } linears[] = {
+        {"attention.self.query", h, h, &l->query_weight, &l->query_bias},
+        {"attention.self.key", h, h, &l->key_weight, &l->key_bias},
+        {"attention.self.value", h, h, &l->value_weight, &l->value_bias},
+        {"attention.output.dense", h, h, &l->self_out_weight, &l->self_out_bias},
+        {"crossattention.self.query", h, h, &l->cross_query_weight, &l->cross_query_bias},
+        {"crossattention.self.key", h, e, &l->cross_key_weight, &l->cross_key_bias},
+        {"crossattention.self.value", h, e, &l->cross_value_weight, &l->cross_value_bias},
+        {"crossattention.output.dense", h, h, &l->cross_out_weight, &l->cross_out_bias},
+        {"intermediate.dense", inter, h, &l->intermediate_weight, &l->intermediate_bias},
+        {"output.dense", h, inter, &l->output_weight, &l->output_bias},
+    };
+    glimpse_status status = GLIMPSE_OK;
+    for (size_t i = 0; !status && i < sizeof linears / sizeof linears[0]; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, linears[i].suffix);
+        status = layers_load_linear(store, name, linears[i].out, linears[i].in, linears[i].weight, linears[i].bias);
+    }
+    const struct {
+        const char *suffix;
+        const float **weight, **bias;
+    } norms[] = {{"attention.output.LayerNorm", &l->self_norm_weight, &l->self_norm_bias},
+                 {"crossattention.output.LayerNorm", &l->cross_norm_weight, &l->cross_norm_bias},
+                 {"output.LayerNorm", &l->output_norm_weight, &l->output_norm_bias}};
+    for (size_t i = 0; !status && i < 3; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, norms[i].suffix);
+        status = layers_load_norm(store, name, h, norms[i].weight, norms[i].bias);
+    }
+    return status;
+}
+
+glimpse_status bert_model_load(bert_model *model, const bert_config *config, weight_store *store, const char *prefix,
+                               const char *head_prefix) {
+    memset(model, 0, sizeof *model);
+    model->config = *config;
+    size_t h = (size_t)config->hidden_size, vocab = (size_t)config->vocab_size;
+    char name[256];
+    glimpse_status status;
+    size_t word_shape[2] = {vocab, h}, position_shape[2] = {(size_t)config->max_positions, h};
+    if ((status = weight_store_get(store, &model->word_embeddings, 2, word_shape, "%s.embeddings.word_embeddings.weight",
+                                   prefix)))
+        return status;
+    if ((status = weight_store_get(store, &model->position_embeddings, 2, position_shape,
+                                   "%s.embeddings.position_embeddings.weight", prefix)))
+        return status;
+    snprintf(name, sizeof name, "%s.embeddings.LayerNorm", prefix);
+    if ((status = layers_load_norm(store, name, h, &model->embedding_norm_weight, &model->embedding_norm_bias)))
+        return status;
+    model->layers = calloc((size_t)config->layers, sizeof *model->layers);
+    if (!model->layers) return ERROR_OOM();
+    for (int i = 0; i < config->layers && !status; i++) {
+        snprintf(name, sizeof name, "%s.encoder.layer.%d", prefix, i);
+        status = load_layer(store, name, config, &model->layers[i]);
+    }
+    if (!status && head_prefix) {
+        snprintf(name, sizeof name, "%s.transform.dense", head_prefix);
+        status = layers_load_linear(store, name, h, h, &model->head_dense_weight, &model->head_dense_bias);
+        snprintf(name, sizeof name, "%s.transform.LayerNorm", head_prefix);
+        if (!status) status = layers_load_norm(store, name, h, &model->head_norm_weight, &model->head_norm_bias);
+        size_t bias_shape[1] = {vocab};
+        /* Tied output embedding when the checkpoint leaves the decoder weight out. */
+        if (!status)
+            status = weight_store_get_optional(store, &model->head_decoder_weight, 2, word_shape, "%s.decoder.weight",
+                                               head_prefix);
+        if (!status && !model->head_decoder_weight) model->head_decoder_weight = model->word_embeddings;
+        if (!status)
+            status = weight_store_get_optional(store, &model->head_decoder_bias, 1, bias_shape, "%s.decoder.bias",
+                                               head_prefix);
+        if (!status && !model->head_decoder_bias)
+            status = weight_store_get(store, &model->head_decoder_bias, 1, bias_shape, "%s.bias", head_prefix);
+    }
+    if (status) bert_model_free(model);
+    return status;
+}
+
+void bert_model_free(bert_model *model) {
+    free(model->layers);
+    model->layers = NULL;
+}
+
+/* ------------------------------------------------------------- run state */
+
+glimpse_status bert_state_create(const bert_model *model, size_t max_sequences, size_t max_length, size_t max_step,
+                                 size_t max_image_tokens, bert_state **out) {
+    *out = NULL;
+    const bert_config *c = &model->config;
+    if (max_length > (size_t)c->max_positions) max_length = (size_t)c->max_positions;
+    if (max_step > max_length) max_step = max_length;
+    bert_state *s = calloc(1, sizeof *s);
+    if (!s) return ERROR_OOM();
+    size_t h = (size_t)c->hidden_size, layers = (size_t)c->layers, rows = max_sequences * max_step;
+    size_t cache = max_sequences * layers * max_length * h;
+    size_t widest = max_length > max_image_tokens ? max_length : max_image_tokens;
+    s->max_sequences = max_sequences;
+    s->max_length = max_length;
+    s->max_step = max_step;
+    s->max_image_tokens = max_image_tokens;
+    s->self_keys = malloc(cache * sizeof(float));
+    s->self_values = malloc(cache * sizeof(float));
+    s->spare_keys = malloc(cache * sizeof(float));
+    s->spare_values = malloc(cache * sizeof(float));
+    s->cross_keys = malloc(layers * max_image_tokens * h * sizeof(float));
+    s->cross_values = malloc(layers * max_image_tokens * h * sizeof(float));
+    s->x = malloc(rows * h * sizeof(float));
+    s->normed = malloc(rows * h * sizeof(float));
+    s->q = malloc(rows * h * sizeof(float));
+    s->context = malloc(rows * h * sizeof(float));
+    s->mlp = malloc(rows * (size_t)c->intermediate_size * sizeof(float));
+    s->scores = malloc((size_t)c->heads * rows * widest * sizeof(float));
+    s->logits = malloc(max_sequences * (size_t)c->vocab_size * sizeof(float));
+    if (!s->self_keys || !s->self_values || !s->spare_keys || !s->spare_values || !s->cross_keys ||
+        !s->cross_values || !s->x || !s->normed || !s->q || !s->context || !s->mlp || !s->scores || !s->logits) {
+        bert_state_free(s);
+        return ERROR_OOM();
+    }
+    *out = s;
+    return GLIMPSE_OK;
+}
+
+void bert_state_free(bert_state *s) {
+    if (!s) return;
+    free(s->self_keys), free(s->self_values), free(s->spare_keys), free(s->spare_values);
+    free(s->cross_keys), free(s->cross_values);
+    free(s->x), free(s->normed), free(s->q), free(s->context), free(s->mlp), free(s->scores), free(s->logits);
+    free(s);
+}
+
+/* Cache rows of sequence s, layer l: [max_length, h]. */
+static float *cache_at(const bert_model *model, const bert_state *s, float *base, size_t sequence, size_t layer) {
+    size_t h = (size_t)model->config.hidden_size;
+    return base + ((sequence * (size_t)model->config.layers + layer) * s->max_length) * h;
+}
+
+glimpse_status bert_set_image(const bert_model *model, bert_state *s, const float *image_tokens,
+                              size_t image_token_count, pool *threads) {
+    const bert_config *c = &model->config;
+    if (image_token_count > s->max_image_tokens)
+        return error_set(GLIMPSE_STATUS_INTERNAL, "%zu image tokens, state made for %zu", image_token_count,
+                         s->max_image_tokens);
+    size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size;
+    for (int l = 0; l < c->layers; l++) {
+        const bert_layer *layer = &model->layers[l];
+        float *keys = s->cross_keys + (size_t)l * s->max_image_tokens * h;
+        float *values = s->cross_values + (size_t)l * s->max_image_tokens * h;
+        kernel_linear(keys, h, image_tokens, e, layer->cross_key_weight, layer->cross_key_bias, image_token_count, e, h,
+                      threads);
+        kernel_linear(values, h, image_tokens, e, layer->cross_value_weight, layer->cross_value_bias,
+                      image_token_count, e, h, threads);
+    }
+    s->image_tokens = image_token_count;
+    s->length = 0;
+    return GLIMPSE_OK;
+}
+
+/* x = LayerNorm(projection(input) + x): BERT's "output" sub-layers. */
+static void add_and_norm(const bert_model *model, bert_state *s, const float *input, size_t in_features,
+                         const float *weight, const float *bias, const float *norm_weight, const float *norm_bias,
+                         size_t rows, pool *threads) {
+    size_t h = (size_t)model->config.hidden_size;
+    kernel_linear(s->normed, h, input, in_features, weight, bias, rows, in_features, h, threads);
+    kernel_add(s->normed, s->x, rows * h);
+    kernel_layernorm(s->x, s->normed, norm_weight, norm_bias, rows, h, model->config.layer_norm_eps);
+}
+
+/* The layers over rows = sequences × step rows of s->x, each sequence's new
+ * tokens at cache positions length ..; self-attention causal or not. */
+static void run_layers(const bert_model *model, bert_state *s, size_t sequences, size_t step, int causal,
+                       int with_image, pool *threads) {
+    const bert_config *c = &model->config;
+    size_t h = (size_t)c->hidden_size, heads = (size_t)c->heads, head_dim = h / heads;
+    size_t rows = sequences * step, keys = s->length + step;
+    float scale = 1.0f / sqrtf((float)head_dim);
+    for (int l = 0; l < c->layers; l++) {
+        const bert_layer *layer = &model->layers[l];
+        /* self-attention: new keys and values go into the cache */
+        kernel_linear(s->q, h, s->x, h, layer->query_weight, layer->query_bias, rows, h, h, threads);
+        kernel_linear(s->context, h, s->x, h, layer->key_weight, layer->key_bias, rows, h, h, threads);
+        for (size_t q = 0; q < sequences; q++)
+            memcpy(cache_at(model, s, s->self_keys, q, (size_t)l) + s->length * h, s->context + q * step * h,
+                   step * h * sizeof(float));
+        kernel_linear(s->context, h, s->x, h, layer->value_weight, layer->value_bias, rows, h, h, threads);
+        for (size_t q = 0; q < sequences; q++)
+            memcpy(cache_at(model, s, s->self_values, q, (size_t)l) + s->length * h, s->context + q * step * h,
+                   step * h * sizeof(float));
+        for (size_t q = 0; q < sequences; q++)
+            kernel_attention(s->context + q * step * h, h, s->q + q * step * h, h,
+                             cache_at(model, s, s->self_keys, q, (size_t)l),
+                             cache_at(model, s, s->self_values, q, (size_t)l), h, step, keys, heads, head_dim, scale,
+                             causal ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE, s->scores, threads);
+        add_and_norm(model, s, s->context, h, layer->self_out_weight, layer->self_out_bias, layer->self_norm_weight,
+                     layer->self_norm_bias, rows, threads);
+        /* cross-attention: every row attends to the same image tokens */
+        if (with_image) {
+            kernel_linear(s->q, h, s->x, h, layer->cross_query_weight, layer->cross_query_bias, rows, h, h, threads);
+            kernel_attention(s->context, h, s->q, h, s->cross_keys + (size_t)l * s->max_image_tokens * h,
+                             s->cross_values + (size_t)l * s->max_image_tokens * h, h, rows, s->image_tokens, heads,
+                             head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
+            add_and_norm(model, s, s->context, h, layer->cross_out_weight, layer->cross_out_bias,
+                         layer->cross_norm_weight, layer->cross_norm_bias, rows, threads);
+        }
+        /* feed-forward */
+        size_t inter = (size_t)c->intermediate_size;
+        kernel_linear(s->mlp, inter, s->x, h, layer->intermediate_weight, layer->intermediate_bias, rows, h, inter,
+                      threads);
+        activation_apply(c->act, s->mlp, rows * inter);
+        add_and_norm(model, s, s->mlp, inter, layer->output_weight, layer->output_bias, layer->output_norm_weight,
+                     layer->output_norm_bias, rows, threads);
+    }
+}
+
+static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const int32_t *ids, size_t sequences,
+                                   size_t step) {
+    const bert_config *c = &model->config;
+    size_t h = (size_t)c->hidden_size;
+    if (sequences > s->max_sequences || step > s->max_step || s->length + step > s->max_length)
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu tokens is more than the %zu this decoder state holds",
+                         s->length + step, s->max_length);
+    for (size_t q = 0; q < sequences; q++)
+        for (size_t j = 0; j < step; j++) {
+            int32_t id = ids[q * step + j];
+            if (id < 0 || id >= c->vocab_size)
+                return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
+                                 c->vocab_size);
+            const float *word = model->word_embeddings + (size_t)id * h;
+            const float *position = model->position_embeddings + (s->length + j) * h;
+            float *x = s->x + (q * step + j) * h;
+            for (size_t i = 0; i < h; i++) x[i] = word[i] + position[i];
+        }
+    kernel_layernorm(s->x, s->x, model->embedding_norm_weight, model->embedding_norm_bias, sequences * step, h,
+                     c->layer_norm_eps);
+    return GLIMPSE_OK;
+}
+
+glimpse_status bert_decode_step(const bert_model *model, bert_state *s, const int32_t *ids, size_t sequences,
+                                size_t step, pool *threads) {
+    if (!model->head_decoder_weight) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this text model has no LM head");
+    glimpse_status status = embed_tokens(model, s, ids, sequences, step);
+    if (status) return status;
+    run_layers(model, s, sequences, step, 1, 1, threads);
+    s->length += step;
+    /* LM head on each sequence's last token: dense, activation, LayerNorm, decoder */
+    const bert_config *c = &model->config;
+    size_t h = (size_t)c->hidden_size;
+    for (size_t q = 0; q < sequences; q++) memcpy(s->normed + q * h, s->x + (q * step + step - 1) * h, h * sizeof(float));
+    kernel_linear(s->q, h, s->normed, h, model->head_dense_weight, model->head_dense_bias, sequences, h, h, threads);
+    activation_apply(c->act, s->q, sequences * h);
+    kernel_layernorm(s->q, s->q, model->head_norm_weight, model->head_norm_bias, sequences, h, c->layer_norm_eps);
+    kernel_linear(s->logits, (size_t)c->vocab_size, s->q, h, model->head_decoder_weight, model->head_decoder_bias,
+                  sequences, h, (size_t)c->vocab_size, threads);
+    return GLIMPSE_OK;
+}
+
+void bert_reorder(const bert_model *model, bert_state *s, const size_t *from, size_t sequences) {
+    size_t h = (size_t)model->config.hidden_size, layers = (size_t)model->config.layers;
+    for (size_t q = 0; q < sequences; q++)
+        for (size_t l = 0; l < layers; l++) {
+            memcpy(cache_at(model, s, s->spare_keys, q, l), cache_at(model, s, s->self_keys, from[q], l),
+                   s->length * h * sizeof(float));
+            memcpy(cache_at(model, s, s->spare_values, q, l), cache_at(model, s, s->self_values, from[q], l),
+                   s->length * h * sizeof(float));
+        }
+    float *keys = s->self_keys, *values = s->self_values;
+    s->self_keys = s->spare_keys;
+    s->self_values = s->spare_values;
+    s->spare_keys = keys;
+    s->spare_values = values;
+}
+
+glimpse_status bert_encode(const bert_model *model, bert_state *s, const int32_t *ids, size_t length, int with_image,
+                           pool *threads) {
+    s->length = 0;
+    glimpse_status status = embed_tokens(model, s, ids, 1, length);
+    if (status) return status;
+    run_layers(model, s, 1, length, 0, with_image, threads);
+    s->length = 0; /* an encoder pass leaves nothing to continue from */
+    return GLIMPSE_OK;
+}

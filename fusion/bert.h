@@ -1,0 +1,103 @@
+/* bert.h — the BERT-style text transformer of BLIP with cross-attention to
+ * the image: word and position embeddings with LayerNorm, then per layer
+ * self-attention, cross-attention (queries from the text, keys and values
+ * from the image tokens) and the feed-forward block, each with a residual
+ * and a post-LayerNorm; and the language-model head. Runs as BLIP's caption
+ * decoder (causal, with a key/value cache) and as its ITM text encoder
+ * (bidirectional). Config, weights and run state apart. */
+#ifndef GLIMPSE_FUSION_BERT_H
+#define GLIMPSE_FUSION_BERT_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "store.h"
+#include "transformer.h"
+
+typedef struct bert_config {
+    int hidden_size, layers, heads, intermediate_size;
+    int vocab_size, max_positions;
+    int encoder_hidden_size; /* image token width; the vision hidden size when the config leaves it out */
+    float layer_norm_eps;
+    activation act;
+    const char *act_name;
+} bert_config;
+
+typedef struct bert_layer {
+    const float *query_weight, *query_bias, *key_weight, *key_bias, *value_weight, *value_bias; /* [h, h], [h] */
+    const float *self_out_weight, *self_out_bias, *self_norm_weight, *self_norm_bias;
+    const float *cross_query_weight, *cross_query_bias; /* [h, h] */
+    const float *cross_key_weight, *cross_key_bias;     /* [h, encoder_h] */
+    const float *cross_value_weight, *cross_value_bias; /* [h, encoder_h] */
+    const float *cross_out_weight, *cross_out_bias, *cross_norm_weight, *cross_norm_bias;
+    const float *intermediate_weight, *intermediate_bias; /* [intermediate, h] */
+    const float *output_weight, *output_bias;             /* [h, intermediate] */
+    const float *output_norm_weight, *output_norm_bias;
+} bert_layer;
+
+typedef struct bert_model {
+    bert_config config;
+    const float *word_embeddings;     /* [vocab, h] */
+    const float *position_embeddings; /* [max_positions, h] */
+    const float *embedding_norm_weight, *embedding_norm_bias;
+    bert_layer *layers;
+    /* language-model head (caption decoder only; NULL otherwise) */
+    const float *head_dense_weight, *head_dense_bias; /* [h, h] */
+    const float *head_norm_weight, *head_norm_bias;
+    const float *head_decoder_weight; /* [vocab, h]: tied to word_embeddings when the checkpoint omits it */
+    const float *head_decoder_bias;   /* [vocab] */
+} bert_model;
+
+/* Reads text_config. vision_hidden fills encoder_hidden_size when absent. */
+glimpse_status bert_config_read(const cJSON *json, const char *where, int vision_hidden, bert_config *config);
+
+/* Loads PREFIX.embeddings.*, PREFIX.encoder.layer.N.* (e.g. PREFIX =
+ * "text_decoder.bert" or "text_encoder"); with head_prefix (e.g.
+ * "text_decoder.cls.predictions") also the LM head. */
+glimpse_status bert_model_load(bert_model *model, const bert_config *config, weight_store *store, const char *prefix,
+                               const char *head_prefix);
+void bert_model_free(bert_model *model);
+
+/* Run state: a key/value cache for up to max_sequences sequences of up to
+ * max_length tokens, the image's cross-attention keys and values, and scratch
+ * for steps of up to max_sequences × max_step rows. */
+typedef struct bert_state {
+    size_t max_sequences, max_length, max_step, max_image_tokens;
+    size_t length;        /* tokens already in the self-attention cache */
+    size_t image_tokens;  /* tokens of the current image */
+    float *self_keys, *self_values;     /* [sequences][layers][max_length][h] */
+    float *spare_keys, *spare_values;   /* same, for reordering */
+    float *cross_keys, *cross_values;   /* [layers][max_image_tokens][h] */
+    float *x, *normed, *q, *context, *mlp; /* [rows, h] ... [rows, intermediate] */
+    float *scores;                      /* [heads, max_step, max(max_length, max_image_tokens)] */
+    float *logits;                      /* [max_sequences, vocab] */
+} bert_state;
+
+glimpse_status bert_state_create(const bert_model *model, size_t max_sequences, size_t max_length, size_t max_step,
+                                 size_t max_image_tokens, bert_state **out);
+void bert_state_free(bert_state *state);
+
+/* Computes every layer's cross-attention keys and values from the image
+ * tokens [image_tokens, encoder_hidden]; done once per image. Empties the
+ * self-attention cache. */
+glimpse_status bert_set_image(const bert_model *model, bert_state *state, const float *image_tokens,
+                              size_t image_token_count, pool *threads);
+
+/* Decoder step: `step` new tokens for each of `sequences` sequences
+ * (ids[s × step + j]), appended at positions length .. length+step-1 with a
+ * causal mask, attending to the image. Adds them to the cache and, with the
+ * LM head, writes each sequence's next-token logits to state->logits. */
+glimpse_status bert_decode_step(const bert_model *model, bert_state *state, const int32_t *ids, size_t sequences,
+                                size_t step, pool *threads);
+
+/* Reorders the cached sequences: sequence s becomes old sequence from[s]. */
+void bert_reorder(const bert_model *model, bert_state *state, const size_t *from, size_t sequences);
+
+/* Encoder pass (ITM/ITC): one sequence of `length` ids, bidirectional,
+ * with cross-attention to the image set by bert_set_image when
+ * with_image, without it otherwise. Leaves the last hidden state of every
+ * token in state->x [length, h]. */
+glimpse_status bert_encode(const bert_model *model, bert_state *state, const int32_t *ids, size_t length,
+                           int with_image, pool *threads);
+
+#endif

@@ -1,0 +1,165 @@
+/* test_blip_caption_parity.c — BLIP captioning against the reference:
+ * blip-caption-tiny's pixel_values, image_embeds and first-step logits
+ * within tolerance, and every generation case of expected.json (greedy and
+ * beam search, with and without a prompt) with identical ids and caption. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "model.h"
+#include "support.h"
+
+#define TOLERANCE 1e-4
+
+typedef struct blip_fixture {
+    glimpse_model *model;
+    cJSON *expected;
+    safetensors *reference;
+} blip_fixture;
+
+static int setup(void **state) {
+    *state = NULL;
+    if (!fixtures_folder()) return 0;
+    blip_fixture *f = calloc(1, sizeof *f);
+    char *folder = fixture_path("blip-caption-tiny");
+    glimpse_status status = glimpse_model_load(folder, NULL, &f->model);
+    free(folder);
+    if (status) {
+        fprintf(stderr, "load failed: %s\n", glimpse_last_error());
+        return -1;
+    }
+    f->expected = fixture_json("blip-caption-tiny/expected.json");
+    f->reference = fixture_tensors("blip-caption-tiny/reference.safetensors");
+    if (!f->expected || !f->reference) return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    blip_fixture *f = *state;
+    if (!f) return 0;
+    glimpse_model_free(f->model);
+    cJSON_Delete(f->expected);
+    safetensors_close(f->reference);
+    free(f);
+    return 0;
+}
+
+static glimpse_image *load_image(const char *name) {
+    char relative[256];
+    snprintf(relative, sizeof relative, "images/%s", name);
+    char *path = fixture_path(relative);
+    glimpse_image *image = NULL;
+    if (glimpse_image_load_file(path, NULL, &image)) fail_msg("%s: %s", path, glimpse_last_error());
+    free(path);
+    return image;
+}
+
+static void test_model_kind(void **state) {
+    blip_fixture *f = *state;
+    if (!f) skip();
+    assert_int_equal(glimpse_model_get_kind(f->model), GLIMPSE_MODEL_KIND_BLIP_CAPTION);
+    assert_int_equal(f->model->start_id, 30522);
+    assert_int_equal(f->model->end_id, 102);
+}
+
+static void test_image_embeds_and_first_logits(void **state) {
+    blip_fixture *f = *state;
+    if (!f) skip();
+    const glimpse_model *m = f->model;
+    size_t size = (size_t)m->vision.config.image_size, plane = 3 * size * size;
+    size_t tokens = m->vision.tokens, hidden = (size_t)m->vision.config.hidden_size;
+    size_t vocab = (size_t)m->text_decoder.config.vocab_size;
+    const cJSON *images = cJSON_GetObjectItem(f->expected, "images");
+    float *pixels = malloc(plane * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
+    vit_state *vision;
+    bert_state *decoder;
+    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_OK);
+    assert_int_equal(bert_state_create(&m->text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_OK);
+    for (int i = 0; i < cJSON_GetArraySize(images); i++) {
+        glimpse_image *image = load_image(cJSON_GetArrayItem(images, i)->valuestring);
+        assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_OK);
+        glimpse_image_free(image);
+        char name[64];
+        snprintf(name, sizeof name, "pixel_values.%d", i);
+        double d = relative_difference(pixels, fixture_tensor(f->reference, name, plane), plane);
+        note_difference("blip pixel_values", d);
+        assert_true(d <= 1e-6);
+        vit_forward(&m->vision, vision, pixels, 1, NULL);
+        vit_post_norm_all(&m->vision, vision, 0, embeds);
+        snprintf(name, sizeof name, "image_embeds.%d", i);
+        d = relative_difference(embeds, fixture_tensor(f->reference, name, tokens * hidden), tokens * hidden);
+        note_difference("blip image_embeds", d);
+        assert_true(d <= TOLERANCE);
+        assert_int_equal(bert_set_image(&m->text_decoder, decoder, embeds, tokens, NULL), GLIMPSE_OK);
+        int32_t start = m->start_id;
+        assert_int_equal(bert_decode_step(&m->text_decoder, decoder, &start, 1, 1, NULL), GLIMPSE_OK);
+        snprintf(name, sizeof name, "first_step_logits.%d", i);
+        d = relative_difference(decoder->logits, fixture_tensor(f->reference, name, vocab), vocab);
+        note_difference("blip first_step_logits", d);
+        assert_true(d <= TOLERANCE);
+    }
+    vit_state_free(vision);
+    bert_state_free(decoder);
+    free(pixels), free(embeds);
+}
+
+static void test_every_generation_case(void **state) {
+    blip_fixture *f = *state;
+    if (!f) skip();
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_OK);
+    const cJSON *item;
+    int cases = 0;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "cases")) {
+        const char *image_name = cJSON_GetObjectItem(item, "image")->valuestring;
+        const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
+        const cJSON *params = cJSON_GetObjectItem(item, "params"), *ids = cJSON_GetObjectItem(item, "ids");
+        const cJSON *beams = cJSON_GetObjectItem(params, "num_beams"), *min = cJSON_GetObjectItem(params, "min_length");
+        /* the prompt's length with the start token, to turn max_length into new tokens */
+        size_t prompt_length = 0;
+        assert_int_equal(bert_tokenizer_encode(f->model->wordpiece, prompt, NULL, 0, &prompt_length), GLIMPSE_OK);
+        prompt_length += 1;
+        glimpse_caption_params p = glimpse_caption_default_params();
+        p.prompt = prompt;
+        p.beams = beams ? beams->valueint : 1;
+        p.max_tokens = cJSON_GetObjectItem(params, "max_length")->valueint - (int)prompt_length;
+        int min_tokens = min ? min->valueint - (int)prompt_length : 0;
+        p.min_tokens = min_tokens > 0 ? min_tokens : 0;
+        glimpse_image *image = load_image(image_name);
+        glimpse_caption caption;
+        if (glimpse_caption_images(ctx, (const glimpse_image *const *)&image, 1, &p, &caption))
+            fail_msg("%s: %s", image_name, glimpse_last_error());
+        glimpse_image_free(image);
+        const char *kind = cJSON_GetObjectItem(item, "generation")->valuestring;
+        if ((int)caption.id_count != cJSON_GetArraySize(ids))
+            fail_msg("%s, prompt '%s', %s: %zu ids, expected %d", image_name, prompt, kind, caption.id_count,
+                     cJSON_GetArraySize(ids));
+        for (size_t i = 0; i < caption.id_count; i++)
+            if (caption.ids[i] != cJSON_GetArrayItem(ids, (int)i)->valueint)
+                fail_msg("%s, prompt '%s', %s: id %zu is %d, expected %d", image_name, prompt, kind, i, caption.ids[i],
+                         cJSON_GetArrayItem(ids, (int)i)->valueint);
+        assert_string_equal(caption.text, cJSON_GetObjectItem(item, "caption")->valuestring);
+        glimpse_caption_clear(&caption);
+        cases++;
+    }
+    assert_true(cases >= 16);
+    glimpse_context_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_kind),
+        cmocka_unit_test(test_image_embeds_and_first_logits),
+        cmocka_unit_test(test_every_generation_case),
+    };
+    int failed = cmocka_run_group_tests_name("blip caption parity", tests, setup, teardown);
+    report_differences();
+    return failed;
+}
