@@ -29,6 +29,16 @@ static void linear_task(void *argument, size_t index) {
     const linear_job *job = argument;
     size_t first = index * job->block;
     size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
+    if (job->rows == 1) {
+        /* one row: a matrix-vector product reads each weight once, where
+         * sgemm would first copy (pack) the whole weight block */
+        const float *weight = job->weight + first * job->in_features;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)count, (int)job->in_features, 1.0f, weight,
+                    (int)job->in_features, job->in, 1, 0.0f, job->out + first, 1);
+        if (job->bias)
+            for (size_t o = 0; o < count; o++) job->out[first + o] += job->bias[first + o];
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)job->rows, (int)count, (int)job->in_features, 1.0f,
                 job->in, (int)job->in_stride, job->weight + first * job->in_features, (int)job->in_features, 0.0f,
                 job->out + first, (int)job->out_stride);
@@ -47,7 +57,7 @@ void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_str
     linear_job job = {out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, out_features};
     int workers = pool_threads(threads);
     double work = (double)rows * (double)in_features * (double)out_features;
-    if (workers > 1 && work > 1e6) {
+    if (workers > 1 && work > 1e5) {
         size_t block = (out_features + (size_t)workers * 2 - 1) / ((size_t)workers * 2);
         if (block < LINEAR_COLUMN_BLOCK) block = LINEAR_COLUMN_BLOCK;
         job.block = block;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "bert_tokenizer.h"
 #include "clip_tokenizer.h"
 
 /* GPT-2's byte stand-ins, written independently of the tokenizer. */
@@ -160,8 +161,134 @@ static void test_bad_vocabulary_files(void **state) {
     assert_non_null(strstr(glimpse_last_error(), "vocab.json"));
 }
 
+/* ------------------------------------------------------------ WordPiece */
+
+static const char *bert_vocab[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "cafe",
+                                   "un", "##believ", "##able", "!", ",", ".", "'", "t", "don", "\xe6\x97\xa5",
+                                   "\xe6\x9c\xac", "a", "##a", "[unused0]", "m", "s"};
+#define BERT_VOCAB_COUNT (sizeof bert_vocab / sizeof bert_vocab[0])
+
+static bert_tokenizer *make_bert(void) {
+    char text[1024] = "";
+    for (size_t i = 0; i < BERT_VOCAB_COUNT; i++) {
+        strcat(text, bert_vocab[i]);
+        strcat(text, "\n");
+    }
+    bert_tokenizer *t = NULL;
+    if (bert_tokenizer_create(text, strlen(text), "{\"[DEC]\": 25, \"[ENC]\": 26}", 1, &t))
+        fail_msg("wordpiece: %s", glimpse_last_error());
+    return t;
+}
+
+static int32_t bert_id(const char *token) {
+    for (size_t i = 0; i < BERT_VOCAB_COUNT; i++)
+        if (strcmp(bert_vocab[i], token) == 0) return (int32_t)i;
+    if (strcmp(token, "[DEC]") == 0) return 25;
+    fail_msg("no token %s", token);
+    return -1;
+}
+
+/* expected tokens as strings, NULL-terminated */
+static void expect_pieces(bert_tokenizer *t, const char *text, ...) {
+    int32_t ids[256];
+    size_t count;
+    assert_int_equal(bert_tokenizer_encode(t, text, ids, 256, &count), GLIMPSE_OK);
+    va_list args;
+    va_start(args, text);
+    size_t i = 0;
+    for (const char *token; (token = va_arg(args, const char *)); i++) {
+        if (i >= count) fail_msg("\"%s\": only %zu ids", text, count);
+        if (ids[i] != bert_id(token))
+            fail_msg("\"%s\": piece %zu is %s, expected %s", text, i, bert_tokenizer_token(t, ids[i]), token);
+    }
+    va_end(args);
+    if (i != count) fail_msg("\"%s\": %zu pieces, expected %zu", text, count, i);
+}
+
+static void test_wordpiece_encoding(void **state) {
+    (void)state;
+    bert_tokenizer *t = make_bert();
+    expect_pieces(t, "The cats!", "the", "cat", "##s", "!", NULL);
+    expect_pieces(t, "unbelievable", "un", "##believ", "##able", NULL);
+    /* lowercasing strips accents: É -> e, and the combining form too */
+    expect_pieces(t, "CAF\xc3\x89, caf\x65\xcc\x81.", "cafe", ",", "cafe", ".", NULL);
+    /* CJK characters are words of their own; one unknown makes its word [UNK] */
+    expect_pieces(t, "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e", "\xe6\x97\xa5", "\xe6\x9c\xac", "[UNK]", NULL);
+    expect_pieces(t, "xyz cat", "[UNK]", "cat", NULL);
+    /* control characters vanish, tabs and newlines separate */
+    expect_pieces(t, "c\x01" "at\tthe\ncat", "cat", "the", "cat", NULL);
+    /* special tokens in the text are kept whole; lowercase look-alikes are split */
+    expect_pieces(t, "the[SEP]cat [sep]", "the", "[SEP]", "cat", "[UNK]", "[UNK]", "[UNK]", NULL);
+    expect_pieces(t, "", NULL);
+    /* a word over 100 characters is [UNK] even if it could be split */
+    char long_word[102];
+    memset(long_word, 'a', 101);
+    long_word[101] = '\0';
+    expect_pieces(t, long_word, "[UNK]", NULL);
+    long_word[100] = '\0';
+    int32_t ids[128];
+    size_t count;
+    assert_int_equal(bert_tokenizer_encode(t, long_word, ids, 128, &count), GLIMPSE_OK);
+    assert_int_equal(count, 100); /* a ##a ##a ... */
+    /* capacity smaller than the text: the count still says how many */
+    assert_int_equal(bert_tokenizer_encode(t, "the cat the cat", ids, 2, &count), GLIMPSE_OK);
+    assert_int_equal(count, 4);
+    /* invalid UTF-8 is dropped like U+FFFD */
+    expect_pieces(t, "cat\xff\xfe", "cat", NULL);
+    bert_tokenizer_free(t);
+}
+
+static void expect_decoded(bert_tokenizer *t, const char *expected, ...) {
+    int32_t ids[64];
+    size_t n = 0;
+    va_list args;
+    va_start(args, expected);
+    for (const char *token; (token = va_arg(args, const char *));) ids[n++] = bert_id(token);
+    va_end(args);
+    char *text;
+    assert_int_equal(bert_tokenizer_decode(t, ids, n, &text), GLIMPSE_OK);
+    assert_string_equal(text, expected);
+    free(text);
+}
+
+static void test_wordpiece_decoding(void **state) {
+    (void)state;
+    bert_tokenizer *t = make_bert();
+    expect_decoded(t, "the cats!", "[CLS]", "the", "cat", "##s", "!", "[SEP]", NULL);
+    expect_decoded(t, "the cat.", "[DEC]", "the", "cat", ".", NULL);
+    /* clean-up of contractions and punctuation, as transformers does it */
+    expect_decoded(t, "don't", "don", "'", "t", NULL);
+    expect_decoded(t, "cat's, cat", "cat", "'", "s", ",", "cat", NULL);
+    expect_decoded(t, "cat'm", "cat", "'", "m", NULL);
+    /* a leading continuation keeps its ##; [UNK] is special and skipped; [unusedN] is not */
+    expect_decoded(t, "##s the", "##s", "the", NULL);
+    expect_decoded(t, "the cat", "the", "[UNK]", "cat", NULL);
+    expect_decoded(t, "[unused0] a", "[unused0]", "a", NULL);
+    expect_decoded(t, "", "[PAD]", "[SEP]", NULL);
+    int32_t bad = 999;
+    char *text;
+    assert_int_equal(bert_tokenizer_decode(t, &bad, 1, &text), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(bert_tokenizer_id(t, "[ENC]"), 26);
+    assert_true(bert_tokenizer_is_special(t, 26));
+    assert_false(bert_tokenizer_is_special(t, bert_id("[unused0]")));
+    bert_tokenizer_free(t);
+}
+
+static void test_wordpiece_bad_files(void **state) {
+    (void)state;
+    bert_tokenizer *t;
+    assert_int_equal(bert_tokenizer_create("a\nb\n", 4, NULL, 1, &t), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_non_null(strstr(glimpse_last_error(), "[UNK]"));
+    assert_int_equal(bert_tokenizer_create("[UNK]\n", 6, "[1, 2]", 1, &t), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_int_equal(bert_tokenizer_create("[UNK]\n", 6, "{\"x\": \"y\"}", 1, &t), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_int_equal(bert_tokenizer_load("/nonexistent-folder", &t), GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(glimpse_last_error(), "vocab.txt"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wordpiece_encoding),         cmocka_unit_test(test_wordpiece_decoding),
+        cmocka_unit_test(test_wordpiece_bad_files),
         cmocka_unit_test(test_merges_and_word_ends),       cmocka_unit_test(test_pre_splitting),
         cmocka_unit_test(test_unicode),                    cmocka_unit_test(test_truncation_keeps_end_token),
         cmocka_unit_test(test_bad_vocabulary_files),

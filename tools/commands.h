@@ -8,5 +8,7 @@ int command_embed(int argc, char **argv);
 int command_rank(int argc, char **argv);
 int command_classify(int argc, char **argv);
 int command_info(int argc, char **argv);
+int command_caption(int argc, char **argv);
+int command_bench(int argc, char **argv);
 
 #endif

@@ -16,10 +16,10 @@ static const char usage[] =
     "  rank      rank images against texts\n"
     "  classify  zero-shot classification of images over labels\n"
     "  info      describe a model\n"
-    "  caption   describe images in words (BLIP)            [not yet available]\n"
+    "  caption   describe images in words (BLIP)\n"
     "  index     build a search index of a photo collection [not yet available]\n"
     "  search    search an index with text or images        [not yet available]\n"
-    "  bench     measure speed                              [not yet available]\n"
+    "  bench     time each stage of a model (developers)\n"
     "\n"
     "MODEL is a Hugging Face snapshot folder (config.json, model.safetensors, tokenizer\n"
     "files), or a hub id such as openai/clip-vit-base-patch32 already downloaded into\n"
@@ -32,7 +32,8 @@ typedef struct command {
 
 int main(int argc, char **argv) {
     static const command commands[] = {
-        {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info}};
+        {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
+        {"caption", command_caption}, {"bench", command_bench}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
@@ -48,7 +49,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
-    static const char *planned[] = {"caption", "index", "search", "bench"};
+    static const char *planned[] = {"index", "search"};
     for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++)
         if (strcmp(name, planned[i]) == 0) {
             fprintf(stderr, "glimpse: '%s' is not available in this version yet\n", name);

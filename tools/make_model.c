@@ -125,6 +125,88 @@ static void clip_tensors(spec_list *l, const cJSON *config) {
     add(l, FILL_CONSTANT, (float)scale, 0, 0, 0, 0, 0, "logit_scale");
 }
 
+static void blip_vision_tensors(spec_list *l, const cJSON *v) {
+    size_t h = (size_t)get_int(v, "hidden_size", 768), inter = (size_t)get_int(v, "intermediate_size", 3072);
+    size_t patch = (size_t)get_int(v, "patch_size", 16), image = (size_t)get_int(v, "image_size", 384);
+    size_t tokens = (image / patch) * (image / patch) + 1;
+    char name[160];
+    add(l, FILL_NORMAL, STD, 3, 1, 1, h, 0, "vision_model.embeddings.class_embedding");
+    add(l, FILL_NORMAL, STD, 4, h, 3, patch, patch, "vision_model.embeddings.patch_embedding.weight");
+    add(l, FILL_NORMAL, STD, 1, h, 0, 0, 0, "vision_model.embeddings.patch_embedding.bias");
+    add(l, FILL_NORMAL, STD, 3, 1, tokens, h, 0, "vision_model.embeddings.position_embedding");
+    for (int i = 0; i < get_int(v, "num_hidden_layers", 12); i++) {
+        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.self_attn.qkv", i);
+        add_linear(l, name, 3 * h, h, 1);
+        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.self_attn.projection", i);
+        add_linear(l, name, h, h, 1);
+        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.layer_norm1", i);
+        add_norm(l, name, h);
+        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.layer_norm2", i);
+        add_norm(l, name, h);
+        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.mlp.fc1", i);
+        add_linear(l, name, inter, h, 1);
+        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.mlp.fc2", i);
+        add_linear(l, name, h, inter, 1);
+    }
+    add_norm(l, "vision_model.post_layernorm", h);
+}
+
+/* BLIP's BERT text model under prefix (text_decoder.bert or text_encoder). */
+static void blip_text_tensors(spec_list *l, const cJSON *t, size_t vision_hidden, const char *prefix) {
+    size_t h = (size_t)get_int(t, "hidden_size", 768), inter = (size_t)get_int(t, "intermediate_size", 3072);
+    size_t vocab = (size_t)get_int(t, "vocab_size", 30524), positions = (size_t)get_int(t, "max_position_embeddings", 512);
+    size_t encoder = (size_t)get_int(t, "encoder_hidden_size", (int)vision_hidden);
+    char name[160];
+    add(l, FILL_NORMAL, STD, 2, vocab, h, 0, 0, "%s.embeddings.word_embeddings.weight", prefix);
+    add(l, FILL_NORMAL, STD, 2, positions, h, 0, 0, "%s.embeddings.position_embeddings.weight", prefix);
+    add(l, FILL_POSITIONS, 0, 2, 1, positions, 0, 0, "%s.embeddings.position_ids", prefix);
+    snprintf(name, sizeof name, "%s.embeddings.LayerNorm", prefix);
+    add_norm(l, name, h);
+    for (int i = 0; i < get_int(t, "num_hidden_layers", 12); i++) {
+        const char *square[] = {"attention.self.query", "attention.self.key", "attention.self.value",
+                                "attention.output.dense", "crossattention.self.query", "crossattention.output.dense"};
+        for (int p = 0; p < 6; p++) {
+            snprintf(name, sizeof name, "%s.encoder.layer.%d.%s", prefix, i, square[p]);
+            add_linear(l, name, h, h, 1);
+        }
+        snprintf(name, sizeof name, "%s.encoder.layer.%d.crossattention.self.key", prefix, i);
+        add_linear(l, name, h, encoder, 1);
+        snprintf(name, sizeof name, "%s.encoder.layer.%d.crossattention.self.value", prefix, i);
+        add_linear(l, name, h, encoder, 1);
+        const char *norms[] = {"attention.output.LayerNorm", "crossattention.output.LayerNorm", "output.LayerNorm"};
+        for (int p = 0; p < 3; p++) {
+            snprintf(name, sizeof name, "%s.encoder.layer.%d.%s", prefix, i, norms[p]);
+            add_norm(l, name, h);
+        }
+        snprintf(name, sizeof name, "%s.encoder.layer.%d.intermediate.dense", prefix, i);
+        add_linear(l, name, inter, h, 1);
+        snprintf(name, sizeof name, "%s.encoder.layer.%d.output.dense", prefix, i);
+        add_linear(l, name, h, inter, 1);
+    }
+}
+
+static void blip_caption_tensors(spec_list *l, const cJSON *config) {
+    const cJSON *v = cJSON_GetObjectItem(config, "vision_config"), *t = cJSON_GetObjectItem(config, "text_config");
+    blip_vision_tensors(l, v);
+    size_t h = (size_t)get_int(t, "hidden_size", 768), vocab = (size_t)get_int(t, "vocab_size", 30524);
+    blip_text_tensors(l, t, (size_t)get_int(v, "hidden_size", 768), "text_decoder.bert");
+    /* the decoder weight is tied to the word embeddings, and left out as the hub's files leave it out */
+    add(l, FILL_ZEROS, 0, 1, vocab, 0, 0, 0, "text_decoder.cls.predictions.bias");
+    add_linear(l, "text_decoder.cls.predictions.transform.dense", h, h, 1);
+    add_norm(l, "text_decoder.cls.predictions.transform.LayerNorm", h);
+}
+
+static void blip_retrieval_tensors(spec_list *l, const cJSON *config) {
+    const cJSON *v = cJSON_GetObjectItem(config, "vision_config"), *t = cJSON_GetObjectItem(config, "text_config");
+    blip_vision_tensors(l, v);
+    size_t h = (size_t)get_int(t, "hidden_size", 768), vh = (size_t)get_int(v, "hidden_size", 768);
+    size_t shared = (size_t)get_int(config, "image_text_hidden_size", 256);
+    blip_text_tensors(l, t, vh, "text_encoder");
+    add_linear(l, "vision_proj", shared, vh, 1);
+    add_linear(l, "text_proj", shared, h, 1);
+    add_linear(l, "itm_head", 2, h, 1);
+}
+
 /* ---------------------------------------------------------------- output */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -248,6 +330,48 @@ static void write_clip_tokenizer(const char *folder, int vocab_size) {
     write_text(folder, "merges.txt", "#version: 0.2\n");
 }
 
+/* A BERT-format vocabulary of our own: the special tokens at BERT's ids,
+ * lowercase letters, digits and punctuation with their ## forms, a few
+ * words, and [unusedN] fillers up to the config's size less [DEC] and [ENC]. */
+static void write_bert_tokenizer(const char *folder, int vocab_size) {
+    char *path = file_join(folder, "vocab.txt");
+    FILE *f = fopen(path, "w");
+    if (!f) die("%s: %s", path, strerror(errno));
+    static const char *words[] = {"a", "an", "the", "of", "picture", "photo", "cat", "dog", "on", "in", "with", "and"};
+    const char *specials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    int special_ids[] = {0, 100, 101, 102, 103};
+    int base = vocab_size - 2, filler = 0, next_char = 0, next_word = 0;
+    const char *characters = "abcdefghijklmnopqrstuvwxyz0123456789.,!?'-";
+    size_t character_count = strlen(characters);
+    for (int id = 0; id < base; id++) {
+        int written = 0;
+        for (int s = 0; s < 5 && !written; s++)
+            if (id == special_ids[s]) written = fprintf(f, "%s\n", specials[s]);
+        if (written) continue;
+        if (id > 103 && (size_t)next_char < 2 * character_count) {
+            size_t c = (size_t)next_char % character_count;
+            fprintf(f, next_char < (int)character_count ? "%c\n" : "##%c\n", characters[c]);
+            next_char++;
+        } else if (id > 103 && (size_t)next_word < sizeof words / sizeof words[0]) {
+            fprintf(f, "%s\n", words[next_word++]);
+        } else {
+            fprintf(f, "[unused%d]\n", filler++);
+        }
+    }
+    fclose(f);
+    free(path);
+    char added[128];
+    snprintf(added, sizeof added, "{\"[DEC]\": %d, \"[ENC]\": %d}\n", base, base + 1);
+    write_text(folder, "added_tokens.json", added);
+    write_text(folder, "special_tokens_map.json",
+               "{\"additional_special_tokens\": [\"[ENC]\"], \"bos_token\": \"[DEC]\", \"cls_token\": \"[CLS]\", "
+               "\"mask_token\": \"[MASK]\", \"pad_token\": \"[PAD]\", \"sep_token\": \"[SEP]\", \"unk_token\": "
+               "\"[UNK]\"}\n");
+    write_text(folder, "tokenizer_config.json",
+               "{\"do_lower_case\": true, \"tokenizer_class\": \"BertTokenizer\", \"processor_class\": "
+               "\"BlipProcessor\"}\n");
+}
+
 static const char usage[] =
     "Usage: glimpse-make-model CONFIG.json OUTPUT_FOLDER [--f16] [--seed N]\n"
     "Writes a snapshot folder with random weights shaped as CONFIG describes\n"
@@ -298,8 +422,28 @@ int main(int argc, char **argv) {
                  "\"size\": {\"shortest_edge\": %d}}\n",
                  image, image, image);
         write_text(folder, "preprocessor_config.json", preprocessor);
+    } else if (strcmp(architecture, "BlipForConditionalGeneration") == 0 ||
+               strcmp(architecture, "BlipForImageTextRetrieval") == 0) {
+        if (architecture[4] == 'F')
+            blip_caption_tensors(&tensors, config);
+        else
+            blip_retrieval_tensors(&tensors, config);
+        const cJSON *t = cJSON_GetObjectItem(config, "text_config"), *v = cJSON_GetObjectItem(config, "vision_config");
+        write_bert_tokenizer(folder, get_int(t, "vocab_size", 30524));
+        int image = get_int(v, "image_size", 384);
+        char preprocessor[1024];
+        snprintf(preprocessor, sizeof preprocessor,
+                 "{\"do_convert_rgb\": true, \"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
+                 "\"image_mean\": [0.48145466, 0.4578275, 0.40821073], "
+                 "\"image_std\": [0.26862954, 0.26130258, 0.27577711], \"image_processor_type\": "
+                 "\"BlipImageProcessor\", \"resample\": 3, \"rescale_factor\": 0.00392156862745098, "
+                 "\"size\": {\"height\": %d, \"width\": %d}}\n",
+                 image, image);
+        write_text(folder, "preprocessor_config.json", preprocessor);
     } else {
-        die("%s: architecture '%s' is not one this tool writes (CLIPModel)", config_path, architecture);
+        die("%s: architecture '%s' is not one this tool writes (CLIPModel, BlipForConditionalGeneration, "
+            "BlipForImageTextRetrieval)",
+            config_path, architecture);
     }
     char *weights = file_join(folder, "model.safetensors");
     write_safetensors(weights, &tensors, half);

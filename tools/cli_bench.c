@@ -1,0 +1,253 @@
+/* cli_bench.c — `glimpse bench`: medians per stage (load, decode,
+ * preprocess, vision, text, decoder step, whole caption) for a model at a
+ * batch size and thread count, with the work in FLOPs and the rate reached.
+ * A developer tool: it times the library's internal stages directly. */
+#include <getopt.h>
+#include <png.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "caption.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "model.h"
+
+static const char bench_help[] =
+    "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--json]\n"
+    "Times each stage and prints its median over N runs (default 5) with the work\n"
+    "done (GFLOP) and the rate reached (GFLOP/s). Stages: load, decode (a 640x480 PNG),\n"
+    "preprocess, vision, text (CLIP, 77 tokens), decoder_step (BLIP, one token; also at\n"
+    "growing positions), caption (BLIP, N tokens, default 20, greedy and 3 beams).\n"
+    "Batch stages (decode, preprocess, vision, text) report time per image or text.\n"
+    "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
+    "\"gflops\": G, ...} where gflops is the rate reached.\n";
+
+typedef struct bench {
+    cli_options options;
+    int batch, runs, threads;
+} bench;
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *values, int n) {
+    qsort(values, (size_t)n, sizeof *values, compare_doubles);
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+/* Prints one stage; per_item divides the time (and work) of a batch. */
+static void report(const bench *b, const char *stage, const char *detail, double seconds, double flops, int per_item) {
+    double ms = seconds * 1e3 / (per_item ? b->batch : 1), work = flops / (per_item ? b->batch : 1);
+    double rate = seconds > 0 && flops > 0 ? flops / seconds / 1e9 : 0;
+    if (b->options.json) {
+        printf("{\"stage\": \"%s\", \"batch\": %d, \"threads\": %d, \"median_ms\": %.3f, \"gflops\": %.1f, \"gflop\": %.3f",
+               stage, b->batch, b->threads, ms, rate, work / 1e9);
+        if (detail) printf(", \"detail\": \"%s\"", detail);
+        printf("}\n");
+    } else {
+        printf("%-13s %-22s %10.2f ms %10.2f GFLOP %8.1f GFLOP/s\n", stage, detail ? detail : "", ms, work / 1e9, rate);
+    }
+    fflush(stdout);
+}
+
+/* An encoded 640x480 PNG of a smooth pattern, to time decoding. */
+static void write_png_bytes(png_structp png, png_bytep data, png_size_t length) {
+    uint8_t **buffer = png_get_io_ptr(png);
+    size_t *size = (size_t *)(buffer + 1);
+    *buffer = realloc(*buffer, *size + length);
+    memcpy(*buffer + *size, data, length);
+    *size += length;
+}
+static void flush_png(png_structp png) { (void)png; }
+
+static uint8_t *make_png(size_t *size) {
+    struct {
+        uint8_t *bytes;
+        size_t size;
+    } out = {NULL, 0};
+    uint8_t row[640 * 3];
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    png_set_write_fn(png, &out, write_png_bytes, flush_png);
+    png_set_IHDR(png, info, 640, 480, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    for (int y = 0; y < 480; y++) {
+        for (int x = 0; x < 640; x++) {
+            row[3 * x] = (uint8_t)(x * 255 / 639);
+            row[3 * x + 1] = (uint8_t)(y * 255 / 479);
+            row[3 * x + 2] = (uint8_t)((x * y) % 251);
+        }
+        png_write_row(png, row);
+    }
+    png_write_end(png, info);
+    png_destroy_write_struct(&png, &info);
+    *size = out.size;
+    return out.bytes;
+}
+
+static double vision_flops(const vit_model *v, int batch) {
+    double h = v->config.hidden_size, inter = v->config.intermediate_size, t = (double)v->tokens;
+    double patch = 3.0 * v->config.patch_size * v->config.patch_size;
+    double layer = 2 * t * (4 * h * h + 2 * h * inter) + 4 * t * t * h;
+    return batch * (layer * v->config.layers + 2 * (t - 1) * patch * h);
+}
+
+static double text_flops(const clip_text_model *m, int batch, double t) {
+    double h = m->config.hidden_size, inter = m->config.intermediate_size;
+    return batch * m->config.layers * (2 * t * (4 * h * h + 2 * h * inter) + 4 * t * t * h);
+}
+
+static double decoder_step_flops(const bert_model *m, double sequences, double cached, double image_tokens) {
+    double h = m->config.hidden_size, inter = m->config.intermediate_size, vocab = m->config.vocab_size;
+    double per_layer = 2 * (6 * h * h + 2 * h * inter) + 4 * h * (cached + 1) + 4 * h * image_tokens;
+    return sequences * (per_layer * m->config.layers + 2 * h * h + 2 * h * vocab);
+}
+
+int command_bench(int argc, char **argv) {
+    bench b = {0};
+    cli_options_init(&b.options);
+    b.batch = 1;
+    b.runs = 5;
+    int tokens = 20;
+    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
+                                                 {"batch", required_argument, NULL, 'b'},
+                                                 {"runs", required_argument, NULL, 'r'},
+                                                 {"tokens", required_argument, NULL, 'n'},
+                                                 {NULL, 0, NULL, 0}};
+    int code;
+    while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
+        if (cli_common_option(&b.options, code, optarg, "bench")) continue;
+        switch (code) {
+        case 'b': b.batch = (int)cli_parse_long("bench", "--batch", optarg, 1, CONTEXT_IMAGE_BATCH); break;
+        case 'r': b.runs = (int)cli_parse_long("bench", "--runs", optarg, 1, 1000); break;
+        case 'n': tokens = (int)cli_parse_long("bench", "--tokens", optarg, 1, 400); break;
+        case CLI_OPT_HELP: printf("%s\n%s", bench_help, cli_common_help); return CLI_EXIT_OK;
+        default: cli_usage_error("bench", "unknown option");
+        }
+    }
+    if (optind < argc) cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    double *times = calloc((size_t)b.runs, sizeof *times);
+    /* load: map the weights and build the model, again and again */
+    for (int r = 0; r < b.runs; r++) {
+        double start = cli_now();
+        glimpse_model *model = cli_load_model(&b.options, "bench", 1, 1);
+        times[r] = cli_now() - start;
+        glimpse_model_free(model);
+    }
+    glimpse_model *model = cli_load_model(&b.options, "bench", 1, 1);
+    glimpse_context *ctx = cli_create_context(&b.options, model);
+    b.threads = pool_threads(ctx->threads);
+    report(&b, "load", NULL, median(times, b.runs), 0, 0);
+
+    /* decode and preprocess */
+    size_t png_size;
+    uint8_t *png = make_png(&png_size);
+    glimpse_image *images[CONTEXT_IMAGE_BATCH];
+    for (int r = 0; r < b.runs; r++) {
+        double start = cli_now();
+        for (int i = 0; i < b.batch; i++) {
+            if (r) glimpse_image_free(images[i]);
+            if (glimpse_image_load_memory(png, png_size, NULL, &images[i])) {
+                cli_error("%s", glimpse_last_error());
+                return CLI_EXIT_FAILURE;
+            }
+        }
+        times[r] = cli_now() - start;
+    }
+    report(&b, "decode", "640x480 PNG", median(times, b.runs), 0, 1);
+    if (model->has_vision) {
+        for (int r = 0; r < b.runs; r++) {
+            double start = cli_now();
+            context_preprocess(ctx, (const glimpse_image *const *)images, (size_t)b.batch, 0);
+            times[r] = cli_now() - start;
+        }
+        report(&b, "preprocess", NULL, median(times, b.runs), 0, 1);
+        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, (size_t)b.batch, ctx->threads); /* warm-up */
+        for (int r = 0; r < b.runs; r++) {
+            double start = cli_now();
+            vit_forward(&model->vision, ctx->vision, ctx->pixel_values, (size_t)b.batch, ctx->threads);
+            times[r] = cli_now() - start;
+        }
+        report(&b, "vision", NULL, median(times, b.runs), vision_flops(&model->vision, b.batch), 1);
+    }
+    if (model->kind == GLIMPSE_MODEL_KIND_CLIP && model->has_text) {
+        size_t positions = (size_t)model->text.config.max_positions;
+        int32_t *ids = malloc((size_t)b.batch * positions * sizeof *ids);
+        size_t lengths[CONTEXT_IMAGE_BATCH];
+        for (int s = 0; s < b.batch; s++) {
+            lengths[s] = positions;
+            for (size_t t = 0; t < positions; t++) ids[(size_t)s * positions + t] = (int32_t)((t * 7919 + s) % 40000);
+        }
+        clip_text_forward(&model->text, ctx->text, ids, lengths, (size_t)b.batch, ctx->threads);
+        for (int r = 0; r < b.runs; r++) {
+            double start = cli_now();
+            clip_text_forward(&model->text, ctx->text, ids, lengths, (size_t)b.batch, ctx->threads);
+            times[r] = cli_now() - start;
+        }
+        report(&b, "text", "77 tokens", median(times, b.runs), text_flops(&model->text, b.batch, (double)positions), 1);
+        free(ids);
+    }
+    if (model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
+        const bert_model *decoder = &model->text_decoder;
+        size_t image_tokens = model->vision.tokens, max_length = 64;
+        vit_post_norm_all(&model->vision, ctx->vision, 0, ctx->image_tokens);
+        bert_state *state;
+        if (bert_state_create(decoder, 3, max_length, max_length, image_tokens, &state)) {
+            cli_error("%s", glimpse_last_error());
+            return CLI_EXIT_FAILURE;
+        }
+        bert_set_image(decoder, state, ctx->image_tokens, image_tokens, ctx->threads);
+        for (int r = 0; r < b.runs; r++) {
+            double start = cli_now();
+            bert_set_image(decoder, state, ctx->image_tokens, image_tokens, ctx->threads);
+            times[r] = cli_now() - start;
+        }
+        double h = decoder->config.hidden_size, e = decoder->config.encoder_hidden_size;
+        report(&b, "cross_kv", "once per image", median(times, b.runs),
+               decoder->config.layers * 2 * 2 * (double)image_tokens * e * h, 0);
+        /* one step at growing positions: the cost grows only by the attention over the cache */
+        int32_t ids[3] = {model->start_id, model->start_id, model->start_id};
+        const int positions[] = {1, 10, 20, 40, 60};
+        for (size_t p = 0; p < sizeof positions / sizeof positions[0]; p++)
+            for (int sequences = 1; sequences <= 3; sequences += 2) {
+                for (int r = 0; r < b.runs; r++) {
+                    state->length = (size_t)positions[p] - 1; /* cache contents do not matter for timing */
+                    double start = cli_now();
+                    bert_decode_step(decoder, state, ids, (size_t)sequences, 1, ctx->threads);
+                    times[r] = cli_now() - start;
+                }
+                char detail[64];
+                snprintf(detail, sizeof detail, "%s, position %d", sequences == 1 ? "greedy" : "3 beams", positions[p]);
+                report(&b, "decoder_step", detail, median(times, b.runs),
+                       decoder_step_flops(decoder, sequences, positions[p] - 1, (double)image_tokens), 0);
+            }
+        bert_state_free(state);
+        for (int beams = 1; beams <= 3; beams += 2) {
+            glimpse_caption_params params = glimpse_caption_default_params();
+            params.beams = beams;
+            params.max_tokens = params.min_tokens = tokens;
+            for (int r = 0; r < b.runs; r++) {
+                glimpse_caption caption;
+                double start = cli_now();
+                if (glimpse_caption_images(ctx, (const glimpse_image *const *)images, 1, &params, &caption)) {
+                    cli_error("%s", glimpse_last_error());
+                    return CLI_EXIT_FAILURE;
+                }
+                times[r] = cli_now() - start;
+                glimpse_caption_clear(&caption);
+            }
+            char detail[64];
+            snprintf(detail, sizeof detail, "%d tokens, %s", tokens, beams == 1 ? "greedy" : "3 beams");
+            report(&b, "caption", detail, median(times, b.runs), 0, 0);
+        }
+    }
+    for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
+    free(png);
+    free(times);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    return CLI_EXIT_OK;
+}
