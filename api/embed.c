@@ -167,6 +167,18 @@ glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, in
                                 size_t *count) {
     if (!model || !text || !count || (capacity && !ids))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_tokenize: NULL argument");
+    if (model->wordpiece) { /* BLIP: [CLS] text [SEP], as its processor tokenizes */
+        size_t n = 0;
+        glimpse_status status = bert_tokenizer_encode(model->wordpiece, text, capacity > 1 ? ids + 1 : NULL,
+                                                      capacity > 1 ? capacity - 2 : 0, &n);
+        if (status) return status;
+        *count = n + 2;
+        if (*count > capacity)
+            return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu token ids do not fit in %zu", *count, capacity);
+        ids[0] = bert_tokenizer_id(model->wordpiece, "[CLS]");
+        ids[n + 1] = bert_tokenizer_id(model->wordpiece, "[SEP]");
+        return GLIMPSE_OK;
+    }
     if (!model->tokenizer) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its tokenizer");
     size_t positions = (size_t)model->text.config.max_positions;
     int32_t *all = malloc(positions * sizeof *all);

@@ -37,12 +37,14 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
         snprintf(model->architecture, sizeof model->architecture, "BlipForConditionalGeneration");
         return GLIMPSE_OK;
     }
-    if (name && strcmp(name, "BlipForImageTextRetrieval") == 0)
-        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: BlipForImageTextRetrieval models are not supported yet",
-                         folder);
+    if (name && strcmp(name, "BlipForImageTextRetrieval") == 0) {
+        model->kind = GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
+        snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
+        return GLIMPSE_OK;
+    }
     return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                      "%s/config.json: architecture \"%s\" (model_type \"%s\") is not one glimpse runs; "
-                     "supported: CLIPModel, BlipForConditionalGeneration",
+                     "supported: CLIPModel, BlipForConditionalGeneration, BlipForImageTextRetrieval",
                      folder, name ? name : "?", type);
 }
 
@@ -99,16 +101,18 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
     return GLIMPSE_OK;
 }
 
-static glimpse_status load_blip_caption(glimpse_model *model, const glimpse_load_params *params) {
+static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params *params) {
     const char *folder = model->folder;
     glimpse_status status;
     const cJSON *vision_json = cJSON_GetObjectItemCaseSensitive(model->config, "vision_config");
     const cJSON *text_json = cJSON_GetObjectItemCaseSensitive(model->config, "text_config");
     if (!cJSON_IsObject(vision_json) || !cJSON_IsObject(text_json))
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: BLIP needs vision_config and text_config", folder);
-    if (weight_store_find(model->store, "itm_head.weight"))
-        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: BlipForImageTextRetrieval models are not supported yet",
-                         folder);
+    if (weight_store_find(model->store, "itm_head.weight")) {
+        model->kind = GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
+        snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
+    }
+    int retrieval = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
     vit_config vision;
     if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_BLIP, &vision)))
         return status;
@@ -120,9 +124,18 @@ static glimpse_status load_blip_caption(glimpse_model *model, const glimpse_load
     if ((status = read_preprocessor(model, 1))) return status;
     bert_config text;
     if ((status = bert_config_read(text_json, "config.json: text_config", vision.hidden_size, &text))) return status;
-    if ((status = bert_model_load(&model->text_decoder, &text, model->store, "text_decoder.bert",
-                                  "text_decoder.cls.predictions")))
+    if (retrieval) {
+        int shared;
+        if ((status = config_int_or(model->config, "config.json", "image_text_hidden_size", 1, 1 << 16, 256, &shared)))
+            return status;
+        if ((status = bert_model_load(&model->text_encoder, &text, model->store, "text_encoder", NULL))) return status;
+        if ((status = itm_heads_load(&model->itm, model->store, (size_t)vision.hidden_size, (size_t)text.hidden_size,
+                                     (size_t)shared)))
+            return status;
+    } else if ((status = bert_model_load(&model->text_decoder, &text, model->store, "text_decoder.bert",
+                                         "text_decoder.cls.predictions"))) {
         return status;
+    }
     model->has_text = 1;
     int start, end, pad;
     if ((status = config_int_or(text_json, "config.json: text_config", "bos_token_id", 0, text.vocab_size - 1, 30522,
@@ -154,7 +167,7 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
     if (!status) status = detect_kind(model->config, model->folder, model);
     if (!status) status = weight_store_open(model->folder, &model->store);
     if (!status && model->kind == GLIMPSE_MODEL_KIND_CLIP) status = load_clip(model, params);
-    if (!status && model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) status = load_blip_caption(model, params);
+    if (!status && model->kind != GLIMPSE_MODEL_KIND_CLIP) status = load_blip(model, params);
     if (status) {
         glimpse_model_free(model);
         return status;
@@ -169,6 +182,7 @@ void glimpse_model_free(glimpse_model *model) {
     clip_text_model_free(&model->text);
     clip_tokenizer_free(model->tokenizer);
     bert_model_free(&model->text_decoder);
+    bert_model_free(&model->text_encoder);
     bert_tokenizer_free(model->wordpiece);
     weight_store_free(model->store);
     cJSON_Delete(model->config);
@@ -201,7 +215,8 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
         out->vision_activation = v->act_name;
     }
     if (model->has_text && model->kind != GLIMPSE_MODEL_KIND_CLIP) {
-        const bert_config *t = &model->text_decoder.config;
+        const bert_config *t = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL ? &model->text_encoder.config
+                                                                                : &model->text_decoder.config;
         out->text_hidden_size = t->hidden_size;
         out->text_layers = t->layers;
         out->text_heads = t->heads;

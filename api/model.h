@@ -9,6 +9,7 @@
 #include "bert.h"
 #include "bert_tokenizer.h"
 #include "clip_text.h"
+#include "itm.h"
 #include "clip_tokenizer.h"
 #include "glimpse.h"
 #include "pool.h"
@@ -30,6 +31,8 @@ struct glimpse_model {
     float logit_scale; /* exponentiated */
     /* BLIP */
     bert_model text_decoder;      /* captioning: text_decoder.bert + cls.predictions */
+    bert_model text_encoder;      /* retrieval: text_encoder, bidirectional */
+    itm_heads itm;
     bert_tokenizer *wordpiece;
     int32_t start_id, end_id, pad_id; /* [DEC], [SEP], [PAD] as text_config names them */
 };

@@ -251,6 +251,37 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, const glimpse_image 
                                       const glimpse_caption_params *params, glimpse_caption *out);
 void glimpse_caption_clear(glimpse_caption *caption);
 
+/* --------------------------------------------------- image-text matching */
+
+typedef enum glimpse_match_mode {
+    /* BLIP ITM: the probability that the text describes the image, from the
+     * text encoder running with cross-attention over the image. Precise;
+     * costs a text-encoder pass per (image, text) pair. */
+    GLIMPSE_MATCH_ITM = 0,
+    /* BLIP ITC: cosine of the image's and the text's contrastive projections,
+     * each computed once. Fast, coarser. */
+    GLIMPSE_MATCH_ITC = 1
+} glimpse_match_mode;
+
+/* Scores every image against every text with a BLIP retrieval model
+ * (BlipForImageTextRetrieval): scores[i * text_count + t]. Each image is
+ * encoded once, whatever the number of texts. */
+glimpse_status glimpse_match(glimpse_context *ctx, const glimpse_image *const *images, size_t image_count,
+                             const char *const *texts, size_t text_count, glimpse_match_mode mode, float *scores);
+
+typedef struct glimpse_ranked {
+    size_t index;      /* into the images given */
+    float first_score; /* the score it was shortlisted by */
+    float score;       /* its ITM match probability */
+} glimpse_ranked;
+
+/* Two-stage ranking: of count images with first-stage scores (e.g. CLIP
+ * logits from glimpse_score, higher is better), the top_k are re-scored with
+ * ITM against text by this BLIP retrieval context and returned best first in
+ * out (capacity top_k); *out_count = min(top_k, count). */
+glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, const glimpse_image *const *images, size_t count,
+                              const float *first_scores, size_t top_k, glimpse_ranked *out, size_t *out_count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -153,11 +153,108 @@ static void test_every_generation_case(void **state) {
     glimpse_context_free(ctx);
 }
 
+typedef struct recorder {
+    int32_t ids[64];
+    size_t count;
+    size_t stop_after;
+    char last_text[512];
+} recorder;
+
+static int record_token(void *user, size_t image, int32_t id, const char *text) {
+    (void)image;
+    recorder *r = user;
+    r->ids[r->count++] = id;
+    snprintf(r->last_text, sizeof r->last_text, "%s", text);
+    return r->stop_after && r->count >= r->stop_after;
+}
+
+/* Streaming sees every generated token and the text so far; a callback can
+ * cancel; sampling is reproducible from its seed; bad parameters and a
+ * CLIP model are refused with clear errors. */
+static void test_streaming_cancelling_sampling(void **state) {
+    blip_fixture *f = *state;
+    if (!f) skip();
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_OK);
+    glimpse_image *image = load_image("chelsea.png");
+    const glimpse_image *const *images = (const glimpse_image *const *)&image;
+    glimpse_caption_params p = glimpse_caption_default_params();
+    recorder r = {.count = 0};
+    p.beams = 1;
+    p.on_token = record_token;
+    p.user = &r;
+    glimpse_caption caption;
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_OK);
+    assert_int_equal(r.count, caption.id_count - 1); /* all but the start token */
+    assert_memory_equal(r.ids, caption.ids + 1, r.count * sizeof(int32_t));
+    assert_string_equal(r.last_text, caption.text);
+    glimpse_caption_clear(&caption);
+    /* cancel after three tokens */
+    recorder stop = {.stop_after = 3};
+    p.user = &stop;
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_STATUS_CANCELLED);
+    assert_int_equal(stop.count, 3);
+    assert_null(caption.text);
+    /* sampling: same seed, same caption; another seed, another caption */
+    p.on_token = NULL;
+    p.sample = 1;
+    p.seed = 42;
+    p.top_k = 0;
+    p.temperature = 1.5f;
+    glimpse_caption first, again, other;
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &first), GLIMPSE_OK);
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &again), GLIMPSE_OK);
+    p.seed = 43;
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &other), GLIMPSE_OK);
+    assert_string_equal(first.text, again.text);
+    assert_string_not_equal(first.text, other.text);
+    /* top_k = 1 sampling is greedy */
+    p.top_k = 1;
+    glimpse_caption sampled_greedy, greedy;
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &sampled_greedy), GLIMPSE_OK);
+    p.sample = 0;
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &greedy), GLIMPSE_OK);
+    assert_string_equal(sampled_greedy.text, greedy.text);
+    glimpse_caption_clear(&first), glimpse_caption_clear(&again), glimpse_caption_clear(&other);
+    glimpse_caption_clear(&sampled_greedy), glimpse_caption_clear(&greedy);
+    /* a strong repetition penalty removes repeats that greedy search makes */
+    p = glimpse_caption_default_params();
+    p.beams = 1;
+    p.repetition_penalty = 100.0f;
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_OK);
+    for (size_t i = 1; i < caption.id_count; i++)
+        for (size_t j = 1; j < i; j++) assert_int_not_equal(caption.ids[i], caption.ids[j]);
+    /* min and max tokens count generated tokens only */
+    assert_int_equal(caption.id_count, 1 + 20);
+    glimpse_caption_clear(&caption);
+    /* bad parameters */
+    p = glimpse_caption_default_params();
+    p.beams = 0;
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    p = glimpse_caption_default_params();
+    p.min_tokens = 30;
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    p = glimpse_caption_default_params();
+    p.max_tokens = 100; /* the tiny model has 64 positions */
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_STATUS_TOO_LARGE);
+    assert_non_null(strstr(glimpse_last_error(), "positions"));
+    glimpse_image_free(image);
+    glimpse_context_free(ctx);
+    /* embeddings are CLIP's, captions BLIP's */
+    glimpse_context *clip_ctx;
+    assert_int_equal(glimpse_context_create(f->model, NULL, &clip_ctx), GLIMPSE_OK);
+    float embedding[64];
+    const char *text = "a cat";
+    assert_int_equal(glimpse_embed_texts(clip_ctx, &text, 1, embedding), GLIMPSE_STATUS_WRONG_MODEL);
+    glimpse_context_free(clip_ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_kind),
         cmocka_unit_test(test_image_embeds_and_first_logits),
         cmocka_unit_test(test_every_generation_case),
+        cmocka_unit_test(test_streaming_cancelling_sampling),
     };
     int failed = cmocka_run_group_tests_name("blip caption parity", tests, setup, teardown);
     report_differences();

@@ -437,12 +437,68 @@ static void test_hub_id_from_cache(void **state) {
     free(model);
 }
 
+static void test_caption(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *model = fixture("blip-caption-tiny"), *cat = fixture("images/chelsea.png");
+    char *truncated = fixture("images/truncated.jpg"), *clip = fixture("clip-tiny");
+    cJSON *expected = fixture_json("blip-caption-tiny/expected.json");
+    /* the reference's beam-3 case for chelsea.png without a prompt: max_length 20, min_length 5 */
+    const cJSON *wanted = NULL, *item;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "cases")) {
+        if (strcmp(cJSON_GetObjectItem(item, "image")->valuestring, "chelsea.png") == 0 &&
+            strcmp(cJSON_GetObjectItem(item, "prompt")->valuestring, "") == 0 &&
+            strcmp(cJSON_GetObjectItem(item, "generation")->valuestring, "beam3") == 0)
+            wanted = item;
+    }
+    assert_non_null(wanted);
+    run_result r = run("caption", "-m", model, "--beams", "3", "--max-tokens", "19", "--min-tokens", "4", "--json",
+                       truncated, cat, NULL);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "truncated.jpg: broken JPEG"));
+    cJSON *lines = parse_json_lines(r.out);
+    assert_int_equal(cJSON_GetArraySize(lines), 1);
+    const cJSON *line = cJSON_GetArrayItem(lines, 0);
+    assert_string_equal(cJSON_GetObjectItem(line, "caption")->valuestring,
+                        cJSON_GetObjectItem(wanted, "caption")->valuestring);
+    const cJSON *ids = cJSON_GetObjectItem(line, "ids"), *reference_ids = cJSON_GetObjectItem(wanted, "ids");
+    assert_int_equal(cJSON_GetArraySize(ids), cJSON_GetArraySize(reference_ids));
+    for (int i = 0; i < cJSON_GetArraySize(ids); i++)
+        assert_int_equal(cJSON_GetArrayItem(ids, i)->valueint, cJSON_GetArrayItem(reference_ids, i)->valueint);
+    cJSON_Delete(lines);
+    result_free(&r);
+    /* plain output for one image: the caption alone */
+    r = run("caption", "-m", model, cat, NULL);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(count_lines(r.out), 1);
+    assert_null(strchr(r.out, '\t'));
+    result_free(&r);
+    /* a CLIP model cannot caption; usage errors */
+    r = run("caption", "-m", clip, cat, NULL);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "needs a BLIP captioning model"));
+    result_free(&r);
+    r = run("caption", "-m", model, "--sample", "--beams", "3", cat, NULL);
+    assert_int_equal(r.status, 2);
+    result_free(&r);
+    r = run("caption", "-m", model, "--min-tokens", "9", "--max-tokens", "3", cat, NULL);
+    assert_int_equal(r.status, 2);
+    result_free(&r);
+    r = run("caption", "--help", NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "--max-tokens"));
+    result_free(&r);
+    cJSON_Delete(expected);
+    free(model), free(cat), free(truncated), free(clip);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage),          cmocka_unit_test(test_missing_models),
         cmocka_unit_test(test_rank_goes_on_past_bad_inputs), cmocka_unit_test(test_rank_scores_match_reference),
         cmocka_unit_test(test_embed_and_classify_json), cmocka_unit_test(test_damaged_models),
         cmocka_unit_test(test_image_limits),            cmocka_unit_test(test_hub_id_from_cache),
+        cmocka_unit_test(test_caption),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

@@ -1,0 +1,149 @@
+/* match.c — glimpse_match and glimpse_rerank: BLIP image-text matching.
+ * Each image goes through the vision tower once and its cross-attention
+ * keys and values are computed once; every text is then one text-encoder
+ * pass (ITM), or texts and images are projected once each (ITC). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "model.h"
+
+/* [CLS] text [SEP] for every text, packed; lengths[t], starts[t]. */
+static glimpse_status tokenize_all(const glimpse_model *model, const char *const *texts, size_t count, int32_t **ids,
+                                   size_t *lengths, size_t *starts, size_t *longest) {
+    size_t positions = (size_t)model->text_encoder.config.max_positions, total = 0;
+    *longest = 0;
+    for (size_t t = 0; t < count; t++) {
+        size_t n = 0;
+        glimpse_status status = bert_tokenizer_encode(model->wordpiece, texts[t], NULL, 0, &n);
+        if (status) return status;
+        lengths[t] = n + 2 > positions ? positions : n + 2; /* longer texts keep their start, and [SEP] */
+        starts[t] = total;
+        total += lengths[t];
+        if (lengths[t] > *longest) *longest = lengths[t];
+    }
+    *ids = malloc((total ? total : 1) * sizeof **ids);
+    if (!*ids) return ERROR_OOM();
+    int32_t cls = bert_tokenizer_id(model->wordpiece, "[CLS]"), sep = bert_tokenizer_id(model->wordpiece, "[SEP]");
+    for (size_t t = 0; t < count; t++) {
+        int32_t *row = *ids + starts[t];
+        size_t n;
+        row[0] = cls;
+        glimpse_status status = bert_tokenizer_encode(model->wordpiece, texts[t], row + 1, lengths[t] - 2, &n);
+        if (status) return status;
+        row[lengths[t] - 1] = sep;
+    }
+    return GLIMPSE_OK;
+}
+
+/* The context's text-encoder state, grown to hold `length` tokens. */
+static glimpse_status ensure_state(glimpse_context *ctx, size_t length) {
+    const glimpse_model *model = ctx->model;
+    if (ctx->decoder && ctx->decoder->max_length >= length) return GLIMPSE_OK;
+    bert_state_free(ctx->decoder);
+    ctx->decoder = NULL;
+    size_t room = length < 64 ? 64 : length;
+    return bert_state_create(&model->text_encoder, 1, room, room, model->vision.tokens, &ctx->decoder);
+}
+
+static glimpse_status check_retrieval(glimpse_context *ctx, const char *what) {
+    if (!ctx) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s: context is NULL", what);
+    if (ctx->model->kind != GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s needs a BLIP retrieval model (BlipForImageTextRetrieval), this is %s", what,
+                         ctx->model->architecture);
+    return GLIMPSE_OK;
+}
+
+glimpse_status glimpse_match(glimpse_context *ctx, const glimpse_image *const *images, size_t image_count,
+                             const char *const *texts, size_t text_count, glimpse_match_mode mode, float *scores) {
+    glimpse_status status = check_retrieval(ctx, "image-text matching");
+    if (status) return status;
+    if ((image_count && !images) || (text_count && !texts) || (image_count && text_count && !scores))
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: NULL argument");
+    if (mode != GLIMPSE_MATCH_ITM && mode != GLIMPSE_MATCH_ITC)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: unknown mode %d", (int)mode);
+    for (size_t t = 0; t < text_count; t++)
+        if (!texts[t]) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: text %zu is NULL", t);
+    const glimpse_model *model = ctx->model;
+    const bert_model *encoder = &model->text_encoder;
+    size_t shared = model->itm.shared;
+    size_t *lengths = malloc((text_count + 1) * sizeof *lengths), *starts = malloc((text_count + 1) * sizeof *starts);
+    float *text_features = malloc((text_count * shared + 1) * sizeof(float));
+    float *image_feature = malloc(shared * sizeof(float));
+    int32_t *ids = NULL;
+    size_t longest = 0;
+    if (!lengths || !starts || !text_features || !image_feature) status = ERROR_OOM();
+    if (!status) status = tokenize_all(model, texts, text_count, &ids, lengths, starts, &longest);
+    if (!status) status = ensure_state(ctx, longest);
+    /* ITC: each text once, without the image */
+    for (size_t t = 0; !status && mode == GLIMPSE_MATCH_ITC && t < text_count; t++) {
+        status = bert_encode(encoder, ctx->decoder, ids + starts[t], lengths[t], 0, ctx->threads);
+        if (!status) itm_text_feature(&model->itm, ctx->decoder->x, text_features + t * shared);
+    }
+    for (size_t first = 0; !status && first < image_count; first += CONTEXT_IMAGE_BATCH) {
+        size_t batch = image_count - first < CONTEXT_IMAGE_BATCH ? image_count - first : CONTEXT_IMAGE_BATCH;
+        if ((status = context_preprocess(ctx, images + first, batch, first))) break;
+        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ctx->threads);
+        for (size_t b = 0; b < batch && !status; b++) {
+            float *row = scores + (first + b) * text_count;
+            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
+            if (mode == GLIMPSE_MATCH_ITC) {
+                itm_image_feature(&model->itm, ctx->image_tokens, image_feature);
+                for (size_t t = 0; t < text_count; t++) {
+                    double dot = 0;
+                    for (size_t d = 0; d < shared; d++) dot += (double)image_feature[d] * text_features[t * shared + d];
+                    row[t] = (float)dot;
+                }
+                continue;
+            }
+            status = bert_set_image(encoder, ctx->decoder, ctx->image_tokens, model->vision.tokens, ctx->threads);
+            for (size_t t = 0; t < text_count && !status; t++) {
+                status = bert_encode(encoder, ctx->decoder, ids + starts[t], lengths[t], 1, ctx->threads);
+                if (!status) row[t] = itm_match_probability(&model->itm, ctx->decoder->x, NULL);
+            }
+        }
+    }
+    free(lengths), free(starts), free(text_features), free(image_feature), free(ids);
+    return status;
+}
+
+static int compare_ranked(const void *a, const void *b) {
+    const glimpse_ranked *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    if (x->first_score != y->first_score) return x->first_score > y->first_score ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int compare_first(const void *a, const void *b) {
+    const glimpse_ranked *x = a, *y = b;
+    if (x->first_score != y->first_score) return x->first_score > y->first_score ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, const glimpse_image *const *images, size_t count,
+                              const float *first_scores, size_t top_k, glimpse_ranked *out, size_t *out_count) {
+    glimpse_status status = check_retrieval(ctx, "re-ranking");
+    if (status) return status;
+    if (!text || (count && (!images || !first_scores)) || !out_count || (top_k && !out))
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_rerank: NULL argument");
+    *out_count = 0;
+    glimpse_ranked *all = malloc((count ? count : 1) * sizeof *all);
+    if (!all) return ERROR_OOM();
+    for (size_t i = 0; i < count; i++) all[i] = (glimpse_ranked){i, first_scores[i], 0};
+    qsort(all, count, sizeof *all, compare_first);
+    size_t keep = top_k < count ? top_k : count;
+    const glimpse_image **shortlist = malloc((keep ? keep : 1) * sizeof *shortlist);
+    float *scores = malloc((keep ? keep : 1) * sizeof *scores);
+    if (!shortlist || !scores) status = ERROR_OOM();
+    for (size_t i = 0; !status && i < keep; i++) shortlist[i] = images[all[i].index];
+    if (!status && keep) status = glimpse_match(ctx, shortlist, keep, &text, 1, GLIMPSE_MATCH_ITM, scores);
+    if (!status) {
+        for (size_t i = 0; i < keep; i++) all[i].score = scores[i];
+        qsort(all, keep, sizeof *all, compare_ranked);
+        memcpy(out, all, keep * sizeof *out);
+        *out_count = keep;
+    }
+    free(all), free((void *)shortlist), free(scores);
+    return status;
+}
