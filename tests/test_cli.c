@@ -492,13 +492,72 @@ static void test_caption(void **state) {
     free(model), free(cat), free(truncated), free(clip);
 }
 
+static void test_rank_with_blip_and_rerank(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *itm = fixture("blip-itm-tiny"), *clip = fixture("clip-tiny"), *caption = fixture("blip-caption-tiny");
+    char *astronaut = fixture("images/astronaut.png"), *cat = fixture("images/chelsea.png");
+    char *coffee = fixture("images/coffee.png");
+    cJSON *expected = fixture_json("blip-itm-tiny/expected.json");
+    /* ITM probabilities, best first, as the reference computed them (text 2: "a cup of coffee") */
+    for (int itc = 0; itc < 2; itc++) {
+        run_result r = itc ? run("rank", "-m", itm, "--itc", "-t", "a cup of coffee", "--json", astronaut, cat, coffee, NULL)
+                           : run("rank", "-m", itm, "-t", "a cup of coffee", "--json", astronaut, cat, coffee, NULL);
+        assert_int_equal(r.status, 0);
+        cJSON *lines = parse_json_lines(r.out);
+        const cJSON *results = cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "results");
+        assert_int_equal(cJSON_GetArraySize(results), 3);
+        const cJSON *table = cJSON_GetObjectItem(expected, itc ? "itc_cosine" : "itm_match_probability");
+        double previous = 1e9;
+        const cJSON *item;
+        cJSON_ArrayForEach(item, results) {
+            const char *path = cJSON_GetObjectItem(item, "image")->valuestring;
+            int i = strstr(path, "astronaut") ? 0 : strstr(path, "chelsea") ? 1 : 2;
+            double score = cJSON_GetObjectItem(item, "score")->valuedouble;
+            assert_float_equal(score, cJSON_GetArrayItem(cJSON_GetArrayItem(table, i), 2)->valuedouble, 1e-4);
+            assert_true(score <= previous);
+            previous = score;
+        }
+        cJSON_Delete(lines);
+        result_free(&r);
+    }
+    /* two-stage: CLIP shortlists 2, ITM orders them; both scores reported */
+    run_result r = run("rank", "-m", clip, "--rerank", itm, "--rerank-top", "2", "-t", "a cup of coffee", "--json",
+                       astronaut, cat, coffee, NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    const cJSON *results = cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "results");
+    assert_int_equal(cJSON_GetArraySize(results), 2);
+    const cJSON *first = cJSON_GetArrayItem(results, 0), *second = cJSON_GetArrayItem(results, 1);
+    assert_non_null(cJSON_GetObjectItem(first, "clip_score"));
+    assert_float_equal(cJSON_GetObjectItem(first, "score")->valuedouble,
+                       cJSON_GetObjectItem(first, "itm_score")->valuedouble, 0);
+    assert_true(cJSON_GetObjectItem(first, "score")->valuedouble >= cJSON_GetObjectItem(second, "score")->valuedouble);
+    cJSON_Delete(lines);
+    result_free(&r);
+    /* wrong pairings are refused clearly */
+    r = run("rank", "-m", clip, "--rerank", caption, "-t", "a", cat, NULL);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "BlipForImageTextRetrieval"));
+    result_free(&r);
+    r = run("rank", "-m", caption, "-t", "a", cat, NULL);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "captioning model"));
+    result_free(&r);
+    r = run("rank", "-m", clip, "--itc", "-t", "a", cat, NULL);
+    assert_int_equal(r.status, 2);
+    result_free(&r);
+    cJSON_Delete(expected);
+    free(itm), free(clip), free(caption), free(astronaut), free(cat), free(coffee);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage),          cmocka_unit_test(test_missing_models),
         cmocka_unit_test(test_rank_goes_on_past_bad_inputs), cmocka_unit_test(test_rank_scores_match_reference),
         cmocka_unit_test(test_embed_and_classify_json), cmocka_unit_test(test_damaged_models),
         cmocka_unit_test(test_image_limits),            cmocka_unit_test(test_hub_id_from_cache),
-        cmocka_unit_test(test_caption),
+        cmocka_unit_test(test_caption),                 cmocka_unit_test(test_rank_with_blip_and_rerank),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

@@ -244,6 +244,43 @@ int command_bench(int argc, char **argv) {
             report(&b, "caption", detail, median(times, b.runs), 0, 0);
         }
     }
+    if (model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) {
+        /* one (image, text) pair: the image's share (vision, cross keys/values) is paid once per image */
+        const bert_model *encoder = &model->text_encoder;
+        size_t image_tokens = model->vision.tokens;
+        vit_post_norm_all(&model->vision, ctx->vision, 0, ctx->image_tokens);
+        bert_state *state;
+        if (bert_state_create(encoder, 1, 64, 64, image_tokens, &state)) {
+            cli_error("%s", glimpse_last_error());
+            return CLI_EXIT_FAILURE;
+        }
+        for (int r = 0; r < b.runs; r++) {
+            double start = cli_now();
+            bert_set_image(encoder, state, ctx->image_tokens, image_tokens, ctx->threads);
+            times[r] = cli_now() - start;
+        }
+        double h = encoder->config.hidden_size, e = encoder->config.encoder_hidden_size;
+        report(&b, "cross_kv", "once per image", median(times, b.runs),
+               encoder->config.layers * 2 * 2 * (double)image_tokens * e * h, 0);
+        int32_t ids[64];
+        size_t count = 0;
+        if (glimpse_tokenize(model, "a picture of a cat sitting on a wooden table", ids, 64, &count)) {
+            cli_error("%s", glimpse_last_error());
+            return CLI_EXIT_FAILURE;
+        }
+        for (int r = 0; r < b.runs; r++) {
+            double start = cli_now();
+            bert_encode(encoder, state, ids, count, 1, ctx->threads);
+            itm_match_probability(&model->itm, state->x, NULL);
+            times[r] = cli_now() - start;
+        }
+        double inter = encoder->config.intermediate_size, t = (double)count;
+        double flops = encoder->config.layers * (2 * t * (6 * h * h + 2 * h * inter) + 4 * t * t * h + 4 * t * h * image_tokens);
+        char detail[64];
+        snprintf(detail, sizeof detail, "per text, %zu tokens", count);
+        report(&b, "itm_text", detail, median(times, b.runs), flops, 0);
+        bert_state_free(state);
+    }
     for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
     free(png);
     free(times);

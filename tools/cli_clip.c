@@ -116,11 +116,22 @@ int command_embed(int argc, char **argv) {
 
 static const char rank_help[] =
     "Usage: glimpse rank -m MODEL -t TEXT [-t TEXT...] [--top K] [--json] IMAGE...\n"
-    "Ranks the images against each text, best first. With a CLIP model the score is\n"
-    "CLIP's logit: logit_scale x cosine of the image and text embeddings.\n"
+    "       glimpse rank -m BLIP_RETRIEVAL [--itc] -t TEXT ... IMAGE...\n"
+    "       glimpse rank -m CLIP --rerank BLIP_RETRIEVAL [--rerank-top K] -t TEXT ... IMAGE...\n"
+    "Ranks the images against each text, best first.\n"
+    "  With a CLIP model the score is CLIP's logit: logit_scale x cosine.\n"
+    "  With a BLIP retrieval model (BlipForImageTextRetrieval) it is the ITM match\n"
+    "  probability (cross-attention over the image), or with --itc the cosine of the\n"
+    "  contrastive projections.\n"
+    "  With --rerank, CLIP shortlists the best K images per text (--rerank-top, default 10)\n"
+    "  and the BLIP model re-ranks them by ITM probability; only the shortlist is printed.\n"
     "  -t, --text TEXT      a query text (may be repeated: one ranking per text)\n"
     "      --top K          show only the K best images per text (default: all)\n"
-    "JSON: {\"text\": TEXT, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per text.\n";
+    "      --itc            BLIP retrieval models: score by ITC cosine instead of ITM\n"
+    "      --rerank MODEL   re-rank CLIP's shortlist with this BLIP retrieval model\n"
+    "      --rerank-top K   how many images CLIP shortlists for re-ranking (default 10)\n"
+    "JSON: {\"text\": TEXT, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per text;\n"
+    "re-ranked results also carry \"clip_score\" and \"itm_score\" (score is the final one).\n";
 
 static int compare_scores_descending(const void *a, const void *b, void *scores_pointer) {
     const float *scores = scores_pointer;
@@ -139,14 +150,101 @@ static size_t sort_by_score(size_t *order, const float *scores, const unsigned c
     return n;
 }
 
+/* One result line: scores[order[r]] for r < n, with the optional second scores. */
+static void print_ranking(const cli_options *options, const char *text, char **paths, const size_t *order, size_t n,
+                          const float *scores, const float *clip_scores) {
+    if (options->json) {
+        printf("{\"text\": ");
+        json_string(stdout, text);
+        printf(", \"results\": [");
+        for (size_t r = 0; r < n; r++) {
+            printf(r ? ", {\"image\": " : "{\"image\": ");
+            json_string(stdout, paths[order[r]]);
+            printf(", \"score\": ");
+            json_float(stdout, scores[r]);
+            if (clip_scores) {
+                printf(", \"clip_score\": ");
+                json_float(stdout, clip_scores[r]);
+                printf(", \"itm_score\": ");
+                json_float(stdout, scores[r]);
+            }
+            printf("}");
+        }
+        printf("]}\n");
+    } else {
+        printf("%s\n", text);
+        for (size_t r = 0; r < n; r++) {
+            if (clip_scores)
+                printf("  %8.4f  (clip %8.4f)  %s\n", scores[r], clip_scores[r], paths[order[r]]);
+            else
+                printf("  %8.4f  %s\n", scores[r], paths[order[r]]);
+        }
+    }
+    fflush(stdout);
+}
+
+/* Loads paths[first .. first+count) that decode; failures reported. */
+static size_t load_images(cli_options *options, char **paths, size_t count, glimpse_image **images, size_t *index) {
+    glimpse_image_params params = glimpse_image_default_params();
+    params.max_pixels = options->max_pixels;
+    size_t loaded = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (glimpse_image_load_file(paths[i], &params, &images[loaded]) != GLIMPSE_OK) {
+            cli_error("%s", glimpse_last_error());
+            options->failures++;
+            continue;
+        }
+        index[loaded++] = i;
+    }
+    return loaded;
+}
+
+#define RANK_IMAGE_BATCH 8
+
+/* BLIP retrieval: ITM probabilities (or ITC cosines) of every image for every text. */
+static void score_with_blip(cli_options *options, glimpse_context *ctx, char **paths, size_t image_count,
+                            char **texts, size_t text_count, glimpse_match_mode mode, float *scores,
+                            unsigned char *ok) {
+    cli_progress progress;
+    cli_progress_start(&progress, options, image_count, "images");
+    for (size_t first = 0; first < image_count; first += RANK_IMAGE_BATCH) {
+        size_t batch = image_count - first < RANK_IMAGE_BATCH ? image_count - first : RANK_IMAGE_BATCH;
+        glimpse_image *images[RANK_IMAGE_BATCH];
+        size_t index[RANK_IMAGE_BATCH];
+        cli_progress_end(&progress);
+        size_t loaded = load_images(options, paths + first, batch, images, index);
+        float batch_scores[RANK_IMAGE_BATCH * text_count];
+        if (loaded && glimpse_match(ctx, (const glimpse_image *const *)images, loaded, (const char *const *)texts,
+                                    text_count, mode, batch_scores) != GLIMPSE_OK) {
+            cli_error("%s", glimpse_last_error());
+            exit(CLI_EXIT_FAILURE);
+        }
+        for (size_t j = 0; j < loaded; j++) {
+            size_t i = first + index[j];
+            ok[i] = 1;
+            for (size_t t = 0; t < text_count; t++) scores[i * text_count + t] = batch_scores[j * text_count + t];
+            glimpse_image_free(images[j]);
+        }
+        cli_progress_step(&progress, first + batch);
+    }
+    cli_progress_end(&progress);
+}
+
 int command_rank(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
     string_list texts = {0};
-    long top = 0;
-    static const struct option long_options[] = {
-        CLI_COMMON_LONG_OPTIONS, {"text", required_argument, NULL, 't'}, {"top", required_argument, NULL, CLI_OPT_TOP},
-        {NULL, 0, NULL, 0}};
+    long top = 0, rerank_top = 10;
+    int itc = 0;
+    const char *rerank_model = NULL;
+    enum { OPT_ITC = CLI_OPT_FIRST_FREE, OPT_RERANK, OPT_RERANK_TOP };
+    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
+                                                 {"text", required_argument, NULL, 't'},
+                                                 {"top", required_argument, NULL, CLI_OPT_TOP},
+                                                 {"itc", no_argument, NULL, OPT_ITC},
+                                                 {"rerank", required_argument, NULL, OPT_RERANK},
+                                                 {"rerank-top", required_argument, NULL, OPT_RERANK_TOP},
+                                                 {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:t:k:", long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "rank")) continue;
@@ -154,6 +252,9 @@ int command_rank(int argc, char **argv) {
         case 't': list_push(&texts, optarg); break;
         case 'k':
         case CLI_OPT_TOP: top = cli_parse_long("rank", "--top", optarg, 1, 1L << 40); break;
+        case OPT_ITC: itc = 1; break;
+        case OPT_RERANK: rerank_model = optarg; break;
+        case OPT_RERANK_TOP: rerank_top = cli_parse_long("rank", "--rerank-top", optarg, 1, 1L << 20); break;
         case CLI_OPT_HELP: printf("%s\n%s", rank_help, cli_common_help); return CLI_EXIT_OK;
         default: cli_usage_error("rank", "unknown option");
         }
@@ -162,47 +263,96 @@ int command_rank(int argc, char **argv) {
     char **image_paths = argv + optind;
     if (!texts.count) cli_usage_error("rank", "no text to rank against: give -t TEXT");
     if (!image_count) cli_usage_error("rank", "no images to rank");
+    if (itc && rerank_model) cli_usage_error("rank", "--itc and --rerank do not go together");
     glimpse_model *model = cli_load_model(&options, "rank", 1, 1);
+    glimpse_model_kind kind = glimpse_model_get_kind(model);
+    if (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
+        cli_error("%s is a BLIP captioning model; ranking needs CLIP or a BLIP retrieval model", options.model);
+        return CLI_EXIT_FAILURE;
+    }
+    if (kind == GLIMPSE_MODEL_KIND_CLIP && itc) cli_usage_error("rank", "--itc needs a BLIP retrieval model");
+    if (kind != GLIMPSE_MODEL_KIND_CLIP && rerank_model)
+        cli_usage_error("rank", "--rerank re-ranks a CLIP shortlist: give a CLIP model with -m");
+    glimpse_model *reranker = NULL;
+    glimpse_context *rerank_ctx = NULL;
+    if (rerank_model) {
+        cli_options second = options;
+        second.model = rerank_model;
+        reranker = cli_load_model(&second, "rank", 1, 1);
+        if (glimpse_model_get_kind(reranker) != GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) {
+            cli_error("--rerank %s: re-ranking needs a BLIP retrieval model (BlipForImageTextRetrieval)", rerank_model);
+            return CLI_EXIT_FAILURE;
+        }
+        rerank_ctx = cli_create_context(&options, reranker);
+    }
     glimpse_context *ctx = cli_create_context(&options, model);
-    size_t dim = glimpse_model_embedding_dim(model);
-    float *text_embeddings = embed_texts_or_exit(ctx, dim, texts.items, texts.count);
-    float *image_embeddings = checked_calloc(image_count * dim, sizeof(float));
+    float *scores = checked_calloc(image_count * texts.count, sizeof(float));
     unsigned char *ok = checked_calloc(image_count, 1);
-    options.failures += cli_embed_image_files(&options, ctx, dim, image_paths, image_count, image_embeddings, ok);
-    float *logits = checked_calloc(image_count * texts.count, sizeof(float));
-    glimpse_score(model, image_embeddings, image_count, text_embeddings, texts.count, logits);
-    float *scores = checked_calloc(image_count, sizeof(float));
+    if (kind == GLIMPSE_MODEL_KIND_CLIP) {
+        size_t dim = glimpse_model_embedding_dim(model);
+        float *text_embeddings = embed_texts_or_exit(ctx, dim, texts.items, texts.count);
+        float *image_embeddings = checked_calloc(image_count * dim, sizeof(float));
+        options.failures += cli_embed_image_files(&options, ctx, dim, image_paths, image_count, image_embeddings, ok);
+        glimpse_score(model, image_embeddings, image_count, text_embeddings, texts.count, scores);
+        free(image_embeddings);
+        free(text_embeddings);
+    } else {
+        score_with_blip(&options, ctx, image_paths, image_count, texts.items, texts.count,
+                        itc ? GLIMPSE_MATCH_ITC : GLIMPSE_MATCH_ITM, scores, ok);
+    }
+    float *column = checked_calloc(image_count, sizeof(float)), *sorted = checked_calloc(image_count, sizeof(float));
+    float *clip_sorted = checked_calloc(image_count, sizeof(float));
     size_t *order = checked_calloc(image_count, sizeof(size_t));
     for (size_t t = 0; t < texts.count; t++) {
-        for (size_t i = 0; i < image_count; i++) scores[i] = logits[i * texts.count + t];
-        size_t n = sort_by_score(order, scores, ok, image_count);
-        if (top > 0 && (size_t)top < n) n = (size_t)top;
-        if (options.json) {
-            printf("{\"text\": ");
-            json_string(stdout, texts.items[t]);
-            printf(", \"results\": [");
-            for (size_t r = 0; r < n; r++) {
-                printf(r ? ", {\"image\": " : "{\"image\": ");
-                json_string(stdout, image_paths[order[r]]);
-                printf(", \"score\": ");
-                json_float(stdout, scores[order[r]]);
-                printf("}");
-            }
-            printf("]}\n");
-        } else {
-            printf("%s\n", texts.items[t]);
-            for (size_t r = 0; r < n; r++) printf("  %8.4f  %s\n", scores[order[r]], image_paths[order[r]]);
+        for (size_t i = 0; i < image_count; i++) column[i] = scores[i * texts.count + t];
+        size_t n = sort_by_score(order, column, ok, image_count);
+        if (!reranker) {
+            if (top > 0 && (size_t)top < n) n = (size_t)top;
+            for (size_t r = 0; r < n; r++) sorted[r] = column[order[r]];
+            print_ranking(&options, texts.items[t], image_paths, order, n, sorted, NULL);
+            continue;
         }
+        /* second stage: the shortlist, decoded again, re-scored by ITM */
+        size_t keep = (size_t)rerank_top < n ? (size_t)rerank_top : n;
+        glimpse_image **shortlist = checked_calloc(keep, sizeof *shortlist);
+        float *first_scores = checked_calloc(keep, sizeof(float));
+        size_t *shortlist_index = checked_calloc(keep, sizeof(size_t)), loaded = 0;
+        glimpse_image_params params = glimpse_image_default_params();
+        params.max_pixels = options.max_pixels;
+        for (size_t r = 0; r < keep; r++) {
+            if (glimpse_image_load_file(image_paths[order[r]], &params, &shortlist[loaded]) != GLIMPSE_OK) {
+                cli_error("%s", glimpse_last_error());
+                options.failures++;
+                continue;
+            }
+            first_scores[loaded] = column[order[r]];
+            shortlist_index[loaded++] = order[r];
+        }
+        glimpse_ranked *ranked = checked_calloc(loaded, sizeof *ranked);
+        size_t ranked_count = 0;
+        if (glimpse_rerank(rerank_ctx, texts.items[t], (const glimpse_image *const *)shortlist, loaded, first_scores,
+                           loaded, ranked, &ranked_count) != GLIMPSE_OK) {
+            cli_error("re-ranking: %s", glimpse_last_error());
+            exit(CLI_EXIT_FAILURE);
+        }
+        if (top > 0 && (size_t)top < ranked_count) ranked_count = (size_t)top;
+        for (size_t r = 0; r < ranked_count; r++) {
+            order[r] = shortlist_index[ranked[r].index];
+            sorted[r] = ranked[r].score;
+            clip_sorted[r] = ranked[r].first_score;
+        }
+        print_ranking(&options, texts.items[t], image_paths, order, ranked_count, sorted, clip_sorted);
+        for (size_t r = 0; r < loaded; r++) glimpse_image_free(shortlist[r]);
+        free(shortlist), free(first_scores), free(shortlist_index), free(ranked);
     }
+    free(column), free(sorted), free(clip_sorted), free(order);
     free(scores);
-    free(order);
-    free(logits);
     free(ok);
-    free(image_embeddings);
-    free(text_embeddings);
     free(texts.items);
     glimpse_context_free(ctx);
+    glimpse_context_free(rerank_ctx);
     glimpse_model_free(model);
+    glimpse_model_free(reranker);
     return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 

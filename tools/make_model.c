@@ -424,7 +424,7 @@ int main(int argc, char **argv) {
         write_text(folder, "preprocessor_config.json", preprocessor);
     } else if (strcmp(architecture, "BlipForConditionalGeneration") == 0 ||
                strcmp(architecture, "BlipForImageTextRetrieval") == 0) {
-        if (architecture[4] == 'F')
+        if (strcmp(architecture, "BlipForConditionalGeneration") == 0)
             blip_caption_tensors(&tensors, config);
         else
             blip_retrieval_tensors(&tensors, config);
