@@ -239,3 +239,26 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     out->logit_scale = model->logit_scale;
     return GLIMPSE_OK;
 }
+
+/* 64-bit FNV-1a, enough to tell models apart (not a security measure). */
+static uint64_t hash_bytes(uint64_t hash, const uint8_t *bytes, size_t size) {
+    for (size_t i = 0; i < size; i++) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+    return hash;
+}
+
+glimpse_status model_identity(const glimpse_model *model, char *out, size_t capacity) {
+    uint64_t hash = 0xcbf29ce484222325ull;
+    char *text = cJSON_PrintUnformatted(model->config);
+    if (!text) return ERROR_OOM();
+    hash = hash_bytes(hash, (const uint8_t *)text, strlen(text));
+    free(text);
+    const char *names[] = {"visual_projection.weight", "text_projection.weight", "logit_scale", "vision_proj.weight",
+                           "text_proj.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const tensor_entry *entry = weight_store_find(model->store, names[i]);
+        if (entry) hash = hash_bytes(hash, entry->data, entry->bytes);
+    }
+    snprintf(out, capacity, "%s/%zu/%016llx", model->architecture, glimpse_model_embedding_dim(model),
+             (unsigned long long)hash);
+    return GLIMPSE_OK;
+}

@@ -51,6 +51,10 @@ struct glimpse_context {
     float *image_tokens;  /* [tokens, vision hidden]: one image's post-LN tokens */
 };
 
+/* A string that identifies the model's weights: architecture, embedding
+ * size, and a hash of config.json and of the projection tensors' bytes. */
+glimpse_status model_identity(const glimpse_model *model, char *out, size_t capacity);
+
 /* Preprocesses images[0..count) into ctx->pixel_values (count <= CONTEXT_IMAGE_BATCH). */
 glimpse_status context_preprocess(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
                                   size_t first_index);

@@ -282,6 +282,69 @@ typedef struct glimpse_ranked {
 glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, const glimpse_image *const *images, size_t count,
                               const float *first_scores, size_t top_k, glimpse_ranked *out, size_t *out_count);
 
+/* ---------------------------------------------------------- search index */
+
+/* A search index of a photo collection: an SQLite file holding each image's
+ * path, size, modification time, content hash and CLIP embedding, with the
+ * model's identity recorded once. Not shared between threads: one handle per
+ * thread (SQLite handles concurrent processes). */
+typedef struct glimpse_index glimpse_index;
+
+/* Opens db_path, creating it if needed. With model (a CLIP model), an index
+ * built with another model is refused (GLIMPSE_STATUS_WRONG_MODEL) and a new
+ * index records this model. With model NULL the index must exist already
+ * (for searching). Caller closes with glimpse_index_close. */
+glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *model, glimpse_index **out);
+void glimpse_index_close(glimpse_index *index);
+
+/* The model folder the index was built with (owned by the index). */
+const char *glimpse_index_model_path(const glimpse_index *index);
+/* Images stored. */
+size_t glimpse_index_count(const glimpse_index *index);
+
+typedef struct glimpse_index_summary {
+    size_t added, updated, moved, removed, unchanged, failed;
+} glimpse_index_summary;
+
+typedef struct glimpse_index_params {
+    /* progress over the files that need embedding; return non-zero to stop
+     * (what was committed stays; GLIMPSE_STATUS_CANCELLED) */
+    int (*on_progress)(void *user, size_t done, size_t total);
+    /* an unreadable or broken file, skipped */
+    void (*on_failure)(void *user, const char *path, const char *reason);
+    void *user;
+    uint64_t max_pixels; /* 0 = the default image limit */
+} glimpse_index_params;
+
+/* Brings the index up to date with the given files and folders (walked
+ * recursively for image files): embeds new and changed files with ctx (a
+ * context of the index's model), recognises moved or renamed files by
+ * content hash without embedding them again, and forgets files that no
+ * longer exist. Each batch is committed on its own: a crash or kill loses
+ * nothing committed, and the next run resumes. params may be NULL. */
+glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
+                                    size_t count, const glimpse_index_params *params,
+                                    glimpse_index_summary *summary);
+
+typedef struct glimpse_search_result {
+    const char *path; /* owned by the index; valid until the next update or close */
+    float score;      /* logit_scale × cosine, as glimpse_score */
+} glimpse_search_result;
+
+/* The k stored images closest to a query embedding (L2-normalised, as the
+ * glimpse_embed_* functions return), best first. *found = min(k, count). */
+glimpse_status glimpse_index_search(glimpse_index *index, const float *query, size_t k,
+                                    glimpse_search_result *results, size_t *found);
+
+/* The embedding of a combined query: parts joined by " + " and " - ", each
+ * optionally weighted ("2:sunset + beach - people"); a part naming an
+ * existing image file is embedded as an image, the rest as text. The
+ * weighted sum of the parts' normalised embeddings, normalised. */
+glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, float *out);
+/* 1 if some part of the query names an existing image file (so the model
+ * needs its vision tower), else 0. */
+int glimpse_query_needs_images(const char *query);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,8 +17,8 @@ static const char usage[] =
     "  classify  zero-shot classification of images over labels\n"
     "  info      describe a model\n"
     "  caption   describe images in words (BLIP)\n"
-    "  index     build a search index of a photo collection [not yet available]\n"
-    "  search    search an index with text or images        [not yet available]\n"
+    "  index     build or refresh a search index of a photo collection\n"
+    "  search    search an index with texts, images or combinations\n"
     "  bench     time each stage of a model (developers)\n"
     "\n"
     "MODEL is a Hugging Face snapshot folder (config.json, model.safetensors, tokenizer\n"
@@ -33,7 +33,8 @@ typedef struct command {
 int main(int argc, char **argv) {
     static const command commands[] = {
         {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
-        {"caption", command_caption}, {"bench", command_bench}};
+        {"caption", command_caption}, {"bench", command_bench},
+        {"index", command_index},     {"search", command_search}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
@@ -49,12 +50,6 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
-    static const char *planned[] = {"index", "search"};
-    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++)
-        if (strcmp(name, planned[i]) == 0) {
-            fprintf(stderr, "glimpse: '%s' is not available in this version yet\n", name);
-            return CLI_EXIT_FAILURE;
-        }
     fprintf(stderr, "glimpse: unknown command '%s'\nTry 'glimpse --help'.\n", name);
     return CLI_EXIT_USAGE;
 }

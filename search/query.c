@@ -1,0 +1,115 @@
+/* query.c — combined search queries: "beach + sunset - people",
+ * "2:sunset + beach", a part naming an image file embedded as an image. The
+ * query's embedding is the weighted sum of its parts' normalised
+ * embeddings, normalised again. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "file.h"
+#include "kernels.h"
+#include "model.h"
+
+typedef struct query_part {
+    char *text; /* trimmed */
+    float weight; /* signed */
+    int is_image;
+} query_part;
+
+static char *trim(char *text) {
+    while (isspace((unsigned char)*text)) text++;
+    char *end = text + strlen(text);
+    while (end > text && isspace((unsigned char)end[-1])) *--end = '\0';
+    return text;
+}
+
+/* Splits query into parts; returns how many (at most capacity), or -1 if a part is empty. */
+static int parse(char *query, query_part *parts, int capacity) {
+    int count = 0;
+    float sign = 1.0f;
+    char *start = query;
+    for (char *p = query;; p++) {
+        int end = *p == '\0';
+        int plus = !end && p[0] == ' ' && p[1] == '+' && p[2] == ' ';
+        int minus = !end && p[0] == ' ' && p[1] == '-' && p[2] == ' ';
+        if (!end && !plus && !minus) continue;
+        *p = '\0';
+        char *text = trim(start);
+        if (!*text || count == capacity) return -1;
+        float weight = 1.0f;
+        char *colon = strchr(text, ':');
+        if (colon && colon > text) { /* "2:sunset": a leading number and a colon */
+            char *number_end;
+            float value = strtof(text, &number_end);
+            if (number_end == colon && value == value) {
+                weight = value;
+                text = trim(colon + 1);
+                if (!*text) return -1;
+            }
+        }
+        parts[count++] = (query_part){text, sign * weight, file_is_regular(text)};
+        if (end) break;
+        sign = plus ? 1.0f : -1.0f;
+        p += 2;
+        start = p + 1;
+    }
+    return count;
+}
+
+#define QUERY_MAX_PARTS 32
+
+int glimpse_query_needs_images(const char *query) {
+    if (!query) return 0;
+    char *copy = strdup(query);
+    if (!copy) return 0;
+    query_part parts[QUERY_MAX_PARTS];
+    int count = parse(copy, parts, QUERY_MAX_PARTS), images = 0;
+    for (int i = 0; i < count; i++) images |= parts[i].is_image;
+    free(copy);
+    return images;
+}
+
+glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, float *out) {
+    if (!ctx || !query || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_query: NULL argument");
+    size_t dim = glimpse_model_embedding_dim(ctx->model);
+    if (!dim) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "queries need a CLIP model");
+    char *copy = strdup(query);
+    float *part = malloc(dim * sizeof(float));
+    if (!copy || !part) {
+        free(copy), free(part);
+        return ERROR_OOM();
+    }
+    query_part parts[QUERY_MAX_PARTS];
+    int count = parse(copy, parts, QUERY_MAX_PARTS);
+    glimpse_status status = GLIMPSE_OK;
+    if (count <= 0)
+        status = error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                           "query \"%s\": empty part or more than %d parts (parts are joined by \" + \" and \" - \")",
+                           query, QUERY_MAX_PARTS);
+    memset(out, 0, dim * sizeof(float));
+    for (int i = 0; i < count && !status; i++) {
+        if (parts[i].is_image) {
+            glimpse_image *image;
+            status = glimpse_image_load_file(parts[i].text, NULL, &image);
+            if (!status) {
+                status = glimpse_embed_images(ctx, (const glimpse_image *const *)&image, 1, part);
+                glimpse_image_free(image);
+            }
+        } else {
+            const char *text = parts[i].text;
+            status = glimpse_embed_texts(ctx, &text, 1, part);
+        }
+        for (size_t d = 0; d < dim && !status; d++) out[d] += parts[i].weight * part[d];
+    }
+    if (!status) {
+        double norm = 0;
+        for (size_t d = 0; d < dim; d++) norm += (double)out[d] * out[d];
+        if (norm < 1e-12)
+            status = error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "query \"%s\" cancels itself out", query);
+        else
+            kernel_l2_normalize(out, dim);
+    }
+    free(copy), free(part);
+    return status;
+}

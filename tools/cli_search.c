@@ -1,0 +1,183 @@
+/* cli_search.c — `glimpse index` (build or refresh a search index of a
+ * photo collection) and `glimpse search` (query it with texts, images or
+ * combinations). */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "commands.h"
+
+/* ----------------------------------------------------------------- index */
+
+static const char index_help[] =
+    "Usage: glimpse index -m MODEL --db FILE PATH...\n"
+    "Builds or refreshes a search index of image files: folders are walked\n"
+    "recursively for JPEG, PNG, BMP, GIF, TGA and PNM files. Each file's path, size,\n"
+    "modification time, content hash and CLIP embedding are stored in FILE (SQLite).\n"
+    "Running it again embeds only new or changed files, recognises moved or renamed\n"
+    "files by their content without embedding them again, and forgets deleted files.\n"
+    "Work is committed in small batches: an interrupted run loses nothing already\n"
+    "committed, and the next run carries on. Broken files are reported and skipped.\n"
+    "      --db FILE        the index database (created if missing)\n"
+    "A summary line on stdout counts added, updated, moved, removed, unchanged and\n"
+    "failed files (with --json, one object).\n";
+
+typedef struct index_progress {
+    cli_progress bar;
+    const cli_options *options;
+} index_progress;
+
+static int on_progress(void *user, size_t done, size_t total) {
+    index_progress *p = user;
+    if (p->bar.total != total) cli_progress_start(&p->bar, p->options, total, "images");
+    cli_progress_step(&p->bar, done);
+    return 0;
+}
+
+static void on_failure(void *user, const char *path, const char *reason) {
+    index_progress *p = user;
+    cli_progress_end(&p->bar);
+    (void)path; /* the reason names the file */
+    cli_error("%s", reason);
+}
+
+int command_index(int argc, char **argv) {
+    cli_options options;
+    cli_options_init(&options);
+    const char *db = NULL;
+    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
+                                                 {NULL, 0, NULL, 0}};
+    int code;
+    while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
+        if (cli_common_option(&options, code, optarg, "index")) continue;
+        switch (code) {
+        case 'd': db = optarg; break;
+        case CLI_OPT_HELP: printf("%s\n%s", index_help, cli_common_help); return CLI_EXIT_OK;
+        default: cli_usage_error("index", "unknown option");
+        }
+    }
+    if (!db) cli_usage_error("index", "no index file: give --db FILE");
+    if (optind >= argc) cli_usage_error("index", "no files or folders to index");
+    glimpse_model *model = cli_load_model(&options, "index", 1, 0);
+    glimpse_index *index;
+    if (glimpse_index_open(db, model, &index) != GLIMPSE_OK) {
+        cli_error("%s", glimpse_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    glimpse_context *ctx = cli_create_context(&options, model);
+    index_progress progress = {{0}, &options};
+    glimpse_index_params params = {on_progress, on_failure, &progress, options.max_pixels};
+    glimpse_index_summary summary;
+    double started = cli_now();
+    glimpse_status status = glimpse_index_update(index, ctx, (const char *const *)(argv + optind),
+                                                 (size_t)(argc - optind), &params, &summary);
+    cli_progress_end(&progress.bar);
+    if (status) cli_error("%s", glimpse_last_error());
+    double seconds = cli_now() - started;
+    if (options.json)
+        printf("{\"added\": %zu, \"updated\": %zu, \"moved\": %zu, \"removed\": %zu, \"unchanged\": %zu, "
+               "\"failed\": %zu, \"indexed\": %zu, \"seconds\": %.3f}\n",
+               summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
+               glimpse_index_count(index), seconds);
+    else
+        printf("added %zu, updated %zu, moved %zu, removed %zu, unchanged %zu, failed %zu; %zu images in the index "
+               "(%.1f s)\n",
+               summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
+               glimpse_index_count(index), seconds);
+    glimpse_context_free(ctx);
+    glimpse_index_close(index);
+    glimpse_model_free(model);
+    return status || summary.failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
+/* ---------------------------------------------------------------- search */
+
+static const char search_help[] =
+    "Usage: glimpse search --db FILE [-m MODEL] [-k N] [--json] QUERY...\n"
+    "Finds the indexed images closest to each query, best first.\n"
+    "A query is a text, an image file, or a combination: parts joined by \" + \" and\n"
+    "\" - \", each optionally weighted: \"beach + sunset - people\", \"2:sunset + beach\",\n"
+    "\"photos/dog.jpg + snow\". The parts' normalised embeddings are added and\n"
+    "subtracted; a part naming an existing image file is embedded as an image.\n"
+    "      --db FILE        the index built by glimpse index\n"
+    "  -m, --model MODEL    the model (default: the one the index was built with;\n"
+    "                       another model is refused)\n"
+    "  -k N                 how many results per query (default 10)\n"
+    "Scores are CLIP logits (logit_scale x cosine). JSON: {\"text\": QUERY, \"results\":\n"
+    "[{\"image\": PATH, \"score\": S}, ...]} per query.\n";
+
+int command_search(int argc, char **argv) {
+    cli_options options;
+    cli_options_init(&options);
+    const char *db = NULL;
+    long k = 10;
+    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
+                                                 {NULL, 0, NULL, 0}};
+    int code;
+    while ((code = getopt_long(argc, argv, "m:k:", long_options, NULL)) != -1) {
+        if (cli_common_option(&options, code, optarg, "search")) continue;
+        switch (code) {
+        case 'd': db = optarg; break;
+        case 'k': k = cli_parse_long("search", "-k", optarg, 1, 1L << 30); break;
+        case CLI_OPT_HELP: printf("%s\n%s", search_help, cli_common_help); return CLI_EXIT_OK;
+        default: cli_usage_error("search", "unknown option");
+        }
+    }
+    if (!db) cli_usage_error("search", "no index file: give --db FILE");
+    if (optind >= argc) cli_usage_error("search", "no query");
+    glimpse_index *index;
+    if (glimpse_index_open(db, NULL, &index) != GLIMPSE_OK) {
+        cli_error("%s", glimpse_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    int images = 0;
+    for (int i = optind; i < argc; i++) images |= glimpse_query_needs_images(argv[i]);
+    if (!options.model) options.model = glimpse_index_model_path(index);
+    /* a text query needs only the text tower */
+    glimpse_model *model = cli_load_model(&options, "search", images, 1);
+    glimpse_index *checked;
+    if (glimpse_index_open(db, model, &checked) != GLIMPSE_OK) { /* refuses another model */
+        cli_error("%s", glimpse_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    glimpse_index_close(checked);
+    glimpse_context *ctx = cli_create_context(&options, model);
+    size_t dim = glimpse_model_embedding_dim(model);
+    float *query = malloc(dim * sizeof(float));
+    glimpse_search_result *results = malloc((size_t)k * sizeof *results);
+    if (!query || !results) {
+        cli_error("out of memory");
+        return CLI_EXIT_FAILURE;
+    }
+    for (int i = optind; i < argc; i++) {
+        size_t found = 0;
+        if (glimpse_embed_query(ctx, argv[i], query) != GLIMPSE_OK ||
+            glimpse_index_search(index, query, (size_t)k, results, &found) != GLIMPSE_OK) {
+            cli_error("%s", glimpse_last_error());
+            options.failures++;
+            continue;
+        }
+        if (options.json) {
+            printf("{\"text\": ");
+            json_string(stdout, argv[i]);
+            printf(", \"results\": [");
+            for (size_t r = 0; r < found; r++) {
+                printf(r ? ", {\"image\": " : "{\"image\": ");
+                json_string(stdout, results[r].path);
+                printf(", \"score\": ");
+                json_float(stdout, results[r].score);
+                printf("}");
+            }
+            printf("]}\n");
+        } else {
+            printf("%s\n", argv[i]);
+            for (size_t r = 0; r < found; r++) printf("  %8.4f  %s\n", results[r].score, results[r].path);
+        }
+    }
+    free(query), free(results);
+    glimpse_context_free(ctx);
+    glimpse_index_close(index);
+    glimpse_model_free(model);
+    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
