@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "caption.h"
+#include "config.h"
 #include "error.h"
 #include "model.h"
 
@@ -21,6 +22,26 @@ glimpse_caption_params glimpse_caption_default_params(void) {
     params.temperature = 1.0f;
     params.top_k = 50;
     params.top_p = 1.0f;
+    return params;
+}
+
+glimpse_caption_params glimpse_caption_model_params(const glimpse_model *model) {
+    glimpse_caption_params params = glimpse_caption_default_params();
+    const cJSON *g = model ? model->generation : NULL;
+    if (!g) return params;
+    const char *where = "generation_config.json";
+    int value;
+    double number;
+    /* fields that are missing or malformed keep glimpse's defaults */
+    if (!config_int_or(g, where, "num_beams", 1, 16, params.beams, &value)) params.beams = value;
+    if (!config_int_or(g, where, "max_length", 2, 100000, params.max_tokens + 1, &value)) params.max_tokens = value - 1;
+    if (!config_int_or(g, where, "min_length", 0, 100000, params.min_tokens + 1, &value))
+        params.min_tokens = value > 1 ? value - 1 : 0;
+    if (params.min_tokens > params.max_tokens) params.min_tokens = params.max_tokens;
+    if (!config_double_or(g, where, "repetition_penalty", params.repetition_penalty, &number) && number > 0)
+        params.repetition_penalty = (float)number;
+    if (!config_double_or(g, where, "length_penalty", params.length_penalty, &number))
+        params.length_penalty = (float)number;
     return params;
 }
 
@@ -160,6 +181,7 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, const glimpse_image 
         for (size_t b = 0; b < batch && !status; b++) {
             vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
             status = caption_one(ctx, first + b, p, prompt, prompt_length, &out[first + b]);
+            if (!status) status = context_progress(ctx, first + b + 1, count);
         }
     }
     free(prompt);

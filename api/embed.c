@@ -26,6 +26,7 @@ glimpse_status glimpse_context_create(const glimpse_model *model, const glimpse_
     glimpse_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return ERROR_OOM();
     ctx->model = model;
+    ctx->params = *params;
     glimpse_status status = pool_create(params->threads, &ctx->threads);
     if (!status && model->has_vision) {
         size_t size = (size_t)model->vision.config.image_size;
@@ -86,6 +87,12 @@ static void preprocess_task(void *argument, size_t index) {
     if (status) snprintf(job->messages[index], sizeof job->messages[index], "%s", glimpse_last_error());
 }
 
+glimpse_status context_progress(const glimpse_context *ctx, size_t done, size_t total) {
+    if (ctx->params.on_progress && ctx->params.on_progress(ctx->params.user, done, total))
+        return error_set(GLIMPSE_STATUS_CANCELLED, "cancelled after %zu of %zu images", done, total);
+    return GLIMPSE_OK;
+}
+
 glimpse_status context_preprocess(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
                                   size_t first_index) {
     const glimpse_model *model = ctx->model;
@@ -118,6 +125,7 @@ glimpse_status glimpse_embed_images(glimpse_context *ctx, const glimpse_image *c
         if (status) return status;
         vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ctx->threads);
         for (size_t b = 0; b < batch; b++) vit_embed(&model->vision, ctx->vision, b, out + (first + b) * dim);
+        if ((status = context_progress(ctx, first + batch, count))) return status;
     }
     return GLIMPSE_OK;
 }

@@ -103,6 +103,7 @@ glimpse_status glimpse_match(glimpse_context *ctx, const glimpse_image *const *i
                 if (!status) row[t] = itm_match_probability(&model->itm, ctx->decoder->x, NULL);
             }
         }
+        if (!status) status = context_progress(ctx, first + batch, image_count);
     }
     free(lengths), free(starts), free(text_features), free(image_feature), free(ids);
     return status;

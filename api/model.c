@@ -11,6 +11,7 @@
 #include "config.h"
 #include "error.h"
 #include "file.h"
+#include "log.h"
 #include "snapshot.h"
 
 glimpse_load_params glimpse_load_default_params(void) {
@@ -148,6 +149,12 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
         return status;
     model->start_id = start, model->end_id = end, model->pad_id = pad;
     if ((status = bert_tokenizer_load(folder, &model->wordpiece))) return status;
+    char *generation = file_join(folder, "generation_config.json");
+    if (!generation) return ERROR_OOM();
+    int has_generation = file_is_regular(generation);
+    free(generation);
+    if (has_generation && (status = config_read_json(folder, "generation_config.json", &model->generation)))
+        return status;
     if (bert_tokenizer_vocab_size(model->wordpiece) > (size_t)text.vocab_size)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the tokenizer has %zu tokens but the model only %d", folder,
                          bert_tokenizer_vocab_size(model->wordpiece), text.vocab_size);
@@ -172,6 +179,9 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
         glimpse_model_free(model);
         return status;
     }
+    log_message(GLIMPSE_LOG_LEVEL_INFO, "loaded %s from %s: %zu parameters, %s weights%s", model->architecture,
+                model->folder, weight_store_parameters(model->store), weight_store_dtype(model->store),
+                strcmp(weight_store_dtype(model->store), "F32") ? " (widened to float32 at load)" : "");
     *out = model;
     return GLIMPSE_OK;
 }
@@ -186,6 +196,7 @@ void glimpse_model_free(glimpse_model *model) {
     bert_tokenizer_free(model->wordpiece);
     weight_store_free(model->store);
     cJSON_Delete(model->config);
+    cJSON_Delete(model->generation);
     free(model->folder);
     free(model);
 }

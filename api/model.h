@@ -35,6 +35,7 @@ struct glimpse_model {
     itm_heads itm;
     bert_tokenizer *wordpiece;
     int32_t start_id, end_id, pad_id; /* [DEC], [SEP], [PAD] as text_config names them */
+    cJSON *generation; /* generation_config.json, when the snapshot has one */
 };
 
 /* Images per vision forward and texts per text forward. */
@@ -43,6 +44,7 @@ struct glimpse_model {
 
 struct glimpse_context {
     const glimpse_model *model;
+    glimpse_context_params params;
     pool *threads;
     vit_state *vision;
     clip_text_state *text;
@@ -54,6 +56,10 @@ struct glimpse_context {
 /* A string that identifies the model's weights: architecture, embedding
  * size, and a hash of config.json and of the projection tensors' bytes. */
 glimpse_status model_identity(const glimpse_model *model, char *out, size_t capacity);
+
+/* Reports progress of a multi-image call; GLIMPSE_STATUS_CANCELLED if the
+ * application's callback asks to stop. */
+glimpse_status context_progress(const glimpse_context *ctx, size_t done, size_t total);
 
 /* Preprocesses images[0..count) into ctx->pixel_values (count <= CONTEXT_IMAGE_BATCH). */
 glimpse_status context_preprocess(glimpse_context *ctx, const glimpse_image *const *images, size_t count,

@@ -1,6 +1,5 @@
 /* retrieval.h — scoring images against texts from their embeddings:
- * CLIP's logits (logit_scale × cosine), softmax over labels for zero-shot
- * classification, and ranking. No model forward passes here. */
+ * CLIP's logits (logit_scale × cosine). No model forward passes here. */
 #ifndef GLIMPSE_FUSION_RETRIEVAL_H
 #define GLIMPSE_FUSION_RETRIEVAL_H
 
@@ -10,8 +9,5 @@
  * texts [n_texts, dim], both already L2-normalised). */
 void retrieval_logits(float *logits, const float *images, size_t image_count, const float *texts, size_t text_count,
                       size_t dim, float scale);
-
-/* Sorts indices [0, count) by score, highest first, stable on ties. */
-void retrieval_rank(size_t *order, const float *scores, size_t count);
 
 #endif

@@ -59,6 +59,23 @@ extern "C" {
 /* The version of the library actually linked, "MAJOR.MINOR.PATCH". */
 const char *glimpse_version(void);
 
+/* ------------------------------------------------------------------- log */
+
+typedef enum glimpse_log_level {
+    GLIMPSE_LOG_LEVEL_DEBUG = 0,
+    GLIMPSE_LOG_LEVEL_INFO = 1,
+    GLIMPSE_LOG_LEVEL_WARNING = 2
+} glimpse_log_level;
+
+/* Receives the library's diagnostics (what a model load found, weights
+ * widened from 16 bits, ...). The message is valid during the call only.
+ * May be called from any thread that calls into glimpse. */
+typedef void (*glimpse_log_callback)(void *user, glimpse_log_level level, const char *message);
+
+/* Sets the process-wide log callback (NULL, the default, discards the
+ * messages). Safe to call at any time from any thread. */
+void glimpse_set_log_callback(glimpse_log_callback callback, void *user);
+
 /* ---------------------------------------------------------------- status */
 
 typedef enum glimpse_status {
@@ -143,6 +160,11 @@ typedef struct glimpse_context glimpse_context;
 
 typedef struct glimpse_context_params {
     int threads; /* worker threads for this context; 0 = all cores */
+    /* Optional progress of long calls over many images (embedding, captioning,
+     * matching): called after each batch with how many of the call's images
+     * are done. Return non-zero to cancel the call (GLIMPSE_STATUS_CANCELLED). */
+    int (*on_progress)(void *user, size_t done, size_t total);
+    void *user;
 } glimpse_context_params;
 
 glimpse_context_params glimpse_context_default_params(void);
@@ -237,6 +259,11 @@ typedef struct glimpse_caption_params {
 } glimpse_caption_params;
 
 glimpse_caption_params glimpse_caption_default_params(void);
+/* The defaults for this model: glimpse's own, overridden by the snapshot's
+ * generation_config.json where it sets num_beams, max_length, min_length,
+ * repetition_penalty or length_penalty (as transformers' generate reads it;
+ * its lengths count the start token, ours do not). */
+glimpse_caption_params glimpse_caption_model_params(const glimpse_model *model);
 
 typedef struct glimpse_caption {
     char *text;     /* decoded as transformers' decode(ids, skip_special_tokens=True); caller frees */

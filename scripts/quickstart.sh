@@ -1,31 +1,22 @@
 #!/usr/bin/env bash
-# quickstart.sh — sets up, builds, and runs glimpse on pictures and a model
-# made right here (no download): draws example pictures of coloured shapes,
-# writes a CLIP model with the published ViT-B/32 shapes, then classifies and
-# ranks the pictures with it.
-#
-# The model's weights are random until the trained demo model lands, so its
-# answers show the pipeline running at full size, not meaningful rankings;
-# the fixture parity tests (scripts/test.sh) prove the numbers.
+# quickstart.sh — sets up and builds glimpse, then runs it on the example
+# pictures with the bundled demo models (trained here on synthetic pictures
+# of coloured shapes, so no download is needed): captions each picture,
+# ranks the pictures against texts, and classifies them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-pictures=build/examples
-model=build/models/clip-vit-b32-random
-if [ ! -f "$pictures/captions.tsv" ]; then
-  build/glimpse-make-pictures --out "$pictures" --count 6 --seed 2026 >/dev/null
-fi
-if [ ! -f "$model/model.safetensors" ]; then
-  mkdir -p build/models
-  build/glimpse-make-model tools/configs/clip-vit-base-patch32-shape.json "$model" >/dev/null
-fi
-
-echo "== pictures (true captions)"
-cat "$pictures/captions.tsv"
+pictures=(examples/pictures/*.png)
+echo "== the pictures and their true captions"
+sed 's/^/  examples\/pictures\//' examples/pictures/captions.tsv
 echo
-echo "== glimpse classify -m $model -l circle -l square -l triangle $pictures/*.png"
-build/glimpse classify -m "$model" -l circle -l square -l triangle "$pictures"/*.png
+echo "== glimpse caption -m models/demo-blip-caption examples/pictures/*.png"
+build/glimpse caption -m models/demo-blip-caption "${pictures[@]}"
 echo
-echo "== glimpse rank -m $model -t 'a red circle' --top 3 $pictures/*.png"
-build/glimpse rank -m "$model" -t "a red circle" --top 3 "$pictures"/*.png
+echo "== glimpse rank -m models/demo-clip -t 'a yellow triangle' -t 'a red square' --top 2 examples/pictures/*.png"
+build/glimpse rank -m models/demo-clip -t "a yellow triangle" -t "a red square" --top 2 "${pictures[@]}"
+echo
+echo "== glimpse classify -m models/demo-clip --template 'a {}' -l 'green square' -l 'yellow triangle' -l 'red square' ..."
+build/glimpse classify -m models/demo-clip --template "a {}" -l "green square" -l "yellow triangle" -l "red square" \
+  "${pictures[1]}" "${pictures[2]}" "${pictures[5]}"

@@ -4,6 +4,8 @@
  * A developer tool: it times the library's internal stages directly. */
 #include <getopt.h>
 #include <png.h>
+#include <sqlite3.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "model.h"
+#include <math.h>
 
 static const char bench_help[] =
     "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--json]\n"
@@ -19,6 +22,9 @@ static const char bench_help[] =
     "preprocess, vision, text (CLIP, 77 tokens), decoder_step (BLIP, one token; also at\n"
     "growing positions), caption (BLIP, N tokens, default 20, greedy and 3 beams).\n"
     "Batch stages (decode, preprocess, vision, text) report time per image or text.\n"
+    "With --search-rows N (CLIP), also an index of N random embeddings: opening it and\n"
+    "loading its embeddings (search_load), a text query's embedding (query) and its top\n"
+    "10 (search).\n"
     "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
     "\"gflops\": G, ...} where gflops is the rate reached.\n";
 
@@ -112,10 +118,12 @@ int command_bench(int argc, char **argv) {
     b.batch = 1;
     b.runs = 5;
     int tokens = 20;
+    long search_rows = 0;
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"batch", required_argument, NULL, 'b'},
                                                  {"runs", required_argument, NULL, 'r'},
                                                  {"tokens", required_argument, NULL, 'n'},
+                                                 {"search-rows", required_argument, NULL, 's'},
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
@@ -124,6 +132,7 @@ int command_bench(int argc, char **argv) {
         case 'b': b.batch = (int)cli_parse_long("bench", "--batch", optarg, 1, CONTEXT_IMAGE_BATCH); break;
         case 'r': b.runs = (int)cli_parse_long("bench", "--runs", optarg, 1, 1000); break;
         case 'n': tokens = (int)cli_parse_long("bench", "--tokens", optarg, 1, 400); break;
+        case 's': search_rows = cli_parse_long("bench", "--search-rows", optarg, 1, 100000000); break;
         case CLI_OPT_HELP: printf("%s\n%s", bench_help, cli_common_help); return CLI_EXIT_OK;
         default: cli_usage_error("bench", "unknown option");
         }
@@ -280,6 +289,70 @@ int command_bench(int argc, char **argv) {
         snprintf(detail, sizeof detail, "per text, %zu tokens", count);
         report(&b, "itm_text", detail, median(times, b.runs), flops, 0);
         bert_state_free(state);
+    }
+    if (search_rows && model->kind == GLIMPSE_MODEL_KIND_CLIP) {
+        /* an index of search_rows random unit vectors, written straight into SQLite */
+        char db[] = "/tmp/glimpse-bench-XXXXXX.db";
+        int fd = mkstemps(db, 3);
+        close(fd);
+        unlink(db);
+        glimpse_index *index;
+        if (glimpse_index_open(db, model, &index)) {
+            cli_error("%s", glimpse_last_error());
+            return CLI_EXIT_FAILURE;
+        }
+        glimpse_index_close(index);
+        size_t dim = glimpse_model_embedding_dim(model);
+        sqlite3 *handle;
+        sqlite3_stmt *insert;
+        sqlite3_open(db, &handle);
+        sqlite3_exec(handle, "BEGIN", NULL, NULL, NULL);
+        sqlite3_prepare_v2(handle, "INSERT INTO images(path, size, mtime_ns, hash, embedding) VALUES (?, 1, 1, ?, ?)",
+                           -1, &insert, NULL);
+        float *row = malloc(dim * sizeof(float));
+        uint64_t random = 88172645463325252ull;
+        for (long r = 0; r < search_rows; r++) {
+            double norm = 0;
+            for (size_t d = 0; d < dim; d++) {
+                random ^= random << 13, random ^= random >> 7, random ^= random << 17;
+                row[d] = (float)((random >> 11) / 9007199254740992.0 - 0.5);
+                norm += (double)row[d] * row[d];
+            }
+            for (size_t d = 0; d < dim; d++) row[d] = (float)(row[d] / sqrt(norm));
+            char path[64];
+            snprintf(path, sizeof path, "/photos/%08ld.jpg", r);
+            sqlite3_bind_text(insert, 1, path, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_int64(insert, 2, r);
+            sqlite3_bind_blob(insert, 3, row, (int)(dim * sizeof(float)), SQLITE_STATIC);
+            sqlite3_step(insert);
+            sqlite3_reset(insert);
+        }
+        sqlite3_finalize(insert);
+        sqlite3_exec(handle, "COMMIT", NULL, NULL, NULL);
+        sqlite3_close(handle);
+        glimpse_search_result results[10];
+        size_t found;
+        double start = cli_now();
+        glimpse_index_open(db, NULL, &index);
+        glimpse_index_search(index, row, 10, results, &found); /* loads the embeddings */
+        char detail[64];
+        snprintf(detail, sizeof detail, "%ld rows", search_rows);
+        report(&b, "search_load", detail, cli_now() - start, 0, 0);
+        for (int r = 0; r < b.runs; r++) {
+            start = cli_now();
+            glimpse_embed_query(ctx, "a photo of a dog on the beach", row);
+            times[r] = cli_now() - start;
+        }
+        report(&b, "query", "text embedding", median(times, b.runs), 0, 0);
+        for (int r = 0; r < b.runs; r++) {
+            start = cli_now();
+            glimpse_index_search(index, row, 10, results, &found);
+            times[r] = cli_now() - start;
+        }
+        report(&b, "search", detail, median(times, b.runs), 2.0 * search_rows * dim, 0);
+        glimpse_index_close(index);
+        free(row);
+        unlink(db);
     }
     for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
     free(png);

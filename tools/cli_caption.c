@@ -28,6 +28,8 @@ static const char caption_help[] =
     "  --seed S                 the same seed gives the same sampled caption (default 0)\n"
     "The defaults (3 beams, 5 to 20 new tokens) are BLIP's own captioning settings from\n"
     "its paper and code; they give fluent, complete captions with the released checkpoints.\n"
+    "A snapshot's generation_config.json (num_beams, max_length, min_length,\n"
+    "repetition_penalty, length_penalty) overrides them for that model; options override both.\n"
     "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
     "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
     "generate returns them (start token, prompt, generated tokens).\n";
@@ -79,8 +81,9 @@ static int print_as_decoded(void *user, size_t image, int32_t id, const char *te
 int command_caption(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
+    /* options are collected first, then laid over the model's own defaults */
     glimpse_caption_params params = glimpse_caption_default_params();
-    int beams_given = 0;
+    int beams_given = 0, max_given = 0, min_given = 0, repetition_given = 0, length_given = 0;
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"prompt", required_argument, NULL, OPT_PROMPT},
                                                  {"beams", required_argument, NULL, OPT_BEAMS},
@@ -103,30 +106,48 @@ int command_caption(int argc, char **argv) {
             params.beams = (int)cli_parse_long("caption", "--beams", optarg, 1, 16);
             beams_given = 1;
             break;
-        case OPT_MAX_TOKENS: params.max_tokens = (int)cli_parse_long("caption", "--max-tokens", optarg, 1, 500); break;
-        case OPT_MIN_TOKENS: params.min_tokens = (int)cli_parse_long("caption", "--min-tokens", optarg, 0, 500); break;
+        case OPT_MAX_TOKENS:
+            params.max_tokens = (int)cli_parse_long("caption", "--max-tokens", optarg, 1, 500);
+            max_given = 1;
+            break;
+        case OPT_MIN_TOKENS:
+            params.min_tokens = (int)cli_parse_long("caption", "--min-tokens", optarg, 0, 500);
+            min_given = 1;
+            break;
         case OPT_SAMPLE: params.sample = 1; break;
         case OPT_TEMPERATURE: params.temperature = parse_float("--temperature", optarg, 1e-3f, 100); break;
         case OPT_TOP_K: params.top_k = (int)cli_parse_long("caption", "--top-k", optarg, 0, 1 << 24); break;
         case OPT_TOP_P: params.top_p = parse_float("--top-p", optarg, 1e-6f, 1); break;
         case OPT_SEED: params.seed = (uint64_t)cli_parse_long("caption", "--seed", optarg, 0, 0x7fffffffffffffffL); break;
-        case OPT_REPETITION: params.repetition_penalty = parse_float("--repetition-penalty", optarg, 1e-3f, 100); break;
-        case OPT_LENGTH_PENALTY: params.length_penalty = parse_float("--length-penalty", optarg, -10, 10); break;
+        case OPT_REPETITION:
+            params.repetition_penalty = parse_float("--repetition-penalty", optarg, 1e-3f, 100);
+            repetition_given = 1;
+            break;
+        case OPT_LENGTH_PENALTY:
+            params.length_penalty = parse_float("--length-penalty", optarg, -10, 10);
+            length_given = 1;
+            break;
         case CLI_OPT_HELP: printf("%s\n%s", caption_help, cli_common_help); return CLI_EXIT_OK;
         default: cli_usage_error("caption", "unknown option");
         }
     }
-    if (params.sample) {
-        if (beams_given && params.beams != 1) cli_usage_error("caption", "--sample draws one caption: drop --beams");
-        params.beams = 1;
-    }
-    if (params.min_tokens > params.max_tokens)
+    if (params.sample && beams_given && params.beams != 1)
+        cli_usage_error("caption", "--sample draws one caption: drop --beams");
+    if (max_given && min_given && params.min_tokens > params.max_tokens)
         cli_usage_error("caption", "--min-tokens (%d) is more than --max-tokens (%d)", params.min_tokens,
                         params.max_tokens);
     size_t count = (size_t)(argc - optind);
     char **paths = argv + optind;
     if (!count) cli_usage_error("caption", "no images to caption");
     glimpse_model *model = cli_load_model(&options, "caption", 1, 1);
+    glimpse_caption_params model_params = glimpse_caption_model_params(model);
+    if (!beams_given) params.beams = model_params.beams;
+    if (!max_given) params.max_tokens = model_params.max_tokens;
+    if (!min_given) params.min_tokens = model_params.min_tokens;
+    if (!repetition_given) params.repetition_penalty = model_params.repetition_penalty;
+    if (!length_given) params.length_penalty = model_params.length_penalty;
+    if (params.sample) params.beams = 1;
+    if (params.min_tokens > params.max_tokens) params.min_tokens = params.max_tokens;
     if (glimpse_model_get_kind(model) != GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
         glimpse_model_info info;
         glimpse_model_get_info(model, &info);

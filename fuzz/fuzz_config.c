@@ -1,0 +1,29 @@
+/* fuzz_config.c — libFuzzer target: arbitrary bytes as config.json and
+ * preprocessor_config.json, through every config reader the loaders use. */
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bert.h"
+#include "clip_text.h"
+#include "preprocess.h"
+#include "vit.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    cJSON *json = cJSON_ParseWithLength((const char *)data, size);
+    if (!json) return 0;
+    const cJSON *vision = cJSON_GetObjectItemCaseSensitive(json, "vision_config");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(json, "text_config");
+    vit_config v;
+    clip_text_config t;
+    bert_config b;
+    preprocess_config p = preprocess_default_clip(224);
+    vit_config_read(vision ? vision : json, "fuzz", VIT_VARIANT_CLIP, &v);
+    vit_config_read(vision ? vision : json, "fuzz", VIT_VARIANT_BLIP, &v);
+    clip_text_config_read(text ? text : json, "fuzz", 512, &t);
+    bert_config_read(text ? text : json, "fuzz", 768, &b);
+    preprocess_config_read(json, "fuzz", 0, &p);
+    preprocess_config_read(json, "fuzz", 1, &p);
+    cJSON_Delete(json);
+    return 0;
+}

@@ -1,0 +1,20 @@
+/* fuzz_images.c — libFuzzer target: arbitrary bytes through the image
+ * decoders (JPEG, PNG, stb's formats) and, when they decode, the
+ * preprocessing, with a 4-megapixel limit so the fuzzer cannot ask for
+ * giant buffers. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "image.h"
+#include "preprocess.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    glimpse_image *image;
+    if (image_decode(data, size, "fuzz", 4u << 20, &image) != GLIMPSE_OK) return 0;
+    preprocess_config config = preprocess_default_clip(32);
+    float *pixels = malloc(3 * 32 * 32 * sizeof(float));
+    if (pixels) preprocess_image(pixels, image, &config);
+    free(pixels);
+    glimpse_image_free(image);
+    return 0;
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# fuzz.sh [SECONDS] — builds the libFuzzer targets with clang, AddressSanitizer
+# and UndefinedBehaviorSanitizer in build-fuzz/, and runs each for SECONDS
+# (default 30) from a seed corpus: the repository's demo models, pictures and
+# configs, plus the reference fixtures when ../shared/fixtures is there.
+# Prints the executions per target. A crash keeps its input under
+# build-fuzz/crashes/ and fails; add it to fuzz/regressions/TARGET/ once fixed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+fixtures=${GLIMPSE_FIXTURES:-../shared/fixtures}
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -g -O1"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGLIMPSE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
+  >/dev/null
+targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images"
+cmake --build build-fuzz -j"$(nproc)" --target $targets 2>&1 | grep -E "error|warning" || true
+
+corpus=build-fuzz/corpus
+rm -rf "$corpus" build-fuzz/crashes
+mkdir -p build-fuzz/crashes
+for t in $targets; do mkdir -p "$corpus/$t"; cp fuzz/regressions/$t/* "$corpus/$t/" 2>/dev/null || true; done
+# safetensors: the first 64 KiB of each weights file (the header and some data)
+for f in models/*/model.safetensors "$fixtures"/*/*.safetensors; do
+  [ -f "$f" ] && head -c 65536 "$f" > "$corpus/fuzz_safetensors/$(echo "$f" | tr '/' '_')"
+done
+for f in models/*/*.json tools/configs/*.json "$fixtures"/*/config.json "$fixtures"/*/preprocessor_config.json; do
+  [ -f "$f" ] && cp "$f" "$corpus/fuzz_config/$(echo "$f" | tr '/' '_')"
+done
+cut -f2 examples/pictures/captions.tsv | split -l 1 - "$corpus/fuzz_tokenizers/caption-"
+printf 'A caf\xc3\xa9 \xe2\x80\x94 na\xc3\xafve \xf0\x9f\x8e\xa8! \xe6\x97\xa5\xe6\x9c\xac [SEP] don'"'"'t\xff' > "$corpus/fuzz_tokenizers/unicode"
+for f in examples/pictures/*.png "$fixtures"/images/*; do
+  [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 262144 ] && cp "$f" "$corpus/fuzz_images/"
+done
+
+failed=0
+for t in $targets; do
+  log=build-fuzz/$t.log
+  if ASAN_OPTIONS=detect_leaks=1 ./build-fuzz/fuzz/$t "$corpus/$t" -max_total_time="$seconds" -max_len=65536 \
+       -rss_limit_mb=3072 -timeout=20 -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/$t- >"$log" 2>&1; then
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    echo "fuzz: $t: $runs executions in ${seconds}s, no crash"
+  else
+    echo "fuzz: $t: CRASH — input kept in build-fuzz/crashes/; log $log"
+    tail -30 "$log"
+    failed=$((failed + 1))
+  fi
+done
+echo "fuzz: $(( $(echo $targets | wc -w) - failed )) passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,203 @@
+/* test_alloc_failure.c — makes the library's allocations fail one by one
+ * through a whole load-and-caption run (and a load-and-embed run): every
+ * failure must come back as a status, nothing may crash, and nothing the
+ * library allocated may leak. The library's calls to malloc, calloc,
+ * realloc, strdup and free are routed here with the linker's --wrap;
+ * allocations made inside other shared libraries are not counted. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "file.h"
+#include "glimpse.h"
+
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t count, size_t size);
+void *__real_realloc(void *pointer, size_t size);
+char *__real_strdup(const char *text);
+void __real_free(void *pointer);
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static long countdown = -1; /* fail when it reaches 0; -1 = never */
+static long allocations;    /* made since the counter was reset */
+static int failed_one;
+
+/* The live allocations the library made, to find leaks. */
+#define LIVE_CAPACITY (1 << 20)
+static void **live;
+static size_t live_count;
+
+static size_t slot_of(void *pointer) { return ((uintptr_t)pointer >> 4) * 2654435761u % LIVE_CAPACITY; }
+
+static void live_add(void *pointer) {
+    if (!live || !pointer) return;
+    size_t i = slot_of(pointer);
+    while (live[i] && live[i] != (void *)1) i = (i + 1) % LIVE_CAPACITY;
+    live[i] = pointer;
+    live_count++;
+}
+
+static void live_remove(void *pointer) {
+    if (!live || !pointer) return;
+    for (size_t i = slot_of(pointer); live[i]; i = (i + 1) % LIVE_CAPACITY)
+        if (live[i] == pointer) {
+            live[i] = (void *)1; /* tombstone */
+            live_count--;
+            return;
+        }
+}
+
+static int should_fail(void) {
+    allocations++;
+    if (countdown < 0) return 0;
+    if (countdown-- == 0) {
+        failed_one = 1;
+        return 1;
+    }
+    return 0;
+}
+
+void *__wrap_malloc(size_t size) {
+    pthread_mutex_lock(&lock);
+    void *p = should_fail() ? NULL : __real_malloc(size);
+    live_add(p);
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+void *__wrap_calloc(size_t count, size_t size) {
+    pthread_mutex_lock(&lock);
+    void *p = should_fail() ? NULL : __real_calloc(count, size);
+    live_add(p);
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+void *__wrap_realloc(void *pointer, size_t size) {
+    pthread_mutex_lock(&lock);
+    void *p = should_fail() ? NULL : __real_realloc(pointer, size);
+    if (p) {
+        live_remove(pointer);
+        live_add(p);
+    }
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+char *__wrap_strdup(const char *text) {
+    pthread_mutex_lock(&lock);
+    char *p = should_fail() ? NULL : __real_strdup(text);
+    live_add(p);
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+void __wrap_free(void *pointer) {
+    pthread_mutex_lock(&lock);
+    live_remove(pointer);
+    pthread_mutex_unlock(&lock);
+    __real_free(pointer);
+}
+
+typedef glimpse_status (*scenario)(void);
+
+static glimpse_status load_and_caption(void) {
+    char *model_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
+    char *image_path = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00000.png");
+    if (!model_path || !image_path) {
+        __real_free(model_path), __real_free(image_path);
+        return GLIMPSE_STATUS_OUT_OF_MEMORY;
+    }
+    glimpse_model *model = NULL;
+    glimpse_context *ctx = NULL;
+    glimpse_image *image = NULL;
+    glimpse_caption caption = {0};
+    glimpse_status status = glimpse_model_load(model_path, NULL, &model);
+    if (!status) status = glimpse_context_create(model, NULL, &ctx);
+    if (!status) status = glimpse_image_load_file(image_path, NULL, &image);
+    glimpse_caption_params params = glimpse_caption_model_params(model);
+    params.beams = 2;
+    if (!status) status = glimpse_caption_images(ctx, (const glimpse_image *const *)&image, 1, &params, &caption);
+    glimpse_caption_clear(&caption);
+    glimpse_image_free(image);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    free(model_path), free(image_path);
+    return status;
+}
+
+static glimpse_status load_and_embed(void) {
+    char *model_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
+    char *image_path = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00001.png");
+    if (!model_path || !image_path) {
+        free(model_path), free(image_path);
+        return GLIMPSE_STATUS_OUT_OF_MEMORY;
+    }
+    glimpse_model *model = NULL;
+    glimpse_context *ctx = NULL;
+    glimpse_image *image = NULL;
+    float embedding[512];
+    const char *text = "a green square";
+    glimpse_status status = glimpse_model_load(model_path, NULL, &model);
+    if (!status) status = glimpse_context_create(model, NULL, &ctx);
+    if (!status) status = glimpse_image_load_file(image_path, NULL, &image);
+    if (!status) status = glimpse_embed_images(ctx, (const glimpse_image *const *)&image, 1, embedding);
+    if (!status) status = glimpse_embed_texts(ctx, &text, 1, embedding);
+    glimpse_image_free(image);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    free(model_path), free(image_path);
+    return status;
+}
+
+static void fail_each_allocation(scenario run, const char *name) {
+    live = __real_calloc(LIVE_CAPACITY, sizeof *live);
+    countdown = -1;
+    allocations = 0;
+    assert_int_equal(run(), GLIMPSE_OK); /* the whole run works, and we learn its length */
+    long total = allocations;
+    assert_int_equal(live_count, 0);
+    long reported = 0;
+    for (long n = 0; n < total; n++) {
+        pthread_mutex_lock(&lock);
+        countdown = n;
+        failed_one = 0;
+        live_count = 0;
+        memset(live, 0, LIVE_CAPACITY * sizeof *live);
+        pthread_mutex_unlock(&lock);
+        glimpse_status status = run();
+        pthread_mutex_lock(&lock);
+        countdown = -1;
+        size_t leaked = live_count;
+        pthread_mutex_unlock(&lock);
+        if (failed_one && status == GLIMPSE_OK)
+            fail_msg("%s: allocation %ld failed but the run reported success", name, n);
+        if (failed_one) reported++;
+        if (leaked) fail_msg("%s: allocation %ld failed and %zu allocations leaked", name, n, leaked);
+    }
+    fprintf(stderr, "%s: each of %ld allocations failed in turn: %ld failures reported as a status, no crash, no leak\n",
+            name, total, reported);
+    __real_free(live);
+    live = NULL;
+}
+
+static void test_load_and_caption(void **state) {
+    (void)state;
+    fail_each_allocation(load_and_caption, "load and caption");
+}
+
+static void test_load_and_embed(void **state) {
+    (void)state;
+    fail_each_allocation(load_and_embed, "load and embed");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_load_and_caption), cmocka_unit_test(test_load_and_embed)};
+    return cmocka_run_group_tests_name("allocation failure", tests, NULL, NULL);
+}

@@ -1,0 +1,102 @@
+/* test_threads.c — one loaded model of each kind shared by 8 threads, each
+ * with its own context, embedding and captioning at the same time: every
+ * result is bit-identical to the single-threaded one. Uses the bundled demo
+ * models, so it needs no fixtures. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "file.h"
+#include "glimpse.h"
+
+#define IMAGES 6
+#define DIM_MAX 512
+
+static glimpse_model *clip, *blip;
+static glimpse_image *images[IMAGES];
+static const char *texts[3] = {"a red circle", "a blue square above a green triangle", "a yellow shape"};
+
+typedef struct result {
+    float image_embeddings[IMAGES * DIM_MAX];
+    float text_embeddings[3 * DIM_MAX];
+    char captions[IMAGES][160];
+    int32_t ids[IMAGES][32];
+    size_t id_counts[IMAGES];
+    int status;
+} result;
+
+static void *work(void *argument) {
+    result *r = argument;
+    glimpse_context *embedder = NULL, *captioner = NULL;
+    glimpse_context_params params = glimpse_context_default_params();
+    params.threads = 1;
+    r->status = glimpse_context_create(clip, &params, &embedder);
+    if (!r->status) r->status = glimpse_context_create(blip, &params, &captioner);
+    for (int round = 0; round < 2 && !r->status; round++) {
+        r->status = glimpse_embed_images(embedder, (const glimpse_image *const *)images, IMAGES, r->image_embeddings);
+        if (!r->status) r->status = glimpse_embed_texts(embedder, texts, 3, r->text_embeddings);
+        glimpse_caption_params caption_params = glimpse_caption_model_params(blip);
+        caption_params.beams = round ? 1 : 2; /* greedy and beams both, interleaved with embedding */
+        glimpse_caption captions[IMAGES];
+        if (!r->status)
+            r->status = glimpse_caption_images(captioner, (const glimpse_image *const *)images, IMAGES, &caption_params,
+                                               captions);
+        for (int i = 0; i < IMAGES && !r->status; i++) {
+            snprintf(r->captions[i], sizeof r->captions[i], "%s", captions[i].text);
+            r->id_counts[i] = captions[i].id_count < 32 ? captions[i].id_count : 32;
+            memcpy(r->ids[i], captions[i].ids, r->id_counts[i] * sizeof(int32_t));
+            glimpse_caption_clear(&captions[i]);
+        }
+    }
+    glimpse_context_free(embedder);
+    glimpse_context_free(captioner);
+    return NULL;
+}
+
+static void test_eight_threads_share_models(void **state) {
+    (void)state;
+    char *clip_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
+    char *blip_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
+    assert_int_equal(glimpse_model_load(clip_path, NULL, &clip), GLIMPSE_OK);
+    assert_int_equal(glimpse_model_load(blip_path, NULL, &blip), GLIMPSE_OK);
+    assert_true(glimpse_model_embedding_dim(clip) <= DIM_MAX);
+    for (int i = 0; i < IMAGES; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "examples/pictures/%05d.png", i);
+        char *full = file_join(GLIMPSE_SOURCE_DIR, path);
+        assert_int_equal(glimpse_image_load_file(full, NULL, &images[i]), GLIMPSE_OK);
+        free(full);
+    }
+    static result alone, together[8];
+    work(&alone);
+    assert_int_equal(alone.status, GLIMPSE_OK);
+    pthread_t threads[8];
+    for (int t = 0; t < 8; t++) pthread_create(&threads[t], NULL, work, &together[t]);
+    for (int t = 0; t < 8; t++) pthread_join(threads[t], NULL);
+    size_t dim = glimpse_model_embedding_dim(clip);
+    for (int t = 0; t < 8; t++) {
+        assert_int_equal(together[t].status, GLIMPSE_OK);
+        assert_memory_equal(together[t].image_embeddings, alone.image_embeddings, IMAGES * dim * sizeof(float));
+        assert_memory_equal(together[t].text_embeddings, alone.text_embeddings, 3 * dim * sizeof(float));
+        for (int i = 0; i < IMAGES; i++) {
+            assert_string_equal(together[t].captions[i], alone.captions[i]);
+            assert_int_equal(together[t].id_counts[i], alone.id_counts[i]);
+            assert_memory_equal(together[t].ids[i], alone.ids[i], alone.id_counts[i] * sizeof(int32_t));
+        }
+    }
+    for (int i = 0; i < IMAGES; i++) glimpse_image_free(images[i]);
+    glimpse_model_free(clip);
+    glimpse_model_free(blip);
+    free(clip_path), free(blip_path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_eight_threads_share_models)};
+    return cmocka_run_group_tests_name("threads", tests, NULL, NULL);
+}
