@@ -102,7 +102,7 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
         status = db_error(index, "cannot open");
     if (!status) sqlite3_busy_timeout(index->db, 10000);
     if (!status)
-        status = exec(index, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+        status = exec(index, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=4294967296;"
                              "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
                              "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
                              " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
@@ -425,6 +425,8 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
         if (!status && params && params->on_progress && params->on_progress(params->user, first + n, work_count))
             status = error_set(GLIMPSE_STATUS_CANCELLED, "indexing was stopped");
     }
+    /* fold the write-ahead log into the database: later reads come straight from it */
+    if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     for (size_t r = 0; r < row_count; r++) free(row_paths[r]);
     free(row_paths), free(rows), free(work);
     strmap_free(by_path);
@@ -437,20 +439,23 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
 
 static glimpse_status load_cache(glimpse_index *index) {
     if (index->loaded) return GLIMPSE_OK;
-    size_t capacity = glimpse_index_count(index) + 1;
-    index->paths = calloc(capacity, sizeof *index->paths);
-    index->matrix = malloc(capacity * index->dim * sizeof(float));
-    index->scores = malloc(capacity * sizeof(float));
-    if (!index->paths || !index->matrix || !index->scores) {
-        drop_cache(index);
-        return ERROR_OOM();
-    }
     sqlite3_stmt *statement;
-    if (sqlite3_prepare_v2(index->db, "SELECT path, embedding FROM images ORDER BY path", -1, &statement, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(index->db, "SELECT path, embedding FROM images", -1, &statement, NULL) != SQLITE_OK)
         return db_error(index, "reading the index");
     glimpse_status status = GLIMPSE_OK;
-    while (sqlite3_step(statement) == SQLITE_ROW && index->count < capacity) {
+    size_t capacity = 0;
+    while (!status && sqlite3_step(statement) == SQLITE_ROW) {
+        if (index->count == capacity) { /* grow by half: one pass over the table, no COUNT(*) scan first */
+            capacity = capacity ? capacity + capacity / 2 : 4096;
+            char **paths = realloc(index->paths, capacity * sizeof *paths);
+            if (paths) index->paths = paths;
+            float *matrix = realloc(index->matrix, capacity * index->dim * sizeof(float));
+            if (matrix) index->matrix = matrix;
+            if (!paths || !matrix) {
+                status = ERROR_OOM();
+                break;
+            }
+        }
         const void *blob = sqlite3_column_blob(statement, 1);
         size_t bytes = (size_t)sqlite3_column_bytes(statement, 1);
         const char *path = (const char *)sqlite3_column_text(statement, 0);
@@ -467,6 +472,10 @@ static glimpse_status load_cache(glimpse_index *index) {
         index->count++;
     }
     sqlite3_finalize(statement);
+    if (!status) {
+        index->scores = malloc((index->count ? index->count : 1) * sizeof(float));
+        if (!index->scores) status = ERROR_OOM();
+    }
     if (status) {
         drop_cache(index);
         return status;

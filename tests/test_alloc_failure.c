@@ -111,7 +111,7 @@ static glimpse_status load_and_caption(void) {
     char *model_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
     char *image_path = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00000.png");
     if (!model_path || !image_path) {
-        __real_free(model_path), __real_free(image_path);
+        free(model_path), free(image_path);
         return GLIMPSE_STATUS_OUT_OF_MEMORY;
     }
     glimpse_model *model = NULL;

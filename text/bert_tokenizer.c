@@ -315,6 +315,11 @@ static glimpse_status encode_plain(const bert_tokenizer *t, const char *text, si
             status = ERROR_OOM();
             break;
         }
+        /* a word of accents only folds to nothing */
+        if (folded.count == 0) {
+            at = end;
+            continue;
+        }
         /* split on punctuation: each punctuation mark is a word of its own */
         size_t piece = 0;
         for (size_t i = 0; i <= folded.count && !status; i++) {

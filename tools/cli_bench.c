@@ -329,6 +329,7 @@ int command_bench(int argc, char **argv) {
         }
         sqlite3_finalize(insert);
         sqlite3_exec(handle, "COMMIT", NULL, NULL, NULL);
+        sqlite3_exec(handle, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL); /* as glimpse index leaves it */
         sqlite3_close(handle);
         glimpse_search_result results[10];
         size_t found;

@@ -38,7 +38,9 @@ def save(path, tensors, metadata=None):
     offset = 0
     blobs = []
     for name in sorted(tensors):
-        array = np.ascontiguousarray(tensors[name])
+        array = np.asarray(tensors[name])
+        if not array.flags.c_contiguous:  # (np.ascontiguousarray would turn a scalar into shape [1])
+            array = array.copy(order="C")
         raw = array.tobytes()
         header[name] = {
             "dtype": NAMES[array.dtype],
