@@ -13,6 +13,12 @@ python3-pil, and a built glimpse (build/). About 25 minutes on 2 cores (run it w
 Haswell kernels it selects slow torch down).
 
     python3 tools/train/train_demo.py [--caption-minutes 14] [--clip-minutes 9] [--pictures 60000]
+
+A time budget makes the step count depend on the machine's speed: the
+shipped captioner ran 1404 steps of a 1509-step schedule and the dual
+encoder 978 of 1044, and
+    python3 tools/train/train_demo.py --caption-steps 1404/1509 --clip-steps 978/1044
+repeats exactly those schedules (data, order and initialisation are seeded).
 """
 import argparse
 import json
@@ -83,6 +89,14 @@ def is_true(caption, truth):
     return False
 
 
+def parse_steps(steps):
+    """"N" runs N steps of an N-step schedule; "N/M" stops after N of an M-step one."""
+    if not steps:
+        return 10 ** 9, 10 ** 9
+    stop, _, total = steps.partition("/")
+    return int(stop), int(total or stop)
+
+
 def schedule(step, total, warmup=200):
     if step < warmup:
         return (step + 1) / warmup
@@ -110,7 +124,7 @@ def blip_config(size, vocab):
             "torch_dtype": "float32"}
 
 
-def train_blip(images, captions, val_images, val_captions, vocab, config, minutes, batch):
+def train_blip(images, captions, val_images, val_captions, vocab, config, minutes, batch, steps=None):
     model = models.BlipForConditionalGeneration(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     encoded = [vocabularies.bert_encode(vocab, c) for c in captions]
@@ -119,8 +133,8 @@ def train_blip(images, captions, val_images, val_captions, vocab, config, minute
     for i, e in enumerate(encoded):
         ids[i, : len(e)] = e
     started, step = time.time(), 0
-    budget = minutes * 60
-    estimated = 10 ** 9
+    stop, estimated = parse_steps(steps)
+    budget = float("inf") if steps else minutes * 60
     rng = np.random.default_rng(1)
     while time.time() - started < budget:
         order = rng.permutation(len(images))
@@ -137,14 +151,14 @@ def train_blip(images, captions, val_images, val_captions, vocab, config, minute
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             step += 1
-            if step == 50:  # now the speed is known: fit the schedule to the time budget
+            if step == 50 and not steps:  # now the speed is known: fit the schedule to the time budget
                 estimated = int(step * budget / (time.time() - started))
             if step % 100 == 0:
                 log(f"caption step {step}/{estimated} loss {loss.item():.4f} "
                     f"accuracy {evaluate_blip(model, val_images[:200], val_captions[:200], vocab, config):.3f}")
-            if step >= estimated or time.time() - started >= budget:
+            if step >= min(estimated, stop) or time.time() - started >= budget:
                 break
-        if step >= estimated:
+        if step >= min(estimated, stop):
             break
     model.eval()
     return model, step
@@ -208,10 +222,12 @@ def canonical(caption):
     return caption
 
 
-def train_clip(images, captions, val_images, val_captions, vocab, config, minutes, batch):
+def train_clip(images, captions, val_images, val_captions, vocab, config, minutes, batch, steps=None):
     model = models.CLIPModel(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    started, step, estimated, budget = time.time(), 0, 10 ** 9, minutes * 60
+    started, step = time.time(), 0
+    stop, estimated = parse_steps(steps)
+    budget = float("inf") if steps else minutes * 60
     rng = np.random.default_rng(2)
     scenes = [canonical(c) for c in captions]
     while time.time() - started < budget:
@@ -234,14 +250,14 @@ def train_clip(images, captions, val_images, val_captions, vocab, config, minute
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             step += 1
-            if step == 50:
+            if step == 50 and not steps:
                 estimated = int(step * budget / (time.time() - started))
             if step % 100 == 0:
                 log(f"clip step {step}/{estimated} loss {loss.item():.4f} "
                     f"top-1 {evaluate_clip(model, val_images, val_captions, vocab):.3f}")
-            if step >= estimated or time.time() - started >= budget:
+            if step >= min(estimated, stop) or time.time() - started >= budget:
                 break
-        if step >= estimated:
+        if step >= min(estimated, stop):
             break
     model.eval()
     return model, step
@@ -290,6 +306,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--caption-minutes", type=float, default=14, help="training time of the captioner")
     parser.add_argument("--clip-minutes", type=float, default=9, help="training time of the dual encoder")
+    parser.add_argument("--caption-steps", help="N or N/M: fixed steps instead of a time budget (the shipped "
+                        "captioner: 1404/1509)")
+    parser.add_argument("--clip-steps", help="N or N/M: fixed steps instead of a time budget (the shipped "
+                        "dual encoder: 978/1044)")
     parser.add_argument("--pictures", type=int, default=60000, help="training pictures (seed 1)")
     parser.add_argument("--size", type=int, default=64, help="model image size")
     parser.add_argument("--lr", type=float, default=3e-3)
@@ -315,7 +335,7 @@ def main():
         vocab = vocabularies.bert_files(folder)
         config = blip_config(args.size, vocab)
         model, steps = train_blip(images, captions, val_images, val_captions, vocab, config, args.caption_minutes,
-                                   args.batch)
+                                   args.batch, args.caption_steps)
         accuracy = evaluate_blip(model, val_images, val_captions, vocab, config)
         log(f"captioner: {steps} steps, {accuracy:.3f} of 400 checking pictures captioned right")
         save(model.eval(), config, folder, {"do_convert_rgb": True, "do_normalize": True, "do_rescale": True,
@@ -332,7 +352,7 @@ def main():
         vocab, start, end = vocabularies.clip_files(folder)
         config = clip_config(args.size, vocab, start, end)
         model, steps = train_clip(images, captions, val_images, val_captions, vocab, config, args.clip_minutes,
-                                  args.batch)
+                                  args.batch, args.clip_steps)
         log(f"dual encoder: {steps} steps, top-1 {evaluate_clip(model, val_images, val_captions, vocab, 20):.3f}")
         save(model.eval(), config, folder, {"crop_size": {"height": args.size, "width": args.size},
                                             "do_center_crop": True, "do_convert_rgb": True, "do_normalize": True,
