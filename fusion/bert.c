@@ -14,27 +14,17 @@
 glimpse_status bert_config_read(const cJSON *json, const char *where, int vision_hidden, bert_config *config) {
     glimpse_status status;
     *config = (bert_config){0};
-    if ((status = config_int_or(json, where, "hidden_size", 1, 8192, 768, &config->hidden_size))) return status;
-    if ((status = config_int_or(json, where, "num_hidden_layers", 1, 1024, 12, &config->layers))) return status;
-    if ((status = config_int_or(json, where, "num_attention_heads", 1, 1024, 12, &config->heads))) return status;
-    if ((status = config_int_or(json, where, "intermediate_size", 1, 1 << 20, 3072, &config->intermediate_size)))
-        return status;
+    layer_sizes sizes = {768, 12, 12, 3072, 1e-12f, ACTIVATION_GELU, "gelu"};
+    if ((status = layers_read_sizes(json, where, &sizes))) return status;
+    config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
+    config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
+    config->act = sizes.act, config->act_name = sizes.act_name;
     if ((status = config_int_or(json, where, "vocab_size", 1, 1 << 24, 30524, &config->vocab_size))) return status;
     if ((status = config_int_or(json, where, "max_position_embeddings", 2, 1 << 16, 512, &config->max_positions)))
         return status;
     if ((status = config_int_or(json, where, "encoder_hidden_size", 1, 8192, vision_hidden,
                                 &config->encoder_hidden_size)))
         return status;
-    double eps;
-    if ((status = config_double_or(json, where, "layer_norm_eps", 1e-12, &eps))) return status;
-    config->layer_norm_eps = (float)eps;
-    if ((status = config_string_or(json, where, "hidden_act", "gelu", &config->act_name))) return status;
-    if (!activation_from_name(config->act_name, &config->act))
-        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported", where,
-                         config->act_name);
-    if (config->hidden_size % config->heads != 0)
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: hidden_size %d is not divisible by num_attention_heads %d",
-                         where, config->hidden_size, config->heads);
     return GLIMPSE_OK;
 }
 

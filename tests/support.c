@@ -62,6 +62,17 @@ const float *fixture_tensor(const safetensors *file, const char *name, size_t el
     return (const float *)entry->data;
 }
 
+struct glimpse_image *fixture_image(const char *name) {
+    char relative[256];
+    snprintf(relative, sizeof relative, "images/%s", name);
+    char *path = fixture_path(relative);
+    glimpse_image *image = NULL;
+    if (!path || glimpse_image_load_file(path, NULL, &image) != GLIMPSE_OK)
+        fail_msg("%s: %s", path ? path : name, glimpse_last_error());
+    free(path);
+    return image;
+}
+
 double relative_difference(const float *actual, const float *expected, size_t n) {
     double worst = 0.0;
     for (size_t i = 0; i < n; i++) {

@@ -23,6 +23,9 @@ safetensors *fixture_tensors(const char *relative);
 /* The float32 data of a named tensor with `elements` elements (fails the test if absent). */
 const float *fixture_tensor(const safetensors *file, const char *name, size_t elements);
 
+/* A fixture image (images/NAME) decoded; fails the test if it cannot be. */
+struct glimpse_image *fixture_image(const char *name);
+
 /* max |a - b| / max(1, |b|) over n values. */
 double relative_difference(const float *actual, const float *expected, size_t n);
 

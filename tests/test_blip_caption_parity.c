@@ -51,16 +51,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static glimpse_image *load_image(const char *name) {
-    char relative[256];
-    snprintf(relative, sizeof relative, "images/%s", name);
-    char *path = fixture_path(relative);
-    glimpse_image *image = NULL;
-    if (glimpse_image_load_file(path, NULL, &image)) fail_msg("%s: %s", path, glimpse_last_error());
-    free(path);
-    return image;
-}
-
 static void test_model_kind(void **state) {
     blip_fixture *f = *state;
     if (!f) skip();
@@ -83,7 +73,7 @@ static void test_image_embeds_and_first_logits(void **state) {
     assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_OK);
     assert_int_equal(bert_state_create(&m->text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_OK);
     for (int i = 0; i < cJSON_GetArraySize(images); i++) {
-        glimpse_image *image = load_image(cJSON_GetArrayItem(images, i)->valuestring);
+        glimpse_image *image = fixture_image(cJSON_GetArrayItem(images, i)->valuestring);
         assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_OK);
         glimpse_image_free(image);
         char name[64];
@@ -132,7 +122,7 @@ static void test_every_generation_case(void **state) {
         p.max_tokens = cJSON_GetObjectItem(params, "max_length")->valueint - (int)prompt_length;
         int min_tokens = min ? min->valueint - (int)prompt_length : 0;
         p.min_tokens = min_tokens > 0 ? min_tokens : 0;
-        glimpse_image *image = load_image(image_name);
+        glimpse_image *image = fixture_image(image_name);
         glimpse_caption caption;
         if (glimpse_caption_images(ctx, (const glimpse_image *const *)&image, 1, &p, &caption))
             fail_msg("%s: %s", image_name, glimpse_last_error());
@@ -176,7 +166,7 @@ static void test_streaming_cancelling_sampling(void **state) {
     if (!f) skip();
     glimpse_context *ctx;
     assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_OK);
-    glimpse_image *image = load_image("chelsea.png");
+    glimpse_image *image = fixture_image("chelsea.png");
     const glimpse_image *const *images = (const glimpse_image *const *)&image;
     glimpse_caption_params p = glimpse_caption_default_params();
     recorder r = {.count = 0};

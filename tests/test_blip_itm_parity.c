@@ -26,16 +26,6 @@ typedef struct itm_fixture {
     size_t image_count, text_count;
 } itm_fixture;
 
-static glimpse_image *load_image(const char *name) {
-    char relative[256];
-    snprintf(relative, sizeof relative, "images/%s", name);
-    char *path = fixture_path(relative);
-    glimpse_image *image = NULL;
-    if (glimpse_image_load_file(path, NULL, &image)) fail_msg("%s: %s", path, glimpse_last_error());
-    free(path);
-    return image;
-}
-
 static int setup(void **state) {
     *state = NULL;
     if (!fixtures_folder()) return 0;
@@ -51,7 +41,7 @@ static int setup(void **state) {
     f->reference = fixture_tensors("blip-itm-tiny/reference.safetensors");
     if (!f->expected || !f->reference) return -1;
     const cJSON *item;
-    cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "images")) f->images[f->image_count++] = load_image(item->valuestring);
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "images")) f->images[f->image_count++] = fixture_image(item->valuestring);
     cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "texts")) f->texts[f->text_count++] = item->valuestring;
     *state = f;
     return 0;

@@ -62,23 +62,12 @@ static int teardown(void **state) {
         if (!(f)) skip();                                                                                              \
     } while (0)
 
-static glimpse_image *load_fixture_image(const char *name) {
-    char relative[256];
-    snprintf(relative, sizeof relative, "images/%s", name);
-    char *path = fixture_path(relative);
-    glimpse_image *image = NULL;
-    glimpse_status status = glimpse_image_load_file(path, NULL, &image);
-    if (status) fail_msg("%s: %s", path, glimpse_last_error());
-    free(path);
-    return image;
-}
-
 static float *all_pixel_values(clip_fixture *f) {
     size_t size = (size_t)f->model->vision.config.image_size, plane = 3 * size * size;
     float *pixels = malloc(f->image_count * plane * sizeof(float));
     for (size_t i = 0; i < f->image_count; i++) {
         const char *name = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring;
-        glimpse_image *image = load_fixture_image(name);
+        glimpse_image *image = fixture_image(name);
         assert_int_equal(preprocess_image(pixels + i * plane, image, &f->model->preprocess), GLIMPSE_OK);
         glimpse_image_free(image);
     }
@@ -209,7 +198,7 @@ static void test_public_api_logits(void **state) {
     glimpse_image *images[16];
     const char *texts[16];
     for (size_t i = 0; i < ni; i++)
-        images[i] = load_fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring);
+        images[i] = fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring);
     for (size_t t = 0; t < nt; t++)
         texts[t] = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "texts"), (int)t)->valuestring;
     float *image_embeds = malloc(ni * dim * sizeof(float)), *text_embeds = malloc(nt * dim * sizeof(float));
@@ -272,7 +261,7 @@ static void test_shared_model_across_threads(void **state) {
     glimpse_image *images[16];
     const char *texts[16];
     for (size_t i = 0; i < ni; i++)
-        images[i] = load_fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring);
+        images[i] = fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring);
     for (size_t t = 0; t < nt; t++)
         texts[t] = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "texts"), (int)t)->valuestring;
     enum { THREADS = 4 };

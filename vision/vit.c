@@ -16,11 +16,11 @@ glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant
     /* Defaults are transformers' CLIPVisionConfig / BlipVisionConfig ones,
      * used when a published config leaves a field out. */
     int clip = variant == VIT_VARIANT_CLIP;
-    if ((status = config_int_or(json, where, "hidden_size", 1, 8192, 768, &config->hidden_size))) return status;
-    if ((status = config_int_or(json, where, "num_hidden_layers", 1, 1024, 12, &config->layers))) return status;
-    if ((status = config_int_or(json, where, "num_attention_heads", 1, 1024, 12, &config->heads))) return status;
-    if ((status = config_int_or(json, where, "intermediate_size", 1, 1 << 20, 3072, &config->intermediate_size)))
-        return status;
+    layer_sizes sizes = {768, 12, 12, 3072, 1e-5f, ACTIVATION_GELU, clip ? "quick_gelu" : "gelu"};
+    if ((status = layers_read_sizes(json, where, &sizes))) return status;
+    config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
+    config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
+    config->act = sizes.act, config->act_name = sizes.act_name;
     if ((status = config_int_or(json, where, "image_size", 1, 1 << 14, clip ? 224 : 384, &config->image_size)))
         return status;
     if ((status = config_int_or(json, where, "patch_size", 1, 1 << 14, clip ? 32 : 16, &config->patch_size)))
@@ -28,17 +28,6 @@ glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant
     if ((status = config_int_or(json, where, "num_channels", 3, 3, 3, &config->channels))) return status;
     if (clip && (status = config_int_or(json, where, "projection_dim", 1, 1 << 16, 512, &config->projection_dim)))
         return status;
-    double eps;
-    if ((status = config_double_or(json, where, "layer_norm_eps", clip ? 1e-5 : 1e-5, &eps))) return status;
-    config->layer_norm_eps = (float)eps;
-    if ((status = config_string_or(json, where, "hidden_act", clip ? "quick_gelu" : "gelu", &config->act_name)))
-        return status;
-    if (!activation_from_name(config->act_name, &config->act))
-        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported", where,
-                         config->act_name);
-    if (config->hidden_size % config->heads != 0)
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: hidden_size %d is not divisible by num_attention_heads %d",
-                         where, config->hidden_size, config->heads);
     if (config->image_size % config->patch_size != 0)
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: image_size %d is not a multiple of patch_size %d", where,
                          config->image_size, config->patch_size);

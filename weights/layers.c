@@ -3,6 +3,29 @@
 
 #include <stdio.h>
 
+#include "config.h"
+#include "error.h"
+
+glimpse_status layers_read_sizes(const cJSON *json, const char *where, layer_sizes *out) {
+    glimpse_status status;
+    if ((status = config_int_or(json, where, "hidden_size", 1, 8192, out->hidden_size, &out->hidden_size))) return status;
+    if ((status = config_int_or(json, where, "num_hidden_layers", 1, 1024, out->layers, &out->layers))) return status;
+    if ((status = config_int_or(json, where, "num_attention_heads", 1, 1024, out->heads, &out->heads))) return status;
+    if ((status = config_int_or(json, where, "intermediate_size", 1, 1 << 20, out->intermediate_size,
+                                &out->intermediate_size)))
+        return status;
+    double eps;
+    if ((status = config_double_or(json, where, "layer_norm_eps", out->layer_norm_eps, &eps))) return status;
+    out->layer_norm_eps = (float)eps;
+    if ((status = config_string_or(json, where, "hidden_act", out->act_name, &out->act_name))) return status;
+    if (!activation_from_name(out->act_name, &out->act))
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported", where, out->act_name);
+    if (out->hidden_size % out->heads != 0)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: hidden_size %d is not divisible by num_attention_heads %d",
+                         where, out->hidden_size, out->heads);
+    return GLIMPSE_OK;
+}
+
 glimpse_status layers_load_norm(weight_store *store, const char *prefix, size_t dim, const float **weight,
                                 const float **bias) {
     size_t shape[1] = {dim};

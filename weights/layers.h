@@ -4,8 +4,23 @@
 #ifndef GLIMPSE_WEIGHTS_LAYERS_H
 #define GLIMPSE_WEIGHTS_LAYERS_H
 
+#include <cjson/cJSON.h>
+
 #include "store.h"
 #include "transformer.h"
+
+/* The sizes every transformer config names the same way. */
+typedef struct layer_sizes {
+    int hidden_size, layers, heads, intermediate_size;
+    float layer_norm_eps;
+    activation act;
+    const char *act_name; /* borrowed from the JSON (or the default) */
+} layer_sizes;
+
+/* Reads hidden_size, num_hidden_layers, num_attention_heads,
+ * intermediate_size, layer_norm_eps and hidden_act over the defaults given
+ * in out (act_name set), and checks that the heads divide the width. */
+glimpse_status layers_read_sizes(const cJSON *json, const char *where, layer_sizes *out);
 
 /* CLIP's encoder layer (vision and text): PREFIX.layer_norm1, .self_attn.{q,k,v,out}_proj, .layer_norm2, .mlp.fc{1,2}. */
 glimpse_status layers_load_clip_encoder(weight_store *store, const char *prefix, size_t hidden, size_t intermediate,
