@@ -1,10 +1,12 @@
-/* blas.c — the only file that talks to OpenBLAS: the linear layer and the
- * attention products. OpenBLAS itself runs single-threaded; parallelism
+/* blas.c — the only file that talks to OpenBLAS: the linear layer (which
+ * hands products of several rows to our AVX-512 kernel where the CPU has it)
+ * and the attention products. OpenBLAS itself runs single-threaded; parallelism
  * comes from our pool (pool.c), so the thread count stays a parameter of
  * each context rather than a process-wide setting. */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "kernels.h"
 
@@ -25,10 +27,25 @@ typedef struct linear_job {
     size_t rows, in_features, out_features, block;
 } linear_job;
 
+int kernel_avx512_available(void) {
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        const char *off = getenv("GLIMPSE_NO_AVX512"); /* to run the OpenBLAS path anywhere */
+        known = __builtin_cpu_supports("avx512f") && !(off && off[0] && off[0] != '0');
+    }
+    return known;
+}
+
 static void linear_task(void *argument, size_t index) {
     const linear_job *job = argument;
     size_t first = index * job->block;
     size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
+    if (job->rows > 1 && kernel_avx512_available()) {
+        kernel_linear_avx512(job->out, job->out_stride, job->in, job->in_stride, job->weight, job->bias, job->rows,
+                             job->in_features, first, count);
+        return;
+    }
     if (job->rows == 1) {
         /* one row: a matrix-vector product reads each weight once, where
          * sgemm would first copy (pack) the whole weight block */

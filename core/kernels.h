@@ -12,10 +12,18 @@
 
 /* out[rows, out_features] = in[rows, in_features] · weight[out_features, in_features]ᵀ + bias.
  * bias may be NULL. in rows are in_stride floats apart (>= in_features);
- * out rows are out_stride apart (>= out_features). Runs on OpenBLAS, split
- * over the pool's threads by output columns. out must not alias in. */
+ * out rows are out_stride apart (>= out_features). Split over the pool's
+ * threads by output columns; runs on our AVX-512 kernel where the CPU has
+ * it, else on OpenBLAS (one row: OpenBLAS's sgemv). out must not alias in. */
 void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
+/* The AVX-512 kernel behind kernel_linear (gemm_avx512.c): output columns
+ * first_column .. first_column+columns of the same product. */
+void kernel_linear_avx512(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                          const float *bias, size_t rows, size_t in_features, size_t first_column, size_t columns);
+/* 1 if kernel_linear uses it on this CPU (AVX-512, and GLIMPSE_NO_AVX512 unset). */
+int kernel_avx512_available(void);
+
 void kernel_linear_reference(float *out, size_t out_stride, const float *in, size_t in_stride,
                              const float *weight, const float *bias, size_t rows, size_t in_features,
                              size_t out_features);
