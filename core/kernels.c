@@ -25,6 +25,10 @@ void kernel_layernorm(float *out, const float *in, const float *weight, const fl
 }
 
 void kernel_gelu(float *x, size_t n) {
+    if (kernel_avx512_available()) {
+        kernel_gelu_avx512(x, n);
+        return;
+    }
     /* erff, not erf: float precision is what torch computes in, and the
      * double version made GELU a third of a BLIP vision tower's time */
     for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752440f));
@@ -38,6 +42,10 @@ void kernel_gelu_tanh(float *x, size_t n) {
 }
 
 void kernel_quick_gelu(float *x, size_t n) {
+    if (kernel_avx512_available()) {
+        kernel_quick_gelu_avx512(x, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
 }
 
@@ -46,6 +54,10 @@ void kernel_add(float *x, const float *y, size_t n) {
 }
 
 void kernel_softmax(float *x, size_t rows, size_t n) {
+    if (kernel_avx512_available()) {
+        kernel_softmax_avx512(x, rows, n);
+        return;
+    }
     for (size_t r = 0; r < rows; r++) {
         float *row = x + r * n;
         float largest = -INFINITY;

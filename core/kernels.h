@@ -17,11 +17,16 @@
  * it, else on OpenBLAS (one row: OpenBLAS's sgemv). out must not alias in. */
 void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
-/* The AVX-512 kernel behind kernel_linear (gemm_avx512.c): output columns
+/* The AVX-512 kernel behind kernel_linear (avx512.c): output columns
  * first_column .. first_column+columns of the same product. */
 void kernel_linear_avx512(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                           const float *bias, size_t rows, size_t in_features, size_t first_column, size_t columns);
-/* 1 if kernel_linear uses it on this CPU (AVX-512, and GLIMPSE_NO_AVX512 unset). */
+/* Vectorised twins of kernel_softmax, kernel_gelu, kernel_quick_gelu
+ * (avx512.c), which those call where the CPU has AVX-512. */
+void kernel_softmax_avx512(float *x, size_t rows, size_t n);
+void kernel_gelu_avx512(float *x, size_t n);
+void kernel_quick_gelu_avx512(float *x, size_t n);
+/* 1 if the AVX-512 kernels run on this CPU (and GLIMPSE_NO_AVX512 is unset). */
 int kernel_avx512_available(void);
 
 void kernel_linear_reference(float *out, size_t out_stride, const float *in, size_t in_stride,

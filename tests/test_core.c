@@ -118,6 +118,32 @@ static void test_activations_known_values(void **state) {
     assert_false(activation_from_name("swish-ish", &act));
 }
 
+/* The vectorised activations and softmax (AVX-512 where the CPU has it)
+ * against double-precision formulas over many values, tails included. */
+static void test_vector_maths_against_double(void **state) {
+    (void)state;
+    enum { N = 1003 };
+    float gelu[N], quick[N], soft[N];
+    double input[N];
+    for (int i = 0; i < N; i++) {
+        input[i] = -12.0 + 24.0 * i / (N - 1);
+        gelu[i] = quick[i] = soft[i] = (float)input[i];
+    }
+    kernel_gelu(gelu, N);
+    kernel_quick_gelu(quick, N);
+    kernel_softmax(soft, 1, N);
+    double sum = 0, largest = input[N - 1];
+    for (int i = 0; i < N; i++) sum += exp(input[i] - largest);
+    for (int i = 0; i < N; i++) {
+        double x = (float)input[i];
+        double g = 0.5 * x * (1.0 + erf(x / sqrt(2.0))), q = x / (1.0 + exp(-1.702 * x));
+        double s = exp(x - largest) / sum;
+        if (fabs(gelu[i] - g) > 2e-6 * (fabs(g) > 1 ? fabs(g) : 1)) fail_msg("gelu(%g) = %.9g, want %.9g", x, gelu[i], g);
+        if (fabs(quick[i] - q) > 2e-6 * (fabs(q) > 1 ? fabs(q) : 1)) fail_msg("quick_gelu(%g) = %.9g, want %.9g", x, quick[i], q);
+        if (fabs(soft[i] - s) > 1e-6 * s + 1e-12) fail_msg("softmax[%d] = %.9g, want %.9g", i, soft[i], s);
+    }
+}
+
 static void test_softmax_and_normalize(void **state) {
     (void)state;
     float x[6] = {1, 2, 3, 1000, 1000, -INFINITY};
@@ -195,6 +221,7 @@ int main(void) {
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_attention_matches_reference),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
+        cmocka_unit_test(test_vector_maths_against_double),
         cmocka_unit_test(test_pool_runs_every_index_once), cmocka_unit_test(test_strmap),
         cmocka_unit_test(test_errors),
     };
