@@ -1,0 +1,34 @@
+"""report.py — the table of bench/run.sh: each stage's median for glimpse,
+PyTorch and ONNX Runtime, and glimpse's speed-up over each (above 1 is
+faster), with the machine's roof."""
+import json
+import sys
+
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+
+
+def find(runtime, stage, batch=None, detail=None):
+    for r in rows:
+        if r.get("runtime") == runtime and r.get("stage") == stage and (batch is None or r.get("batch") == batch):
+            if detail is None or detail in r.get("detail", ""):
+                return r
+    return None
+
+
+print(f"{'stage':34s} {'glimpse':>10s} {'pytorch':>10s} {'onnxrt':>10s} {'vs torch':>9s} {'vs ort':>8s} {'glimpse GFLOP/s':>16s}")
+cases = [("vision", 1, "ViT-B/32 vision, batch 1", None), ("vision", 8, "ViT-B/32 vision, batch 8 (per image)", None),
+         ("text", 1, "CLIP text, 77 tokens", None), ("text", 8, "CLIP text, batch 8 (per text)", None),
+         ("vision_blip_384", 1, "BLIP-base vision, 384 px", None),
+         ("decoder_step", 1, "BLIP-base decoder step, greedy", "greedy, position 20"),
+         ("decoder_step", 3, "BLIP-base decoder step, 3 beams", "3 beams, position 20")]
+for stage, batch, name, detail in cases:
+    g = find("glimpse", stage, batch if not detail else None, detail)
+    t = find("pytorch", stage, batch)
+    o = find("onnxruntime", stage, batch)
+    cell = lambda r: f"{r['median_ms']:8.1f}ms" if r else "       -  "
+    ratio = lambda r: f"{r['median_ms'] / g['median_ms']:8.2f}x" if r and g else "       - "
+    rate = f"{g['gflops']:16.1f}" if g and g.get("gflops") else ""
+    print(f"{name:34s} {cell(g)} {cell(t)} {cell(o)} {ratio(t)} {ratio(o)} {rate}")
+for r in rows:
+    if r.get("runtime") == "roof":
+        print("roof:", r["stage"], {k: v for k, v in r.items() if k not in ("runtime", "stage")})

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# run.sh [THREADS] [RUNS] — measures glimpse and its peers one after another
+# in one run, on the same shapes: glimpse (random full-size models made by
+# glimpse-make-model from the published configs), PyTorch (Debian's
+# python3-torch and python3-torchvision), ONNX Runtime (npm onnxruntime-node
+# on ONNX exports of the same PyTorch models), and the machine's roof (an
+# OpenBLAS sgemm and memory bandwidth). Prints every figure and the ratios.
+# Not part of the tests; needs a built tree (scripts/setup.sh) and network
+# access to Debian's and npm's registries on first use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=${1:-2}
+runs=${2:-10}
+work=build/bench
+mkdir -p "$work"
+configs=${GLIMPSE_CONFIGS:-../shared/configs}
+for p in python3-torch python3-torchvision python3-numpy; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="${missing:-} $p"
+done
+command -v npm >/dev/null || missing="${missing:-} nodejs npm"
+if [ -n "${missing:-}" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null; fi
+if [ ! -d "$work/node/node_modules/onnxruntime-node" ]; then
+  mkdir -p "$work/node"
+  # the CPU library ships inside the npm package; its install script only fetches GPU extras
+  (cd "$work/node" && npm install onnxruntime-node@1 --ignore-scripts --no-audit --no-fund >/dev/null)
+fi
+for model in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base; do
+  [ -f "$work/$model/model.safetensors" ] || build/glimpse-make-model "$configs/$model.json" "$work/$model" >/dev/null
+done
+
+results=$work/results.jsonl
+: > "$results"
+echo "glimpse..." >&2
+for batch in 1 8; do
+  build/glimpse bench -m "$work/openai--clip-vit-base-patch32" --batch "$batch" --threads "$threads" --runs "$runs" --json \
+    | sed 's/^{/{"runtime": "glimpse", /' >> "$results"
+done
+build/glimpse bench -m "$work/Salesforce--blip-image-captioning-base" --threads "$threads" --runs 3 --json \
+  | sed 's/^{/{"runtime": "glimpse", /; s/"stage": "vision"/"stage": "vision_blip_384"/' >> "$results"
+echo "pytorch..." >&2
+# OpenBLAS's Haswell override (set on some machines for old OpenBLAS builds) slows current numpy and torch
+env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --threads "$threads" --runs "$runs" \
+  --onnx-dir "$work/onnx" 2>/dev/null >> "$results"
+echo "onnxruntime..." >&2
+NODE_PATH=$work/node/node_modules node bench/ort_bench.js "$work/onnx" "$threads" "$runs" >> "$results"
+/usr/bin/python3 bench/report.py "$results"
