@@ -24,13 +24,17 @@ leaked=$(nm --defined-only -g "$libdir/libglimpse.a" | awk 'NF == 3 {print $3}' 
 readelf -d "$libdir/libglimpse.so" | grep -q 'SONAME.*libglimpse.so.0' || { echo "no versioned SONAME"; exit 1; }
 check
 
+# GLIMPSE_EXAMPLE_FLAGS: compiler flags the examples need to link this build
+# (the sanitizer build passes its -fsanitize options)
+flags=${GLIMPSE_EXAMPLE_FLAGS:-}
 examples="embed_memory caption_frame rank_images search_index"
 for example in $examples; do
-  cc -O2 -Wall -o "$work/$example" "$source_dir/examples/$example.c" $(pkg-config --cflags --libs glimpse)
+  cc -O2 -Wall $flags -o "$work/$example" "$source_dir/examples/$example.c" $(pkg-config --cflags --libs glimpse)
 done
-cc -O2 -o "$work/rank_images_static" "$source_dir/examples/rank_images.c" $(pkg-config --cflags glimpse) \
+cc -O2 $flags -o "$work/rank_images_static" "$source_dir/examples/rank_images.c" $(pkg-config --cflags glimpse) \
   "$libdir/libglimpse.a" $(pkg-config --static --libs glimpse | sed 's/-lglimpse//')
-cmake -S "$source_dir/examples" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake -S "$source_dir/examples" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 check
 
