@@ -25,6 +25,17 @@
  *     glimpse_context_free(ctx);
  *     glimpse_model_free(model);
  *
+ * Captioning is the same with a BLIP captioning model:
+ *
+ *     glimpse_caption_params params = glimpse_caption_model_params(blip);
+ *     glimpse_caption caption;
+ *     glimpse_caption_images(blip_ctx, (const glimpse_image *const *)&image, 1, &params, &caption);
+ *     puts(caption.text);
+ *     glimpse_caption_clear(&caption);
+ *
+ * and BLIP retrieval models score pairs with glimpse_match; glimpse_index_*
+ * keeps a photo collection searchable.
+ *
  * Thread safety: a loaded glimpse_model is read-only and may be shared by any
  * number of threads at once. A glimpse_context holds the scratch memory of
  * one computation at a time: give each thread its own. glimpse_image handles

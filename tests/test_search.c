@@ -19,6 +19,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #include "file.h"
 #include "glimpse.h"
 
@@ -340,12 +342,62 @@ static void test_killed_and_resumed(void **state) {
     sqlite3_close(handle);
 }
 
+/* The command line: index with a progress-free summary, search texts,
+ * images and combinations, JSON in the rank format. */
+static void test_command_line(void **state) {
+    (void)state;
+    char library[600], db[600], command[4096], output[700];
+    snprintf(library, sizeof library, "%s/cli", workspace);
+    snprintf(db, sizeof db, "%s/cli.db", workspace);
+    snprintf(output, sizeof output, "%s/cli.out", workspace);
+    make_pictures(library, 15, 5);
+    snprintf(command, sizeof command, "%s index -m %s --db %s --quiet %s > %s", GLIMPSE_BINARY, model_a, db, library,
+             output);
+    run_or_fail(command);
+    uint8_t *text;
+    size_t size;
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_OK);
+    assert_non_null(strstr((char *)text, "added 5, updated 0, moved 0, removed 0, unchanged 0, failed 0; 5 images"));
+    free(text);
+    /* no -m: the index knows its model; a text, an image and a combination */
+    snprintf(command, sizeof command,
+             "%s search --db %s -k 2 --json 'a red circle' '%s/00001.png' '2:a red circle - %s/00001.png' > %s",
+             GLIMPSE_BINARY, db, library, library, output);
+    run_or_fail(command);
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_OK);
+    int lines = 0;
+    for (char *line = (char *)text; *line;) {
+        char *end = strchr(line, '\n');
+        assert_non_null(end);
+        cJSON *json = cJSON_ParseWithLength(line, (size_t)(end - line));
+        assert_non_null(json);
+        const cJSON *results = cJSON_GetObjectItem(json, "results");
+        assert_non_null(cJSON_GetObjectItem(json, "text"));
+        assert_int_equal(cJSON_GetArraySize(results), 2);
+        double first = cJSON_GetObjectItem(cJSON_GetArrayItem(results, 0), "score")->valuedouble;
+        double second = cJSON_GetObjectItem(cJSON_GetArrayItem(results, 1), "score")->valuedouble;
+        assert_true(first >= second);
+        if (lines == 1) /* the image query finds the image itself first */
+            assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(results, 0), "image")->valuestring, "00001.png"));
+        cJSON_Delete(json);
+        lines++;
+        line = end + 1;
+    }
+    assert_int_equal(lines, 3);
+    free(text);
+    /* an index that does not exist */
+    snprintf(command, sizeof command, "%s search --db %s/none.db x 2>&1 | grep -q 'no such index'", GLIMPSE_BINARY,
+             workspace);
+    run_or_fail(command);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
         cmocka_unit_test(test_wrong_model_is_refused),
         cmocka_unit_test(test_combined_queries),
         cmocka_unit_test(test_killed_and_resumed),
+        cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);
 }
