@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "model.h"
+#include "retrieval.h"
 
 /* [CLS] text [SEP] for every text, packed; lengths[t], starts[t]. */
 static glimpse_status tokenize_all(const glimpse_model *model, const char *const *texts, size_t count, int32_t **ids,
@@ -90,11 +91,7 @@ glimpse_status glimpse_match(glimpse_context *ctx, const glimpse_image *const *i
             vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
             if (mode == GLIMPSE_MATCH_ITC) {
                 itm_image_feature(&model->itm, ctx->image_tokens, image_feature);
-                for (size_t t = 0; t < text_count; t++) {
-                    double dot = 0;
-                    for (size_t d = 0; d < shared; d++) dot += (double)image_feature[d] * text_features[t * shared + d];
-                    row[t] = (float)dot;
-                }
+                retrieval_logits(row, image_feature, 1, text_features, text_count, shared, 1.0f); /* cosines */
                 continue;
             }
             status = bert_set_image(encoder, ctx->decoder, ctx->image_tokens, model->vision.tokens, ctx->threads);

@@ -103,6 +103,40 @@ def schedule(step, total, warmup=200):
     return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
 
 
+def optimise(model, loss_of, count, minutes, batch, steps, seed, report):
+    """The loop both models share: AdamW, warm-up then cosine schedule,
+    gradient clipping, shuffled batches of indices into the pictures, for a
+    time budget (the schedule fitted to the speed seen over the first 50
+    steps) or a fixed "N" / "N/M" step count. loss_of(indices) gives a
+    batch's loss; report(step, estimated, loss) is called every 100 steps."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    started, step = time.time(), 0
+    stop, estimated = parse_steps(steps)
+    budget = float("inf") if steps else minutes * 60
+    rng = np.random.default_rng(seed)
+    while time.time() - started < budget:
+        order = rng.permutation(count)
+        for first in range(0, len(order) - batch + 1, batch):
+            loss = loss_of(order[first : first + batch])
+            for group in optimizer.param_groups:
+                group["lr"] = LEARNING_RATE * schedule(step, estimated)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            step += 1
+            if step == 50 and not steps:  # now the speed is known: fit the schedule to the time budget
+                estimated = int(step * budget / (time.time() - started))
+            if step % 100 == 0:
+                report(step, estimated, loss)
+            if step >= min(estimated, stop) or time.time() - started >= budget:
+                break
+        if step >= min(estimated, stop):
+            break
+    model.eval()
+    return model, step
+
+
 # --------------------------------------------------------------- captioner
 
 
@@ -126,42 +160,23 @@ def blip_config(size, vocab):
 
 def train_blip(images, captions, val_images, val_captions, vocab, config, minutes, batch, steps=None):
     model = models.BlipForConditionalGeneration(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     encoded = [vocabularies.bert_encode(vocab, c) for c in captions]
     length = max(len(e) for e in encoded)
     ids = np.zeros((len(encoded), length), dtype=np.int64)
     for i, e in enumerate(encoded):
         ids[i, : len(e)] = e
-    started, step = time.time(), 0
-    stop, estimated = parse_steps(steps)
-    budget = float("inf") if steps else minutes * 60
-    rng = np.random.default_rng(1)
-    while time.time() - started < budget:
-        order = rng.permutation(len(images))
-        for first in range(0, len(order) - batch + 1, batch):
-            picked = order[first : first + batch]
-            tokens = torch.from_numpy(ids[picked])
-            logits = model.logits(to_pixels(images[picked]), tokens[:, :-1])
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1),
-                                   ignore_index=vocab["[PAD]"])
-            for group in optimizer.param_groups:
-                group["lr"] = LEARNING_RATE * schedule(step, estimated)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            step += 1
-            if step == 50 and not steps:  # now the speed is known: fit the schedule to the time budget
-                estimated = int(step * budget / (time.time() - started))
-            if step % 100 == 0:
-                log(f"caption step {step}/{estimated} loss {loss.item():.4f} "
-                    f"accuracy {evaluate_blip(model, val_images[:200], val_captions[:200], vocab, config):.3f}")
-            if step >= min(estimated, stop) or time.time() - started >= budget:
-                break
-        if step >= min(estimated, stop):
-            break
-    model.eval()
-    return model, step
+
+    def loss_of(picked):
+        tokens = torch.from_numpy(ids[picked])
+        logits = model.logits(to_pixels(images[picked]), tokens[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1),
+                               ignore_index=vocab["[PAD]"])
+
+    def report(step, estimated, loss):
+        log(f"caption step {step}/{estimated} loss {loss.item():.4f} "
+            f"accuracy {evaluate_blip(model, val_images[:200], val_captions[:200], vocab, config):.3f}")
+
+    return optimise(model, loss_of, len(images), minutes, batch, steps, 1, report)
 
 
 def blip_captions(model, images, vocab, config):
@@ -224,43 +239,24 @@ def canonical(caption):
 
 def train_clip(images, captions, val_images, val_captions, vocab, config, minutes, batch, steps=None):
     model = models.CLIPModel(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    started, step = time.time(), 0
-    stop, estimated = parse_steps(steps)
-    budget = float("inf") if steps else minutes * 60
-    rng = np.random.default_rng(2)
     scenes = [canonical(c) for c in captions]
-    while time.time() - started < budget:
-        order = rng.permutation(len(images))
-        for first in range(0, len(order) - batch + 1, batch):
-            picked = order[first : first + batch]
-            ids, lengths = clip_batch_texts(vocab, [captions[i] for i in picked])
-            image = model.image_embeds(to_pixels(images[picked]))
-            text = model.text_embeds(ids, lengths)
-            logits = model.logit_scale.clamp(max=math.log(100)).exp() * image @ text.T
-            # pictures with the same scene are all right answers
-            same = torch.tensor([[scenes[i] == scenes[j] for j in picked] for i in picked], dtype=torch.float32)
-            targets = same / same.sum(1, keepdim=True)
-            loss = 0.5 * (-(targets * logits.log_softmax(1)).sum(1).mean()
-                          - (targets.T * logits.T.log_softmax(1)).sum(1).mean())
-            for group in optimizer.param_groups:
-                group["lr"] = LEARNING_RATE * schedule(step, estimated)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            step += 1
-            if step == 50 and not steps:
-                estimated = int(step * budget / (time.time() - started))
-            if step % 100 == 0:
-                log(f"clip step {step}/{estimated} loss {loss.item():.4f} "
-                    f"top-1 {evaluate_clip(model, val_images, val_captions, vocab):.3f}")
-            if step >= min(estimated, stop) or time.time() - started >= budget:
-                break
-        if step >= min(estimated, stop):
-            break
-    model.eval()
-    return model, step
+
+    def loss_of(picked):
+        ids, lengths = clip_batch_texts(vocab, [captions[i] for i in picked])
+        image = model.image_embeds(to_pixels(images[picked]))
+        text = model.text_embeds(ids, lengths)
+        logits = model.logit_scale.clamp(max=math.log(100)).exp() * image @ text.T
+        # pictures with the same scene are all right answers
+        same = torch.tensor([[scenes[i] == scenes[j] for j in picked] for i in picked], dtype=torch.float32)
+        targets = same / same.sum(1, keepdim=True)
+        return 0.5 * (-(targets * logits.log_softmax(1)).sum(1).mean()
+                      - (targets.T * logits.T.log_softmax(1)).sum(1).mean())
+
+    def report(step, estimated, loss):
+        log(f"clip step {step}/{estimated} loss {loss.item():.4f} "
+            f"top-1 {evaluate_clip(model, val_images, val_captions, vocab):.3f}")
+
+    return optimise(model, loss_of, len(images), minutes, batch, steps, 2, report)
 
 
 def evaluate_clip(model, images, captions, vocab, groups=10, size=20):
