@@ -70,7 +70,8 @@ typedef struct preprocess_job {
     char (*messages)[256];
 } preprocess_job;
 
-static void preprocess_task(void *argument, size_t index) {
+static void preprocess_task(void *argument, size_t index, float *scratch) {
+    (void)scratch;
     preprocess_job *job = argument;
     const glimpse_model *model = job->model;
     const glimpse_image *image = job->images[index];

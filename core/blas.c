@@ -25,6 +25,7 @@ typedef struct linear_job {
     const float *weight;
     const float *bias;
     size_t rows, in_features, out_features, block;
+    int accumulate;
 } linear_job;
 
 int kernel_avx512_available(void) {
@@ -37,13 +38,14 @@ int kernel_avx512_available(void) {
     return known;
 }
 
-static void linear_task(void *argument, size_t index) {
+static void linear_task(void *argument, size_t index, float *scratch) {
     const linear_job *job = argument;
     size_t first = index * job->block;
     size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
     if (job->rows > 1 && kernel_avx512_available()) {
-        kernel_linear_avx512(job->out, job->out_stride, job->in, job->in_stride, job->weight, job->bias, job->rows,
-                             job->in_features, first, count);
+        kernel_product product = {job->out, job->out_stride, job->in, job->in_stride, job->weight, job->in_features,
+                                  1, job->bias, 1.0f, job->accumulate, job->rows, job->in_features};
+        kernel_product_avx512(&product, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
         return;
     }
     if (job->rows == 1) {
@@ -51,14 +53,14 @@ static void linear_task(void *argument, size_t index) {
          * sgemm would first copy (pack) the whole weight block */
         const float *weight = job->weight + first * job->in_features;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)count, (int)job->in_features, 1.0f, weight,
-                    (int)job->in_features, job->in, 1, 0.0f, job->out + first, 1);
+                    (int)job->in_features, job->in, 1, job->accumulate ? 1.0f : 0.0f, job->out + first, 1);
         if (job->bias)
             for (size_t o = 0; o < count; o++) job->out[first + o] += job->bias[first + o];
         return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)job->rows, (int)count, (int)job->in_features, 1.0f,
-                job->in, (int)job->in_stride, job->weight + first * job->in_features, (int)job->in_features, 0.0f,
-                job->out + first, (int)job->out_stride);
+                job->in, (int)job->in_stride, job->weight + first * job->in_features, (int)job->in_features,
+                job->accumulate ? 1.0f : 0.0f, job->out + first, (int)job->out_stride);
     if (job->bias)
         for (size_t r = 0; r < job->rows; r++) {
             float *row = job->out + r * job->out_stride + first;
@@ -67,20 +69,36 @@ static void linear_task(void *argument, size_t index) {
         }
 }
 
-void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                   const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
+static void linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                   const float *bias, size_t rows, size_t in_features, size_t out_features, int accumulate,
+                   pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
     if (rows == 0 || out_features == 0) return;
-    linear_job job = {out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, out_features};
+    linear_job job = {out,         out_stride,   in,           in_stride, weight, bias, rows,
+                      in_features, out_features, out_features, accumulate};
     int workers = pool_threads(threads);
     double work = (double)rows * (double)in_features * (double)out_features;
     if (workers > 1 && work > 1e5) {
-        size_t block = (out_features + (size_t)workers * 2 - 1) / ((size_t)workers * 2);
+        /* the panel kernel transposes the input once per task: one task per thread
+         * there; elsewhere two, so that uneven threads even out */
+        size_t share = rows >= 16 && kernel_avx512_available() ? (size_t)workers : (size_t)workers * 2;
+        size_t block = (out_features + share - 1) / share;
+        block = (block + 7) / 8 * 8; /* whole micro-kernels */
         if (block < LINEAR_COLUMN_BLOCK) block = LINEAR_COLUMN_BLOCK;
         job.block = block;
     }
     size_t tasks = (out_features + job.block - 1) / job.block;
-    pool_for(tasks > 1 ? threads : NULL, tasks, linear_task, &job);
+    pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
+}
+
+void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                   const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
+    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, 0, threads);
+}
+
+void kernel_linear_add(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                       const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
+    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, 1, threads);
 }
 
 typedef struct attention_job {
@@ -95,13 +113,21 @@ typedef struct attention_job {
     float *scratch;
 } attention_job;
 
-static void attention_head(void *argument, size_t head) {
+static void attention_head(void *argument, size_t head, float *scratch) {
     const attention_job *job = argument;
     size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim;
     float *scores = job->scratch + head * queries * keys;
+    int panels = queries >= 16 && kernel_avx512_available(); /* (the decoder's 1-3 queries go to OpenBLAS) */
     /* scores[queries, keys] = scale · q_h · k_hᵀ */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)queries, (int)keys, (int)job->head_dim, job->scale,
-                job->q + offset, (int)job->q_stride, job->k + offset, (int)job->kv_stride, 0.0f, scores, (int)keys);
+    if (panels) {
+        kernel_product product = {scores, keys, job->q + offset, job->q_stride, job->k + offset, job->kv_stride, 1,
+                                  NULL, job->scale, 0, queries, job->head_dim};
+        kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)queries, (int)keys, (int)job->head_dim, job->scale,
+                    job->q + offset, (int)job->q_stride, job->k + offset, (int)job->kv_stride, 0.0f, scores,
+                    (int)keys);
+    }
     if (job->mask == KERNEL_MASK_CAUSAL) {
         size_t shift = keys - queries;
         for (size_t i = 0; i < queries; i++)
@@ -109,8 +135,15 @@ static void attention_head(void *argument, size_t head) {
     }
     kernel_softmax(scores, queries, keys);
     /* out_h[queries, head_dim] = scores · v_h */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)queries, (int)job->head_dim, (int)keys, 1.0f, scores,
-                (int)keys, job->v + offset, (int)job->kv_stride, 0.0f, job->out + offset, (int)job->out_stride);
+    if (panels) { /* the values read as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
+        kernel_product product = {job->out + offset, job->out_stride, scores, keys, job->v + offset, 1,
+                                  job->kv_stride, NULL, 1.0f, 0, queries, keys};
+        kernel_product_avx512(&product, 0, job->head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)queries, (int)job->head_dim, (int)keys, 1.0f,
+                    scores, (int)keys, job->v + offset, (int)job->kv_stride, 0.0f, job->out + offset,
+                    (int)job->out_stride);
+    }
 }
 
 void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_stride, const float *k,

@@ -17,12 +17,36 @@
  * it, else on OpenBLAS (one row: OpenBLAS's sgemv). out must not alias in. */
 void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
-/* The AVX-512 kernel behind kernel_linear (avx512.c): output columns
- * first_column .. first_column+columns of the same product. */
-void kernel_linear_avx512(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                          const float *bias, size_t rows, size_t in_features, size_t first_column, size_t columns);
+/* The same product added to out (out += in · weightᵀ + bias): a residual
+ * connection without a temporary and a separate pass. */
+void kernel_linear_add(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                       const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
+/* One matrix product for the AVX-512 kernels (linear_avx512.c):
+ *   out[r][c] (+)= scale · Σ_k in[r][k] · weight[c·column_stride + k·depth_stride] + bias[c]
+ * for r < rows, k < depth; "+=" when accumulate. A linear layer has
+ * column_stride = in_features, depth_stride = 1; attention's P·V reads the
+ * values as weight with column_stride 1, depth_stride = their row stride
+ * (allowed only with 16 rows or more). */
+typedef struct kernel_product {
+    float *out;
+    size_t out_stride;
+    const float *in;
+    size_t in_stride;
+    const float *weight;
+    size_t column_stride, depth_stride;
+    const float *bias; /* may be NULL */
+    float scale;
+    int accumulate;
+    size_t rows, depth;
+} kernel_product;
+/* Columns first_column .. first_column+columns of the product. scratch
+ * (64-byte aligned, scratch_floats long, may be NULL) holds the transposed
+ * input panels; without room for 48 rows × depth the panels are cut along
+ * the depth into blocks on the stack. */
+void kernel_product_avx512(const kernel_product *product, size_t first_column, size_t columns, float *scratch,
+                           size_t scratch_floats);
 /* Vectorised twins of kernel_softmax, kernel_gelu, kernel_quick_gelu
- * (avx512.c), which those call where the CPU has AVX-512. */
+ * (activations_avx512.c), which those call where the CPU has AVX-512. */
 void kernel_softmax_avx512(float *x, size_t rows, size_t n);
 void kernel_gelu_avx512(float *x, size_t n);
 void kernel_quick_gelu_avx512(float *x, size_t n);

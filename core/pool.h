@@ -9,8 +9,14 @@
 
 typedef struct pool pool;
 
-/* Runs task(argument, index) for index in [0, count). */
-typedef void (*pool_task)(void *argument, size_t index);
+/* Every thread of a pool (the caller's turn included) owns this many floats
+ * of scratch, aligned to 64 bytes, for kernels that rearrange their inputs
+ * (the linear layer's panels: 48 rows × up to 5,461 features). */
+#define POOL_SCRATCH_FLOATS ((size_t)1 << 18)
+
+/* Runs task(argument, index, scratch) for index in [0, count). scratch is the
+ * running thread's POOL_SCRATCH_FLOATS floats, or NULL when the pool is NULL. */
+typedef void (*pool_task)(void *argument, size_t index, float *scratch);
 
 /* Creates a pool of `threads` workers in total, the calling thread counted
  * (threads <= 0 means all online cores). Caller frees with pool_free. */

@@ -75,16 +75,14 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
                          scratch->scores, threads);
         start += lengths[s];
     }
-    kernel_linear(scratch->normed, hidden, scratch->context, hidden, layer->out_weight, layer->out_bias, rows, hidden,
-                  hidden, threads);
-    kernel_add(x, scratch->normed, rows * hidden);
+    kernel_linear_add(x, hidden, scratch->context, hidden, layer->out_weight, layer->out_bias, rows, hidden, hidden,
+                      threads);
 
     /* feed-forward sub-layer */
     kernel_layernorm(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon);
     kernel_linear(scratch->mlp, shape->intermediate, scratch->normed, hidden, layer->fc1_weight, layer->fc1_bias, rows,
                   hidden, shape->intermediate, threads);
     activation_apply(shape->act, scratch->mlp, rows * shape->intermediate);
-    kernel_linear(scratch->normed, hidden, scratch->mlp, shape->intermediate, layer->fc2_weight, layer->fc2_bias, rows,
-                  shape->intermediate, hidden, threads);
-    kernel_add(x, scratch->normed, rows * hidden);
+    kernel_linear_add(x, hidden, scratch->mlp, shape->intermediate, layer->fc2_weight, layer->fc2_bias, rows,
+                      shape->intermediate, hidden, threads);
 }

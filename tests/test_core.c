@@ -31,8 +31,12 @@ static float *random_array(size_t n) {
 
 static void test_linear_matches_reference(void **state) {
     (void)state;
-    /* odd sizes on purpose, with strides, single- and multi-threaded */
-    const size_t shapes[][3] = {{1, 7, 5}, {17, 48, 100}, {50, 768, 3072}, {3, 129, 257}};
+    /* odd sizes on purpose, with strides, single- and multi-threaded (without a
+     * pool the AVX-512 kernel cuts the depth into blocks). Rows: one (sgemv), a few
+     * (dot products), panels of 48 with 0, 1-4 (dot products) and 5-15 (padded)
+     * rows left over; depths with a masked tail; columns not a multiple of 8. */
+    const size_t shapes[][3] = {{1, 7, 5},      {17, 48, 100},  {50, 768, 3072}, {3, 129, 257}, {16, 300, 13},
+                                {29, 517, 40},  {77, 512, 100}, {400, 96, 24},   {98, 33, 9}};
     pool *threads;
     assert_int_equal(pool_create(3, &threads), GLIMPSE_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -48,6 +52,15 @@ static void test_linear_matches_reference(void **state) {
                     double d = relative_difference(fast + r * out_stride, slow + r * out_stride, out);
                     if (d > 1e-5 * sqrt((double)in)) fail_msg("linear %zux%zux%zu differs by %g", rows, in, out, d);
                 }
+                /* kernel_linear_add on top: twice the product (plus bias twice) */
+                kernel_linear_add(fast, out_stride, x, in_stride, w, with_bias ? b : NULL, rows, in, out,
+                                  use_pool ? threads : NULL);
+                for (size_t r = 0; r < rows; r++) {
+                    for (size_t o = 0; o < out; o++) slow[r * out_stride + o] *= 2.0f;
+                    double d = relative_difference(fast + r * out_stride, slow + r * out_stride, out);
+                    if (d > 1e-5 * sqrt((double)in))
+                        fail_msg("linear_add %zux%zux%zu differs by %g", rows, in, out, d);
+                }
             }
         free(x), free(w), free(b), free(fast), free(slow);
     }
@@ -58,8 +71,11 @@ static void test_attention_matches_reference(void **state) {
     (void)state;
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
-    /* (queries, keys, heads, head_dim): square, a cached step, odd head size */
-    const size_t cases[][4] = {{17, 17, 4, 12}, {1, 9, 3, 10}, {5, 12, 2, 7}, {50, 50, 12, 64}};
+    /* (queries, keys, heads, head_dim): square, a cached step, odd head size,
+     * ViT's 50 and CLIP text's 77 tokens (1-4 and 5-15 queries past a panel),
+     * more keys than queries with 16+ queries (the causal mask shifted) */
+    const size_t cases[][4] = {{17, 17, 4, 12}, {1, 9, 3, 10}, {5, 12, 2, 7}, {50, 50, 12, 64}, {77, 77, 8, 64},
+                               {20, 45, 2, 24}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int m = 0; m < 2; m++) {
             size_t nq = cases[c][0], nk = cases[c][1], heads = cases[c][2], hd = cases[c][3], width = heads * hd;
@@ -160,7 +176,9 @@ static void test_softmax_and_normalize(void **state) {
     assert_float_equal(zero[0], 0.0f, 0);
 }
 
-static void count_task(void *argument, size_t index) {
+static void count_task(void *argument, size_t index, float *scratch) {
+    assert_non_null(scratch); /* every thread of a pool has its own, all of it usable */
+    scratch[0] = scratch[POOL_SCRATCH_FLOATS - 1] = (float)index;
     int *counts = argument;
     __atomic_fetch_add(&counts[index], 1, __ATOMIC_RELAXED);
 }

@@ -1,0 +1,305 @@
+/* linear_avx512.c — the linear layer on CPUs with AVX-512 (kernel_linear
+ * calls it in place of OpenBLAS). Both kernels read the weights as the
+ * checkpoint stores them ([out_features, in_features], rows contiguous):
+ * nothing is packed or converted at load, so a model starts as fast as its
+ * file can be mapped.
+ *
+ * Many rows (16 or more tokens: the vision and text towers, batches): the
+ * input is the small side, so it is the one we rearrange. A block of up to
+ * 48 rows × all features is transposed into a panel in the thread's scratch
+ * (pool.h), one feature per line of 48 rows; the micro-kernel then keeps 8 output columns ×
+ * 48 rows in 24 registers and, for each feature, broadcasts one weight of each
+ * of the 8 columns against the panel's line: 24 FMAs for 3 vector loads and 8
+ * broadcasts, so the FMA units rather than the loads set the pace. Each weight
+ * is read once per 48 rows. The 8 × 16 blocks of sums are transposed in
+ * registers on the way out. A remainder of 1–4 rows (ViT's 50 tokens, BLIP's
+ * 577) would waste most of a 16-row vector, so those rows take the
+ * dot-product kernel below, on the same weights while they are in cache.
+ *
+ * Few rows (2–15: the decoder's beams): dot products. A tile of 4 input rows
+ * × 6 weight rows keeps 24 vectors of partial sums while both run along
+ * in_features, 16 at a time, and each sum is reduced once at the end.
+ */
+#include <immintrin.h>
+#include <stddef.h>
+
+#include "kernels.h"
+
+/* ------------------------------------------------------------ dot products */
+
+#define DOT_ROWS 4
+#define DOT_COLUMNS 6
+/* Rows per block: their inputs stay in L2 while the block's weight rows stream past. */
+#define DOT_ROW_BLOCK 64
+
+/* out[r][c] (+)= scale · Σ_k in[r][k] · weight[c][k] over k < depth, for a rows × columns
+ * tile; the bias is added with the first block of the depth (first == 1). */
+static inline __attribute__((always_inline)) void dot_tile(float *out, size_t out_stride, const float *in,
+                                                            size_t in_stride, const float *weight,
+                                                            size_t weight_stride, size_t depth, const float *bias,
+                                                            float scale, int accumulate, int first, const int rows,
+                                                            const int columns) {
+    __m512 sum[DOT_ROWS][DOT_COLUMNS];
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < columns; c++) sum[r][c] = _mm512_setzero_ps();
+    size_t k = 0;
+    for (; k + 16 <= depth; k += 16) {
+        __m512 x[DOT_ROWS];
+        for (int r = 0; r < rows; r++) x[r] = _mm512_loadu_ps(in + (size_t)r * in_stride + k);
+        for (int c = 0; c < columns; c++) {
+            __m512 w = _mm512_loadu_ps(weight + (size_t)c * weight_stride + k);
+            for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(x[r], w, sum[r][c]);
+        }
+    }
+    if (k < depth) { /* the last 1..15 features, masked */
+        __mmask16 mask = (__mmask16)((1u << (depth - k)) - 1);
+        __m512 x[DOT_ROWS];
+        for (int r = 0; r < rows; r++) x[r] = _mm512_maskz_loadu_ps(mask, in + (size_t)r * in_stride + k);
+        for (int c = 0; c < columns; c++) {
+            __m512 w = _mm512_maskz_loadu_ps(mask, weight + (size_t)c * weight_stride + k);
+            for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(x[r], w, sum[r][c]);
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < columns; c++) {
+            float *cell = out + (size_t)r * out_stride + c;
+            float total = scale * _mm512_reduce_add_ps(sum[r][c]) + (first && bias ? bias[c] : 0.0f);
+            *cell = accumulate ? *cell + total : total;
+        }
+}
+
+/* Each (rows, columns) shape of a tile gets its own fully unrolled copy. */
+#define DOT_CASE(R, C)                                                                                                 \
+    case (R)*8 + (C):                                                                                                  \
+        dot_tile(out, out_stride, in, in_stride, weight, weight_stride, depth, bias, scale, accumulate, first, R, C);  \
+        break;
+#define DOT_CASES(R) DOT_CASE(R, 1) DOT_CASE(R, 2) DOT_CASE(R, 3) DOT_CASE(R, 4) DOT_CASE(R, 5) DOT_CASE(R, 6)
+
+static void dot_any_tile(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                         size_t weight_stride, size_t depth, const float *bias, float scale, int accumulate,
+                         int first, int rows, int columns) {
+    switch (rows * 8 + columns) {
+        DOT_CASES(1)
+        DOT_CASES(2)
+        DOT_CASES(3)
+        DOT_CASES(4)
+    default: break;
+    }
+}
+
+/* The dot-product kernel over rows × columns (weight and bias start at the first column). */
+static void dot_block(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                      size_t weight_stride, size_t depth, const float *bias, float scale, int accumulate, int first,
+                      size_t rows, size_t columns) {
+    for (size_t r0 = 0; r0 < rows; r0 += DOT_ROW_BLOCK) {
+        size_t row_end = r0 + DOT_ROW_BLOCK < rows ? r0 + DOT_ROW_BLOCK : rows;
+        for (size_t c = 0; c < columns; c += DOT_COLUMNS) {
+            int tile_columns = (int)(columns - c < DOT_COLUMNS ? columns - c : DOT_COLUMNS);
+            for (size_t r = r0; r < row_end; r += DOT_ROWS) {
+                int tile_rows = (int)(row_end - r < DOT_ROWS ? row_end - r : DOT_ROWS);
+                dot_any_tile(out + r * out_stride + c, out_stride, in + r * in_stride, in_stride,
+                             weight + c * weight_stride, weight_stride, depth, bias ? bias + c : NULL, scale,
+                             accumulate, first, tile_rows, tile_columns);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ panels */
+
+#define PANEL_VECTORS 3                    /* rows of a panel, in vectors of 16 */
+#define PANEL_ROWS (16 * PANEL_VECTORS)    /* 48 */
+#define STACK_PANEL_DEPTH 256              /* features per panel without scratch: 48 KiB on the stack */
+#define MICRO_COLUMNS 8                    /* output columns per micro-kernel */
+#define STRIP_COLUMNS (3 * MICRO_COLUMNS)  /* columns between visits of the remainder rows */
+#define REMAINDER_ROWS 4                   /* at most this many rows % 16 go to dot products */
+
+/* Transposes the 16 × 16 block rows[i][j] into columns: rows[j] becomes the
+ * old column j. Four rounds of shuffles: pairs of floats, quads, 128-bit lanes twice. */
+static inline void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* u[4i + j], lane L: rows 4i..4i+3 of column 4L + j */
+    for (int i = 0; i < 4; i++) {
+        u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512 even_low = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);     /* lanes 0, 2 of rows 0-7 */
+        __m512 odd_low = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);      /* lanes 1, 3 of rows 0-7 */
+        __m512 even_high = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88); /* ... of rows 8-15 */
+        __m512 odd_high = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_f32x4(even_low, even_high, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(even_low, even_high, 0xDD);
+        r[4 + j] = _mm512_shuffle_f32x4(odd_low, odd_high, 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(odd_low, odd_high, 0xDD);
+    }
+}
+
+/* panel[k][t] = in[t][k] for t < rows (zero up to vectors · 16), k < depth. */
+static void pack_panel(float *panel, const float *in, size_t in_stride, size_t rows, size_t depth, int vectors) {
+    size_t width = (size_t)vectors * 16;
+    for (int block = 0; block < vectors; block++) {
+        size_t first = (size_t)block * 16;
+        size_t count = rows > first ? (rows - first < 16 ? rows - first : 16) : 0;
+        size_t k = 0;
+        if (count == 16)
+            for (; k + 16 <= depth; k += 16) {
+                __m512 r[16];
+                for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(in + (first + (size_t)i) * in_stride + k);
+                transpose16(r);
+                for (int j = 0; j < 16; j++) _mm512_store_ps(panel + (k + (size_t)j) * width + first, r[j]);
+            }
+        for (; k < depth; k++)
+            for (size_t i = 0; i < 16; i++)
+                panel[k * width + first + i] = i < count ? in[(first + i) * in_stride + k] : 0.0f;
+    }
+}
+
+/* Writes (or adds) the 8 columns × 16 rows of sums in s[c] (row i in lane i)
+ * to out[i][c], transposing in registers: the rows 0-3 of 4 consecutive columns
+ * come together first, then the two halves of each 8-column row. */
+static inline void store_8x16(float *out, size_t out_stride, const __m512 s[8], int accumulate) {
+    __m512 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(s[2 * i], s[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(s[2 * i], s[2 * i + 1]);
+    }
+    /* u[j] (columns 0-3) and u[4 + j] (columns 4-7), lane L: row 4L + j */
+    for (int h = 0; h < 2; h++) {
+        u[4 * h + 0] = _mm512_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        u[4 * h + 1] = _mm512_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+        u[4 * h + 2] = _mm512_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        u[4 * h + 3] = _mm512_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512 low = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44);  /* lanes 0, 1 of u[j], then of u[4+j] */
+        __m512 high = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE); /* lanes 2, 3 */
+        low = _mm512_shuffle_f32x4(low, low, 0xD8);                /* row j | row 4 + j */
+        high = _mm512_shuffle_f32x4(high, high, 0xD8);             /* row 8 + j | row 12 + j */
+        __m256 part[4] = {_mm512_castps512_ps256(low),
+                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(low), 1)),
+                          _mm512_castps512_ps256(high),
+                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(high), 1))};
+        for (int q = 0; q < 4; q++) {
+            float *cell = out + (size_t)(4 * q + j) * out_stride;
+            _mm256_storeu_ps(cell, accumulate ? _mm256_add_ps(_mm256_loadu_ps(cell), part[q]) : part[q]);
+        }
+    }
+}
+
+/* out[t][c] (+)= scale · Σ_k panel[k][t] · weight[c·column_stride + k·depth_stride]
+ * for t < rows, c < columns; the bias is added when the sums are written
+ * rather than accumulated (first == 1: the first block of the depth). */
+static inline __attribute__((always_inline)) void micro(float *out, size_t out_stride, const float *panel,
+                                                         size_t depth, const float *weight, size_t column_stride,
+                                                         size_t depth_stride, const float *bias, float scale,
+                                                         int accumulate, int first, size_t rows, const int vectors,
+                                                         const int columns) {
+    const size_t width = (size_t)vectors * 16;
+    __m512 sum[MICRO_COLUMNS][PANEL_VECTORS];
+    for (int c = 0; c < columns; c++)
+        for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_setzero_ps();
+    for (size_t k = 0; k < depth; k++) {
+        __m512 x[PANEL_VECTORS];
+        for (int v = 0; v < vectors; v++) x[v] = _mm512_load_ps(panel + k * width + 16 * (size_t)v);
+        for (int c = 0; c < columns; c++) {
+            __m512 w = _mm512_set1_ps(weight[(size_t)c * column_stride + k * depth_stride]);
+            for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_fmadd_ps(w, x[v], sum[c][v]);
+        }
+    }
+    if (scale != 1.0f)
+        for (int c = 0; c < columns; c++)
+            for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_mul_ps(sum[c][v], _mm512_set1_ps(scale));
+    if (first && bias)
+        for (int c = 0; c < columns; c++) {
+            __m512 b = _mm512_set1_ps(bias[c]);
+            for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_add_ps(sum[c][v], b);
+        }
+    for (int v = 0; v < vectors; v++) {
+        size_t first = (size_t)v * 16, count = rows - first < 16 ? rows - first : 16;
+        float *block = out + first * out_stride;
+        __m512 s[MICRO_COLUMNS];
+        for (int c = 0; c < columns; c++) s[c] = sum[c][v];
+        if (columns == MICRO_COLUMNS && count == 16) {
+            store_8x16(block, out_stride, s, accumulate);
+            continue;
+        }
+        float spill[MICRO_COLUMNS][16] __attribute__((aligned(64)));
+        for (int c = 0; c < columns; c++) _mm512_store_ps(spill[c], s[c]);
+        for (size_t i = 0; i < count; i++)
+            for (int c = 0; c < columns; c++) {
+                float *cell = block + i * out_stride + c;
+                *cell = accumulate ? *cell + spill[c][i] : spill[c][i];
+            }
+    }
+}
+
+#define MICRO_CASE(V, C)                                                                                               \
+    case (V)*16 + (C):                                                                                                 \
+        micro(out, out_stride, panel, depth, weight, column_stride, depth_stride, bias, scale, accumulate, first,     \
+              rows, V, C);                                                                                             \
+        break;
+#define MICRO_CASES(V)                                                                                                 \
+    MICRO_CASE(V, 1)                                                                                                   \
+    MICRO_CASE(V, 2)                                                                                                   \
+    MICRO_CASE(V, 3)                                                                                                   \
+    MICRO_CASE(V, 4) MICRO_CASE(V, 5) MICRO_CASE(V, 6) MICRO_CASE(V, 7) MICRO_CASE(V, 8)
+
+static void micro_any(float *out, size_t out_stride, const float *panel, size_t depth, const float *weight,
+                      size_t column_stride, size_t depth_stride, const float *bias, float scale, int accumulate,
+                      int first, size_t rows, int vectors, int columns) {
+    switch (vectors * 16 + columns) {
+        MICRO_CASES(1)
+        MICRO_CASES(2)
+        MICRO_CASES(3)
+    default: break;
+    }
+}
+
+void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t columns, float *scratch,
+                           size_t scratch_floats) {
+    size_t rows = p->rows, depth_total = p->depth, cs = p->column_stride, ds = p->depth_stride;
+    size_t in_stride = p->in_stride, out_stride = p->out_stride;
+    const float *in = p->in, *w = p->weight + first_column * cs, *b = p->bias ? p->bias + first_column : NULL;
+    float *out = p->out + first_column;
+    if (rows < 16) { /* (kernel_product: only with depth_stride 1) */
+        dot_block(out, out_stride, in, in_stride, w, cs, depth_total, b, p->scale, p->accumulate, 1, rows, columns);
+        return;
+    }
+    size_t remainder = rows % 16 <= REMAINDER_ROWS && ds == 1 ? rows % 16 : 0, panel_rows = rows - remainder;
+    /* the whole depth in one panel where the scratch has room, so every sum is written once */
+    float stack_panel[STACK_PANEL_DEPTH * PANEL_ROWS] __attribute__((aligned(64)));
+    float *panel = stack_panel;
+    size_t panel_depth = STACK_PANEL_DEPTH;
+    if (scratch && scratch_floats / PANEL_ROWS > panel_depth) {
+        panel = scratch;
+        panel_depth = scratch_floats / PANEL_ROWS;
+    }
+    for (size_t r0 = 0; r0 < panel_rows; r0 += PANEL_ROWS) {
+        size_t group = panel_rows - r0 < PANEL_ROWS ? panel_rows - r0 : PANEL_ROWS;
+        int vectors = (int)((group + 15) / 16), last = r0 + group == panel_rows;
+        for (size_t k0 = 0; k0 < depth_total; k0 += panel_depth) {
+            size_t depth = depth_total - k0 < panel_depth ? depth_total - k0 : panel_depth;
+            int first = k0 == 0, accumulate = p->accumulate || !first;
+            pack_panel(panel, in + r0 * in_stride + k0, in_stride, group, depth, vectors);
+            for (size_t c0 = 0; c0 < columns; c0 += STRIP_COLUMNS) {
+                size_t strip = columns - c0 < STRIP_COLUMNS ? columns - c0 : STRIP_COLUMNS;
+                for (size_t c = c0; c < c0 + strip; c += MICRO_COLUMNS) {
+                    int count = (int)(c0 + strip - c < MICRO_COLUMNS ? c0 + strip - c : MICRO_COLUMNS);
+                    micro_any(out + r0 * out_stride + c, out_stride, panel, depth, w + c * cs + k0 * ds, cs, ds,
+                              b ? b + c : NULL, p->scale, accumulate, first, group, vectors, count);
+                }
+                if (remainder && last) /* the last rows, while this strip's weights are in cache */
+                    dot_block(out + panel_rows * out_stride + c0, out_stride, in + panel_rows * in_stride + k0,
+                              in_stride, w + c0 * cs + k0, cs, depth, b ? b + c0 : NULL, p->scale, accumulate, first,
+                              remainder, strip);
+            }
+        }
+    }
+}
