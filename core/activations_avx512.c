@@ -92,3 +92,45 @@ void kernel_quick_gelu_avx512(float *x, size_t n) {
     }
     for (; i < n; i++) x[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
 }
+
+/* The low and high 8 floats of x, widened exactly to doubles. */
+static inline __m512d widen_low(__m512 x) { return _mm512_cvtps_pd(_mm512_castps512_ps256(x)); }
+static inline __m512d widen_high(__m512 x) {
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+}
+
+/* kernel_layernorm with the statistics accumulated in double as the plain
+ * kernel does (8 lanes at a time rather than one running sum) and the same
+ * float rounding of the normalised value before weight and bias. */
+void kernel_layernorm_avx512(float *out, const float *in, const float *weight, const float *bias, size_t rows,
+                             size_t dim, float epsilon) {
+    for (size_t r = 0; r < rows; r++) {
+        const float *x = in + r * dim;
+        float *y = out + r * dim;
+        __m512d sum = _mm512_setzero_pd();
+        for (size_t i = 0; i < dim; i += 16) {
+            __mmask16 lanes = (__mmask16)(dim - i >= 16 ? 0xFFFF : (1u << (dim - i)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(lanes, x + i);
+            sum = _mm512_add_pd(sum, _mm512_add_pd(widen_low(v), widen_high(v)));
+        }
+        __m512d centre = _mm512_set1_pd(_mm512_reduce_add_pd(sum) / (double)dim), squares = _mm512_setzero_pd();
+        for (size_t i = 0; i < dim; i += 16) {
+            __mmask16 lanes = (__mmask16)(dim - i >= 16 ? 0xFFFF : (1u << (dim - i)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(lanes, x + i);
+            __m512d low = _mm512_sub_pd(widen_low(v), centre), high = _mm512_sub_pd(widen_high(v), centre);
+            squares = _mm512_mask3_fmadd_pd(low, low, squares, (__mmask8)lanes);
+            squares = _mm512_mask3_fmadd_pd(high, high, squares, (__mmask8)(lanes >> 8));
+        }
+        __m512d inverse = _mm512_set1_pd(1.0 / sqrt(_mm512_reduce_add_pd(squares) / (double)dim + (double)epsilon));
+        for (size_t i = 0; i < dim; i += 16) {
+            __mmask16 lanes = (__mmask16)(dim - i >= 16 ? 0xFFFF : (1u << (dim - i)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(lanes, x + i);
+            __m256 low = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_sub_pd(widen_low(v), centre), inverse));
+            __m256 high = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_sub_pd(widen_high(v), centre), inverse));
+            __m512 normalised = _mm512_castpd_ps(
+                _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(low)), _mm256_castps_pd(high), 1));
+            __m512 scaled = _mm512_mul_ps(normalised, _mm512_maskz_loadu_ps(lanes, weight + i));
+            _mm512_mask_storeu_ps(y + i, lanes, _mm512_add_ps(scaled, _mm512_maskz_loadu_ps(lanes, bias + i)));
+        }
+    }
+}

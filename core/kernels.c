@@ -7,6 +7,10 @@
 
 void kernel_layernorm(float *out, const float *in, const float *weight, const float *bias, size_t rows,
                       size_t dim, float epsilon) {
+    if (kernel_avx512_available()) {
+        kernel_layernorm_avx512(out, in, weight, bias, rows, dim, epsilon);
+        return;
+    }
     for (size_t r = 0; r < rows; r++) {
         const float *x = in + r * dim;
         float *y = out + r * dim;

@@ -45,11 +45,13 @@ typedef struct kernel_product {
  * the depth into blocks on the stack. */
 void kernel_product_avx512(const kernel_product *product, size_t first_column, size_t columns, float *scratch,
                            size_t scratch_floats);
-/* Vectorised twins of kernel_softmax, kernel_gelu, kernel_quick_gelu
- * (activations_avx512.c), which those call where the CPU has AVX-512. */
+/* Vectorised twins of kernel_softmax, kernel_gelu, kernel_quick_gelu,
+ * kernel_layernorm (activations_avx512.c), which those call where the CPU has AVX-512. */
 void kernel_softmax_avx512(float *x, size_t rows, size_t n);
 void kernel_gelu_avx512(float *x, size_t n);
 void kernel_quick_gelu_avx512(float *x, size_t n);
+void kernel_layernorm_avx512(float *out, const float *in, const float *weight, const float *bias, size_t rows,
+                             size_t dim, float epsilon);
 /* 1 if the AVX-512 kernels run on this CPU (and GLIMPSE_NO_AVX512 is unset). */
 int kernel_avx512_available(void);
 

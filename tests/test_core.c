@@ -116,6 +116,34 @@ static void test_layernorm(void **state) {
     }
 }
 
+static void test_layernorm_wide_rows(void **state) {
+    (void)state;
+    /* widths with and without a tail of 16, in place and not, against double maths */
+    const size_t dims[] = {768, 77, 16, 1};
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+        size_t dim = dims[d], rows = 3;
+        float *x = random_array(rows * dim), *w = random_array(dim), *b = random_array(dim);
+        float *y = malloc(rows * dim * sizeof *y);
+        for (size_t i = 0; i < rows * dim; i++) x[i] = x[i] * 4.0f + 3.0f; /* an offset mean */
+        kernel_layernorm(y, x, w, b, rows, dim, 1e-5f);
+        for (size_t r = 0; r < rows; r++) {
+            const float *row = x + r * dim;
+            double mean = 0, variance = 0;
+            for (size_t i = 0; i < dim; i++) mean += row[i];
+            mean /= (double)dim;
+            for (size_t i = 0; i < dim; i++) variance += (row[i] - mean) * (row[i] - mean);
+            variance /= (double)dim;
+            for (size_t i = 0; i < dim; i++) {
+                double expected = (row[i] - mean) / sqrt(variance + 1e-5) * w[i] + b[i];
+                assert_float_equal(y[r * dim + i], expected, 1e-5);
+            }
+        }
+        kernel_layernorm(x, x, w, b, rows, dim, 1e-5f); /* in place gives the same */
+        for (size_t i = 0; i < rows * dim; i++) assert_float_equal(x[i], y[i], 0);
+        free(x), free(w), free(b), free(y);
+    }
+}
+
 static void test_activations_known_values(void **state) {
     (void)state;
     float g[3] = {1.0f, -1.0f, 0.0f}, q[2] = {1.0f, -2.0f}, t[1] = {1.0f};
@@ -237,7 +265,7 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_attention_matches_reference),
-        cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
         cmocka_unit_test(test_vector_maths_against_double),
         cmocka_unit_test(test_pool_runs_every_index_once), cmocka_unit_test(test_strmap),
