@@ -4,7 +4,8 @@
 # glimpse-make-model from the published configs), PyTorch (Debian's
 # python3-torch and python3-torchvision), ONNX Runtime (npm onnxruntime-node
 # on ONNX exports of the same PyTorch models), and the machine's roof (an
-# OpenBLAS sgemm and memory bandwidth). Prints every figure and the ratios.
+# OpenBLAS sgemm, memory bandwidth and a plain AVX-512 FMA loop). Prints every
+# figure and the ratios.
 # Not part of the tests; needs a built tree (scripts/setup.sh) and network
 # access to Debian's and npm's registries on first use.
 set -euo pipefail
@@ -43,4 +44,6 @@ env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --t
   --onnx-dir "$work/onnx" 2>/dev/null >> "$results"
 echo "onnxruntime..." >&2
 NODE_PATH=$work/node/node_modules node bench/ort_bench.js "$work/onnx" "$threads" "$runs" >> "$results"
+echo "roof (FMA peak)..." >&2
+cc -O2 -mavx512f -pthread bench/fma_peak.c -o "$work/fma_peak" && "$work/fma_peak" "$threads" >> "$results"
 /usr/bin/python3 bench/report.py "$results"
