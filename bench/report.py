@@ -1,6 +1,8 @@
 """report.py — the table of bench/run.sh: each stage's median for glimpse,
 PyTorch and ONNX Runtime, and glimpse's speed-up over each (above 1 is
-faster), with the machine's roof."""
+faster), with the machine's roof. With --markdown, the rows of README's table.
+
+    python3 bench/report.py RESULTS.jsonl [--markdown]"""
 import json
 import sys
 
@@ -15,8 +17,10 @@ def find(runtime, stage, batch=None, detail=None):
     return None
 
 
+markdown = "--markdown" in sys.argv[2:]
 peak = next((r["gflops"] for r in rows if r.get("runtime") == "roof" and r.get("stage") == "fma_peak"), None)
-print(f"{'stage':34s} {'glimpse':>10s} {'pytorch':>10s} {'onnxrt':>10s} {'vs torch':>9s} {'vs ort':>8s} {'glimpse GFLOP/s':>16s} {'of FMA peak':>12s}")
+if not markdown:
+    print(f"{'stage':34s} {'glimpse':>10s} {'pytorch':>10s} {'onnxrt':>10s} {'vs torch':>9s} {'vs ort':>8s} {'glimpse GFLOP/s':>16s} {'of FMA peak':>12s}")
 cases = [("vision", 1, "ViT-B/32 vision, batch 1", None), ("vision", 8, "ViT-B/32 vision, batch 8 (per image)", None),
          ("text", 1, "CLIP text, 77 tokens", None), ("text", 8, "CLIP text, batch 8 (per text)", None),
          ("vision_blip_384", 1, "BLIP-base vision, 384 px", None),
@@ -30,7 +34,12 @@ for stage, batch, name, detail in cases:
     ratio = lambda r: f"{r['median_ms'] / g['median_ms']:8.2f}x" if r and g else "       - "
     rate = f"{g['gflops']:16.1f}" if g and g.get("gflops") else ""
     share = f"{100 * g['gflops'] / peak:11.0f}%" if peak and g and g.get("gflops") else ""
+    if markdown:
+        md = lambda r: f"{r['median_ms']:.1f} ms" if r else "–"
+        mdr = lambda r: f"{r['median_ms'] / g['median_ms']:.2f}×" if r and g else "–"
+        print(f"| {name} | {md(g)} | {md(t)} | {md(o)} | {mdr(t)} | {mdr(o)} | {rate.strip() or '–'} |")
+        continue
     print(f"{name:34s} {cell(g)} {cell(t)} {cell(o)} {ratio(t)} {ratio(o)} {rate} {share}")
-for r in rows:
+for r in [] if markdown else rows:
     if r.get("runtime") == "roof":
         print("roof:", r["stage"], {k: v for k, v in r.items() if k not in ("runtime", "stage")})
