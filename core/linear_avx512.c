@@ -151,7 +151,11 @@ static void pack_panel(float *panel, const float *in, size_t in_stride, size_t r
         if (count == 16)
             for (; k + 16 <= depth; k += 16) {
                 __m512 r[16];
-                for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(in + (first + (size_t)i) * in_stride + k);
+                for (int i = 0; i < 16; i++) {
+                    const float *row = in + (first + (size_t)i) * in_stride + k;
+                    _mm_prefetch((const char *)(row + 64), _MM_HINT_T0); /* 16 rows are 16 streams: help the prefetcher */
+                    r[i] = _mm512_loadu_ps(row);
+                }
                 transpose16(r);
                 for (int j = 0; j < 16; j++) _mm512_store_ps(panel + (k + (size_t)j) * width + first, r[j]);
             }
