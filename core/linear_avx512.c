@@ -112,6 +112,7 @@ static void dot_block(float *out, size_t out_stride, const float *in, size_t in_
 #define STACK_PANEL_DEPTH 256              /* features per panel without scratch: 48 KiB on the stack */
 #define MICRO_COLUMNS 8                    /* output columns per micro-kernel */
 #define STRIP_COLUMNS (3 * MICRO_COLUMNS)  /* columns between visits of the remainder rows */
+#define WEIGHT_PREFETCH 64                 /* features ahead that the micro-kernel prefetches weights */
 #define REMAINDER_ROWS 4                   /* at most this many rows % 16 go to dot products */
 
 /* Transposes the 16 × 16 block rows[i][j] into columns: rows[j] becomes the
@@ -211,6 +212,10 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
         for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_setzero_ps();
     for (size_t k = 0; k < depth; k++) {
         __m512 x[PANEL_VECTORS];
+        if ((k & 15) == 0) /* the weights' 8 streams, a few lines ahead */
+            for (int c = 0; c < columns; c++)
+                _mm_prefetch((const char *)(weight + (size_t)c * column_stride + (k + WEIGHT_PREFETCH) * depth_stride),
+                             _MM_HINT_T0);
         for (int v = 0; v < vectors; v++) x[v] = _mm512_load_ps(panel + k * width + 16 * (size_t)v);
         for (int c = 0; c < columns; c++) {
             __m512 w = _mm512_set1_ps(weight[(size_t)c * column_stride + k * depth_stride]);
