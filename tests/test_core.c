@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "kernels.h"
+#include "quantize.h"
 #include "pool.h"
 #include "strmap.h"
 #include "support.h"
@@ -63,6 +64,66 @@ static void test_linear_matches_reference(void **state) {
                 }
             }
         free(x), free(w), free(b), free(fast), free(slow);
+    }
+    pool_free(threads);
+}
+
+static void test_linear_q8_matches_integer_reference(void **state) {
+    (void)state;
+    /* rows: one, a few (dot tiles), panels with 0, 1-4 and 5-15 rows left over;
+     * depths not a multiple of 4 or of 64; columns not a multiple of 8 */
+    const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {16, 300, 13},  {17, 48, 100},
+                                {29, 517, 40}, {50, 768, 96}, {77, 64, 100},  {400, 96, 24}};
+    pool *threads;
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
+        float *x = random_array(rows * in_stride), *w = random_array(out * in), *b = random_array(out);
+        float *fast = calloc(rows * out_stride, sizeof *fast), *exact = calloc(rows * out_stride, sizeof *exact);
+        float *real = calloc(rows * out_stride, sizeof *real);
+        kernel_q8 q;
+        assert_int_equal(kernel_q8_quantize(&q, w, out, in), GLIMPSE_OK);
+        /* the oracle: the integer sums of quantize.h's definition, finished the same way */
+        uint8_t *u8 = malloc(q.depth), *u8_fast = malloc(q.depth);
+        for (size_t r = 0; r < rows; r++) {
+            float scale = q8_quantize_row(u8, x + r * in_stride, in, q.depth);
+            if (q8_vnni_available()) {
+                assert_float_equal(q8_quantize_row_avx512(u8_fast, x + r * in_stride, in, q.depth), scale, 0);
+                assert_memory_equal(u8_fast, u8, q.depth);
+            }
+            for (size_t c = 0; c < out; c++) {
+                int32_t total = 0;
+                for (size_t k = 0; k < q.depth; k++) total += (int32_t)u8[k] * q.weight[c * q.depth + k];
+                exact[r * out_stride + c] = q8_finish(total, q.sum[c], scale, q.scale[c], b + c);
+            }
+        }
+        kernel_linear_q8(fast, out_stride, x, in_stride, &q, b, rows, 0, threads);
+        kernel_linear_reference(real, out_stride, x, in_stride, w, b, rows, in, out);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < out; c++) {
+                float got = fast[r * out_stride + c];
+                if (got != exact[r * out_stride + c])
+                    fail_msg("q8 %zux%zux%zu [%zu][%zu]: %.9g, integer reference %.9g", rows, in, out, r, c, got,
+                             exact[r * out_stride + c]);
+            }
+        /* and close to the float product: int8 keeps about 2 significant digits per term,
+         * so each row's error is a small fraction of its size (bias left out of both) */
+        for (size_t r = 0; r < rows; r++) {
+            double error = 0, size = 0;
+            for (size_t c = 0; c < out; c++) {
+                double d = fast[r * out_stride + c] - real[r * out_stride + c], v = real[r * out_stride + c] - b[c];
+                error += d * d, size += v * v;
+            }
+            if (sqrt(error / size) > 0.02)
+                fail_msg("q8 %zux%zux%zu row %zu is %g from the float product", rows, in, out, r, sqrt(error / size));
+        }
+        /* accumulate: on top of what is there */
+        kernel_linear_q8(fast, out_stride, x, in_stride, &q, b, rows, 1, threads);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < out; c++)
+                assert_float_equal(fast[r * out_stride + c], 2.0f * exact[r * out_stride + c], 0);
+        kernel_q8_free(&q);
+        free(u8), free(u8_fast), free(x), free(w), free(b), free(fast), free(exact), free(real);
     }
     pool_free(threads);
 }
@@ -264,7 +325,7 @@ static void test_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_attention_matches_reference),
+        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
         cmocka_unit_test(test_vector_maths_against_double),

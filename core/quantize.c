@@ -1,0 +1,128 @@
+/* quantize.c — int8 weights, per-row activation quantization, and the
+ * int8 linear layer's dispatch and plain-loop path (see quantize.h). */
+#include "quantize.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "kernels.h"
+
+glimpse_status kernel_q8_quantize(kernel_q8 *q, const float *weight, size_t out_features, size_t in_features) {
+    memset(q, 0, sizeof *q);
+    size_t depth = (in_features + 3) / 4 * 4;
+    q->weight = calloc(out_features * depth, 1);
+    q->scale = malloc(out_features * sizeof *q->scale);
+    q->sum = malloc(out_features * sizeof *q->sum);
+    if (!q->weight || !q->scale || !q->sum) {
+        kernel_q8_free(q);
+        return ERROR_OOM();
+    }
+    q->out_features = out_features, q->in_features = in_features, q->depth = depth;
+    for (size_t o = 0; o < out_features; o++) {
+        const float *row = weight + o * in_features;
+        float largest = 0.0f;
+        for (size_t k = 0; k < in_features; k++) largest = fmaxf(largest, fabsf(row[k]));
+        float scale = largest > 0.0f ? largest / 127.0f : 1.0f, inverse = 1.0f / scale;
+        int32_t sum = 0;
+        for (size_t k = 0; k < in_features; k++) {
+            float v = nearbyintf(row[k] * inverse);
+            int8_t s = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+            q->weight[o * depth + k] = s;
+            sum += s;
+        }
+        q->scale[o] = scale;
+        q->sum[o] = sum;
+    }
+    return GLIMPSE_OK;
+}
+
+void kernel_q8_free(kernel_q8 *q) {
+    if (!q) return;
+    free(q->weight), free(q->scale), free(q->sum);
+    memset(q, 0, sizeof *q);
+}
+
+float q8_quantize_row(uint8_t *u8, const float *x, size_t in_features, size_t depth) {
+    float largest = 0.0f;
+    for (size_t k = 0; k < in_features; k++) largest = fmaxf(largest, fabsf(x[k]));
+    float scale = largest > 0.0f ? largest / 127.0f : 1.0f, inverse = 127.0f / (largest > 0.0f ? largest : 127.0f);
+    for (size_t k = 0; k < in_features; k++) {
+        float v = nearbyintf(x[k] * inverse);
+        u8[k] = (uint8_t)((v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v) + 128);
+    }
+    for (size_t k = in_features; k < depth; k++) u8[k] = 128;
+    return scale;
+}
+
+int q8_vnni_available(void) {
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = kernel_avx512_available() && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vnni");
+    }
+    return known;
+}
+
+/* linear_q8_vnni.c's layout: a panel of 48 rows, 16 rows being transposed,
+ * up to 16 rows for the few-rows kernel, then 64 row scales. */
+size_t q8_scratch_bytes(const kernel_q8 *q) { return 80 * q->depth + 64 * sizeof(float); }
+
+/* Rows first_row.. of columns first..first+count, one row at a time, in plain loops. */
+static void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
+                             const float *bias, size_t rows, int accumulate, size_t first, size_t count) {
+    uint8_t u8[q->depth]; /* one row: a few KiB for every published model */
+    for (size_t r = 0; r < rows; r++) {
+        float row_scale = q8_quantize_row(u8, in + r * in_stride, q->in_features, q->depth);
+        for (size_t c = first; c < first + count; c++) {
+            const int8_t *w = q->weight + c * q->depth;
+            int32_t total = 0;
+            for (size_t k = 0; k < q->depth; k++) total += (int32_t)u8[k] * w[k];
+            float value = q8_finish(total, q->sum[c], row_scale, q->scale[c], bias ? bias + c : NULL);
+            float *cell = out + r * out_stride + c;
+            *cell = accumulate ? *cell + value : value;
+        }
+    }
+}
+
+typedef struct q8_job {
+    float *out;
+    size_t out_stride;
+    const float *in;
+    size_t in_stride;
+    const kernel_q8 *q;
+    const float *bias;
+    size_t rows, block;
+    int accumulate;
+} q8_job;
+
+static void q8_task(void *argument, size_t index, float *scratch) {
+    const q8_job *job = argument;
+    size_t first = index * job->block, n = job->q->out_features;
+    size_t count = n - first < job->block ? n - first : job->block;
+    if (q8_vnni_available() && scratch && q8_scratch_bytes(job->q) <= POOL_SCRATCH_FLOATS * sizeof(float)) {
+        q8_product_vnni(job->out, job->out_stride, job->in, job->in_stride, job->q, job->bias, job->rows,
+                        job->accumulate, first, count, (uint8_t *)scratch);
+        return;
+    }
+    q8_product_plain(job->out, job->out_stride, job->in, job->in_stride, job->q, job->bias, job->rows,
+                     job->accumulate, first, count);
+}
+
+void kernel_linear_q8(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
+                      const float *bias, size_t rows, int accumulate, pool *threads) {
+    size_t n = q->out_features;
+    if (rows == 0 || n == 0) return;
+    q8_job job = {out, out_stride, in, in_stride, q, bias, rows, n, accumulate};
+    int workers = pool_threads(threads);
+    if (workers > 1 && (double)rows * (double)q->depth * (double)n > 1e5) {
+        /* one task per thread for panels (each quantizes and transposes the
+         * input once), two for the few-row kernel so that uneven threads even out */
+        size_t share = rows >= 16 ? (size_t)workers : (size_t)workers * 2;
+        size_t block = (n + share - 1) / share;
+        job.block = (block + 7) / 8 * 8;
+    }
+    pool_for(threads, (n + job.block - 1) / job.block, q8_task, &job);
+}
