@@ -15,7 +15,7 @@
 #include "snapshot.h"
 
 glimpse_load_params glimpse_load_default_params(void) {
-    glimpse_load_params params = {1, 1};
+    glimpse_load_params params = {1, 1, GLIMPSE_PRECISION_FLOAT32};
     return params;
 }
 
@@ -161,6 +161,27 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
     return GLIMPSE_OK;
 }
 
+/* int8 twins of every tower's projections (each tower that was loaded). */
+static glimpse_status quantize(glimpse_model *model, glimpse_precision precision) {
+    if (precision != GLIMPSE_PRECISION_INT8)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)precision);
+    model->precision = precision;
+    glimpse_status status = GLIMPSE_OK;
+    if (model->vision.weights.layers) {
+        const vit_config *c = &model->vision.config;
+        encoder_shape shape = {(size_t)c->hidden_size, (size_t)c->heads, (size_t)c->intermediate_size, 0, 0, 0};
+        status = encoder_layers_quantize(model->vision.weights.layers, (size_t)c->layers, &shape, &model->quantized);
+    }
+    if (!status && model->text.weights.layers) {
+        const clip_text_config *c = &model->text.config;
+        encoder_shape shape = {(size_t)c->hidden_size, (size_t)c->heads, (size_t)c->intermediate_size, 0, 0, 0};
+        status = encoder_layers_quantize(model->text.weights.layers, (size_t)c->layers, &shape, &model->quantized);
+    }
+    if (!status && model->text_decoder.layers) status = bert_model_quantize(&model->text_decoder, &model->quantized);
+    if (!status && model->text_encoder.layers) status = bert_model_quantize(&model->text_encoder, &model->quantized);
+    return status;
+}
+
 glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load_params *params,
                                   glimpse_model **out) {
     if (!out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_model_load: out is NULL");
@@ -175,13 +196,15 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
     if (!status) status = weight_store_open(model->folder, &model->store);
     if (!status && model->kind == GLIMPSE_MODEL_KIND_CLIP) status = load_clip(model, params);
     if (!status && model->kind != GLIMPSE_MODEL_KIND_CLIP) status = load_blip(model, params);
+    if (!status && params->precision != GLIMPSE_PRECISION_FLOAT32) status = quantize(model, params->precision);
     if (status) {
         glimpse_model_free(model);
         return status;
     }
-    log_message(GLIMPSE_LOG_LEVEL_INFO, "loaded %s from %s: %zu parameters, %s weights%s", model->architecture,
+    log_message(GLIMPSE_LOG_LEVEL_INFO, "loaded %s from %s: %zu parameters, %s weights%s%s", model->architecture,
                 model->folder, weight_store_parameters(model->store), weight_store_dtype(model->store),
-                strcmp(weight_store_dtype(model->store), "F32") ? " (widened to float32 at load)" : "");
+                strcmp(weight_store_dtype(model->store), "F32") ? " (widened to float32 at load)" : "",
+                model->precision == GLIMPSE_PRECISION_INT8 ? "; projections quantized to int8" : "");
     *out = model;
     return GLIMPSE_OK;
 }
@@ -194,6 +217,7 @@ void glimpse_model_free(glimpse_model *model) {
     bert_model_free(&model->text_decoder);
     bert_model_free(&model->text_encoder);
     bert_tokenizer_free(model->wordpiece);
+    q8_set_free(&model->quantized);
     weight_store_free(model->store);
     cJSON_Delete(model->config);
     cJSON_Delete(model->generation);

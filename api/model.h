@@ -36,6 +36,8 @@ struct glimpse_model {
     bert_tokenizer *wordpiece;
     int32_t start_id, end_id, pad_id; /* [DEC], [SEP], [PAD] as text_config names them */
     cJSON *generation; /* generation_config.json, when the snapshot has one */
+    glimpse_precision precision;
+    q8_set quantized; /* the int8 weights, with GLIMPSE_PRECISION_INT8 */
 };
 
 /* Images per vision forward and texts per text forward. */

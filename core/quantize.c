@@ -126,3 +126,44 @@ void kernel_linear_q8(float *out, size_t out_stride, const float *in, size_t in_
     }
     pool_for(threads, (n + job.block - 1) / job.block, q8_task, &job);
 }
+
+void kernel_project(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                    const kernel_q8 *q8, const float *bias, size_t rows, size_t in_features, size_t out_features,
+                    int accumulate, pool *threads) {
+    if (q8)
+        kernel_linear_q8(out, out_stride, in, in_stride, q8, bias, rows, accumulate, threads);
+    else if (accumulate)
+        kernel_linear_add(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, threads);
+    else
+        kernel_linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, threads);
+}
+
+glimpse_status q8_set_add(q8_set *set, const float *weight, size_t out_features, size_t in_features,
+                          const kernel_q8 **made) {
+    *made = NULL;
+    if (set->count == set->capacity) {
+        size_t capacity = set->capacity ? 2 * set->capacity : 64;
+        kernel_q8 **items = realloc(set->items, capacity * sizeof *items);
+        if (!items) return ERROR_OOM();
+        set->items = items, set->capacity = capacity;
+    }
+    kernel_q8 *q = malloc(sizeof *q);
+    if (!q) return ERROR_OOM();
+    glimpse_status status = kernel_q8_quantize(q, weight, out_features, in_features);
+    if (status) {
+        free(q);
+        return status;
+    }
+    set->items[set->count++] = q;
+    *made = q;
+    return GLIMPSE_OK;
+}
+
+void q8_set_free(q8_set *set) {
+    for (size_t i = 0; i < set->count; i++) {
+        kernel_q8_free(set->items[i]);
+        free(set->items[i]);
+    }
+    free(set->items);
+    memset(set, 0, sizeof *set);
+}

@@ -29,6 +29,22 @@ void kernel_q8_free(kernel_q8 *q);
 void kernel_linear_q8(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
                       const float *bias, size_t rows, int accumulate, pool *threads);
 
+/* The float product (kernel_linear, or kernel_linear_add when accumulate),
+ * or the int8 one when q8 is set: what a layer with optional int8 weights calls. */
+void kernel_project(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
+                    const kernel_q8 *q8, const float *bias, size_t rows, size_t in_features, size_t out_features,
+                    int accumulate, pool *threads);
+
+/* The int8 weights a model owns (each allocated apart, so pointers to them stay valid). */
+typedef struct q8_set {
+    kernel_q8 **items;
+    size_t count, capacity;
+} q8_set;
+/* Quantizes weight[out_features, in_features] into the set; *made points at it. */
+glimpse_status q8_set_add(q8_set *set, const float *weight, size_t out_features, size_t in_features,
+                          const kernel_q8 **made);
+void q8_set_free(q8_set *set);
+
 /* ------------------------------------------------ shared with the kernels */
 
 /* One row quantized: u8[k] = round(x[k] / scale) + 128 for k < in_features,

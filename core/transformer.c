@@ -32,6 +32,25 @@ void activation_apply(activation act, float *x, size_t n) {
     }
 }
 
+glimpse_status encoder_layers_quantize(encoder_layer *layers, size_t count, const encoder_shape *shape, q8_set *set) {
+    size_t h = shape->hidden, inter = shape->intermediate;
+    glimpse_status status = GLIMPSE_OK;
+    for (size_t l = 0; l < count && !status; l++) {
+        encoder_layer *layer = &layers[l];
+        if (layer->qkv_weight) {
+            status = q8_set_add(set, layer->qkv_weight, 3 * h, h, &layer->q8_qkv);
+        } else {
+            if (!status) status = q8_set_add(set, layer->q_weight, h, h, &layer->q8_q);
+            if (!status) status = q8_set_add(set, layer->k_weight, h, h, &layer->q8_k);
+            if (!status) status = q8_set_add(set, layer->v_weight, h, h, &layer->q8_v);
+        }
+        if (!status) status = q8_set_add(set, layer->out_weight, h, h, &layer->q8_out);
+        if (!status) status = q8_set_add(set, layer->fc1_weight, inter, h, &layer->q8_fc1);
+        if (!status) status = q8_set_add(set, layer->fc2_weight, h, inter, &layer->q8_fc2);
+    }
+    return status;
+}
+
 size_t encoder_scratch_floats(const encoder_shape *shape, size_t rows, size_t max_sequence) {
     return rows * shape->hidden * 5 + rows * shape->intermediate + shape->heads * max_sequence * max_sequence;
 }
@@ -57,15 +76,15 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
     kernel_layernorm(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon);
     float *qkv = scratch->qkv; /* [rows, 3·hidden]: q | k | v */
     if (layer->qkv_weight) {
-        kernel_linear(qkv, 3 * hidden, scratch->normed, hidden, layer->qkv_weight, layer->qkv_bias, rows, hidden,
-                      3 * hidden, threads);
+        kernel_project(qkv, 3 * hidden, scratch->normed, hidden, layer->qkv_weight, layer->q8_qkv, layer->qkv_bias,
+                       rows, hidden, 3 * hidden, 0, threads);
     } else {
-        kernel_linear(qkv, 3 * hidden, scratch->normed, hidden, layer->q_weight, layer->q_bias, rows, hidden, hidden,
-                      threads);
-        kernel_linear(qkv + hidden, 3 * hidden, scratch->normed, hidden, layer->k_weight, layer->k_bias, rows, hidden,
-                      hidden, threads);
-        kernel_linear(qkv + 2 * hidden, 3 * hidden, scratch->normed, hidden, layer->v_weight, layer->v_bias, rows,
-                      hidden, hidden, threads);
+        kernel_project(qkv, 3 * hidden, scratch->normed, hidden, layer->q_weight, layer->q8_q, layer->q_bias, rows,
+                       hidden, hidden, 0, threads);
+        kernel_project(qkv + hidden, 3 * hidden, scratch->normed, hidden, layer->k_weight, layer->q8_k, layer->k_bias,
+                       rows, hidden, hidden, 0, threads);
+        kernel_project(qkv + 2 * hidden, 3 * hidden, scratch->normed, hidden, layer->v_weight, layer->q8_v,
+                       layer->v_bias, rows, hidden, hidden, 0, threads);
     }
     size_t start = 0;
     for (size_t s = 0; s < sequences; s++) {
@@ -75,14 +94,14 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
                          scratch->scores, threads);
         start += lengths[s];
     }
-    kernel_linear_add(x, hidden, scratch->context, hidden, layer->out_weight, layer->out_bias, rows, hidden, hidden,
-                      threads);
+    kernel_project(x, hidden, scratch->context, hidden, layer->out_weight, layer->q8_out, layer->out_bias, rows, hidden,
+                   hidden, 1, threads);
 
     /* feed-forward sub-layer */
     kernel_layernorm(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon);
-    kernel_linear(scratch->mlp, shape->intermediate, scratch->normed, hidden, layer->fc1_weight, layer->fc1_bias, rows,
-                  hidden, shape->intermediate, threads);
+    kernel_project(scratch->mlp, shape->intermediate, scratch->normed, hidden, layer->fc1_weight, layer->q8_fc1,
+                   layer->fc1_bias, rows, hidden, shape->intermediate, 0, threads);
     activation_apply(shape->act, scratch->mlp, rows * shape->intermediate);
-    kernel_linear_add(x, hidden, scratch->mlp, shape->intermediate, layer->fc2_weight, layer->fc2_bias, rows,
-                      shape->intermediate, hidden, threads);
+    kernel_project(x, hidden, scratch->mlp, shape->intermediate, layer->fc2_weight, layer->q8_fc2, layer->fc2_bias,
+                   rows, shape->intermediate, hidden, 1, threads);
 }

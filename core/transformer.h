@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "kernels.h"
+#include "quantize.h"
 
 typedef enum activation {
     ACTIVATION_GELU = 0,  /* exact erf GELU ("gelu") */
@@ -33,6 +34,8 @@ typedef struct encoder_layer {
     const float *norm2_weight, *norm2_bias; /* [hidden] */
     const float *fc1_weight, *fc1_bias;     /* [intermediate, hidden], [intermediate] */
     const float *fc2_weight, *fc2_bias;     /* [hidden, intermediate], [hidden] */
+    /* int8 twins of the projections (encoder_layers_quantize), or NULL: used in their place */
+    const kernel_q8 *q8_q, *q8_k, *q8_v, *q8_qkv, *q8_out, *q8_fc1, *q8_fc2;
 } encoder_layer;
 
 typedef struct encoder_shape {
@@ -50,6 +53,9 @@ typedef struct encoder_scratch {
     float *mlp;     /* [rows, intermediate] */
     float *scores;  /* [heads, max_sequence, max_sequence] */
 } encoder_scratch;
+
+/* Makes int8 twins of every layer's projections (owned by set). */
+glimpse_status encoder_layers_quantize(encoder_layer *layers, size_t count, const encoder_shape *shape, q8_set *set);
 
 /* Floats of scratch needed (for one allocation carved with encoder_scratch_carve). */
 size_t encoder_scratch_floats(const encoder_shape *shape, size_t rows, size_t max_sequence);

@@ -178,10 +178,10 @@ glimpse_status bert_set_image(const bert_model *model, bert_state *s, const floa
         const bert_layer *layer = &model->layers[l];
         float *keys = s->cross_keys + (size_t)l * s->max_image_tokens * h;
         float *values = s->cross_values + (size_t)l * s->max_image_tokens * h;
-        kernel_linear(keys, h, image_tokens, e, layer->cross_key_weight, layer->cross_key_bias, image_token_count, e, h,
-                      threads);
-        kernel_linear(values, h, image_tokens, e, layer->cross_value_weight, layer->cross_value_bias,
-                      image_token_count, e, h, threads);
+        kernel_project(keys, h, image_tokens, e, layer->cross_key_weight, layer->q8_cross_key, layer->cross_key_bias,
+                       image_token_count, e, h, 0, threads);
+        kernel_project(values, h, image_tokens, e, layer->cross_value_weight, layer->q8_cross_value,
+                       layer->cross_value_bias, image_token_count, e, h, 0, threads);
     }
     s->image_tokens = image_token_count;
     s->length = 0;
@@ -190,10 +190,10 @@ glimpse_status bert_set_image(const bert_model *model, bert_state *s, const floa
 
 /* x = LayerNorm(projection(input) + x): BERT's "output" sub-layers. */
 static void add_and_norm(const bert_model *model, bert_state *s, const float *input, size_t in_features,
-                         const float *weight, const float *bias, const float *norm_weight, const float *norm_bias,
-                         size_t rows, pool *threads) {
+                         const float *weight, const kernel_q8 *q8, const float *bias, const float *norm_weight,
+                         const float *norm_bias, size_t rows, pool *threads) {
     size_t h = (size_t)model->config.hidden_size;
-    kernel_linear(s->normed, h, input, in_features, weight, bias, rows, in_features, h, threads);
+    kernel_project(s->normed, h, input, in_features, weight, q8, bias, rows, in_features, h, 0, threads);
     kernel_add(s->normed, s->x, rows * h);
     kernel_layernorm(s->x, s->normed, norm_weight, norm_bias, rows, h, model->config.layer_norm_eps);
 }
@@ -209,12 +209,14 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
     for (int l = 0; l < c->layers; l++) {
         const bert_layer *layer = &model->layers[l];
         /* self-attention: new keys and values go into the cache */
-        kernel_linear(s->q, h, s->x, h, layer->query_weight, layer->query_bias, rows, h, h, threads);
-        kernel_linear(s->context, h, s->x, h, layer->key_weight, layer->key_bias, rows, h, h, threads);
+        kernel_project(s->q, h, s->x, h, layer->query_weight, layer->q8_query, layer->query_bias, rows, h, h, 0, threads);
+        kernel_project(s->context, h, s->x, h, layer->key_weight, layer->q8_key, layer->key_bias, rows, h, h, 0,
+                       threads);
         for (size_t q = 0; q < sequences; q++)
             memcpy(cache_at(model, s, s->self_keys, q, (size_t)l) + s->length * h, s->context + q * step * h,
                    step * h * sizeof(float));
-        kernel_linear(s->context, h, s->x, h, layer->value_weight, layer->value_bias, rows, h, h, threads);
+        kernel_project(s->context, h, s->x, h, layer->value_weight, layer->q8_value, layer->value_bias, rows, h, h, 0,
+                       threads);
         for (size_t q = 0; q < sequences; q++)
             memcpy(cache_at(model, s, s->self_values, q, (size_t)l) + s->length * h, s->context + q * step * h,
                    step * h * sizeof(float));
@@ -223,24 +225,25 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
                              cache_at(model, s, s->self_keys, q, (size_t)l),
                              cache_at(model, s, s->self_values, q, (size_t)l), h, step, keys, heads, head_dim, scale,
                              causal ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE, s->scores, threads);
-        add_and_norm(model, s, s->context, h, layer->self_out_weight, layer->self_out_bias, layer->self_norm_weight,
-                     layer->self_norm_bias, rows, threads);
+        add_and_norm(model, s, s->context, h, layer->self_out_weight, layer->q8_self_out, layer->self_out_bias,
+                     layer->self_norm_weight, layer->self_norm_bias, rows, threads);
         /* cross-attention: every row attends to the same image tokens */
         if (with_image) {
-            kernel_linear(s->q, h, s->x, h, layer->cross_query_weight, layer->cross_query_bias, rows, h, h, threads);
+            kernel_project(s->q, h, s->x, h, layer->cross_query_weight, layer->q8_cross_query, layer->cross_query_bias,
+                           rows, h, h, 0, threads);
             kernel_attention(s->context, h, s->q, h, s->cross_keys + (size_t)l * s->max_image_tokens * h,
                              s->cross_values + (size_t)l * s->max_image_tokens * h, h, rows, s->image_tokens, heads,
                              head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
-            add_and_norm(model, s, s->context, h, layer->cross_out_weight, layer->cross_out_bias,
+            add_and_norm(model, s, s->context, h, layer->cross_out_weight, layer->q8_cross_out, layer->cross_out_bias,
                          layer->cross_norm_weight, layer->cross_norm_bias, rows, threads);
         }
         /* feed-forward */
         size_t inter = (size_t)c->intermediate_size;
-        kernel_linear(s->mlp, inter, s->x, h, layer->intermediate_weight, layer->intermediate_bias, rows, h, inter,
-                      threads);
+        kernel_project(s->mlp, inter, s->x, h, layer->intermediate_weight, layer->q8_intermediate,
+                       layer->intermediate_bias, rows, h, inter, 0, threads);
         activation_apply(c->act, s->mlp, rows * inter);
-        add_and_norm(model, s, s->mlp, inter, layer->output_weight, layer->output_bias, layer->output_norm_weight,
-                     layer->output_norm_bias, rows, threads);
+        add_and_norm(model, s, s->mlp, inter, layer->output_weight, layer->q8_output, layer->output_bias,
+                     layer->output_norm_weight, layer->output_norm_bias, rows, threads);
     }
 }
 
@@ -278,12 +281,38 @@ glimpse_status bert_decode_step(const bert_model *model, bert_state *s, const in
     const bert_config *c = &model->config;
     size_t h = (size_t)c->hidden_size;
     for (size_t q = 0; q < sequences; q++) memcpy(s->normed + q * h, s->x + (q * step + step - 1) * h, h * sizeof(float));
-    kernel_linear(s->q, h, s->normed, h, model->head_dense_weight, model->head_dense_bias, sequences, h, h, threads);
+    kernel_project(s->q, h, s->normed, h, model->head_dense_weight, model->q8_head_dense, model->head_dense_bias,
+                   sequences, h, h, 0, threads);
     activation_apply(c->act, s->q, sequences * h);
     kernel_layernorm(s->q, s->q, model->head_norm_weight, model->head_norm_bias, sequences, h, c->layer_norm_eps);
-    kernel_linear(s->logits, (size_t)c->vocab_size, s->q, h, model->head_decoder_weight, model->head_decoder_bias,
-                  sequences, h, (size_t)c->vocab_size, threads);
+    kernel_project(s->logits, (size_t)c->vocab_size, s->q, h, model->head_decoder_weight, model->q8_head_decoder,
+                   model->head_decoder_bias, sequences, h, (size_t)c->vocab_size, 0, threads);
     return GLIMPSE_OK;
+}
+
+glimpse_status bert_model_quantize(bert_model *model, q8_set *set) {
+    const bert_config *c = &model->config;
+    size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size, inter = (size_t)c->intermediate_size;
+    glimpse_status status = GLIMPSE_OK;
+    for (int l = 0; l < c->layers && !status; l++) {
+        bert_layer *layer = &model->layers[l];
+        status = q8_set_add(set, layer->query_weight, h, h, &layer->q8_query);
+        if (!status) status = q8_set_add(set, layer->key_weight, h, h, &layer->q8_key);
+        if (!status) status = q8_set_add(set, layer->value_weight, h, h, &layer->q8_value);
+        if (!status) status = q8_set_add(set, layer->self_out_weight, h, h, &layer->q8_self_out);
+        if (!status && layer->cross_query_weight) {
+            status = q8_set_add(set, layer->cross_query_weight, h, h, &layer->q8_cross_query);
+            if (!status) status = q8_set_add(set, layer->cross_key_weight, h, e, &layer->q8_cross_key);
+            if (!status) status = q8_set_add(set, layer->cross_value_weight, h, e, &layer->q8_cross_value);
+            if (!status) status = q8_set_add(set, layer->cross_out_weight, h, h, &layer->q8_cross_out);
+        }
+        if (!status) status = q8_set_add(set, layer->intermediate_weight, inter, h, &layer->q8_intermediate);
+        if (!status) status = q8_set_add(set, layer->output_weight, h, inter, &layer->q8_output);
+    }
+    if (!status && model->head_dense_weight) status = q8_set_add(set, model->head_dense_weight, h, h, &model->q8_head_dense);
+    if (!status && model->head_decoder_weight)
+        status = q8_set_add(set, model->head_decoder_weight, (size_t)c->vocab_size, h, &model->q8_head_decoder);
+    return status;
 }
 
 void bert_reorder(const bert_model *model, bert_state *s, const size_t *from, size_t sequences) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "quantize.h"
 #include "transformer.h"
 
 typedef struct bert_config {
@@ -33,6 +34,9 @@ typedef struct bert_layer {
     const float *intermediate_weight, *intermediate_bias; /* [intermediate, h] */
     const float *output_weight, *output_bias;             /* [h, intermediate] */
     const float *output_norm_weight, *output_norm_bias;
+    /* int8 twins (bert_model_quantize), or NULL: used in place of the float weights */
+    const kernel_q8 *q8_query, *q8_key, *q8_value, *q8_self_out, *q8_cross_query, *q8_cross_key, *q8_cross_value,
+        *q8_cross_out, *q8_intermediate, *q8_output;
 } bert_layer;
 
 typedef struct bert_model {
@@ -46,6 +50,7 @@ typedef struct bert_model {
     const float *head_norm_weight, *head_norm_bias;
     const float *head_decoder_weight; /* [vocab, h]: tied to word_embeddings when the checkpoint omits it */
     const float *head_decoder_bias;   /* [vocab] */
+    const kernel_q8 *q8_head_dense, *q8_head_decoder; /* int8 twins or NULL */
 } bert_model;
 
 /* Reads text_config. vision_hidden fills encoder_hidden_size when absent. */
@@ -57,6 +62,8 @@ glimpse_status bert_config_read(const cJSON *json, const char *where, int vision
 glimpse_status bert_model_load(bert_model *model, const bert_config *config, weight_store *store, const char *prefix,
                                const char *head_prefix);
 void bert_model_free(bert_model *model);
+/* Makes int8 twins of every projection and of the LM head (owned by set). */
+glimpse_status bert_model_quantize(bert_model *model, q8_set *set);
 
 /* Run state: a key/value cache for up to max_sequences sequences of up to
  * max_length tokens, the image's cross-attention keys and values, and scratch

@@ -22,6 +22,9 @@ const char cli_common_help[] =
     "      --threads N      worker threads (default: all cores)\n"
     "      --json           JSON Lines on stdout, one object per result\n"
     "      --max-pixels N   refuse images larger than N pixels (default 178956970, as Pillow)\n"
+    "      --int8           quantize the transformer layers to 8 bits at load: about 3x\n"
+    "                       faster towers and 2x faster caption steps (AVX-512 VNNI), with\n"
+    "                       embeddings and captions close to but not exactly the reference's\n"
     "      --quiet          no progress bar\n"
     "      --verbose        say what is loaded and how long it took (stderr)\n"
     "      --help           this text\n"
@@ -64,6 +67,7 @@ int cli_common_option(cli_options *options, int code, const char *argument, cons
     case CLI_OPT_JSON: options->json = 1; return 1;
     case CLI_OPT_QUIET: options->quiet = 1; return 1;
     case CLI_OPT_VERBOSE: options->verbose = 1; return 1;
+    case CLI_OPT_INT8: options->precision = GLIMPSE_PRECISION_INT8; return 1;
     case CLI_OPT_MAX_PIXELS:
         options->max_pixels = (uint64_t)cli_parse_long(command, "--max-pixels", argument, 1, 0x7fffffffffffffffL);
         return 1;
@@ -82,6 +86,7 @@ glimpse_model *cli_load_model(const cli_options *options, const char *command, i
     glimpse_load_params params = glimpse_load_default_params();
     params.load_vision = load_vision;
     params.load_text = load_text;
+    params.precision = options->precision;
     double started = cli_now();
     glimpse_model *model;
     if (glimpse_model_load(options->model, &params, &model) != GLIMPSE_OK) {

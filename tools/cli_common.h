@@ -21,6 +21,7 @@ typedef struct cli_options {
     int json;
     int quiet, verbose;
     uint64_t max_pixels;
+    glimpse_precision precision;
     int failures; /* inputs that failed; non-zero makes the exit status 1 */
 } cli_options;
 
@@ -36,6 +37,7 @@ enum {
     CLI_OPT_QUIET,
     CLI_OPT_VERBOSE,
     CLI_OPT_MAX_PIXELS,
+    CLI_OPT_INT8,
     CLI_OPT_HELP,
     CLI_OPT_TOP,
     CLI_OPT_TEMPLATE,
@@ -46,7 +48,7 @@ enum {
     {"model", required_argument, NULL, 'm'}, {"threads", required_argument, NULL, CLI_OPT_THREADS},                    \
         {"json", no_argument, NULL, CLI_OPT_JSON}, {"quiet", no_argument, NULL, CLI_OPT_QUIET},                        \
         {"verbose", no_argument, NULL, CLI_OPT_VERBOSE}, {"max-pixels", required_argument, NULL, CLI_OPT_MAX_PIXELS}, \
-        {"help", no_argument, NULL, CLI_OPT_HELP}
+        {"int8", no_argument, NULL, CLI_OPT_INT8}, {"help", no_argument, NULL, CLI_OPT_HELP}
 
 /* The help text of the common options, for each command's --help. */
 extern const char cli_common_help[];
