@@ -1,0 +1,238 @@
+/* test_int8.c — the accuracy of GLIMPSE_PRECISION_INT8 against glimpse's own
+ * float32 results (which the parity tests hold to the reference):
+ *  - CLIP: image and text embeddings' cosine to float32, on the fixture's
+ *    images and texts (clip-tiny) and on the demo model's pictures;
+ *  - BLIP captions: the share of fixture generation cases (blip-caption-tiny,
+ *    greedy and beam, with and without prompts) and of demo-captioner
+ *    captions that come out identical.
+ * Each measured figure is printed (stderr) beside the bound it is held to. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "file.h"
+#include "model.h"
+#include "support.h"
+
+/* What issue 7 asks of int8: embeddings within cosine 0.999, captions identical in 80% of cases. */
+#define MIN_COSINE 0.999
+#define MIN_SAME_CAPTIONS 0.8
+
+static glimpse_model *load(const char *path, glimpse_precision precision) {
+    glimpse_load_params params = glimpse_load_default_params();
+    params.precision = precision;
+    glimpse_model *model = NULL;
+    if (glimpse_model_load(path, &params, &model)) fail_msg("%s: %s", path, glimpse_last_error());
+    return model;
+}
+
+static double cosine(const float *a, const float *b, size_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    return ab / sqrt(aa * bb);
+}
+
+/* The smallest cosine between the two models' embeddings of the images and texts. */
+static double worst_cosine(glimpse_model *exact, glimpse_model *quantized, glimpse_image **images, size_t image_count,
+                           const char **texts, size_t text_count) {
+    size_t dim = glimpse_model_embedding_dim(exact);
+    glimpse_context *a, *b;
+    assert_int_equal(glimpse_context_create(exact, NULL, &a), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(quantized, NULL, &b), GLIMPSE_OK);
+    size_t most = image_count > text_count ? image_count : text_count;
+    float *x = malloc(most * dim * sizeof *x), *y = malloc(most * dim * sizeof *y);
+    double worst = 1.0;
+    assert_int_equal(glimpse_embed_images(a, (const glimpse_image *const *)images, image_count, x), GLIMPSE_OK);
+    assert_int_equal(glimpse_embed_images(b, (const glimpse_image *const *)images, image_count, y), GLIMPSE_OK);
+    for (size_t i = 0; i < image_count; i++) worst = fmin(worst, cosine(x + i * dim, y + i * dim, dim));
+    assert_int_equal(glimpse_embed_texts(a, texts, text_count, x), GLIMPSE_OK);
+    assert_int_equal(glimpse_embed_texts(b, texts, text_count, y), GLIMPSE_OK);
+    for (size_t i = 0; i < text_count; i++) worst = fmin(worst, cosine(x + i * dim, y + i * dim, dim));
+    free(x), free(y);
+    glimpse_context_free(a), glimpse_context_free(b);
+    return worst;
+}
+
+static void test_clip_fixture_embeddings(void **state) {
+    (void)state;
+    if (!fixtures_folder()) skip();
+    char *folder = fixture_path("clip-tiny");
+    cJSON *expected = fixture_json("clip-tiny/expected.json");
+    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    size_t image_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(expected, "images"));
+    size_t text_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(expected, "texts"));
+    glimpse_image **images = calloc(image_count, sizeof *images);
+    const char **texts = calloc(text_count, sizeof *texts);
+    for (size_t i = 0; i < image_count; i++)
+        images[i] = fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "images"), (int)i)->valuestring);
+    for (size_t i = 0; i < text_count; i++)
+        texts[i] = cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "texts"), (int)i)->valuestring;
+    double worst = worst_cosine(exact, quantized, images, image_count, texts, text_count);
+    fprintf(stderr, "int8 clip-tiny: smallest cosine to float32 over %zu images and %zu texts: %.6f (bound %.3f)\n",
+            image_count, text_count, worst, MIN_COSINE);
+    assert_true(worst >= MIN_COSINE);
+    for (size_t i = 0; i < image_count; i++) glimpse_image_free(images[i]);
+    free(images), free(texts), free(folder);
+    cJSON_Delete(expected);
+    glimpse_model_free(exact), glimpse_model_free(quantized);
+}
+
+static void test_demo_clip_embeddings(void **state) {
+    (void)state;
+    char *folder = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
+    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    glimpse_image *images[6];
+    for (int i = 0; i < 6; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "examples/pictures/%05d.png", i);
+        char *path = file_join(GLIMPSE_SOURCE_DIR, name);
+        assert_int_equal(glimpse_image_load_file(path, NULL, &images[i]), GLIMPSE_OK);
+        free(path);
+    }
+    const char *texts[] = {"a red circle", "a green square above a blue triangle", "a yellow triangle",
+                           "a blue circle left of a red square"};
+    double worst = worst_cosine(exact, quantized, images, 6, texts, 4);
+    fprintf(stderr, "int8 demo-clip: smallest cosine to float32 over 6 pictures and 4 texts: %.6f (bound %.3f)\n",
+            worst, MIN_COSINE);
+    assert_true(worst >= MIN_COSINE);
+    for (int i = 0; i < 6; i++) glimpse_image_free(images[i]);
+    free(folder);
+    glimpse_model_free(exact), glimpse_model_free(quantized);
+}
+
+/* Captions of the same image and parameters from both models; 1 if identical. */
+static int same_caption(glimpse_context *a, glimpse_context *b, glimpse_image *image, const glimpse_caption_params *p) {
+    glimpse_caption x, y;
+    if (glimpse_caption_images(a, (const glimpse_image *const *)&image, 1, p, &x)) fail_msg("%s", glimpse_last_error());
+    if (glimpse_caption_images(b, (const glimpse_image *const *)&image, 1, p, &y)) fail_msg("%s", glimpse_last_error());
+    int same = x.id_count == y.id_count && memcmp(x.ids, y.ids, x.id_count * sizeof *x.ids) == 0;
+    glimpse_caption_clear(&x), glimpse_caption_clear(&y);
+    return same;
+}
+
+/* The first decoder step's logits of both models for each fixture image:
+ * their error beside the size of the logits, and beside the margin between
+ * float32's best two words (what decides a greedy caption). */
+static void first_step_logits(glimpse_model *m, glimpse_image *image, pool *threads, float *logits) {
+    size_t size = (size_t)m->vision.config.image_size, tokens = m->vision.tokens;
+    size_t hidden = (size_t)m->vision.config.hidden_size, vocab = (size_t)m->text_decoder.config.vocab_size;
+    float *pixels = malloc(3 * size * size * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
+    vit_state *vision;
+    bert_state *decoder;
+    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_OK);
+    assert_int_equal(bert_state_create(&m->text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_OK);
+    assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_OK);
+    vit_forward(&m->vision, vision, pixels, 1, threads);
+    vit_post_norm_all(&m->vision, vision, 0, embeds);
+    assert_int_equal(bert_set_image(&m->text_decoder, decoder, embeds, tokens, threads), GLIMPSE_OK);
+    int32_t start = m->start_id;
+    assert_int_equal(bert_decode_step(&m->text_decoder, decoder, &start, 1, 1, threads), GLIMPSE_OK);
+    memcpy(logits, decoder->logits, vocab * sizeof *logits);
+    vit_state_free(vision);
+    bert_state_free(decoder);
+    free(pixels), free(embeds);
+}
+
+static void test_blip_fixture_captions(void **state) {
+    (void)state;
+    if (!fixtures_folder()) skip();
+    char *folder = fixture_path("blip-caption-tiny");
+    cJSON *expected = fixture_json("blip-caption-tiny/expected.json");
+    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    pool *threads;
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    size_t vocab = (size_t)exact->text_decoder.config.vocab_size;
+    float *x = malloc(vocab * sizeof *x), *y = malloc(vocab * sizeof *y);
+    double worst_error = 0, smallest_margin = INFINITY;
+    const cJSON *name;
+    cJSON_ArrayForEach(name, cJSON_GetObjectItem(expected, "images")) {
+        glimpse_image *image = fixture_image(name->valuestring);
+        first_step_logits(exact, image, threads, x);
+        first_step_logits(quantized, image, threads, y);
+        glimpse_image_free(image);
+        double error = 0, size = 0, best = -INFINITY, second = -INFINITY;
+        for (size_t i = 0; i < vocab; i++) {
+            error += ((double)x[i] - y[i]) * ((double)x[i] - y[i]), size += (double)x[i] * x[i];
+            if (x[i] > best) second = best, best = x[i];
+            else if (x[i] > second) second = x[i];
+        }
+        worst_error = fmax(worst_error, sqrt(error / size));
+        smallest_margin = fmin(smallest_margin, best - second);
+    }
+    /* the generation cases: how many captions come out the same */
+    glimpse_context *a, *b;
+    assert_int_equal(glimpse_context_create(exact, NULL, &a), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(quantized, NULL, &b), GLIMPSE_OK);
+    int cases = 0, same = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "cases")) {
+        const cJSON *params = cJSON_GetObjectItem(item, "params"), *beams = cJSON_GetObjectItem(params, "num_beams");
+        glimpse_caption_params p = glimpse_caption_default_params();
+        p.prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
+        p.beams = beams ? beams->valueint : 1;
+        p.max_tokens = 16;
+        p.min_tokens = 0;
+        glimpse_image *image = fixture_image(cJSON_GetObjectItem(item, "image")->valuestring);
+        same += same_caption(a, b, image, &p);
+        cases++;
+        glimpse_image_free(image);
+    }
+    /* A random tiny model's logits are nearly flat: its best two words can be
+     * closer than int8's error, so the captions part ways (the trained demo
+     * captioner below is held to the 80%). What int8 must keep is the logits. */
+    fprintf(stderr,
+            "int8 blip-caption-tiny: first-step logits %.4f of their size from float32 (bound 0.05); smallest "
+            "float32 margin between the best two words %.2g; %d of %d generation cases identical (%.0f%%)\n",
+            worst_error, smallest_margin, same, cases, 100.0 * same / cases);
+    assert_true(worst_error <= 0.05);
+    assert_true(cases >= 16);
+    free(x), free(y);
+    pool_free(threads);
+    glimpse_context_free(a), glimpse_context_free(b);
+    glimpse_model_free(exact), glimpse_model_free(quantized);
+    cJSON_Delete(expected);
+    free(folder);
+}
+
+static void test_demo_captions(void **state) {
+    (void)state;
+    char *folder = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
+    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    glimpse_context *a, *b;
+    assert_int_equal(glimpse_context_create(exact, NULL, &a), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(quantized, NULL, &b), GLIMPSE_OK);
+    int cases = 0, same = 0;
+    for (int i = 0; i < 6; i++)
+        for (int beams = 1; beams <= 3; beams += 2) {
+            char name[64];
+            snprintf(name, sizeof name, "examples/pictures/%05d.png", i);
+            char *path = file_join(GLIMPSE_SOURCE_DIR, name);
+            glimpse_image *image;
+            assert_int_equal(glimpse_image_load_file(path, NULL, &image), GLIMPSE_OK);
+            glimpse_caption_params p = glimpse_caption_default_params();
+            p.beams = beams;
+            same += same_caption(a, b, image, &p);
+            cases++;
+            glimpse_image_free(image);
+            free(path);
+        }
+    fprintf(stderr, "int8 demo-blip-caption: %d of %d captions identical to float32 (%.0f%%, bound %.0f%%)\n", same,
+            cases, 100.0 * same / cases, 100 * MIN_SAME_CAPTIONS);
+    assert_true(same >= MIN_SAME_CAPTIONS * cases);
+    glimpse_context_free(a), glimpse_context_free(b);
+    glimpse_model_free(exact), glimpse_model_free(quantized);
+    free(folder);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_clip_fixture_embeddings), cmocka_unit_test(test_demo_clip_embeddings),
+        cmocka_unit_test(test_blip_fixture_captions), cmocka_unit_test(test_demo_captions)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
