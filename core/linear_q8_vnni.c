@@ -66,8 +66,17 @@ static inline __attribute__((always_inline)) void q8_dot_tile(float *out, size_t
         for (int c = 0; c < columns; c++) sum[r][c] = _mm512_setzero_si512();
     size_t depth = q->depth;
     const int8_t *w = q->weight + c0 * depth;
-    for (size_t k = 0; k < depth; k += 64) {
-        __mmask64 lanes = depth - k >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (depth - k)) - 1;
+    size_t k = 0;
+    for (; k + 64 <= depth; k += 64) { /* (a mask in this loop made GCC spill every sum) */
+        __m512i xv[Q8_DOT_ROWS];
+        for (int r = 0; r < rows; r++) xv[r] = _mm512_loadu_si512(x + (size_t)r * depth + k);
+        for (int c = 0; c < columns; c++) {
+            __m512i wv = _mm512_loadu_si512(w + (size_t)c * depth + k);
+            for (int r = 0; r < rows; r++) sum[r][c] = dot_bytes(sum[r][c], xv[r], wv);
+        }
+    }
+    if (k < depth) {
+        __mmask64 lanes = ((__mmask64)1 << (depth - k)) - 1;
         __m512i xv[Q8_DOT_ROWS];
         for (int r = 0; r < rows; r++) xv[r] = _mm512_maskz_loadu_epi8(lanes, x + (size_t)r * depth + k);
         for (int c = 0; c < columns; c++) {
@@ -124,11 +133,22 @@ static inline __attribute__((always_inline)) void w8_dot_tile(float *out, size_t
         for (int c = 0; c < columns; c++) sum[r][c] = _mm512_setzero_ps();
     size_t depth = q->depth, n = q->in_features;
     const int8_t *w = q->weight + c0 * depth;
-    for (size_t k = 0; k < n; k += 16) {
-        __mmask16 lanes = (__mmask16)(n - k >= 16 ? 0xFFFF : (1u << (n - k)) - 1);
+    size_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512 xv[Q8_DOT_ROWS];
+        for (int r = 0; r < rows; r++) xv[r] = _mm512_loadu_ps(in + (size_t)r * in_stride + k);
+        for (int c = 0; c < columns; c++) {
+            __m128i bytes = _mm_loadu_si128((const __m128i *)(w + (size_t)c * depth + k));
+            __m512 wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
+            for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(xv[r], wv, sum[r][c]);
+        }
+    }
+    if (k < n) { /* the last 1..15 features, masked: a mask in the loop above made GCC spill every sum
+                  * (the weights' bytes past the row are read: kernel_q8 keeps 64 bytes of slack) */
+        __mmask16 lanes = (__mmask16)((1u << (n - k)) - 1);
         __m512 xv[Q8_DOT_ROWS];
         for (int r = 0; r < rows; r++) xv[r] = _mm512_maskz_loadu_ps(lanes, in + (size_t)r * in_stride + k);
-        for (int c = 0; c < columns; c++) { /* (kernel_q8 keeps 64 bytes of slack after the last row) */
+        for (int c = 0; c < columns; c++) {
             __m128i bytes = _mm_loadu_si128((const __m128i *)(w + (size_t)c * depth + k));
             __m512 wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
             for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(xv[r], wv, sum[r][c]);
