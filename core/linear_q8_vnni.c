@@ -55,6 +55,28 @@ float q8_quantize_row_avx512(uint8_t *u8, const float *x, size_t in_features, si
     return scale;
 }
 
+int32_t q8_quantize_weight_row_avx512(int8_t *q, const float *w, size_t n, float *scale_out) {
+    __m512 largest = _mm512_setzero_ps();
+    size_t k = 0;
+    for (; k + 16 <= n; k += 16) largest = _mm512_max_ps(largest, _mm512_abs_ps(_mm512_loadu_ps(w + k)));
+    __mmask16 tail = (__mmask16)((1u << (n - k)) - 1);
+    if (k < n) largest = _mm512_max_ps(largest, _mm512_abs_ps(_mm512_maskz_loadu_ps(tail, w + k)));
+    float top = _mm512_reduce_max_ps(largest);
+    float scale = top > 0.0f ? top / 127.0f : 1.0f, inverse = 1.0f / scale;
+    const __m512 step = _mm512_set1_ps(inverse);
+    const __m512i low = _mm512_set1_epi32(-127), high = _mm512_set1_epi32(127);
+    __m512i sum = _mm512_setzero_si512();
+    for (k = 0; k < n; k += 16) {
+        __mmask16 lanes = (__mmask16)(n - k >= 16 ? 0xFFFF : (1u << (n - k)) - 1);
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, w + k), step));
+        v = _mm512_min_epi32(_mm512_max_epi32(v, low), high);
+        sum = _mm512_add_epi32(sum, v); /* (masked lanes are 0) */
+        _mm512_mask_cvtepi32_storeu_epi8(q + k, lanes, v);
+    }
+    *scale_out = scale;
+    return _mm512_reduce_add_epi32(sum);
+}
+
 /* ------------------------------------------------------------- few rows */
 
 static inline __attribute__((always_inline)) void q8_dot_tile(float *out, size_t out_stride, const uint8_t *x,

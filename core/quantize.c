@@ -20,8 +20,13 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const float *weight, size_t out_
         return ERROR_OOM();
     }
     q->out_features = out_features, q->in_features = in_features, q->depth = depth;
+    int vector = q8_vnni_available();
     for (size_t o = 0; o < out_features; o++) {
         const float *row = weight + o * in_features;
+        if (vector) {
+            q->sum[o] = q8_quantize_weight_row_avx512(q->weight + o * depth, row, in_features, &q->scale[o]);
+            continue;
+        }
         float largest = 0.0f;
         for (size_t k = 0; k < in_features; k++) largest = fmaxf(largest, fabsf(row[k]));
         float scale = largest > 0.0f ? largest / 127.0f : 1.0f, inverse = 1.0f / scale;

@@ -67,6 +67,9 @@ int q8_vnni_available(void);
 void q8_product_vnni(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
                      const float *bias, size_t rows, int accumulate, size_t first, size_t count, uint8_t *scratch);
 size_t q8_scratch_bytes(const kernel_q8 *q);
+/* One weight row quantized on AVX-512 as kernel_q8_quantize does (identical
+ * results): q[k] for k < n, the row's scale in *scale; returns Σ q. */
+int32_t q8_quantize_weight_row_avx512(int8_t *q, const float *w, size_t n, float *scale);
 /* q8_quantize_row on AVX-512 (identical results). */
 float q8_quantize_row_avx512(uint8_t *u8, const float *x, size_t in_features, size_t depth);
 

@@ -83,6 +83,19 @@ static void test_linear_q8_matches_reference(void **state) {
         float *real = calloc(rows * out_stride, sizeof *real);
         kernel_q8 q;
         assert_int_equal(kernel_q8_quantize(&q, w, out, in), GLIMPSE_OK);
+        for (size_t c = 0; c < out; c++) { /* the weights: per-row scale, rounding to nearest even, the sums */
+            float largest = 0;
+            for (size_t k = 0; k < in; k++) largest = fmaxf(largest, fabsf(w[c * in + k]));
+            float scale = largest / 127.0f, inverse = 1.0f / scale;
+            int32_t sum = 0;
+            assert_float_equal(q.scale[c], scale, 0);
+            for (size_t k = 0; k < q.depth; k++) {
+                int expected = k < in ? (int)nearbyintf(w[c * in + k] * inverse) : 0;
+                assert_int_equal(q.weight[c * q.depth + k], expected);
+                sum += expected;
+            }
+            assert_int_equal(q.sum[c], sum);
+        }
         /* the oracle: with 16 rows or more, the integer sums of quantize.h's definition,
          * finished the same way (so the results are identical); with fewer, the
          * weights widened against float activations (the sum's order differs) */
