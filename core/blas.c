@@ -117,7 +117,7 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     const attention_job *job = argument;
     size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim;
     float *scores = job->scratch + head * queries * keys;
-    int panels = queries >= 16 && kernel_avx512_available(); /* (the decoder's 1-3 queries go to OpenBLAS) */
+    int panels = kernel_avx512_available();
     /* scores[queries, keys] = scale · q_h · k_hᵀ */
     if (panels) {
         kernel_product product = {scores, keys, job->q + offset, job->q_stride, job->k + offset, job->kv_stride, 1,
@@ -135,10 +135,13 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     }
     kernel_softmax(scores, queries, keys);
     /* out_h[queries, head_dim] = scores · v_h */
-    if (panels) { /* the values read as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
+    if (panels && queries >= 16) { /* the values as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
         kernel_product product = {job->out + offset, job->out_stride, scores, keys, job->v + offset, 1,
                                   job->kv_stride, NULL, 1.0f, 0, queries, keys};
         kernel_product_avx512(&product, 0, job->head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+    } else if (panels) { /* a decoder step's few queries: each a weighted sum of the value rows */
+        kernel_weighted_rows_avx512(job->out + offset, job->out_stride, scores, keys, job->v + offset, job->kv_stride,
+                                    queries, keys, job->head_dim);
     } else {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)queries, (int)job->head_dim, (int)keys, 1.0f,
                     scores, (int)keys, job->v + offset, (int)job->kv_stride, 0.0f, job->out + offset,

@@ -45,6 +45,10 @@ typedef struct kernel_product {
  * the depth into blocks on the stack. */
 void kernel_product_avx512(const kernel_product *product, size_t first_column, size_t columns, float *scratch,
                            size_t scratch_floats);
+/* out[q][0..width) = Σ_j weights[q][j] · rows[j][0..width) for q < count, j < n
+ * (rows j are row_stride apart): attention's P·V for a decoder step's few queries. */
+void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
+                                 const float *rows, size_t row_stride, size_t count, size_t n, size_t width);
 /* Vectorised twins of kernel_softmax, kernel_gelu, kernel_quick_gelu,
  * kernel_layernorm (activations_avx512.c), which those call where the CPU has AVX-512. */
 void kernel_softmax_avx512(float *x, size_t rows, size_t n);

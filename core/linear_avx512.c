@@ -254,3 +254,28 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
         }
     }
 }
+
+/* ------------------------------------------------------- weighted row sums */
+
+void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
+                                 const float *rows, size_t row_stride, size_t count, size_t n, size_t width) {
+    for (size_t q = 0; q < count; q++) {
+        const float *p = weights + q * weight_stride;
+        for (size_t d = 0; d < width; d += 64) { /* 4 vectors of sums at a time */
+            __mmask16 lanes[4];
+            __m512 sum[4];
+            for (int v = 0; v < 4; v++) {
+                size_t first = d + 16 * (size_t)v;
+                lanes[v] = (__mmask16)(first >= width ? 0 : width - first >= 16 ? 0xFFFF : (1u << (width - first)) - 1);
+                sum[v] = _mm512_setzero_ps();
+            }
+            for (size_t j = 0; j < n; j++) {
+                __m512 weight = _mm512_set1_ps(p[j]);
+                const float *row = rows + j * row_stride + d;
+                for (int v = 0; v < 4; v++)
+                    sum[v] = _mm512_fmadd_ps(weight, _mm512_maskz_loadu_ps(lanes[v], row + 16 * v), sum[v]);
+            }
+            for (int v = 0; v < 4; v++) _mm512_mask_storeu_ps(out + q * out_stride + d + 16 * v, lanes[v], sum[v]);
+        }
+    }
+}
