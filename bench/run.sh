@@ -44,6 +44,6 @@ env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --t
   --onnx-dir "$work/onnx" 2>/dev/null >> "$results"
 echo "onnxruntime..." >&2
 NODE_PATH=$work/node/node_modules node bench/ort_bench.js "$work/onnx" "$threads" "$runs" >> "$results"
-echo "roof (FMA peak)..." >&2
-cc -O2 -mavx512f -pthread bench/fma_peak.c -o "$work/fma_peak" && "$work/fma_peak" "$threads" >> "$results"
+echo "roof (FMA peak, read bandwidth)..." >&2
+cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof" && "$work/roof" "$threads" >> "$results"
 /usr/bin/python3 bench/report.py "$results"
