@@ -42,7 +42,7 @@ static void linear_task(void *argument, size_t index, float *scratch) {
     const linear_job *job = argument;
     size_t first = index * job->block;
     size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
-    if (job->rows > 1 && kernel_avx512_available()) {
+    if (kernel_avx512_available()) {
         kernel_product product = {job->out, job->out_stride, job->in, job->in_stride, job->weight, job->in_features,
                                   1, job->bias, 1.0f, job->accumulate, job->rows, job->in_features};
         kernel_product_avx512(&product, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);

@@ -14,7 +14,7 @@
  * bias may be NULL. in rows are in_stride floats apart (>= in_features);
  * out rows are out_stride apart (>= out_features). Split over the pool's
  * threads by output columns; runs on our AVX-512 kernel where the CPU has
- * it, else on OpenBLAS (one row: OpenBLAS's sgemv). out must not alias in. */
+ * it (one row included), else on OpenBLAS (one row: sgemv). out must not alias in. */
 void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
 /* The same product added to out (out += in · weightᵀ + bias): a residual
