@@ -40,6 +40,39 @@ for stage, batch, name, detail in cases:
         print(f"| {name} | {md(g)} | {md(t)} | {md(o)} | {mdr(t)} | {mdr(o)} | {rate.strip() or '–'} |")
         continue
     print(f"{name:34s} {cell(g)} {cell(t)} {cell(o)} {ratio(t)} {ratio(o)} {rate} {share}")
+# int8 (--int8) beside ONNX Runtime's float32 and glimpse's own float32
+if markdown:
+    print()
+    print("| stage, int8 | glimpse int8 | glimpse float32 | ONNX Runtime float32 | vs glimpse float32 | vs ONNX Runtime |")
+    print("|---|---|---|---|---|---|")
+else:
+    print(f"\n{'int8 stage':34s} {'int8':>10s} {'float32':>10s} {'onnxrt':>10s} {'vs f32':>9s} {'vs ort':>8s}")
+for stage, batch, name, detail in cases:
+    q = find("glimpse-int8", stage, batch if not detail else None, detail)
+    g = find("glimpse", stage, batch if not detail else None, detail)
+    o = find("onnxruntime", stage, batch)
+    if not q:
+        continue
+    if markdown:
+        md = lambda r: f"{r['median_ms']:.1f} ms" if r else "–"
+        mdr = lambda r: f"{r['median_ms'] / q['median_ms']:.2f}×" if r else "–"
+        print(f"| {name} | {md(q)} | {md(g)} | {md(o)} | {mdr(g)} | {mdr(o)} |")
+    else:
+        cell = lambda r: f"{r['median_ms']:8.1f}ms" if r else "       -  "
+        ratio = lambda r: f"{r['median_ms'] / q['median_ms']:8.2f}x" if r else "       - "
+        print(f"{name:34s} {cell(q)} {cell(g)} {cell(o)} {ratio(g)} {ratio(o)}")
 for r in [] if markdown else rows:
     if r.get("runtime") == "roof":
         print("roof:", r["stage"], {k: v for k, v in r.items() if k not in ("runtime", "stage")})
+
+# a caption step reads every decoder weight once: its bound is their bytes over the read bandwidth
+bandwidth = next((r["gbytes_per_s"] for r in rows if r.get("stage") == "bandwidth_read"), None)
+STEP_BYTES = {"glimpse": 493.0e6, "glimpse-int8": 123.6e6}  # BLIP-base: 123.2 M weights, 4 bytes or 1 (+ scales)
+if bandwidth and not markdown:
+    for runtime, size in STEP_BYTES.items():
+        for detail in ("greedy, position 20", "3 beams, position 20"):
+            r = find(runtime, "decoder_step", None, detail)
+            if r:
+                bound = size / (bandwidth * 1e9) * 1e3
+                print(f"{runtime} decoder step, {detail}: {r['median_ms']:.1f} ms = {r['median_ms'] / bound:.2f}x "
+                      f"the {size / 1e6:.0f} MB / {bandwidth} GB/s bound ({bound:.1f} ms)")

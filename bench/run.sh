@@ -38,6 +38,13 @@ for batch in 1 8; do
 done
 build/glimpse bench -m "$work/Salesforce--blip-image-captioning-base" --threads "$threads" --runs 3 --json \
   | sed 's/^{/{"runtime": "glimpse", /; s/"stage": "vision"/"stage": "vision_blip_384"/' >> "$results"
+echo "glimpse --int8..." >&2
+for batch in 1 8; do
+  build/glimpse bench -m "$work/openai--clip-vit-base-patch32" --int8 --batch "$batch" --threads "$threads" --runs "$runs" \
+    --json | sed 's/^{/{"runtime": "glimpse-int8", /' >> "$results"
+done
+build/glimpse bench -m "$work/Salesforce--blip-image-captioning-base" --int8 --threads "$threads" --runs 3 --json \
+  | sed 's/^{/{"runtime": "glimpse-int8", /; s/"stage": "vision"/"stage": "vision_blip_384"/' >> "$results"
 echo "pytorch..." >&2
 # OpenBLAS's Haswell override (set on some machines for old OpenBLAS builds) slows current numpy and torch
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --threads "$threads" --runs "$runs" \
