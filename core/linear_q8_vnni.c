@@ -9,10 +9,11 @@
  *   (they are adjacent in the weight row) against 3 panel vectors: 24 dot
  *   products for 3 loads and 8 broadcasts. A remainder of 1–4 rows takes the
  *   few-rows kernel, strip by strip while the weights are in cache.
- * - 1–15 rows (the decoder): weights only, the activations stay float (below).
+ * - 1–15 rows (the decoder's steps): tiles of up to 4 rows × 6 columns, 64
+ *   features at a time.
  *
- * Integer sums are exact; each is finished by q8_finish, so the panel results
- * equal the plain loops' bit for bit. Compiled with -mavx512f -mavx512bw -mavx512vnni. */
+ * Integer sums are exact; each is finished by q8_finish, so the results equal
+ * the plain loops' bit for bit. Compiled with -mavx512f -mavx512bw -mavx512vnni. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -142,74 +143,6 @@ static void q8_dot_block(float *out, size_t out_stride, const uint8_t *x, const 
     }
 }
 
-/* Few rows, weights only: out = (Σ_k x[k] · q[c][k]) · scale[c] + bias in float,
- * the int8 weights widened 16 at a time. The decoder's steps (1–15 rows) are
- * bound by reading the weights, so they lose nothing by leaving the
- * activations unquantized, and keep more of the float32 model's choices. */
-static inline __attribute__((always_inline)) void w8_dot_tile(float *out, size_t out_stride, const float *in,
-                                                               size_t in_stride, const kernel_q8 *q, size_t c0,
-                                                               const float *bias, int accumulate, const int rows,
-                                                               const int columns) {
-    __m512 sum[Q8_DOT_ROWS][Q8_DOT_COLUMNS];
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < columns; c++) sum[r][c] = _mm512_setzero_ps();
-    size_t depth = q->depth, n = q->in_features;
-    const int8_t *w = q->weight + c0 * depth;
-    size_t k = 0;
-    for (; k + 16 <= n; k += 16) {
-        __m512 xv[Q8_DOT_ROWS];
-        for (int r = 0; r < rows; r++) xv[r] = _mm512_loadu_ps(in + (size_t)r * in_stride + k);
-        for (int c = 0; c < columns; c++) {
-            __m128i bytes = _mm_loadu_si128((const __m128i *)(w + (size_t)c * depth + k));
-            __m512 wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
-            for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(xv[r], wv, sum[r][c]);
-        }
-    }
-    if (k < n) { /* the last 1..15 features, masked: a mask in the loop above made GCC spill every sum
-                  * (the weights' bytes past the row are read: kernel_q8 keeps 64 bytes of slack) */
-        __mmask16 lanes = (__mmask16)((1u << (n - k)) - 1);
-        __m512 xv[Q8_DOT_ROWS];
-        for (int r = 0; r < rows; r++) xv[r] = _mm512_maskz_loadu_ps(lanes, in + (size_t)r * in_stride + k);
-        for (int c = 0; c < columns; c++) {
-            __m128i bytes = _mm_loadu_si128((const __m128i *)(w + (size_t)c * depth + k));
-            __m512 wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
-            for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(xv[r], wv, sum[r][c]);
-        }
-    }
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < columns; c++) {
-            size_t column = c0 + (size_t)c;
-            float value = _mm512_reduce_add_ps(sum[r][c]) * q->scale[column];
-            if (bias) value += bias[column];
-            float *cell = out + (size_t)r * out_stride + column;
-            *cell = accumulate ? *cell + value : value;
-        }
-}
-
-#define W8_DOT_CASE(R, C)                                                                                              \
-    case (R)*8 + (C): w8_dot_tile(tile_out, out_stride, tile_in, in_stride, q, c, bias, accumulate, R, C); break;
-#define W8_DOT_CASES(R)                                                                                                \
-    W8_DOT_CASE(R, 1) W8_DOT_CASE(R, 2) W8_DOT_CASE(R, 3) W8_DOT_CASE(R, 4) W8_DOT_CASE(R, 5) W8_DOT_CASE(R, 6)
-
-static void w8_dot_block(float *out, size_t out_stride, const float *in, size_t in_stride, size_t rows,
-                         const kernel_q8 *q, size_t c0, size_t count, const float *bias, int accumulate) {
-    for (size_t r = 0; r < rows; r += Q8_DOT_ROWS) {
-        int tile_rows = (int)(rows - r < Q8_DOT_ROWS ? rows - r : Q8_DOT_ROWS);
-        for (size_t c = c0; c < c0 + count; c += Q8_DOT_COLUMNS) {
-            int tile_columns = (int)(c0 + count - c < Q8_DOT_COLUMNS ? c0 + count - c : Q8_DOT_COLUMNS);
-            float *tile_out = out + r * out_stride;
-            const float *tile_in = in + r * in_stride;
-            switch (tile_rows * 8 + tile_columns) {
-                W8_DOT_CASES(1)
-                W8_DOT_CASES(2)
-                W8_DOT_CASES(3)
-                W8_DOT_CASES(4)
-            default: break;
-            }
-        }
-    }
-}
-
 /* ---------------------------------------------------------------- panels */
 
 /* rows (≤ 48) of in, quantized, into panel[g][t] (4 bytes: features 4g..4g+3 of row t) and scales[t]. */
@@ -308,7 +241,9 @@ void q8_product_vnni(float *out, size_t out_stride, const float *in, size_t in_s
     uint8_t *panel = scratch, *rows_u8 = panel + Q8_PANEL_ROWS * depth, *rest = rows_u8 + 16 * depth;
     float *scales = (float *)(rest + 16 * depth), *rest_scales = scales + Q8_PANEL_ROWS;
     if (rows < 16) {
-        w8_dot_block(out, out_stride, in, in_stride, rows, q, first, count, bias, accumulate);
+        for (size_t r = 0; r < rows; r++)
+            rest_scales[r] = q8_quantize_row_avx512(rest + r * depth, in + r * in_stride, q->in_features, depth);
+        q8_dot_block(out, out_stride, rest, rest_scales, rows, q, first, count, bias, accumulate);
         return;
     }
     size_t remainder = rows % 16 <= Q8_REMAINDER_ROWS ? rows % 16 : 0, panel_rows = rows - remainder;

@@ -12,7 +12,7 @@
 glimpse_status kernel_q8_quantize(kernel_q8 *q, const float *weight, size_t out_features, size_t in_features) {
     memset(q, 0, sizeof *q);
     size_t depth = (in_features + 3) / 4 * 4;
-    q->weight = calloc(out_features * depth + 64, 1); /* slack: kernels may read 16 bytes past a row */
+    q->weight = calloc(out_features * depth, 1);
     q->scale = malloc(out_features * sizeof *q->scale);
     q->sum = malloc(out_features * sizeof *q->sum);
     if (!q->weight || !q->scale || !q->sum) {
@@ -75,21 +75,9 @@ int q8_vnni_available(void) {
  * up to 16 rows for the few-rows kernel, then 64 row scales. */
 size_t q8_scratch_bytes(const kernel_q8 *q) { return 80 * q->depth + 64 * sizeof(float); }
 
-/* Columns first..first+count of every row, in plain loops. */
+/* Columns first..first+count of every row, in plain loops (the same sums as the VNNI kernels). */
 static void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
                              const float *bias, size_t rows, int accumulate, size_t first, size_t count) {
-    if (rows < 16) { /* weights only, as the few-row kernel (quantize.h) */
-        for (size_t r = 0; r < rows; r++)
-            for (size_t c = first; c < first + count; c++) {
-                const int8_t *w = q->weight + c * q->depth;
-                float total = 0.0f;
-                for (size_t k = 0; k < q->in_features; k++) total += in[r * in_stride + k] * (float)w[k];
-                float value = total * q->scale[c] + (bias ? bias[c] : 0.0f);
-                float *cell = out + r * out_stride + c;
-                *cell = accumulate ? *cell + value : value;
-            }
-        return;
-    }
     uint8_t u8[q->depth]; /* one row: a few KiB for every published model */
     for (size_t r = 0; r < rows; r++) {
         float row_scale = q8_quantize_row(u8, in + r * in_stride, q->in_features, q->depth);

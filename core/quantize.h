@@ -1,13 +1,10 @@
 /* quantize.h — int8 linear layers: weights quantized once per output channel
- * (symmetric, w ≈ q · scale, q in [-127, 127]). With 16 rows or more (the
- * towers, compute-bound) the activations are quantized too, per row at each
- * call (symmetric, 127 steps either side of the row's largest magnitude), and
- * the products run on AVX-512 VNNI integer dot products (linear_q8_vnni.c)
- * where the CPU has them, else on plain loops that give bit-identical
- * results: the integer sums are exact and both paths finish them with the
- * same float operations in the same order. With fewer rows (caption steps,
- * bound by reading the weights) only the weights are int8: they are widened
- * and multiplied with the float activations. */
+ * (symmetric, w ≈ q · scale, q in [-127, 127]) and activations quantized per
+ * row at each call (symmetric, 127 steps either side of the row's largest
+ * magnitude). Products run on AVX-512 VNNI integer dot products
+ * (linear_q8_vnni.c) where the CPU has them, else on plain loops that give
+ * bit-identical results: the integer sums are exact and both paths finish them
+ * with the same float operations in the same order. */
 #ifndef GLIMPSE_CORE_QUANTIZE_H
 #define GLIMPSE_CORE_QUANTIZE_H
 
