@@ -492,6 +492,41 @@ static void test_caption(void **state) {
     free(model), free(cat), free(truncated), free(clip);
 }
 
+/* --int8 on the demo models (no fixtures needed): the same captions and
+ * embeddings within int8's error as float32, and the option in --help. */
+static void test_int8_option(void **state) {
+    (void)state;
+    char *captioner = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
+    char *clip = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
+    char *picture = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00000.png");
+    run_result exact = run("caption", "-m", captioner, "--json", picture, NULL);
+    run_result quantized = run("caption", "-m", captioner, "--int8", "--json", picture, NULL);
+    assert_int_equal(exact.status, 0);
+    assert_int_equal(quantized.status, 0);
+    assert_string_equal(quantized.out, exact.out);
+    result_free(&exact), result_free(&quantized);
+    exact = run("embed", "-m", clip, "-t", "a red circle", "--json", NULL);
+    quantized = run("embed", "-m", clip, "--int8", "-t", "a red circle", "--json", NULL);
+    assert_int_equal(quantized.status, 0);
+    cJSON *a = parse_json_lines(exact.out), *b = parse_json_lines(quantized.out);
+    const cJSON *x = cJSON_GetObjectItem(cJSON_GetArrayItem(a, 0), "embedding");
+    const cJSON *y = cJSON_GetObjectItem(cJSON_GetArrayItem(b, 0), "embedding");
+    assert_int_equal(cJSON_GetArraySize(x), cJSON_GetArraySize(y));
+    double dot = 0, xx = 0, yy = 0;
+    for (int i = 0; i < cJSON_GetArraySize(x); i++) {
+        double u = cJSON_GetArrayItem(x, i)->valuedouble, v = cJSON_GetArrayItem(y, i)->valuedouble;
+        dot += u * v, xx += u * u, yy += v * v;
+    }
+    assert_true(dot / sqrt(xx * yy) >= 0.999);
+    assert_true(memcmp(exact.out, quantized.out, strlen(exact.out)) != 0); /* and it did quantize */
+    cJSON_Delete(a), cJSON_Delete(b);
+    result_free(&exact), result_free(&quantized);
+    run_result help = run("embed", "--help", NULL);
+    assert_non_null(strstr(help.out, "--int8"));
+    result_free(&help);
+    free(captioner), free(clip), free(picture);
+}
+
 static void test_rank_with_blip_and_rerank(void **state) {
     (void)state;
     REQUIRE_FIXTURES();
@@ -557,7 +592,7 @@ int main(void) {
         cmocka_unit_test(test_rank_goes_on_past_bad_inputs), cmocka_unit_test(test_rank_scores_match_reference),
         cmocka_unit_test(test_embed_and_classify_json), cmocka_unit_test(test_damaged_models),
         cmocka_unit_test(test_image_limits),            cmocka_unit_test(test_hub_id_from_cache),
-        cmocka_unit_test(test_caption),                 cmocka_unit_test(test_rank_with_blip_and_rerank),
+        cmocka_unit_test(test_caption),                 cmocka_unit_test(test_rank_with_blip_and_rerank), cmocka_unit_test(test_int8_option),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }
