@@ -51,6 +51,50 @@ glimpse_status encoder_layers_quantize(encoder_layer *layers, size_t count, cons
     return status;
 }
 
+/* Row-wise steps of a layer spread over the pool: with the products parallel,
+ * a LayerNorm or an activation left on one thread is time the other waits. */
+typedef struct rows_job {
+    float *out;
+    const float *in;
+    const float *weight, *bias;
+    size_t rows, width, block;
+    float epsilon;
+    activation act;
+} rows_job;
+
+static void layernorm_task(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    const rows_job *job = argument;
+    size_t first = index * job->block, count = job->rows - first < job->block ? job->rows - first : job->block;
+    kernel_layernorm(job->out + first * job->width, job->in + first * job->width, job->weight, job->bias, count,
+                     job->width, job->epsilon);
+}
+
+static void activation_task(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    const rows_job *job = argument;
+    size_t first = index * job->block, count = job->rows - first < job->block ? job->rows - first : job->block;
+    activation_apply(job->act, job->out + first * job->width, count * job->width);
+}
+
+/* Blocks of rows for `rows` rows of `width`: a few per thread, none tiny. */
+static size_t rows_block(size_t rows, size_t width, pool *threads) {
+    size_t share = (size_t)pool_threads(threads) * 2, block = (rows + share - 1) / share;
+    size_t least = (4096 + width - 1) / width; /* below ~4K values a step is not worth a hand-off */
+    return block < least ? least : block;
+}
+
+static void layernorm_rows(float *out, const float *in, const float *weight, const float *bias, size_t rows,
+                           size_t width, float epsilon, pool *threads) {
+    rows_job job = {out, in, weight, bias, rows, width, rows_block(rows, width, threads), epsilon, ACTIVATION_GELU};
+    pool_for(threads, (rows + job.block - 1) / job.block, layernorm_task, &job);
+}
+
+static void activation_rows(activation act, float *x, size_t rows, size_t width, pool *threads) {
+    rows_job job = {x, x, NULL, NULL, rows, width, rows_block(rows, width, threads), 0.0f, act};
+    pool_for(threads, (rows + job.block - 1) / job.block, activation_task, &job);
+}
+
 size_t encoder_scratch_floats(const encoder_shape *shape, size_t rows, size_t max_sequence) {
     return rows * shape->hidden * 5 + rows * shape->intermediate + shape->heads * max_sequence * max_sequence;
 }
@@ -73,7 +117,7 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
     float scale = 1.0f / sqrtf((float)head_dim);
 
     /* attention sub-layer */
-    kernel_layernorm(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon);
+    layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon, threads);
     float *qkv = scratch->qkv; /* [rows, 3·hidden]: q | k | v */
     if (layer->qkv_weight) {
         kernel_project(qkv, 3 * hidden, scratch->normed, hidden, layer->qkv_weight, layer->q8_qkv, layer->qkv_bias,
@@ -98,10 +142,10 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
                    hidden, 1, threads);
 
     /* feed-forward sub-layer */
-    kernel_layernorm(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon);
+    layernorm_rows(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon, threads);
     kernel_project(scratch->mlp, shape->intermediate, scratch->normed, hidden, layer->fc1_weight, layer->q8_fc1,
                    layer->fc1_bias, rows, hidden, shape->intermediate, 0, threads);
-    activation_apply(shape->act, scratch->mlp, rows * shape->intermediate);
+    activation_rows(shape->act, scratch->mlp, rows, shape->intermediate, threads);
     kernel_project(x, hidden, scratch->mlp, shape->intermediate, layer->fc2_weight, layer->q8_fc2, layer->fc2_bias,
                    rows, shape->intermediate, hidden, 1, threads);
 }
