@@ -166,6 +166,9 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     if (precision != GLIMPSE_PRECISION_INT8)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)precision);
     model->precision = precision;
+    if (!q8_vnni_available())
+        log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has no AVX-512 VNNI: int8 products run on plain loops, "
+                                               "slower than float32");
     glimpse_status status = GLIMPSE_OK;
     if (model->vision.weights.layers) {
         const vit_config *c = &model->vision.config;

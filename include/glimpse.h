@@ -182,7 +182,8 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
 typedef struct glimpse_context glimpse_context;
 
 typedef struct glimpse_context_params {
-    int threads; /* worker threads for this context; 0 = all cores */
+    int threads; /* worker threads for this context; 0 = all cores. Created once with the
+                    context, each with 1 MiB of scratch for the products. */
     /* Optional progress of long calls over many images (embedding, captioning,
      * matching): called after each batch with how many of the call's images
      * are done. Return non-zero to cancel the call (GLIMPSE_STATUS_CANCELLED). */

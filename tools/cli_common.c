@@ -81,8 +81,18 @@ double cli_now(void) {
     return (double)now.tv_sec + now.tv_nsec * 1e-9;
 }
 
+/* The library's diagnostics on stderr: warnings always, the rest with --verbose. */
+static void print_log(void *user, glimpse_log_level level, const char *message) {
+    int verbose = *(const int *)user;
+    if (level >= GLIMPSE_LOG_LEVEL_WARNING || (verbose && level >= GLIMPSE_LOG_LEVEL_INFO))
+        fprintf(stderr, "glimpse: %s%s\n", level >= GLIMPSE_LOG_LEVEL_WARNING ? "warning: " : "", message);
+}
+
 glimpse_model *cli_load_model(const cli_options *options, const char *command, int load_vision, int load_text) {
     if (!options->model) cli_usage_error(command, "no model given: use -m MODEL");
+    static int verbose;
+    verbose = options->verbose;
+    glimpse_set_log_callback(print_log, &verbose);
     glimpse_load_params params = glimpse_load_default_params();
     params.load_vision = load_vision;
     params.load_text = load_text;
