@@ -1,14 +1,14 @@
-/* linear_avx512.c — the linear layer on CPUs with AVX-512 (kernel_linear
- * calls it in place of OpenBLAS). Both kernels read the weights as the
- * checkpoint stores them ([out_features, in_features], rows contiguous):
- * nothing is packed or converted at load, so a model starts as fast as its
- * file can be mapped.
+/* linear_avx512.c — the linear layer and attention's products on CPUs with
+ * AVX-512 (kernel_linear and kernel_attention call these in place of
+ * OpenBLAS). Both kernels read the weights as the checkpoint stores them
+ * ([out_features, in_features], rows contiguous): nothing is packed or
+ * converted at load, so a model starts as fast as its file can be mapped.
  *
  * Many rows (16 or more tokens: the vision and text towers, batches): the
  * input is the small side, so it is the one we rearrange. A block of up to
  * 48 rows × all features is transposed into a panel in the thread's scratch
- * (pool.h), one feature per line of 48 rows; the micro-kernel then keeps 8 output columns ×
- * 48 rows in 24 registers and, for each feature, broadcasts one weight of each
+ * (pool.h), one feature per line of 48 rows; the micro-kernel then keeps 8
+ * output columns × 48 rows in 24 registers and, for each feature, broadcasts one weight of each
  * of the 8 columns against the panel's line: 24 FMAs for 3 vector loads and 8
  * broadcasts, so the FMA units rather than the loads set the pace. Each weight
  * is read once per 48 rows. The 8 × 16 blocks of sums are transposed in
@@ -16,9 +16,12 @@
  * 577) would waste most of a 16-row vector, so those rows take the
  * dot-product kernel below, on the same weights while they are in cache.
  *
- * Few rows (2–15: the decoder's beams): dot products. A tile of 4 input rows
- * × 6 weight rows keeps 24 vectors of partial sums while both run along
- * in_features, 16 at a time, and each sum is reduced once at the end.
+ * Few rows (1–15: a caption step's beams): dot products. A tile of 4 input
+ * rows × 6 weight rows keeps 24 vectors of partial sums while both run along
+ * in_features, 16 at a time, prefetching the weight rows (these products are
+ * bound by reading the weights), and each sum is reduced once at the end.
+ *
+ * Last, attention's P·V for a step's few queries: weighted sums of value rows.
  */
 #include <immintrin.h>
 #include <stddef.h>
