@@ -1,6 +1,7 @@
-/* blas.c — the only file that talks to OpenBLAS: the linear layer (which
- * hands products of several rows to our AVX-512 kernel where the CPU has it)
- * and the attention products. OpenBLAS itself runs single-threaded; parallelism
+/* blas.c — the linear layer and attention: their split over the pool's
+ * threads, and the choice between our AVX-512 kernels (linear_avx512.c, every
+ * product where the CPU has AVX-512) and OpenBLAS (everywhere else; the only
+ * file that talks to it). OpenBLAS itself runs single-threaded; parallelism
  * comes from our pool (pool.c), so the thread count stays a parameter of
  * each context rather than a process-wide setting. */
 #include <cblas.h>
