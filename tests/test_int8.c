@@ -4,7 +4,8 @@
  *    images and texts (clip-tiny) and on the demo model's pictures;
  *  - BLIP captions: the share of fixture generation cases (blip-caption-tiny,
  *    greedy and beam, with and without prompts) and of demo-captioner
- *    captions that come out identical.
+ *    captions that come out identical;
+ *  - BLIP ITM: match probabilities and ITC cosines (blip-itm-tiny).
  * Each measured figure is printed (stderr) beside the bound it is held to. */
 #include <math.h>
 #include <stdarg.h>
@@ -230,9 +231,40 @@ static void test_demo_captions(void **state) {
     free(folder);
 }
 
+/* BLIP ITM: match probabilities and ITC cosines of every fixture pair stay close to float32. */
+static void test_blip_itm_fixture_scores(void **state) {
+    (void)state;
+    if (!fixtures_folder()) skip();
+    char *folder = fixture_path("blip-itm-tiny");
+    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    const char *names[] = {"chelsea.png", "rocket.jpg", "coffee.png"};
+    const char *texts[] = {"a cat lying on a couch", "a rocket launching into the sky", "a cup of coffee"};
+    glimpse_image *images[3];
+    for (int i = 0; i < 3; i++) images[i] = fixture_image(names[i]);
+    glimpse_context *a, *b;
+    assert_int_equal(glimpse_context_create(exact, NULL, &a), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(quantized, NULL, &b), GLIMPSE_OK);
+    double worst[2] = {0, 0};
+    for (int mode = 0; mode < 2; mode++) {
+        float x[9], y[9];
+        glimpse_match_mode m = mode ? GLIMPSE_MATCH_ITC : GLIMPSE_MATCH_ITM;
+        assert_int_equal(glimpse_match(a, (const glimpse_image *const *)images, 3, texts, 3, m, x), GLIMPSE_OK);
+        assert_int_equal(glimpse_match(b, (const glimpse_image *const *)images, 3, texts, 3, m, y), GLIMPSE_OK);
+        for (int i = 0; i < 9; i++) worst[mode] = fmax(worst[mode], fabs((double)x[i] - y[i]));
+    }
+    fprintf(stderr, "int8 blip-itm-tiny: largest difference to float32 over 9 pairs: ITM probability %.4f, ITC "
+                    "cosine %.4f (bound 0.02)\n", worst[0], worst[1]);
+    assert_true(worst[0] <= 0.02 && worst[1] <= 0.02);
+    for (int i = 0; i < 3; i++) glimpse_image_free(images[i]);
+    glimpse_context_free(a), glimpse_context_free(b);
+    glimpse_model_free(exact), glimpse_model_free(quantized);
+    free(folder);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clip_fixture_embeddings), cmocka_unit_test(test_demo_clip_embeddings),
-        cmocka_unit_test(test_blip_fixture_captions), cmocka_unit_test(test_demo_captions)};
+        cmocka_unit_test(test_blip_fixture_captions), cmocka_unit_test(test_demo_captions),
+        cmocka_unit_test(test_blip_itm_fixture_scores)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
