@@ -1,7 +1,7 @@
 /* avx512_tiles.h — register-block shuffles shared by the AVX-512 product
  * kernels (linear_avx512.c, linear_q8_vnni.c): transposing a 16 × 16 block
  * of 32-bit lanes into a panel, and writing an 8-column × 16-row block of
- * results to row-major output. Include only from files built with -mavx512f. */
+ * results (or part of one) to row-major output. Include only from files built with -mavx512f. */
 #ifndef GLIMPSE_CORE_AVX512_TILES_H
 #define GLIMPSE_CORE_AVX512_TILES_H
 
@@ -65,6 +65,24 @@ static inline void store_8x16(float *out, size_t out_stride, const __m512 s[8], 
             _mm256_storeu_ps(cell, accumulate ? _mm256_add_ps(_mm256_loadu_ps(cell), part[q]) : part[q]);
         }
     }
+}
+
+/* Writes (or adds) columns (≤ 8) × count (≤ 16) rows of results, s[c] holding
+ * column c (row i in lane i): a full block through store_8x16, a partial one
+ * spilled to the stack and written element by element. */
+static inline void store_tile(float *out, size_t out_stride, const __m512 s[8], int columns, size_t count,
+                              int accumulate) {
+    if (columns == 8 && count == 16) {
+        store_8x16(out, out_stride, s, accumulate);
+        return;
+    }
+    float spill[8][16] __attribute__((aligned(64)));
+    for (int c = 0; c < columns; c++) _mm512_store_ps(spill[c], s[c]);
+    for (size_t i = 0; i < count; i++)
+        for (int c = 0; c < columns; c++) {
+            float *cell = out + i * out_stride + c;
+            *cell = accumulate ? *cell + spill[c][i] : spill[c][i];
+        }
 }
 
 #endif

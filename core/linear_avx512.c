@@ -182,20 +182,9 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
         }
     for (int v = 0; v < vectors; v++) {
         size_t first = (size_t)v * 16, count = rows - first < 16 ? rows - first : 16;
-        float *block = out + first * out_stride;
         __m512 s[MICRO_COLUMNS];
         for (int c = 0; c < columns; c++) s[c] = sum[c][v];
-        if (columns == MICRO_COLUMNS && count == 16) {
-            store_8x16(block, out_stride, s, accumulate);
-            continue;
-        }
-        float spill[MICRO_COLUMNS][16] __attribute__((aligned(64)));
-        for (int c = 0; c < columns; c++) _mm512_store_ps(spill[c], s[c]);
-        for (size_t i = 0; i < count; i++)
-            for (int c = 0; c < columns; c++) {
-                float *cell = block + i * out_stride + c;
-                *cell = accumulate ? *cell + spill[c][i] : spill[c][i];
-            }
+        store_tile(out + first * out_stride, out_stride, s, columns, count, accumulate);
     }
 }
 

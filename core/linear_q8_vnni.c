@@ -201,18 +201,7 @@ static inline __attribute__((always_inline)) void q8_micro(float *out, size_t ou
             value = _mm512_mul_ps(value, _mm512_mul_ps(row_scale, _mm512_set1_ps(q->scale[column])));
             s[c] = bias ? _mm512_add_ps(value, _mm512_set1_ps(bias[column])) : value;
         }
-        float *block = out + first * out_stride + c0;
-        if (columns == Q8_MICRO_COLUMNS && count == 16) {
-            store_8x16(block, out_stride, s, accumulate);
-            continue;
-        }
-        float spill[Q8_MICRO_COLUMNS][16] __attribute__((aligned(64)));
-        for (int c = 0; c < columns; c++) _mm512_store_ps(spill[c], s[c]);
-        for (size_t i = 0; i < count; i++)
-            for (int c = 0; c < columns; c++) {
-                float *cell = block + i * out_stride + c;
-                *cell = accumulate ? *cell + spill[c][i] : spill[c][i];
-            }
+        store_tile(out + first * out_stride + c0, out_stride, s, columns, count, accumulate);
     }
 }
 
