@@ -70,25 +70,25 @@ static void linear_task(void *argument, size_t index, float *scratch) {
         }
 }
 
+size_t kernel_column_block(const pool *threads, size_t rows, size_t depth, size_t columns) {
+    int workers = pool_threads(threads);
+    if (workers <= 1 || (double)rows * (double)depth * (double)columns <= 1e5) return columns;
+    /* the panel kernels transpose the input once per task: one task per thread
+     * there; elsewhere two, so that uneven threads even out */
+    size_t share = rows >= 16 && kernel_avx512_available() ? (size_t)workers : (size_t)workers * 2;
+    size_t block = (columns + share - 1) / share;
+    block = (block + 7) / 8 * 8; /* whole micro-kernels */
+    return block < LINEAR_COLUMN_BLOCK ? LINEAR_COLUMN_BLOCK : block;
+}
+
 static void linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, int accumulate,
                    pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
     if (rows == 0 || out_features == 0) return;
-    linear_job job = {out,         out_stride,   in,           in_stride, weight, bias, rows,
-                      in_features, out_features, out_features, accumulate};
-    int workers = pool_threads(threads);
-    double work = (double)rows * (double)in_features * (double)out_features;
-    if (workers > 1 && work > 1e5) {
-        /* the panel kernel transposes the input once per task: one task per thread
-         * there; elsewhere two, so that uneven threads even out */
-        size_t share = rows >= 16 && kernel_avx512_available() ? (size_t)workers : (size_t)workers * 2;
-        size_t block = (out_features + share - 1) / share;
-        block = (block + 7) / 8 * 8; /* whole micro-kernels */
-        if (block < LINEAR_COLUMN_BLOCK) block = LINEAR_COLUMN_BLOCK;
-        job.block = block;
-    }
-    size_t tasks = (out_features + job.block - 1) / job.block;
+    size_t block = kernel_column_block(threads, rows, in_features, out_features);
+    linear_job job = {out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, block, accumulate};
+    size_t tasks = (out_features + block - 1) / block;
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
 }
 

@@ -17,6 +17,10 @@
  * it (one row included), else on OpenBLAS (one row: sgemv). out must not alias in. */
 void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
+/* Output columns per task when a product of rows × depth × columns is split
+ * over the pool's threads (all of them for one task): what kernel_linear and
+ * kernel_linear_q8 share. */
+size_t kernel_column_block(const pool *threads, size_t rows, size_t depth, size_t columns);
 /* The same product added to out (out += in · weightᵀ + bias): a residual
  * connection without a temporary and a separate pass. */
 void kernel_linear_add(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,

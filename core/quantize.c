@@ -120,15 +120,8 @@ void kernel_linear_q8(float *out, size_t out_stride, const float *in, size_t in_
                       const float *bias, size_t rows, int accumulate, pool *threads) {
     size_t n = q->out_features;
     if (rows == 0 || n == 0) return;
-    q8_job job = {out, out_stride, in, in_stride, q, bias, rows, n, accumulate};
-    int workers = pool_threads(threads);
-    if (workers > 1 && (double)rows * (double)q->depth * (double)n > 1e5) {
-        /* one task per thread for panels (each quantizes and transposes the
-         * input once), two for the few-row kernel so that uneven threads even out */
-        size_t share = rows >= 16 ? (size_t)workers : (size_t)workers * 2;
-        size_t block = (n + share - 1) / share;
-        job.block = (block + 7) / 8 * 8;
-    }
+    q8_job job = {out, out_stride, in, in_stride, q, bias, rows, kernel_column_block(threads, rows, q->depth, n),
+                  accumulate};
     pool_for(threads, (n + job.block - 1) / job.block, q8_task, &job);
 }
 
