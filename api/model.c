@@ -170,16 +170,8 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
         log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has no AVX-512 VNNI: int8 products run on plain loops, "
                                                "slower than float32");
     glimpse_status status = GLIMPSE_OK;
-    if (model->vision.weights.layers) {
-        const vit_config *c = &model->vision.config;
-        encoder_shape shape = {(size_t)c->hidden_size, (size_t)c->heads, (size_t)c->intermediate_size, 0, 0, 0};
-        status = encoder_layers_quantize(model->vision.weights.layers, (size_t)c->layers, &shape, &model->quantized);
-    }
-    if (!status && model->text.weights.layers) {
-        const clip_text_config *c = &model->text.config;
-        encoder_shape shape = {(size_t)c->hidden_size, (size_t)c->heads, (size_t)c->intermediate_size, 0, 0, 0};
-        status = encoder_layers_quantize(model->text.weights.layers, (size_t)c->layers, &shape, &model->quantized);
-    }
+    if (model->vision.weights.layers) status = vit_model_quantize(&model->vision, &model->quantized);
+    if (!status && model->text.weights.layers) status = clip_text_model_quantize(&model->text, &model->quantized);
     if (!status && model->text_decoder.layers) status = bert_model_quantize(&model->text_decoder, &model->quantized);
     if (!status && model->text_encoder.layers) status = bert_model_quantize(&model->text_encoder, &model->quantized);
     return status;

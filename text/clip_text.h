@@ -37,6 +37,8 @@ glimpse_status clip_text_config_read(const cJSON *json, const char *where, int p
                                      clip_text_config *config);
 glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config, weight_store *store);
 void clip_text_model_free(clip_text_model *model);
+/* Makes int8 twins of every layer's projections (owned by set). */
+glimpse_status clip_text_model_quantize(clip_text_model *model, q8_set *set);
 
 typedef struct clip_text_state {
     size_t max_rows;

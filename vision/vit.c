@@ -104,6 +104,11 @@ static encoder_shape shape_of(const vit_model *model) {
     return shape;
 }
 
+glimpse_status vit_model_quantize(vit_model *model, q8_set *set) {
+    encoder_shape shape = shape_of(model);
+    return encoder_layers_quantize(model->weights.layers, (size_t)model->config.layers, &shape, set);
+}
+
 glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_state **out) {
     *out = NULL;
     vit_state *state = calloc(1, sizeof *state);

@@ -51,6 +51,8 @@ glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant
  * Caller frees with vit_model_free (the tensors stay owned by the store). */
 glimpse_status vit_model_load(vit_model *model, const vit_config *config, weight_store *store);
 void vit_model_free(vit_model *model);
+/* Makes int8 twins of every layer's projections (owned by set). */
+glimpse_status vit_model_quantize(vit_model *model, q8_set *set);
 
 /* Activations for up to max_batch images. */
 typedef struct vit_state {
