@@ -18,6 +18,7 @@ struct bert_tokenizer {
     strmap *vocab;     /* token -> id */
     char **tokens;     /* id -> token */
     size_t count;      /* ids 0 .. count-1 */
+    size_t capacity;   /* entries allocated in tokens */
     int lowercase;
     int32_t unk_id;
     /* tokens never split or lowercased, matched in the raw text first */
@@ -29,11 +30,18 @@ struct bert_tokenizer {
 
 static glimpse_status add_token(bert_tokenizer *t, const char *text, size_t length, int32_t id) {
     if (id < 0 || id > 10000000) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "token id %d is out of range", id);
-    if ((size_t)id >= t->count) {
-        char **grown = realloc(t->tokens, ((size_t)id + 1) * sizeof *grown);
+    if ((size_t)id >= t->capacity) {
+        /* doubling: growing one id at a time copied the table once per token
+         * (30 522 copies of up to 240 KB for BERT's vocabulary) */
+        size_t capacity = t->capacity ? t->capacity : 1024;
+        while (capacity <= (size_t)id) capacity *= 2;
+        char **grown = realloc(t->tokens, capacity * sizeof *grown);
         if (!grown) return ERROR_OOM();
-        for (size_t i = t->count; i <= (size_t)id; i++) grown[i] = NULL;
         t->tokens = grown;
+        t->capacity = capacity;
+    }
+    if ((size_t)id >= t->count) {
+        for (size_t i = t->count; i <= (size_t)id; i++) t->tokens[i] = NULL;
         t->count = (size_t)id + 1;
     }
     free(t->tokens[id]);
