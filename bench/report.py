@@ -76,3 +76,12 @@ if bandwidth and not markdown:
                 bound = size / (bandwidth * 1e9) * 1e3
                 print(f"{runtime} decoder step, {detail}: {r['median_ms']:.1f} ms = {r['median_ms'] / bound:.2f}x "
                       f"the {size / 1e6:.0f} MB / {bandwidth} GB/s bound ({bound:.1f} ms)")
+
+# cold start: a whole `glimpse rank` process (load, decode, both towers, output) against the warm towers alone
+cold = find("glimpse", "cold_start_rank")
+vision, text = find("glimpse", "vision", 1), find("glimpse", "text", 1)
+if cold and vision and text and not markdown:
+    compute = vision["median_ms"] + text["median_ms"]
+    print(f"glimpse rank cold start (ViT-B/32, 1 image + 1 text): {cold['median_ms']:.1f} ms, warm compute "
+          f"{compute:.1f} ms (vision + text at batch 1), {cold['median_ms'] - compute:.1f} ms over (150 asked)")
+

@@ -88,6 +88,13 @@ glimpse_status file_map(const char *path, const uint8_t **map, size_t *size) {
     int code = errno;
     close(fd);
     if (address == MAP_FAILED) return error_set(GLIMPSE_STATUS_IO, "%s: cannot map: %s", path, strerror(code));
+#ifdef MADV_HUGEPAGE
+    /* A hint, ignored where unsupported: pages that enter the page cache
+     * through this mapping come in large folios, which later processes map
+     * with far fewer faults. Measured on a ViT-B/32 CLIP checkpoint (605 MB),
+     * each `glimpse rank` after the first: 235 ms -> 101 ms (median of 9). */
+    madvise(address, length, MADV_HUGEPAGE);
+#endif
     *map = address;
     *size = length;
     return GLIMPSE_OK;
