@@ -266,6 +266,7 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     out->parameter_count = weight_store_parameters(model->store);
     out->weight_bytes = weight_store_bytes(model->store);
     out->weight_dtype = weight_store_dtype(model->store);
+    out->copied_bytes = weight_store_copied_bytes(model->store);
     out->logit_scale = model->logit_scale;
     return GLIMPSE_OK;
 }

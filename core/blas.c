@@ -23,7 +23,8 @@ typedef struct linear_job {
     size_t out_stride;
     const float *in;
     size_t in_stride;
-    const float *weight;
+    const void *weight;
+    weight_type type;
     const float *bias;
     size_t rows, in_features, out_features, block;
     int accumulate;
@@ -39,20 +40,43 @@ int kernel_avx512_available(void) {
     return known;
 }
 
+static void linear_16bit_plain(const linear_job *job, size_t first, size_t count) {
+    for (size_t r = 0; r < job->rows; r++)
+        for (size_t c = first; c < first + count; c++) {
+            const uint16_t *w = (const uint16_t *)job->weight + c * job->in_features;
+            const float *x = job->in + r * job->in_stride;
+            float sum = 0.0f;
+            for (size_t k = 0; k < job->in_features; k++)
+                sum += x[k] * (job->type == WEIGHT_F16 ? kernel_f16_to_f32(w[k]) : kernel_bf16_to_f32(w[k]));
+            if (job->bias) sum += job->bias[c];
+            float *cell = job->out + r * job->out_stride + c;
+            *cell = job->accumulate ? *cell + sum : sum;
+        }
+}
+
 static void linear_task(void *argument, size_t index, float *scratch) {
     const linear_job *job = argument;
     size_t first = index * job->block;
     size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
     if (kernel_avx512_available()) {
-        kernel_product product = {job->out, job->out_stride, job->in, job->in_stride, job->weight, job->in_features,
-                                  1, job->bias, 1.0f, job->accumulate, job->rows, job->in_features};
+        kernel_product product = {job->out,    job->out_stride, job->in,   job->in_stride,
+                                  job->weight, job->type,       job->in_features, 1,
+                                  job->bias,   1.0f,            job->accumulate,  job->rows,
+                                  job->in_features};
         kernel_product_avx512(&product, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
         return;
     }
+    if (job->type != WEIGHT_F32) {
+        /* 16-bit weights reach this path only when a caller forces it (models
+         * widen them at load where the AVX-512 kernels do not run): plain loops */
+        linear_16bit_plain(job, first, count);
+        return;
+    }
+    const float *weights = job->weight;
     if (job->rows == 1) {
         /* one row: a matrix-vector product reads each weight once, where
          * sgemm would first copy (pack) the whole weight block */
-        const float *weight = job->weight + first * job->in_features;
+        const float *weight = weights + first * job->in_features;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)count, (int)job->in_features, 1.0f, weight,
                     (int)job->in_features, job->in, 1, job->accumulate ? 1.0f : 0.0f, job->out + first, 1);
         if (job->bias)
@@ -60,7 +84,7 @@ static void linear_task(void *argument, size_t index, float *scratch) {
         return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)job->rows, (int)count, (int)job->in_features, 1.0f,
-                job->in, (int)job->in_stride, job->weight + first * job->in_features, (int)job->in_features,
+                job->in, (int)job->in_stride, weights + first * job->in_features, (int)job->in_features,
                 job->accumulate ? 1.0f : 0.0f, job->out + first, (int)job->out_stride);
     if (job->bias)
         for (size_t r = 0; r < job->rows; r++) {
@@ -81,25 +105,28 @@ size_t kernel_column_block(const pool *threads, size_t rows, size_t depth, size_
     return block < LINEAR_COLUMN_BLOCK ? LINEAR_COLUMN_BLOCK : block;
 }
 
-static void linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                   const float *bias, size_t rows, size_t in_features, size_t out_features, int accumulate,
-                   pool *threads) {
+void kernel_linear_typed(float *out, size_t out_stride, const float *in, size_t in_stride, const void *weight,
+                         weight_type type, const float *bias, size_t rows, size_t in_features, size_t out_features,
+                         int accumulate, pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
     if (rows == 0 || out_features == 0) return;
     size_t block = kernel_column_block(threads, rows, in_features, out_features);
-    linear_job job = {out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, block, accumulate};
+    linear_job job = {out,  out_stride, in,          in_stride,    weight, type,
+                      bias, rows,       in_features, out_features, block,  accumulate};
     size_t tasks = (out_features + block - 1) / block;
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
 }
 
 void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
-    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, 0, threads);
+    kernel_linear_typed(out, out_stride, in, in_stride, weight, WEIGHT_F32, bias, rows, in_features, out_features, 0,
+                        threads);
 }
 
 void kernel_linear_add(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                        const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
-    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, 1, threads);
+    kernel_linear_typed(out, out_stride, in, in_stride, weight, WEIGHT_F32, bias, rows, in_features, out_features, 1,
+                        threads);
 }
 
 typedef struct attention_job {
@@ -121,8 +148,8 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     int panels = kernel_avx512_available();
     /* scores[queries, keys] = scale · q_h · k_hᵀ */
     if (panels) {
-        kernel_product product = {scores, keys, job->q + offset, job->q_stride, job->k + offset, job->kv_stride, 1,
-                                  NULL, job->scale, 0, queries, job->head_dim};
+        kernel_product product = {scores, keys, job->q + offset, job->q_stride, job->k + offset, WEIGHT_F32, job->kv_stride,
+                                  1,      NULL, job->scale, 0, queries, job->head_dim};
         kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
     } else {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)queries, (int)keys, (int)job->head_dim, job->scale,
@@ -137,7 +164,7 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     kernel_softmax(scores, queries, keys);
     /* out_h[queries, head_dim] = scores · v_h */
     if (panels && queries >= 16) { /* the values as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
-        kernel_product product = {job->out + offset, job->out_stride, scores, keys, job->v + offset, 1,
+        kernel_product product = {job->out + offset, job->out_stride, scores, keys, job->v + offset, WEIGHT_F32, 1,
                                   job->kv_stride, NULL, 1.0f, 0, queries, keys};
         kernel_product_avx512(&product, 0, job->head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
     } else if (panels) { /* a decoder step's few queries: each a weighted sum of the value rows */

@@ -4,6 +4,54 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <string.h>
+
+float kernel_f16_to_f32(uint16_t half) {
+    uint32_t sign = (uint32_t)(half >> 15) << 31;
+    uint32_t exponent = (half >> 10) & 0x1f;
+    uint32_t mantissa = half & 0x3ff;
+    uint32_t bits;
+    if (exponent == 0) {
+        if (mantissa == 0) {
+            bits = sign;
+        } else { /* subnormal: value = mantissa · 2^-24 */
+            float value = (float)mantissa * 5.9604644775390625e-08f;
+            return sign ? -value : value;
+        }
+    } else if (exponent == 31) {
+        bits = sign | 0x7f800000u | (mantissa << 13);
+    } else {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    }
+    float result;
+    memcpy(&result, &bits, sizeof result);
+    return result;
+}
+
+float kernel_bf16_to_f32(uint16_t half) {
+    uint32_t bits = (uint32_t)half << 16;
+    float result;
+    memcpy(&result, &bits, sizeof result);
+    return result;
+}
+
+void kernel_weight_row_add(float *out, const kernel_weight *weight, size_t row, size_t width, const float *add) {
+    size_t element = weight->type == WEIGHT_F32 ? sizeof(float) : sizeof(uint16_t);
+    kernel_widen(out, (const char *)weight->data + row * width * element, weight->type, width);
+    for (size_t i = 0; i < width; i++) out[i] += add[i];
+}
+
+void kernel_widen(float *out, const void *data, weight_type type, size_t n) {
+    if (type == WEIGHT_F32) {
+        memcpy(out, data, n * sizeof(float));
+        return;
+    }
+    const uint8_t *bytes = data; /* little-endian, any alignment */
+    for (size_t i = 0; i < n; i++) {
+        uint16_t half = (uint16_t)(bytes[2 * i] | (bytes[2 * i + 1] << 8));
+        out[i] = type == WEIGHT_F16 ? kernel_f16_to_f32(half) : kernel_bf16_to_f32(half);
+    }
+}
 
 void kernel_layernorm(float *out, const float *in, const float *weight, const float *bias, size_t rows,
                       size_t dim, float epsilon) {

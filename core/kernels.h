@@ -7,8 +7,32 @@
 #define GLIMPSE_CORE_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "pool.h"
+
+/* How a weight matrix's numbers are stored: as the checkpoint has them. */
+typedef enum weight_type { WEIGHT_F32 = 0, WEIGHT_F16, WEIGHT_BF16 } weight_type;
+
+struct kernel_q8;
+/* A linear layer's weight [out_features, in_features], rows contiguous, in
+ * the checkpoint's own type: float16 and bfloat16 stay 16-bit in memory
+ * (half the bytes each caption step reads) and are widened exactly, a few
+ * columns at a time, inside the products. q8 is its int8 twin when the model
+ * was quantized (quantize.h), used in its place. */
+typedef struct kernel_weight {
+    const void *data;
+    weight_type type;
+    const struct kernel_q8 *q8;
+} kernel_weight;
+static inline kernel_weight kernel_weight_f32(const float *data) { return (kernel_weight){data, WEIGHT_F32, NULL}; }
+
+/* Exact widening of one float16 / bfloat16 value, and of n values of any type. */
+float kernel_f16_to_f32(uint16_t half);
+float kernel_bf16_to_f32(uint16_t half);
+void kernel_widen(float *out, const void *data, weight_type type, size_t n);
+/* out[0..width) = row `row` of weight (rows width long) + add[0..width): an embedding lookup. */
+void kernel_weight_row_add(float *out, const kernel_weight *weight, size_t row, size_t width, const float *add);
 
 /* out[rows, out_features] = in[rows, in_features] · weight[out_features, in_features]ᵀ + bias.
  * bias may be NULL. in rows are in_stride floats apart (>= in_features);
@@ -25,18 +49,25 @@ size_t kernel_column_block(const pool *threads, size_t rows, size_t depth, size_
  * connection without a temporary and a separate pass. */
 void kernel_linear_add(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                        const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
+/* The product with a weight of any type (kernel_weight; its q8 twin is not
+ * looked at here: kernel_project in quantize.h picks between the two). */
+void kernel_linear_typed(float *out, size_t out_stride, const float *in, size_t in_stride, const void *weight,
+                         weight_type type, const float *bias, size_t rows, size_t in_features, size_t out_features,
+                         int accumulate, pool *threads);
 /* One matrix product for the AVX-512 kernels (linear_avx512.c):
  *   out[r][c] (+)= scale · Σ_k in[r][k] · weight[c·column_stride + k·depth_stride] + bias[c]
  * for r < rows, k < depth; "+=" when accumulate. A linear layer has
  * column_stride = in_features, depth_stride = 1; attention's P·V reads the
  * values as weight with column_stride 1, depth_stride = their row stride
- * (allowed only with 16 rows or more). */
+ * (allowed only with 16 rows or more, and float32 weights). 16-bit weights
+ * (weight_type) are read with depth_stride 1 only. */
 typedef struct kernel_product {
     float *out;
     size_t out_stride;
     const float *in;
     size_t in_stride;
-    const float *weight;
+    const void *weight; /* of weight_type */
+    weight_type weight_type;
     size_t column_stride, depth_stride;
     const float *bias; /* may be NULL */
     float scale;

@@ -25,9 +25,35 @@
  */
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "avx512_tiles.h"
 #include "kernels.h"
+
+/* ----------------------------------------------------------- 16-bit weights */
+
+/* 16 weights from k on, widened exactly to float32 (float16: vcvtph2ps;
+ * bfloat16: the 16 bits are the top half of the float). The 16-bit kernels
+ * below are the float32 ones with this load: the same sums in the same order,
+ * so a 16-bit weight gives bit for bit what its widened copy would. */
+static inline __attribute__((always_inline)) __m512 load_weights(const void *weight, size_t k, const weight_type type) {
+    if (type == WEIGHT_F32) return _mm512_loadu_ps((const float *)weight + k);
+    __m256i half = _mm256_loadu_si256((const __m256i *)((const uint16_t *)weight + k));
+    if (type == WEIGHT_F16) return _mm512_cvtph_ps(half);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+}
+
+/* The last n < 16 weights from k on, zero beyond (no 16-bit masked loads without AVX-512 BW). */
+static inline __attribute__((always_inline)) __m512 load_weights_tail(const void *weight, size_t k, size_t n,
+                                                                       const weight_type type) {
+    __mmask16 mask = (__mmask16)((1u << n) - 1);
+    if (type == WEIGHT_F32) return _mm512_maskz_loadu_ps(mask, (const float *)weight + k);
+    uint16_t copy[16] = {0};
+    for (size_t i = 0; i < n; i++) copy[i] = ((const uint16_t *)weight)[k + i];
+    return load_weights(copy, 0, type);
+}
+
+static inline size_t weight_bytes(weight_type type) { return type == WEIGHT_F32 ? sizeof(float) : sizeof(uint16_t); }
 
 /* ------------------------------------------------------------ dot products */
 
@@ -35,16 +61,22 @@
 #define DOT_COLUMNS 6
 /* Rows per block: their inputs stay in L2 while the block's weight rows stream past. */
 #define DOT_ROW_BLOCK 64
-/* Floats ahead that the dot-product kernel prefetches in each weight row. */
-#define DOT_PREFETCH 256
+/* Bytes ahead that the dot-product kernel prefetches in each float32 weight
+ * row. 16-bit rows are prefetched one tile ahead instead (the same place
+ * DOT_COLUMNS rows on): 1 KiB ahead they reached 25 GB/s, a tile ahead
+ * 37 GB/s, as float32 does (1-3 rows, 768-3072 features, 2 threads). */
+#define DOT_PREFETCH_F32 1024
 
 /* out[r][c] (+)= scale · Σ_k in[r][k] · weight[c][k] over k < depth, for a rows × columns
  * tile; the bias is added with the first block of the depth (first == 1). */
 static inline __attribute__((always_inline)) void dot_tile(float *out, size_t out_stride, const float *in,
-                                                            size_t in_stride, const float *weight,
+                                                            size_t in_stride, const void *weight,
                                                             size_t weight_stride, size_t depth, const float *bias,
                                                             float scale, int accumulate, int first, const int rows,
-                                                            const int columns) {
+                                                            const int columns, const weight_type type) {
+    const size_t element = weight_bytes(type);
+    const char *bytes = weight;
+    const size_t ahead = type == WEIGHT_F32 ? DOT_PREFETCH_F32 : DOT_COLUMNS * weight_stride * element;
     __m512 sum[DOT_ROWS][DOT_COLUMNS];
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < columns; c++) sum[r][c] = _mm512_setzero_ps();
@@ -55,8 +87,9 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
         for (int c = 0; c < columns; c++) {
             /* a few rows read each weight once: memory-bound, and the hardware's
              * prefetching alone reaches two thirds of the bandwidth */
-            _mm_prefetch((const char *)(weight + (size_t)c * weight_stride + k + DOT_PREFETCH), _MM_HINT_T0);
-            __m512 w = _mm512_loadu_ps(weight + (size_t)c * weight_stride + k);
+            if (type == WEIGHT_F32 || (k & 16) == 0) /* one prefetch per 64-byte line */
+                _mm_prefetch(bytes + ((size_t)c * weight_stride + k) * element + ahead, _MM_HINT_T0);
+            __m512 w = load_weights(bytes + (size_t)c * weight_stride * element, k, type);
             for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(x[r], w, sum[r][c]);
         }
     }
@@ -65,7 +98,7 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
         __m512 x[DOT_ROWS];
         for (int r = 0; r < rows; r++) x[r] = _mm512_maskz_loadu_ps(mask, in + (size_t)r * in_stride + k);
         for (int c = 0; c < columns; c++) {
-            __m512 w = _mm512_maskz_loadu_ps(mask, weight + (size_t)c * weight_stride + k);
+            __m512 w = load_weights_tail(bytes + (size_t)c * weight_stride * element, k, depth - k, type);
             for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(x[r], w, sum[r][c]);
         }
     }
@@ -80,35 +113,47 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
 /* Each (rows, columns) shape of a tile gets its own fully unrolled copy. */
 #define DOT_CASE(R, C)                                                                                                 \
     case (R)*8 + (C):                                                                                                  \
-        dot_tile(out, out_stride, in, in_stride, weight, weight_stride, depth, bias, scale, accumulate, first, R, C);  \
+        dot_tile(out, out_stride, in, in_stride, weight, weight_stride, depth, bias, scale, accumulate, first, R, C,   \
+                 TYPE);                                                                                                \
         break;
 #define DOT_CASES(R) DOT_CASE(R, 1) DOT_CASE(R, 2) DOT_CASE(R, 3) DOT_CASE(R, 4) DOT_CASE(R, 5) DOT_CASE(R, 6)
 
-static void dot_any_tile(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                         size_t weight_stride, size_t depth, const float *bias, float scale, int accumulate,
-                         int first, int rows, int columns) {
-    switch (rows * 8 + columns) {
-        DOT_CASES(1)
-        DOT_CASES(2)
-        DOT_CASES(3)
-        DOT_CASES(4)
-    default: break;
+/* One copy of every tile shape per weight type. */
+#define DOT_ANY_TILE(NAME, WEIGHT_TYPE)                                                                                \
+    static void NAME(float *out, size_t out_stride, const float *in, size_t in_stride, const void *weight,             \
+                     size_t weight_stride, size_t depth, const float *bias, float scale, int accumulate, int first,    \
+                     int rows, int columns) {                                                                          \
+        const weight_type TYPE = WEIGHT_TYPE;                                                                          \
+        switch (rows * 8 + columns) {                                                                                  \
+            DOT_CASES(1)                                                                                               \
+            DOT_CASES(2)                                                                                               \
+            DOT_CASES(3)                                                                                               \
+            DOT_CASES(4)                                                                                               \
+        default: break;                                                                                                \
+        }                                                                                                              \
     }
-}
+DOT_ANY_TILE(dot_any_tile_f32, WEIGHT_F32)
+DOT_ANY_TILE(dot_any_tile_f16, WEIGHT_F16)
+DOT_ANY_TILE(dot_any_tile_bf16, WEIGHT_BF16)
 
 /* The dot-product kernel over rows × columns (weight and bias start at the first column). */
-static void dot_block(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                      size_t weight_stride, size_t depth, const float *bias, float scale, int accumulate, int first,
-                      size_t rows, size_t columns) {
+static void dot_block(float *out, size_t out_stride, const float *in, size_t in_stride, const void *weight,
+                      weight_type type, size_t weight_stride, size_t depth, const float *bias, float scale,
+                      int accumulate, int first, size_t rows, size_t columns) {
+    void (*tile)(float *, size_t, const float *, size_t, const void *, size_t, size_t, const float *, float, int, int,
+                 int, int) = type == WEIGHT_F16    ? dot_any_tile_f16
+                             : type == WEIGHT_BF16 ? dot_any_tile_bf16
+                                                   : dot_any_tile_f32;
+    const char *bytes = weight;
     for (size_t r0 = 0; r0 < rows; r0 += DOT_ROW_BLOCK) {
         size_t row_end = r0 + DOT_ROW_BLOCK < rows ? r0 + DOT_ROW_BLOCK : rows;
         for (size_t c = 0; c < columns; c += DOT_COLUMNS) {
             int tile_columns = (int)(columns - c < DOT_COLUMNS ? columns - c : DOT_COLUMNS);
             for (size_t r = r0; r < row_end; r += DOT_ROWS) {
                 int tile_rows = (int)(row_end - r < DOT_ROWS ? row_end - r : DOT_ROWS);
-                dot_any_tile(out + r * out_stride + c, out_stride, in + r * in_stride, in_stride,
-                             weight + c * weight_stride, weight_stride, depth, bias ? bias + c : NULL, scale,
-                             accumulate, first, tile_rows, tile_columns);
+                tile(out + r * out_stride + c, out_stride, in + r * in_stride, in_stride,
+                     bytes + c * weight_stride * weight_bytes(type), weight_stride, depth, bias ? bias + c : NULL,
+                     scale, accumulate, first, tile_rows, tile_columns);
             }
         }
     }
@@ -210,43 +255,92 @@ static void micro_any(float *out, size_t out_stride, const float *panel, size_t 
     }
 }
 
+/* widened[c][k] = weight[c][k] for c < columns, k < depth (16-bit weights,
+ * column_stride apart, for the micro-kernel's broadcasts). */
+static void widen_columns(float *widened, const void *weight, weight_type type, size_t column_stride, size_t columns,
+                          size_t depth) {
+    for (size_t c = 0; c < columns; c++) {
+        const char *column = (const char *)weight + c * column_stride * weight_bytes(type);
+        float *to = widened + c * depth;
+        size_t k = 0;
+        if (type == WEIGHT_F16)
+            for (; k + 16 <= depth; k += 16) _mm512_storeu_ps(to + k, load_weights(column, k, WEIGHT_F16));
+        else
+            for (; k + 16 <= depth; k += 16) _mm512_storeu_ps(to + k, load_weights(column, k, WEIGHT_BF16));
+        if (k < depth)
+            _mm512_mask_storeu_ps(to + k, (__mmask16)((1u << (depth - k)) - 1),
+                                  type == WEIGHT_F16 ? load_weights_tail(column, k, depth - k, WEIGHT_F16)
+                                                     : load_weights_tail(column, k, depth - k, WEIGHT_BF16));
+    }
+}
+
 void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t columns, float *scratch,
                            size_t scratch_floats) {
     size_t rows = p->rows, depth_total = p->depth, cs = p->column_stride, ds = p->depth_stride;
     size_t in_stride = p->in_stride, out_stride = p->out_stride;
-    const float *in = p->in, *w = p->weight + first_column * cs, *b = p->bias ? p->bias + first_column : NULL;
+    weight_type type = p->weight_type;
+    size_t element = weight_bytes(type);
+    const char *w = (const char *)p->weight + first_column * cs * element;
+    const float *in = p->in, *b = p->bias ? p->bias + first_column : NULL;
     float *out = p->out + first_column;
     if (rows < 16) { /* (kernel_product: only with depth_stride 1) */
-        dot_block(out, out_stride, in, in_stride, w, cs, depth_total, b, p->scale, p->accumulate, 1, rows, columns);
+        dot_block(out, out_stride, in, in_stride, w, type, cs, depth_total, b, p->scale, p->accumulate, 1, rows,
+                  columns);
         return;
     }
     size_t remainder = rows % 16 <= REMAINDER_ROWS && ds == 1 ? rows % 16 : 0, panel_rows = rows - remainder;
-    /* the whole depth in one panel where the scratch has room, so every sum is written once */
+    /* the whole depth in one panel where the scratch has room, so every sum is
+     * written once; 16-bit weights also need room for one micro-kernel's
+     * columns widened to float32 */
     float stack_panel[STACK_PANEL_DEPTH * PANEL_ROWS] __attribute__((aligned(64)));
-    float *panel = stack_panel;
-    size_t panel_depth = STACK_PANEL_DEPTH;
-    if (scratch && scratch_floats / PANEL_ROWS > panel_depth) {
+    float stack_widened[STACK_PANEL_DEPTH * MICRO_COLUMNS] __attribute__((aligned(64)));
+    float *panel = stack_panel, *widened = stack_widened;
+    size_t panel_depth = STACK_PANEL_DEPTH, panels = 1; /* panels per pass over the columns */
+    if (type == WEIGHT_F32) {
+        if (scratch && scratch_floats / PANEL_ROWS > panel_depth) panel_depth = scratch_floats / PANEL_ROWS, panel = scratch;
+    } else if (scratch && scratch_floats / (PANEL_ROWS + MICRO_COLUMNS) > panel_depth) {
+        /* 16-bit weights: each micro-kernel's columns are widened once per
+         * pass, so a pass takes as many panels as the scratch holds beside them */
+        panel_depth = scratch_floats / (PANEL_ROWS + MICRO_COLUMNS);
+        if (panel_depth >= depth_total) {
+            panel_depth = depth_total;
+            panels = (scratch_floats - MICRO_COLUMNS * depth_total) / (PANEL_ROWS * depth_total);
+        }
         panel = scratch;
-        panel_depth = scratch_floats / PANEL_ROWS;
+        widened = scratch + panels * PANEL_ROWS * panel_depth;
     }
-    for (size_t r0 = 0; r0 < panel_rows; r0 += PANEL_ROWS) {
-        size_t group = panel_rows - r0 < PANEL_ROWS ? panel_rows - r0 : PANEL_ROWS;
-        int vectors = (int)((group + 15) / 16), last = r0 + group == panel_rows;
+    for (size_t r0 = 0; r0 < panel_rows; r0 += panels * PANEL_ROWS) {
+        size_t pass = panel_rows - r0 < panels * PANEL_ROWS ? panel_rows - r0 : panels * PANEL_ROWS;
+        int last = r0 + pass == panel_rows;
         for (size_t k0 = 0; k0 < depth_total; k0 += panel_depth) {
             size_t depth = depth_total - k0 < panel_depth ? depth_total - k0 : panel_depth;
             int first = k0 == 0, accumulate = p->accumulate || !first;
-            pack_panel(panel, in + r0 * in_stride + k0, in_stride, group, depth, vectors);
+            for (size_t t = 0; t < pass; t += PANEL_ROWS) {
+                size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
+                pack_panel(panel + t * panel_depth, in + (r0 + t) * in_stride + k0, in_stride, group, depth,
+                           (int)((group + 15) / 16));
+            }
             for (size_t c0 = 0; c0 < columns; c0 += STRIP_COLUMNS) {
                 size_t strip = columns - c0 < STRIP_COLUMNS ? columns - c0 : STRIP_COLUMNS;
                 for (size_t c = c0; c < c0 + strip; c += MICRO_COLUMNS) {
                     int count = (int)(c0 + strip - c < MICRO_COLUMNS ? c0 + strip - c : MICRO_COLUMNS);
-                    micro_any(out + r0 * out_stride + c, out_stride, panel, depth, w + c * cs + k0 * ds, cs, ds,
-                              b ? b + c : NULL, p->scale, accumulate, first, group, vectors, count);
+                    const float *weights = (const float *)(w + (c * cs + k0 * ds) * element);
+                    size_t column_stride = cs, depth_stride = ds;
+                    if (type != WEIGHT_F32) { /* (16-bit weights: depth_stride 1) */
+                        widen_columns(widened, weights, type, cs, (size_t)count, depth);
+                        weights = widened, column_stride = depth, depth_stride = 1;
+                    }
+                    for (size_t t = 0; t < pass; t += PANEL_ROWS) {
+                        size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
+                        micro_any(out + (r0 + t) * out_stride + c, out_stride, panel + t * panel_depth, depth, weights,
+                                  column_stride, depth_stride, b ? b + c : NULL, p->scale, accumulate, first, group,
+                                  (int)((group + 15) / 16), count);
+                    }
                 }
                 if (remainder && last) /* the last rows, while this strip's weights are in cache */
                     dot_block(out + panel_rows * out_stride + c0, out_stride, in + panel_rows * in_stride + k0,
-                              in_stride, w + c0 * cs + k0, cs, depth, b ? b + c0 : NULL, p->scale, accumulate, first,
-                              remainder, strip);
+                              in_stride, w + (c0 * cs + k0) * element, type, cs, depth, b ? b + c0 : NULL, p->scale,
+                              accumulate, first, remainder, strip);
             }
         }
     }

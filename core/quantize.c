@@ -10,19 +10,33 @@
 #include "kernels.h"
 
 glimpse_status kernel_q8_quantize(kernel_q8 *q, const float *weight, size_t out_features, size_t in_features) {
+    kernel_weight w = kernel_weight_f32(weight);
+    return kernel_q8_quantize_weight(q, &w, out_features, in_features);
+}
+
+glimpse_status kernel_q8_quantize_weight(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
+                                         size_t in_features) {
     memset(q, 0, sizeof *q);
     size_t depth = (in_features + 3) / 4 * 4;
     q->weight = calloc(out_features * depth, 1);
     q->scale = malloc(out_features * sizeof *q->scale);
     q->sum = malloc(out_features * sizeof *q->sum);
-    if (!q->weight || !q->scale || !q->sum) {
+    float *widened = weight->type == WEIGHT_F32 ? NULL : malloc(in_features * sizeof *widened);
+    if (!q->weight || !q->scale || !q->sum || (weight->type != WEIGHT_F32 && !widened)) {
         kernel_q8_free(q);
+        free(widened);
         return ERROR_OOM();
     }
     q->out_features = out_features, q->in_features = in_features, q->depth = depth;
     int vector = q8_vnni_available();
+    size_t element = weight->type == WEIGHT_F32 ? sizeof(float) : sizeof(uint16_t);
     for (size_t o = 0; o < out_features; o++) {
-        const float *row = weight + o * in_features;
+        const void *stored = (const char *)weight->data + o * in_features * element;
+        const float *row = stored;
+        if (widened) {
+            kernel_widen(widened, stored, weight->type, in_features);
+            row = widened;
+        }
         if (vector) {
             q->sum[o] = q8_quantize_weight_row_avx512(q->weight + o * depth, row, in_features, &q->scale[o]);
             continue;
@@ -40,6 +54,7 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const float *weight, size_t out_
         q->scale[o] = scale;
         q->sum[o] = sum;
     }
+    free(widened);
     return GLIMPSE_OK;
 }
 
@@ -125,20 +140,17 @@ void kernel_linear_q8(float *out, size_t out_stride, const float *in, size_t in_
     pool_for(threads, (n + job.block - 1) / job.block, q8_task, &job);
 }
 
-void kernel_project(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                    const kernel_q8 *q8, const float *bias, size_t rows, size_t in_features, size_t out_features,
-                    int accumulate, pool *threads) {
-    if (q8)
-        kernel_linear_q8(out, out_stride, in, in_stride, q8, bias, rows, accumulate, threads);
-    else if (accumulate)
-        kernel_linear_add(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, threads);
+void kernel_project(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
+                    const float *bias, size_t rows, size_t in_features, size_t out_features, int accumulate,
+                    pool *threads) {
+    if (weight->q8)
+        kernel_linear_q8(out, out_stride, in, in_stride, weight->q8, bias, rows, accumulate, threads);
     else
-        kernel_linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, threads);
+        kernel_linear_typed(out, out_stride, in, in_stride, weight->data, weight->type, bias, rows, in_features,
+                            out_features, accumulate, threads);
 }
 
-glimpse_status q8_set_add(q8_set *set, const float *weight, size_t out_features, size_t in_features,
-                          const kernel_q8 **made) {
-    *made = NULL;
+glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_features, size_t in_features) {
     if (set->count == set->capacity) {
         size_t capacity = set->capacity ? 2 * set->capacity : 64;
         kernel_q8 **items = realloc(set->items, capacity * sizeof *items);
@@ -147,13 +159,13 @@ glimpse_status q8_set_add(q8_set *set, const float *weight, size_t out_features,
     }
     kernel_q8 *q = malloc(sizeof *q);
     if (!q) return ERROR_OOM();
-    glimpse_status status = kernel_q8_quantize(q, weight, out_features, in_features);
+    glimpse_status status = kernel_q8_quantize_weight(q, weight, out_features, in_features);
     if (status) {
         free(q);
         return status;
     }
     set->items[set->count++] = q;
-    *made = q;
+    weight->q8 = q;
     return GLIMPSE_OK;
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "glimpse.h"
+#include "kernels.h"
 #include "pool.h"
 
 typedef struct kernel_q8 {
@@ -23,26 +24,29 @@ typedef struct kernel_q8 {
 
 /* Quantizes weight[out_features, in_features]; q owns what it allocates. */
 glimpse_status kernel_q8_quantize(kernel_q8 *q, const float *weight, size_t out_features, size_t in_features);
+/* The same from a weight of any type (16-bit ones widened a row at a time). */
+glimpse_status kernel_q8_quantize_weight(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
+                                         size_t in_features);
 void kernel_q8_free(kernel_q8 *q);
 
 /* out[rows, out_features] (+)= dequantized(quantized(in) · qᵀ) + bias ("+=" when accumulate). */
 void kernel_linear_q8(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
                       const float *bias, size_t rows, int accumulate, pool *threads);
 
-/* The float product (kernel_linear, or kernel_linear_add when accumulate),
- * or the int8 one when q8 is set: what a layer with optional int8 weights calls. */
-void kernel_project(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                    const kernel_q8 *q8, const float *bias, size_t rows, size_t in_features, size_t out_features,
-                    int accumulate, pool *threads);
+/* What every model layer calls: the int8 product when the weight has its q8
+ * twin, else the product in the weight's own type (kernel_linear_typed);
+ * "+=" when accumulate. */
+void kernel_project(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
+                    const float *bias, size_t rows, size_t in_features, size_t out_features, int accumulate,
+                    pool *threads);
 
 /* The int8 weights a model owns (each allocated apart, so pointers to them stay valid). */
 typedef struct q8_set {
     kernel_q8 **items;
     size_t count, capacity;
 } q8_set;
-/* Quantizes weight[out_features, in_features] into the set; *made points at it. */
-glimpse_status q8_set_add(q8_set *set, const float *weight, size_t out_features, size_t in_features,
-                          const kernel_q8 **made);
+/* Quantizes weight[out_features, in_features] into the set and sets weight->q8 to it. */
+glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_features, size_t in_features);
 void q8_set_free(q8_set *set);
 
 /* ------------------------------------------------ shared with the kernels */

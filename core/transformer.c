@@ -37,16 +37,16 @@ glimpse_status encoder_layers_quantize(encoder_layer *layers, size_t count, cons
     glimpse_status status = GLIMPSE_OK;
     for (size_t l = 0; l < count && !status; l++) {
         encoder_layer *layer = &layers[l];
-        if (layer->qkv_weight) {
-            status = q8_set_add(set, layer->qkv_weight, 3 * h, h, &layer->q8_qkv);
+        if (layer->qkv_weight.data) {
+            status = q8_set_add(set, &layer->qkv_weight, 3 * h, h);
         } else {
-            if (!status) status = q8_set_add(set, layer->q_weight, h, h, &layer->q8_q);
-            if (!status) status = q8_set_add(set, layer->k_weight, h, h, &layer->q8_k);
-            if (!status) status = q8_set_add(set, layer->v_weight, h, h, &layer->q8_v);
+            if (!status) status = q8_set_add(set, &layer->q_weight, h, h);
+            if (!status) status = q8_set_add(set, &layer->k_weight, h, h);
+            if (!status) status = q8_set_add(set, &layer->v_weight, h, h);
         }
-        if (!status) status = q8_set_add(set, layer->out_weight, h, h, &layer->q8_out);
-        if (!status) status = q8_set_add(set, layer->fc1_weight, inter, h, &layer->q8_fc1);
-        if (!status) status = q8_set_add(set, layer->fc2_weight, h, inter, &layer->q8_fc2);
+        if (!status) status = q8_set_add(set, &layer->out_weight, h, h);
+        if (!status) status = q8_set_add(set, &layer->fc1_weight, inter, h);
+        if (!status) status = q8_set_add(set, &layer->fc2_weight, h, inter);
     }
     return status;
 }
@@ -119,16 +119,16 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
     /* attention sub-layer */
     layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon, threads);
     float *qkv = scratch->qkv; /* [rows, 3·hidden]: q | k | v */
-    if (layer->qkv_weight) {
-        kernel_project(qkv, 3 * hidden, scratch->normed, hidden, layer->qkv_weight, layer->q8_qkv, layer->qkv_bias,
-                       rows, hidden, 3 * hidden, 0, threads);
+    if (layer->qkv_weight.data) {
+        kernel_project(qkv, 3 * hidden, scratch->normed, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden,
+                       3 * hidden, 0, threads);
     } else {
-        kernel_project(qkv, 3 * hidden, scratch->normed, hidden, layer->q_weight, layer->q8_q, layer->q_bias, rows,
+        kernel_project(qkv, 3 * hidden, scratch->normed, hidden, &layer->q_weight, layer->q_bias, rows, hidden, hidden,
+                       0, threads);
+        kernel_project(qkv + hidden, 3 * hidden, scratch->normed, hidden, &layer->k_weight, layer->k_bias, rows, hidden,
+                       hidden, 0, threads);
+        kernel_project(qkv + 2 * hidden, 3 * hidden, scratch->normed, hidden, &layer->v_weight, layer->v_bias, rows,
                        hidden, hidden, 0, threads);
-        kernel_project(qkv + hidden, 3 * hidden, scratch->normed, hidden, layer->k_weight, layer->q8_k, layer->k_bias,
-                       rows, hidden, hidden, 0, threads);
-        kernel_project(qkv + 2 * hidden, 3 * hidden, scratch->normed, hidden, layer->v_weight, layer->q8_v,
-                       layer->v_bias, rows, hidden, hidden, 0, threads);
     }
     size_t start = 0;
     for (size_t s = 0; s < sequences; s++) {
@@ -138,14 +138,14 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
                          scratch->scores, threads);
         start += lengths[s];
     }
-    kernel_project(x, hidden, scratch->context, hidden, layer->out_weight, layer->q8_out, layer->out_bias, rows, hidden,
-                   hidden, 1, threads);
+    kernel_project(x, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, rows, hidden, hidden, 1,
+                   threads);
 
     /* feed-forward sub-layer */
     layernorm_rows(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon, threads);
-    kernel_project(scratch->mlp, shape->intermediate, scratch->normed, hidden, layer->fc1_weight, layer->q8_fc1,
-                   layer->fc1_bias, rows, hidden, shape->intermediate, 0, threads);
+    kernel_project(scratch->mlp, shape->intermediate, scratch->normed, hidden, &layer->fc1_weight, layer->fc1_bias,
+                   rows, hidden, shape->intermediate, 0, threads);
     activation_rows(shape->act, scratch->mlp, rows, shape->intermediate, threads);
-    kernel_project(x, hidden, scratch->mlp, shape->intermediate, layer->fc2_weight, layer->q8_fc2, layer->fc2_bias,
-                   rows, shape->intermediate, hidden, 1, threads);
+    kernel_project(x, hidden, scratch->mlp, shape->intermediate, &layer->fc2_weight, layer->fc2_bias, rows,
+                   shape->intermediate, hidden, 1, threads);
 }

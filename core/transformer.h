@@ -27,15 +27,16 @@ void activation_apply(activation act, float *x, size_t n);
 typedef struct encoder_layer {
     const float *norm1_weight, *norm1_bias; /* [hidden] */
     /* Either separate projections [hidden, hidden] (CLIP) ... */
-    const float *q_weight, *q_bias, *k_weight, *k_bias, *v_weight, *v_bias;
-    /* ... or one fused [3·hidden, hidden] with bias [3·hidden] (BLIP vision). */
-    const float *qkv_weight, *qkv_bias;
-    const float *out_weight, *out_bias;     /* [hidden, hidden], [hidden] */
+    kernel_weight q_weight, k_weight, v_weight;
+    const float *q_bias, *k_bias, *v_bias;
+    /* ... or one fused [3·hidden, hidden] with bias [3·hidden] (BLIP vision; qkv_weight.data NULL otherwise). */
+    kernel_weight qkv_weight;
+    const float *qkv_bias;
+    kernel_weight out_weight; /* [hidden, hidden] */
+    const float *out_bias;    /* [hidden] */
     const float *norm2_weight, *norm2_bias; /* [hidden] */
-    const float *fc1_weight, *fc1_bias;     /* [intermediate, hidden], [intermediate] */
-    const float *fc2_weight, *fc2_bias;     /* [hidden, intermediate], [hidden] */
-    /* int8 twins of the projections (encoder_layers_quantize), or NULL: used in their place */
-    const kernel_q8 *q8_q, *q8_k, *q8_v, *q8_qkv, *q8_out, *q8_fc1, *q8_fc2;
+    kernel_weight fc1_weight, fc2_weight;   /* [intermediate, hidden], [hidden, intermediate] */
+    const float *fc1_bias, *fc2_bias;       /* [intermediate], [hidden] */
 } encoder_layer;
 
 typedef struct encoder_shape {
@@ -54,7 +55,7 @@ typedef struct encoder_scratch {
     float *scores;  /* [heads, max_sequence, max_sequence] */
 } encoder_scratch;
 
-/* Makes int8 twins of every layer's projections (owned by set). */
+/* Makes int8 twins of every layer's projections (owned by set, set as each kernel_weight's q8). */
 glimpse_status encoder_layers_quantize(encoder_layer *layers, size_t count, const encoder_shape *shape, q8_set *set);
 
 /* Floats of scratch needed (for one allocation carved with encoder_scratch_carve). */

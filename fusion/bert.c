@@ -34,7 +34,8 @@ static glimpse_status load_layer(weight_store *store, const char *prefix, const 
     const struct {
         const char *suffix;
         size_t out, in;
-        const float **weight, **bias;
+        kernel_weight *weight;
+        const float **bias;
     } linears[] = {
         {"attention.self.query", h, h, &l->query_weight, &l->query_bias},
         {"attention.self.key", h, h, &l->key_weight, &l->key_bias},
@@ -50,7 +51,7 @@ static glimpse_status load_layer(weight_store *store, const char *prefix, const 
     glimpse_status status = GLIMPSE_OK;
     for (size_t i = 0; !status && i < sizeof linears / sizeof linears[0]; i++) {
         snprintf(name, sizeof name, "%s.%s", prefix, linears[i].suffix);
-        status = layers_load_linear(store, name, linears[i].out, linears[i].in, linears[i].weight, linears[i].bias);
+        status = layers_load_projection(store, name, linears[i].out, linears[i].in, linears[i].weight, linears[i].bias);
     }
     const struct {
         const char *suffix;
@@ -72,9 +73,9 @@ glimpse_status bert_model_load(bert_model *model, const bert_config *config, wei
     size_t h = (size_t)config->hidden_size, vocab = (size_t)config->vocab_size;
     char name[256];
     glimpse_status status;
-    size_t word_shape[2] = {vocab, h}, position_shape[2] = {(size_t)config->max_positions, h};
-    if ((status = weight_store_get(store, &model->word_embeddings, 2, word_shape, "%s.embeddings.word_embeddings.weight",
-                                   prefix)))
+    size_t position_shape[2] = {(size_t)config->max_positions, h};
+    if ((status = weight_store_get_matrix(store, &model->word_embeddings, vocab, h,
+                                          "%s.embeddings.word_embeddings.weight", prefix)))
         return status;
     if ((status = weight_store_get(store, &model->position_embeddings, 2, position_shape,
                                    "%s.embeddings.position_embeddings.weight", prefix)))
@@ -90,15 +91,15 @@ glimpse_status bert_model_load(bert_model *model, const bert_config *config, wei
     }
     if (!status && head_prefix) {
         snprintf(name, sizeof name, "%s.transform.dense", head_prefix);
-        status = layers_load_linear(store, name, h, h, &model->head_dense_weight, &model->head_dense_bias);
+        status = layers_load_projection(store, name, h, h, &model->head_dense_weight, &model->head_dense_bias);
         snprintf(name, sizeof name, "%s.transform.LayerNorm", head_prefix);
         if (!status) status = layers_load_norm(store, name, h, &model->head_norm_weight, &model->head_norm_bias);
         size_t bias_shape[1] = {vocab};
         /* Tied output embedding when the checkpoint leaves the decoder weight out. */
         if (!status)
-            status = weight_store_get_optional(store, &model->head_decoder_weight, 2, word_shape, "%s.decoder.weight",
-                                               head_prefix);
-        if (!status && !model->head_decoder_weight) model->head_decoder_weight = model->word_embeddings;
+            status = weight_store_get_matrix_optional(store, &model->head_decoder_weight, vocab, h, "%s.decoder.weight",
+                                                      head_prefix);
+        if (!status && !model->head_decoder_weight.data) model->head_decoder_weight = model->word_embeddings;
         if (!status)
             status = weight_store_get_optional(store, &model->head_decoder_bias, 1, bias_shape, "%s.decoder.bias",
                                                head_prefix);
@@ -178,9 +179,9 @@ glimpse_status bert_set_image(const bert_model *model, bert_state *s, const floa
         const bert_layer *layer = &model->layers[l];
         float *keys = s->cross_keys + (size_t)l * s->max_image_tokens * h;
         float *values = s->cross_values + (size_t)l * s->max_image_tokens * h;
-        kernel_project(keys, h, image_tokens, e, layer->cross_key_weight, layer->q8_cross_key, layer->cross_key_bias,
+        kernel_project(keys, h, image_tokens, e, &layer->cross_key_weight, layer->cross_key_bias,
                        image_token_count, e, h, 0, threads);
-        kernel_project(values, h, image_tokens, e, layer->cross_value_weight, layer->q8_cross_value,
+        kernel_project(values, h, image_tokens, e, &layer->cross_value_weight,
                        layer->cross_value_bias, image_token_count, e, h, 0, threads);
     }
     s->image_tokens = image_token_count;
@@ -190,10 +191,10 @@ glimpse_status bert_set_image(const bert_model *model, bert_state *s, const floa
 
 /* x = LayerNorm(projection(input) + x): BERT's "output" sub-layers. */
 static void add_and_norm(const bert_model *model, bert_state *s, const float *input, size_t in_features,
-                         const float *weight, const kernel_q8 *q8, const float *bias, const float *norm_weight,
+                         const kernel_weight *weight, const float *bias, const float *norm_weight,
                          const float *norm_bias, size_t rows, pool *threads) {
     size_t h = (size_t)model->config.hidden_size;
-    kernel_project(s->normed, h, input, in_features, weight, q8, bias, rows, in_features, h, 0, threads);
+    kernel_project(s->normed, h, input, in_features, weight, bias, rows, in_features, h, 0, threads);
     kernel_add(s->normed, s->x, rows * h);
     kernel_layernorm(s->x, s->normed, norm_weight, norm_bias, rows, h, model->config.layer_norm_eps);
 }
@@ -209,13 +210,13 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
     for (int l = 0; l < c->layers; l++) {
         const bert_layer *layer = &model->layers[l];
         /* self-attention: new keys and values go into the cache */
-        kernel_project(s->q, h, s->x, h, layer->query_weight, layer->q8_query, layer->query_bias, rows, h, h, 0, threads);
-        kernel_project(s->context, h, s->x, h, layer->key_weight, layer->q8_key, layer->key_bias, rows, h, h, 0,
+        kernel_project(s->q, h, s->x, h, &layer->query_weight, layer->query_bias, rows, h, h, 0, threads);
+        kernel_project(s->context, h, s->x, h, &layer->key_weight, layer->key_bias, rows, h, h, 0,
                        threads);
         for (size_t q = 0; q < sequences; q++)
             memcpy(cache_at(model, s, s->self_keys, q, (size_t)l) + s->length * h, s->context + q * step * h,
                    step * h * sizeof(float));
-        kernel_project(s->context, h, s->x, h, layer->value_weight, layer->q8_value, layer->value_bias, rows, h, h, 0,
+        kernel_project(s->context, h, s->x, h, &layer->value_weight, layer->value_bias, rows, h, h, 0,
                        threads);
         for (size_t q = 0; q < sequences; q++)
             memcpy(cache_at(model, s, s->self_values, q, (size_t)l) + s->length * h, s->context + q * step * h,
@@ -225,24 +226,24 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
                              cache_at(model, s, s->self_keys, q, (size_t)l),
                              cache_at(model, s, s->self_values, q, (size_t)l), h, step, keys, heads, head_dim, scale,
                              causal ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE, s->scores, threads);
-        add_and_norm(model, s, s->context, h, layer->self_out_weight, layer->q8_self_out, layer->self_out_bias,
+        add_and_norm(model, s, s->context, h, &layer->self_out_weight, layer->self_out_bias,
                      layer->self_norm_weight, layer->self_norm_bias, rows, threads);
         /* cross-attention: every row attends to the same image tokens */
         if (with_image) {
-            kernel_project(s->q, h, s->x, h, layer->cross_query_weight, layer->q8_cross_query, layer->cross_query_bias,
+            kernel_project(s->q, h, s->x, h, &layer->cross_query_weight, layer->cross_query_bias,
                            rows, h, h, 0, threads);
             kernel_attention(s->context, h, s->q, h, s->cross_keys + (size_t)l * s->max_image_tokens * h,
                              s->cross_values + (size_t)l * s->max_image_tokens * h, h, rows, s->image_tokens, heads,
                              head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
-            add_and_norm(model, s, s->context, h, layer->cross_out_weight, layer->q8_cross_out, layer->cross_out_bias,
+            add_and_norm(model, s, s->context, h, &layer->cross_out_weight, layer->cross_out_bias,
                          layer->cross_norm_weight, layer->cross_norm_bias, rows, threads);
         }
         /* feed-forward */
         size_t inter = (size_t)c->intermediate_size;
-        kernel_project(s->mlp, inter, s->x, h, layer->intermediate_weight, layer->q8_intermediate,
+        kernel_project(s->mlp, inter, s->x, h, &layer->intermediate_weight,
                        layer->intermediate_bias, rows, h, inter, 0, threads);
         activation_apply(c->act, s->mlp, rows * inter);
-        add_and_norm(model, s, s->mlp, inter, layer->output_weight, layer->q8_output, layer->output_bias,
+        add_and_norm(model, s, s->mlp, inter, &layer->output_weight, layer->output_bias,
                      layer->output_norm_weight, layer->output_norm_bias, rows, threads);
     }
 }
@@ -260,10 +261,8 @@ static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const
             if (id < 0 || id >= c->vocab_size)
                 return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
                                  c->vocab_size);
-            const float *word = model->word_embeddings + (size_t)id * h;
-            const float *position = model->position_embeddings + (s->length + j) * h;
-            float *x = s->x + (q * step + j) * h;
-            for (size_t i = 0; i < h; i++) x[i] = word[i] + position[i];
+            kernel_weight_row_add(s->x + (q * step + j) * h, &model->word_embeddings, (size_t)id, h,
+                                  model->position_embeddings + (s->length + j) * h);
         }
     kernel_layernorm(s->x, s->x, model->embedding_norm_weight, model->embedding_norm_bias, sequences * step, h,
                      c->layer_norm_eps);
@@ -272,7 +271,7 @@ static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const
 
 glimpse_status bert_decode_step(const bert_model *model, bert_state *s, const int32_t *ids, size_t sequences,
                                 size_t step, pool *threads) {
-    if (!model->head_decoder_weight) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this text model has no LM head");
+    if (!model->head_decoder_weight.data) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this text model has no LM head");
     glimpse_status status = embed_tokens(model, s, ids, sequences, step);
     if (status) return status;
     run_layers(model, s, sequences, step, 1, 1, threads);
@@ -281,11 +280,11 @@ glimpse_status bert_decode_step(const bert_model *model, bert_state *s, const in
     const bert_config *c = &model->config;
     size_t h = (size_t)c->hidden_size;
     for (size_t q = 0; q < sequences; q++) memcpy(s->normed + q * h, s->x + (q * step + step - 1) * h, h * sizeof(float));
-    kernel_project(s->q, h, s->normed, h, model->head_dense_weight, model->q8_head_dense, model->head_dense_bias,
+    kernel_project(s->q, h, s->normed, h, &model->head_dense_weight, model->head_dense_bias,
                    sequences, h, h, 0, threads);
     activation_apply(c->act, s->q, sequences * h);
     kernel_layernorm(s->q, s->q, model->head_norm_weight, model->head_norm_bias, sequences, h, c->layer_norm_eps);
-    kernel_project(s->logits, (size_t)c->vocab_size, s->q, h, model->head_decoder_weight, model->q8_head_decoder,
+    kernel_project(s->logits, (size_t)c->vocab_size, s->q, h, &model->head_decoder_weight,
                    model->head_decoder_bias, sequences, h, (size_t)c->vocab_size, 0, threads);
     return GLIMPSE_OK;
 }
@@ -296,22 +295,22 @@ glimpse_status bert_model_quantize(bert_model *model, q8_set *set) {
     glimpse_status status = GLIMPSE_OK;
     for (int l = 0; l < c->layers && !status; l++) {
         bert_layer *layer = &model->layers[l];
-        status = q8_set_add(set, layer->query_weight, h, h, &layer->q8_query);
-        if (!status) status = q8_set_add(set, layer->key_weight, h, h, &layer->q8_key);
-        if (!status) status = q8_set_add(set, layer->value_weight, h, h, &layer->q8_value);
-        if (!status) status = q8_set_add(set, layer->self_out_weight, h, h, &layer->q8_self_out);
-        if (!status && layer->cross_query_weight) {
-            status = q8_set_add(set, layer->cross_query_weight, h, h, &layer->q8_cross_query);
-            if (!status) status = q8_set_add(set, layer->cross_key_weight, h, e, &layer->q8_cross_key);
-            if (!status) status = q8_set_add(set, layer->cross_value_weight, h, e, &layer->q8_cross_value);
-            if (!status) status = q8_set_add(set, layer->cross_out_weight, h, h, &layer->q8_cross_out);
+        status = q8_set_add(set, &layer->query_weight, h, h);
+        if (!status) status = q8_set_add(set, &layer->key_weight, h, h);
+        if (!status) status = q8_set_add(set, &layer->value_weight, h, h);
+        if (!status) status = q8_set_add(set, &layer->self_out_weight, h, h);
+        if (!status && layer->cross_query_weight.data) {
+            status = q8_set_add(set, &layer->cross_query_weight, h, h);
+            if (!status) status = q8_set_add(set, &layer->cross_key_weight, h, e);
+            if (!status) status = q8_set_add(set, &layer->cross_value_weight, h, e);
+            if (!status) status = q8_set_add(set, &layer->cross_out_weight, h, h);
         }
-        if (!status) status = q8_set_add(set, layer->intermediate_weight, inter, h, &layer->q8_intermediate);
-        if (!status) status = q8_set_add(set, layer->output_weight, h, inter, &layer->q8_output);
+        if (!status) status = q8_set_add(set, &layer->intermediate_weight, inter, h);
+        if (!status) status = q8_set_add(set, &layer->output_weight, h, inter);
     }
-    if (!status && model->head_dense_weight) status = q8_set_add(set, model->head_dense_weight, h, h, &model->q8_head_dense);
-    if (!status && model->head_decoder_weight)
-        status = q8_set_add(set, model->head_decoder_weight, (size_t)c->vocab_size, h, &model->q8_head_decoder);
+    if (!status && model->head_dense_weight.data) status = q8_set_add(set, &model->head_dense_weight, h, h);
+    if (!status && model->head_decoder_weight.data)
+        status = q8_set_add(set, &model->head_decoder_weight, (size_t)c->vocab_size, h);
     return status;
 }
 

@@ -25,32 +25,31 @@ typedef struct bert_config {
 } bert_config;
 
 typedef struct bert_layer {
-    const float *query_weight, *query_bias, *key_weight, *key_bias, *value_weight, *value_bias; /* [h, h], [h] */
-    const float *self_out_weight, *self_out_bias, *self_norm_weight, *self_norm_bias;
-    const float *cross_query_weight, *cross_query_bias; /* [h, h] */
-    const float *cross_key_weight, *cross_key_bias;     /* [h, encoder_h] */
-    const float *cross_value_weight, *cross_value_bias; /* [h, encoder_h] */
-    const float *cross_out_weight, *cross_out_bias, *cross_norm_weight, *cross_norm_bias;
-    const float *intermediate_weight, *intermediate_bias; /* [intermediate, h] */
-    const float *output_weight, *output_bias;             /* [h, intermediate] */
+    /* the projections (kernel_weight: stored type, int8 twin after bert_model_quantize) */
+    kernel_weight query_weight, key_weight, value_weight, self_out_weight;  /* [h, h] */
+    kernel_weight cross_query_weight, cross_out_weight;                      /* [h, h] */
+    kernel_weight cross_key_weight, cross_value_weight;                      /* [h, encoder_h] */
+    kernel_weight intermediate_weight;                                       /* [intermediate, h] */
+    kernel_weight output_weight;                                             /* [h, intermediate] */
+    const float *query_bias, *key_bias, *value_bias, *self_out_bias;         /* [h] */
+    const float *cross_query_bias, *cross_key_bias, *cross_value_bias, *cross_out_bias;
+    const float *intermediate_bias, *output_bias;
+    const float *self_norm_weight, *self_norm_bias, *cross_norm_weight, *cross_norm_bias;
     const float *output_norm_weight, *output_norm_bias;
-    /* int8 twins (bert_model_quantize), or NULL: used in place of the float weights */
-    const kernel_q8 *q8_query, *q8_key, *q8_value, *q8_self_out, *q8_cross_query, *q8_cross_key, *q8_cross_value,
-        *q8_cross_out, *q8_intermediate, *q8_output;
 } bert_layer;
 
 typedef struct bert_model {
     bert_config config;
-    const float *word_embeddings;     /* [vocab, h] */
+    kernel_weight word_embeddings;    /* [vocab, h] (16-bit where the checkpoint is: the tied LM head reads it too) */
     const float *position_embeddings; /* [max_positions, h] */
     const float *embedding_norm_weight, *embedding_norm_bias;
     bert_layer *layers;
     /* language-model head (caption decoder only; NULL otherwise) */
-    const float *head_dense_weight, *head_dense_bias; /* [h, h] */
+    kernel_weight head_dense_weight; /* [h, h] */
+    const float *head_dense_bias;
     const float *head_norm_weight, *head_norm_bias;
-    const float *head_decoder_weight; /* [vocab, h]: tied to word_embeddings when the checkpoint omits it */
-    const float *head_decoder_bias;   /* [vocab] */
-    const kernel_q8 *q8_head_dense, *q8_head_decoder; /* int8 twins or NULL */
+    kernel_weight head_decoder_weight; /* [vocab, h]: tied to word_embeddings when the checkpoint omits it */
+    const float *head_decoder_bias;    /* [vocab] */
 } bert_model;
 
 /* Reads text_config. vision_hidden fills encoder_hidden_size when absent. */

@@ -173,6 +173,11 @@ typedef struct glimpse_model_info {
     size_t weight_bytes; /* bytes of tensor data mapped */
     const char *weight_dtype; /* "F32", "F16", "BF16" or "mixed" */
     float logit_scale;   /* already exponentiated */
+    /* Bytes allocated at load for float32 copies of stored tensors: float16
+     * and bfloat16 embeddings, norms and biases (their weight matrices stay
+     * 16-bit, mapped, where the CPU has AVX-512; elsewhere they are widened
+     * too), and tensors stored at unaligned offsets. Int8 weights not counted. */
+    size_t copied_bytes;
 } glimpse_model_info;
 
 glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out);

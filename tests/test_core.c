@@ -68,6 +68,68 @@ static void test_linear_matches_reference(void **state) {
     pool_free(threads);
 }
 
+/* Random finite 16-bit weights: float16 with subnormals among them, or bfloat16. */
+static uint16_t *random_halves(size_t n, weight_type type) {
+    uint16_t *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) {
+        random_state = random_state * 1664525u + 1013904223u;
+        uint32_t bits = random_state >> 8;
+        uint16_t sign = (uint16_t)((bits & 1) << 15), mantissa = (uint16_t)((bits >> 1) & 0x7f);
+        if (type == WEIGHT_F16) /* exponents 0 (subnormal) .. 16 */
+            h[i] = (uint16_t)(sign | ((bits >> 8) % 17) << 10 | (uint16_t)((bits >> 13) & 0x3ff));
+        else /* about 2^-8 .. 2 */
+            h[i] = (uint16_t)(sign | (uint16_t)(119 + (bits >> 8) % 9) << 7 | mantissa);
+    }
+    return h;
+}
+
+static void test_linear_16bit_weights(void **state) {
+    (void)state;
+    /* A weight kept 16-bit gives what its float32 widening gives: bit for bit
+     * on the AVX-512 kernels (the same sums in the same order), within
+     * rounding on the plain loops. Shapes cover the dot-product tiles (1-15
+     * rows), panels with remainders, masked depth tails and partial columns. */
+    const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {15, 40, 33}, {17, 48, 100},
+                                {50, 768, 64}, {29, 517, 40}, {98, 33, 9},  {400, 96, 24}};
+    pool *threads;
+    assert_int_equal(pool_create(3, &threads), GLIMPSE_OK);
+    int exact = kernel_avx512_available();
+    for (int t = 0; t < 2; t++) {
+        weight_type type = t ? WEIGHT_BF16 : WEIGHT_F16;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
+            float *x = random_array(rows * in_stride), *b = random_array(out), *wide = malloc(out * in * sizeof *wide);
+            uint16_t *half = random_halves(out * in, type);
+            kernel_widen(wide, half, type, out * in);
+            float *a = random_array(rows * out_stride), *c = malloc(rows * out_stride * sizeof *c);
+            memcpy(c, a, rows * out_stride * sizeof *c);
+            for (int use_pool = 0; use_pool < 2; use_pool++)
+                for (int accumulate = 0; accumulate < 2; accumulate++) {
+                    pool *p = use_pool ? threads : NULL;
+                    kernel_linear_typed(a, out_stride, x, in_stride, half, type, b, rows, in, out, accumulate, p);
+                    kernel_linear_typed(c, out_stride, x, in_stride, wide, WEIGHT_F32, b, rows, in, out, accumulate, p);
+                    for (size_t r = 0; r < rows; r++) {
+                        double d = relative_difference(a + r * out_stride, c + r * out_stride, out);
+                        if (exact ? d != 0.0 : d > 1e-5 * sqrt((double)in))
+                            fail_msg("%s weights %zux%zux%zu (pool %d, accumulate %d) differ by %g",
+                                     t ? "bf16" : "f16", rows, in, out, use_pool, accumulate, d);
+                    }
+                }
+            /* int8 from 16-bit weights: the same as from their widening */
+            kernel_q8 from_half, from_wide;
+            kernel_weight w = {half, type, NULL};
+            assert_int_equal(kernel_q8_quantize_weight(&from_half, &w, out, in), GLIMPSE_OK);
+            assert_int_equal(kernel_q8_quantize(&from_wide, wide, out, in), GLIMPSE_OK);
+            assert_memory_equal(from_half.weight, from_wide.weight, out * from_wide.depth);
+            assert_memory_equal(from_half.scale, from_wide.scale, out * sizeof(float));
+            assert_memory_equal(from_half.sum, from_wide.sum, out * sizeof(int32_t));
+            kernel_q8_free(&from_half), kernel_q8_free(&from_wide);
+            free(x), free(b), free(wide), free(half), free(a), free(c);
+        }
+    }
+    pool_free(threads);
+}
+
 static void test_linear_q8_matches_integer_reference(void **state) {
     (void)state;
     /* rows: one, a few (dot tiles), panels with 0, 1-4 and 5-15 rows left over;
@@ -339,7 +401,7 @@ static void test_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference),
+        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
         cmocka_unit_test(test_vector_maths_against_double),

@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "kernels.h"
+
 #include "config.h"
 #include "file.h"
 #include "safetensors.h"
@@ -101,14 +103,14 @@ static void test_damaged_headers(void **state) {
 
 static void test_half_precision(void **state) {
     (void)state;
-    assert_float_equal(tensor_f16_to_f32(0x3c00), 1.0f, 0);
-    assert_float_equal(tensor_f16_to_f32(0xc000), -2.0f, 0);
-    assert_float_equal(tensor_f16_to_f32(0x0001), 5.9604644775390625e-08f, 0);
-    assert_float_equal(tensor_f16_to_f32(0x7bff), 65504.0f, 0);
-    assert_true(tensor_f16_to_f32(0x7c00) > 1e38f);
-    assert_true(tensor_f16_to_f32(0x7e00) != tensor_f16_to_f32(0x7e00)); /* NaN */
-    assert_float_equal(tensor_bf16_to_f32(0x3f80), 1.0f, 0);
-    assert_float_equal(tensor_bf16_to_f32(0xc040), -3.0f, 0);
+    assert_float_equal(kernel_f16_to_f32(0x3c00), 1.0f, 0);
+    assert_float_equal(kernel_f16_to_f32(0xc000), -2.0f, 0);
+    assert_float_equal(kernel_f16_to_f32(0x0001), 5.9604644775390625e-08f, 0);
+    assert_float_equal(kernel_f16_to_f32(0x7bff), 65504.0f, 0);
+    assert_true(kernel_f16_to_f32(0x7c00) > 1e38f);
+    assert_true(kernel_f16_to_f32(0x7e00) != kernel_f16_to_f32(0x7e00)); /* NaN */
+    assert_float_equal(kernel_bf16_to_f32(0x3f80), 1.0f, 0);
+    assert_float_equal(kernel_bf16_to_f32(0xc040), -3.0f, 0);
 }
 
 static char *temp_folder(void) {

@@ -31,11 +31,10 @@ glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_conf
     model->config = *config;
     clip_text_weights *w = &model->weights;
     size_t hidden = (size_t)config->hidden_size;
-    size_t token_shape[2] = {(size_t)config->vocab_size, hidden};
     size_t position_shape[2] = {(size_t)config->max_positions, hidden};
     glimpse_status status;
-    if ((status = weight_store_get(store, &w->token_embedding, 2, token_shape,
-                                   "text_model.embeddings.token_embedding.weight")))
+    if ((status = weight_store_get_matrix(store, &w->token_embedding, (size_t)config->vocab_size, hidden,
+                                          "text_model.embeddings.token_embedding.weight")))
         return status;
     if ((status = weight_store_get(store, &w->position_embedding, 2, position_shape,
                                    "text_model.embeddings.position_embedding.weight")))
@@ -121,10 +120,8 @@ glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *
             if (id < 0 || id >= c->vocab_size)
                 return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
                                  c->vocab_size);
-            const float *token = w->token_embedding + (size_t)id * hidden;
-            const float *position = w->position_embedding + t * hidden;
-            float *x = state->hidden + row * hidden;
-            for (size_t i = 0; i < hidden; i++) x[i] = token[i] + position[i];
+            kernel_weight_row_add(state->hidden + row * hidden, &w->token_embedding, (size_t)id, hidden,
+                                  w->position_embedding + t * hidden);
         }
     encoder_shape shape = shape_of(model);
     for (int l = 0; l < c->layers; l++)

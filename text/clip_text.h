@@ -21,7 +21,7 @@ typedef struct clip_text_config {
 } clip_text_config;
 
 typedef struct clip_text_weights {
-    const float *token_embedding;    /* [vocab, hidden] */
+    kernel_weight token_embedding;   /* [vocab, hidden], kept in the checkpoint's type */
     const float *position_embedding; /* [max_positions, hidden] */
     encoder_layer *layers;           /* [layers] */
     const float *final_norm_weight, *final_norm_bias; /* [hidden] */

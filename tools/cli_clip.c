@@ -496,10 +496,10 @@ int command_info(int argc, char **argv) {
         printf(", \"image_size\": %d, \"patch_size\": %d, \"vision_hidden_size\": %d, \"vision_layers\": %d, "
                "\"vision_heads\": %d, \"text_hidden_size\": %d, \"text_layers\": %d, \"text_heads\": %d, "
                "\"text_max_tokens\": %d, \"vocab_size\": %d, \"embedding_dim\": %d, \"parameters\": %zu, "
-               "\"weight_bytes\": %zu, \"dtype\": \"%s\", \"logit_scale\": ",
+               "\"weight_bytes\": %zu, \"copied_bytes\": %zu, \"dtype\": \"%s\", \"logit_scale\": ",
                info.image_size, info.patch_size, info.vision_hidden_size, info.vision_layers, info.vision_heads,
                info.text_hidden_size, info.text_layers, info.text_heads, info.text_max_tokens, info.vocab_size,
-               info.embedding_dim, info.parameter_count, info.weight_bytes, info.weight_dtype);
+               info.embedding_dim, info.parameter_count, info.weight_bytes, info.copied_bytes, info.weight_dtype);
         json_float(stdout, info.logit_scale);
         printf("}\n");
     } else {
@@ -512,8 +512,8 @@ int command_info(int argc, char **argv) {
                info.text_layers, info.text_hidden_size, info.text_heads, info.text_activation, info.text_max_tokens,
                info.vocab_size);
         printf("embedding      %d dimensions, logit scale %.4f\n", info.embedding_dim, info.logit_scale);
-        printf("parameters     %zu (%.1f MB of %s weights, memory-mapped)\n", info.parameter_count,
-               info.weight_bytes / 1e6, info.weight_dtype);
+        printf("parameters     %zu (%.1f MB of %s weights, memory-mapped; %.1f MB copied to float32 at load)\n",
+               info.parameter_count, info.weight_bytes / 1e6, info.weight_dtype, info.copied_bytes / 1e6);
     }
     glimpse_model_free(model);
     return CLI_EXIT_OK;

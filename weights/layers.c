@@ -42,6 +42,14 @@ glimpse_status layers_load_linear(weight_store *store, const char *prefix, size_
     return status;
 }
 
+glimpse_status layers_load_projection(weight_store *store, const char *prefix, size_t out_features,
+                                      size_t in_features, kernel_weight *weight, const float **bias) {
+    size_t shape[1] = {out_features};
+    glimpse_status status = weight_store_get_matrix(store, weight, out_features, in_features, "%s.weight", prefix);
+    if (!status) status = weight_store_get(store, bias, 1, shape, "%s.bias", prefix);
+    return status;
+}
+
 static glimpse_status load_common(weight_store *store, const char *prefix, size_t hidden, size_t intermediate,
                                   encoder_layer *out) {
     char name[256];
@@ -51,10 +59,10 @@ static glimpse_status load_common(weight_store *store, const char *prefix, size_
     snprintf(name, sizeof name, "%s.layer_norm2", prefix);
     if ((status = layers_load_norm(store, name, hidden, &out->norm2_weight, &out->norm2_bias))) return status;
     snprintf(name, sizeof name, "%s.mlp.fc1", prefix);
-    if ((status = layers_load_linear(store, name, intermediate, hidden, &out->fc1_weight, &out->fc1_bias)))
+    if ((status = layers_load_projection(store, name, intermediate, hidden, &out->fc1_weight, &out->fc1_bias)))
         return status;
     snprintf(name, sizeof name, "%s.mlp.fc2", prefix);
-    return layers_load_linear(store, name, hidden, intermediate, &out->fc2_weight, &out->fc2_bias);
+    return layers_load_projection(store, name, hidden, intermediate, &out->fc2_weight, &out->fc2_bias);
 }
 
 glimpse_status layers_load_clip_encoder(weight_store *store, const char *prefix, size_t hidden, size_t intermediate,
@@ -64,14 +72,15 @@ glimpse_status layers_load_clip_encoder(weight_store *store, const char *prefix,
     char name[256];
     const struct {
         const char *what;
-        const float **weight, **bias;
+        kernel_weight *weight;
+        const float **bias;
     } projections[] = {{"q_proj", &out->q_weight, &out->q_bias},
                        {"k_proj", &out->k_weight, &out->k_bias},
                        {"v_proj", &out->v_weight, &out->v_bias},
                        {"out_proj", &out->out_weight, &out->out_bias}};
     for (size_t i = 0; !status && i < 4; i++) {
         snprintf(name, sizeof name, "%s.self_attn.%s", prefix, projections[i].what);
-        status = layers_load_linear(store, name, hidden, hidden, projections[i].weight, projections[i].bias);
+        status = layers_load_projection(store, name, hidden, hidden, projections[i].weight, projections[i].bias);
     }
     return status;
 }
@@ -83,11 +92,11 @@ glimpse_status layers_load_blip_vision_encoder(weight_store *store, const char *
     char name[256];
     if (!status) {
         snprintf(name, sizeof name, "%s.self_attn.qkv", prefix);
-        status = layers_load_linear(store, name, 3 * hidden, hidden, &out->qkv_weight, &out->qkv_bias);
+        status = layers_load_projection(store, name, 3 * hidden, hidden, &out->qkv_weight, &out->qkv_bias);
     }
     if (!status) {
         snprintf(name, sizeof name, "%s.self_attn.projection", prefix);
-        status = layers_load_linear(store, name, hidden, hidden, &out->out_weight, &out->out_bias);
+        status = layers_load_projection(store, name, hidden, hidden, &out->out_weight, &out->out_bias);
     }
     return status;
 }

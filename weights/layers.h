@@ -31,7 +31,11 @@ glimpse_status layers_load_blip_vision_encoder(weight_store *store, const char *
 /* A LayerNorm's weight and bias, PREFIX.weight / PREFIX.bias, both [dim]. */
 glimpse_status layers_load_norm(weight_store *store, const char *prefix, size_t dim, const float **weight,
                                 const float **bias);
-/* A linear layer PREFIX.weight [out, in] and PREFIX.bias [out] (bias NULL = none expected). */
+/* A linear layer run by the products: PREFIX.weight [out, in] in its stored
+ * type (weight_store_get_matrix) and PREFIX.bias [out] as float32. */
+glimpse_status layers_load_projection(weight_store *store, const char *prefix, size_t out_features,
+                                      size_t in_features, kernel_weight *weight, const float **bias);
+/* A linear layer as float32: PREFIX.weight [out, in] and PREFIX.bias [out] (bias NULL = none expected). */
 glimpse_status layers_load_linear(weight_store *store, const char *prefix, size_t out_features, size_t in_features,
                                   const float **weight, const float **bias);
 

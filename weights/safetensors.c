@@ -214,31 +214,3 @@ const tensor_entry *safetensors_find(const safetensors *file, const char *name) 
     return NULL;
 }
 
-float tensor_f16_to_f32(uint16_t half) {
-    uint32_t sign = (uint32_t)(half >> 15) << 31;
-    uint32_t exponent = (half >> 10) & 0x1f;
-    uint32_t mantissa = half & 0x3ff;
-    uint32_t bits;
-    if (exponent == 0) {
-        if (mantissa == 0) {
-            bits = sign;
-        } else { /* subnormal: value = mantissa · 2^-24 */
-            float value = (float)mantissa * 5.9604644775390625e-08f;
-            return sign ? -value : value;
-        }
-    } else if (exponent == 31) {
-        bits = sign | 0x7f800000u | (mantissa << 13);
-    } else {
-        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-    }
-    float result;
-    memcpy(&result, &bits, sizeof result);
-    return result;
-}
-
-float tensor_bf16_to_f32(uint16_t half) {
-    uint32_t bits = (uint32_t)half << 16;
-    float result;
-    memcpy(&result, &bits, sizeof result);
-    return result;
-}

@@ -54,8 +54,4 @@ const tensor_entry *safetensors_find(const safetensors *file, const char *name);
 /* "[48, 3, 16, 16]" into buffer; returns buffer. */
 char *tensor_shape_string(char *buffer, size_t capacity, const size_t *shape, int rank);
 
-/* Half-precision conversions (exact, with subnormals, infinities and NaN). */
-float tensor_f16_to_f32(uint16_t half);
-float tensor_bf16_to_f32(uint16_t half);
-
 #endif

@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "file.h"
+#include "kernels.h"
 
 typedef struct owned_buffer {
     struct owned_buffer *next;
@@ -20,7 +21,7 @@ struct weight_store {
     safetensors **files;
     size_t file_count;
     owned_buffer *buffers; /* widened or realigned copies */
-    size_t parameters, bytes;
+    size_t parameters, bytes, copied_bytes;
     unsigned dtypes_seen; /* bit per tensor_dtype */
 };
 
@@ -171,9 +172,21 @@ const tensor_entry *weight_store_find(const weight_store *store, const char *nam
     return find_with_file(store, name, NULL);
 }
 
-static glimpse_status get_tensor(weight_store *store, const float **out, int rank, const size_t *shape,
-                                 int optional, const char *format, va_list args) {
-    *out = NULL;
+static void *owned(weight_store *store, size_t bytes) {
+    if (bytes > SIZE_MAX - sizeof(owned_buffer)) return NULL;
+    owned_buffer *buffer = malloc(sizeof *buffer + bytes);
+    if (!buffer) return NULL;
+    buffer->next = store->buffers;
+    store->buffers = buffer;
+    store->copied_bytes += bytes;
+    return buffer->data;
+}
+
+/* The entry named by format, its shape checked; *found NULL when it is
+ * missing and optional. */
+static glimpse_status find_checked(weight_store *store, const tensor_entry **found, int rank, const size_t *shape,
+                                   int optional, const char *format, va_list args) {
+    *found = NULL;
     char name[512];
     vsnprintf(name, sizeof name, format, args);
     const safetensors *file = NULL;
@@ -186,9 +199,9 @@ static glimpse_status get_tensor(weight_store *store, const float **out, int ran
     int same = entry->rank == rank;
     for (int i = 0; same && i < rank; i++) same = entry->shape[i] == shape[i];
     if (!same) {
-        char found[128], wanted[128];
+        char found_shape[128], wanted[128];
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: tensor '%s' has shape %s, the config implies %s", file->label,
-                         name, tensor_shape_string(found, sizeof found, entry->shape, entry->rank),
+                         name, tensor_shape_string(found_shape, sizeof found_shape, entry->shape, entry->rank),
                          tensor_shape_string(wanted, sizeof wanted, shape, rank));
     }
     if (entry->dtype == TENSOR_DTYPE_OTHER)
@@ -197,25 +210,58 @@ static glimpse_status get_tensor(weight_store *store, const float **out, int ran
     store->parameters += entry->elements;
     store->bytes += entry->bytes;
     store->dtypes_seen |= 1u << entry->dtype;
+    *found = entry;
+    return GLIMPSE_OK;
+}
+
+static weight_type type_of(const tensor_entry *entry) {
+    return entry->dtype == TENSOR_DTYPE_F16 ? WEIGHT_F16 : entry->dtype == TENSOR_DTYPE_BF16 ? WEIGHT_BF16 : WEIGHT_F32;
+}
+
+/* The entry's values as float32: in place when they are aligned float32, else widened or realigned once. */
+static glimpse_status as_f32(weight_store *store, const tensor_entry *entry, const float **out) {
     if (entry->dtype == TENSOR_DTYPE_F32 && ((uintptr_t)entry->data % sizeof(float)) == 0) {
         *out = (const float *)entry->data;
         return GLIMPSE_OK;
     }
-    if (entry->elements > (SIZE_MAX - sizeof(owned_buffer)) / sizeof(float)) return ERROR_OOM();
-    owned_buffer *buffer = malloc(sizeof *buffer + entry->elements * sizeof(float));
-    if (!buffer) return ERROR_OOM();
-    buffer->next = store->buffers;
-    store->buffers = buffer;
-    if (entry->dtype == TENSOR_DTYPE_F32) {
-        memcpy(buffer->data, entry->data, entry->bytes);
-    } else {
-        for (size_t i = 0; i < entry->elements; i++) {
-            uint16_t half = (uint16_t)(entry->data[2 * i] | (entry->data[2 * i + 1] << 8));
-            buffer->data[i] =
-                entry->dtype == TENSOR_DTYPE_F16 ? tensor_f16_to_f32(half) : tensor_bf16_to_f32(half);
-        }
+    if (entry->elements > SIZE_MAX / sizeof(float)) return ERROR_OOM();
+    float *copy = owned(store, entry->elements * sizeof(float));
+    if (!copy) return ERROR_OOM();
+    kernel_widen(copy, entry->data, type_of(entry), entry->elements);
+    *out = copy;
+    return GLIMPSE_OK;
+}
+
+static glimpse_status get_tensor(weight_store *store, const float **out, int rank, const size_t *shape,
+                                 int optional, const char *format, va_list args) {
+    *out = NULL;
+    const tensor_entry *entry;
+    glimpse_status status = find_checked(store, &entry, rank, shape, optional, format, args);
+    return status || !entry ? status : as_f32(store, entry, out);
+}
+
+static glimpse_status get_matrix(weight_store *store, kernel_weight *out, size_t rows, size_t columns, int optional,
+                                 const char *format, va_list args) {
+    *out = (kernel_weight){0};
+    size_t shape[2] = {rows, columns};
+    const tensor_entry *entry;
+    glimpse_status status = find_checked(store, &entry, 2, shape, optional, format, args);
+    if (status || !entry) return status;
+    weight_type type = type_of(entry);
+    if (type == WEIGHT_F32 || !kernel_avx512_available()) {
+        const float *values;
+        if ((status = as_f32(store, entry, &values))) return status;
+        *out = kernel_weight_f32(values);
+        return GLIMPSE_OK;
     }
-    *out = buffer->data;
+    const void *data = entry->data; /* 16-bit, kept so: realigned only if the file puts it at an odd address */
+    if ((uintptr_t)data % 2) {
+        void *copy = owned(store, entry->bytes);
+        if (!copy) return ERROR_OOM();
+        memcpy(copy, data, entry->bytes);
+        data = copy;
+    }
+    *out = (kernel_weight){data, type, NULL};
     return GLIMPSE_OK;
 }
 
@@ -237,7 +283,26 @@ glimpse_status weight_store_get_optional(weight_store *store, const float **out,
     return status;
 }
 
+glimpse_status weight_store_get_matrix(weight_store *store, kernel_weight *out, size_t rows, size_t columns,
+                                       const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    glimpse_status status = get_matrix(store, out, rows, columns, 0, format, args);
+    va_end(args);
+    return status;
+}
+
+glimpse_status weight_store_get_matrix_optional(weight_store *store, kernel_weight *out, size_t rows, size_t columns,
+                                                const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    glimpse_status status = get_matrix(store, out, rows, columns, 1, format, args);
+    va_end(args);
+    return status;
+}
+
 size_t weight_store_parameters(const weight_store *store) { return store->parameters; }
+size_t weight_store_copied_bytes(const weight_store *store) { return store->copied_bytes; }
 size_t weight_store_bytes(const weight_store *store) { return store->bytes; }
 
 const char *weight_store_dtype(const weight_store *store) {

@@ -1,12 +1,16 @@
 /* store.h — a model's tensors: one model.safetensors or a sharded set named
  * by model.safetensors.index.json, looked up by name with the shape checked.
- * Float32 tensors are handed out in place from the mapping; float16 and
- * bfloat16 ones are widened to float32 once, at load. */
+ * Float32 tensors are handed out in place from the mapping. Float16 and
+ * bfloat16 weight matrices (weight_store_get_matrix) stay 16-bit, in place,
+ * where the AVX-512 kernels run; every other 16-bit tensor (embeddings,
+ * norms, biases), and all of them elsewhere, is widened to float32 once, at
+ * load. */
 #ifndef GLIMPSE_WEIGHTS_STORE_H
 #define GLIMPSE_WEIGHTS_STORE_H
 
 #include <stddef.h>
 
+#include "kernels.h"
 #include "safetensors.h"
 
 typedef struct weight_store weight_store;
@@ -30,8 +34,19 @@ glimpse_status weight_store_get(weight_store *store, const float **out, int rank
 glimpse_status weight_store_get_optional(weight_store *store, const float **out, int rank, const size_t *shape,
                                          const char *format, ...) __attribute__((format(printf, 5, 6)));
 
+/* A weight matrix [rows, columns] for the products (kernel_weight): float32
+ * as weight_store_get; float16 and bfloat16 kept 16-bit where the AVX-512
+ * kernels run, widened at load elsewhere. */
+glimpse_status weight_store_get_matrix(weight_store *store, kernel_weight *out, size_t rows, size_t columns,
+                                       const char *format, ...) __attribute__((format(printf, 5, 6)));
+/* Like weight_store_get_matrix, but a missing tensor leaves out->data NULL and succeeds. */
+glimpse_status weight_store_get_matrix_optional(weight_store *store, kernel_weight *out, size_t rows, size_t columns,
+                                                const char *format, ...) __attribute__((format(printf, 5, 6)));
+
 /* Counts of what was handed out so far (for `glimpse info`). */
 size_t weight_store_parameters(const weight_store *store);
+/* Bytes the store allocated for widened or realigned copies (the rest is the mapped files). */
+size_t weight_store_copied_bytes(const weight_store *store);
 size_t weight_store_bytes(const weight_store *store);
 const char *weight_store_dtype(const weight_store *store); /* "F32", "F16", "BF16", "mixed", "none" */
 
