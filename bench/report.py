@@ -67,7 +67,8 @@ for r in [] if markdown else rows:
 
 # a caption step reads every decoder weight once: its bound is their bytes over the read bandwidth
 bandwidth = next((r["gbytes_per_s"] for r in rows if r.get("stage") == "bandwidth_read"), None)
-STEP_BYTES = {"glimpse": 493.0e6, "glimpse-int8": 123.6e6}  # BLIP-base: 123.2 M weights, 4 bytes or 1 (+ scales)
+# BLIP-base: 123.2 M weights, 4 bytes, 2 (float16 checkpoint) or 1 (+ scales)
+STEP_BYTES = {"glimpse": 493.0e6, "glimpse-f16": 246.5e6, "glimpse-int8": 123.6e6}
 if bandwidth and not markdown:
     for runtime, size in STEP_BYTES.items():
         for detail in ("greedy, position 20", "3 beams, position 20"):
@@ -76,6 +77,16 @@ if bandwidth and not markdown:
                 bound = size / (bandwidth * 1e9) * 1e3
                 print(f"{runtime} decoder step, {detail}: {r['median_ms']:.1f} ms = {r['median_ms'] / bound:.2f}x "
                       f"the {size / 1e6:.0f} MB / {bandwidth} GB/s bound ({bound:.1f} ms)")
+
+# float16 BLIP-base beside float32 (the same shapes; 16-bit weights widened inside the products)
+if not markdown:
+    for stage, detail, name in [("vision_blip_384", None, "BLIP-base vision, 384 px"),
+                                ("decoder_step", "greedy, position 20", "BLIP-base decoder step, greedy"),
+                                ("decoder_step", "3 beams, position 20", "BLIP-base decoder step, 3 beams")]:
+        h, g = find("glimpse-f16", stage, None, detail), find("glimpse", stage, None, detail)
+        if h and g:
+            print(f"float16 {name}: {h['median_ms']:.1f} ms vs float32 {g['median_ms']:.1f} ms "
+                  f"({g['median_ms'] / h['median_ms']:.2f}x)")
 
 # cold start: a whole `glimpse rank` process (load, decode, both towers, output) against the warm towers alone
 cold = find("glimpse", "cold_start_rank")

@@ -28,6 +28,9 @@ fi
 for model in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base; do
   [ -f "$work/$model/model.safetensors" ] || build/glimpse-make-model "$configs/$model.json" "$work/$model" >/dev/null
 done
+# the same captioner stored as float16 (its weight matrices stay 16-bit in memory)
+[ -f "$work/blip-base-f16/model.safetensors" ] ||
+  build/glimpse-make-model "$configs/Salesforce--blip-image-captioning-base.json" "$work/blip-base-f16" --f16 >/dev/null
 
 results=$work/results.jsonl
 : > "$results"
@@ -38,6 +41,9 @@ for batch in 1 8; do
 done
 build/glimpse bench -m "$work/Salesforce--blip-image-captioning-base" --threads "$threads" --runs 3 --json \
   | sed 's/^{/{"runtime": "glimpse", /; s/"stage": "vision"/"stage": "vision_blip_384"/' >> "$results"
+echo "glimpse, float16 BLIP-base..." >&2
+build/glimpse bench -m "$work/blip-base-f16" --threads "$threads" --runs 3 --json \
+  | sed 's/^{/{"runtime": "glimpse-f16", /; s/"stage": "vision"/"stage": "vision_blip_384"/' >> "$results"
 echo "glimpse cold start (rank, 1 image + 1 text, a new process each time, file in the page cache)..." >&2
 picture=examples/pictures/00000.png
 build/glimpse rank -m "$work/openai--clip-vit-base-patch32" -t "a photo" "$picture" >/dev/null # fills the page cache

@@ -105,3 +105,11 @@ void report_differences(void) {
     for (int i = 0; i < note_count; i++)
         fprintf(stderr, "max difference %-28s %.3g\n", notes[i].what, notes[i].difference);
 }
+
+struct glimpse_model *load_model(const char *path, int precision) {
+    glimpse_load_params params = glimpse_load_default_params();
+    params.precision = (glimpse_precision)precision;
+    glimpse_model *model = NULL;
+    if (glimpse_model_load(path, &params, &model)) fail_msg("%s: %s", path, glimpse_last_error());
+    return model;
+}

@@ -26,6 +26,9 @@ const float *fixture_tensor(const safetensors *file, const char *name, size_t el
 /* A fixture image (images/NAME) decoded; fails the test if it cannot be. */
 struct glimpse_image *fixture_image(const char *name);
 
+/* A model loaded with that precision (glimpse_precision); fails the test if it cannot be. */
+struct glimpse_model *load_model(const char *path, int precision);
+
 /* max |a - b| / max(1, |b|) over n values. */
 double relative_difference(const float *actual, const float *expected, size_t n);
 

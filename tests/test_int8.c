@@ -25,14 +25,6 @@
 #define MIN_COSINE 0.999
 #define MIN_SAME_CAPTIONS 0.8
 
-static glimpse_model *load(const char *path, glimpse_precision precision) {
-    glimpse_load_params params = glimpse_load_default_params();
-    params.precision = precision;
-    glimpse_model *model = NULL;
-    if (glimpse_model_load(path, &params, &model)) fail_msg("%s: %s", path, glimpse_last_error());
-    return model;
-}
-
 static double cosine(const float *a, const float *b, size_t n) {
     double ab = 0, aa = 0, bb = 0;
     for (size_t i = 0; i < n; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
@@ -65,7 +57,8 @@ static void test_clip_fixture_embeddings(void **state) {
     if (!fixtures_folder()) skip();
     char *folder = fixture_path("clip-tiny");
     cJSON *expected = fixture_json("clip-tiny/expected.json");
-    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    glimpse_model *exact = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
+    glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
     size_t image_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(expected, "images"));
     size_t text_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(expected, "texts"));
     glimpse_image **images = calloc(image_count, sizeof *images);
@@ -87,7 +80,8 @@ static void test_clip_fixture_embeddings(void **state) {
 static void test_demo_clip_embeddings(void **state) {
     (void)state;
     char *folder = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
-    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    glimpse_model *exact = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
+    glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
     glimpse_image *images[6];
     for (int i = 0; i < 6; i++) {
         char name[64];
@@ -145,7 +139,8 @@ static void test_blip_fixture_captions(void **state) {
     if (!fixtures_folder()) skip();
     char *folder = fixture_path("blip-caption-tiny");
     cJSON *expected = fixture_json("blip-caption-tiny/expected.json");
-    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    glimpse_model *exact = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
+    glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
     size_t vocab = (size_t)exact->text_decoder.config.vocab_size;
@@ -204,7 +199,8 @@ static void test_blip_fixture_captions(void **state) {
 static void test_demo_captions(void **state) {
     (void)state;
     char *folder = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
-    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    glimpse_model *exact = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
+    glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
     glimpse_context *a, *b;
     assert_int_equal(glimpse_context_create(exact, NULL, &a), GLIMPSE_OK);
     assert_int_equal(glimpse_context_create(quantized, NULL, &b), GLIMPSE_OK);
@@ -236,7 +232,8 @@ static void test_blip_itm_fixture_scores(void **state) {
     (void)state;
     if (!fixtures_folder()) skip();
     char *folder = fixture_path("blip-itm-tiny");
-    glimpse_model *exact = load(folder, GLIMPSE_PRECISION_FLOAT32), *quantized = load(folder, GLIMPSE_PRECISION_INT8);
+    glimpse_model *exact = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
+    glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
     const char *names[] = {"chelsea.png", "rocket.jpg", "coffee.png"};
     const char *texts[] = {"a cat lying on a couch", "a rocket launching into the sky", "a cup of coffee"};
     glimpse_image *images[3];
