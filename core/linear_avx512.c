@@ -61,11 +61,12 @@ static inline size_t weight_bytes(weight_type type) { return type == WEIGHT_F32 
 #define DOT_COLUMNS 6
 /* Rows per block: their inputs stay in L2 while the block's weight rows stream past. */
 #define DOT_ROW_BLOCK 64
-/* Bytes ahead that the dot-product kernel prefetches in each float32 weight
- * row. 16-bit rows are prefetched one tile ahead instead (the same place
- * DOT_COLUMNS rows on): 1 KiB ahead they reached 25 GB/s, a tile ahead
- * 37 GB/s, as float32 does (1-3 rows, 768-3072 features, 2 threads). */
-#define DOT_PREFETCH_F32 1024
+/* How far ahead the dot-product kernel prefetches each weight row: one tile
+ * (the same place DOT_COLUMNS rows on), at most this many bytes. With rows of
+ * 768 features a fixed 1 KiB ahead left 16-bit weights at 25 GB/s and float32
+ * at 36; a tile ahead reached 37-47 (1-3 input rows, 2 threads, bandwidth
+ * probe 46.7). Longer rows (3072) did best capped near 16 KiB. */
+#define DOT_PREFETCH_MAX 16384
 
 /* out[r][c] (+)= scale · Σ_k in[r][k] · weight[c][k] over k < depth, for a rows × columns
  * tile; the bias is added with the first block of the depth (first == 1). */
@@ -76,7 +77,8 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
                                                             const int columns, const weight_type type) {
     const size_t element = weight_bytes(type);
     const char *bytes = weight;
-    const size_t ahead = type == WEIGHT_F32 ? DOT_PREFETCH_F32 : DOT_COLUMNS * weight_stride * element;
+    const size_t tile_bytes = DOT_COLUMNS * weight_stride * element;
+    const size_t ahead = tile_bytes < DOT_PREFETCH_MAX ? tile_bytes : DOT_PREFETCH_MAX;
     __m512 sum[DOT_ROWS][DOT_COLUMNS];
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < columns; c++) sum[r][c] = _mm512_setzero_ps();
@@ -90,6 +92,7 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
             if (type == WEIGHT_F32 || (k & 16) == 0) /* one prefetch per 64-byte line */
                 _mm_prefetch(bytes + ((size_t)c * weight_stride + k) * element + ahead, _MM_HINT_T0);
             __m512 w = load_weights(bytes + (size_t)c * weight_stride * element, k, type);
+            if (rows > 1) __asm__("" : "+v"(w)); /* one load per weight vector, not one per row */
             for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(x[r], w, sum[r][c]);
         }
     }
