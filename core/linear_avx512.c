@@ -21,6 +21,12 @@
  * in_features, 16 at a time, prefetching the weight rows (these products are
  * bound by reading the weights), and each sum is reduced once at the end.
  *
+ * Float16 and bfloat16 weights (kernel_weight) are read as stored too: the
+ * dot products widen 16 of them per load, and the panel kernel widens one
+ * micro-kernel's 8 columns into the scratch once per pass over as many panels
+ * as the scratch holds. Either way the float32 arithmetic is unchanged, so the
+ * results are bit for bit those of a float32 copy of the weights.
+ *
  * Last, attention's P·V for a step's few queries: weighted sums of value rows.
  */
 #include <immintrin.h>
