@@ -432,6 +432,9 @@ static void test_hub_id_from_cache(void **state) {
     assert_string_equal(cJSON_GetObjectItem(info, "architecture")->valuestring, "CLIPModel");
     assert_int_equal(cJSON_GetObjectItem(info, "embedding_dim")->valueint, 24);
     assert_non_null(strstr(cJSON_GetObjectItem(info, "path")->valuestring, "snapshots/0123abcd"));
+    /* a float32 checkpoint at aligned offsets is used in place: nothing copied */
+    assert_string_equal(cJSON_GetObjectItem(info, "dtype")->valuestring, "F32");
+    assert_int_equal(cJSON_GetObjectItem(info, "copied_bytes")->valuedouble, 0);
     cJSON_Delete(lines);
     result_free(&r);
     free(model);
