@@ -134,12 +134,24 @@ typedef struct attention_job {
     size_t out_stride;
     const float *q;
     size_t q_stride;
-    const float *k, *v;
+    const float *k, *v; /* k: keys in rows (kv_stride apart), or transposed per head (key_stride apart) */
     size_t kv_stride, queries, keys, head_dim;
     float scale;
     kernel_mask mask;
     float *scratch;
+    size_t key_stride;
 } attention_job;
+
+/* out[queries, head_dim] = scores[queries, keys] · v[keys, head_dim] (rows v_stride apart) on the AVX-512 kernels. */
+static void weighted_values_avx512(float *out, size_t out_stride, const float *scores, size_t queries, size_t keys,
+                                   const float *v, size_t v_stride, size_t head_dim, float *scratch) {
+    if (queries >= 16) { /* the values as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
+        kernel_product product = {out, out_stride, scores, keys, v, WEIGHT_F32, 1, v_stride, NULL, 1.0f, 0, queries, keys};
+        kernel_product_avx512(&product, 0, head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+    } else { /* a decoder step's few queries: each a weighted sum of the value rows */
+        kernel_weighted_rows_avx512(out, out_stride, scores, keys, v, v_stride, queries, keys, head_dim);
+    }
+}
 
 static void attention_head(void *argument, size_t head, float *scratch) {
     const attention_job *job = argument;
@@ -163,13 +175,9 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     }
     kernel_softmax(scores, queries, keys);
     /* out_h[queries, head_dim] = scores · v_h */
-    if (panels && queries >= 16) { /* the values as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
-        kernel_product product = {job->out + offset, job->out_stride, scores, keys, job->v + offset, WEIGHT_F32, 1,
-                                  job->kv_stride, NULL, 1.0f, 0, queries, keys};
-        kernel_product_avx512(&product, 0, job->head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
-    } else if (panels) { /* a decoder step's few queries: each a weighted sum of the value rows */
-        kernel_weighted_rows_avx512(job->out + offset, job->out_stride, scores, keys, job->v + offset, job->kv_stride,
-                                    queries, keys, job->head_dim);
+    if (panels) {
+        weighted_values_avx512(job->out + offset, job->out_stride, scores, queries, keys, job->v + offset,
+                               job->kv_stride, job->head_dim, scratch);
     } else {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)queries, (int)job->head_dim, (int)keys, 1.0f,
                     scores, (int)keys, job->v + offset, (int)job->kv_stride, 0.0f, job->out + offset,
@@ -181,7 +189,37 @@ void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_st
                       const float *v, size_t kv_stride, size_t queries, size_t keys, size_t heads,
                       size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
-    attention_job job = {out, out_stride, q, q_stride, k, v, kv_stride, queries, keys, head_dim, scale, mask, scratch};
+    attention_job job = {out, out_stride, q, q_stride, k, v, kv_stride, queries, keys, head_dim, scale, mask, scratch, 0};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
     pool_for(work > 2e5 ? threads : NULL, heads, attention_head, &job);
+}
+
+static void transposed_head(void *argument, size_t head, float *scratch) {
+    const attention_job *job = argument;
+    size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim;
+    float *scores = job->scratch + head * queries * keys;
+    const float *keys_t = job->k + offset * job->key_stride;
+    if (queries >= 16) { /* the transposed keys as a weight: column j, depth d at keys_t[d·stride + j] */
+        kernel_product product = {scores, keys, job->q + offset, job->q_stride, keys_t, WEIGHT_F32, 1, job->key_stride,
+                                  NULL, job->scale, 0, queries, job->head_dim};
+        kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+    } else { /* each query's scores: a weighted sum of the head's key rows */
+        kernel_weighted_rows_avx512(scores, keys, job->q + offset, job->q_stride, keys_t, job->key_stride, queries,
+                                    job->head_dim, keys);
+        for (size_t i = 0; i < queries * keys; i++) scores[i] *= job->scale;
+    }
+    kernel_softmax(scores, queries, keys);
+    weighted_values_avx512(job->out + offset, job->out_stride, scores, queries, keys, job->v + offset,
+                           job->kv_stride, job->head_dim, scratch);
+}
+
+void kernel_attention_keys_transposed(float *out, size_t out_stride, const float *q, size_t q_stride,
+                                      const float *keys_t, size_t key_stride, const float *v, size_t v_stride,
+                                      size_t queries, size_t keys, size_t heads, size_t head_dim, float scale,
+                                      float *scratch, pool *threads) {
+    pthread_once(&blas_once, blas_single_threaded);
+    attention_job job = {out,  out_stride, q,        q_stride,         keys_t,  v,       v_stride, queries,
+                         keys, head_dim,   scale,    KERNEL_MASK_NONE, scratch, key_stride};
+    double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
+    pool_for(work > 2e5 ? threads : NULL, heads, transposed_head, &job);
 }

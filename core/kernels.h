@@ -133,6 +133,16 @@ typedef enum kernel_mask {
 void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_stride, const float *k,
                       const float *v, size_t kv_stride, size_t queries, size_t keys, size_t heads,
                       size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads);
+/* The same over keys stored transposed per head:
+ * keys_t[(head·head_dim + d)·key_stride + j] is dimension d of key j. For a
+ * caption step's few queries each query's scores are then weighted sums of
+ * rows (kernel_weighted_rows_avx512) rather than many short dot products; 16
+ * queries or more take the panel kernel. No mask. AVX-512 only
+ * (kernel_avx512_available()). */
+void kernel_attention_keys_transposed(float *out, size_t out_stride, const float *q, size_t q_stride,
+                                      const float *keys_t, size_t key_stride, const float *v, size_t v_stride,
+                                      size_t queries, size_t keys, size_t heads, size_t head_dim, float scale,
+                                      float *scratch, pool *threads);
 void kernel_attention_reference(float *out, size_t out_stride, const float *q, size_t q_stride,
                                 const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
                                 size_t heads, size_t head_dim, float scale, kernel_mask mask);

@@ -174,13 +174,21 @@ glimpse_status bert_set_image(const bert_model *model, bert_state *s, const floa
     if (image_token_count > s->max_image_tokens)
         return error_set(GLIMPSE_STATUS_INTERNAL, "%zu image tokens, state made for %zu", image_token_count,
                          s->max_image_tokens);
-    size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size;
+    size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size, room = s->max_image_tokens;
+    s->keys_transposed = kernel_avx512_available();
     for (int l = 0; l < c->layers; l++) {
         const bert_layer *layer = &model->layers[l];
-        float *keys = s->cross_keys + (size_t)l * s->max_image_tokens * h;
-        float *values = s->cross_values + (size_t)l * s->max_image_tokens * h;
-        kernel_project(keys, h, image_tokens, e, &layer->cross_key_weight, layer->cross_key_bias,
+        float *keys = s->cross_keys + (size_t)l * room * h;
+        float *values = s->cross_values + (size_t)l * room * h;
+        /* transposed keys: projected into the values' room first, then turned */
+        float *projected = s->keys_transposed ? values : keys;
+        kernel_project(projected, h, image_tokens, e, &layer->cross_key_weight, layer->cross_key_bias,
                        image_token_count, e, h, 0, threads);
+        if (s->keys_transposed)
+            for (size_t j0 = 0; j0 < image_token_count; j0 += 32) /* 32 tokens at a time: both sides in cache */
+                for (size_t d = 0; d < h; d++)
+                    for (size_t j = j0; j < j0 + 32 && j < image_token_count; j++)
+                        keys[d * room + j] = projected[j * h + d];
         kernel_project(values, h, image_tokens, e, &layer->cross_value_weight,
                        layer->cross_value_bias, image_token_count, e, h, 0, threads);
     }
@@ -232,9 +240,14 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
         if (with_image) {
             kernel_project(s->q, h, s->x, h, &layer->cross_query_weight, layer->cross_query_bias,
                            rows, h, h, 0, threads);
-            kernel_attention(s->context, h, s->q, h, s->cross_keys + (size_t)l * s->max_image_tokens * h,
-                             s->cross_values + (size_t)l * s->max_image_tokens * h, h, rows, s->image_tokens, heads,
-                             head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
+            const float *image_keys = s->cross_keys + (size_t)l * s->max_image_tokens * h;
+            const float *image_values = s->cross_values + (size_t)l * s->max_image_tokens * h;
+            if (s->keys_transposed)
+                kernel_attention_keys_transposed(s->context, h, s->q, h, image_keys, s->max_image_tokens, image_values,
+                                                 h, rows, s->image_tokens, heads, head_dim, scale, s->scores, threads);
+            else
+                kernel_attention(s->context, h, s->q, h, image_keys, image_values, h, rows, s->image_tokens, heads,
+                                 head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
             add_and_norm(model, s, s->context, h, &layer->cross_out_weight, layer->cross_out_bias,
                          layer->cross_norm_weight, layer->cross_norm_bias, rows, threads);
         }

@@ -73,7 +73,10 @@ typedef struct bert_state {
     size_t image_tokens;  /* tokens of the current image */
     float *self_keys, *self_values;     /* [sequences][layers][max_length][h] */
     float *spare_keys, *spare_values;   /* same, for reordering */
-    float *cross_keys, *cross_values;   /* [layers][max_image_tokens][h] */
+    /* [layers][max_image_tokens][h]; with keys_transposed the keys are
+     * [layers][h][max_image_tokens] instead (kernel_attention_keys_transposed) */
+    float *cross_keys, *cross_values;
+    int keys_transposed;                /* where the AVX-512 kernels run */
     float *x, *normed, *q, *context, *mlp; /* [rows, h] ... [rows, intermediate] */
     float *scores;                      /* [heads, max_step, max(max_length, max_image_tokens)] */
     float *logits;                      /* [max_sequences, vocab] */

@@ -232,6 +232,36 @@ static void test_attention_matches_reference(void **state) {
     pool_free(threads);
 }
 
+static void test_attention_keys_transposed(void **state) {
+    (void)state;
+    if (!kernel_avx512_available()) skip(); /* (an AVX-512 kernel; elsewhere the decoder keeps keys in rows) */
+    pool *threads;
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    /* (queries, keys, heads, head_dim): a caption step's 1-15 queries against
+     * BLIP's 577 image tokens and fewer, and 16+ queries (ITM's text) on the panels */
+    const size_t cases[][4] = {{1, 577, 2, 64}, {3, 577, 3, 64}, {15, 100, 2, 70}, {2, 5, 4, 24},
+                               {16, 577, 2, 64}, {35, 50, 3, 24}, {7, 1, 2, 16}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t nq = cases[c][0], nk = cases[c][1], heads = cases[c][2], hd = cases[c][3], width = heads * hd;
+        size_t room = nk + 5; /* keys_t rows longer than the keys, as a state's room for more tokens */
+        float *q = random_array(nq * width), *kv = random_array(nk * 2 * width);
+        float *keys_t = calloc(width * room, sizeof *keys_t);
+        for (size_t j = 0; j < nk; j++)
+            for (size_t d = 0; d < width; d++) keys_t[d * room + j] = kv[j * 2 * width + d];
+        float *fast = malloc(nq * width * sizeof *fast), *slow = malloc(nq * width * sizeof *slow);
+        float *scratch = malloc(heads * nq * nk * sizeof *scratch);
+        float scale = 1.0f / sqrtf((float)hd);
+        kernel_attention_keys_transposed(fast, width, q, width, keys_t, room, kv + width, 2 * width, nq, nk, heads, hd,
+                                         scale, scratch, threads);
+        kernel_attention_reference(slow, width, q, width, kv, kv + width, 2 * width, nq, nk, heads, hd, scale,
+                                   KERNEL_MASK_NONE);
+        double d = relative_difference(fast, slow, nq * width);
+        if (d > 1e-5) fail_msg("transposed-keys attention case %zu differs by %g", c, d);
+        free(q), free(kv), free(keys_t), free(fast), free(slow), free(scratch);
+    }
+    pool_free(threads);
+}
+
 static void test_causal_mask_hides_the_future(void **state) {
     (void)state;
     /* With one head of size 1 and v = position, query 0 can only see key 0. */
@@ -401,7 +431,7 @@ static void test_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference),
+        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_keys_transposed),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
         cmocka_unit_test(test_vector_maths_against_double),
