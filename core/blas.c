@@ -146,7 +146,8 @@ typedef struct attention_job {
 static void weighted_values_avx512(float *out, size_t out_stride, const float *scores, size_t queries, size_t keys,
                                    const float *v, size_t v_stride, size_t head_dim, float *scratch) {
     if (queries >= 16) { /* the values as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
-        kernel_product product = {out, out_stride, scores, keys, v, WEIGHT_F32, 1, v_stride, NULL, 1.0f, 0, queries, keys};
+        kernel_product product = {out,  out_stride, scores, keys, v,       WEIGHT_F32, 1,
+                                  v_stride, NULL, 1.0f, 0,    queries, keys};
         kernel_product_avx512(&product, 0, head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
     } else { /* a decoder step's few queries: each a weighted sum of the value rows */
         kernel_weighted_rows_avx512(out, out_stride, scores, keys, v, v_stride, queries, keys, head_dim);
@@ -160,8 +161,8 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     int panels = kernel_avx512_available();
     /* scores[queries, keys] = scale · q_h · k_hᵀ */
     if (panels) {
-        kernel_product product = {scores, keys, job->q + offset, job->q_stride, job->k + offset, WEIGHT_F32, job->kv_stride,
-                                  1,      NULL, job->scale, 0, queries, job->head_dim};
+        kernel_product product = {scores, keys, job->q + offset, job->q_stride, job->k + offset, WEIGHT_F32,
+                                  job->kv_stride, 1, NULL, job->scale, 0, queries, job->head_dim};
         kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
     } else {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)queries, (int)keys, (int)job->head_dim, job->scale,
@@ -189,7 +190,8 @@ void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_st
                       const float *v, size_t kv_stride, size_t queries, size_t keys, size_t heads,
                       size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
-    attention_job job = {out, out_stride, q, q_stride, k, v, kv_stride, queries, keys, head_dim, scale, mask, scratch, 0};
+    attention_job job = {out,  out_stride, q,     q_stride, k,       v, kv_stride, queries,
+                         keys, head_dim,   scale, mask,     scratch, 0};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
     pool_for(work > 2e5 ? threads : NULL, heads, attention_head, &job);
 }

@@ -306,7 +306,10 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     float *panel = stack_panel, *widened = stack_widened;
     size_t panel_depth = STACK_PANEL_DEPTH, panels = 1; /* panels per pass over the columns */
     if (type == WEIGHT_F32) {
-        if (scratch && scratch_floats / PANEL_ROWS > panel_depth) panel_depth = scratch_floats / PANEL_ROWS, panel = scratch;
+        if (scratch && scratch_floats / PANEL_ROWS > panel_depth) {
+            panel_depth = scratch_floats / PANEL_ROWS;
+            panel = scratch;
+        }
     } else if (scratch && scratch_floats / (PANEL_ROWS + MICRO_COLUMNS) > panel_depth) {
         /* 16-bit weights: each micro-kernel's columns are widened once per
          * pass, so a pass takes as many panels as the scratch holds beside them */

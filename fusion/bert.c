@@ -284,7 +284,8 @@ static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const
 
 glimpse_status bert_decode_step(const bert_model *model, bert_state *s, const int32_t *ids, size_t sequences,
                                 size_t step, pool *threads) {
-    if (!model->head_decoder_weight.data) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this text model has no LM head");
+    if (!model->head_decoder_weight.data)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this text model has no LM head");
     glimpse_status status = embed_tokens(model, s, ids, sequences, step);
     if (status) return status;
     run_layers(model, s, sequences, step, 1, 1, threads);

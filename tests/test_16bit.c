@@ -225,7 +225,8 @@ static void test_itm_bfloat16_as_float32(void **state) {
     const char *texts[] = {"a red circle", "two blue squares", "a cup of coffee"};
     for (int mode = 0; mode < 2; mode++) {
         float x[PICTURES * 3], y[PICTURES * 3];
-        glimpse_model *a = load_model(half, GLIMPSE_PRECISION_FLOAT32), *b = load_model(wide, GLIMPSE_PRECISION_FLOAT32);
+        glimpse_model *a = load_model(half, GLIMPSE_PRECISION_FLOAT32);
+        glimpse_model *b = load_model(wide, GLIMPSE_PRECISION_FLOAT32);
         if (!mode) expect_kept_16bit(a);
         glimpse_context *ca, *cb;
         assert_int_equal(glimpse_context_create(a, NULL, &ca), GLIMPSE_OK);
