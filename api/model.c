@@ -196,9 +196,10 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
         glimpse_model_free(model);
         return status;
     }
-    log_message(GLIMPSE_LOG_LEVEL_INFO, "loaded %s from %s: %zu parameters, %s weights%s%s", model->architecture,
-                model->folder, weight_store_parameters(model->store), weight_store_dtype(model->store),
-                strcmp(weight_store_dtype(model->store), "F32") ? " (widened to float32 at load)" : "",
+    log_message(GLIMPSE_LOG_LEVEL_INFO, "loaded %s from %s: %zu parameters, %s weights (%.1f MB mapped, %.1f MB copied "
+                "to float32)%s", model->architecture, model->folder, weight_store_parameters(model->store),
+                weight_store_dtype(model->store), weight_store_bytes(model->store) / 1e6,
+                weight_store_copied_bytes(model->store) / 1e6,
                 model->precision == GLIMPSE_PRECISION_INT8 ? "; projections quantized to int8" : "");
     *out = model;
     return GLIMPSE_OK;

@@ -78,8 +78,8 @@ typedef enum glimpse_log_level {
     GLIMPSE_LOG_LEVEL_WARNING = 2
 } glimpse_log_level;
 
-/* Receives the library's diagnostics (what a model load found, weights
- * widened from 16 bits, ...). The message is valid during the call only.
+/* Receives the library's diagnostics (what a model load found, how many
+ * bytes it mapped and copied, ...). The message is valid during the call only.
  * May be called from any thread that calls into glimpse. */
 typedef void (*glimpse_log_callback)(void *user, glimpse_log_level level, const char *message);
 
