@@ -36,8 +36,7 @@ float kernel_bf16_to_f32(uint16_t half) {
 }
 
 void kernel_weight_row_add(float *out, const kernel_weight *weight, size_t row, size_t width, const float *add) {
-    size_t element = weight->type == WEIGHT_F32 ? sizeof(float) : sizeof(uint16_t);
-    kernel_widen(out, (const char *)weight->data + row * width * element, weight->type, width);
+    kernel_widen(out, (const char *)weight->data + row * width * weight_type_bytes(weight->type), weight->type, width);
     for (size_t i = 0; i < width; i++) out[i] += add[i];
 }
 

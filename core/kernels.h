@@ -26,6 +26,8 @@ typedef struct kernel_weight {
     const struct kernel_q8 *q8;
 } kernel_weight;
 static inline kernel_weight kernel_weight_f32(const float *data) { return (kernel_weight){data, WEIGHT_F32, NULL}; }
+/* Bytes of one stored value. */
+static inline size_t weight_type_bytes(weight_type type) { return type == WEIGHT_F32 ? 4 : 2; }
 
 /* Exact widening of one float16 / bfloat16 value, and of n values of any type. */
 float kernel_f16_to_f32(uint16_t half);

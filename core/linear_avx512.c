@@ -59,8 +59,6 @@ static inline __attribute__((always_inline)) __m512 load_weights_tail(const void
     return load_weights(copy, 0, type);
 }
 
-static inline size_t weight_bytes(weight_type type) { return type == WEIGHT_F32 ? sizeof(float) : sizeof(uint16_t); }
-
 /* ------------------------------------------------------------ dot products */
 
 #define DOT_ROWS 4
@@ -81,7 +79,7 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
                                                             size_t weight_stride, size_t depth, const float *bias,
                                                             float scale, int accumulate, int first, const int rows,
                                                             const int columns, const weight_type type) {
-    const size_t element = weight_bytes(type);
+    const size_t element = weight_type_bytes(type);
     const char *bytes = weight;
     const size_t tile_bytes = DOT_COLUMNS * weight_stride * element;
     const size_t ahead = tile_bytes < DOT_PREFETCH_MAX ? tile_bytes : DOT_PREFETCH_MAX;
@@ -161,7 +159,7 @@ static void dot_block(float *out, size_t out_stride, const float *in, size_t in_
             for (size_t r = r0; r < row_end; r += DOT_ROWS) {
                 int tile_rows = (int)(row_end - r < DOT_ROWS ? row_end - r : DOT_ROWS);
                 tile(out + r * out_stride + c, out_stride, in + r * in_stride, in_stride,
-                     bytes + c * weight_stride * weight_bytes(type), weight_stride, depth, bias ? bias + c : NULL,
+                     bytes + c * weight_stride * weight_type_bytes(type), weight_stride, depth, bias ? bias + c : NULL,
                      scale, accumulate, first, tile_rows, tile_columns);
             }
         }
@@ -269,7 +267,7 @@ static void micro_any(float *out, size_t out_stride, const float *panel, size_t 
 static void widen_columns(float *widened, const void *weight, weight_type type, size_t column_stride, size_t columns,
                           size_t depth) {
     for (size_t c = 0; c < columns; c++) {
-        const char *column = (const char *)weight + c * column_stride * weight_bytes(type);
+        const char *column = (const char *)weight + c * column_stride * weight_type_bytes(type);
         float *to = widened + c * depth;
         size_t k = 0;
         if (type == WEIGHT_F16)
@@ -288,7 +286,7 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     size_t rows = p->rows, depth_total = p->depth, cs = p->column_stride, ds = p->depth_stride;
     size_t in_stride = p->in_stride, out_stride = p->out_stride;
     weight_type type = p->weight_type;
-    size_t element = weight_bytes(type);
+    size_t element = weight_type_bytes(type);
     const char *w = (const char *)p->weight + first_column * cs * element;
     const float *in = p->in, *b = p->bias ? p->bias + first_column : NULL;
     float *out = p->out + first_column;

@@ -9,13 +9,8 @@
 #include "error.h"
 #include "kernels.h"
 
-glimpse_status kernel_q8_quantize(kernel_q8 *q, const float *weight, size_t out_features, size_t in_features) {
-    kernel_weight w = kernel_weight_f32(weight);
-    return kernel_q8_quantize_weight(q, &w, out_features, in_features);
-}
-
-glimpse_status kernel_q8_quantize_weight(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
-                                         size_t in_features) {
+glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
+                                  size_t in_features) {
     memset(q, 0, sizeof *q);
     size_t depth = (in_features + 3) / 4 * 4;
     q->weight = calloc(out_features * depth, 1);
@@ -29,7 +24,7 @@ glimpse_status kernel_q8_quantize_weight(kernel_q8 *q, const kernel_weight *weig
     }
     q->out_features = out_features, q->in_features = in_features, q->depth = depth;
     int vector = q8_vnni_available();
-    size_t element = weight->type == WEIGHT_F32 ? sizeof(float) : sizeof(uint16_t);
+    size_t element = weight_type_bytes(weight->type);
     for (size_t o = 0; o < out_features; o++) {
         const void *stored = (const char *)weight->data + o * in_features * element;
         const float *row = stored;
@@ -159,7 +154,7 @@ glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_feature
     }
     kernel_q8 *q = malloc(sizeof *q);
     if (!q) return ERROR_OOM();
-    glimpse_status status = kernel_q8_quantize_weight(q, weight, out_features, in_features);
+    glimpse_status status = kernel_q8_quantize(q, weight, out_features, in_features);
     if (status) {
         free(q);
         return status;

@@ -22,11 +22,10 @@ typedef struct kernel_q8 {
     size_t out_features, in_features, depth; /* depth: in_features rounded up to a multiple of 4 */
 } kernel_q8;
 
-/* Quantizes weight[out_features, in_features]; q owns what it allocates. */
-glimpse_status kernel_q8_quantize(kernel_q8 *q, const float *weight, size_t out_features, size_t in_features);
-/* The same from a weight of any type (16-bit ones widened a row at a time). */
-glimpse_status kernel_q8_quantize_weight(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
-                                         size_t in_features);
+/* Quantizes weight[out_features, in_features] of any type (16-bit ones
+ * widened a row at a time); q owns what it allocates. */
+glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
+                                  size_t in_features);
 void kernel_q8_free(kernel_q8 *q);
 
 /* out[rows, out_features] (+)= dequantized(quantized(in) · qᵀ) + bias ("+=" when accumulate). */

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             weight_store_get_matrix(store, &matrix, entry->shape[0], entry->shape[1], "%s", entry->name) ==
                 GLIMPSE_OK &&
             entry->elements)
-            sink ^= ((const uint8_t *)matrix.data)[entry->elements * (matrix.type == WEIGHT_F32 ? 4 : 2) - 1];
+            sink ^= ((const uint8_t *)matrix.data)[entry->elements * weight_type_bytes(matrix.type) - 1];
     }
     (void)sink;
     weight_store_free(store);

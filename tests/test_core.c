@@ -118,8 +118,9 @@ static void test_linear_16bit_weights(void **state) {
             /* int8 from 16-bit weights: the same as from their widening */
             kernel_q8 from_half, from_wide;
             kernel_weight w = {half, type, NULL};
-            assert_int_equal(kernel_q8_quantize_weight(&from_half, &w, out, in), GLIMPSE_OK);
-            assert_int_equal(kernel_q8_quantize(&from_wide, wide, out, in), GLIMPSE_OK);
+            kernel_weight w_wide = kernel_weight_f32(wide);
+            assert_int_equal(kernel_q8_quantize(&from_half, &w, out, in), GLIMPSE_OK);
+            assert_int_equal(kernel_q8_quantize(&from_wide, &w_wide, out, in), GLIMPSE_OK);
             assert_memory_equal(from_half.weight, from_wide.weight, out * from_wide.depth);
             assert_memory_equal(from_half.scale, from_wide.scale, out * sizeof(float));
             assert_memory_equal(from_half.sum, from_wide.sum, out * sizeof(int32_t));
@@ -144,7 +145,8 @@ static void test_linear_q8_matches_integer_reference(void **state) {
         float *fast = calloc(rows * out_stride, sizeof *fast), *exact = calloc(rows * out_stride, sizeof *exact);
         float *real = calloc(rows * out_stride, sizeof *real);
         kernel_q8 q;
-        assert_int_equal(kernel_q8_quantize(&q, w, out, in), GLIMPSE_OK);
+        kernel_weight weight = kernel_weight_f32(w);
+        assert_int_equal(kernel_q8_quantize(&q, &weight, out, in), GLIMPSE_OK);
         for (size_t c = 0; c < out; c++) { /* the weights: per-row scale, rounding to nearest even, the sums */
             float largest = 0;
             for (size_t k = 0; k < in; k++) largest = fmaxf(largest, fabsf(w[c * in + k]));
