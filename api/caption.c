@@ -177,7 +177,7 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, const glimpse_image 
     for (size_t first = 0; first < count && !status; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
-        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ctx->threads);
+        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
             vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
             status = caption_one(ctx, first + b, p, prompt, prompt_length, &out[first + b]);

@@ -124,7 +124,7 @@ glimpse_status glimpse_embed_images(glimpse_context *ctx, const glimpse_image *c
         size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
         glimpse_status status = context_preprocess(ctx, images + first, batch, first);
         if (status) return status;
-        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ctx->threads);
+        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
         for (size_t b = 0; b < batch; b++) vit_embed(&model->vision, ctx->vision, b, out + (first + b) * dim);
         if ((status = context_progress(ctx, first + batch, count))) return status;
     }
@@ -149,7 +149,9 @@ glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *text
             status = clip_tokenizer_encode(model->tokenizer, texts[first + b], positions, ids + rows, &lengths[b]);
             rows += lengths[b];
         }
-        if (!status) status = clip_text_forward(&model->text, ctx->text, ids, lengths, batch, ctx->threads);
+        if (!status)
+            status = clip_text_forward(&model->text, ctx->text, ids, lengths, batch, ENCODER_OUTPUT_POOLED_ROWS,
+                                       ctx->threads);
         rows = 0;
         for (size_t b = 0; b < batch && !status; b++) {
             clip_text_embed(&model->text, ctx->text, rows, ids + rows, lengths[b], out + (first + b) * dim);

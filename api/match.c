@@ -85,15 +85,18 @@ glimpse_status glimpse_match(glimpse_context *ctx, const glimpse_image *const *i
     for (size_t first = 0; !status && first < image_count; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = image_count - first < CONTEXT_IMAGE_BATCH ? image_count - first : CONTEXT_IMAGE_BATCH;
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
-        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ctx->threads);
+        /* ITC reads the class token alone; ITM cross-attends to every token */
+        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch,
+                    mode == GLIMPSE_MATCH_ITC ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
             float *row = scores + (first + b) * text_count;
-            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
             if (mode == GLIMPSE_MATCH_ITC) {
+                vit_pooled(&model->vision, ctx->vision, b, ctx->image_tokens);
                 itm_image_feature(&model->itm, ctx->image_tokens, image_feature);
                 retrieval_logits(row, image_feature, 1, text_features, text_count, shared, 1.0f); /* cosines */
                 continue;
             }
+            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
             status = bert_set_image(encoder, ctx->decoder, ctx->image_tokens, model->vision.tokens, ctx->threads);
             for (size_t t = 0; t < text_count && !status; t++) {
                 status = bert_encode(encoder, ctx->decoder, ids + starts[t], lengths[t], 1, ctx->threads);

@@ -109,6 +109,18 @@ void encoder_scratch_carve(encoder_scratch *scratch, float *memory, const encode
     scratch->scores = scratch->mlp + rows * shape->intermediate;
 }
 
+/* The feed-forward sub-layer on x[rows, hidden] in place. */
+static void feed_forward(float *x, const encoder_layer *layer, const encoder_shape *shape, size_t rows,
+                         const encoder_scratch *scratch, pool *threads) {
+    size_t hidden = shape->hidden;
+    layernorm_rows(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon, threads);
+    kernel_project(scratch->mlp, shape->intermediate, scratch->normed, hidden, &layer->fc1_weight, layer->fc1_bias,
+                   rows, hidden, shape->intermediate, 0, threads);
+    activation_rows(shape->act, scratch->mlp, rows, shape->intermediate, threads);
+    kernel_project(x, hidden, scratch->mlp, shape->intermediate, &layer->fc2_weight, layer->fc2_bias, rows,
+                   shape->intermediate, hidden, 1, threads);
+}
+
 void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_shape *shape, const size_t *lengths,
                            size_t sequences, const encoder_scratch *scratch, pool *threads) {
     size_t hidden = shape->hidden, rows = 0;
@@ -141,11 +153,52 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
     kernel_project(x, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, rows, hidden, hidden, 1,
                    threads);
 
-    /* feed-forward sub-layer */
-    layernorm_rows(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon, threads);
-    kernel_project(scratch->mlp, shape->intermediate, scratch->normed, hidden, &layer->fc1_weight, layer->fc1_bias,
-                   rows, hidden, shape->intermediate, 0, threads);
-    activation_rows(shape->act, scratch->mlp, rows, shape->intermediate, threads);
-    kernel_project(x, hidden, scratch->mlp, shape->intermediate, &layer->fc2_weight, layer->fc2_bias, rows,
-                   shape->intermediate, hidden, 1, threads);
+    feed_forward(x, layer, shape, rows, scratch, threads);
+}
+
+void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const encoder_shape *shape,
+                                  const size_t *lengths, const size_t *pooled, size_t sequences,
+                                  const encoder_scratch *scratch, pool *threads) {
+    size_t hidden = shape->hidden, rows = 0;
+    for (size_t s = 0; s < sequences; s++) rows += lengths[s];
+    size_t head_dim = hidden / shape->heads;
+    float scale = 1.0f / sqrtf((float)head_dim);
+
+    /* Keys and values of every row, the query of the pooled rows only. */
+    layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon, threads);
+    float *qkv = scratch->qkv, *queries;
+    if (layer->qkv_weight.data) { /* fused: one product for all three, queries read in place */
+        kernel_project(qkv, 3 * hidden, scratch->normed, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden,
+                       3 * hidden, 0, threads);
+        queries = scratch->normed; /* [sequences, hidden], gathered below */
+        for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
+            memcpy(queries + s * hidden, qkv + (start + pooled[s]) * 3 * hidden, hidden * sizeof(float));
+    } else {
+        float *picked = scratch->context; /* the pooled rows' normed inputs, [sequences, hidden] */
+        for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
+            memcpy(picked + s * hidden, scratch->normed + (start + pooled[s]) * hidden, hidden * sizeof(float));
+        kernel_project(qkv + hidden, 3 * hidden, scratch->normed, hidden, &layer->k_weight, layer->k_bias, rows, hidden,
+                       hidden, 0, threads);
+        kernel_project(qkv + 2 * hidden, 3 * hidden, scratch->normed, hidden, &layer->v_weight, layer->v_bias, rows,
+                       hidden, hidden, 0, threads);
+        queries = scratch->normed; /* free again once the keys and values are made */
+        kernel_project(queries, hidden, picked, hidden, &layer->q_weight, layer->q_bias, sequences, hidden, hidden, 0,
+                       threads);
+    }
+    for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++) {
+        const float *k = qkv + start * 3 * hidden;
+        size_t keys = shape->mask == KERNEL_MASK_CAUSAL ? pooled[s] + 1 : lengths[s];
+        kernel_attention(scratch->context + s * hidden, hidden, queries + s * hidden, hidden, k + hidden,
+                         k + 2 * hidden, 3 * hidden, 1, keys, shape->heads, head_dim, scale, KERNEL_MASK_NONE,
+                         scratch->scores, threads);
+    }
+    /* The rest of the layer on the pooled rows, gathered, then put back. */
+    float *kept = scratch->qkv; /* [sequences, hidden] */
+    for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
+        memcpy(kept + s * hidden, x + (start + pooled[s]) * hidden, hidden * sizeof(float));
+    kernel_project(kept, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, sequences, hidden,
+                   hidden, 1, threads);
+    feed_forward(kept, layer, shape, sequences, scratch, threads);
+    for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
+        memcpy(x + (start + pooled[s]) * hidden, kept + s * hidden, hidden * sizeof(float));
 }

@@ -81,7 +81,7 @@ static void test_image_embeds_and_first_logits(void **state) {
         double d = relative_difference(pixels, fixture_tensor(f->reference, name, plane), plane);
         note_difference("blip pixel_values", d);
         assert_true(d <= 1e-6);
-        vit_forward(&m->vision, vision, pixels, 1, NULL);
+        vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
         vit_post_norm_all(&m->vision, vision, 0, embeds);
         snprintf(name, sizeof name, "image_embeds.%d", i);
         d = relative_difference(embeds, fixture_tensor(f->reference, name, tokens * hidden), tokens * hidden);

@@ -125,7 +125,7 @@ static void test_itm_logits(void **state) {
     assert_int_equal(bert_state_create(&m->text_encoder, 1, 64, 64, m->vision.tokens, &encoder), GLIMPSE_OK);
     for (size_t i = 0; i < f->image_count; i++) {
         assert_int_equal(context_preprocess(ctx, (const glimpse_image *const *)&f->images[i], 1, 0), GLIMPSE_OK);
-        vit_forward(&m->vision, ctx->vision, ctx->pixel_values, 1, NULL);
+        vit_forward(&m->vision, ctx->vision, ctx->pixel_values, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
         vit_post_norm_all(&m->vision, ctx->vision, 0, ctx->image_tokens);
         assert_int_equal(bert_set_image(&m->text_encoder, encoder, ctx->image_tokens, m->vision.tokens, NULL), GLIMPSE_OK);
         for (size_t t = 0; t < f->text_count; t++) {

@@ -102,7 +102,7 @@ static void test_vision_tower(void **state) {
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
     assert_int_equal(vit_state_create(vision, n, &run), GLIMPSE_OK);
-    vit_forward(vision, run, pixels, n, threads);
+    vit_forward(vision, run, pixels, n, ENCODER_OUTPUT_ALL_ROWS, threads);
     const float *hidden_expected = fixture_tensor(f->reference, "vision_last_hidden_state", n * tokens * hidden);
     double d = relative_difference(run->hidden, hidden_expected, n * tokens * hidden);
     note_difference("vision_last_hidden_state", d);
@@ -110,15 +110,22 @@ static void test_vision_tower(void **state) {
     const float *pooled_expected = fixture_tensor(f->reference, "vision_pooled", n * hidden);
     const float *embeds_expected = fixture_tensor(f->reference, "image_embeds", n * dim);
     float pooled[hidden], embed[dim];
-    for (size_t b = 0; b < n; b++) {
-        vit_pooled(vision, run, b, pooled);
-        d = relative_difference(pooled, pooled_expected + b * hidden, hidden);
-        note_difference("vision_pooled", d);
-        assert_true(d <= TOLERANCE);
-        vit_embed(vision, run, b, embed);
-        d = relative_difference(embed, embeds_expected + b * dim, dim);
-        note_difference("image_embeds", d);
-        assert_true(d <= TOLERANCE);
+    /* the pooled output from every token's last layer, then from the class tokens' alone */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) {
+            memset(run->hidden, 0, n * tokens * hidden * sizeof(float));
+            vit_forward(vision, run, pixels, n, ENCODER_OUTPUT_POOLED_ROWS, threads);
+        }
+        for (size_t b = 0; b < n; b++) {
+            vit_pooled(vision, run, b, pooled);
+            d = relative_difference(pooled, pooled_expected + b * hidden, hidden);
+            note_difference(pass ? "vision_pooled (class rows only)" : "vision_pooled", d);
+            assert_true(d <= TOLERANCE);
+            vit_embed(vision, run, b, embed);
+            d = relative_difference(embed, embeds_expected + b * dim, dim);
+            note_difference(pass ? "image_embeds (class rows only)" : "image_embeds", d);
+            assert_true(d <= TOLERANCE);
+        }
     }
     vit_state_free(run);
     pool_free(threads);
@@ -164,7 +171,7 @@ static void test_text_tower(void **state) {
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
     assert_int_equal(clip_text_state_create(text, n, &run), GLIMPSE_OK);
-    assert_int_equal(clip_text_forward(text, run, ids, lengths, n, threads), GLIMPSE_OK);
+    assert_int_equal(clip_text_forward(text, run, ids, lengths, n, ENCODER_OUTPUT_ALL_ROWS, threads), GLIMPSE_OK);
     const float *hidden_expected = fixture_tensor(f->reference, "text_last_hidden_state", n * positions * hidden);
     const float *embeds_expected = fixture_tensor(f->reference, "text_embeds", n * dim);
     rows = 0;
@@ -178,6 +185,17 @@ static void test_text_tower(void **state) {
         clip_text_embed(text, run, rows, ids + rows, lengths[t], embed);
         d = relative_difference(embed, embeds_expected + t * dim, dim);
         note_difference("text_embeds", d);
+        assert_true(d <= TOLERANCE);
+        rows += lengths[t];
+    }
+    /* the embeddings again from the pooled rows' last layer alone */
+    memset(run->hidden, 0, rows * hidden * sizeof(float));
+    assert_int_equal(clip_text_forward(text, run, ids, lengths, n, ENCODER_OUTPUT_POOLED_ROWS, threads), GLIMPSE_OK);
+    rows = 0;
+    for (size_t t = 0; t < n; t++) {
+        clip_text_embed(text, run, rows, ids + rows, lengths[t], embed);
+        double d = relative_difference(embed, embeds_expected + t * dim, dim);
+        note_difference("text_embeds (pooled rows only)", d);
         assert_true(d <= TOLERANCE);
         rows += lengths[t];
     }

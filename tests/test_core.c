@@ -274,6 +274,61 @@ static void test_causal_mask_hides_the_future(void **state) {
     assert_float_equal(out[2], 20.0f, 1e-5);
 }
 
+/* encoder_layer_forward_pooled against the whole layer: the pooled row of each
+ * sequence (first, middle, last) matches, every other row is left as it came,
+ * with separate or fused q/k/v and with or without the causal mask. */
+static void test_encoder_layer_pooled_rows(void **state) {
+    (void)state;
+    pool *threads;
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    const size_t hidden = 32, heads = 4, inter = 80, lengths[3] = {7, 12, 5}, pooled[3] = {6, 4, 0}, rows = 24;
+    float *weights = random_array(4 * hidden * hidden + 2 * hidden * inter), *biases = random_array(6 * hidden + inter);
+    float *ones = malloc(hidden * sizeof *ones), *zeros = calloc(hidden, sizeof *zeros);
+    for (size_t i = 0; i < hidden; i++) ones[i] = 1.0f;
+    for (size_t i = 0; i < 4 * hidden * hidden + 2 * hidden * inter; i++) weights[i] *= 0.2f; /* ~1/sqrt(fan-in) */
+    for (int fused = 0; fused < 2; fused++)
+        for (int m = 0; m < 2; m++) {
+            encoder_layer layer = {0};
+            layer.norm1_weight = layer.norm2_weight = ones, layer.norm1_bias = layer.norm2_bias = zeros;
+            if (fused) {
+                layer.qkv_weight = kernel_weight_f32(weights), layer.qkv_bias = biases;
+            } else {
+                layer.q_weight = kernel_weight_f32(weights), layer.q_bias = biases;
+                layer.k_weight = kernel_weight_f32(weights + hidden * hidden), layer.k_bias = biases + hidden;
+                layer.v_weight = kernel_weight_f32(weights + 2 * hidden * hidden), layer.v_bias = biases + 2 * hidden;
+            }
+            layer.out_weight = kernel_weight_f32(weights + 3 * hidden * hidden), layer.out_bias = biases + 3 * hidden;
+            layer.fc1_weight = kernel_weight_f32(weights + 4 * hidden * hidden), layer.fc1_bias = biases + 4 * hidden;
+            layer.fc2_weight = kernel_weight_f32(weights + 4 * hidden * hidden + hidden * inter);
+            layer.fc2_bias = biases + 4 * hidden + inter;
+            encoder_shape shape = {hidden, heads, inter, 1e-5f, ACTIVATION_QUICK_GELU,
+                                   m ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE};
+            float *memory = malloc(encoder_scratch_floats(&shape, rows, 12) * sizeof(float));
+            encoder_scratch scratch;
+            encoder_scratch_carve(&scratch, memory, &shape, rows, 12);
+            float *input = random_array(rows * hidden), *whole = malloc(rows * hidden * sizeof *whole);
+            float *part = malloc(rows * hidden * sizeof *part);
+            memcpy(whole, input, rows * hidden * sizeof *whole);
+            memcpy(part, input, rows * hidden * sizeof *part);
+            encoder_layer_forward(whole, &layer, &shape, lengths, 3, &scratch, threads);
+            encoder_layer_forward_pooled(part, &layer, &shape, lengths, pooled, 3, &scratch, threads);
+            for (size_t s = 0, start = 0; s < 3; start += lengths[s], s++)
+                for (size_t t = 0; t < lengths[s]; t++) {
+                    size_t row = (start + t) * hidden;
+                    if (t == pooled[s]) {
+                        double d = relative_difference(part + row, whole + row, hidden);
+                        if (d > 1e-5)
+                            fail_msg("fused %d mask %d sequence %zu: pooled row differs by %g", fused, m, s, d);
+                    } else if (memcmp(part + row, input + row, hidden * sizeof(float)) != 0) {
+                        fail_msg("fused %d mask %d sequence %zu: row %zu was changed", fused, m, s, t);
+                    }
+                }
+            free(memory), free(input), free(whole), free(part);
+        }
+    free(weights), free(biases), free(ones), free(zeros);
+    pool_free(threads);
+}
+
 static void test_layernorm(void **state) {
     (void)state;
     float x[5] = {1, 2, 3, 4, 10}, weight[5] = {1, 2, 1, 1, 0.5f}, bias[5] = {0, 1, 0, -1, 0}, y[5];
@@ -434,7 +489,8 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_keys_transposed),
-        cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
+        cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
+        cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
         cmocka_unit_test(test_vector_maths_against_double),
         cmocka_unit_test(test_pool_runs_every_index_once), cmocka_unit_test(test_strmap),

@@ -123,7 +123,7 @@ static void first_step_logits(glimpse_model *m, glimpse_image *image, pool *thre
     assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_OK);
     assert_int_equal(bert_state_create(&m->text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_OK);
     assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_OK);
-    vit_forward(&m->vision, vision, pixels, 1, threads);
+    vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, threads);
     vit_post_norm_all(&m->vision, vision, 0, embeds);
     assert_int_equal(bert_set_image(&m->text_decoder, decoder, embeds, tokens, threads), GLIMPSE_OK);
     int32_t start = m->start_id;

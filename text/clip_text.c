@@ -83,9 +83,11 @@ glimpse_status clip_text_state_create(const clip_text_model *model, size_t max_s
     encoder_shape shape = shape_of(model);
     size_t positions = (size_t)model->config.max_positions;
     state->max_rows = max_sequences * positions;
+    state->max_sequences = max_sequences;
     state->hidden = malloc(state->max_rows * shape.hidden * sizeof(float));
     state->memory = malloc(encoder_scratch_floats(&shape, state->max_rows, positions) * sizeof(float));
-    if (!state->hidden || !state->memory) {
+    state->pooled = malloc(max_sequences * sizeof *state->pooled);
+    if (!state->hidden || !state->memory || !state->pooled) {
         clip_text_state_free(state);
         return ERROR_OOM();
     }
@@ -98,11 +100,12 @@ void clip_text_state_free(clip_text_state *state) {
     if (!state) return;
     free(state->hidden);
     free(state->memory);
+    free(state->pooled);
     free(state);
 }
 
 glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *state, const int32_t *ids,
-                                 const size_t *lengths, size_t sequences, pool *threads) {
+                                 const size_t *lengths, size_t sequences, encoder_output output, pool *threads) {
     const clip_text_config *c = &model->config;
     const clip_text_weights *w = &model->weights;
     size_t hidden = (size_t)c->hidden_size, rows = 0;
@@ -112,7 +115,8 @@ glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *
                              lengths[s], c->max_positions);
         rows += lengths[s];
     }
-    if (rows > state->max_rows) return error_set(GLIMPSE_STATUS_INTERNAL, "text batch larger than its state");
+    if (rows > state->max_rows || sequences > state->max_sequences)
+        return error_set(GLIMPSE_STATUS_INTERNAL, "text batch larger than its state");
     size_t row = 0;
     for (size_t s = 0; s < sequences; s++)
         for (size_t t = 0; t < lengths[s]; t++, row++) {
@@ -124,10 +128,23 @@ glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *
                                   w->position_embedding + t * hidden);
         }
     encoder_shape shape = shape_of(model);
-    for (int l = 0; l < c->layers; l++)
+    if (output == ENCODER_OUTPUT_ALL_ROWS) {
+        for (int l = 0; l < c->layers; l++)
+            encoder_layer_forward(state->hidden, &w->layers[l], &shape, lengths, sequences, &state->scratch, threads);
+        kernel_layernorm(state->hidden, state->hidden, w->final_norm_weight, w->final_norm_bias, rows, hidden,
+                         c->layer_norm_eps);
+        return GLIMPSE_OK;
+    }
+    for (size_t s = 0, first = 0; s < sequences; first += lengths[s], s++)
+        state->pooled[s] = clip_text_pool_index(model, ids + first, lengths[s]);
+    for (int l = 0; l + 1 < c->layers; l++)
         encoder_layer_forward(state->hidden, &w->layers[l], &shape, lengths, sequences, &state->scratch, threads);
-    kernel_layernorm(state->hidden, state->hidden, w->final_norm_weight, w->final_norm_bias, rows, hidden,
-                     c->layer_norm_eps);
+    encoder_layer_forward_pooled(state->hidden, &w->layers[c->layers - 1], &shape, lengths, state->pooled, sequences,
+                                 &state->scratch, threads);
+    for (size_t s = 0, first = 0; s < sequences; first += lengths[s], s++) {
+        float *row = state->hidden + (first + state->pooled[s]) * hidden;
+        kernel_layernorm(row, row, w->final_norm_weight, w->final_norm_bias, 1, hidden, c->layer_norm_eps);
+    }
     return GLIMPSE_OK;
 }
 

@@ -41,9 +41,10 @@ void clip_text_model_free(clip_text_model *model);
 glimpse_status clip_text_model_quantize(clip_text_model *model, q8_set *set);
 
 typedef struct clip_text_state {
-    size_t max_rows;
+    size_t max_rows, max_sequences;
     float *hidden; /* [rows, hidden]: after the final LayerNorm */
     float *memory;
+    size_t *pooled; /* [max_sequences]: each sequence's pooled position, for ENCODER_OUTPUT_POOLED_ROWS */
     encoder_scratch scratch;
 } clip_text_state;
 
@@ -53,9 +54,11 @@ void clip_text_state_free(clip_text_state *state);
 
 /* Runs `sequences` token sequences packed back to back (ids, with
  * lengths[s] each, every length in 1..max_positions). state->hidden then
- * holds the last hidden state of every token. */
+ * holds the last hidden state of every token (ENCODER_OUTPUT_ALL_ROWS), or
+ * only of each sequence's pooled token (ENCODER_OUTPUT_POOLED_ROWS, all
+ * clip_text_embed needs; the other rows are left unfinished). */
 glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *state, const int32_t *ids,
-                                 const size_t *lengths, size_t sequences, pool *threads);
+                                 const size_t *lengths, size_t sequences, encoder_output output, pool *threads);
 
 /* The position pooled for a sequence (first end token, or the legacy argmax). */
 size_t clip_text_pool_index(const clip_text_model *model, const int32_t *ids, size_t length);

@@ -94,16 +94,23 @@ static uint8_t *make_png(size_t *size) {
     return out.bytes;
 }
 
-static double vision_flops(const vit_model *v, int batch) {
-    double h = v->config.hidden_size, inter = v->config.intermediate_size, t = (double)v->tokens;
-    double patch = 3.0 * v->config.patch_size * v->config.patch_size;
+/* FLOPs of `layers` encoder layers over t tokens; with `pooled`, the last
+ * layer makes keys and values for every token and the rest for one. */
+static double encoder_flops(double layers, double t, double h, double inter, int pooled) {
     double layer = 2 * t * (4 * h * h + 2 * h * inter) + 4 * t * t * h;
-    return batch * (layer * v->config.layers + 2 * (t - 1) * patch * h);
+    if (!pooled) return layers * layer;
+    return (layers - 1) * layer + 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + 4 * t * h;
+}
+
+static double vision_flops(const vit_model *v, int batch, int pooled) {
+    double h = v->config.hidden_size, t = (double)v->tokens;
+    double patch = 3.0 * v->config.patch_size * v->config.patch_size;
+    double layers = encoder_flops(v->config.layers, t, h, v->config.intermediate_size, pooled);
+    return batch * (layers + 2 * (t - 1) * patch * h);
 }
 
 static double text_flops(const clip_text_model *m, int batch, double t) {
-    double h = m->config.hidden_size, inter = m->config.intermediate_size;
-    return batch * m->config.layers * (2 * t * (4 * h * h + 2 * h * inter) + 4 * t * t * h);
+    return batch * encoder_flops(m->config.layers, t, m->config.hidden_size, m->config.intermediate_size, 1);
 }
 
 static double decoder_step_flops(const bert_model *m, double sequences, double cached, double image_tokens) {
@@ -174,26 +181,36 @@ int command_bench(int argc, char **argv) {
             times[r] = cli_now() - start;
         }
         report(&b, "preprocess", NULL, median(times, b.runs), 0, 1);
-        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, (size_t)b.batch, ctx->threads); /* warm-up */
+        /* as the library runs it: CLIP embeddings need the class tokens' last layer alone, captions every token's */
+        int clip = model->kind == GLIMPSE_MODEL_KIND_CLIP;
+        encoder_output output = clip ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS;
+        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, (size_t)b.batch, output, ctx->threads); /* warm */
         for (int r = 0; r < b.runs; r++) {
             double start = cli_now();
-            vit_forward(&model->vision, ctx->vision, ctx->pixel_values, (size_t)b.batch, ctx->threads);
+            vit_forward(&model->vision, ctx->vision, ctx->pixel_values, (size_t)b.batch, output, ctx->threads);
             times[r] = cli_now() - start;
         }
-        report(&b, "vision", NULL, median(times, b.runs), vision_flops(&model->vision, b.batch), 1);
+        report(&b, "vision", clip ? "class tokens' last layer" : NULL, median(times, b.runs),
+               vision_flops(&model->vision, b.batch, clip), 1);
     }
     if (model->kind == GLIMPSE_MODEL_KIND_CLIP && model->has_text) {
         size_t positions = (size_t)model->text.config.max_positions;
         int32_t *ids = malloc((size_t)b.batch * positions * sizeof *ids);
         size_t lengths[CONTEXT_IMAGE_BATCH];
+        /* full-length texts as the tokenizer makes them: start token, words, end token (pooled) */
+        size_t words = model->text.config.vocab_size > 2 ? (size_t)model->text.config.vocab_size - 2 : 1;
         for (int s = 0; s < b.batch; s++) {
+            int32_t *text = ids + (size_t)s * positions;
             lengths[s] = positions;
-            for (size_t t = 0; t < positions; t++) ids[(size_t)s * positions + t] = (int32_t)((t * 7919 + s) % 40000);
+            for (size_t t = 0; t < positions; t++) text[t] = (int32_t)((t * 7919 + (size_t)s) % words);
+            text[0] = (int32_t)words, text[positions - 1] = model->text.config.vocab_size - 1;
         }
-        clip_text_forward(&model->text, ctx->text, ids, lengths, (size_t)b.batch, ctx->threads);
+        clip_text_forward(&model->text, ctx->text, ids, lengths, (size_t)b.batch, ENCODER_OUTPUT_POOLED_ROWS,
+                          ctx->threads);
         for (int r = 0; r < b.runs; r++) {
             double start = cli_now();
-            clip_text_forward(&model->text, ctx->text, ids, lengths, (size_t)b.batch, ctx->threads);
+            clip_text_forward(&model->text, ctx->text, ids, lengths, (size_t)b.batch, ENCODER_OUTPUT_POOLED_ROWS,
+                              ctx->threads);
             times[r] = cli_now() - start;
         }
         report(&b, "text", "77 tokens", median(times, b.runs), text_flops(&model->text, b.batch, (double)positions), 1);

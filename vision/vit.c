@@ -121,7 +121,8 @@ glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_st
     state->patches = malloc(max_batch * (model->tokens - 1) * patch_values * sizeof(float));
     state->memory = malloc(encoder_scratch_floats(&shape, rows, model->tokens) * sizeof(float));
     state->lengths = malloc(max_batch * sizeof(size_t));
-    if (!state->hidden || !state->patches || !state->memory || !state->lengths) {
+    state->class_rows = calloc(max_batch, sizeof(size_t)); /* the class token is each image's row 0 */
+    if (!state->hidden || !state->patches || !state->memory || !state->lengths || !state->class_rows) {
         vit_state_free(state);
         return ERROR_OOM();
     }
@@ -136,10 +137,12 @@ void vit_state_free(vit_state *state) {
     free(state->patches);
     free(state->memory);
     free(state->lengths);
+    free(state->class_rows);
     free(state);
 }
 
-void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch, pool *threads) {
+void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch,
+                 encoder_output output, pool *threads) {
     const vit_config *c = &model->config;
     const vit_weights *w = &model->weights;
     size_t hidden = (size_t)c->hidden_size, patch = (size_t)c->patch_size, side = model->patches_per_side;
@@ -175,8 +178,12 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
         kernel_layernorm(state->hidden, state->hidden, w->pre_norm_weight, w->pre_norm_bias, batch * tokens, hidden,
                          c->layer_norm_eps);
     encoder_shape shape = shape_of(model);
-    for (int l = 0; l < c->layers; l++)
+    int full_layers = output == ENCODER_OUTPUT_POOLED_ROWS ? c->layers - 1 : c->layers;
+    for (int l = 0; l < full_layers; l++)
         encoder_layer_forward(state->hidden, &w->layers[l], &shape, state->lengths, batch, &state->scratch, threads);
+    if (full_layers < c->layers)
+        encoder_layer_forward_pooled(state->hidden, &w->layers[full_layers], &shape, state->lengths, state->class_rows,
+                                     batch, &state->scratch, threads);
 }
 
 void vit_post_norm_all(const vit_model *model, const vit_state *state, size_t b, float *out) {

@@ -62,14 +62,19 @@ typedef struct vit_state {
     float *memory;  /* encoder scratch */
     encoder_scratch scratch;
     size_t *lengths;
+    size_t *class_rows; /* [max_batch] zeros: the row each image pools */
 } vit_state;
 
 glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_state **out);
 void vit_state_free(vit_state *state);
 
 /* Runs batch (≤ max_batch) images: pixel_values [batch, channels, size, size].
- * Leaves state->hidden = encoder output (CLIP's last_hidden_state). */
-void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch, pool *threads);
+ * Leaves state->hidden = encoder output (CLIP's last_hidden_state) — of
+ * every token with ENCODER_OUTPUT_ALL_ROWS, of the class tokens only with
+ * ENCODER_OUTPUT_POOLED_ROWS (enough for vit_pooled and vit_embed, not for
+ * vit_post_norm_all). */
+void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch,
+                 encoder_output output, pool *threads);
 
 /* out[tokens, hidden] = post-LN of every token of image b (BLIP's image_embeds). */
 void vit_post_norm_all(const vit_model *model, const vit_state *state, size_t b, float *out);
