@@ -2,6 +2,12 @@
 PyTorch and ONNX Runtime, and glimpse's speed-up over each (above 1 is
 faster), with the machine's roof. With --markdown, the rows of README's table.
 
+run.sh measures glimpse's towers before the peers and again after them
+("glimpse-after"); the table's glimpse figure for a tower is the mean of the
+two medians, so a drift of the machine during the peers' minutes weighs on
+both sides alike. Each decoder step's bound uses the bandwidth measured just
+before and after that decoder bench (rows with "beside").
+
     python3 bench/report.py RESULTS.jsonl [--markdown]"""
 import json
 import sys
@@ -16,6 +22,19 @@ def find(runtime, stage, batch=None, detail=None):
                 return r
     return None
 
+
+# glimpse's towers: the mean of the medians before and after the peers (both printed below the table)
+TOWERS = ("vision", "text", "vision_blip_384")
+rounds = []
+for first in rows:
+    if first.get("runtime") == "glimpse" and first.get("stage") in TOWERS:
+        after = find("glimpse-after", first["stage"], first.get("batch"), first.get("detail") or None)
+        if after:
+            rounds.append((first["stage"], first.get("batch"), first["median_ms"], after["median_ms"]))
+            mean = (first["median_ms"] + after["median_ms"]) / 2
+            if first.get("gflops"):
+                first["gflops"] *= first["median_ms"] / mean
+            first["median_ms"] = mean
 
 markdown = "--markdown" in sys.argv[2:]
 peak = next((r["gflops"] for r in rows if r.get("runtime") == "roof" and r.get("stage") == "fma_peak"), None)
@@ -65,18 +84,29 @@ for r in [] if markdown else rows:
     if r.get("runtime") == "roof":
         print("roof:", r["stage"], {k: v for k, v in r.items() if k not in ("runtime", "stage")})
 
-# a caption step reads every decoder weight once: its bound is their bytes over the read bandwidth
-bandwidth = next((r["gbytes_per_s"] for r in rows if r.get("stage") == "bandwidth_read"), None)
+if rounds and not markdown:
+    print("glimpse towers before / after the peers (the table has their mean):",
+          ", ".join(f"{stage} b{batch} {a:.1f} / {b:.1f} ms" for stage, batch, a, b in rounds))
+
+# a caption step reads every decoder weight once: its bound is their bytes over the read bandwidth,
+# measured just before and after each decoder bench (else the one roof measurement at the end)
+roof_bandwidth = next((r["gbytes_per_s"] for r in rows if r.get("stage") == "bandwidth_read" and "beside" not in r),
+                      None)
 # BLIP-base: 123.2 M weights, 4 bytes, 2 (float16 checkpoint) or 1 (+ scales)
-STEP_BYTES = {"glimpse": 493.0e6, "glimpse-f16": 246.5e6, "glimpse-int8": 123.6e6}
-if bandwidth and not markdown:
+STEP_BYTES = {"glimpse": 493.0e6, "glimpse-f16": 246.5e6, "glimpse-int8": 123.6e6, "glimpse-after": 493.0e6}
+if not markdown:
     for runtime, size in STEP_BYTES.items():
+        beside = [r["gbytes_per_s"] for r in rows if r.get("stage") == "bandwidth_read" and r.get("beside") == runtime]
+        bandwidth = round(sum(beside) / len(beside), 1) if beside else roof_bandwidth
+        if not bandwidth:
+            continue
+        when = f"beside it: {' and '.join(map(str, beside))}" if beside else "at the end"
         for detail in ("greedy, position 20", "3 beams, position 20"):
             r = find(runtime, "decoder_step", None, detail)
             if r:
                 bound = size / (bandwidth * 1e9) * 1e3
                 print(f"{runtime} decoder step, {detail}: {r['median_ms']:.1f} ms = {r['median_ms'] / bound:.2f}x "
-                      f"the {size / 1e6:.0f} MB / {bandwidth} GB/s bound ({bound:.1f} ms)")
+                      f"the {size / 1e6:.0f} MB / {bandwidth} GB/s bound ({bound:.1f} ms; bandwidth {when})")
 
 # float16 BLIP-base beside float32 (the same shapes; 16-bit weights widened inside the products)
 if not markdown:

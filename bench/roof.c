@@ -3,8 +3,9 @@
  *    multiply-adds (enough to hide the FMA latency on two pipes);
  *  - bandwidth_read: each thread sums its share of a 1 GiB buffer, the way a
  *    caption step reads its weights (median of 5 passes).
- * Prints one JSON line for each.
- *     cc -O2 -mavx512f -pthread bench/roof.c -o roof && ./roof THREADS */
+ * Prints one JSON line for each; with a second argument "bandwidth", only
+ * the bandwidth (bench/run.sh measures it again beside each decoder bench).
+ *     cc -O2 -mavx512f -pthread bench/roof.c -o roof && ./roof THREADS [bandwidth] */
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -87,6 +88,10 @@ static void bandwidth(int threads) {
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 1;
     if (threads < 1 || threads > 256) return 2;
+    if (argc > 2) {
+        bandwidth(threads);
+        return 0;
+    }
     pthread_t id[256];
     float results[256];
     struct timespec start, end;

@@ -32,18 +32,32 @@ done
 [ -f "$work/blip-base-f16/model.safetensors" ] ||
   build/glimpse-make-model "$configs/Salesforce--blip-image-captioning-base.json" "$work/blip-base-f16" --f16 >/dev/null
 
+cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof"
 results=$work/results.jsonl
 : > "$results"
+# This VM's memory speed drifts by tens of percent over minutes: each decoder bench gets the bandwidth
+# measured just before and just after it (report.py takes their mean for its step bound), and the
+# towers are measured again after the peers (report.py compares the peers with the mean of both).
+bandwidth_beside() { "$work/roof" "$threads" bandwidth | sed "s/^{/{\"beside\": \"$1\", /" >> "$results"; }
+clip_towers() { # RUNTIME-LABEL
+  for batch in 1 8; do
+    build/glimpse bench -m "$work/openai--clip-vit-base-patch32" --batch "$batch" --threads "$threads" --runs "$runs" \
+      --json | sed "s/^{/{\"runtime\": \"$1\", /" >> "$results"
+  done
+}
+blip() { # RUNTIME-LABEL MODEL [--int8]
+  local label=$1 model=$2
+  shift 2
+  bandwidth_beside "$label"
+  build/glimpse bench -m "$work/$model" "$@" --threads "$threads" --runs 3 --json \
+    | sed "s/^{/{\"runtime\": \"$label\", /; s/\"stage\": \"vision\"/\"stage\": \"vision_blip_384\"/" >> "$results"
+  bandwidth_beside "$label"
+}
 echo "glimpse..." >&2
-for batch in 1 8; do
-  build/glimpse bench -m "$work/openai--clip-vit-base-patch32" --batch "$batch" --threads "$threads" --runs "$runs" --json \
-    | sed 's/^{/{"runtime": "glimpse", /' >> "$results"
-done
-build/glimpse bench -m "$work/Salesforce--blip-image-captioning-base" --threads "$threads" --runs 3 --json \
-  | sed 's/^{/{"runtime": "glimpse", /; s/"stage": "vision"/"stage": "vision_blip_384"/' >> "$results"
+clip_towers glimpse
+blip glimpse Salesforce--blip-image-captioning-base
 echo "glimpse, float16 BLIP-base..." >&2
-build/glimpse bench -m "$work/blip-base-f16" --threads "$threads" --runs 3 --json \
-  | sed 's/^{/{"runtime": "glimpse-f16", /; s/"stage": "vision"/"stage": "vision_blip_384"/' >> "$results"
+blip glimpse-f16 blip-base-f16
 echo "glimpse cold start (rank, 1 image + 1 text, a new process each time, file in the page cache)..." >&2
 picture=examples/pictures/00000.png
 build/glimpse rank -m "$work/openai--clip-vit-base-patch32" -t "a photo" "$picture" >/dev/null # fills the page cache
@@ -60,14 +74,16 @@ for batch in 1 8; do
   build/glimpse bench -m "$work/openai--clip-vit-base-patch32" --int8 --batch "$batch" --threads "$threads" --runs "$runs" \
     --json | sed 's/^{/{"runtime": "glimpse-int8", /' >> "$results"
 done
-build/glimpse bench -m "$work/Salesforce--blip-image-captioning-base" --int8 --threads "$threads" --runs 3 --json \
-  | sed 's/^{/{"runtime": "glimpse-int8", /; s/"stage": "vision"/"stage": "vision_blip_384"/' >> "$results"
+blip glimpse-int8 Salesforce--blip-image-captioning-base --int8
 echo "pytorch..." >&2
 # OpenBLAS's Haswell override (set on some machines for old OpenBLAS builds) slows current numpy and torch
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --threads "$threads" --runs "$runs" \
   --onnx-dir "$work/onnx" 2>/dev/null >> "$results"
 echo "onnxruntime..." >&2
 NODE_PATH=$work/node/node_modules node bench/ort_bench.js "$work/onnx" "$threads" "$runs" >> "$results"
+echo "glimpse again, after the peers..." >&2
+clip_towers glimpse-after
+blip glimpse-after Salesforce--blip-image-captioning-base
 echo "roof (FMA peak, read bandwidth)..." >&2
-cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof" && "$work/roof" "$threads" >> "$results"
+"$work/roof" "$threads" >> "$results"
 /usr/bin/python3 bench/report.py "$results"
