@@ -358,25 +358,45 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
 
 /* ------------------------------------------------------- weighted row sums */
 
+#include <stdlib.h>
 void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
                                  const float *rows, size_t row_stride, size_t count, size_t n, size_t width) {
     for (size_t q = 0; q < count; q++) {
         const float *p = weights + q * weight_stride;
-        for (size_t d = 0; d < width; d += 64) { /* 4 vectors of sums at a time */
+        for (size_t d = 0; d < width; d += 64) { /* 4 vectors of sums at a time, even and odd rows apart */
             __mmask16 lanes[4];
-            __m512 sum[4];
+            __m512 even[4], odd[4];
             for (int v = 0; v < 4; v++) {
                 size_t first = d + 16 * (size_t)v;
                 lanes[v] = (__mmask16)(first >= width ? 0 : width - first >= 16 ? 0xFFFF : (1u << (width - first)) - 1);
-                sum[v] = _mm512_setzero_ps();
+                even[v] = odd[v] = _mm512_setzero_ps();
             }
-            for (size_t j = 0; j < n; j++) {
-                __m512 weight = _mm512_set1_ps(p[j]);
+            /* Wide rows (a head's 64 transposed key rows of 577) are read 64 columns a pass, 64 rows at once:
+             * more streams than the hardware prefetcher follows, so each row's next 64 columns are asked for
+             * while this pass reads the current ones. */
+            int ahead = d + 64 < width;
+            size_t j = 0;
+            for (; j + 1 < n; j += 2) {
+                const float *row = rows + j * row_stride + d, *next = row + row_stride;
+                if (ahead)
+                    for (int line = 0; line < 4; line++) {
+                        _mm_prefetch((const char *)(row + 64 + 16 * line), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(next + 64 + 16 * line), _MM_HINT_T0);
+                    }
+                __m512 a = _mm512_set1_ps(p[j]), b = _mm512_set1_ps(p[j + 1]);
+                for (int v = 0; v < 4; v++) {
+                    even[v] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(lanes[v], row + 16 * v), even[v]);
+                    odd[v] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(lanes[v], next + 16 * v), odd[v]);
+                }
+            }
+            if (j < n) {
                 const float *row = rows + j * row_stride + d;
+                __m512 a = _mm512_set1_ps(p[j]);
                 for (int v = 0; v < 4; v++)
-                    sum[v] = _mm512_fmadd_ps(weight, _mm512_maskz_loadu_ps(lanes[v], row + 16 * v), sum[v]);
+                    even[v] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(lanes[v], row + 16 * v), even[v]);
             }
-            for (int v = 0; v < 4; v++) _mm512_mask_storeu_ps(out + q * out_stride + d + 16 * v, lanes[v], sum[v]);
+            for (int v = 0; v < 4; v++)
+                _mm512_mask_storeu_ps(out + q * out_stride + d + 16 * v, lanes[v], _mm512_add_ps(even[v], odd[v]));
         }
     }
 }
