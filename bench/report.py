@@ -125,4 +125,7 @@ if cold and vision and text and not markdown:
     compute = vision["median_ms"] + text["median_ms"]
     print(f"glimpse rank cold start (ViT-B/32, 1 image + 1 text): {cold['median_ms']:.1f} ms, warm compute "
           f"{compute:.1f} ms (vision + text at batch 1), {cold['median_ms'] - compute:.1f} ms over (150 asked)")
+    disk = find("glimpse", "cold_start_rank_from_disk")
+    if disk:
+        print(f"  (its first run, the file read from disk: {disk['median_ms']:.0f} ms)")
 
