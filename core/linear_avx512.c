@@ -202,22 +202,30 @@ static void pack_panel(float *panel, const float *in, size_t in_stride, size_t r
 
 /* out[t][c] (+)= scale · Σ_k panel[k][t] · weight[c·column_stride + k·depth_stride]
  * for t < rows, c < columns; the bias is added when the sums are written
- * rather than accumulated (first == 1: the first block of the depth). */
+ * rather than accumulated (first == 1: the first block of the depth).
+ * next_weight (or NULL) is the next micro-kernel's weights: the prefetches
+ * run on into its columns, so its first features are not read cold. */
 static inline __attribute__((always_inline)) void micro(float *out, size_t out_stride, const float *panel,
                                                          size_t depth, const float *weight, size_t column_stride,
-                                                         size_t depth_stride, const float *bias, float scale,
-                                                         int accumulate, int first, size_t rows, const int vectors,
-                                                         const int columns) {
+                                                         size_t depth_stride, const float *next_weight,
+                                                         const float *bias, float scale, int accumulate, int first,
+                                                         size_t rows, const int vectors, const int columns) {
     const size_t width = (size_t)vectors * 16;
     __m512 sum[MICRO_COLUMNS][PANEL_VECTORS];
     for (int c = 0; c < columns; c++)
         for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_setzero_ps();
     for (size_t k = 0; k < depth; k++) {
         __m512 x[PANEL_VECTORS];
-        if ((k & 15) == 0) /* the weights' 8 streams, a few lines ahead */
-            for (int c = 0; c < columns; c++)
-                _mm_prefetch((const char *)(weight + (size_t)c * column_stride + (k + WEIGHT_PREFETCH) * depth_stride),
-                             _MM_HINT_T0);
+        if ((k & 15) == 0) { /* the weights' 8 streams, a few lines ahead */
+            size_t ahead = k + WEIGHT_PREFETCH;
+            const float *from = ahead < depth ? weight + ahead * depth_stride
+                                : next_weight ? next_weight + (ahead - depth) * depth_stride
+                                              : NULL;
+            int streams = ahead < depth ? columns : MICRO_COLUMNS;
+            if (from)
+                for (int c = 0; c < streams; c++)
+                    _mm_prefetch((const char *)(from + (size_t)c * column_stride), _MM_HINT_T0);
+        }
         for (int v = 0; v < vectors; v++) x[v] = _mm512_load_ps(panel + k * width + 16 * (size_t)v);
         for (int c = 0; c < columns; c++) {
             __m512 w = _mm512_set1_ps(weight[(size_t)c * column_stride + k * depth_stride]);
@@ -242,8 +250,8 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
 
 #define MICRO_CASE(V, C)                                                                                               \
     case (V)*16 + (C):                                                                                                 \
-        micro(out, out_stride, panel, depth, weight, column_stride, depth_stride, bias, scale, accumulate, first,     \
-              rows, V, C);                                                                                             \
+        micro(out, out_stride, panel, depth, weight, column_stride, depth_stride, next_weight, bias, scale,           \
+              accumulate, first, rows, V, C);                                                                          \
         break;
 #define MICRO_CASES(V)                                                                                                 \
     MICRO_CASE(V, 1)                                                                                                   \
@@ -252,8 +260,8 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
     MICRO_CASE(V, 4) MICRO_CASE(V, 5) MICRO_CASE(V, 6) MICRO_CASE(V, 7) MICRO_CASE(V, 8)
 
 static void micro_any(float *out, size_t out_stride, const float *panel, size_t depth, const float *weight,
-                      size_t column_stride, size_t depth_stride, const float *bias, float scale, int accumulate,
-                      int first, size_t rows, int vectors, int columns) {
+                      size_t column_stride, size_t depth_stride, const float *next_weight, const float *bias,
+                      float scale, int accumulate, int first, size_t rows, int vectors, int columns) {
     switch (vectors * 16 + columns) {
         MICRO_CASES(1)
         MICRO_CASES(2)
@@ -334,17 +342,19 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
                 size_t strip = columns - c0 < STRIP_COLUMNS ? columns - c0 : STRIP_COLUMNS;
                 for (size_t c = c0; c < c0 + strip; c += MICRO_COLUMNS) {
                     int count = (int)(c0 + strip - c < MICRO_COLUMNS ? c0 + strip - c : MICRO_COLUMNS);
-                    const float *weights = (const float *)(w + (c * cs + k0 * ds) * element);
+                    const float *weights = (const float *)(w + (c * cs + k0 * ds) * element), *next = NULL;
                     size_t column_stride = cs, depth_stride = ds;
                     if (type != WEIGHT_F32) { /* (16-bit weights: depth_stride 1) */
                         widen_columns(widened, weights, type, cs, (size_t)count, depth);
                         weights = widened, column_stride = depth, depth_stride = 1;
+                    } else if (c + MICRO_COLUMNS < columns) {
+                        next = weights + MICRO_COLUMNS * cs;
                     }
                     for (size_t t = 0; t < pass; t += PANEL_ROWS) {
                         size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
                         micro_any(out + (r0 + t) * out_stride + c, out_stride, panel + t * panel_depth, depth, weights,
-                                  column_stride, depth_stride, b ? b + c : NULL, p->scale, accumulate, first, group,
-                                  (int)((group + 15) / 16), count);
+                                  column_stride, depth_stride, next, b ? b + c : NULL, p->scale, accumulate, first,
+                                  group, (int)((group + 15) / 16), count);
                     }
                 }
                 if (remainder && last) /* the last rows, while this strip's weights are in cache */
@@ -358,7 +368,6 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
 
 /* ------------------------------------------------------- weighted row sums */
 
-#include <stdlib.h>
 void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
                                  const float *rows, size_t row_stride, size_t count, size_t n, size_t width) {
     for (size_t q = 0; q < count; q++) {
