@@ -154,35 +154,44 @@ static void weighted_values_avx512(float *out, size_t out_stride, const float *s
     }
 }
 
+/* Queries whose scores are made, normalised and used together (one panel of
+ * the product kernel): their rows of scores (48 × 577 floats for BLIP's
+ * 384-pixel tower, 108 KiB) stay in L2 between the three steps, where a
+ * whole head's (1.3 MiB) would not. 12 heads of 577 tokens: 4.8 -> 3.95 ms
+ * (96 rows: 4.05 ms). */
+#define ATTENTION_QUERY_BLOCK 48
+
 static void attention_head(void *argument, size_t head, float *scratch) {
     const attention_job *job = argument;
-    size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim;
+    size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim, shift = keys - queries;
     float *scores = job->scratch + head * queries * keys;
     int panels = kernel_avx512_available();
-    /* scores[queries, keys] = scale · q_h · k_hᵀ */
-    if (panels) {
-        kernel_product product = {scores, keys, job->q + offset, job->q_stride, job->k + offset, WEIGHT_F32,
-                                  job->kv_stride, 1, NULL, job->scale, 0, queries, job->head_dim};
-        kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
-    } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)queries, (int)keys, (int)job->head_dim, job->scale,
-                    job->q + offset, (int)job->q_stride, job->k + offset, (int)job->kv_stride, 0.0f, scores,
-                    (int)keys);
-    }
-    if (job->mask == KERNEL_MASK_CAUSAL) {
-        size_t shift = keys - queries;
-        for (size_t i = 0; i < queries; i++)
-            for (size_t j = i + shift + 1; j < keys; j++) scores[i * keys + j] = -INFINITY;
-    }
-    kernel_softmax(scores, queries, keys);
-    /* out_h[queries, head_dim] = scores · v_h */
-    if (panels) {
-        weighted_values_avx512(job->out + offset, job->out_stride, scores, queries, keys, job->v + offset,
-                               job->kv_stride, job->head_dim, scratch);
-    } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)queries, (int)job->head_dim, (int)keys, 1.0f,
-                    scores, (int)keys, job->v + offset, (int)job->kv_stride, 0.0f, job->out + offset,
-                    (int)job->out_stride);
+    for (size_t first = 0; first < queries; first += ATTENTION_QUERY_BLOCK) {
+        size_t count = queries - first < ATTENTION_QUERY_BLOCK ? queries - first : ATTENTION_QUERY_BLOCK;
+        const float *q = job->q + first * job->q_stride + offset;
+        float *out = job->out + first * job->out_stride + offset;
+        /* scores[count, keys] = scale · q_h · k_hᵀ */
+        if (panels) {
+            kernel_product product = {scores, keys, q,    job->q_stride, job->k + offset, WEIGHT_F32,
+                                      job->kv_stride, 1, NULL, job->scale, 0, count, job->head_dim};
+            kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)count, (int)keys, (int)job->head_dim,
+                        job->scale, q, (int)job->q_stride, job->k + offset, (int)job->kv_stride, 0.0f, scores,
+                        (int)keys);
+        }
+        if (job->mask == KERNEL_MASK_CAUSAL) /* query first + i sees keys up to first + i + shift */
+            for (size_t i = 0; i < count; i++)
+                for (size_t j = first + i + shift + 1; j < keys; j++) scores[i * keys + j] = -INFINITY;
+        kernel_softmax(scores, count, keys);
+        /* out_h[count, head_dim] = scores · v_h */
+        if (panels) {
+            weighted_values_avx512(out, job->out_stride, scores, count, keys, job->v + offset, job->kv_stride,
+                                   job->head_dim, scratch);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)count, (int)job->head_dim, (int)keys, 1.0f,
+                        scores, (int)keys, job->v + offset, (int)job->kv_stride, 0.0f, out, (int)job->out_stride);
+        }
     }
 }
 

@@ -212,9 +212,11 @@ static void test_attention_matches_reference(void **state) {
     /* (queries, keys, heads, head_dim): square, a cached step, odd head size,
      * ViT's 50 and CLIP text's 77 tokens (1-4 and 5-15 queries past a panel),
      * more keys than queries with 16+ queries (the causal mask shifted), a
-     * caption step's 1-15 queries against 16+ keys (577: BLIP's image tokens) */
+     * caption step's 1-15 queries against 16+ keys (577: BLIP's image tokens),
+     * and queries in three blocks of the head's loop (48, 48, 4) with the causal mask shifted */
     const size_t cases[][4] = {{17, 17, 4, 12}, {1, 9, 3, 10},   {5, 12, 2, 7},  {50, 50, 12, 64}, {77, 77, 8, 64},
-                               {20, 45, 2, 24}, {1, 577, 2, 64}, {3, 40, 4, 24}, {15, 100, 2, 70}};
+                               {20, 45, 2, 24}, {1, 577, 2, 64}, {3, 40, 4, 24}, {15, 100, 2, 70},
+                               {100, 130, 2, 16}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int m = 0; m < 2; m++) {
             size_t nq = cases[c][0], nk = cases[c][1], heads = cases[c][2], hd = cases[c][3], width = heads * hd;
