@@ -49,10 +49,11 @@ typedef struct encoder_shape {
 /* Scratch for `rows` packed rows and sequences of at most max_sequence. */
 typedef struct encoder_scratch {
     float *normed;  /* [rows, hidden] */
-    float *qkv;     /* [rows, 3·hidden] */
+    float *qkv;     /* [rows, 3·hidden], rows qkv_stride apart */
     float *context; /* [rows, hidden] */
-    float *mlp;     /* [rows, intermediate] */
+    float *mlp;     /* [rows, intermediate], rows mlp_stride apart */
     float *scores;  /* [heads, max_sequence, max_sequence] */
+    size_t qkv_stride, mlp_stride;
 } encoder_scratch;
 
 /* Makes int8 twins of every layer's projections (owned by set, set as each kernel_weight's q8). */
