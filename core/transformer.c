@@ -133,6 +133,28 @@ static void feed_forward(float *x, const encoder_layer *layer, const encoder_sha
                    hidden, 1, threads);
 }
 
+/* The attention sub-layer's inputs: scratch->normed = LN1(x) and, for every
+ * row, q | k | v in scratch->qkv. With separate projections the queries are
+ * left out unless with_queries; a fused one makes all three. */
+static void attention_inputs(const float *x, const encoder_layer *layer, const encoder_shape *shape, size_t rows,
+                             int with_queries, const encoder_scratch *scratch, pool *threads) {
+    size_t hidden = shape->hidden, qs = scratch->qkv_stride;
+    float *qkv = scratch->qkv;
+    layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon, threads);
+    if (layer->qkv_weight.data) {
+        kernel_project(qkv, qs, scratch->normed, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden,
+                       3 * hidden, 0, threads);
+        return;
+    }
+    if (with_queries)
+        kernel_project(qkv, qs, scratch->normed, hidden, &layer->q_weight, layer->q_bias, rows, hidden, hidden, 0,
+                       threads);
+    kernel_project(qkv + hidden, qs, scratch->normed, hidden, &layer->k_weight, layer->k_bias, rows, hidden, hidden, 0,
+                   threads);
+    kernel_project(qkv + 2 * hidden, qs, scratch->normed, hidden, &layer->v_weight, layer->v_bias, rows, hidden,
+                   hidden, 0, threads);
+}
+
 void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_shape *shape, const size_t *lengths,
                            size_t sequences, const encoder_scratch *scratch, pool *threads) {
     size_t hidden = shape->hidden, rows = 0;
@@ -141,21 +163,9 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
     float scale = 1.0f / sqrtf((float)head_dim);
 
     /* attention sub-layer */
-    layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon, threads);
-    float *qkv = scratch->qkv; /* [rows, 3·hidden] (rows qs apart): q | k | v */
-    size_t qs = scratch->qkv_stride;
-    if (layer->qkv_weight.data) {
-        kernel_project(qkv, qs, scratch->normed, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden,
-                       3 * hidden, 0, threads);
-    } else {
-        kernel_project(qkv, qs, scratch->normed, hidden, &layer->q_weight, layer->q_bias, rows, hidden, hidden, 0,
-                       threads);
-        kernel_project(qkv + hidden, qs, scratch->normed, hidden, &layer->k_weight, layer->k_bias, rows, hidden,
-                       hidden, 0, threads);
-        kernel_project(qkv + 2 * hidden, qs, scratch->normed, hidden, &layer->v_weight, layer->v_bias, rows, hidden,
-                       hidden, 0, threads);
-    }
-    size_t start = 0;
+    attention_inputs(x, layer, shape, rows, 1, scratch, threads);
+    const float *qkv = scratch->qkv; /* [rows, 3·hidden] (rows qs apart): q | k | v */
+    size_t qs = scratch->qkv_stride, start = 0;
     for (size_t s = 0; s < sequences; s++) {
         const float *q = qkv + start * qs;
         kernel_attention(scratch->context + start * hidden, hidden, q, qs, q + hidden, q + 2 * hidden, qs,
@@ -178,24 +188,17 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
     float scale = 1.0f / sqrtf((float)head_dim);
 
     /* Keys and values of every row, the query of the pooled rows only. */
-    layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon, threads);
-    float *qkv = scratch->qkv, *queries;
+    attention_inputs(x, layer, shape, rows, 0, scratch, threads);
+    const float *qkv = scratch->qkv;
     size_t qs = scratch->qkv_stride;
-    if (layer->qkv_weight.data) { /* fused: one product for all three, queries read in place */
-        kernel_project(qkv, qs, scratch->normed, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden,
-                       3 * hidden, 0, threads);
-        queries = scratch->normed; /* [sequences, hidden], gathered below */
+    float *queries = scratch->normed; /* [sequences, hidden]; normed is read below before it is overwritten */
+    if (layer->qkv_weight.data) { /* fused: the pooled rows' queries were made with the rest */
         for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
             memcpy(queries + s * hidden, qkv + (start + pooled[s]) * qs, hidden * sizeof(float));
     } else {
         float *picked = scratch->context; /* the pooled rows' normed inputs, [sequences, hidden] */
         for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
             memcpy(picked + s * hidden, scratch->normed + (start + pooled[s]) * hidden, hidden * sizeof(float));
-        kernel_project(qkv + hidden, qs, scratch->normed, hidden, &layer->k_weight, layer->k_bias, rows, hidden,
-                       hidden, 0, threads);
-        kernel_project(qkv + 2 * hidden, qs, scratch->normed, hidden, &layer->v_weight, layer->v_bias, rows, hidden,
-                       hidden, 0, threads);
-        queries = scratch->normed; /* free again once the keys and values are made */
         kernel_project(queries, hidden, picked, hidden, &layer->q_weight, layer->q_bias, sequences, hidden, hidden, 0,
                        threads);
     }
