@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "caption.h"
-#include "config.h"
-#include "error.h"
-#include "model.h"
+#include "fusion/caption.h"
+#include "weights/config.h"
+#include "core/error.h"
+#include "api/model.h"
 
 glimpse_caption_params glimpse_caption_default_params(void) {
     glimpse_caption_params params;

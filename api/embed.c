@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "model.h"
-#include "retrieval.h"
+#include "core/error.h"
+#include "api/model.h"
+#include "fusion/retrieval.h"
 
 glimpse_context_params glimpse_context_default_params(void) {
     glimpse_context_params params = {0};

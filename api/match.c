@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "model.h"
-#include "retrieval.h"
+#include "core/error.h"
+#include "api/model.h"
+#include "fusion/retrieval.h"
 
 /* [CLS] text [SEP] for every text, packed; lengths[t], starts[t]. */
 static glimpse_status tokenize_all(const glimpse_model *model, const char *const *texts, size_t count, int32_t **ids,

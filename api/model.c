@@ -1,18 +1,18 @@
 /* model.c — loading a snapshot folder into a glimpse_model: finds the
  * folder, reads config.json to learn the architecture, and loads the parts
  * that architecture needs. */
-#include "model.h"
+#include "api/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "error.h"
-#include "file.h"
-#include "log.h"
-#include "snapshot.h"
+#include "weights/config.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/log.h"
+#include "weights/snapshot.h"
 
 glimpse_load_params glimpse_load_default_params(void) {
     glimpse_load_params params = {1, 1, GLIMPSE_PRECISION_FLOAT32};

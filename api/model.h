@@ -6,16 +6,16 @@
 
 #include <cjson/cJSON.h>
 
-#include "bert.h"
-#include "bert_tokenizer.h"
-#include "clip_text.h"
-#include "itm.h"
-#include "clip_tokenizer.h"
+#include "fusion/bert.h"
+#include "text/bert_tokenizer.h"
+#include "text/clip_text.h"
+#include "fusion/itm.h"
+#include "text/clip_tokenizer.h"
 #include "glimpse.h"
-#include "pool.h"
-#include "preprocess.h"
-#include "store.h"
-#include "vit.h"
+#include "core/pool.h"
+#include "vision/preprocess.h"
+#include "weights/store.h"
+#include "vision/vit.h"
 
 struct glimpse_model {
     glimpse_model_kind kind;

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "kernels.h"
+#include "core/kernels.h"
 
 /* e^x for 16 floats: Cephes' expf (x = n·ln2 + r, a degree-5 polynomial for
  * e^r, scaled by 2^n), within 2 ulp over the float range; underflows to 0. */

@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "kernels.h"
+#include "core/kernels.h"
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 

@@ -1,6 +1,6 @@
 /* error.c — thread-local error messages behind glimpse_last_error(),
  * and the fixed names of status codes. */
-#include "error.h"
+#include "core/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* kernels.c — element-wise and row-wise kernels (LayerNorm, activations,
  * softmax, normalisation) and the plain-loop twins of the BLAS kernels.
  * Everything touching OpenBLAS is in blas.c. */
-#include "kernels.h"
+#include "core/kernels.h"
 
 #include <math.h>
 #include <string.h>

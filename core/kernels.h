@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pool.h"
+#include "core/pool.h"
 
 /* How a weight matrix's numbers are stored: as the checkpoint has them. */
 typedef enum weight_type { WEIGHT_F32 = 0, WEIGHT_F16, WEIGHT_BF16 } weight_type;

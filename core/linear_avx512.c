@@ -33,8 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "avx512_tiles.h"
-#include "kernels.h"
+#include "core/avx512_tiles.h"
+#include "core/kernels.h"
 
 /* ----------------------------------------------------------- 16-bit weights */
 

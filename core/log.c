@@ -1,5 +1,5 @@
 /* log.c — the process-wide log callback. */
-#include "log.h"
+#include "core/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -5,7 +5,7 @@
  * the same way. A forward pass is a chain of short parallel steps (a ViT-B/32
  * image: ~60 of 0.1–1 ms), and a futex sleep and wake-up at each step cost
  * 9% of the time in a virtual machine. */
-#include "pool.h"
+#include "core/pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "core/error.h"
 
 struct pool {
     int threads;              /* including the caller */

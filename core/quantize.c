@@ -1,13 +1,13 @@
 /* quantize.c — int8 weights, per-row activation quantization, and the
  * int8 linear layer's dispatch and plain-loop path (see quantize.h). */
-#include "quantize.h"
+#include "core/quantize.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "kernels.h"
+#include "core/error.h"
+#include "core/kernels.h"
 
 glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
                                   size_t in_features) {

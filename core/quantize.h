@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "glimpse.h"
-#include "kernels.h"
-#include "pool.h"
+#include "core/kernels.h"
+#include "core/pool.h"
 
 typedef struct kernel_q8 {
     int8_t *weight;     /* [out_features, depth], each row zero-padded from in_features to depth */

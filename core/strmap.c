@@ -1,10 +1,10 @@
 /* strmap.c — FNV-1a hashed, linearly probed, power-of-two table. */
-#include "strmap.h"
+#include "core/strmap.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "core/error.h"
 
 typedef struct slot {
     const char *key; /* NULL = empty */

@@ -1,5 +1,5 @@
 /* transformer.c — one pre-LN encoder block over packed sequences. */
-#include "transformer.h"
+#include "core/transformer.h"
 
 #include <math.h>
 #include <string.h>

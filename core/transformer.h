@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 
-#include "kernels.h"
-#include "quantize.h"
+#include "core/kernels.h"
+#include "core/quantize.h"
 
 typedef enum activation {
     ACTIVATION_GELU = 0,  /* exact erf GELU ("gelu") */

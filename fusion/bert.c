@@ -1,15 +1,15 @@
 /* bert.c — BLIP's BERT layers with cross-attention: loading by name, the
  * cached decoder step, cache reordering for beams, and the encoder pass. */
-#include "bert.h"
+#include "fusion/bert.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "error.h"
-#include "layers.h"
+#include "weights/config.h"
+#include "core/error.h"
+#include "weights/layers.h"
 
 glimpse_status bert_config_read(const cJSON *json, const char *where, int vision_hidden, bert_config *config) {
     glimpse_status status;

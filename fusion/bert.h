@@ -11,9 +11,9 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-#include "store.h"
-#include "quantize.h"
-#include "transformer.h"
+#include "weights/store.h"
+#include "core/quantize.h"
+#include "core/transformer.h"
 
 typedef struct bert_config {
     int hidden_size, layers, heads, intermediate_size;

@@ -1,13 +1,13 @@
 /* caption.c — greedy, beam and sampled decoding as transformers 4.x
  * generate() does for BLIP. Scores stay in float32 where the reference's
  * are float32 (log-softmax, beam sums) so the same ids come out. */
-#include "caption.h"
+#include "fusion/caption.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "core/error.h"
 
 /* --------------------------------------------------- logits processors */
 

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bert.h"
+#include "fusion/bert.h"
 
 typedef struct caption_settings {
     size_t max_length;  /* whole sequence: start token + prompt + generated (transformers' max_length) */

@@ -1,10 +1,10 @@
 /* itm.c — BLIP's ITM head and ITC projections. */
-#include "itm.h"
+#include "fusion/itm.h"
 
 #include <math.h>
 
-#include "kernels.h"
-#include "layers.h"
+#include "core/kernels.h"
+#include "weights/layers.h"
 
 glimpse_status itm_heads_load(itm_heads *heads, weight_store *store, size_t vision_hidden, size_t text_hidden,
                               size_t shared) {

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "store.h"
+#include "weights/store.h"
 
 typedef struct itm_heads {
     size_t vision_hidden, text_hidden, shared; /* shared = image_text_hidden_size */

@@ -1,7 +1,7 @@
 /* retrieval.c — similarity scores between embeddings. */
-#include "retrieval.h"
+#include "fusion/retrieval.h"
 
-#include "kernels.h"
+#include "core/kernels.h"
 
 void retrieval_logits(float *logits, const float *images, size_t image_count, const float *texts, size_t text_count,
                       size_t dim, float scale) {

@@ -4,10 +4,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bert.h"
-#include "clip_text.h"
-#include "preprocess.h"
-#include "vit.h"
+#include "fusion/bert.h"
+#include "text/clip_text.h"
+#include "vision/preprocess.h"
+#include "vision/vit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cJSON *json = cJSON_ParseWithLength((const char *)data, size);

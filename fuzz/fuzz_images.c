@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "image.h"
-#include "preprocess.h"
+#include "vision/image.h"
+#include "vision/preprocess.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     glimpse_image *image;

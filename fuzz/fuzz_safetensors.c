@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "safetensors.h"
-#include "store.h"
+#include "weights/safetensors.h"
+#include "weights/store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     safetensors *file;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bert_tokenizer.h"
-#include "clip_tokenizer.h"
+#include "text/bert_tokenizer.h"
+#include "text/clip_tokenizer.h"
 
 static clip_tokenizer *clip;
 static bert_tokenizer *bert;

@@ -13,13 +13,13 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "error.h"
-#include "file.h"
-#include "image.h"
-#include "index.h"
-#include "kernels.h"
-#include "model.h"
-#include "strmap.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "vision/image.h"
+#include "search/index.h"
+#include "core/kernels.h"
+#include "api/model.h"
+#include "core/strmap.h"
 
 struct glimpse_index {
     sqlite3 *db;

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "file.h"
-#include "kernels.h"
-#include "model.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/kernels.h"
+#include "api/model.h"
 
 typedef struct query_part {
     char *text; /* trimmed */

@@ -9,9 +9,9 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "error.h"
-#include "file.h"
-#include "index.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "search/index.h"
 
 int walk_is_image_name(const char *name) {
     static const char *extensions[] = {".jpg", ".jpeg", ".jpe", ".png", ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"};

@@ -1,5 +1,5 @@
 /* support.c — fixture access and tolerance helpers for the tests. */
-#include "support.h"
+#include "tests/support.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "file.h"
+#include "core/file.h"
 
 const char *fixtures_folder(void) {
     static char folder[4096];

@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "safetensors.h"
+#include "weights/safetensors.h"
 
 /* The fixtures folder: $GLIMPSE_FIXTURES, else ../shared/fixtures beside the
  * source tree. NULL (and a note on stderr, once) when it does not exist. */

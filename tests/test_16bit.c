@@ -17,12 +17,12 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "file.h"
+#include "core/file.h"
 #include "glimpse.h"
-#include "kernels.h"
-#include "pictures.h"
-#include "safetensors.h"
-#include "support.h"
+#include "core/kernels.h"
+#include "tools/pictures.h"
+#include "weights/safetensors.h"
+#include "tests/support.h"
 
 static uint16_t to_bf16(float value) { /* round to nearest even (finite values) */
     uint32_t bits;

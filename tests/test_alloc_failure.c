@@ -14,7 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "file.h"
+#include "core/file.h"
 #include "glimpse.h"
 
 void *__real_malloc(size_t size);

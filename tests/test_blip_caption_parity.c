@@ -12,8 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "model.h"
-#include "support.h"
+#include "api/model.h"
+#include "tests/support.h"
 
 #define TOLERANCE 1e-4
 

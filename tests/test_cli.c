@@ -19,8 +19,8 @@
 
 #include <zlib.h>
 
-#include "file.h"
-#include "support.h"
+#include "core/file.h"
+#include "tests/support.h"
 
 typedef struct run_result {
     int status;

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "file.h"
-#include "model.h"
-#include "support.h"
+#include "core/file.h"
+#include "api/model.h"
+#include "tests/support.h"
 
 #define TOLERANCE 1e-4
 

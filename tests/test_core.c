@@ -11,13 +11,13 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "error.h"
-#include "kernels.h"
-#include "quantize.h"
-#include "pool.h"
-#include "strmap.h"
-#include "support.h"
-#include "transformer.h"
+#include "core/error.h"
+#include "core/kernels.h"
+#include "core/quantize.h"
+#include "core/pool.h"
+#include "core/strmap.h"
+#include "tests/support.h"
+#include "core/transformer.h"
 
 static uint32_t random_state = 12345;
 static float random_float(void) {

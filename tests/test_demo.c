@@ -15,9 +15,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "file.h"
+#include "core/file.h"
 #include "glimpse.h"
-#include "pictures.h"
+#include "tools/pictures.h"
 
 #define TEST_SEED 20261129u /* never used by tools/train/train_demo.py */
 

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "file.h"
-#include "model.h"
-#include "support.h"
+#include "core/file.h"
+#include "api/model.h"
+#include "tests/support.h"
 
 /* What issue 7 asks of int8: embeddings within cosine 0.999, captions identical in 80% of cases. */
 #define MIN_COSINE 0.999

@@ -21,7 +21,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "file.h"
+#include "core/file.h"
 #include "glimpse.h"
 
 static char workspace[] = "/tmp/glimpse-search-XXXXXX";

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "bert_tokenizer.h"
-#include "clip_tokenizer.h"
+#include "text/bert_tokenizer.h"
+#include "text/clip_tokenizer.h"
 
 /* GPT-2's byte stand-ins, written independently of the tokenizer. */
 static void stand_in(int byte, char out[3]) {

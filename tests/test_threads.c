@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "file.h"
+#include "core/file.h"
 #include "glimpse.h"
 
 #define IMAGES 6

@@ -17,9 +17,9 @@
 #include <png.h>
 #include <zlib.h>
 
-#include "image.h"
-#include "preprocess.h"
-#include "resize.h"
+#include "vision/image.h"
+#include "vision/preprocess.h"
+#include "vision/resize.h"
 
 /* ------------------------------------------------------------ PNG writer */
 

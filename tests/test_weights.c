@@ -13,13 +13,13 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "kernels.h"
+#include "core/kernels.h"
 
-#include "config.h"
-#include "file.h"
-#include "safetensors.h"
-#include "snapshot.h"
-#include "store.h"
+#include "weights/config.h"
+#include "core/file.h"
+#include "weights/safetensors.h"
+#include "weights/snapshot.h"
+#include "weights/store.h"
 
 /* header JSON + data into one buffer; caller frees. */
 static uint8_t *make_file(const char *header, const void *data, size_t data_size, size_t *size) {

@@ -1,15 +1,15 @@
 /* bert_tokenizer.c — BERT WordPiece encode and decode. Unicode
  * normalisation, case mapping and categories from utf8proc. */
-#include "bert_tokenizer.h"
+#include "text/bert_tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
 
-#include "error.h"
-#include "file.h"
-#include "strmap.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/strmap.h"
 
 #define MAX_WORD_CHARACTERS 100
 #define MAX_SPECIALS 64

@@ -1,13 +1,13 @@
 /* clip_text.c — CLIP text tower forward pass over packed sequences. */
-#include "clip_text.h"
+#include "text/clip_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "error.h"
-#include "layers.h"
+#include "weights/config.h"
+#include "core/error.h"
+#include "weights/layers.h"
 
 glimpse_status clip_text_config_read(const cJSON *json, const char *where, int projection_dim,
                                      clip_text_config *config) {

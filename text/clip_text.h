@@ -8,8 +8,8 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-#include "store.h"
-#include "transformer.h"
+#include "weights/store.h"
+#include "core/transformer.h"
 
 typedef struct clip_text_config {
     int hidden_size, layers, heads, intermediate_size;

@@ -1,15 +1,15 @@
 /* clip_tokenizer.c — byte-level BPE with CLIP's pre-tokenisation. Unicode
  * normalisation, case mapping and character classes come from utf8proc. */
-#include "clip_tokenizer.h"
+#include "text/clip_tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
 
-#include "error.h"
-#include "file.h"
-#include "strmap.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/strmap.h"
 
 #define START_TOKEN "<|startoftext|>"
 #define END_TOKEN "<|endoftext|>"

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "caption.h"
-#include "cli_common.h"
-#include "commands.h"
-#include "model.h"
+#include "fusion/caption.h"
+#include "tools/cli_common.h"
+#include "tools/commands.h"
+#include "api/model.h"
 #include <math.h>
 
 static const char bench_help[] =

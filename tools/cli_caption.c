@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli_common.h"
-#include "commands.h"
+#include "tools/cli_common.h"
+#include "tools/commands.h"
 
 static const char caption_help[] =
     "Usage: glimpse caption -m MODEL [--prompt TEXT] [--beams N] [--max-tokens N] [--min-tokens N]\n"

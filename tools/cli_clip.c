@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_common.h"
-#include "commands.h"
+#include "tools/cli_common.h"
+#include "tools/commands.h"
 
 /* A growable list of borrowed strings (argv entries). */
 typedef struct string_list {

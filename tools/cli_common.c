@@ -1,5 +1,5 @@
 /* cli_common.c — shared plumbing of the glimpse subcommands. */
-#include "cli_common.h"
+#include "tools/cli_common.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_common.h"
-#include "commands.h"
+#include "tools/cli_common.h"
+#include "tools/commands.h"
 
 /* ----------------------------------------------------------------- index */
 

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli_common.h"
-#include "commands.h"
+#include "tools/cli_common.h"
+#include "tools/commands.h"
 
 static const char usage[] =
     "glimpse " GLIMPSE_VERSION_STRING " — vision-language models (CLIP, BLIP) on the CPU\n"

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "config.h"
-#include "file.h"
+#include "weights/config.h"
+#include "core/file.h"
 
 typedef enum fill { FILL_NORMAL, FILL_ONES, FILL_ZEROS, FILL_CONSTANT, FILL_POSITIONS } fill;
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "pictures.h"
+#include "tools/pictures.h"
 
 static int write_png(const char *path, const uint8_t *pixels) {
     FILE *f = fopen(path, "wb");

@@ -1,6 +1,6 @@
 /* pictures.c — drawing the synthetic shape pictures and checking captions
  * against them. */
-#include "pictures.h"
+#include "tools/pictures.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -13,9 +13,9 @@
 
 #include <stb/stb_image.h>
 
-#include "error.h"
-#include "file.h"
-#include "image.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "vision/image.h"
 
 glimpse_status image_allocate(int width, int height, glimpse_image **out) {
     *out = NULL;

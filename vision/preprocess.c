@@ -1,13 +1,13 @@
 /* preprocess.c — resize, crop, rescale, normalise, as transformers 4.x. */
-#include "preprocess.h"
+#include "vision/preprocess.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "error.h"
-#include "resize.h"
+#include "weights/config.h"
+#include "core/error.h"
+#include "vision/resize.h"
 
 static const float clip_mean[3] = {0.48145466f, 0.4578275f, 0.40821073f};
 static const float clip_std[3] = {0.26862954f, 0.26130258f, 0.27577711f};

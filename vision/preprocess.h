@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "image.h"
+#include "vision/image.h"
 
 typedef struct preprocess_config {
     int do_resize;

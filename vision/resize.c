@@ -3,13 +3,13 @@
  * (x + 0.5)·scale, weights from the filter stretched by the scale when
  * shrinking, normalised, then rounded to fixed point. Each pass rounds and
  * clips to 8 bits, as Pillow does. */
-#include "resize.h"
+#include "vision/resize.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "core/error.h"
 
 #define PRECISION_BITS (32 - 8 - 2)
 

@@ -5,7 +5,7 @@
 #ifndef GLIMPSE_VISION_RESIZE_H
 #define GLIMPSE_VISION_RESIZE_H
 
-#include "image.h"
+#include "vision/image.h"
 
 typedef enum resize_filter {
     RESIZE_FILTER_BILINEAR = 2, /* Pillow's Image.BILINEAR */

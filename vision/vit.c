@@ -1,13 +1,13 @@
 /* vit.c — ViT forward pass for CLIP and BLIP vision towers. */
-#include "vit.h"
+#include "vision/vit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "error.h"
-#include "layers.h"
+#include "weights/config.h"
+#include "core/error.h"
+#include "weights/layers.h"
 
 glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant variant, vit_config *config) {
     glimpse_status status;

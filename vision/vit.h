@@ -8,8 +8,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "store.h"
-#include "transformer.h"
+#include "weights/store.h"
+#include "core/transformer.h"
 
 typedef enum vit_variant {
     VIT_VARIANT_CLIP = 0, /* pre_layrnorm, separate q/k/v, no patch bias, projection */

@@ -1,11 +1,11 @@
 /* config.c — typed access to JSON configuration with clear errors. */
-#include "config.h"
+#include "weights/config.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#include "error.h"
-#include "file.h"
+#include "core/error.h"
+#include "core/file.h"
 
 #define CONFIG_MAX_BYTES (64u * 1024u * 1024u)
 

@@ -1,10 +1,10 @@
 /* layers.c — parameter names of the encoder layers we run. */
-#include "layers.h"
+#include "weights/layers.h"
 
 #include <stdio.h>
 
-#include "config.h"
-#include "error.h"
+#include "weights/config.h"
+#include "core/error.h"
 
 glimpse_status layers_read_sizes(const cJSON *json, const char *where, layer_sizes *out) {
     glimpse_status status;

@@ -6,8 +6,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "store.h"
-#include "transformer.h"
+#include "weights/store.h"
+#include "core/transformer.h"
 
 /* The sizes every transformer config names the same way. */
 typedef struct layer_sizes {

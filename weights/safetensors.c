@@ -2,7 +2,7 @@
  * read with cJSON; every number in it is checked (non-negative integers,
  * products without overflow, ranges inside the data section) before any
  * tensor is handed out. */
-#include "safetensors.h"
+#include "weights/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "file.h"
+#include "core/error.h"
+#include "core/file.h"
 
 /* Headers of real checkpoints are well under a megabyte; a header claiming
  * more than this is treated as damage. */

@@ -1,13 +1,13 @@
 /* snapshot.c — model folder resolution, including the local hub cache. */
-#include "snapshot.h"
+#include "weights/snapshot.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "file.h"
+#include "core/error.h"
+#include "core/file.h"
 
 char *snapshot_cache_folder(void) {
     const char *hub_cache = getenv("HF_HUB_CACHE");

@@ -1,5 +1,5 @@
 /* store.c — the tensors of a snapshot folder, single-file or sharded. */
-#include "store.h"
+#include "weights/store.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "file.h"
-#include "kernels.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/kernels.h"
 
 typedef struct owned_buffer {
     struct owned_buffer *next;

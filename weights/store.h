@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 
-#include "kernels.h"
-#include "safetensors.h"
+#include "core/kernels.h"
+#include "weights/safetensors.h"
 
 typedef struct weight_store weight_store;
 

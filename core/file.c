@@ -1,5 +1,5 @@
 /* file.c — whole-file reads and read-only mappings with clear errors. */
-#include "file.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "core/error.h"
 
 static glimpse_status open_regular(const char *path, int *fd_out, size_t *size_out) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -1,7 +1,7 @@
 /* file.h — reading files whole and mapping them, with sizes checked and
  * errors that name the path. Used for weights, configs, tokenizers, images. */
-#ifndef GLIMPSE_WEIGHTS_FILE_H
-#define GLIMPSE_WEIGHTS_FILE_H
+#ifndef GLIMPSE_CORE_FILE_H
+#define GLIMPSE_CORE_FILE_H
 
 #include <stddef.h>
 #include <stdint.h>
