@@ -45,7 +45,7 @@ glimpse_caption_params glimpse_caption_model_params(const glimpse_model *model) 
     return params;
 }
 
-void glimpse_caption_clear(glimpse_caption *caption) {
+void glimpse_caption_free(glimpse_caption *caption) {
     if (!caption) return;
     free(caption->text);
     free(caption->ids);
@@ -67,7 +67,7 @@ static glimpse_status check_params(const glimpse_caption_params *p) {
     if (p->top_k < 0) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "top_k must not be negative");
     if (!(p->repetition_penalty > 0))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "repetition_penalty must be above 0");
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* [DEC] followed by the prompt's WordPiece ids (BLIP drops the [SEP]). */
@@ -138,10 +138,10 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glim
     }
     out->ids = ids;
     out->id_count = length;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status glimpse_caption_images(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                       const glimpse_caption_params *params, glimpse_caption *out) {
     if (!ctx || (count && (!images || !out)))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_caption_images: NULL argument");
@@ -186,6 +186,6 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, const glimpse_image 
     }
     free(prompt);
     if (status)
-        for (size_t i = 0; i < count; i++) glimpse_caption_clear(&out[i]);
+        for (size_t i = 0; i < count; i++) glimpse_caption_free(&out[i]);
     return status;
 }

@@ -47,7 +47,7 @@ glimpse_status glimpse_context_create(const glimpse_model *model, const glimpse_
         return status;
     }
     *out = ctx;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void glimpse_context_free(glimpse_context *ctx) {
@@ -63,7 +63,7 @@ void glimpse_context_free(glimpse_context *ctx) {
 
 typedef struct preprocess_job {
     const glimpse_model *model;
-    const glimpse_image *const *images;
+    glimpse_image *const *images;
     float *pixel_values;
     size_t plane;
     glimpse_status *statuses;
@@ -91,10 +91,10 @@ static void preprocess_task(void *argument, size_t index, float *scratch) {
 glimpse_status context_progress(const glimpse_context *ctx, size_t done, size_t total) {
     if (ctx->params.on_progress && ctx->params.on_progress(ctx->params.user, done, total))
         return error_set(GLIMPSE_STATUS_CANCELLED, "cancelled after %zu of %zu images", done, total);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status context_preprocess(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+glimpse_status context_preprocess(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   size_t first_index) {
     const glimpse_model *model = ctx->model;
     size_t size = (size_t)model->vision.config.image_size;
@@ -107,10 +107,10 @@ glimpse_status context_preprocess(glimpse_context *ctx, const glimpse_image *con
     pool_for(ctx->threads, count, preprocess_task, &job);
     for (size_t b = 0; b < count; b++)
         if (statuses[b]) return error_set(statuses[b], "image %zu: %s", first_index + b, messages[b]);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status glimpse_embed_images(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+glimpse_status glimpse_embed_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                     float *out) {
     if (!ctx || (count && (!images || !out)))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_images: NULL argument");
@@ -128,7 +128,7 @@ glimpse_status glimpse_embed_images(glimpse_context *ctx, const glimpse_image *c
         for (size_t b = 0; b < batch; b++) vit_embed(&model->vision, ctx->vision, b, out + (first + b) * dim);
         if ((status = context_progress(ctx, first + batch, count))) return status;
     }
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *texts, size_t count, float *out) {
@@ -142,7 +142,7 @@ glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *text
     int32_t *ids = malloc(CONTEXT_TEXT_BATCH * positions * sizeof *ids);
     size_t lengths[CONTEXT_TEXT_BATCH];
     if (!ids) return ERROR_OOM();
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t first = 0; first < count && !status; first += CONTEXT_TEXT_BATCH) {
         size_t batch = count - first < CONTEXT_TEXT_BATCH ? count - first : CONTEXT_TEXT_BATCH, rows = 0;
         for (size_t b = 0; b < batch && !status; b++) {
@@ -171,7 +171,7 @@ glimpse_status glimpse_score(const glimpse_model *model, const float *image_embe
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_score needs a CLIP model");
     retrieval_logits(logits, image_embeddings, image_count, text_embeddings, text_count,
                      glimpse_model_embedding_dim(model), model->logit_scale);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, int32_t *ids, size_t capacity,
@@ -188,7 +188,7 @@ glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, in
             return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu token ids do not fit in %zu", *count, capacity);
         ids[0] = bert_tokenizer_id(model->wordpiece, "[CLS]");
         ids[n + 1] = bert_tokenizer_id(model->wordpiece, "[SEP]");
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     if (!model->tokenizer) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its tokenizer");
     size_t positions = (size_t)model->text.config.max_positions;

@@ -34,13 +34,13 @@ static glimpse_status tokenize_all(const glimpse_model *model, const char *const
         if (status) return status;
         row[lengths[t] - 1] = sep;
     }
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* The context's text-encoder state, grown to hold `length` tokens. */
 static glimpse_status ensure_state(glimpse_context *ctx, size_t length) {
     const glimpse_model *model = ctx->model;
-    if (ctx->decoder && ctx->decoder->max_length >= length) return GLIMPSE_OK;
+    if (ctx->decoder && ctx->decoder->max_length >= length) return GLIMPSE_STATUS_OK;
     bert_state_free(ctx->decoder);
     ctx->decoder = NULL;
     size_t room = length < 64 ? 64 : length;
@@ -53,16 +53,16 @@ static glimpse_status check_retrieval(glimpse_context *ctx, const char *what) {
         return error_set(GLIMPSE_STATUS_WRONG_MODEL,
                          "%s needs a BLIP retrieval model (BlipForImageTextRetrieval), this is %s", what,
                          ctx->model->architecture);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status glimpse_match(glimpse_context *ctx, const glimpse_image *const *images, size_t image_count,
+glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images, size_t image_count,
                              const char *const *texts, size_t text_count, glimpse_match_mode mode, float *scores) {
     glimpse_status status = check_retrieval(ctx, "image-text matching");
     if (status) return status;
     if ((image_count && !images) || (text_count && !texts) || (image_count && text_count && !scores))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: NULL argument");
-    if (mode != GLIMPSE_MATCH_ITM && mode != GLIMPSE_MATCH_ITC)
+    if (mode != GLIMPSE_MATCH_MODE_ITM && mode != GLIMPSE_MATCH_MODE_ITC)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: unknown mode %d", (int)mode);
     for (size_t t = 0; t < text_count; t++)
         if (!texts[t]) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: text %zu is NULL", t);
@@ -78,7 +78,7 @@ glimpse_status glimpse_match(glimpse_context *ctx, const glimpse_image *const *i
     if (!status) status = tokenize_all(model, texts, text_count, &ids, lengths, starts, &longest);
     if (!status) status = ensure_state(ctx, longest);
     /* ITC: each text once, without the image */
-    for (size_t t = 0; !status && mode == GLIMPSE_MATCH_ITC && t < text_count; t++) {
+    for (size_t t = 0; !status && mode == GLIMPSE_MATCH_MODE_ITC && t < text_count; t++) {
         status = bert_encode(encoder, ctx->decoder, ids + starts[t], lengths[t], 0, ctx->threads);
         if (!status) itm_text_feature(&model->itm, ctx->decoder->x, text_features + t * shared);
     }
@@ -87,10 +87,10 @@ glimpse_status glimpse_match(glimpse_context *ctx, const glimpse_image *const *i
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
         /* ITC reads the class token alone; ITM cross-attends to every token */
         vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch,
-                    mode == GLIMPSE_MATCH_ITC ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
+                    mode == GLIMPSE_MATCH_MODE_ITC ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
             float *row = scores + (first + b) * text_count;
-            if (mode == GLIMPSE_MATCH_ITC) {
+            if (mode == GLIMPSE_MATCH_MODE_ITC) {
                 vit_pooled(&model->vision, ctx->vision, b, ctx->image_tokens);
                 itm_image_feature(&model->itm, ctx->image_tokens, image_feature);
                 retrieval_logits(row, image_feature, 1, text_features, text_count, shared, 1.0f); /* cosines */
@@ -122,7 +122,7 @@ static int compare_first(const void *a, const void *b) {
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, const glimpse_image *const *images, size_t count,
+glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, glimpse_image *const *images, size_t count,
                               const float *first_scores, size_t top_k, glimpse_ranked *out, size_t *out_count) {
     glimpse_status status = check_retrieval(ctx, "re-ranking");
     if (status) return status;
@@ -134,17 +134,17 @@ glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, const glim
     for (size_t i = 0; i < count; i++) all[i] = (glimpse_ranked){i, first_scores[i], 0};
     qsort(all, count, sizeof *all, compare_first);
     size_t keep = top_k < count ? top_k : count;
-    const glimpse_image **shortlist = malloc((keep ? keep : 1) * sizeof *shortlist);
+    glimpse_image **shortlist = malloc((keep ? keep : 1) * sizeof *shortlist);
     float *scores = malloc((keep ? keep : 1) * sizeof *scores);
     if (!shortlist || !scores) status = ERROR_OOM();
     for (size_t i = 0; !status && i < keep; i++) shortlist[i] = images[all[i].index];
-    if (!status && keep) status = glimpse_match(ctx, shortlist, keep, &text, 1, GLIMPSE_MATCH_ITM, scores);
+    if (!status && keep) status = glimpse_match(ctx, shortlist, keep, &text, 1, GLIMPSE_MATCH_MODE_ITM, scores);
     if (!status) {
         for (size_t i = 0; i < keep; i++) all[i].score = scores[i];
         qsort(all, keep, sizeof *all, compare_ranked);
         memcpy(out, all, keep * sizeof *out);
         *out_count = keep;
     }
-    free(all), free((void *)shortlist), free(scores);
+    free(all), free(shortlist), free(scores);
     return status;
 }

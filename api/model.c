@@ -30,18 +30,18 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
     if ((name && strcmp(name, "CLIPModel") == 0) || (!name && strcmp(type, "clip") == 0)) {
         model->kind = GLIMPSE_MODEL_KIND_CLIP;
         snprintf(model->architecture, sizeof model->architecture, "CLIPModel");
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     if ((name && strcmp(name, "BlipForConditionalGeneration") == 0) || (!name && strcmp(type, "blip") == 0)) {
         /* Without "architectures", BLIP's two heads are told apart by their tensors (done at load). */
         model->kind = GLIMPSE_MODEL_KIND_BLIP_CAPTION;
         snprintf(model->architecture, sizeof model->architecture, "BlipForConditionalGeneration");
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     if (name && strcmp(name, "BlipForImageTextRetrieval") == 0) {
         model->kind = GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
         snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                      "%s/config.json: architecture \"%s\" (model_type \"%s\") is not one glimpse runs; "
@@ -55,7 +55,7 @@ static glimpse_status read_preprocessor(glimpse_model *model, int square_default
     if (!path) return ERROR_OOM();
     int present = file_is_regular(path);
     free(path);
-    if (!present) return GLIMPSE_OK;
+    if (!present) return GLIMPSE_STATUS_OK;
     cJSON *preprocessor = NULL;
     glimpse_status status = config_read_json(model->folder, "preprocessor_config.json", &preprocessor);
     if (!status) status = preprocess_config_read(preprocessor, "preprocessor_config.json", square_default, &model->preprocess);
@@ -99,7 +99,7 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
             return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: vocab.json has %zu tokens but the model only %d", folder,
                              clip_tokenizer_vocab_size(model->tokenizer), config.vocab_size);
     }
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params *params) {
@@ -158,7 +158,7 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
     if (bert_tokenizer_vocab_size(model->wordpiece) > (size_t)text.vocab_size)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the tokenizer has %zu tokens but the model only %d", folder,
                          bert_tokenizer_vocab_size(model->wordpiece), text.vocab_size);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* int8 twins of every tower's projections (each tower that was loaded). */
@@ -169,7 +169,7 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     if (!q8_vnni_available())
         log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has no AVX-512 VNNI: int8 products run on plain loops, "
                                                "slower than float32");
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     if (model->vision.weights.layers) status = vit_model_quantize(&model->vision, &model->quantized);
     if (!status && model->text.weights.layers) status = clip_text_model_quantize(&model->text, &model->quantized);
     if (!status && model->text_decoder.layers) status = bert_model_quantize(&model->text_decoder, &model->quantized);
@@ -202,7 +202,7 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
                 weight_store_copied_bytes(model->store) / 1e6,
                 model->precision == GLIMPSE_PRECISION_INT8 ? "; projections quantized to int8" : "");
     *out = model;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void glimpse_model_free(glimpse_model *model) {
@@ -269,7 +269,7 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     out->weight_dtype = weight_store_dtype(model->store);
     out->copied_bytes = weight_store_copied_bytes(model->store);
     out->logit_scale = model->logit_scale;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* 64-bit FNV-1a, enough to tell models apart (not a security measure). */
@@ -292,5 +292,5 @@ glimpse_status model_identity(const glimpse_model *model, char *out, size_t capa
     }
     snprintf(out, capacity, "%s/%zu/%016llx", model->architecture, glimpse_model_embedding_dim(model),
              (unsigned long long)hash);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }

@@ -64,7 +64,7 @@ glimpse_status model_identity(const glimpse_model *model, char *out, size_t capa
 glimpse_status context_progress(const glimpse_context *ctx, size_t done, size_t total);
 
 /* Preprocesses images[0..count) into ctx->pixel_values (count <= CONTEXT_IMAGE_BATCH). */
-glimpse_status context_preprocess(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+glimpse_status context_preprocess(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   size_t first_index);
 
 #endif

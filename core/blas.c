@@ -47,7 +47,7 @@ static void linear_16bit_plain(const linear_job *job, size_t first, size_t count
             const float *x = job->in + r * job->in_stride;
             float sum = 0.0f;
             for (size_t k = 0; k < job->in_features; k++)
-                sum += x[k] * (job->type == WEIGHT_F16 ? kernel_f16_to_f32(w[k]) : kernel_bf16_to_f32(w[k]));
+                sum += x[k] * (job->type == WEIGHT_TYPE_F16 ? kernel_f16_to_f32(w[k]) : kernel_bf16_to_f32(w[k]));
             if (job->bias) sum += job->bias[c];
             float *cell = job->out + r * job->out_stride + c;
             *cell = job->accumulate ? *cell + sum : sum;
@@ -66,7 +66,7 @@ static void linear_task(void *argument, size_t index, float *scratch) {
         kernel_product_avx512(&product, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
         return;
     }
-    if (job->type != WEIGHT_F32) {
+    if (job->type != WEIGHT_TYPE_F32) {
         /* 16-bit weights reach this path only when a caller forces it (models
          * widen them at load where the AVX-512 kernels do not run): plain loops */
         linear_16bit_plain(job, first, count);
@@ -119,13 +119,13 @@ void kernel_linear_typed(float *out, size_t out_stride, const float *in, size_t 
 
 void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
-    kernel_linear_typed(out, out_stride, in, in_stride, weight, WEIGHT_F32, bias, rows, in_features, out_features, 0,
+    kernel_linear_typed(out, out_stride, in, in_stride, weight, WEIGHT_TYPE_F32, bias, rows, in_features, out_features, 0,
                         threads);
 }
 
 void kernel_linear_add(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
                        const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
-    kernel_linear_typed(out, out_stride, in, in_stride, weight, WEIGHT_F32, bias, rows, in_features, out_features, 1,
+    kernel_linear_typed(out, out_stride, in, in_stride, weight, WEIGHT_TYPE_F32, bias, rows, in_features, out_features, 1,
                         threads);
 }
 
@@ -146,7 +146,7 @@ typedef struct attention_job {
 static void weighted_values_avx512(float *out, size_t out_stride, const float *scores, size_t queries, size_t keys,
                                    const float *v, size_t v_stride, size_t head_dim, float *scratch) {
     if (queries >= 16) { /* the values as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
-        kernel_product product = {out,  out_stride, scores, keys, v,       WEIGHT_F32, 1,
+        kernel_product product = {out,  out_stride, scores, keys, v,       WEIGHT_TYPE_F32, 1,
                                   v_stride, NULL, 1.0f, 0,    queries, keys};
         kernel_product_avx512(&product, 0, head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
     } else { /* a decoder step's few queries: each a weighted sum of the value rows */
@@ -172,7 +172,7 @@ static void attention_head(void *argument, size_t head, float *scratch) {
         float *out = job->out + first * job->out_stride + offset;
         /* scores[count, keys] = scale · q_h · k_hᵀ */
         if (panels) {
-            kernel_product product = {scores, keys, q,    job->q_stride, job->k + offset, WEIGHT_F32,
+            kernel_product product = {scores, keys, q,    job->q_stride, job->k + offset, WEIGHT_TYPE_F32,
                                       job->kv_stride, 1, NULL, job->scale, 0, count, job->head_dim};
             kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
         } else {
@@ -211,7 +211,7 @@ static void transposed_head(void *argument, size_t head, float *scratch) {
     float *scores = job->scratch + head * queries * keys;
     const float *keys_t = job->k + offset * job->key_stride;
     if (queries >= 16) { /* the transposed keys as a weight: column j, depth d at keys_t[d·stride + j] */
-        kernel_product product = {scores, keys, job->q + offset, job->q_stride, keys_t, WEIGHT_F32, 1, job->key_stride,
+        kernel_product product = {scores, keys, job->q + offset, job->q_stride, keys_t, WEIGHT_TYPE_F32, 1, job->key_stride,
                                   NULL, job->scale, 0, queries, job->head_dim};
         kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
     } else { /* each query's scores: a weighted sum of the head's key rows */

@@ -41,7 +41,7 @@ const char *glimpse_last_error(void) { return error_text; }
 
 const char *glimpse_status_string(glimpse_status status) {
     switch (status) {
-    case GLIMPSE_OK: return "ok";
+    case GLIMPSE_STATUS_OK: return "ok";
     case GLIMPSE_STATUS_INVALID_ARGUMENT: return "invalid argument";
     case GLIMPSE_STATUS_IO: return "input/output error";
     case GLIMPSE_STATUS_NOT_FOUND: return "not found";

@@ -35,7 +35,7 @@ static glimpse_status open_regular(const char *path, int *fd_out, size_t *size_o
     }
     *fd_out = fd;
     *size_out = (size_t)info.st_size;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes, size_t *size) {
@@ -70,7 +70,7 @@ glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes
     buffer[length] = 0;
     *bytes = buffer;
     *size = length;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status file_map(const char *path, const uint8_t **map, size_t *size) {
@@ -82,7 +82,7 @@ glimpse_status file_map(const char *path, const uint8_t **map, size_t *size) {
     if (status) return status;
     if (length == 0) {
         close(fd);
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     void *address = mmap(NULL, length, PROT_READ, MAP_PRIVATE, fd, 0);
     int code = errno;
@@ -97,7 +97,7 @@ glimpse_status file_map(const char *path, const uint8_t **map, size_t *size) {
 #endif
     *map = address;
     *size = length;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void file_unmap(const uint8_t *map, size_t size) {

@@ -41,14 +41,14 @@ void kernel_weight_row_add(float *out, const kernel_weight *weight, size_t row, 
 }
 
 void kernel_widen(float *out, const void *data, weight_type type, size_t n) {
-    if (type == WEIGHT_F32) {
+    if (type == WEIGHT_TYPE_F32) {
         memcpy(out, data, n * sizeof(float));
         return;
     }
     const uint8_t *bytes = data; /* little-endian, any alignment */
     for (size_t i = 0; i < n; i++) {
         uint16_t half = (uint16_t)(bytes[2 * i] | (bytes[2 * i + 1] << 8));
-        out[i] = type == WEIGHT_F16 ? kernel_f16_to_f32(half) : kernel_bf16_to_f32(half);
+        out[i] = type == WEIGHT_TYPE_F16 ? kernel_f16_to_f32(half) : kernel_bf16_to_f32(half);
     }
 }
 

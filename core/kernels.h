@@ -12,7 +12,7 @@
 #include "core/pool.h"
 
 /* How a weight matrix's numbers are stored: as the checkpoint has them. */
-typedef enum weight_type { WEIGHT_F32 = 0, WEIGHT_F16, WEIGHT_BF16 } weight_type;
+typedef enum weight_type { WEIGHT_TYPE_F32 = 0, WEIGHT_TYPE_F16, WEIGHT_TYPE_BF16 } weight_type;
 
 struct kernel_q8;
 /* A linear layer's weight [out_features, in_features], rows contiguous, in
@@ -25,9 +25,9 @@ typedef struct kernel_weight {
     weight_type type;
     const struct kernel_q8 *q8;
 } kernel_weight;
-static inline kernel_weight kernel_weight_f32(const float *data) { return (kernel_weight){data, WEIGHT_F32, NULL}; }
+static inline kernel_weight kernel_weight_f32(const float *data) { return (kernel_weight){data, WEIGHT_TYPE_F32, NULL}; }
 /* Bytes of one stored value. */
-static inline size_t weight_type_bytes(weight_type type) { return type == WEIGHT_F32 ? 4 : 2; }
+static inline size_t weight_type_bytes(weight_type type) { return type == WEIGHT_TYPE_F32 ? 4 : 2; }
 
 /* Exact widening of one float16 / bfloat16 value, and of n values of any type. */
 float kernel_f16_to_f32(uint16_t half);

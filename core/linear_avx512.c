@@ -43,9 +43,9 @@
  * below are the float32 ones with this load: the same sums in the same order,
  * so a 16-bit weight gives bit for bit what its widened copy would. */
 static inline __attribute__((always_inline)) __m512 load_weights(const void *weight, size_t k, const weight_type type) {
-    if (type == WEIGHT_F32) return _mm512_loadu_ps((const float *)weight + k);
+    if (type == WEIGHT_TYPE_F32) return _mm512_loadu_ps((const float *)weight + k);
     __m256i half = _mm256_loadu_si256((const __m256i *)((const uint16_t *)weight + k));
-    if (type == WEIGHT_F16) return _mm512_cvtph_ps(half);
+    if (type == WEIGHT_TYPE_F16) return _mm512_cvtph_ps(half);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
 }
 
@@ -53,7 +53,7 @@ static inline __attribute__((always_inline)) __m512 load_weights(const void *wei
 static inline __attribute__((always_inline)) __m512 load_weights_tail(const void *weight, size_t k, size_t n,
                                                                        const weight_type type) {
     __mmask16 mask = (__mmask16)((1u << n) - 1);
-    if (type == WEIGHT_F32) return _mm512_maskz_loadu_ps(mask, (const float *)weight + k);
+    if (type == WEIGHT_TYPE_F32) return _mm512_maskz_loadu_ps(mask, (const float *)weight + k);
     uint16_t copy[16] = {0};
     for (size_t i = 0; i < n; i++) copy[i] = ((const uint16_t *)weight)[k + i];
     return load_weights(copy, 0, type);
@@ -93,7 +93,7 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
         for (int c = 0; c < columns; c++) {
             /* a few rows read each weight once: memory-bound, and the hardware's
              * prefetching alone reaches two thirds of the bandwidth */
-            if (type == WEIGHT_F32 || (k & 16) == 0) /* one prefetch per 64-byte line */
+            if (type == WEIGHT_TYPE_F32 || (k & 16) == 0) /* one prefetch per 64-byte line */
                 _mm_prefetch(bytes + ((size_t)c * weight_stride + k) * element + ahead, _MM_HINT_T0);
             __m512 w = load_weights(bytes + (size_t)c * weight_stride * element, k, type);
             if (rows > 1) __asm__("" : "+v"(w)); /* one load per weight vector, not one per row */
@@ -139,17 +139,17 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
         default: break;                                                                                                \
         }                                                                                                              \
     }
-DOT_ANY_TILE(dot_any_tile_f32, WEIGHT_F32)
-DOT_ANY_TILE(dot_any_tile_f16, WEIGHT_F16)
-DOT_ANY_TILE(dot_any_tile_bf16, WEIGHT_BF16)
+DOT_ANY_TILE(dot_any_tile_f32, WEIGHT_TYPE_F32)
+DOT_ANY_TILE(dot_any_tile_f16, WEIGHT_TYPE_F16)
+DOT_ANY_TILE(dot_any_tile_bf16, WEIGHT_TYPE_BF16)
 
 /* The dot-product kernel over rows × columns (weight and bias start at the first column). */
 static void dot_block(float *out, size_t out_stride, const float *in, size_t in_stride, const void *weight,
                       weight_type type, size_t weight_stride, size_t depth, const float *bias, float scale,
                       int accumulate, int first, size_t rows, size_t columns) {
     void (*tile)(float *, size_t, const float *, size_t, const void *, size_t, size_t, const float *, float, int, int,
-                 int, int) = type == WEIGHT_F16    ? dot_any_tile_f16
-                             : type == WEIGHT_BF16 ? dot_any_tile_bf16
+                 int, int) = type == WEIGHT_TYPE_F16    ? dot_any_tile_f16
+                             : type == WEIGHT_TYPE_BF16 ? dot_any_tile_bf16
                                                    : dot_any_tile_f32;
     const char *bytes = weight;
     for (size_t r0 = 0; r0 < rows; r0 += DOT_ROW_BLOCK) {
@@ -278,14 +278,14 @@ static void widen_columns(float *widened, const void *weight, weight_type type, 
         const char *column = (const char *)weight + c * column_stride * weight_type_bytes(type);
         float *to = widened + c * depth;
         size_t k = 0;
-        if (type == WEIGHT_F16)
-            for (; k + 16 <= depth; k += 16) _mm512_storeu_ps(to + k, load_weights(column, k, WEIGHT_F16));
+        if (type == WEIGHT_TYPE_F16)
+            for (; k + 16 <= depth; k += 16) _mm512_storeu_ps(to + k, load_weights(column, k, WEIGHT_TYPE_F16));
         else
-            for (; k + 16 <= depth; k += 16) _mm512_storeu_ps(to + k, load_weights(column, k, WEIGHT_BF16));
+            for (; k + 16 <= depth; k += 16) _mm512_storeu_ps(to + k, load_weights(column, k, WEIGHT_TYPE_BF16));
         if (k < depth)
             _mm512_mask_storeu_ps(to + k, (__mmask16)((1u << (depth - k)) - 1),
-                                  type == WEIGHT_F16 ? load_weights_tail(column, k, depth - k, WEIGHT_F16)
-                                                     : load_weights_tail(column, k, depth - k, WEIGHT_BF16));
+                                  type == WEIGHT_TYPE_F16 ? load_weights_tail(column, k, depth - k, WEIGHT_TYPE_F16)
+                                                     : load_weights_tail(column, k, depth - k, WEIGHT_TYPE_BF16));
     }
 }
 
@@ -311,7 +311,7 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     float stack_widened[STACK_PANEL_DEPTH * MICRO_COLUMNS] __attribute__((aligned(64)));
     float *panel = stack_panel, *widened = stack_widened;
     size_t panel_depth = STACK_PANEL_DEPTH, panels = 1; /* panels per pass over the columns */
-    if (type == WEIGHT_F32) {
+    if (type == WEIGHT_TYPE_F32) {
         if (scratch && scratch_floats / PANEL_ROWS > panel_depth) {
             panel_depth = scratch_floats / PANEL_ROWS;
             panel = scratch;
@@ -344,7 +344,7 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
                     int count = (int)(c0 + strip - c < MICRO_COLUMNS ? c0 + strip - c : MICRO_COLUMNS);
                     const float *weights = (const float *)(w + (c * cs + k0 * ds) * element), *next = NULL;
                     size_t column_stride = cs, depth_stride = ds;
-                    if (type != WEIGHT_F32) { /* (16-bit weights: depth_stride 1) */
+                    if (type != WEIGHT_TYPE_F32) { /* (16-bit weights: depth_stride 1) */
                         widen_columns(widened, weights, type, cs, (size_t)count, depth);
                         weights = widened, column_stride = depth, depth_stride = 1;
                     } else if (c + MICRO_COLUMNS < columns) {

@@ -134,7 +134,7 @@ glimpse_status pool_create(int threads, pool **out) {
         }
     }
     *out = p;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void pool_free(pool *p) {

@@ -16,8 +16,8 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, siz
     q->weight = calloc(out_features * depth, 1);
     q->scale = malloc(out_features * sizeof *q->scale);
     q->sum = malloc(out_features * sizeof *q->sum);
-    float *widened = weight->type == WEIGHT_F32 ? NULL : malloc(in_features * sizeof *widened);
-    if (!q->weight || !q->scale || !q->sum || (weight->type != WEIGHT_F32 && !widened)) {
+    float *widened = weight->type == WEIGHT_TYPE_F32 ? NULL : malloc(in_features * sizeof *widened);
+    if (!q->weight || !q->scale || !q->sum || (weight->type != WEIGHT_TYPE_F32 && !widened)) {
         kernel_q8_free(q);
         free(widened);
         return ERROR_OOM();
@@ -50,7 +50,7 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, siz
         q->sum[o] = sum;
     }
     free(widened);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void kernel_q8_free(kernel_q8 *q) {
@@ -161,7 +161,7 @@ glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_feature
     }
     set->items[set->count++] = q;
     weight->q8 = q;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void q8_set_free(q8_set *set) {

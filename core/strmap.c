@@ -44,7 +44,7 @@ glimpse_status strmap_create(size_t expected, strmap **out) {
     }
     map->capacity = capacity;
     *out = map;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void strmap_free(strmap *map) {
@@ -76,7 +76,7 @@ static glimpse_status grow(strmap *map) {
     free(map->slots);
     map->slots = slots;
     map->capacity = capacity;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 static const char *store_key(strmap *map, const char *key, size_t length) {
@@ -113,7 +113,7 @@ glimpse_status strmap_put(strmap *map, const char *key, size_t length, int32_t v
         map->count++;
     }
     s->value = value;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 int strmap_get(const strmap *map, const char *key, size_t length, int32_t *value) {

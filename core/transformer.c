@@ -34,7 +34,7 @@ void activation_apply(activation act, float *x, size_t n) {
 
 glimpse_status encoder_layers_quantize(encoder_layer *layers, size_t count, const encoder_shape *shape, q8_set *set) {
     size_t h = shape->hidden, inter = shape->intermediate;
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t l = 0; l < count && !status; l++) {
         encoder_layer *layer = &layers[l];
         if (layer->qkv_weight.data) {

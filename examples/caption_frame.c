@@ -51,12 +51,12 @@ int main(int argc, char **argv) {
     params.on_token = print_words;
     params.user = &printed;
     glimpse_caption caption;
-    if (glimpse_caption_images(ctx, (const glimpse_image *const *)&frame, 1, &params, &caption)) {
+    if (glimpse_caption_images(ctx, &frame, 1, &params, &caption)) {
         fprintf(stderr, "\nerror: %s\n", glimpse_last_error());
         return 1;
     }
     printf("\n(%zu token ids)\n", caption.id_count);
-    glimpse_caption_clear(&caption);
+    glimpse_caption_free(&caption);
     glimpse_image_free(decoded);
     glimpse_image_free(frame);
     glimpse_context_free(ctx);

@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     float *image_embedding = malloc(dim * sizeof(float)), *text_embedding = malloc(dim * sizeof(float));
     const char *text = argv[3];
     float logit;
-    if (glimpse_embed_images(ctx, (const glimpse_image *const *)&image, 1, image_embedding) ||
+    if (glimpse_embed_images(ctx, &image, 1, image_embedding) ||
         glimpse_embed_texts(ctx, &text, 1, text_embedding) ||
         glimpse_score(model, image_embedding, 1, text_embedding, 1, &logit)) {
         fprintf(stderr, "error: %s\n", glimpse_last_error());

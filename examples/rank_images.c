@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
     float *image_embeddings = malloc(count * dim * sizeof(float)), *text_embedding = malloc(dim * sizeof(float));
     float *logits = malloc(count * sizeof(float));
     const char *text = argv[2];
-    if (glimpse_embed_images(ctx, (const glimpse_image *const *)images, count, image_embeddings) ||
+    if (glimpse_embed_images(ctx, images, count, image_embeddings) ||
         glimpse_embed_texts(ctx, &text, 1, text_embedding) ||
         glimpse_score(model, image_embeddings, count, text_embedding, 1, logits)) {
         fprintf(stderr, "error: %s\n", glimpse_last_error());

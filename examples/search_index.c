@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     printf("indexed: %zu added, %zu unchanged; %zu in the index\n", summary.added, summary.unchanged,
            glimpse_index_count(index));
     for (size_t r = 0; r < found; r++) printf("%8.4f  %s\n", results[r].score, results[r].path);
-    glimpse_index_close(index);
+    glimpse_index_free(index);
     glimpse_context_free(ctx);
     glimpse_model_free(model);
     return 0;

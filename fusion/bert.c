@@ -25,7 +25,7 @@ glimpse_status bert_config_read(const cJSON *json, const char *where, int vision
     if ((status = config_int_or(json, where, "encoder_hidden_size", 1, 8192, vision_hidden,
                                 &config->encoder_hidden_size)))
         return status;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 static glimpse_status load_layer(weight_store *store, const char *prefix, const bert_config *c, bert_layer *l) {
@@ -48,7 +48,7 @@ static glimpse_status load_layer(weight_store *store, const char *prefix, const 
         {"intermediate.dense", inter, h, &l->intermediate_weight, &l->intermediate_bias},
         {"output.dense", h, inter, &l->output_weight, &l->output_bias},
     };
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t i = 0; !status && i < sizeof linears / sizeof linears[0]; i++) {
         snprintf(name, sizeof name, "%s.%s", prefix, linears[i].suffix);
         status = layers_load_projection(store, name, linears[i].out, linears[i].in, linears[i].weight, linears[i].bias);
@@ -151,7 +151,7 @@ glimpse_status bert_state_create(const bert_model *model, size_t max_sequences, 
         return ERROR_OOM();
     }
     *out = s;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void bert_state_free(bert_state *s) {
@@ -194,7 +194,7 @@ glimpse_status bert_set_image(const bert_model *model, bert_state *s, const floa
     }
     s->image_tokens = image_token_count;
     s->length = 0;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* x = LayerNorm(projection(input) + x): BERT's "output" sub-layers. */
@@ -279,7 +279,7 @@ static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const
         }
     kernel_layernorm(s->x, s->x, model->embedding_norm_weight, model->embedding_norm_bias, sequences * step, h,
                      c->layer_norm_eps);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status bert_decode_step(const bert_model *model, bert_state *s, const int32_t *ids, size_t sequences,
@@ -300,13 +300,13 @@ glimpse_status bert_decode_step(const bert_model *model, bert_state *s, const in
     kernel_layernorm(s->q, s->q, model->head_norm_weight, model->head_norm_bias, sequences, h, c->layer_norm_eps);
     kernel_project(s->logits, (size_t)c->vocab_size, s->q, h, &model->head_decoder_weight,
                    model->head_decoder_bias, sequences, h, (size_t)c->vocab_size, 0, threads);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status bert_model_quantize(bert_model *model, q8_set *set) {
     const bert_config *c = &model->config;
     size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size, inter = (size_t)c->intermediate_size;
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     for (int l = 0; l < c->layers && !status; l++) {
         bert_layer *layer = &model->layers[l];
         status = q8_set_add(set, &layer->query_weight, h, h);
@@ -351,5 +351,5 @@ glimpse_status bert_encode(const bert_model *model, bert_state *s, const int32_t
     if (status) return status;
     run_layers(model, s, 1, length, 0, with_image, threads);
     s->length = 0; /* an encoder pass leaves nothing to continue from */
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }

@@ -201,7 +201,7 @@ static glimpse_status generate_beams(const bert_model *model, bert_state *state,
                                      size_t *out_length, pool *threads) {
     int32_t vocab = model->config.vocab_size;
     size_t beams = (size_t)s->beams, max_length = s->max_length, wanted = 2 * beams;
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     int32_t *sequences = malloc(beams * max_length * sizeof *sequences);
     int32_t *next_sequences = malloc(beams * max_length * sizeof *next_sequences);
     float *beam_scores = malloc(beams * sizeof *beam_scores);

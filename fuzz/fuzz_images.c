@@ -10,7 +10,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     glimpse_image *image;
-    if (image_decode(data, size, "fuzz", 4u << 20, &image) != GLIMPSE_OK) return 0;
+    if (image_decode(data, size, "fuzz", 4u << 20, &image) != GLIMPSE_STATUS_OK) return 0;
     preprocess_config config = preprocess_default_clip(32);
     float *pixels = malloc(3 * 32 * 32 * sizeof(float));
     if (pixels) preprocess_image(pixels, image, &config);

@@ -11,7 +11,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     safetensors *file;
-    if (safetensors_parse(data, size, "fuzz", &file) != GLIMPSE_OK) return 0;
+    if (safetensors_parse(data, size, "fuzz", &file) != GLIMPSE_STATUS_OK) return 0;
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < file->count; i++) {
         const tensor_entry *entry = &file->entries[i];
@@ -19,17 +19,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)safetensors_find(file, entry->name);
     }
     weight_store *store;
-    if (weight_store_from_file(file, &store) != GLIMPSE_OK) return 0; /* (frees the file on failure) */
+    if (weight_store_from_file(file, &store) != GLIMPSE_STATUS_OK) return 0; /* (frees the file on failure) */
     for (size_t i = 0; i < file->count; i++) {
         const tensor_entry *entry = &file->entries[i];
         const float *values;
-        if (weight_store_get(store, &values, entry->rank, entry->shape, "%s", entry->name) == GLIMPSE_OK &&
+        if (weight_store_get(store, &values, entry->rank, entry->shape, "%s", entry->name) == GLIMPSE_STATUS_OK &&
             entry->elements)
             sink ^= ((const uint8_t *)values)[entry->elements * sizeof(float) - 1];
         kernel_weight matrix;
         if (entry->rank == 2 &&
             weight_store_get_matrix(store, &matrix, entry->shape[0], entry->shape[1], "%s", entry->name) ==
-                GLIMPSE_OK &&
+                GLIMPSE_STATUS_OK &&
             entry->elements)
             sink ^= ((const uint8_t *)matrix.data)[entry->elements * weight_type_bytes(matrix.type) - 1];
     }

@@ -22,9 +22,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t count;
     clip_tokenizer_encode(clip, text, 77, ids, &count);
     int32_t pieces[256];
-    if (bert_tokenizer_encode(bert, text, pieces, 256, &count) == GLIMPSE_OK) {
+    if (bert_tokenizer_encode(bert, text, pieces, 256, &count) == GLIMPSE_STATUS_OK) {
         char *decoded = NULL;
-        if (bert_tokenizer_decode(bert, pieces, count < 256 ? count : 256, &decoded) == GLIMPSE_OK) free(decoded);
+        if (bert_tokenizer_decode(bert, pieces, count < 256 ? count : 256, &decoded) == GLIMPSE_STATUS_OK) free(decoded);
     }
     free(text);
     return 0;

@@ -5,7 +5,7 @@
  * Walk-through:
  *
  *     glimpse_model *model = NULL;
- *     if (glimpse_model_load("clip-vit-base-patch32", NULL, &model) != GLIMPSE_OK) {
+ *     if (glimpse_model_load("clip-vit-base-patch32", NULL, &model) != GLIMPSE_STATUS_OK) {
  *         fprintf(stderr, "%s\n", glimpse_last_error());
  *         return 1;
  *     }
@@ -17,7 +17,7 @@
  *     float *image_embedding = malloc(dim * sizeof(float));
  *     float *text_embedding = malloc(dim * sizeof(float));
  *     const char *text = "a photo of a cat";
- *     glimpse_embed_images(ctx, (const glimpse_image *const *)&image, 1, image_embedding);
+ *     glimpse_embed_images(ctx, &image, 1, image_embedding);
  *     glimpse_embed_texts(ctx, &text, 1, text_embedding);
  *     float logit;
  *     glimpse_score(model, image_embedding, 1, text_embedding, 1, &logit);
@@ -29,9 +29,9 @@
  *
  *     glimpse_caption_params params = glimpse_caption_model_params(blip);
  *     glimpse_caption caption;
- *     glimpse_caption_images(blip_ctx, (const glimpse_image *const *)&image, 1, &params, &caption);
+ *     glimpse_caption_images(blip_ctx, &image, 1, &params, &caption);
  *     puts(caption.text);
- *     glimpse_caption_clear(&caption);
+ *     glimpse_caption_free(&caption);
  *
  * and BLIP retrieval models score pairs with glimpse_match; glimpse_index_*
  * keeps a photo collection searchable.
@@ -42,7 +42,7 @@
  * are read-only once made and may be shared. glimpse_last_error() is
  * per thread.
  *
- * Errors: every fallible call returns a glimpse_status. GLIMPSE_OK is 0.
+ * Errors: every fallible call returns a glimpse_status. GLIMPSE_STATUS_OK is 0.
  * glimpse_status_string() names a status; glimpse_last_error() gives the
  * detail of the most recent failure on the calling thread (which file, which
  * tensor, which field). The library never prints and never exits.
@@ -90,7 +90,7 @@ void glimpse_set_log_callback(glimpse_log_callback callback, void *user);
 /* ---------------------------------------------------------------- status */
 
 typedef enum glimpse_status {
-    GLIMPSE_OK = 0,
+    GLIMPSE_STATUS_OK = 0,
     GLIMPSE_STATUS_INVALID_ARGUMENT, /* a NULL, a zero size, an option out of range */
     GLIMPSE_STATUS_IO,               /* a file could not be opened, read or mapped */
     GLIMPSE_STATUS_NOT_FOUND,        /* a file, model or tensor that should exist does not */
@@ -243,7 +243,7 @@ const uint8_t *glimpse_image_pixels(const glimpse_image *image);
 
 /* Embeds count images as a batch: out receives count × embedding_dim floats,
  * projected and L2-normalised (transformers' image_embeds). */
-glimpse_status glimpse_embed_images(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+glimpse_status glimpse_embed_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                     float *out);
 /* Embeds count UTF-8 texts (transformers' text_embeds); texts longer than the
  * model's context are truncated as the reference tokenizer truncates. */
@@ -301,11 +301,11 @@ typedef struct glimpse_caption {
 } glimpse_caption;
 
 /* Captions count images with a BLIP captioning model: out[i] receives image
- * i's caption; free each with glimpse_caption_clear. params may be NULL for
+ * i's caption; free each with glimpse_caption_free. params may be NULL for
  * the defaults. On failure every out[i] is left empty. */
-glimpse_status glimpse_caption_images(glimpse_context *ctx, const glimpse_image *const *images, size_t count,
+glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                       const glimpse_caption_params *params, glimpse_caption *out);
-void glimpse_caption_clear(glimpse_caption *caption);
+void glimpse_caption_free(glimpse_caption *caption);
 
 /* --------------------------------------------------- image-text matching */
 
@@ -313,16 +313,16 @@ typedef enum glimpse_match_mode {
     /* BLIP ITM: the probability that the text describes the image, from the
      * text encoder running with cross-attention over the image. Precise;
      * costs a text-encoder pass per (image, text) pair. */
-    GLIMPSE_MATCH_ITM = 0,
+    GLIMPSE_MATCH_MODE_ITM = 0,
     /* BLIP ITC: cosine of the image's and the text's contrastive projections,
      * each computed once. Fast, coarser. */
-    GLIMPSE_MATCH_ITC = 1
+    GLIMPSE_MATCH_MODE_ITC = 1
 } glimpse_match_mode;
 
 /* Scores every image against every text with a BLIP retrieval model
  * (BlipForImageTextRetrieval): scores[i * text_count + t]. Each image is
  * encoded once, whatever the number of texts. */
-glimpse_status glimpse_match(glimpse_context *ctx, const glimpse_image *const *images, size_t image_count,
+glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images, size_t image_count,
                              const char *const *texts, size_t text_count, glimpse_match_mode mode, float *scores);
 
 typedef struct glimpse_ranked {
@@ -335,7 +335,7 @@ typedef struct glimpse_ranked {
  * logits from glimpse_score, higher is better), the top_k are re-scored with
  * ITM against text by this BLIP retrieval context and returned best first in
  * out (capacity top_k); *out_count = min(top_k, count). */
-glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, const glimpse_image *const *images, size_t count,
+glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, glimpse_image *const *images, size_t count,
                               const float *first_scores, size_t top_k, glimpse_ranked *out, size_t *out_count);
 
 /* ---------------------------------------------------------- search index */
@@ -349,9 +349,9 @@ typedef struct glimpse_index glimpse_index;
 /* Opens db_path, creating it if needed. With model (a CLIP model), an index
  * built with another model is refused (GLIMPSE_STATUS_WRONG_MODEL) and a new
  * index records this model. With model NULL the index must exist already
- * (for searching). Caller closes with glimpse_index_close. */
+ * (for searching). Caller closes with glimpse_index_free. */
 glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *model, glimpse_index **out);
-void glimpse_index_close(glimpse_index *index);
+void glimpse_index_free(glimpse_index *index);
 
 /* The model folder the index was built with (owned by the index). */
 const char *glimpse_index_model_path(const glimpse_index *index);

@@ -47,7 +47,7 @@ static glimpse_status exec(glimpse_index *index, const char *sql) {
         sqlite3_free(message);
         return status;
     }
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 static char *meta_get(glimpse_index *index, const char *key) {
@@ -71,7 +71,7 @@ static glimpse_status meta_set(glimpse_index *index, const char *key, const char
     sqlite3_bind_text(statement, 2, value, -1, SQLITE_STATIC);
     int done = sqlite3_step(statement) == SQLITE_DONE;
     sqlite3_finalize(statement);
-    return done ? GLIMPSE_OK : db_error(index, "writing the model's identity");
+    return done ? GLIMPSE_STATUS_OK : db_error(index, "writing the model's identity");
 }
 
 static void drop_cache(glimpse_index *index) {
@@ -97,7 +97,7 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     glimpse_index *index = calloc(1, sizeof *index);
     if (!index) return ERROR_OOM();
     index->path = strdup(db_path);
-    glimpse_status status = index->path ? GLIMPSE_OK : ERROR_OOM();
+    glimpse_status status = index->path ? GLIMPSE_STATUS_OK : ERROR_OOM();
     int flags = model ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READWRITE;
     if (!status && sqlite3_open_v2(db_path, &index->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
         status = db_error(index, "cannot open");
@@ -153,14 +153,14 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     }
     free(identity), free(dim), free(scale);
     if (status) {
-        glimpse_index_close(index);
+        glimpse_index_free(index);
         return status;
     }
     *out = index;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
-void glimpse_index_close(glimpse_index *index) {
+void glimpse_index_free(glimpse_index *index) {
     if (!index) return;
     drop_cache(index);
     sqlite3_close(index->db);
@@ -222,10 +222,10 @@ static glimpse_status embed_batch(glimpse_index *index, glimpse_context *ctx, co
         }
         which[loaded++] = i;
     }
-    if (!loaded) return GLIMPSE_OK;
+    if (!loaded) return GLIMPSE_STATUS_OK;
     float *embeddings = malloc(loaded * index->dim * sizeof(float));
     if (!embeddings) return ERROR_OOM();
-    glimpse_status status = glimpse_embed_images(ctx, (const glimpse_image *const *)images, loaded, embeddings);
+    glimpse_status status = glimpse_embed_images(ctx, images, loaded, embeddings);
     for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
     if (status) {
         free(embeddings);
@@ -356,7 +356,7 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
                 uint8_t *bytes;
                 size_t size;
                 if (strmap_get(by_path, f->path, strlen(f->path), &r) &&
-                    file_read_all(f->path, (size_t)1 << 32, &bytes, &size) == GLIMPSE_OK) {
+                    file_read_all(f->path, (size_t)1 << 32, &bytes, &size) == GLIMPSE_STATUS_OK) {
                     int same = (int64_t)content_hash(bytes, size) == rows[r].hash && rows[r].size == f->size;
                     free(bytes);
                     if (same) {
@@ -372,7 +372,7 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
             } else {
                 uint8_t *bytes;
                 size_t size;
-                if (file_read_all(f->path, (size_t)1 << 32, &bytes, &size) == GLIMPSE_OK) {
+                if (file_read_all(f->path, (size_t)1 << 32, &bytes, &size) == GLIMPSE_STATUS_OK) {
                     p->hash = (int64_t)content_hash(bytes, size);
                     free(bytes);
                     int64_t key[2] = {p->hash, f->size};
@@ -451,7 +451,7 @@ static size_t row_capacity(glimpse_index *index) {
 }
 
 static glimpse_status load_cache(glimpse_index *index) {
-    if (index->loaded) return GLIMPSE_OK;
+    if (index->loaded) return GLIMPSE_STATUS_OK;
     size_t capacity = row_capacity(index);
     /* one allocation, in huge pages: faulting in 200 MB by 4 KiB pages, and
      * growing by copies, cost more than reading the rows */
@@ -471,7 +471,7 @@ static glimpse_status load_cache(glimpse_index *index) {
         drop_cache(index);
         return db_error(index, "reading the index");
     }
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     while (!status && sqlite3_step(statement) == SQLITE_ROW) {
         if (index->count == capacity) { /* cannot happen: rowids bound the count */
             status = error_set(GLIMPSE_STATUS_INTERNAL, "%s: more rows than rowids", index->path);
@@ -499,7 +499,7 @@ static glimpse_status load_cache(glimpse_index *index) {
         return status;
     }
     index->loaded = 1;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status glimpse_index_search(glimpse_index *index, const float *query, size_t k,
@@ -525,5 +525,5 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
         results[at] = (glimpse_search_result){index->paths[i], score};
     }
     *found = n;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }

@@ -82,7 +82,7 @@ glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, floa
     }
     query_part parts[QUERY_MAX_PARTS];
     int count = parse(copy, parts, QUERY_MAX_PARTS);
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     if (count <= 0)
         status = error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
                            "query \"%s\": empty part or more than %d parts (parts are joined by \" + \" and \" - \")",
@@ -93,7 +93,7 @@ glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, floa
             glimpse_image *image;
             status = glimpse_image_load_file(parts[i].text, NULL, &image);
             if (!status) {
-                status = glimpse_embed_images(ctx, (const glimpse_image *const *)&image, 1, part);
+                status = glimpse_embed_images(ctx, &image, 1, part);
                 glimpse_image_free(image);
             }
         } else {

@@ -34,14 +34,14 @@ static glimpse_status add(file_list *list, const char *path, const struct stat *
     if (!copy) return ERROR_OOM();
     list->items[list->count++] = (found_file){copy, (int64_t)info->st_size,
                                               (int64_t)info->st_mtim.tv_sec * 1000000000 + info->st_mtim.tv_nsec};
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 static glimpse_status walk_folder(const char *folder, file_list *list, int depth) {
-    if (depth > 64) return GLIMPSE_OK; /* deeper than any photo library; guards odd mounts */
+    if (depth > 64) return GLIMPSE_STATUS_OK; /* deeper than any photo library; guards odd mounts */
     DIR *dir = opendir(folder);
-    if (!dir) return GLIMPSE_OK; /* unreadable folders are skipped like unreadable files */
-    glimpse_status status = GLIMPSE_OK;
+    if (!dir) return GLIMPSE_STATUS_OK; /* unreadable folders are skipped like unreadable files */
+    glimpse_status status = GLIMPSE_STATUS_OK;
     struct dirent *entry;
     while (!status && (entry = readdir(dir))) {
         if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
@@ -72,7 +72,7 @@ static int compare_paths(const void *a, const void *b) {
 
 glimpse_status walk_paths(const char *const *paths, size_t count, file_list *out) {
     memset(out, 0, sizeof *out);
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t i = 0; i < count && !status; i++) {
         char *absolute = realpath(paths[i], NULL);
         if (!absolute) {

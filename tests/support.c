@@ -67,7 +67,7 @@ struct glimpse_image *fixture_image(const char *name) {
     snprintf(relative, sizeof relative, "images/%s", name);
     char *path = fixture_path(relative);
     glimpse_image *image = NULL;
-    if (!path || glimpse_image_load_file(path, NULL, &image) != GLIMPSE_OK)
+    if (!path || glimpse_image_load_file(path, NULL, &image) != GLIMPSE_STATUS_OK)
         fail_msg("%s: %s", path ? path : name, glimpse_last_error());
     free(path);
     return image;

@@ -68,9 +68,9 @@ static char *convert_snapshot(const char *from, const char *dtype) {
             memcpy(data + at, e->data, bytes);
         } else {
             float *wide = malloc(e->elements * sizeof *wide + 1);
-            kernel_widen(wide, e->data, e->dtype == TENSOR_DTYPE_F16    ? WEIGHT_F16
-                                        : e->dtype == TENSOR_DTYPE_BF16 ? WEIGHT_BF16
-                                                                        : WEIGHT_F32,
+            kernel_widen(wide, e->data, e->dtype == TENSOR_DTYPE_F16    ? WEIGHT_TYPE_F16
+                                        : e->dtype == TENSOR_DTYPE_BF16 ? WEIGHT_TYPE_BF16
+                                                                        : WEIGHT_TYPE_F32,
                          e->elements);
             for (size_t k = 0; k < e->elements; k++) {
                 if (bf16) {
@@ -115,7 +115,7 @@ static void remove_snapshot(char *folder) {
 /* The 16-bit model's weight matrices are mapped, not copied, where the kernels read them. */
 static void expect_kept_16bit(const glimpse_model *model) {
     glimpse_model_info info;
-    assert_int_equal(glimpse_model_get_info(model, &info), GLIMPSE_OK);
+    assert_int_equal(glimpse_model_get_info(model, &info), GLIMPSE_STATUS_OK);
     fprintf(stderr, "%s: %.2f MB of %s weights, %.2f MB copied to float32 at load\n", info.architecture,
             info.weight_bytes / 1e6, info.weight_dtype, info.copied_bytes / 1e6);
     if (kernel_avx512_available())
@@ -142,11 +142,11 @@ static float *clip_embeddings(glimpse_model *model, glimpse_image **images, cons
     size_t dim = glimpse_model_embedding_dim(model);
     float *out = malloc(2 * PICTURES * dim * sizeof *out);
     glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
     const char *texts[PICTURES];
     for (int i = 0; i < PICTURES; i++) texts[i] = scenes[i].caption;
-    assert_int_equal(glimpse_embed_images(ctx, (const glimpse_image *const *)images, PICTURES, out), GLIMPSE_OK);
-    assert_int_equal(glimpse_embed_texts(ctx, texts, PICTURES, out + PICTURES * dim), GLIMPSE_OK);
+    assert_int_equal(glimpse_embed_images(ctx, images, PICTURES, out), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_texts(ctx, texts, PICTURES, out + PICTURES * dim), GLIMPSE_STATUS_OK);
     glimpse_context_free(ctx);
     return out;
 }
@@ -177,11 +177,11 @@ static void test_clip_float16_as_float32(void **state) {
 
 static void caption_all(glimpse_model *model, glimpse_image **images, int beams, glimpse_caption *out) {
     glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
     glimpse_caption_params params = glimpse_caption_model_params(model);
     params.beams = beams;
-    assert_int_equal(glimpse_caption_images(ctx, (const glimpse_image *const *)images, PICTURES, &params, out),
-                     GLIMPSE_OK);
+    assert_int_equal(glimpse_caption_images(ctx, images, PICTURES, &params, out),
+                     GLIMPSE_STATUS_OK);
     glimpse_context_free(ctx);
 }
 
@@ -204,7 +204,7 @@ static void test_captioner_bfloat16_as_float32(void **state) {
                 fail_msg("%d beam(s), picture %d: \"%s\" from bfloat16, \"%s\" from float32", beams, i, x[i].text,
                          y[i].text);
             same_as_f16 += picture_caption_is_true(&scenes[i], x[i].text);
-            glimpse_caption_clear(&x[i]), glimpse_caption_clear(&y[i]);
+            glimpse_caption_free(&x[i]), glimpse_caption_free(&y[i]);
         }
     }
     fprintf(stderr, "demo captioner in bfloat16: %d of %d captions right\n", same_as_f16, 2 * PICTURES);
@@ -229,11 +229,11 @@ static void test_itm_bfloat16_as_float32(void **state) {
         glimpse_model *b = load_model(wide, GLIMPSE_PRECISION_FLOAT32);
         if (!mode) expect_kept_16bit(a);
         glimpse_context *ca, *cb;
-        assert_int_equal(glimpse_context_create(a, NULL, &ca), GLIMPSE_OK);
-        assert_int_equal(glimpse_context_create(b, NULL, &cb), GLIMPSE_OK);
-        glimpse_match_mode m = mode ? GLIMPSE_MATCH_ITC : GLIMPSE_MATCH_ITM;
-        assert_int_equal(glimpse_match(ca, (const glimpse_image *const *)images, PICTURES, texts, 3, m, x), GLIMPSE_OK);
-        assert_int_equal(glimpse_match(cb, (const glimpse_image *const *)images, PICTURES, texts, 3, m, y), GLIMPSE_OK);
+        assert_int_equal(glimpse_context_create(a, NULL, &ca), GLIMPSE_STATUS_OK);
+        assert_int_equal(glimpse_context_create(b, NULL, &cb), GLIMPSE_STATUS_OK);
+        glimpse_match_mode m = mode ? GLIMPSE_MATCH_MODE_ITC : GLIMPSE_MATCH_MODE_ITM;
+        assert_int_equal(glimpse_match(ca, images, PICTURES, texts, 3, m, x), GLIMPSE_STATUS_OK);
+        assert_int_equal(glimpse_match(cb, images, PICTURES, texts, 3, m, y), GLIMPSE_STATUS_OK);
         assert_memory_equal(x, y, sizeof x);
         glimpse_context_free(ca), glimpse_context_free(cb);
         glimpse_model_free(a), glimpse_model_free(b);

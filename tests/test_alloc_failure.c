@@ -123,8 +123,8 @@ static glimpse_status load_and_caption(void) {
     if (!status) status = glimpse_image_load_file(image_path, NULL, &image);
     glimpse_caption_params params = glimpse_caption_model_params(model);
     params.beams = 2;
-    if (!status) status = glimpse_caption_images(ctx, (const glimpse_image *const *)&image, 1, &params, &caption);
-    glimpse_caption_clear(&caption);
+    if (!status) status = glimpse_caption_images(ctx, &image, 1, &params, &caption);
+    glimpse_caption_free(&caption);
     glimpse_image_free(image);
     glimpse_context_free(ctx);
     glimpse_model_free(model);
@@ -147,7 +147,7 @@ static glimpse_status load_and_embed(void) {
     glimpse_status status = glimpse_model_load(model_path, NULL, &model);
     if (!status) status = glimpse_context_create(model, NULL, &ctx);
     if (!status) status = glimpse_image_load_file(image_path, NULL, &image);
-    if (!status) status = glimpse_embed_images(ctx, (const glimpse_image *const *)&image, 1, embedding);
+    if (!status) status = glimpse_embed_images(ctx, &image, 1, embedding);
     if (!status) status = glimpse_embed_texts(ctx, &text, 1, embedding);
     glimpse_image_free(image);
     glimpse_context_free(ctx);
@@ -160,7 +160,7 @@ static void fail_each_allocation(scenario run, const char *name) {
     live = __real_calloc(LIVE_CAPACITY, sizeof *live);
     countdown = -1;
     allocations = 0;
-    assert_int_equal(run(), GLIMPSE_OK); /* the whole run works, and we learn its length */
+    assert_int_equal(run(), GLIMPSE_STATUS_OK); /* the whole run works, and we learn its length */
     long total = allocations;
     assert_int_equal(live_count, 0);
     long reported = 0;
@@ -176,7 +176,7 @@ static void fail_each_allocation(scenario run, const char *name) {
         countdown = -1;
         size_t leaked = live_count;
         pthread_mutex_unlock(&lock);
-        if (failed_one && status == GLIMPSE_OK)
+        if (failed_one && status == GLIMPSE_STATUS_OK)
             fail_msg("%s: allocation %ld failed but the run reported success", name, n);
         if (failed_one) reported++;
         if (leaked) fail_msg("%s: allocation %ld failed and %zu allocations leaked", name, n, leaked);

@@ -70,11 +70,11 @@ static void test_image_embeds_and_first_logits(void **state) {
     float *pixels = malloc(plane * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
     vit_state *vision;
     bert_state *decoder;
-    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_OK);
-    assert_int_equal(bert_state_create(&m->text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_OK);
+    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_STATUS_OK);
+    assert_int_equal(bert_state_create(&m->text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_STATUS_OK);
     for (int i = 0; i < cJSON_GetArraySize(images); i++) {
         glimpse_image *image = fixture_image(cJSON_GetArrayItem(images, i)->valuestring);
-        assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_OK);
+        assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_STATUS_OK);
         glimpse_image_free(image);
         char name[64];
         snprintf(name, sizeof name, "pixel_values.%d", i);
@@ -87,9 +87,9 @@ static void test_image_embeds_and_first_logits(void **state) {
         d = relative_difference(embeds, fixture_tensor(f->reference, name, tokens * hidden), tokens * hidden);
         note_difference("blip image_embeds", d);
         assert_true(d <= TOLERANCE);
-        assert_int_equal(bert_set_image(&m->text_decoder, decoder, embeds, tokens, NULL), GLIMPSE_OK);
+        assert_int_equal(bert_set_image(&m->text_decoder, decoder, embeds, tokens, NULL), GLIMPSE_STATUS_OK);
         int32_t start = m->start_id;
-        assert_int_equal(bert_decode_step(&m->text_decoder, decoder, &start, 1, 1, NULL), GLIMPSE_OK);
+        assert_int_equal(bert_decode_step(&m->text_decoder, decoder, &start, 1, 1, NULL), GLIMPSE_STATUS_OK);
         snprintf(name, sizeof name, "first_step_logits.%d", i);
         d = relative_difference(decoder->logits, fixture_tensor(f->reference, name, vocab), vocab);
         note_difference("blip first_step_logits", d);
@@ -104,7 +104,7 @@ static void test_every_generation_case(void **state) {
     blip_fixture *f = *state;
     if (!f) skip();
     glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_STATUS_OK);
     const cJSON *item;
     int cases = 0;
     cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "cases")) {
@@ -114,7 +114,7 @@ static void test_every_generation_case(void **state) {
         const cJSON *beams = cJSON_GetObjectItem(params, "num_beams"), *min = cJSON_GetObjectItem(params, "min_length");
         /* the prompt's length with the start token, to turn max_length into new tokens */
         size_t prompt_length = 0;
-        assert_int_equal(bert_tokenizer_encode(f->model->wordpiece, prompt, NULL, 0, &prompt_length), GLIMPSE_OK);
+        assert_int_equal(bert_tokenizer_encode(f->model->wordpiece, prompt, NULL, 0, &prompt_length), GLIMPSE_STATUS_OK);
         prompt_length += 1;
         glimpse_caption_params p = glimpse_caption_default_params();
         p.prompt = prompt;
@@ -124,7 +124,7 @@ static void test_every_generation_case(void **state) {
         p.min_tokens = min_tokens > 0 ? min_tokens : 0;
         glimpse_image *image = fixture_image(image_name);
         glimpse_caption caption;
-        if (glimpse_caption_images(ctx, (const glimpse_image *const *)&image, 1, &p, &caption))
+        if (glimpse_caption_images(ctx, &image, 1, &p, &caption))
             fail_msg("%s: %s", image_name, glimpse_last_error());
         glimpse_image_free(image);
         const char *kind = cJSON_GetObjectItem(item, "generation")->valuestring;
@@ -136,7 +136,7 @@ static void test_every_generation_case(void **state) {
                 fail_msg("%s, prompt '%s', %s: id %zu is %d, expected %d", image_name, prompt, kind, i, caption.ids[i],
                          cJSON_GetArrayItem(ids, (int)i)->valueint);
         assert_string_equal(caption.text, cJSON_GetObjectItem(item, "caption")->valuestring);
-        glimpse_caption_clear(&caption);
+        glimpse_caption_free(&caption);
         cases++;
     }
     assert_true(cases >= 16);
@@ -165,20 +165,20 @@ static void test_streaming_cancelling_sampling(void **state) {
     blip_fixture *f = *state;
     if (!f) skip();
     glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_STATUS_OK);
     glimpse_image *image = fixture_image("chelsea.png");
-    const glimpse_image *const *images = (const glimpse_image *const *)&image;
+    glimpse_image *const *images = &image;
     glimpse_caption_params p = glimpse_caption_default_params();
     recorder r = {.count = 0};
     p.beams = 1;
     p.on_token = record_token;
     p.user = &r;
     glimpse_caption caption;
-    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_OK);
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_STATUS_OK);
     assert_int_equal(r.count, caption.id_count - 1); /* all but the start token */
     assert_memory_equal(r.ids, caption.ids + 1, r.count * sizeof(int32_t));
     assert_string_equal(r.last_text, caption.text);
-    glimpse_caption_clear(&caption);
+    glimpse_caption_free(&caption);
     /* cancel after three tokens */
     recorder stop = {.stop_after = 3};
     p.user = &stop;
@@ -192,31 +192,31 @@ static void test_streaming_cancelling_sampling(void **state) {
     p.top_k = 0;
     p.temperature = 1.5f;
     glimpse_caption first, again, other;
-    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &first), GLIMPSE_OK);
-    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &again), GLIMPSE_OK);
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &first), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &again), GLIMPSE_STATUS_OK);
     p.seed = 43;
-    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &other), GLIMPSE_OK);
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &other), GLIMPSE_STATUS_OK);
     assert_string_equal(first.text, again.text);
     assert_string_not_equal(first.text, other.text);
     /* top_k = 1 sampling is greedy */
     p.top_k = 1;
     glimpse_caption sampled_greedy, greedy;
-    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &sampled_greedy), GLIMPSE_OK);
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &sampled_greedy), GLIMPSE_STATUS_OK);
     p.sample = 0;
-    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &greedy), GLIMPSE_OK);
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &greedy), GLIMPSE_STATUS_OK);
     assert_string_equal(sampled_greedy.text, greedy.text);
-    glimpse_caption_clear(&first), glimpse_caption_clear(&again), glimpse_caption_clear(&other);
-    glimpse_caption_clear(&sampled_greedy), glimpse_caption_clear(&greedy);
+    glimpse_caption_free(&first), glimpse_caption_free(&again), glimpse_caption_free(&other);
+    glimpse_caption_free(&sampled_greedy), glimpse_caption_free(&greedy);
     /* a strong repetition penalty removes repeats that greedy search makes */
     p = glimpse_caption_default_params();
     p.beams = 1;
     p.repetition_penalty = 100.0f;
-    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_OK);
+    assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_STATUS_OK);
     for (size_t i = 1; i < caption.id_count; i++)
         for (size_t j = 1; j < i; j++) assert_int_not_equal(caption.ids[i], caption.ids[j]);
     /* min and max tokens count generated tokens only */
     assert_int_equal(caption.id_count, 1 + 20);
-    glimpse_caption_clear(&caption);
+    glimpse_caption_free(&caption);
     /* bad parameters */
     p = glimpse_caption_default_params();
     p.beams = 0;
@@ -232,7 +232,7 @@ static void test_streaming_cancelling_sampling(void **state) {
     glimpse_context_free(ctx);
     /* embeddings are CLIP's, captions BLIP's */
     glimpse_context *clip_ctx;
-    assert_int_equal(glimpse_context_create(f->model, NULL, &clip_ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(f->model, NULL, &clip_ctx), GLIMPSE_STATUS_OK);
     float embedding[64];
     const char *text = "a cat";
     assert_int_equal(glimpse_embed_texts(clip_ctx, &text, 1, embedding), GLIMPSE_STATUS_WRONG_MODEL);

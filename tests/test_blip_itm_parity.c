@@ -66,7 +66,7 @@ static void test_token_ids_and_pixels(void **state) {
     for (size_t t = 0; t < f->text_count; t++) {
         int32_t ids[64];
         size_t count;
-        assert_int_equal(glimpse_tokenize(f->model, f->texts[t], ids, 64, &count), GLIMPSE_OK);
+        assert_int_equal(glimpse_tokenize(f->model, f->texts[t], ids, 64, &count), GLIMPSE_STATUS_OK);
         const cJSON *expected = cJSON_GetArrayItem(all, (int)t);
         assert_int_equal(count, cJSON_GetArraySize(expected));
         for (size_t i = 0; i < count; i++) assert_int_equal(ids[i], cJSON_GetArrayItem(expected, (int)i)->valueint);
@@ -74,7 +74,7 @@ static void test_token_ids_and_pixels(void **state) {
     size_t size = (size_t)f->model->vision.config.image_size, plane = 3 * size * size;
     float *pixels = malloc(plane * sizeof(float));
     for (size_t i = 0; i < f->image_count; i++) {
-        assert_int_equal(preprocess_image(pixels, f->images[i], &f->model->preprocess), GLIMPSE_OK);
+        assert_int_equal(preprocess_image(pixels, f->images[i], &f->model->preprocess), GLIMPSE_STATUS_OK);
         char name[64];
         snprintf(name, sizeof name, "pixel_values.%zu", i);
         double d = relative_difference(pixels, fixture_tensor(f->reference, name, plane), plane);
@@ -86,11 +86,11 @@ static void test_token_ids_and_pixels(void **state) {
 
 static void compare_matrix(itm_fixture *f, glimpse_match_mode mode, const char *key) {
     glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_STATUS_OK);
     float scores[64];
-    assert_int_equal(glimpse_match(ctx, (const glimpse_image *const *)f->images, f->image_count, f->texts,
+    assert_int_equal(glimpse_match(ctx, f->images, f->image_count, f->texts,
                                    f->text_count, mode, scores),
-                     GLIMPSE_OK);
+                     GLIMPSE_STATUS_OK);
     const cJSON *rows = cJSON_GetObjectItem(f->expected, key);
     for (size_t i = 0; i < f->image_count; i++)
         for (size_t t = 0; t < f->text_count; t++) {
@@ -105,13 +105,13 @@ static void compare_matrix(itm_fixture *f, glimpse_match_mode mode, const char *
 static void test_itm_probabilities(void **state) {
     itm_fixture *f = *state;
     if (!f) skip();
-    compare_matrix(f, GLIMPSE_MATCH_ITM, "itm_match_probability");
+    compare_matrix(f, GLIMPSE_MATCH_MODE_ITM, "itm_match_probability");
 }
 
 static void test_itc_cosines(void **state) {
     itm_fixture *f = *state;
     if (!f) skip();
-    compare_matrix(f, GLIMPSE_MATCH_ITC, "itc_cosine");
+    compare_matrix(f, GLIMPSE_MATCH_MODE_ITC, "itc_cosine");
 }
 
 /* The raw ITM logits of every pair, through the internal encoder. */
@@ -120,19 +120,19 @@ static void test_itm_logits(void **state) {
     if (!f) skip();
     const glimpse_model *m = f->model;
     glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(m, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(m, NULL, &ctx), GLIMPSE_STATUS_OK);
     bert_state *encoder;
-    assert_int_equal(bert_state_create(&m->text_encoder, 1, 64, 64, m->vision.tokens, &encoder), GLIMPSE_OK);
+    assert_int_equal(bert_state_create(&m->text_encoder, 1, 64, 64, m->vision.tokens, &encoder), GLIMPSE_STATUS_OK);
     for (size_t i = 0; i < f->image_count; i++) {
-        assert_int_equal(context_preprocess(ctx, (const glimpse_image *const *)&f->images[i], 1, 0), GLIMPSE_OK);
+        assert_int_equal(context_preprocess(ctx, &f->images[i], 1, 0), GLIMPSE_STATUS_OK);
         vit_forward(&m->vision, ctx->vision, ctx->pixel_values, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
         vit_post_norm_all(&m->vision, ctx->vision, 0, ctx->image_tokens);
-        assert_int_equal(bert_set_image(&m->text_encoder, encoder, ctx->image_tokens, m->vision.tokens, NULL), GLIMPSE_OK);
+        assert_int_equal(bert_set_image(&m->text_encoder, encoder, ctx->image_tokens, m->vision.tokens, NULL), GLIMPSE_STATUS_OK);
         for (size_t t = 0; t < f->text_count; t++) {
             int32_t ids[64];
             size_t count;
-            assert_int_equal(glimpse_tokenize(m, f->texts[t], ids, 64, &count), GLIMPSE_OK);
-            assert_int_equal(bert_encode(&m->text_encoder, encoder, ids, count, 1, NULL), GLIMPSE_OK);
+            assert_int_equal(glimpse_tokenize(m, f->texts[t], ids, 64, &count), GLIMPSE_STATUS_OK);
+            assert_int_equal(bert_encode(&m->text_encoder, encoder, ids, count, 1, NULL), GLIMPSE_STATUS_OK);
             float logits[2];
             itm_match_probability(&m->itm, encoder->x, logits);
             char name[64];
@@ -152,13 +152,13 @@ static void test_rerank_order(void **state) {
     itm_fixture *f = *state;
     if (!f) skip();
     glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_STATUS_OK);
     const char *text = f->texts[1];
     float first[3] = {0.1f, 0.9f, 0.5f}; /* shortlist of 2: images 1 and 2 */
     glimpse_ranked ranked[3];
     size_t count;
-    assert_int_equal(glimpse_rerank(ctx, text, (const glimpse_image *const *)f->images, 3, first, 2, ranked, &count),
-                     GLIMPSE_OK);
+    assert_int_equal(glimpse_rerank(ctx, text, f->images, 3, first, 2, ranked, &count),
+                     GLIMPSE_STATUS_OK);
     assert_int_equal(count, 2);
     const cJSON *rows = cJSON_GetObjectItem(f->expected, "itm_match_probability");
     double p1 = cJSON_GetArrayItem(cJSON_GetArrayItem(rows, 1), 1)->valuedouble;
@@ -170,18 +170,18 @@ static void test_rerank_order(void **state) {
     assert_float_equal(ranked[0].first_score, first[best], 0);
     assert_true(ranked[0].score >= ranked[1].score);
     /* with all three, image 0 joins the competition */
-    assert_int_equal(glimpse_rerank(ctx, text, (const glimpse_image *const *)f->images, 3, first, 10, ranked, &count),
-                     GLIMPSE_OK);
+    assert_int_equal(glimpse_rerank(ctx, text, f->images, 3, first, 10, ranked, &count),
+                     GLIMPSE_STATUS_OK);
     assert_int_equal(count, 3);
     assert_true(ranked[0].score >= ranked[1].score && ranked[1].score >= ranked[2].score);
     glimpse_context_free(ctx);
     /* a captioning or CLIP model cannot match */
     char *clip_folder = fixture_path("clip-tiny");
     glimpse_model *clip;
-    assert_int_equal(glimpse_model_load(clip_folder, NULL, &clip), GLIMPSE_OK);
-    assert_int_equal(glimpse_context_create(clip, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_model_load(clip_folder, NULL, &clip), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_context_create(clip, NULL, &ctx), GLIMPSE_STATUS_OK);
     float score;
-    assert_int_equal(glimpse_match(ctx, (const glimpse_image *const *)f->images, 1, &text, 1, GLIMPSE_MATCH_ITM, &score),
+    assert_int_equal(glimpse_match(ctx, f->images, 1, &text, 1, GLIMPSE_MATCH_MODE_ITM, &score),
                      GLIMPSE_STATUS_WRONG_MODEL);
     assert_non_null(strstr(glimpse_last_error(), "BlipForImageTextRetrieval"));
     glimpse_context_free(ctx);

@@ -275,7 +275,7 @@ static void test_embed_and_classify_json(void **state) {
 static void copy_file(const char *from, const char *to, size_t limit) {
     uint8_t *bytes;
     size_t size;
-    assert_int_equal(file_read_all(from, 1 << 28, &bytes, &size), GLIMPSE_OK);
+    assert_int_equal(file_read_all(from, 1 << 28, &bytes, &size), GLIMPSE_STATUS_OK);
     FILE *f = fopen(to, "wb");
     fwrite(bytes, 1, size < limit ? size : limit, f);
     fclose(f);
@@ -320,7 +320,7 @@ static void test_damaged_models(void **state) {
     /* a header length that lies */
     uint8_t *bytes;
     size_t size;
-    assert_int_equal(file_read_all(original, 1 << 28, &bytes, &size), GLIMPSE_OK);
+    assert_int_equal(file_read_all(original, 1 << 28, &bytes, &size), GLIMPSE_STATUS_OK);
     bytes[5] = 0x7f;
     FILE *f = fopen(weights, "wb");
     fwrite(bytes, 1, size, f);
@@ -358,7 +358,7 @@ static void test_damaged_models(void **state) {
     expect_model_error(folder, "not valid JSON");
     /* an unsupported activation is named */
     char *original_config = fixture("clip-tiny/config.json");
-    assert_int_equal(file_read_all(original_config, 1 << 20, &bytes, &size), GLIMPSE_OK);
+    assert_int_equal(file_read_all(original_config, 1 << 20, &bytes, &size), GLIMPSE_STATUS_OK);
     char *act = strstr((char *)bytes, "quick_gelu");
     memcpy(act, "quick_relu", 10);
     f = fopen(config, "wb");
@@ -390,7 +390,7 @@ static void test_image_limits(void **state) {
     /* a PNG whose header claims 30000x30000: refused before decoding */
     uint8_t *bytes;
     size_t size;
-    assert_int_equal(file_read_all(cat, 1 << 26, &bytes, &size), GLIMPSE_OK);
+    assert_int_equal(file_read_all(cat, 1 << 26, &bytes, &size), GLIMPSE_STATUS_OK);
     for (int i = 0; i < 2; i++) {
         uint8_t *p = bytes + 16 + 4 * i;
         p[0] = 0, p[1] = 0, p[2] = 30000 >> 8, p[3] = 30000 & 0xff;

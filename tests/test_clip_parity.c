@@ -32,7 +32,7 @@ static int setup(void **state) {
     }
     clip_fixture *f = calloc(1, sizeof *f);
     char *folder = fixture_path("clip-tiny");
-    if (glimpse_model_load(folder, NULL, &f->model) != GLIMPSE_OK) {
+    if (glimpse_model_load(folder, NULL, &f->model) != GLIMPSE_STATUS_OK) {
         fprintf(stderr, "load failed: %s\n", glimpse_last_error());
         free(folder);
         return -1;
@@ -68,7 +68,7 @@ static float *all_pixel_values(clip_fixture *f) {
     for (size_t i = 0; i < f->image_count; i++) {
         const char *name = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring;
         glimpse_image *image = fixture_image(name);
-        assert_int_equal(preprocess_image(pixels + i * plane, image, &f->model->preprocess), GLIMPSE_OK);
+        assert_int_equal(preprocess_image(pixels + i * plane, image, &f->model->preprocess), GLIMPSE_STATUS_OK);
         glimpse_image_free(image);
     }
     return pixels;
@@ -100,8 +100,8 @@ static void test_vision_tower(void **state) {
     float *pixels = all_pixel_values(f);
     vit_state *run;
     pool *threads;
-    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
-    assert_int_equal(vit_state_create(vision, n, &run), GLIMPSE_OK);
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
+    assert_int_equal(vit_state_create(vision, n, &run), GLIMPSE_STATUS_OK);
     vit_forward(vision, run, pixels, n, ENCODER_OUTPUT_ALL_ROWS, threads);
     const float *hidden_expected = fixture_tensor(f->reference, "vision_last_hidden_state", n * tokens * hidden);
     double d = relative_difference(run->hidden, hidden_expected, n * tokens * hidden);
@@ -142,7 +142,7 @@ static void test_token_ids(void **state) {
         const cJSON *expected = cJSON_GetArrayItem(all_ids, (int)t);
         int32_t ids[77];
         size_t count;
-        assert_int_equal(glimpse_tokenize(f->model, text, ids, 77, &count), GLIMPSE_OK);
+        assert_int_equal(glimpse_tokenize(f->model, text, ids, 77, &count), GLIMPSE_STATUS_OK);
         if ((int)count != cJSON_GetArraySize(expected))
             fail_msg("text %zu (\"%.30s\"): %zu ids, expected %d", t, text, count, cJSON_GetArraySize(expected));
         for (size_t i = 0; i < count; i++)
@@ -169,9 +169,9 @@ static void test_text_tower(void **state) {
     }
     clip_text_state *run;
     pool *threads;
-    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
-    assert_int_equal(clip_text_state_create(text, n, &run), GLIMPSE_OK);
-    assert_int_equal(clip_text_forward(text, run, ids, lengths, n, ENCODER_OUTPUT_ALL_ROWS, threads), GLIMPSE_OK);
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
+    assert_int_equal(clip_text_state_create(text, n, &run), GLIMPSE_STATUS_OK);
+    assert_int_equal(clip_text_forward(text, run, ids, lengths, n, ENCODER_OUTPUT_ALL_ROWS, threads), GLIMPSE_STATUS_OK);
     const float *hidden_expected = fixture_tensor(f->reference, "text_last_hidden_state", n * positions * hidden);
     const float *embeds_expected = fixture_tensor(f->reference, "text_embeds", n * dim);
     rows = 0;
@@ -190,7 +190,7 @@ static void test_text_tower(void **state) {
     }
     /* the embeddings again from the pooled rows' last layer alone */
     memset(run->hidden, 0, rows * hidden * sizeof(float));
-    assert_int_equal(clip_text_forward(text, run, ids, lengths, n, ENCODER_OUTPUT_POOLED_ROWS, threads), GLIMPSE_OK);
+    assert_int_equal(clip_text_forward(text, run, ids, lengths, n, ENCODER_OUTPUT_POOLED_ROWS, threads), GLIMPSE_STATUS_OK);
     rows = 0;
     for (size_t t = 0; t < n; t++) {
         clip_text_embed(text, run, rows, ids + rows, lengths[t], embed);
@@ -212,7 +212,7 @@ static void test_public_api_logits(void **state) {
     glimpse_context *ctx;
     glimpse_context_params params = glimpse_context_default_params();
     params.threads = 2;
-    assert_int_equal(glimpse_context_create(f->model, &params, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(f->model, &params, &ctx), GLIMPSE_STATUS_OK);
     glimpse_image *images[16];
     const char *texts[16];
     for (size_t i = 0; i < ni; i++)
@@ -221,9 +221,9 @@ static void test_public_api_logits(void **state) {
         texts[t] = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "texts"), (int)t)->valuestring;
     float *image_embeds = malloc(ni * dim * sizeof(float)), *text_embeds = malloc(nt * dim * sizeof(float));
     float *logits = malloc(ni * nt * sizeof(float));
-    assert_int_equal(glimpse_embed_images(ctx, (const glimpse_image *const *)images, ni, image_embeds), GLIMPSE_OK);
-    assert_int_equal(glimpse_embed_texts(ctx, texts, nt, text_embeds), GLIMPSE_OK);
-    assert_int_equal(glimpse_score(f->model, image_embeds, ni, text_embeds, nt, logits), GLIMPSE_OK);
+    assert_int_equal(glimpse_embed_images(ctx, images, ni, image_embeds), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_texts(ctx, texts, nt, text_embeds), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_score(f->model, image_embeds, ni, text_embeds, nt, logits), GLIMPSE_STATUS_OK);
     const float *expected = fixture_tensor(f->reference, "logits_per_image", ni * nt);
     double d = relative_difference(logits, expected, ni * nt);
     note_difference("logits_per_image", d);
@@ -231,7 +231,7 @@ static void test_public_api_logits(void **state) {
     /* expected.json's logit_scale and logits agree with the tensors */
     double scale = cJSON_GetObjectItem(f->expected, "logit_scale")->valuedouble;
     glimpse_model_info info;
-    assert_int_equal(glimpse_model_get_info(f->model, &info), GLIMPSE_OK);
+    assert_int_equal(glimpse_model_get_info(f->model, &info), GLIMPSE_STATUS_OK);
     assert_true(fabs(info.logit_scale - scale) <= 1e-5 * scale);
     const cJSON *rows = cJSON_GetObjectItem(f->expected, "logits_per_image");
     for (size_t i = 0; i < ni; i++)
@@ -262,7 +262,7 @@ static void *embed_everything(void *argument) {
     params.threads = 1;
     job->status = glimpse_context_create(job->model, &params, &ctx);
     for (int round = 0; round < 3 && !job->status; round++) {
-        job->status = glimpse_embed_images(ctx, (const glimpse_image *const *)job->images, job->image_count,
+        job->status = glimpse_embed_images(ctx, job->images, job->image_count,
                                            job->image_embeds);
         if (!job->status) job->status = glimpse_embed_texts(ctx, job->texts, job->text_count, job->text_embeds);
     }
@@ -290,11 +290,11 @@ static void test_shared_model_across_threads(void **state) {
                                calloc(nt * dim, sizeof(float)), -1};
     }
     embed_everything(&jobs[THREADS]); /* the single-threaded answer */
-    assert_int_equal(jobs[THREADS].status, GLIMPSE_OK);
+    assert_int_equal(jobs[THREADS].status, GLIMPSE_STATUS_OK);
     for (int j = 0; j < THREADS; j++) pthread_create(&threads[j], NULL, embed_everything, &jobs[j]);
     for (int j = 0; j < THREADS; j++) pthread_join(threads[j], NULL);
     for (int j = 0; j <= THREADS; j++) {
-        assert_int_equal(jobs[j].status, GLIMPSE_OK);
+        assert_int_equal(jobs[j].status, GLIMPSE_STATUS_OK);
         assert_memory_equal(jobs[j].image_embeds, jobs[THREADS].image_embeds, ni * dim * sizeof(float));
         assert_memory_equal(jobs[j].text_embeds, jobs[THREADS].text_embeds, nt * dim * sizeof(float));
     }

@@ -39,7 +39,7 @@ static void test_linear_matches_reference(void **state) {
     const size_t shapes[][3] = {{1, 7, 5},      {17, 48, 100},  {50, 768, 3072}, {3, 129, 257}, {16, 300, 13},
                                 {29, 517, 40},  {77, 512, 100}, {400, 96, 24},   {98, 33, 9}};
     pool *threads;
-    assert_int_equal(pool_create(3, &threads), GLIMPSE_OK);
+    assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
         float *x = random_array(rows * in_stride), *w = random_array(out * in), *b = random_array(out);
@@ -75,7 +75,7 @@ static uint16_t *random_halves(size_t n, weight_type type) {
         random_state = random_state * 1664525u + 1013904223u;
         uint32_t bits = random_state >> 8;
         uint16_t sign = (uint16_t)((bits & 1) << 15), mantissa = (uint16_t)((bits >> 1) & 0x7f);
-        if (type == WEIGHT_F16) /* exponents 0 (subnormal) .. 16 */
+        if (type == WEIGHT_TYPE_F16) /* exponents 0 (subnormal) .. 16 */
             h[i] = (uint16_t)(sign | ((bits >> 8) % 17) << 10 | (uint16_t)((bits >> 13) & 0x3ff));
         else /* about 2^-8 .. 2 */
             h[i] = (uint16_t)(sign | (uint16_t)(119 + (bits >> 8) % 9) << 7 | mantissa);
@@ -92,10 +92,10 @@ static void test_linear_16bit_weights(void **state) {
     const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {15, 40, 33}, {17, 48, 100},
                                 {50, 768, 64}, {29, 517, 40}, {98, 33, 9},  {400, 96, 24}};
     pool *threads;
-    assert_int_equal(pool_create(3, &threads), GLIMPSE_OK);
+    assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
     int exact = kernel_avx512_available();
     for (int t = 0; t < 2; t++) {
-        weight_type type = t ? WEIGHT_BF16 : WEIGHT_F16;
+        weight_type type = t ? WEIGHT_TYPE_BF16 : WEIGHT_TYPE_F16;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
             float *x = random_array(rows * in_stride), *b = random_array(out), *wide = malloc(out * in * sizeof *wide);
@@ -107,7 +107,7 @@ static void test_linear_16bit_weights(void **state) {
                 for (int accumulate = 0; accumulate < 2; accumulate++) {
                     pool *p = use_pool ? threads : NULL;
                     kernel_linear_typed(a, out_stride, x, in_stride, half, type, b, rows, in, out, accumulate, p);
-                    kernel_linear_typed(c, out_stride, x, in_stride, wide, WEIGHT_F32, b, rows, in, out, accumulate, p);
+                    kernel_linear_typed(c, out_stride, x, in_stride, wide, WEIGHT_TYPE_F32, b, rows, in, out, accumulate, p);
                     for (size_t r = 0; r < rows; r++) {
                         double d = relative_difference(a + r * out_stride, c + r * out_stride, out);
                         if (exact ? d != 0.0 : d > 1e-5 * sqrt((double)in))
@@ -119,8 +119,8 @@ static void test_linear_16bit_weights(void **state) {
             kernel_q8 from_half, from_wide;
             kernel_weight w = {half, type, NULL};
             kernel_weight w_wide = kernel_weight_f32(wide);
-            assert_int_equal(kernel_q8_quantize(&from_half, &w, out, in), GLIMPSE_OK);
-            assert_int_equal(kernel_q8_quantize(&from_wide, &w_wide, out, in), GLIMPSE_OK);
+            assert_int_equal(kernel_q8_quantize(&from_half, &w, out, in), GLIMPSE_STATUS_OK);
+            assert_int_equal(kernel_q8_quantize(&from_wide, &w_wide, out, in), GLIMPSE_STATUS_OK);
             assert_memory_equal(from_half.weight, from_wide.weight, out * from_wide.depth);
             assert_memory_equal(from_half.scale, from_wide.scale, out * sizeof(float));
             assert_memory_equal(from_half.sum, from_wide.sum, out * sizeof(int32_t));
@@ -138,7 +138,7 @@ static void test_linear_q8_matches_integer_reference(void **state) {
     const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {16, 300, 13},  {17, 48, 100},
                                 {29, 517, 40}, {50, 768, 96}, {77, 64, 100},  {400, 96, 24}};
     pool *threads;
-    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
         float *x = random_array(rows * in_stride), *w = random_array(out * in), *b = random_array(out);
@@ -146,7 +146,7 @@ static void test_linear_q8_matches_integer_reference(void **state) {
         float *real = calloc(rows * out_stride, sizeof *real);
         kernel_q8 q;
         kernel_weight weight = kernel_weight_f32(w);
-        assert_int_equal(kernel_q8_quantize(&q, &weight, out, in), GLIMPSE_OK);
+        assert_int_equal(kernel_q8_quantize(&q, &weight, out, in), GLIMPSE_STATUS_OK);
         for (size_t c = 0; c < out; c++) { /* the weights: per-row scale, rounding to nearest even, the sums */
             float largest = 0;
             for (size_t k = 0; k < in; k++) largest = fmaxf(largest, fabsf(w[c * in + k]));
@@ -208,7 +208,7 @@ static void test_linear_q8_matches_integer_reference(void **state) {
 static void test_attention_matches_reference(void **state) {
     (void)state;
     pool *threads;
-    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     /* (queries, keys, heads, head_dim): square, a cached step, odd head size,
      * ViT's 50 and CLIP text's 77 tokens (1-4 and 5-15 queries past a panel),
      * more keys than queries with 16+ queries (the causal mask shifted), a
@@ -240,7 +240,7 @@ static void test_attention_keys_transposed(void **state) {
     (void)state;
     if (!kernel_avx512_available()) skip(); /* (an AVX-512 kernel; elsewhere the decoder keeps keys in rows) */
     pool *threads;
-    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     /* (queries, keys, heads, head_dim): a caption step's 1-15 queries against
      * BLIP's 577 image tokens and fewer, and 16+ queries (ITM's text) on the panels */
     const size_t cases[][4] = {{1, 577, 2, 64}, {3, 577, 3, 64}, {15, 100, 2, 70}, {2, 5, 4, 24},
@@ -282,7 +282,7 @@ static void test_causal_mask_hides_the_future(void **state) {
 static void test_encoder_layer_pooled_rows(void **state) {
     (void)state;
     pool *threads;
-    assert_int_equal(pool_create(2, &threads), GLIMPSE_OK);
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     const size_t hidden = 32, heads = 4, inter = 80, lengths[3] = {7, 12, 5}, pooled[3] = {6, 4, 0}, rows = 24;
     float *weights = random_array(4 * hidden * hidden + 2 * hidden * inter), *biases = random_array(6 * hidden + inter);
     float *ones = malloc(hidden * sizeof *ones), *zeros = calloc(hidden, sizeof *zeros);
@@ -441,7 +441,7 @@ static void test_pool_runs_every_index_once(void **state) {
     (void)state;
     for (int threads = 1; threads <= 4; threads++) {
         pool *p;
-        assert_int_equal(pool_create(threads, &p), GLIMPSE_OK);
+        assert_int_equal(pool_create(threads, &p), GLIMPSE_STATUS_OK);
         assert_int_equal(pool_threads(p), threads);
         for (int round = 0; round < 50; round++) {
             int counts[97] = {0};
@@ -450,17 +450,17 @@ static void test_pool_runs_every_index_once(void **state) {
         }
         pool_free(p);
     }
-    assert_int_not_equal(pool_create(100000, &(pool *){NULL}), GLIMPSE_OK);
+    assert_int_not_equal(pool_create(100000, &(pool *){NULL}), GLIMPSE_STATUS_OK);
 }
 
 static void test_strmap(void **state) {
     (void)state;
     strmap *map;
-    assert_int_equal(strmap_create(1, &map), GLIMPSE_OK);
+    assert_int_equal(strmap_create(1, &map), GLIMPSE_STATUS_OK);
     char key[32];
     for (int i = 0; i < 5000; i++) {
         snprintf(key, sizeof key, "key%d", i);
-        assert_int_equal(strmap_put(map, key, strlen(key), i), GLIMPSE_OK);
+        assert_int_equal(strmap_put(map, key, strlen(key), i), GLIMPSE_STATUS_OK);
     }
     assert_int_equal(strmap_count(map), 5000);
     int32_t value;
@@ -470,11 +470,11 @@ static void test_strmap(void **state) {
         assert_int_equal(value, i);
     }
     assert_false(strmap_get(map, "absent", 6, &value));
-    assert_int_equal(strmap_put(map, "key7", 4, -1), GLIMPSE_OK); /* overwrite */
+    assert_int_equal(strmap_put(map, "key7", 4, -1), GLIMPSE_STATUS_OK); /* overwrite */
     assert_true(strmap_get(map, "key7", 4, &value));
     assert_int_equal(value, -1);
     assert_int_equal(strmap_count(map), 5000);
-    assert_true(strmap_put(map, "a\0b", 3, 9) == GLIMPSE_OK && strmap_get(map, "a\0b", 3, &value) && value == 9);
+    assert_true(strmap_put(map, "a\0b", 3, 9) == GLIMPSE_STATUS_OK && strmap_get(map, "a\0b", 3, &value) && value == 9);
     strmap_free(map);
 }
 
@@ -484,7 +484,7 @@ static void test_errors(void **state) {
     assert_string_equal(glimpse_last_error(), "file: 3");
     error_prefix(GLIMPSE_STATUS_IO, "outer");
     assert_string_equal(glimpse_last_error(), "outer: file: 3");
-    for (int s = GLIMPSE_OK; s <= GLIMPSE_STATUS_INTERNAL; s++) assert_non_null(glimpse_status_string(s));
+    for (int s = GLIMPSE_STATUS_OK; s <= GLIMPSE_STATUS_INTERNAL; s++) assert_non_null(glimpse_status_string(s));
     assert_string_equal(glimpse_version(), GLIMPSE_VERSION_STRING);
 }
 

@@ -42,7 +42,7 @@ static void test_captions_are_right(void **state) {
     (void)state;
     glimpse_model *model = load("demo-blip-caption");
     glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
     glimpse_caption_params params = glimpse_caption_model_params(model);
     picture_generator generator;
     picture_generator_init(&generator, TEST_SEED);
@@ -51,13 +51,13 @@ static void test_captions_are_right(void **state) {
         picture_scene scene;
         glimpse_image *image = draw(&generator, &scene);
         glimpse_caption caption;
-        assert_int_equal(glimpse_caption_images(ctx, (const glimpse_image *const *)&image, 1, &params, &caption),
-                         GLIMPSE_OK);
+        assert_int_equal(glimpse_caption_images(ctx, &image, 1, &params, &caption),
+                         GLIMPSE_STATUS_OK);
         if (picture_caption_is_true(&scene, caption.text))
             right++;
         else if (shown++ < 5)
             fprintf(stderr, "wrong: \"%s\" for \"%s\"\n", caption.text, scene.caption);
-        glimpse_caption_clear(&caption);
+        glimpse_caption_free(&caption);
         glimpse_image_free(image);
     }
     fprintf(stderr, "demo captioner: %d of %d pictures captioned right (%.1f%%)\n", right, total, 100.0 * right / total);
@@ -70,7 +70,7 @@ static void test_captions_rank_their_pictures_first(void **state) {
     (void)state;
     glimpse_model *model = load("demo-clip");
     glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
     size_t dim = glimpse_model_embedding_dim(model);
     picture_generator generator;
     picture_generator_init(&generator, TEST_SEED + 1);
@@ -98,10 +98,10 @@ static void test_captions_rank_their_pictures_first(void **state) {
         for (int j = 0; j < GROUP; j++) captions[j] = scenes[j].caption;
         float image_embeddings[GROUP * 512], text_embeddings[GROUP * 512], logits[GROUP * GROUP];
         assert_true(dim <= 512);
-        assert_int_equal(glimpse_embed_images(ctx, (const glimpse_image *const *)images, GROUP, image_embeddings),
-                         GLIMPSE_OK);
-        assert_int_equal(glimpse_embed_texts(ctx, captions, GROUP, text_embeddings), GLIMPSE_OK);
-        assert_int_equal(glimpse_score(model, image_embeddings, GROUP, text_embeddings, GROUP, logits), GLIMPSE_OK);
+        assert_int_equal(glimpse_embed_images(ctx, images, GROUP, image_embeddings),
+                         GLIMPSE_STATUS_OK);
+        assert_int_equal(glimpse_embed_texts(ctx, captions, GROUP, text_embeddings), GLIMPSE_STATUS_OK);
+        assert_int_equal(glimpse_score(model, image_embeddings, GROUP, text_embeddings, GROUP, logits), GLIMPSE_STATUS_OK);
         for (int t = 0; t < GROUP; t++) {
             int best = 0;
             for (int i = 1; i < GROUP; i++)

@@ -117,10 +117,10 @@ static void test_incremental_updates(void **state) {
     run_or_fail(command);
     glimpse_model *model;
     glimpse_context *ctx;
-    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_OK);
-    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
     glimpse_index *index;
-    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_OK);
+    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_OK);
     failures f = {0};
     /* 12 pictures (two in a nested folder), two broken files reported and skipped, one non-image name ignored */
     glimpse_index_summary s = update(index, ctx, library, &f);
@@ -146,12 +146,12 @@ static void test_incremental_updates(void **state) {
     snprintf(renamed, sizeof renamed, "%s/renamed.png", library);
     glimpse_image *image;
     float query[32];
-    assert_int_equal(glimpse_image_load_file(renamed, NULL, &image), GLIMPSE_OK);
-    assert_int_equal(glimpse_embed_images(ctx, (const glimpse_image *const *)&image, 1, query), GLIMPSE_OK);
+    assert_int_equal(glimpse_image_load_file(renamed, NULL, &image), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_images(ctx, &image, 1, query), GLIMPSE_STATUS_OK);
     glimpse_image_free(image);
     glimpse_search_result results[3];
     size_t found;
-    assert_int_equal(glimpse_index_search(index, query, 3, results, &found), GLIMPSE_OK);
+    assert_int_equal(glimpse_index_search(index, query, 3, results, &found), GLIMPSE_STATUS_OK);
     assert_int_equal(found, 3);
     char *real = realpath(renamed, NULL);
     assert_string_equal(results[0].path, real);
@@ -159,7 +159,7 @@ static void test_incremental_updates(void **state) {
     glimpse_model_info info;
     glimpse_model_get_info(model, &info);
     assert_float_equal(results[0].score, info.logit_scale, 1e-4); /* cosine 1 with itself */
-    glimpse_index_close(index);
+    glimpse_index_free(index);
     glimpse_context_free(ctx);
     glimpse_model_free(model);
 }
@@ -171,23 +171,23 @@ static void test_wrong_model_is_refused(void **state) {
     snprintf(db, sizeof db, "%s/small.db", workspace);
     make_pictures(library, 12, 2);
     glimpse_model *a, *b;
-    assert_int_equal(glimpse_model_load(model_a, NULL, &a), GLIMPSE_OK);
-    assert_int_equal(glimpse_model_load(model_b, NULL, &b), GLIMPSE_OK);
+    assert_int_equal(glimpse_model_load(model_a, NULL, &a), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_model_load(model_b, NULL, &b), GLIMPSE_STATUS_OK);
     glimpse_index *index;
-    assert_int_equal(glimpse_index_open(db, a, &index), GLIMPSE_OK);
+    assert_int_equal(glimpse_index_open(db, a, &index), GLIMPSE_STATUS_OK);
     glimpse_context *ctx_b;
-    assert_int_equal(glimpse_context_create(b, NULL, &ctx_b), GLIMPSE_OK);
+    assert_int_equal(glimpse_context_create(b, NULL, &ctx_b), GLIMPSE_STATUS_OK);
     const char *paths[1] = {library};
     glimpse_index_summary summary;
     assert_int_equal(glimpse_index_update(index, ctx_b, paths, 1, NULL, &summary), GLIMPSE_STATUS_WRONG_MODEL);
-    glimpse_index_close(index);
+    glimpse_index_free(index);
     assert_int_equal(glimpse_index_open(db, b, &index), GLIMPSE_STATUS_WRONG_MODEL);
     assert_non_null(strstr(glimpse_last_error(), "another model"));
-    assert_int_equal(glimpse_index_open(db, NULL, &index), GLIMPSE_OK); /* for searching, no model needed */
+    assert_int_equal(glimpse_index_open(db, NULL, &index), GLIMPSE_STATUS_OK); /* for searching, no model needed */
     char *real = realpath(model_a, NULL);
     assert_string_equal(glimpse_index_model_path(index), real);
     free(real);
-    glimpse_index_close(index);
+    glimpse_index_free(index);
     char absent[700];
     snprintf(absent, sizeof absent, "%s/absent.db", workspace);
     assert_int_equal(glimpse_index_open(absent, NULL, &index), GLIMPSE_STATUS_NOT_FOUND);
@@ -210,10 +210,10 @@ static void test_combined_queries(void **state) {
     make_pictures(library, 13, 10);
     glimpse_model *model;
     glimpse_context *ctx;
-    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_OK);
-    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_OK);
+    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
     glimpse_index *index;
-    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_OK);
+    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_OK);
     failures f = {0};
     update(index, ctx, library, &f);
     /* the images, embedded directly */
@@ -223,13 +223,13 @@ static void test_combined_queries(void **state) {
         char path[700];
         snprintf(path, sizeof path, "%s/%05d.png", library, i);
         paths[i] = realpath(path, NULL);
-        assert_int_equal(glimpse_image_load_file(path, NULL, &images[i]), GLIMPSE_OK);
+        assert_int_equal(glimpse_image_load_file(path, NULL, &images[i]), GLIMPSE_STATUS_OK);
     }
     float image_embeddings[10 * 32];
-    assert_int_equal(glimpse_embed_images(ctx, (const glimpse_image *const *)images, 10, image_embeddings), GLIMPSE_OK);
+    assert_int_equal(glimpse_embed_images(ctx, images, 10, image_embeddings), GLIMPSE_STATUS_OK);
     const char *texts[2] = {"a red circle", "a blue square"};
     float text_embeddings[2 * 32], picture[32];
-    assert_int_equal(glimpse_embed_texts(ctx, texts, 2, text_embeddings), GLIMPSE_OK);
+    assert_int_equal(glimpse_embed_texts(ctx, texts, 2, text_embeddings), GLIMPSE_STATUS_OK);
     memcpy(picture, image_embeddings + 3 * 32, sizeof picture);
     /* "2:a red circle - a blue square + PICTURE" by hand */
     char query_text[1024];
@@ -243,7 +243,7 @@ static void test_combined_queries(void **state) {
         norm += (double)expected[d] * expected[d];
     }
     for (int d = 0; d < 32; d++) expected[d] = (float)(expected[d] / sqrt(norm));
-    assert_int_equal(glimpse_embed_query(ctx, query_text, query), GLIMPSE_OK);
+    assert_int_equal(glimpse_embed_query(ctx, query_text, query), GLIMPSE_STATUS_OK);
     for (int d = 0; d < 32; d++) assert_float_equal(query[d], expected[d], 1e-5);
     glimpse_model_info info;
     glimpse_model_get_info(model, &info);
@@ -255,7 +255,7 @@ static void test_combined_queries(void **state) {
     }
     glimpse_search_result results[10];
     size_t found;
-    assert_int_equal(glimpse_index_search(index, query, 10, results, &found), GLIMPSE_OK);
+    assert_int_equal(glimpse_index_search(index, query, 10, results, &found), GLIMPSE_STATUS_OK);
     assert_int_equal(found, 10);
     for (size_t r = 0; r < found; r++) {
         int i = 0;
@@ -267,7 +267,7 @@ static void test_combined_queries(void **state) {
     assert_int_equal(glimpse_embed_query(ctx, "a red circle + ", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
     assert_int_equal(glimpse_embed_query(ctx, "a cat - a cat", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
     for (int i = 0; i < 10; i++) glimpse_image_free(images[i]), free(paths[i]);
-    glimpse_index_close(index);
+    glimpse_index_free(index);
     glimpse_context_free(ctx);
     glimpse_model_free(model);
 }
@@ -327,7 +327,7 @@ static void test_killed_and_resumed(void **state) {
     snprintf(command, sizeof command, "%s/resume.json", workspace);
     uint8_t *json;
     size_t size;
-    assert_int_equal(file_read_all(command, 4096, &json, &size), GLIMPSE_OK);
+    assert_int_equal(file_read_all(command, 4096, &json, &size), GLIMPSE_STATUS_OK);
     char expected[128];
     snprintf(expected, sizeof expected, "\"unchanged\": %ld", after_kill);
     assert_non_null(strstr((char *)json, expected)); /* nothing already committed was embedded again */
@@ -356,7 +356,7 @@ static void test_command_line(void **state) {
     run_or_fail(command);
     uint8_t *text;
     size_t size;
-    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_OK);
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
     assert_non_null(strstr((char *)text, "added 5, updated 0, moved 0, removed 0, unchanged 0, failed 0; 5 images"));
     free(text);
     /* no -m: the index knows its model; a text, an image and a combination */
@@ -364,7 +364,7 @@ static void test_command_line(void **state) {
              "%s search --db %s -k 2 --json 'a red circle' '%s/00001.png' '2:a red circle - %s/00001.png' > %s",
              GLIMPSE_BINARY, db, library, library, output);
     run_or_fail(command);
-    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_OK);
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
     int lines = 0;
     for (char *line = (char *)text; *line;) {
         char *end = strchr(line, '\n');

@@ -72,7 +72,7 @@ static clip_tokenizer *make_tokenizer(void) {
 static void expect_ids(clip_tokenizer *t, const char *text, size_t max_length, ...) {
     int32_t ids[128];
     size_t count;
-    assert_int_equal(clip_tokenizer_encode(t, text, max_length, ids, &count), GLIMPSE_OK);
+    assert_int_equal(clip_tokenizer_encode(t, text, max_length, ids, &count), GLIMPSE_STATUS_OK);
     va_list args;
     va_start(args, max_length);
     size_t i = 0;
@@ -137,7 +137,7 @@ static void test_truncation_keeps_end_token(void **state) {
     long_word[100000] = '\0';
     int32_t ids[77];
     size_t count;
-    assert_int_equal(clip_tokenizer_encode(t, long_word, 77, ids, &count), GLIMPSE_OK);
+    assert_int_equal(clip_tokenizer_encode(t, long_word, 77, ids, &count), GLIMPSE_STATUS_OK);
     assert_int_equal(count, 77);
     assert_int_equal(ids[76], END_ID);
     free(long_word);
@@ -192,7 +192,7 @@ static int32_t bert_id(const char *token) {
 static void expect_pieces(bert_tokenizer *t, const char *text, ...) {
     int32_t ids[256];
     size_t count;
-    assert_int_equal(bert_tokenizer_encode(t, text, ids, 256, &count), GLIMPSE_OK);
+    assert_int_equal(bert_tokenizer_encode(t, text, ids, 256, &count), GLIMPSE_STATUS_OK);
     va_list args;
     va_start(args, text);
     size_t i = 0;
@@ -230,10 +230,10 @@ static void test_wordpiece_encoding(void **state) {
     long_word[100] = '\0';
     int32_t ids[128];
     size_t count;
-    assert_int_equal(bert_tokenizer_encode(t, long_word, ids, 128, &count), GLIMPSE_OK);
+    assert_int_equal(bert_tokenizer_encode(t, long_word, ids, 128, &count), GLIMPSE_STATUS_OK);
     assert_int_equal(count, 100); /* a ##a ##a ... */
     /* capacity smaller than the text: the count still says how many */
-    assert_int_equal(bert_tokenizer_encode(t, "the cat the cat", ids, 2, &count), GLIMPSE_OK);
+    assert_int_equal(bert_tokenizer_encode(t, "the cat the cat", ids, 2, &count), GLIMPSE_STATUS_OK);
     assert_int_equal(count, 4);
     /* invalid UTF-8 is dropped like U+FFFD */
     expect_pieces(t, "cat\xff\xfe", "cat", NULL);
@@ -248,7 +248,7 @@ static void expect_decoded(bert_tokenizer *t, const char *expected, ...) {
     for (const char *token; (token = va_arg(args, const char *));) ids[n++] = bert_id(token);
     va_end(args);
     char *text;
-    assert_int_equal(bert_tokenizer_decode(t, ids, n, &text), GLIMPSE_OK);
+    assert_int_equal(bert_tokenizer_decode(t, ids, n, &text), GLIMPSE_STATUS_OK);
     assert_string_equal(text, expected);
     free(text);
 }

@@ -39,19 +39,19 @@ static void *work(void *argument) {
     r->status = glimpse_context_create(clip, &params, &embedder);
     if (!r->status) r->status = glimpse_context_create(blip, &params, &captioner);
     for (int round = 0; round < 2 && !r->status; round++) {
-        r->status = glimpse_embed_images(embedder, (const glimpse_image *const *)images, IMAGES, r->image_embeddings);
+        r->status = glimpse_embed_images(embedder, images, IMAGES, r->image_embeddings);
         if (!r->status) r->status = glimpse_embed_texts(embedder, texts, 3, r->text_embeddings);
         glimpse_caption_params caption_params = glimpse_caption_model_params(blip);
         caption_params.beams = round ? 1 : 2; /* greedy and beams both, interleaved with embedding */
         glimpse_caption captions[IMAGES];
         if (!r->status)
-            r->status = glimpse_caption_images(captioner, (const glimpse_image *const *)images, IMAGES, &caption_params,
+            r->status = glimpse_caption_images(captioner, images, IMAGES, &caption_params,
                                                captions);
         for (int i = 0; i < IMAGES && !r->status; i++) {
             snprintf(r->captions[i], sizeof r->captions[i], "%s", captions[i].text);
             r->id_counts[i] = captions[i].id_count < 32 ? captions[i].id_count : 32;
             memcpy(r->ids[i], captions[i].ids, r->id_counts[i] * sizeof(int32_t));
-            glimpse_caption_clear(&captions[i]);
+            glimpse_caption_free(&captions[i]);
         }
     }
     glimpse_context_free(embedder);
@@ -63,25 +63,25 @@ static void test_eight_threads_share_models(void **state) {
     (void)state;
     char *clip_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
     char *blip_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
-    assert_int_equal(glimpse_model_load(clip_path, NULL, &clip), GLIMPSE_OK);
-    assert_int_equal(glimpse_model_load(blip_path, NULL, &blip), GLIMPSE_OK);
+    assert_int_equal(glimpse_model_load(clip_path, NULL, &clip), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_model_load(blip_path, NULL, &blip), GLIMPSE_STATUS_OK);
     assert_true(glimpse_model_embedding_dim(clip) <= DIM_MAX);
     for (int i = 0; i < IMAGES; i++) {
         char path[128];
         snprintf(path, sizeof path, "examples/pictures/%05d.png", i);
         char *full = file_join(GLIMPSE_SOURCE_DIR, path);
-        assert_int_equal(glimpse_image_load_file(full, NULL, &images[i]), GLIMPSE_OK);
+        assert_int_equal(glimpse_image_load_file(full, NULL, &images[i]), GLIMPSE_STATUS_OK);
         free(full);
     }
     static result alone, together[8];
     work(&alone);
-    assert_int_equal(alone.status, GLIMPSE_OK);
+    assert_int_equal(alone.status, GLIMPSE_STATUS_OK);
     pthread_t threads[8];
     for (int t = 0; t < 8; t++) pthread_create(&threads[t], NULL, work, &together[t]);
     for (int t = 0; t < 8; t++) pthread_join(threads[t], NULL);
     size_t dim = glimpse_model_embedding_dim(clip);
     for (int t = 0; t < 8; t++) {
-        assert_int_equal(together[t].status, GLIMPSE_OK);
+        assert_int_equal(together[t].status, GLIMPSE_STATUS_OK);
         assert_memory_equal(together[t].image_embeddings, alone.image_embeddings, IMAGES * dim * sizeof(float));
         assert_memory_equal(together[t].text_embeddings, alone.text_embeddings, 3 * dim * sizeof(float));
         for (int i = 0; i < IMAGES; i++) {

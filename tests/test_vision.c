@@ -264,7 +264,7 @@ static void test_hostile_files(void **state) {
                      GLIMPSE_STATUS_TOO_LARGE);
     /* the same at 4x4 has no data: broken, not a crash */
     bmp[18] = 4, bmp[19] = 0, bmp[22] = 4, bmp[23] = 0;
-    assert_int_not_equal(image_decode(bmp, sizeof bmp, "short.bmp", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_OK);
+    assert_int_not_equal(image_decode(bmp, sizeof bmp, "short.bmp", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_STATUS_OK);
     assert_null(image);
 }
 
@@ -277,7 +277,7 @@ static void test_other_formats(void **state) {
     uint8_t values[6] = {1, 2, 3, 250, 251, 252};
     memcpy(ppm + sizeof header - 1, values, 6);
     glimpse_image *image = NULL;
-    assert_int_equal(image_decode(ppm, sizeof ppm, "x.ppm", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_OK);
+    assert_int_equal(image_decode(ppm, sizeof ppm, "x.ppm", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_STATUS_OK);
     expect_pixel(image, 1, 0, 250, 251, 252);
     glimpse_image_free(image);
     image = NULL;
@@ -288,12 +288,12 @@ static void test_other_formats(void **state) {
     /* GIF, 1x1, palette entry 0 = red */
     static const uint8_t gif[] = {'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0, 0xff, 0, 0, 0, 0, 0,
                                   ',', 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 'D', 1, 0, ';'};
-    assert_int_equal(image_decode(gif, sizeof gif, "x.gif", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_OK);
+    assert_int_equal(image_decode(gif, sizeof gif, "x.gif", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_STATUS_OK);
     expect_pixel(image, 0, 0, 255, 0, 0);
     glimpse_image_free(image);
     /* TGA, uncompressed 24-bit 1x1 (BGR) */
     static const uint8_t tga[18 + 3] = {0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 24, 0, 7, 8, 9};
-    assert_int_equal(image_decode(tga, sizeof tga, "x.tga", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_OK);
+    assert_int_equal(image_decode(tga, sizeof tga, "x.tga", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_STATUS_OK);
     expect_pixel(image, 0, 0, 9, 8, 7);
     glimpse_image_free(image);
     /* 24-bit BMP, 2x1, bottom-up, BGR, rows padded to 4 bytes */
@@ -301,7 +301,7 @@ static void test_other_formats(void **state) {
     bmp[2] = sizeof bmp, bmp[10] = 54, bmp[14] = 40, bmp[18] = 2, bmp[22] = 1, bmp[26] = 1, bmp[28] = 24;
     uint8_t row[8] = {30, 20, 10, 60, 50, 40, 0, 0};
     memcpy(bmp + 54, row, 8);
-    assert_int_equal(image_decode(bmp, sizeof bmp, "x.bmp", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_OK);
+    assert_int_equal(image_decode(bmp, sizeof bmp, "x.bmp", IMAGE_DEFAULT_MAX_PIXELS, &image), GLIMPSE_STATUS_OK);
     expect_pixel(image, 0, 0, 10, 20, 30);
     expect_pixel(image, 1, 0, 40, 50, 60);
     glimpse_image_free(image);
@@ -314,7 +314,7 @@ static void test_raw_pixels_and_memory(void **state) {
     bgra[0] = 3, bgra[1] = 2, bgra[2] = 1, bgra[3] = 255;
     bgra[12 + 4] = 9, bgra[12 + 5] = 8, bgra[12 + 6] = 7;
     glimpse_image *image;
-    assert_int_equal(glimpse_image_from_pixels(bgra, 2, 2, 12, GLIMPSE_PIXEL_FORMAT_BGRA8, &image), GLIMPSE_OK);
+    assert_int_equal(glimpse_image_from_pixels(bgra, 2, 2, 12, GLIMPSE_PIXEL_FORMAT_BGRA8, &image), GLIMPSE_STATUS_OK);
     expect_pixel(image, 0, 0, 1, 2, 3);
     expect_pixel(image, 1, 1, 7, 8, 9);
     glimpse_image_free(image);
@@ -326,7 +326,7 @@ static void test_raw_pixels_and_memory(void **state) {
                      GLIMPSE_STATUS_INVALID_ARGUMENT);
     uint8_t rgb[3] = {5, 6, 7};
     buffer b = make_png(1, 1, PNG_COLOR_TYPE_RGB, 8, rgb, 3, NULL, 0, 0);
-    assert_int_equal(glimpse_image_load_memory(b.bytes, b.size, NULL, &image), GLIMPSE_OK);
+    assert_int_equal(glimpse_image_load_memory(b.bytes, b.size, NULL, &image), GLIMPSE_STATUS_OK);
     assert_int_equal(glimpse_image_width(image), 1);
     assert_memory_equal(glimpse_image_pixels(image), rgb, 3);
     glimpse_image_free(image);
@@ -340,19 +340,19 @@ static void test_raw_pixels_and_memory(void **state) {
 static void test_resize_properties(void **state) {
     (void)state;
     glimpse_image *source, *out;
-    assert_int_equal(image_allocate(37, 23, &source), GLIMPSE_OK);
+    assert_int_equal(image_allocate(37, 23, &source), GLIMPSE_STATUS_OK);
     memset(source->pixels, 123, 37 * 23 * 3);
     /* a constant image stays constant through shrinking and enlarging */
     const int sizes[][2] = {{5, 7}, {64, 64}, {37, 11}, {100, 23}};
     for (size_t s = 0; s < 4; s++) {
-        assert_int_equal(image_resize(source, sizes[s][0], sizes[s][1], RESIZE_FILTER_BICUBIC, &out), GLIMPSE_OK);
+        assert_int_equal(image_resize(source, sizes[s][0], sizes[s][1], RESIZE_FILTER_BICUBIC, &out), GLIMPSE_STATUS_OK);
         assert_int_equal(out->width, sizes[s][0]);
         for (int i = 0; i < out->width * out->height * 3; i++) assert_int_equal(out->pixels[i], 123);
         glimpse_image_free(out);
     }
     /* the same size is an exact copy */
     for (int i = 0; i < 37 * 23 * 3; i++) source->pixels[i] = (uint8_t)(i * 7);
-    assert_int_equal(image_resize(source, 37, 23, RESIZE_FILTER_BICUBIC, &out), GLIMPSE_OK);
+    assert_int_equal(image_resize(source, 37, 23, RESIZE_FILTER_BICUBIC, &out), GLIMPSE_STATUS_OK);
     assert_memory_equal(out->pixels, source->pixels, 37 * 23 * 3);
     glimpse_image_free(out);
     glimpse_image_free(source);
@@ -369,10 +369,10 @@ static void test_preprocess_sizes_and_padding(void **state) {
     config.do_resize = 0;
     config.crop_height = config.crop_width = 4;
     glimpse_image *image;
-    assert_int_equal(image_allocate(2, 2, &image), GLIMPSE_OK);
+    assert_int_equal(image_allocate(2, 2, &image), GLIMPSE_STATUS_OK);
     memset(image->pixels, 255, 12);
     float values[3 * 4 * 4];
-    assert_int_equal(preprocess_image(values, image, &config), GLIMPSE_OK);
+    assert_int_equal(preprocess_image(values, image, &config), GLIMPSE_STATUS_OK);
     float padded = (0.0f - config.mean[0]) / config.std[0];
     float white = (1.0f - config.mean[0]) / config.std[0];
     assert_float_equal(values[0], padded, 1e-6);
@@ -383,13 +383,13 @@ static void test_preprocess_sizes_and_padding(void **state) {
     /* preprocessor_config.json forms: int size for CLIP is the shortest edge */
     cJSON *json = cJSON_Parse("{\"size\": 224, \"crop_size\": 224, \"resample\": 3}");
     config = preprocess_default_clip(64);
-    assert_int_equal(preprocess_config_read(json, "p", 0, &config), GLIMPSE_OK);
+    assert_int_equal(preprocess_config_read(json, "p", 0, &config), GLIMPSE_STATUS_OK);
     assert_int_equal(config.shortest_edge, 224);
     assert_int_equal(config.crop_width, 224);
     cJSON_Delete(json);
     json = cJSON_Parse("{\"size\": {\"height\": 384, \"width\": 384}, \"do_center_crop\": false}");
     config = preprocess_default_blip(64);
-    assert_int_equal(preprocess_config_read(json, "p", 1, &config), GLIMPSE_OK);
+    assert_int_equal(preprocess_config_read(json, "p", 1, &config), GLIMPSE_STATUS_OK);
     assert_int_equal(config.resize_height, 384);
     assert_int_equal(config.shortest_edge, 0);
     cJSON_Delete(json);

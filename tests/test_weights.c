@@ -37,7 +37,7 @@ static glimpse_status parse(const char *header, size_t data_size, safetensors **
     size_t size;
     uint8_t *bytes = make_file(header, data, data_size, &size);
     glimpse_status status = safetensors_parse(bytes, size, "test.safetensors", out);
-    if (status == GLIMPSE_OK) {
+    if (status == GLIMPSE_STATUS_OK) {
         /* keep the bytes alive with the parsed file for this test only */
         (*out)->owns_mapping = 0;
     } else {
@@ -49,7 +49,7 @@ static glimpse_status parse(const char *header, size_t data_size, safetensors **
 static void expect_bad(const char *header, size_t data_size, const char *needle) {
     safetensors *file = NULL;
     glimpse_status status = parse(header, data_size, &file);
-    if (status == GLIMPSE_OK) fail_msg("accepted a bad header: %s", header);
+    if (status == GLIMPSE_STATUS_OK) fail_msg("accepted a bad header: %s", header);
     assert_int_equal(status, GLIMPSE_STATUS_BAD_FORMAT);
     if (!strstr(glimpse_last_error(), needle))
         fail_msg("error \"%s\" does not mention \"%s\"", glimpse_last_error(), needle);
@@ -62,7 +62,7 @@ static void test_valid_file(void **state) {
     assert_int_equal(parse("{\"__metadata__\":{\"format\":\"pt\"},\"b\":{\"dtype\":\"F32\",\"shape\":[2,3],"
                            "\"data_offsets\":[0,24]},\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[24,32]}}",
                            32, &file),
-                     GLIMPSE_OK);
+                     GLIMPSE_STATUS_OK);
     assert_int_equal(file->count, 2);
     const tensor_entry *b = safetensors_find(file, "b");
     assert_non_null(b);
@@ -157,37 +157,37 @@ static void test_store_dtypes_and_shapes(void **state) {
                   "\"matrix\":{\"dtype\":\"BF16\",\"shape\":[1,2],\"data_offsets\":[29,33]}}",
                   data, 33);
     weight_store *store;
-    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_OK);
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_OK);
     const float *values;
     size_t two[1] = {2}, one[1] = {1}, three[1] = {3};
-    assert_int_equal(weight_store_get(store, &values, 1, two, "f32"), GLIMPSE_OK);
+    assert_int_equal(weight_store_get(store, &values, 1, two, "f32"), GLIMPSE_STATUS_OK);
     assert_float_equal(values[1], -2.0f, 0);
-    assert_int_equal(weight_store_get(store, &values, 1, two, "f16"), GLIMPSE_OK);
+    assert_int_equal(weight_store_get(store, &values, 1, two, "f16"), GLIMPSE_STATUS_OK);
     assert_float_equal(values[0], 1.0f, 0);
     assert_float_equal(values[1], -2.0f, 0);
-    assert_int_equal(weight_store_get(store, &values, 1, two, "bf16"), GLIMPSE_OK);
+    assert_int_equal(weight_store_get(store, &values, 1, two, "bf16"), GLIMPSE_STATUS_OK);
     assert_float_equal(values[1], -3.0f, 0);
-    assert_int_equal(weight_store_get(store, &values, 1, one, "odd"), GLIMPSE_OK);
+    assert_int_equal(weight_store_get(store, &values, 1, one, "odd"), GLIMPSE_STATUS_OK);
     assert_float_equal(values[0], 7.0f, 0);
     /* a weight matrix: kept 16-bit where the AVX-512 kernels run (realigned
      * here, since the file puts it at an odd address), widened elsewhere */
     size_t copied = weight_store_copied_bytes(store);
     kernel_weight matrix;
-    assert_int_equal(weight_store_get_matrix(store, &matrix, 1, 2, "matrix"), GLIMPSE_OK);
+    assert_int_equal(weight_store_get_matrix(store, &matrix, 1, 2, "matrix"), GLIMPSE_STATUS_OK);
     float widened[2];
     if (kernel_avx512_available()) {
-        assert_int_equal(matrix.type, WEIGHT_BF16);
+        assert_int_equal(matrix.type, WEIGHT_TYPE_BF16);
         assert_int_equal((uintptr_t)matrix.data % 2, 0);
         assert_int_equal(weight_store_copied_bytes(store) - copied, 4);
     } else {
-        assert_int_equal(matrix.type, WEIGHT_F32);
+        assert_int_equal(matrix.type, WEIGHT_TYPE_F32);
         assert_int_equal(weight_store_copied_bytes(store) - copied, 8);
     }
     kernel_widen(widened, matrix.data, matrix.type, 2);
     assert_float_equal(widened[0], 1.0f, 0);
     assert_float_equal(widened[1], -3.0f, 0);
     assert_int_equal(weight_store_get_matrix(store, &matrix, 2, 1, "matrix"), GLIMPSE_STATUS_BAD_FORMAT);
-    assert_int_equal(weight_store_get_matrix_optional(store, &matrix, 1, 2, "absent"), GLIMPSE_OK);
+    assert_int_equal(weight_store_get_matrix_optional(store, &matrix, 1, 2, "absent"), GLIMPSE_STATUS_OK);
     assert_null(matrix.data);
     assert_string_equal(weight_store_dtype(store), "mixed");
     /* wrong shape, missing tensor, integer tensor: errors that name them */
@@ -197,7 +197,7 @@ static void test_store_dtypes_and_shapes(void **state) {
     assert_non_null(strstr(glimpse_last_error(), "no tensor 'layer.4.weight'"));
     assert_int_equal(weight_store_get(store, &values, 1, one, "ids"), GLIMPSE_STATUS_UNSUPPORTED);
     assert_non_null(strstr(glimpse_last_error(), "I64"));
-    assert_int_equal(weight_store_get_optional(store, &values, 1, one, "absent"), GLIMPSE_OK);
+    assert_int_equal(weight_store_get_optional(store, &values, 1, one, "absent"), GLIMPSE_STATUS_OK);
     assert_null(values);
     weight_store_free(store);
     free(folder);
@@ -215,10 +215,10 @@ static void test_sharded_store(void **state) {
                         "\"b\":\"model-00002-of-00002.safetensors\"}}";
     write_file(folder, "model.safetensors.index.json", index, strlen(index));
     weight_store *store;
-    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_OK);
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_OK);
     const float *values;
     size_t one[1] = {1};
-    assert_int_equal(weight_store_get(store, &values, 1, one, "b"), GLIMPSE_OK);
+    assert_int_equal(weight_store_get(store, &values, 1, one, "b"), GLIMPSE_STATUS_OK);
     assert_float_equal(values[0], 2.0f, 0);
     weight_store_free(store);
     /* an index naming a shard outside the folder is refused */
@@ -247,22 +247,22 @@ static void test_config_fields(void **state) {
                        "\"mean\": [1, 2, 3], \"none\": null}";
     write_file(folder, "config.json", text, strlen(text));
     cJSON *json;
-    assert_int_equal(config_read_json(folder, "config.json", &json), GLIMPSE_OK);
+    assert_int_equal(config_read_json(folder, "config.json", &json), GLIMPSE_STATUS_OK);
     int value;
-    assert_int_equal(config_int(json, "config.json", "hidden_size", 1, 100, &value), GLIMPSE_OK);
+    assert_int_equal(config_int(json, "config.json", "hidden_size", 1, 100, &value), GLIMPSE_STATUS_OK);
     assert_int_equal(value, 48);
     assert_int_equal(config_int(json, "config.json", "missing", 1, 100, &value), GLIMPSE_STATUS_BAD_FORMAT);
     assert_non_null(strstr(glimpse_last_error(), "missing field \"missing\""));
     assert_int_equal(config_int(json, "config.json", "bad", 1, 100, &value), GLIMPSE_STATUS_BAD_FORMAT);
     assert_int_equal(config_int(json, "config.json", "big", 1, 100, &value), GLIMPSE_STATUS_UNSUPPORTED);
     assert_int_equal(config_int(json, "config.json", "ratio", 1, 100, &value), GLIMPSE_STATUS_BAD_FORMAT);
-    assert_int_equal(config_int_or(json, "config.json", "none", 1, 100, 7, &value), GLIMPSE_OK);
+    assert_int_equal(config_int_or(json, "config.json", "none", 1, 100, 7, &value), GLIMPSE_STATUS_OK);
     assert_int_equal(value, 7);
     double d;
-    assert_int_equal(config_double_or(json, "config.json", "ratio", 0, &d), GLIMPSE_OK);
+    assert_int_equal(config_double_or(json, "config.json", "ratio", 0, &d), GLIMPSE_STATUS_OK);
     assert_float_equal(d, 0.5, 0);
     double three[3];
-    assert_int_equal(config_doubles(json, "config.json", "mean", 3, three), GLIMPSE_OK);
+    assert_int_equal(config_doubles(json, "config.json", "mean", 3, three), GLIMPSE_STATUS_OK);
     assert_int_equal(config_doubles(json, "config.json", "mean", 2, three), GLIMPSE_STATUS_BAD_FORMAT);
     cJSON_Delete(json);
     write_file(folder, "broken.json", "{\"a\": ", 6);
@@ -284,7 +284,7 @@ static void test_hub_cache_resolution(void **state) {
     write_file(path, "main", "abc123\n", 7);
     setenv("HF_HUB_CACHE", cache, 1);
     char *folder;
-    assert_int_equal(snapshot_resolve("someorg/some-model", &folder), GLIMPSE_OK);
+    assert_int_equal(snapshot_resolve("someorg/some-model", &folder), GLIMPSE_STATUS_OK);
     snprintf(path, sizeof path, "%s/models--someorg--some-model/snapshots/abc123", cache);
     assert_string_equal(folder, path);
     free(folder);

@@ -54,14 +54,14 @@ static glimpse_status add_token(bert_tokenizer *t, const char *text, size_t leng
 
 static glimpse_status add_special(bert_tokenizer *t, const char *token) {
     int32_t id;
-    if (!strmap_get(t->vocab, token, strlen(token), &id)) return GLIMPSE_OK; /* not in this vocabulary */
+    if (!strmap_get(t->vocab, token, strlen(token), &id)) return GLIMPSE_STATUS_OK; /* not in this vocabulary */
     for (size_t i = 0; i < t->special_count; i++)
-        if (strcmp(t->specials[i], token) == 0) return GLIMPSE_OK;
+        if (strcmp(t->specials[i], token) == 0) return GLIMPSE_STATUS_OK;
     if (t->special_count == MAX_SPECIALS) return error_set(GLIMPSE_STATUS_UNSUPPORTED, "too many special tokens");
     t->specials[t->special_count] = strdup(token);
     if (!t->specials[t->special_count]) return ERROR_OOM();
     t->special_ids[t->special_count++] = id;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status bert_tokenizer_create(const char *vocab_text, size_t vocab_size, const char *added_tokens_json,
@@ -114,7 +114,7 @@ glimpse_status bert_tokenizer_create(const char *vocab_text, size_t vocab_size, 
         return status;
     }
     *out = t;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status bert_tokenizer_load(const char *folder, bert_tokenizer **out) {
@@ -123,7 +123,7 @@ glimpse_status bert_tokenizer_load(const char *folder, bert_tokenizer **out) {
     char *config_path = file_join(folder, "tokenizer_config.json");
     uint8_t *vocab = NULL, *added = NULL, *config = NULL;
     size_t vocab_size = 0, size = 0;
-    glimpse_status status = !vocab_path || !added_path || !config_path ? ERROR_OOM() : GLIMPSE_OK;
+    glimpse_status status = !vocab_path || !added_path || !config_path ? ERROR_OOM() : GLIMPSE_STATUS_OK;
     if (!status) status = file_read_all(vocab_path, 64u << 20, &vocab, &vocab_size);
     if (!status && file_is_regular(added_path)) status = file_read_all(added_path, 16u << 20, &added, &size);
     int lowercase = 1;
@@ -260,10 +260,10 @@ static void emit(id_output *out, int32_t id) {
 
 /* WordPiece on one word (code points without spaces or punctuation). */
 static glimpse_status wordpiece(const bert_tokenizer *t, const utf8proc_int32_t *word, size_t n, id_output *out) {
-    if (n == 0) return GLIMPSE_OK;
+    if (n == 0) return GLIMPSE_STATUS_OK;
     if (n > MAX_WORD_CHARACTERS) {
         emit(out, t->unk_id);
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     char piece[2 + MAX_WORD_CHARACTERS * 4 + 1];
     int32_t found[MAX_WORD_CHARACTERS];
@@ -285,19 +285,19 @@ static glimpse_status wordpiece(const bert_tokenizer *t, const utf8proc_int32_t 
         }
         if (id < 0) { /* no piece matches: the whole word is unknown */
             emit(out, t->unk_id);
-            return GLIMPSE_OK;
+            return GLIMPSE_STATUS_OK;
         }
         found[pieces++] = id;
         start = end;
     }
     for (size_t i = 0; i < pieces; i++) emit(out, found[i]);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* Basic tokenisation and WordPiece of a stretch of text without special tokens. */
 static glimpse_status encode_plain(const bert_tokenizer *t, const char *text, size_t length, id_output *out) {
     points raw = {0}, clean = {0}, folded = {0};
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     if (!decode_utf8(text, length, &raw)) status = ERROR_OOM();
     /* clean-up: drop NUL, U+FFFD and controls; whitespace to ' '; CJK set apart */
     for (size_t i = 0; !status && i < raw.count; i++) {
@@ -350,7 +350,7 @@ glimpse_status bert_tokenizer_encode(const bert_tokenizer *t, const char *text, 
     if (!text) text = "";
     id_output out = {ids, capacity, 0};
     size_t length = strlen(text), at = 0, plain = 0;
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     /* special tokens are matched in the raw text, longest first on ties */
     while (at <= length && !status) {
         size_t matched = 0;
@@ -432,5 +432,5 @@ glimpse_status bert_tokenizer_decode(const bert_tokenizer *t, const int32_t *ids
     memmove(out, out + start, end - start);
     out[end - start] = '\0';
     *text = out;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }

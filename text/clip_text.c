@@ -23,7 +23,7 @@ glimpse_status clip_text_config_read(const cJSON *json, const char *where, int p
         return status;
     if ((status = config_int_or(json, where, "vocab_size", 1, 1 << 24, 49408, &config->vocab_size))) return status;
     if ((status = config_int_or(json, where, "eos_token_id", 0, 1 << 24, 2, &config->eos_token_id))) return status;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config, weight_store *store) {
@@ -56,7 +56,7 @@ glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_conf
             return status;
         }
     }
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void clip_text_model_free(clip_text_model *model) {
@@ -93,7 +93,7 @@ glimpse_status clip_text_state_create(const clip_text_model *model, size_t max_s
     }
     encoder_scratch_carve(&state->scratch, state->memory, &shape, state->max_rows, positions);
     *out = state;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void clip_text_state_free(clip_text_state *state) {
@@ -133,7 +133,7 @@ glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *
             encoder_layer_forward(state->hidden, &w->layers[l], &shape, lengths, sequences, &state->scratch, threads);
         kernel_layernorm(state->hidden, state->hidden, w->final_norm_weight, w->final_norm_bias, rows, hidden,
                          c->layer_norm_eps);
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     for (size_t s = 0, first = 0; s < sequences; first += lengths[s], s++)
         state->pooled[s] = clip_text_pool_index(model, ids + first, lengths[s]);
@@ -145,7 +145,7 @@ glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *
         float *row = state->hidden + (first + state->pooled[s]) * hidden;
         kernel_layernorm(row, row, w->final_norm_weight, w->final_norm_bias, 1, hidden, c->layer_norm_eps);
     }
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 size_t clip_text_pool_index(const clip_text_model *model, const int32_t *ids, size_t length) {

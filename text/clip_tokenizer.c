@@ -46,7 +46,7 @@ glimpse_status clip_tokenizer_create(const char *vocab_json, size_t vocab_size, 
     clip_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return ERROR_OOM();
     build_byte_map(t);
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     cJSON *vocab = cJSON_ParseWithLength(vocab_json, vocab_size);
     if (!cJSON_IsObject(vocab)) {
         status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "vocab.json is not a JSON object");
@@ -96,7 +96,7 @@ done:
         return status;
     }
     *out = t;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status clip_tokenizer_load(const char *folder, clip_tokenizer **out) {
@@ -104,7 +104,7 @@ glimpse_status clip_tokenizer_load(const char *folder, clip_tokenizer **out) {
     char *vocab_path = file_join(folder, "vocab.json"), *merges_path = file_join(folder, "merges.txt");
     uint8_t *vocab = NULL, *merges = NULL;
     size_t vocab_size = 0, merges_size = 0;
-    glimpse_status status = !vocab_path || !merges_path ? ERROR_OOM() : GLIMPSE_OK;
+    glimpse_status status = !vocab_path || !merges_path ? ERROR_OOM() : GLIMPSE_STATUS_OK;
     if (!status) status = file_read_all(vocab_path, 64u << 20, &vocab, &vocab_size);
     if (!status) status = file_read_all(merges_path, 64u << 20, &merges, &merges_size);
     if (!status) {
@@ -200,7 +200,7 @@ static glimpse_status normalize(const char *text, utf8proc_int32_t **codepoints,
     free(composed);
     *codepoints = points;
     *count = n;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* ------------------------------------------------------------------- BPE */
@@ -219,7 +219,7 @@ static void sink_push(id_sink *sink, int32_t id) {
 /* Applies BPE to one pre-token given as raw UTF-8 bytes. */
 static glimpse_status bpe_word(const clip_tokenizer *t, const uint8_t *bytes, size_t length, id_sink *sink) {
     if (length > MAX_WORD_BYTES) length = MAX_WORD_BYTES;
-    if (length == 0) return GLIMPSE_OK;
+    if (length == 0) return GLIMPSE_STATUS_OK;
     /* Symbols are strings in one buffer: each byte's stand-in, the last
      * followed by "</w>". Merging concatenates neighbours. */
     size_t capacity = length * 2 + 5;
@@ -308,7 +308,7 @@ static glimpse_status bpe_word(const clip_tokenizer *t, const uint8_t *bytes, si
     free(start);
     free(size);
     free(key);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 static size_t match_literal(const utf8proc_int32_t *points, size_t n, size_t at, const char *literal) {
@@ -384,5 +384,5 @@ glimpse_status clip_tokenizer_encode(const clip_tokenizer *t, const char *text, 
     ids[0] = t->start_id;
     ids[sink.count + 1] = t->end_id;
     *count = sink.count + 2;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }

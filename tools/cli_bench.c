@@ -182,7 +182,7 @@ int command_bench(int argc, char **argv) {
     if (model->has_vision) {
         for (int r = 0; r < b.runs; r++) {
             double start = cli_now();
-            context_preprocess(ctx, (const glimpse_image *const *)images, (size_t)b.batch, 0);
+            context_preprocess(ctx, images, (size_t)b.batch, 0);
             times[r] = cli_now() - start;
         }
         report(&b, "preprocess", NULL, median(times, b.runs), 0, 1);
@@ -266,12 +266,12 @@ int command_bench(int argc, char **argv) {
             for (int r = 0; r < b.runs; r++) {
                 glimpse_caption caption;
                 double start = cli_now();
-                if (glimpse_caption_images(ctx, (const glimpse_image *const *)images, 1, &params, &caption)) {
+                if (glimpse_caption_images(ctx, images, 1, &params, &caption)) {
                     cli_error("%s", glimpse_last_error());
                     return CLI_EXIT_FAILURE;
                 }
                 times[r] = cli_now() - start;
-                glimpse_caption_clear(&caption);
+                glimpse_caption_free(&caption);
             }
             char detail[64];
             snprintf(detail, sizeof detail, "%d tokens, %s", tokens, beams == 1 ? "greedy" : "3 beams");
@@ -326,7 +326,7 @@ int command_bench(int argc, char **argv) {
             cli_error("%s", glimpse_last_error());
             return CLI_EXIT_FAILURE;
         }
-        glimpse_index_close(index);
+        glimpse_index_free(index);
         size_t dim = glimpse_model_embedding_dim(model);
         sqlite3 *handle;
         sqlite3_stmt *insert;
@@ -376,7 +376,7 @@ int command_bench(int argc, char **argv) {
             times[r] = cli_now() - start;
         }
         report(&b, "search", detail, median(times, b.runs), 2.0 * search_rows * dim, 0);
-        glimpse_index_close(index);
+        glimpse_index_free(index);
         free(row);
         unlink(db);
     }

@@ -168,14 +168,14 @@ int command_caption(int argc, char **argv) {
     cli_progress_start(&progress, &options, count, "images");
     for (size_t i = 0; i < count; i++) {
         glimpse_image *image;
-        if (glimpse_image_load_file(paths[i], &image_params, &image) != GLIMPSE_OK) {
+        if (glimpse_image_load_file(paths[i], &image_params, &image) != GLIMPSE_STATUS_OK) {
             cli_progress_end(&progress);
             cli_error("%s", glimpse_last_error());
             options.failures++;
             continue;
         }
         glimpse_caption caption;
-        glimpse_status status = glimpse_caption_images(ctx, (const glimpse_image *const *)&image, 1, &params, &caption);
+        glimpse_status status = glimpse_caption_images(ctx, &image, 1, &params, &caption);
         glimpse_image_free(image);
         cli_progress_end(&progress);
         if (status) {
@@ -200,7 +200,7 @@ int command_caption(int argc, char **argv) {
             printf("%s\t%s\n", paths[i], caption.text);
         }
         fflush(stdout);
-        glimpse_caption_clear(&caption);
+        glimpse_caption_free(&caption);
         cli_progress_step(&progress, i + 1);
     }
     cli_progress_end(&progress);

@@ -39,7 +39,7 @@ static void *checked_calloc(size_t count, size_t size) {
 
 static float *embed_texts_or_exit(glimpse_context *ctx, size_t dim, char *const *texts, size_t count) {
     float *embeddings = checked_calloc(count * dim, sizeof(float));
-    if (count && glimpse_embed_texts(ctx, (const char *const *)texts, count, embeddings) != GLIMPSE_OK) {
+    if (count && glimpse_embed_texts(ctx, (const char *const *)texts, count, embeddings) != GLIMPSE_STATUS_OK) {
         cli_error("cannot embed texts: %s", glimpse_last_error());
         exit(CLI_EXIT_FAILURE);
     }
@@ -189,7 +189,7 @@ static size_t load_images(cli_options *options, char **paths, size_t count, glim
     params.max_pixels = options->max_pixels;
     size_t loaded = 0;
     for (size_t i = 0; i < count; i++) {
-        if (glimpse_image_load_file(paths[i], &params, &images[loaded]) != GLIMPSE_OK) {
+        if (glimpse_image_load_file(paths[i], &params, &images[loaded]) != GLIMPSE_STATUS_OK) {
             cli_error("%s", glimpse_last_error());
             options->failures++;
             continue;
@@ -214,8 +214,8 @@ static void score_with_blip(cli_options *options, glimpse_context *ctx, char **p
         cli_progress_end(&progress);
         size_t loaded = load_images(options, paths + first, batch, images, index);
         float batch_scores[RANK_IMAGE_BATCH * text_count];
-        if (loaded && glimpse_match(ctx, (const glimpse_image *const *)images, loaded, (const char *const *)texts,
-                                    text_count, mode, batch_scores) != GLIMPSE_OK) {
+        if (loaded && glimpse_match(ctx, images, loaded, (const char *const *)texts,
+                                    text_count, mode, batch_scores) != GLIMPSE_STATUS_OK) {
             cli_error("%s", glimpse_last_error());
             exit(CLI_EXIT_FAILURE);
         }
@@ -298,7 +298,7 @@ int command_rank(int argc, char **argv) {
         free(text_embeddings);
     } else {
         score_with_blip(&options, ctx, image_paths, image_count, texts.items, texts.count,
-                        itc ? GLIMPSE_MATCH_ITC : GLIMPSE_MATCH_ITM, scores, ok);
+                        itc ? GLIMPSE_MATCH_MODE_ITC : GLIMPSE_MATCH_MODE_ITM, scores, ok);
     }
     float *column = checked_calloc(image_count, sizeof(float)), *sorted = checked_calloc(image_count, sizeof(float));
     float *clip_sorted = checked_calloc(image_count, sizeof(float));
@@ -320,7 +320,7 @@ int command_rank(int argc, char **argv) {
         glimpse_image_params params = glimpse_image_default_params();
         params.max_pixels = options.max_pixels;
         for (size_t r = 0; r < keep; r++) {
-            if (glimpse_image_load_file(image_paths[order[r]], &params, &shortlist[loaded]) != GLIMPSE_OK) {
+            if (glimpse_image_load_file(image_paths[order[r]], &params, &shortlist[loaded]) != GLIMPSE_STATUS_OK) {
                 cli_error("%s", glimpse_last_error());
                 options.failures++;
                 continue;
@@ -330,8 +330,8 @@ int command_rank(int argc, char **argv) {
         }
         glimpse_ranked *ranked = checked_calloc(loaded, sizeof *ranked);
         size_t ranked_count = 0;
-        if (glimpse_rerank(rerank_ctx, texts.items[t], (const glimpse_image *const *)shortlist, loaded, first_scores,
-                           loaded, ranked, &ranked_count) != GLIMPSE_OK) {
+        if (glimpse_rerank(rerank_ctx, texts.items[t], shortlist, loaded, first_scores,
+                           loaded, ranked, &ranked_count) != GLIMPSE_STATUS_OK) {
             cli_error("re-ranking: %s", glimpse_last_error());
             exit(CLI_EXIT_FAILURE);
         }

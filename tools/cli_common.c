@@ -99,7 +99,7 @@ glimpse_model *cli_load_model(const cli_options *options, const char *command, i
     params.precision = options->precision;
     double started = cli_now();
     glimpse_model *model;
-    if (glimpse_model_load(options->model, &params, &model) != GLIMPSE_OK) {
+    if (glimpse_model_load(options->model, &params, &model) != GLIMPSE_STATUS_OK) {
         cli_error("cannot load model: %s", glimpse_last_error());
         exit(CLI_EXIT_FAILURE);
     }
@@ -116,7 +116,7 @@ glimpse_context *cli_create_context(const cli_options *options, const glimpse_mo
     glimpse_context_params params = glimpse_context_default_params();
     params.threads = options->threads;
     glimpse_context *ctx;
-    if (glimpse_context_create(model, &params, &ctx) != GLIMPSE_OK) {
+    if (glimpse_context_create(model, &params, &ctx) != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         exit(CLI_EXIT_FAILURE);
     }
@@ -165,7 +165,7 @@ int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size
             memset(embeddings + i * dim, 0, dim * sizeof(float));
             ok[i] = 0;
             glimpse_image *image;
-            if (glimpse_image_load_file(paths[i], &params, &image) != GLIMPSE_OK) {
+            if (glimpse_image_load_file(paths[i], &params, &image) != GLIMPSE_STATUS_OK) {
                 cli_progress_end(&progress);
                 cli_error("%s", glimpse_last_error());
                 failed++;
@@ -175,10 +175,10 @@ int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size
             index[loaded++] = i;
         }
         float batch_embeddings[CLI_IMAGE_BATCH * dim];
-        if (loaded && glimpse_embed_images(ctx, (const glimpse_image *const *)images, loaded, batch_embeddings)) {
+        if (loaded && glimpse_embed_images(ctx, images, loaded, batch_embeddings)) {
             /* a batch failed as a whole: retry one by one to name the culprit */
             for (size_t j = 0; j < loaded; j++) {
-                if (glimpse_embed_images(ctx, (const glimpse_image *const *)&images[j], 1, batch_embeddings + j * dim)) {
+                if (glimpse_embed_images(ctx, &images[j], 1, batch_embeddings + j * dim)) {
                     cli_error("%s: %s", paths[index[j]], glimpse_last_error());
                     failed++;
                 } else {

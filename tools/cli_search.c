@@ -61,7 +61,7 @@ int command_index(int argc, char **argv) {
     if (optind >= argc) cli_usage_error("index", "no files or folders to index");
     glimpse_model *model = cli_load_model(&options, "index", 1, 0);
     glimpse_index *index;
-    if (glimpse_index_open(db, model, &index) != GLIMPSE_OK) {
+    if (glimpse_index_open(db, model, &index) != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
@@ -86,7 +86,7 @@ int command_index(int argc, char **argv) {
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
                glimpse_index_count(index), seconds);
     glimpse_context_free(ctx);
-    glimpse_index_close(index);
+    glimpse_index_free(index);
     glimpse_model_free(model);
     return status || summary.failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
@@ -127,7 +127,7 @@ int command_search(int argc, char **argv) {
     if (!db) cli_usage_error("search", "no index file: give --db FILE");
     if (optind >= argc) cli_usage_error("search", "no query");
     glimpse_index *index;
-    if (glimpse_index_open(db, NULL, &index) != GLIMPSE_OK) {
+    if (glimpse_index_open(db, NULL, &index) != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
@@ -137,11 +137,11 @@ int command_search(int argc, char **argv) {
     /* a text query needs only the text tower */
     glimpse_model *model = cli_load_model(&options, "search", images, 1);
     glimpse_index *checked;
-    if (glimpse_index_open(db, model, &checked) != GLIMPSE_OK) { /* refuses another model */
+    if (glimpse_index_open(db, model, &checked) != GLIMPSE_STATUS_OK) { /* refuses another model */
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
-    glimpse_index_close(checked);
+    glimpse_index_free(checked);
     glimpse_context *ctx = cli_create_context(&options, model);
     size_t dim = glimpse_model_embedding_dim(model);
     float *query = malloc(dim * sizeof(float));
@@ -152,8 +152,8 @@ int command_search(int argc, char **argv) {
     }
     for (int i = optind; i < argc; i++) {
         size_t found = 0;
-        if (glimpse_embed_query(ctx, argv[i], query) != GLIMPSE_OK ||
-            glimpse_index_search(index, query, (size_t)k, results, &found) != GLIMPSE_OK) {
+        if (glimpse_embed_query(ctx, argv[i], query) != GLIMPSE_STATUS_OK ||
+            glimpse_index_search(index, query, (size_t)k, results, &found) != GLIMPSE_STATUS_OK) {
             cli_error("%s", glimpse_last_error());
             options.failures++;
             continue;
@@ -177,7 +177,7 @@ int command_search(int argc, char **argv) {
     }
     free(query), free(results);
     glimpse_context_free(ctx);
-    glimpse_index_close(index);
+    glimpse_index_free(index);
     glimpse_model_free(model);
     return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }

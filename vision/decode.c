@@ -33,7 +33,7 @@ glimpse_status image_allocate(int width, int height, glimpse_image **out) {
     image->width = width;
     image->height = height;
     *out = image;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void glimpse_image_free(glimpse_image *image) {
@@ -50,7 +50,7 @@ static glimpse_status check_dimensions(const char *label, uint64_t width, uint64
         return error_set(GLIMPSE_STATUS_TOO_LARGE,
                          "%s: %llux%llu pixels is over the limit of %llu pixels (a decompression bomb?)", label,
                          (unsigned long long)width, (unsigned long long)height, (unsigned long long)max_pixels);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* ------------------------------------------------------------------ JPEG */
@@ -158,7 +158,7 @@ static glimpse_status decode_jpeg(const uint8_t *bytes, size_t size, const char 
     jpeg_destroy_decompress(&info);
     free(row);
     *out = image;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* ------------------------------------------------------------------- PNG */
@@ -259,7 +259,7 @@ static glimpse_status decode_png(const uint8_t *bytes, size_t size, const char *
     free(rows);
     free(wide);
     *out = image;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* ------------------------------------------------------- stb_image formats */
@@ -326,7 +326,7 @@ static glimpse_status decode_stb(const uint8_t *bytes, size_t size, const char *
     memcpy(image->pixels, pixels, (size_t)width * (size_t)height * 3);
     stbi_image_free(pixels);
     *out = image;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status image_decode(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
@@ -406,7 +406,7 @@ glimpse_status glimpse_image_from_pixels(const uint8_t *pixels, int width, int h
         }
     }
     *out = image;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 int glimpse_image_width(const glimpse_image *image) { return image ? image->width : 0; }

@@ -38,7 +38,7 @@ static int json_flag(const cJSON *json, const char *key, int fallback) {
 static glimpse_status read_size(const cJSON *json, const char *where, const char *key, int square_default,
                                 int *shortest, int *height, int *width) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, key);
-    if (!item || cJSON_IsNull(item)) return GLIMPSE_OK;
+    if (!item || cJSON_IsNull(item)) return GLIMPSE_STATUS_OK;
     if (cJSON_IsNumber(item)) {
         int value;
         glimpse_status status = config_int(json, where, key, 1, 65536, &value);
@@ -49,7 +49,7 @@ static glimpse_status read_size(const cJSON *json, const char *where, const char
         } else {
             *shortest = value;
         }
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     if (!cJSON_IsObject(item)) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: \"%s\" is not a size", where, key);
     char inner[256];
@@ -96,7 +96,7 @@ glimpse_status preprocess_config_read(const cJSON *json, const char *where, int 
             config->std[i] = (float)values[i];
         }
     }
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* transformers' get_resize_output_image_size(default_to_square=False):
@@ -168,5 +168,5 @@ glimpse_status preprocess_image(float *pixel_values, const glimpse_image *image,
             }
     }
     glimpse_image_free(resized);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }

@@ -107,7 +107,7 @@ static glimpse_status coefficients_make(coefficients *c, int in_size, int out_si
         c->count[o] = count;
     }
     free(row);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 static uint8_t clip8(int32_t value) {
@@ -194,5 +194,5 @@ glimpse_status image_resize(const glimpse_image *source, int width, int height, 
         memcpy(current->pixels, source->pixels, (size_t)source->width * source->height * 3);
     }
     *out = current;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }

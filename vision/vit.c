@@ -31,7 +31,7 @@ glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant
     if (config->image_size % config->patch_size != 0)
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: image_size %d is not a multiple of patch_size %d", where,
                          config->image_size, config->patch_size);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status vit_model_load(vit_model *model, const vit_config *config, weight_store *store) {
@@ -89,7 +89,7 @@ glimpse_status vit_model_load(vit_model *model, const vit_config *config, weight
             return status;
         }
     }
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void vit_model_free(vit_model *model) {
@@ -128,7 +128,7 @@ glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_st
     }
     encoder_scratch_carve(&state->scratch, state->memory, &shape, rows, model->tokens);
     *out = state;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void vit_state_free(vit_state *state) {

@@ -49,7 +49,7 @@ static glimpse_status read_int(const cJSON *item, const char *where, const char 
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: \"%s\" = %.0f is outside the supported range %ld..%ld",
                          where, key, item->valuedouble, minimum, maximum);
     *out = (int)item->valuedouble;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status config_int(const cJSON *object, const char *where, const char *key, long minimum, long maximum,
@@ -64,7 +64,7 @@ glimpse_status config_int_or(const cJSON *object, const char *where, const char 
     const cJSON *item = field(object, key);
     if (!item) {
         *out = fallback;
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     return read_int(item, where, key, minimum, maximum, out);
 }
@@ -74,12 +74,12 @@ glimpse_status config_double_or(const cJSON *object, const char *where, const ch
     const cJSON *item = field(object, key);
     if (!item) {
         *out = fallback;
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: \"%s\" is not a number", where, key);
     *out = item->valuedouble;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status config_string_or(const cJSON *object, const char *where, const char *key, const char *fallback,
@@ -87,11 +87,11 @@ glimpse_status config_string_or(const cJSON *object, const char *where, const ch
     const cJSON *item = field(object, key);
     if (!item) {
         *out = fallback;
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     if (!cJSON_IsString(item)) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: \"%s\" is not a string", where, key);
     *out = item->valuestring;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status config_doubles(const cJSON *object, const char *where, const char *key, int count, double *out) {
@@ -104,5 +104,5 @@ glimpse_status config_doubles(const cJSON *object, const char *where, const char
             return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: \"%s\" must be a list of %d numbers", where, key, count);
         out[i] = value->valuedouble;
     }
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }

@@ -23,7 +23,7 @@ glimpse_status layers_read_sizes(const cJSON *json, const char *where, layer_siz
     if (out->hidden_size % out->heads != 0)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: hidden_size %d is not divisible by num_attention_heads %d",
                          where, out->hidden_size, out->heads);
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status layers_load_norm(weight_store *store, const char *prefix, size_t dim, const float **weight,

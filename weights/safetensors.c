@@ -111,7 +111,7 @@ static glimpse_status parse_entry(safetensors *file, const cJSON *item, const ui
     entry->bytes = end - begin;
     entry->name = strdup(name);
     if (!entry->name) return ERROR_OOM();
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status safetensors_parse(const uint8_t *bytes, size_t size, const char *label, safetensors **out) {
@@ -125,7 +125,7 @@ glimpse_status safetensors_parse(const uint8_t *bytes, size_t size, const char *
         safetensors_close(file);
         return ERROR_OOM();
     }
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     cJSON *header = NULL;
     if (size < 8) {
         status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: %zu bytes is too short for a safetensors file", label, size);
@@ -173,7 +173,7 @@ done:
         return status;
     }
     *out = file;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status safetensors_open(const char *path, safetensors **out) {
@@ -188,7 +188,7 @@ glimpse_status safetensors_open(const char *path, safetensors **out) {
         return status;
     }
     (*out)->owns_mapping = 1;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void safetensors_close(safetensors *file) {

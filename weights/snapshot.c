@@ -71,7 +71,7 @@ glimpse_status snapshot_resolve(const char *path_or_id, char **folder) {
     if (!path_or_id || !path_or_id[0]) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "no model given");
     if (file_is_directory(path_or_id)) {
         *folder = strdup(path_or_id);
-        return *folder ? GLIMPSE_OK : ERROR_OOM();
+        return *folder ? GLIMPSE_STATUS_OK : ERROR_OOM();
     }
     if (file_is_regular(path_or_id))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
@@ -97,7 +97,7 @@ glimpse_status snapshot_resolve(const char *path_or_id, char **folder) {
         }
     }
     repo_name[at] = '\0';
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     char *repo = file_join(cache, repo_name);
     char *snapshots = repo ? file_join(repo, "snapshots") : NULL;
     char revision[256];

@@ -32,7 +32,7 @@ static glimpse_status add_file(weight_store *store, safetensors *file) {
     if (!grown) return ERROR_OOM();
     store->files = grown;
     store->files[store->file_count++] = file;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status weight_store_from_file(safetensors *file, weight_store **out) {
@@ -49,7 +49,7 @@ glimpse_status weight_store_from_file(safetensors *file, weight_store **out) {
         return status;
     }
     *out = store;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* A shard name from the index must be a plain file name inside the folder. */
@@ -117,7 +117,7 @@ glimpse_status weight_store_open(const char *folder, weight_store **out) {
     if (!store) return ERROR_OOM();
     char *single = file_join(folder, "model.safetensors");
     char *index = file_join(folder, "model.safetensors.index.json");
-    glimpse_status status = GLIMPSE_OK;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     if (!single || !index) {
         status = ERROR_OOM();
     } else if (file_is_regular(single)) {
@@ -142,7 +142,7 @@ glimpse_status weight_store_open(const char *folder, weight_store **out) {
         return status;
     }
     *out = store;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 void weight_store_free(weight_store *store) {
@@ -192,7 +192,7 @@ static glimpse_status find_checked(weight_store *store, const tensor_entry **fou
     const safetensors *file = NULL;
     const tensor_entry *entry = find_with_file(store, name, &file);
     if (!entry) {
-        if (optional) return GLIMPSE_OK;
+        if (optional) return GLIMPSE_STATUS_OK;
         return error_set(GLIMPSE_STATUS_NOT_FOUND, "the checkpoint has no tensor '%s'%s%s", name,
                          store->file_count == 1 ? " in " : "", store->file_count == 1 ? store->files[0]->label : "");
     }
@@ -211,25 +211,25 @@ static glimpse_status find_checked(weight_store *store, const tensor_entry **fou
     store->bytes += entry->bytes;
     store->dtypes_seen |= 1u << entry->dtype;
     *found = entry;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 static weight_type type_of(const tensor_entry *entry) {
-    return entry->dtype == TENSOR_DTYPE_F16 ? WEIGHT_F16 : entry->dtype == TENSOR_DTYPE_BF16 ? WEIGHT_BF16 : WEIGHT_F32;
+    return entry->dtype == TENSOR_DTYPE_F16 ? WEIGHT_TYPE_F16 : entry->dtype == TENSOR_DTYPE_BF16 ? WEIGHT_TYPE_BF16 : WEIGHT_TYPE_F32;
 }
 
 /* The entry's values as float32: in place when they are aligned float32, else widened or realigned once. */
 static glimpse_status as_f32(weight_store *store, const tensor_entry *entry, const float **out) {
     if (entry->dtype == TENSOR_DTYPE_F32 && ((uintptr_t)entry->data % sizeof(float)) == 0) {
         *out = (const float *)entry->data;
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     if (entry->elements > SIZE_MAX / sizeof(float)) return ERROR_OOM();
     float *copy = owned(store, entry->elements * sizeof(float));
     if (!copy) return ERROR_OOM();
     kernel_widen(copy, entry->data, type_of(entry), entry->elements);
     *out = copy;
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 static glimpse_status get_tensor(weight_store *store, const float **out, int rank, const size_t *shape,
@@ -248,11 +248,11 @@ static glimpse_status get_matrix(weight_store *store, kernel_weight *out, size_t
     glimpse_status status = find_checked(store, &entry, 2, shape, optional, format, args);
     if (status || !entry) return status;
     weight_type type = type_of(entry);
-    if (type == WEIGHT_F32 || !kernel_avx512_available()) {
+    if (type == WEIGHT_TYPE_F32 || !kernel_avx512_available()) {
         const float *values;
         if ((status = as_f32(store, entry, &values))) return status;
         *out = kernel_weight_f32(values);
-        return GLIMPSE_OK;
+        return GLIMPSE_STATUS_OK;
     }
     const void *data = entry->data; /* 16-bit, kept so: realigned only if the file puts it at an odd address */
     if ((uintptr_t)data % 2) {
@@ -262,7 +262,7 @@ static glimpse_status get_matrix(weight_store *store, kernel_weight *out, size_t
         data = copy;
     }
     *out = (kernel_weight){data, type, NULL};
-    return GLIMPSE_OK;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status weight_store_get(weight_store *store, const float **out, int rank, const size_t *shape,
