@@ -25,7 +25,7 @@ readelf -d "$libdir/libglimpse.so" | grep -q 'SONAME.*libglimpse.so.0' || { echo
 check
 
 # GLIMPSE_EXAMPLE_FLAGS: compiler flags the examples need to link this build
-# (the sanitizer build passes its -fsanitize options)
+# (ctest sets it to a GLIMPSE_SANITIZE build's -fsanitize option)
 flags=${GLIMPSE_EXAMPLE_FLAGS:-}
 examples="embed_memory caption_frame rank_images search_index"
 for example in $examples; do

@@ -3,26 +3,39 @@
 #   1. the whole suite (ctest) on the normal build, including the installed
 #      package and the examples built against it;
 #   2. the whole suite again built with AddressSanitizer and
-#      UndefinedBehaviorSanitizer (the install test builds its examples with
-#      the same sanitizer flags);
-#   3. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 20).
-# Parity tests read the reference fixtures from ../shared/fixtures (or
-# $GLIMPSE_FIXTURES) and are skipped, saying so, where that folder is absent.
+#      UndefinedBehaviorSanitizer (GLIMPSE_SANITIZE; the install test builds
+#      its examples with the same sanitizers);
+#   3. the whole suite again built without the AVX-512 kernels
+#      (GLIMPSE_AVX512=OFF), as on CPUs that lack them;
+#   4. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 20).
+# Each pass prints how long it took. Parity tests read the reference fixtures
+# from ../shared/fixtures (or $GLIMPSE_FIXTURES) and are skipped, saying so,
+# where that folder is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-echo "== tests"
-(cd build && ctest --output-on-failure -j2 "$@")
+# pass NAME COMMAND... — runs one pass and says how long it took
+pass() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "== $name"
+  "$@"
+  echo "== $name: $((SECONDS - start)) s"
+}
+# suite BUILD_DIR CMAKE_OPTION... — configures and builds BUILD_DIR, then runs ctest there
+suite() {
+  local build=$1
+  shift
+  cmake -S . -B "$build" "$@" >/dev/null
+  cmake --build "$build" -j"$(nproc)" 2>&1 | grep -E "error:|warning:" || true
+  (cd "$build" && ctest --output-on-failure -j2 "${ctest_arguments[@]}")
+}
+ctest_arguments=("$@")
 
-echo "== tests under AddressSanitizer and UndefinedBehaviorSanitizer"
-sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
-cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_CXX_FLAGS="$sanitize" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
-  >/dev/null
-cmake --build build-sanitize -j"$(nproc)" 2>&1 | grep -E "error|warning:" || true
-(cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  GLIMPSE_EXAMPLE_FLAGS="-fsanitize=address,undefined" ctest --output-on-failure -j2 "$@")
-
-echo "== fuzzing"
-scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+pass "tests" suite build -DCMAKE_BUILD_TYPE=Release
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  pass "tests under AddressSanitizer and UndefinedBehaviorSanitizer" \
+  suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DGLIMPSE_SANITIZE="address;undefined"
+pass "tests without the AVX-512 kernels" suite build-plain -DCMAKE_BUILD_TYPE=Release -DGLIMPSE_AVX512=OFF
+pass "fuzzing" scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
