@@ -158,12 +158,7 @@ typedef struct hypotheses {
 static void hypotheses_add(hypotheses *h, const int32_t *ids, size_t length, double sum_logprobs) {
     double score = sum_logprobs / pow((double)length, h->length_penalty);
     if (h->count >= h->beams && !(score > h->worst)) return;
-    hypothesis *slot;
-    if (h->count < h->beams + 1) {
-        slot = &h->items[h->count++];
-    } else {
-        return;
-    }
+    hypothesis *slot = &h->items[h->count++]; /* count <= beams here: items has beams + 1 */
     slot->score = score;
     slot->length = length;
     memcpy(slot->ids, ids, length * sizeof *ids);

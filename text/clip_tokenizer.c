@@ -125,8 +125,6 @@ void clip_tokenizer_free(clip_tokenizer *t) {
     free(t);
 }
 
-int32_t clip_tokenizer_start_id(const clip_tokenizer *t) { return t->start_id; }
-int32_t clip_tokenizer_end_id(const clip_tokenizer *t) { return t->end_id; }
 size_t clip_tokenizer_vocab_size(const clip_tokenizer *t) { return t->vocab_size; }
 
 /* ------------------------------------------------------------ normalising */
