@@ -1,7 +1,6 @@
 /* clip_text.c — CLIP text tower forward pass over packed sequences. */
 #include "text/clip_text.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,37 +25,26 @@ glimpse_status clip_text_config_read(const cJSON *json, const char *where, int p
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config, weight_store *store) {
+glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config,
+                                    const clip_text_names *names, weight_store *store) {
     memset(model, 0, sizeof *model);
     model->config = *config;
     clip_text_weights *w = &model->weights;
     size_t hidden = (size_t)config->hidden_size;
     size_t position_shape[2] = {(size_t)config->max_positions, hidden};
-    glimpse_status status;
-    if ((status = weight_store_get_matrix(store, &w->token_embedding, (size_t)config->vocab_size, hidden,
-                                          "text_model.embeddings.token_embedding.weight")))
-        return status;
-    if ((status = weight_store_get(store, &w->position_embedding, 2, position_shape,
-                                   "text_model.embeddings.position_embedding.weight")))
-        return status;
-    if ((status = layers_load_norm(store, "text_model.final_layer_norm", hidden, &w->final_norm_weight,
-                                   &w->final_norm_bias)))
-        return status;
-    if ((status = layers_load_linear(store, "text_projection", (size_t)config->projection_dim, hidden, &w->projection,
-                                     NULL)))
-        return status;
-    w->layers = calloc((size_t)config->layers, sizeof *w->layers);
-    if (!w->layers) return ERROR_OOM();
-    for (int i = 0; i < config->layers; i++) {
-        char prefix[128];
-        snprintf(prefix, sizeof prefix, "text_model.encoder.layers.%d", i);
-        if ((status = layers_load_clip_encoder(store, prefix, hidden, (size_t)config->intermediate_size,
-                                               &w->layers[i]))) {
-            clip_text_model_free(model);
-            return status;
-        }
-    }
-    return GLIMPSE_STATUS_OK;
+    glimpse_status status = weight_store_get_matrix(store, &w->token_embedding, (size_t)config->vocab_size, hidden,
+                                                    names->token_embedding);
+    if (!status)
+        status = weight_store_get(store, &w->position_embedding, 2, position_shape, names->position_embedding);
+    if (!status)
+        status = layers_load_norm(store, names->final_norm, hidden, &w->final_norm_weight, &w->final_norm_bias);
+    if (!status)
+        status = layers_load_linear(store, names->projection, (size_t)config->projection_dim, hidden, &w->projection,
+                                    NULL);
+    if (!status)
+        status = layers_load_encoder_stack(store, names->layer, names->layers, (size_t)config->layers, hidden,
+                                           (size_t)config->intermediate_size, &w->layers);
+    return status;
 }
 
 void clip_text_model_free(clip_text_model *model) {

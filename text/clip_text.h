@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "weights/names.h"
 #include "weights/store.h"
 #include "core/transformer.h"
 
@@ -35,7 +36,10 @@ typedef struct clip_text_model {
 
 glimpse_status clip_text_config_read(const cJSON *json, const char *where, int projection_dim,
                                      clip_text_config *config);
-glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config, weight_store *store);
+/* Fills the weights from the tensors `names` gives (names_clip.text). Caller
+ * frees with clip_text_model_free (the tensors stay owned by the store). */
+glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config,
+                                    const clip_text_names *names, weight_store *store);
 void clip_text_model_free(clip_text_model *model);
 /* Makes int8 twins of every layer's projections (owned by set). */
 glimpse_status clip_text_model_quantize(clip_text_model *model, q8_set *set);
