@@ -5,8 +5,16 @@
 #define GLIMPSE_WEIGHTS_CONFIG_H
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "glimpse.h"
+
+/* Reads folder/name whole into a new buffer (NUL after the data, so text
+ * parses in place), refusing a file over max_bytes. With `optional`, a file
+ * that is not there leaves *bytes NULL and succeeds. Caller frees *bytes. */
+glimpse_status config_read_file(const char *folder, const char *name, size_t max_bytes, int optional,
+                                uint8_t **bytes, size_t *size);
 
 /* Parses folder/name. Caller frees with cJSON_Delete. */
 glimpse_status config_read_json(const char *folder, const char *name, cJSON **out);
