@@ -73,8 +73,8 @@ static glimpse_status load_head(bert_model *model, const char *head, const bert_
     return status;
 }
 
-glimpse_status bert_model_load(bert_model *model, const bert_config *config, const bert_names *names,
-                               weight_store *store) {
+glimpse_status bert_model_load(bert_model *model, const bert_config *config,
+                               const bert_names *names, weight_store *store) {
     memset(model, 0, sizeof *model);
     model->config = *config;
     const bert_layout *layout = names->layout;

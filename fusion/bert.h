@@ -57,10 +57,10 @@ typedef struct bert_model {
 glimpse_status bert_config_read(const cJSON *json, const char *where, int vision_hidden, bert_config *config);
 
 /* Loads the tensors `names` gives: names_blip.text_decoder (with the LM
- * head) or names_blip.text_encoder (without: names->head NULL). Caller frees with
- * bert_model_free (the tensors stay owned by the store). */
-glimpse_status bert_model_load(bert_model *model, const bert_config *config, const bert_names *names,
-                               weight_store *store);
+ * head) or names_blip.text_encoder (without: names->head NULL). Caller
+ * frees with bert_model_free (the tensors stay owned by the store). */
+glimpse_status bert_model_load(bert_model *model, const bert_config *config,
+                               const bert_names *names, weight_store *store);
 void bert_model_free(bert_model *model);
 /* Makes int8 twins of every projection and of the LM head (owned by set). */
 glimpse_status bert_model_quantize(bert_model *model, q8_set *set);

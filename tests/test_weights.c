@@ -374,7 +374,8 @@ int main(void) {
         cmocka_unit_test(test_valid_file),        cmocka_unit_test(test_damaged_headers),
         cmocka_unit_test(test_half_precision),    cmocka_unit_test(test_store_dtypes_and_shapes),
         cmocka_unit_test(test_sharded_store),     cmocka_unit_test(test_config_fields),
-        cmocka_unit_test(test_hub_cache_resolution), cmocka_unit_test(test_encoder_layers_by_names),
+        cmocka_unit_test(test_hub_cache_resolution),
+        cmocka_unit_test(test_encoder_layers_by_names),
     };
     return cmocka_run_group_tests_name("weights", tests, NULL, NULL);
 }
