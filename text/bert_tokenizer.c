@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/strmap.h"
+#include "text/utf8.h"
 #include "weights/config.h"
 
 #define MAX_WORD_CHARACTERS 100
@@ -216,17 +217,8 @@ static int points_push(points *p, utf8proc_int32_t c) {
 
 /* Decodes UTF-8 (invalid bytes become U+FFFD, which clean-up drops). */
 static int decode_utf8(const char *text, size_t length, points *out) {
-    size_t at = 0;
-    while (at < length) {
-        utf8proc_int32_t c;
-        utf8proc_ssize_t used = utf8proc_iterate((const utf8proc_uint8_t *)text + at, (utf8proc_ssize_t)(length - at), &c);
-        if (used <= 0) {
-            c = 0xfffd;
-            used = 1;
-        }
-        if (!points_push(out, c)) return 0;
-        at += (size_t)used;
-    }
+    for (size_t at = 0; at < length;)
+        if (!points_push(out, utf8_next(text, length, &at))) return 0;
     return 1;
 }
 
@@ -305,7 +297,7 @@ static glimpse_status encode_plain(const bert_tokenizer *t, const char *text, si
     /* clean-up: drop NUL, U+FFFD and controls; whitespace to ' '; CJK set apart */
     for (size_t i = 0; !status && i < raw.count; i++) {
         utf8proc_int32_t c = raw.data[i];
-        if (c == 0 || c == 0xfffd || is_control(c)) continue;
+        if (c == 0 || c == UTF8_REPLACEMENT_CHARACTER || is_control(c)) continue;
         int ok = 1;
         if (is_whitespace(c))
             ok = points_push(&clean, ' ');

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/strmap.h"
+#include "text/utf8.h"
 #include "weights/config.h"
 
 #define START_TOKEN "<|startoftext|>"
@@ -151,16 +152,8 @@ static char *sanitize_utf8(const char *text) {
     char *clean = malloc(length * 3 + 1);
     if (!clean) return NULL;
     size_t at = 0, out = 0;
-    while (at < length) {
-        utf8proc_int32_t c;
-        utf8proc_ssize_t used = utf8proc_iterate((const utf8proc_uint8_t *)text + at, (utf8proc_ssize_t)(length - at), &c);
-        if (used <= 0) {
-            c = 0xfffd;
-            used = 1;
-        }
-        out += (size_t)utf8proc_encode_char(c, (utf8proc_uint8_t *)clean + out);
-        at += (size_t)used;
-    }
+    while (at < length)
+        out += (size_t)utf8proc_encode_char(utf8_next(text, length, &at), (utf8proc_uint8_t *)clean + out);
     clean[out] = '\0';
     return clean;
 }
