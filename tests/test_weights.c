@@ -353,6 +353,15 @@ static void test_hub_cache_resolution(void **state) {
     snprintf(path, sizeof path, "%s/models--someorg--some-model/snapshots/abc123", cache);
     assert_string_equal(folder, path);
     free(folder);
+    /* a refs/main line longer than any revision is not read cut short: the one snapshot is taken instead */
+    char long_ref[400];
+    memset(long_ref, 'a', sizeof long_ref);
+    snprintf(path, sizeof path, "%s/models--someorg--some-model/refs", cache);
+    write_file(path, "main", long_ref, sizeof long_ref);
+    assert_int_equal(snapshot_resolve("someorg/some-model", &folder), GLIMPSE_STATUS_OK);
+    snprintf(path, sizeof path, "%s/models--someorg--some-model/snapshots/abc123", cache);
+    assert_string_equal(folder, path);
+    free(folder);
     /* absent: the message says how to get it */
     assert_int_equal(snapshot_resolve("someorg/other-model", &folder), GLIMPSE_STATUS_NOT_FOUND);
     assert_non_null(strstr(glimpse_last_error(), "huggingface-cli download someorg/other-model"));
