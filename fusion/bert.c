@@ -18,10 +18,12 @@ glimpse_status bert_config_read(const cJSON *json, const char *where, int vision
     config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
     config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
     config->act = sizes.act, config->act_name = sizes.act_name;
-    if ((status = config_int_or(json, where, "vocab_size", 1, 1 << 24, 30524, &config->vocab_size))) return status;
-    if ((status = config_int_or(json, where, "max_position_embeddings", 2, 1 << 16, 512, &config->max_positions)))
+    if ((status = config_int_or(json, where, "vocab_size", 1, CONFIG_MAX_VOCABULARY, 30524, &config->vocab_size)))
         return status;
-    if ((status = config_int_or(json, where, "encoder_hidden_size", 1, 8192, vision_hidden,
+    if ((status = config_int_or(json, where, "max_position_embeddings", 2, CONFIG_MAX_POSITIONS, 512,
+                                &config->max_positions)))
+        return status;
+    if ((status = config_int_or(json, where, "encoder_hidden_size", 1, CONFIG_MAX_WIDTH, vision_hidden,
                                 &config->encoder_hidden_size)))
         return status;
     return GLIMPSE_STATUS_OK;

@@ -18,10 +18,14 @@ glimpse_status clip_text_config_read(const cJSON *json, const char *where, int p
     config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
     config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
     config->act = sizes.act, config->act_name = sizes.act_name;
-    if ((status = config_int_or(json, where, "max_position_embeddings", 2, 1 << 16, 77, &config->max_positions)))
+    if ((status = config_int_or(json, where, "max_position_embeddings", 2, CONFIG_MAX_POSITIONS, 77,
+                                &config->max_positions)))
         return status;
-    if ((status = config_int_or(json, where, "vocab_size", 1, 1 << 24, 49408, &config->vocab_size))) return status;
-    if ((status = config_int_or(json, where, "eos_token_id", 0, 1 << 24, 2, &config->eos_token_id))) return status;
+    if ((status = config_int_or(json, where, "vocab_size", 1, CONFIG_MAX_VOCABULARY, 49408, &config->vocab_size)))
+        return status;
+    if ((status = config_int_or(json, where, "eos_token_id", 0, CONFIG_MAX_VOCABULARY, CLIP_LEGACY_EOS_TOKEN_ID,
+                                &config->eos_token_id)))
+        return status;
     return GLIMPSE_STATUS_OK;
 }
 
@@ -138,7 +142,7 @@ glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *
 
 size_t clip_text_pool_index(const clip_text_model *model, const int32_t *ids, size_t length) {
     size_t best = 0;
-    if (model->config.eos_token_id == 2) { /* legacy: argmax of the ids, first on ties */
+    if (model->config.eos_token_id == CLIP_LEGACY_EOS_TOKEN_ID) { /* argmax of the ids, first on ties */
         for (size_t i = 1; i < length; i++)
             if (ids[i] > ids[best]) best = i;
         return best;

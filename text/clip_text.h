@@ -12,10 +12,14 @@
 #include "weights/store.h"
 #include "core/transformer.h"
 
+/* The eos_token_id the published CLIP configs give (not the real end token,
+ * 49407): pooling then takes the largest id, the rule of the original code. */
+#define CLIP_LEGACY_EOS_TOKEN_ID 2
+
 typedef struct clip_text_config {
     int hidden_size, layers, heads, intermediate_size;
     int max_positions, vocab_size, projection_dim;
-    int eos_token_id; /* from config.json; 2 (published) means "pool at the largest id", the legacy rule */
+    int eos_token_id; /* from config.json; CLIP_LEGACY_EOS_TOKEN_ID means "pool at the largest id" */
     float layer_norm_eps;
     activation act;
     const char *act_name;

@@ -20,12 +20,15 @@ glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant
     config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
     config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
     config->act = sizes.act, config->act_name = sizes.act_name;
-    if ((status = config_int_or(json, where, "image_size", 1, 1 << 14, clip ? 224 : 384, &config->image_size)))
+    if ((status = config_int_or(json, where, "image_size", 1, CONFIG_MAX_IMAGE_SIZE, clip ? 224 : 384,
+                                &config->image_size)))
         return status;
-    if ((status = config_int_or(json, where, "patch_size", 1, 1 << 14, clip ? 32 : 16, &config->patch_size)))
+    if ((status = config_int_or(json, where, "patch_size", 1, CONFIG_MAX_IMAGE_SIZE, clip ? 32 : 16,
+                                &config->patch_size)))
         return status;
     if ((status = config_int_or(json, where, "num_channels", 3, 3, 3, &config->channels))) return status;
-    if (clip && (status = config_int_or(json, where, "projection_dim", 1, 1 << 16, 512, &config->projection_dim)))
+    if (clip && (status = config_int_or(json, where, "projection_dim", 1, CONFIG_MAX_PROJECTION, 512,
+                                        &config->projection_dim)))
         return status;
     if (config->image_size % config->patch_size != 0)
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: image_size %d is not a multiple of patch_size %d", where,

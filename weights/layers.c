@@ -24,10 +24,13 @@ glimpse_status layers_name(char *name, const char *format, ...) {
 
 glimpse_status layers_read_sizes(const cJSON *json, const char *where, layer_sizes *out) {
     glimpse_status status;
-    if ((status = config_int_or(json, where, "hidden_size", 1, 8192, out->hidden_size, &out->hidden_size))) return status;
-    if ((status = config_int_or(json, where, "num_hidden_layers", 1, 1024, out->layers, &out->layers))) return status;
-    if ((status = config_int_or(json, where, "num_attention_heads", 1, 1024, out->heads, &out->heads))) return status;
-    if ((status = config_int_or(json, where, "intermediate_size", 1, 1 << 20, out->intermediate_size,
+    if ((status = config_int_or(json, where, "hidden_size", 1, CONFIG_MAX_WIDTH, out->hidden_size, &out->hidden_size)))
+        return status;
+    if ((status = config_int_or(json, where, "num_hidden_layers", 1, CONFIG_MAX_LAYERS, out->layers, &out->layers)))
+        return status;
+    if ((status = config_int_or(json, where, "num_attention_heads", 1, CONFIG_MAX_HEADS, out->heads, &out->heads)))
+        return status;
+    if ((status = config_int_or(json, where, "intermediate_size", 1, CONFIG_MAX_INTERMEDIATE, out->intermediate_size,
                                 &out->intermediate_size)))
         return status;
     double eps;
