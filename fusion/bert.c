@@ -1,5 +1,6 @@
-/* bert.c — BLIP's BERT layers with cross-attention: loading by name, the
- * cached decoder step, cache reordering for beams, and the encoder pass. */
+/* bert.c — BLIP's BERT layers with cross-attention: loading by the names
+ * table, the cached decoder step, cache reordering for beams, and the
+ * encoder pass. */
 #include "fusion/bert.h"
 
 #include <math.h>

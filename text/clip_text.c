@@ -1,4 +1,5 @@
-/* clip_text.c — CLIP text tower forward pass over packed sequences. */
+/* clip_text.c — CLIP's text tower: loading by its names table
+ * (weights/names.h), the forward pass over packed sequences. */
 #include "text/clip_text.h"
 
 #include <stdlib.h>

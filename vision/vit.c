@@ -1,4 +1,5 @@
-/* vit.c — ViT forward pass for CLIP and BLIP vision towers. */
+/* vit.c — the ViT of CLIP and BLIP vision towers: loading by a names table
+ * (weights/names.h), the forward pass. */
 #include "vision/vit.h"
 
 #include <stdlib.h>
