@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "weights/config.h"
+#include "weights/names.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -76,14 +77,14 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
                          folder);
     const float *logit_scale;
     size_t scalar_shape[1] = {0};
-    if ((status = weight_store_get(model->store, &logit_scale, 0, scalar_shape, "logit_scale"))) return status;
+    if ((status = weight_store_get(model->store, &logit_scale, 0, scalar_shape, names_clip.logit_scale))) return status;
     model->logit_scale = expf(*logit_scale);
     if (params->load_vision) {
         vit_config config;
         if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_CLIP, &config)))
             return status;
         config.projection_dim = projection_dim;
-        if ((status = vit_model_load(&model->vision, &config, model->store))) return status;
+        if ((status = vit_model_load(&model->vision, &config, &names_clip.vision, model->store))) return status;
         model->has_vision = 1;
         model->preprocess = preprocess_default_clip(config.image_size);
         if ((status = read_preprocessor(model, 0))) return status;
@@ -92,7 +93,7 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
         clip_text_config config;
         if ((status = clip_text_config_read(text_json, "config.json: text_config", projection_dim, &config)))
             return status;
-        if ((status = clip_text_model_load(&model->text, &config, model->store))) return status;
+        if ((status = clip_text_model_load(&model->text, &config, &names_clip.text, model->store))) return status;
         model->has_text = 1;
         if ((status = clip_tokenizer_load(folder, &model->tokenizer))) return status;
         if (clip_tokenizer_vocab_size(model->tokenizer) > (size_t)config.vocab_size)
@@ -109,7 +110,7 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
     const cJSON *text_json = cJSON_GetObjectItemCaseSensitive(model->config, "text_config");
     if (!cJSON_IsObject(vision_json) || !cJSON_IsObject(text_json))
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: BLIP needs vision_config and text_config", folder);
-    if (weight_store_find(model->store, "itm_head.weight")) {
+    if (weight_store_find(model->store, names_blip.retrieval_only)) {
         model->kind = GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
         snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
     }
@@ -119,7 +120,7 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
         return status;
     /* Captioning needs both towers whatever the params say. */
     (void)params;
-    if ((status = vit_model_load(&model->vision, &vision, model->store))) return status;
+    if ((status = vit_model_load(&model->vision, &vision, &names_blip.vision, model->store))) return status;
     model->has_vision = 1;
     model->preprocess = preprocess_default_blip(vision.image_size);
     if ((status = read_preprocessor(model, 1))) return status;
@@ -129,12 +130,12 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
         int shared;
         if ((status = config_int_or(model->config, "config.json", "image_text_hidden_size", 1, 1 << 16, 256, &shared)))
             return status;
-        if ((status = bert_model_load(&model->text_encoder, &text, model->store, "text_encoder", NULL))) return status;
-        if ((status = itm_heads_load(&model->itm, model->store, (size_t)vision.hidden_size, (size_t)text.hidden_size,
-                                     (size_t)shared)))
+        if ((status = bert_model_load(&model->text_encoder, &text, &names_blip.text_encoder, model->store)))
             return status;
-    } else if ((status = bert_model_load(&model->text_decoder, &text, model->store, "text_decoder.bert",
-                                         "text_decoder.cls.predictions"))) {
+        if ((status = itm_heads_load(&model->itm, &names_blip.itm, model->store, (size_t)vision.hidden_size,
+                                     (size_t)text.hidden_size, (size_t)shared)))
+            return status;
+    } else if ((status = bert_model_load(&model->text_decoder, &text, &names_blip.text_decoder, model->store))) {
         return status;
     }
     model->has_text = 1;

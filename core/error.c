@@ -33,10 +33,6 @@ glimpse_status error_prefix(glimpse_status status, const char *format, ...) {
     return status;
 }
 
-void error_clear(void) { error_text[0] = '\0'; }
-
-const char *error_message(void) { return error_text; }
-
 const char *glimpse_last_error(void) { return error_text; }
 
 const char *glimpse_status_string(glimpse_status status) {

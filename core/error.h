@@ -16,9 +16,6 @@ glimpse_status error_set(glimpse_status status, const char *format, ...)
 glimpse_status error_prefix(glimpse_status status, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
-void error_clear(void);
-const char *error_message(void);
-
 /* Tiny helpers so allocation failures read as one line. */
 #define ERROR_OOM() error_set(GLIMPSE_STATUS_OUT_OF_MEMORY, "out of memory")
 

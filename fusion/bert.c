@@ -1,9 +1,9 @@
-/* bert.c — BLIP's BERT layers with cross-attention: loading by name, the
- * cached decoder step, cache reordering for beams, and the encoder pass. */
+/* bert.c — BLIP's BERT layers with cross-attention: loading by the names
+ * table, the cached decoder step, cache reordering for beams, and the
+ * encoder pass. */
 #include "fusion/bert.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,93 +19,86 @@ glimpse_status bert_config_read(const cJSON *json, const char *where, int vision
     config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
     config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
     config->act = sizes.act, config->act_name = sizes.act_name;
-    if ((status = config_int_or(json, where, "vocab_size", 1, 1 << 24, 30524, &config->vocab_size))) return status;
-    if ((status = config_int_or(json, where, "max_position_embeddings", 2, 1 << 16, 512, &config->max_positions)))
+    if ((status = config_int_or(json, where, "vocab_size", 1, CONFIG_MAX_VOCABULARY, 30524, &config->vocab_size)))
         return status;
-    if ((status = config_int_or(json, where, "encoder_hidden_size", 1, 8192, vision_hidden,
+    if ((status = config_int_or(json, where, "max_position_embeddings", 2, CONFIG_MAX_POSITIONS, 512,
+                                &config->max_positions)))
+        return status;
+    if ((status = config_int_or(json, where, "encoder_hidden_size", 1, CONFIG_MAX_WIDTH, vision_hidden,
                                 &config->encoder_hidden_size)))
         return status;
     return GLIMPSE_STATUS_OK;
 }
 
-static glimpse_status load_layer(weight_store *store, const char *prefix, const bert_config *c, bert_layer *l) {
+/* One layer, named `layer` ("text_encoder.encoder.layer.3"), by the names the table gives. */
+static glimpse_status load_layer(weight_store *store, const bert_layer_names *names, const char *layer,
+                                 const bert_config *c, bert_layer *l) {
     size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size, inter = (size_t)c->intermediate_size;
-    char name[256];
-    const struct {
-        const char *suffix;
-        size_t out, in;
-        kernel_weight *weight;
-        const float **bias;
-    } linears[] = {
-        {"attention.self.query", h, h, &l->query_weight, &l->query_bias},
-        {"attention.self.key", h, h, &l->key_weight, &l->key_bias},
-        {"attention.self.value", h, h, &l->value_weight, &l->value_bias},
-        {"attention.output.dense", h, h, &l->self_out_weight, &l->self_out_bias},
-        {"crossattention.self.query", h, h, &l->cross_query_weight, &l->cross_query_bias},
-        {"crossattention.self.key", h, e, &l->cross_key_weight, &l->cross_key_bias},
-        {"crossattention.self.value", h, e, &l->cross_value_weight, &l->cross_value_bias},
-        {"crossattention.output.dense", h, h, &l->cross_out_weight, &l->cross_out_bias},
-        {"intermediate.dense", inter, h, &l->intermediate_weight, &l->intermediate_bias},
-        {"output.dense", h, inter, &l->output_weight, &l->output_bias},
+    const projection_slot projections[] = {
+        {names->query, h, h, &l->query_weight, &l->query_bias},
+        {names->key, h, h, &l->key_weight, &l->key_bias},
+        {names->value, h, h, &l->value_weight, &l->value_bias},
+        {names->self_out, h, h, &l->self_out_weight, &l->self_out_bias},
+        {names->cross_query, h, h, &l->cross_query_weight, &l->cross_query_bias},
+        {names->cross_key, h, e, &l->cross_key_weight, &l->cross_key_bias},
+        {names->cross_value, h, e, &l->cross_value_weight, &l->cross_value_bias},
+        {names->cross_out, h, h, &l->cross_out_weight, &l->cross_out_bias},
+        {names->intermediate, inter, h, &l->intermediate_weight, &l->intermediate_bias},
+        {names->output, h, inter, &l->output_weight, &l->output_bias},
     };
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    for (size_t i = 0; !status && i < sizeof linears / sizeof linears[0]; i++) {
-        snprintf(name, sizeof name, "%s.%s", prefix, linears[i].suffix);
-        status = layers_load_projection(store, name, linears[i].out, linears[i].in, linears[i].weight, linears[i].bias);
-    }
-    const struct {
-        const char *suffix;
-        const float **weight, **bias;
-    } norms[] = {{"attention.output.LayerNorm", &l->self_norm_weight, &l->self_norm_bias},
-                 {"crossattention.output.LayerNorm", &l->cross_norm_weight, &l->cross_norm_bias},
-                 {"output.LayerNorm", &l->output_norm_weight, &l->output_norm_bias}};
-    for (size_t i = 0; !status && i < 3; i++) {
-        snprintf(name, sizeof name, "%s.%s", prefix, norms[i].suffix);
-        status = layers_load_norm(store, name, h, norms[i].weight, norms[i].bias);
+    const norm_slot norms[] = {{names->self_norm, &l->self_norm_weight, &l->self_norm_bias},
+                               {names->cross_norm, &l->cross_norm_weight, &l->cross_norm_bias},
+                               {names->output_norm, &l->output_norm_weight, &l->output_norm_bias}};
+    glimpse_status status =
+        layers_load_projections(store, layer, projections, sizeof projections / sizeof projections[0]);
+    return status ? status : layers_load_norms(store, layer, h, norms, sizeof norms / sizeof norms[0]);
+}
+
+/* The language-model head below `head`: transform (dense, LayerNorm), then the decoder, tied to the word embeddings
+ * when the checkpoint leaves its weight out. */
+static glimpse_status load_head(bert_model *model, const char *head, const bert_layout *layout, weight_store *store) {
+    size_t h = (size_t)model->config.hidden_size, vocab = (size_t)model->config.vocab_size;
+    size_t bias_shape[1] = {vocab};
+    const projection_slot dense = {layout->head_dense, h, h, &model->head_dense_weight, &model->head_dense_bias};
+    const norm_slot norm = {layout->head_norm, &model->head_norm_weight, &model->head_norm_bias};
+    char name[LAYERS_NAME_CAPACITY];
+    glimpse_status status = layers_load_projections(store, head, &dense, 1);
+    if (!status) status = layers_load_norms(store, head, h, &norm, 1);
+    if (!status) status = layers_name(name, "%s.%s", head, layout->head_decoder_weight);
+    if (!status) status = weight_store_get_matrix_optional(store, &model->head_decoder_weight, vocab, h, name);
+    if (!status && !model->head_decoder_weight.data) model->head_decoder_weight = model->word_embeddings;
+    if (!status) status = layers_name(name, "%s.%s", head, layout->head_decoder_bias);
+    if (!status) status = weight_store_get_optional(store, &model->head_decoder_bias, 1, bias_shape, name);
+    if (!status && !model->head_decoder_bias) {
+        status = layers_name(name, "%s.%s", head, layout->head_bias);
+        if (!status) status = weight_store_get(store, &model->head_decoder_bias, 1, bias_shape, name);
     }
     return status;
 }
 
-glimpse_status bert_model_load(bert_model *model, const bert_config *config, weight_store *store, const char *prefix,
-                               const char *head_prefix) {
+glimpse_status bert_model_load(bert_model *model, const bert_config *config,
+                               const bert_names *names, weight_store *store) {
     memset(model, 0, sizeof *model);
     model->config = *config;
+    const bert_layout *layout = names->layout;
     size_t h = (size_t)config->hidden_size, vocab = (size_t)config->vocab_size;
-    char name[256];
-    glimpse_status status;
     size_t position_shape[2] = {(size_t)config->max_positions, h};
-    if ((status = weight_store_get_matrix(store, &model->word_embeddings, vocab, h,
-                                          "%s.embeddings.word_embeddings.weight", prefix)))
-        return status;
-    if ((status = weight_store_get(store, &model->position_embeddings, 2, position_shape,
-                                   "%s.embeddings.position_embeddings.weight", prefix)))
-        return status;
-    snprintf(name, sizeof name, "%s.embeddings.LayerNorm", prefix);
-    if ((status = layers_load_norm(store, name, h, &model->embedding_norm_weight, &model->embedding_norm_bias)))
-        return status;
+    const norm_slot embedding_norm = {layout->embedding_norm, &model->embedding_norm_weight,
+                                      &model->embedding_norm_bias};
+    char name[LAYERS_NAME_CAPACITY];
+    glimpse_status status = layers_name(name, "%s.%s", names->model, layout->word_embeddings);
+    if (!status) status = weight_store_get_matrix(store, &model->word_embeddings, vocab, h, name);
+    if (!status) status = layers_name(name, "%s.%s", names->model, layout->position_embeddings);
+    if (!status) status = weight_store_get(store, &model->position_embeddings, 2, position_shape, name);
+    if (!status) status = layers_load_norms(store, names->model, h, &embedding_norm, 1);
+    if (status) return status;
     model->layers = calloc((size_t)config->layers, sizeof *model->layers);
     if (!model->layers) return ERROR_OOM();
-    for (int i = 0; i < config->layers && !status; i++) {
-        snprintf(name, sizeof name, "%s.encoder.layer.%d", prefix, i);
-        status = load_layer(store, name, config, &model->layers[i]);
+    for (size_t i = 0; i < (size_t)config->layers && !status; i++) {
+        status = layers_name(name, "%s.%s.%zu", names->model, layout->layers, i);
+        if (!status) status = load_layer(store, &layout->layer, name, config, &model->layers[i]);
     }
-    if (!status && head_prefix) {
-        snprintf(name, sizeof name, "%s.transform.dense", head_prefix);
-        status = layers_load_projection(store, name, h, h, &model->head_dense_weight, &model->head_dense_bias);
-        snprintf(name, sizeof name, "%s.transform.LayerNorm", head_prefix);
-        if (!status) status = layers_load_norm(store, name, h, &model->head_norm_weight, &model->head_norm_bias);
-        size_t bias_shape[1] = {vocab};
-        /* Tied output embedding when the checkpoint leaves the decoder weight out. */
-        if (!status)
-            status = weight_store_get_matrix_optional(store, &model->head_decoder_weight, vocab, h, "%s.decoder.weight",
-                                                      head_prefix);
-        if (!status && !model->head_decoder_weight.data) model->head_decoder_weight = model->word_embeddings;
-        if (!status)
-            status = weight_store_get_optional(store, &model->head_decoder_bias, 1, bias_shape, "%s.decoder.bias",
-                                               head_prefix);
-        if (!status && !model->head_decoder_bias)
-            status = weight_store_get(store, &model->head_decoder_bias, 1, bias_shape, "%s.bias", head_prefix);
-    }
+    if (!status && names->head) status = load_head(model, names->head, layout, store);
     if (status) bert_model_free(model);
     return status;
 }

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "weights/names.h"
 #include "weights/store.h"
 #include "core/quantize.h"
 #include "core/transformer.h"
@@ -55,11 +56,11 @@ typedef struct bert_model {
 /* Reads text_config. vision_hidden fills encoder_hidden_size when absent. */
 glimpse_status bert_config_read(const cJSON *json, const char *where, int vision_hidden, bert_config *config);
 
-/* Loads PREFIX.embeddings.*, PREFIX.encoder.layer.N.* (e.g. PREFIX =
- * "text_decoder.bert" or "text_encoder"); with head_prefix (e.g.
- * "text_decoder.cls.predictions") also the LM head. */
-glimpse_status bert_model_load(bert_model *model, const bert_config *config, weight_store *store, const char *prefix,
-                               const char *head_prefix);
+/* Loads the tensors `names` gives: names_blip.text_decoder (with the LM
+ * head) or names_blip.text_encoder (without: names->head NULL). Caller
+ * frees with bert_model_free (the tensors stay owned by the store). */
+glimpse_status bert_model_load(bert_model *model, const bert_config *config,
+                               const bert_names *names, weight_store *store);
 void bert_model_free(bert_model *model);
 /* Makes int8 twins of every projection and of the LM head (owned by set). */
 glimpse_status bert_model_quantize(bert_model *model, q8_set *set);

@@ -44,6 +44,9 @@ static void log_softmax(float *x, int32_t n) {
 
 /* ----------------------------------------------------------- sampling */
 
+/* 2^53: the top 53 bits of a random word over this are uniform in [0, 1), every value a double. */
+#define RANDOM_FRACTION_SCALE 9007199254740992.0
+
 static uint64_t next_random(uint64_t *state) { /* splitmix64 */
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -91,7 +94,7 @@ static int32_t sample_token(float *scores, int32_t vocab, const caption_settings
         if (scores[i] > largest) largest = scores[i];
     double total = 0;
     for (int32_t i = 0; i < vocab; i++) total += scores[i] == -INFINITY ? 0 : exp(scores[i] - largest);
-    double target = (double)(next_random(random) >> 11) / 9007199254740992.0 * total, running = 0;
+    double target = (double)(next_random(random) >> 11) / RANDOM_FRACTION_SCALE * total, running = 0;
     int32_t last = 0;
     for (int32_t i = 0; i < vocab; i++) {
         if (scores[i] == -INFINITY) continue;
@@ -158,12 +161,7 @@ typedef struct hypotheses {
 static void hypotheses_add(hypotheses *h, const int32_t *ids, size_t length, double sum_logprobs) {
     double score = sum_logprobs / pow((double)length, h->length_penalty);
     if (h->count >= h->beams && !(score > h->worst)) return;
-    hypothesis *slot;
-    if (h->count < h->beams + 1) {
-        slot = &h->items[h->count++];
-    } else {
-        return;
-    }
+    hypothesis *slot = &h->items[h->count++]; /* count <= beams here: items has beams + 1 */
     slot->score = score;
     slot->length = length;
     memcpy(slot->ids, ids, length * sizeof *ids);
@@ -196,104 +194,160 @@ typedef struct candidate {
     size_t beam;
 } candidate;
 
+/* transformers' starting scores: every beam but the first is dead at the
+ * start (all beams hold the same prompt), and BeamHypotheses' worst score
+ * before any hypothesis is in. */
+#define DEAD_BEAM_SCORE (-1e9f)
+#define NO_HYPOTHESIS_WORST 1e9
+
+/* The state of one beam search: the live sequences, one step's candidates
+ * and survivors, and the finished hypotheses. */
+typedef struct beam_search {
+    size_t beams, max_length;
+    size_t length;                       /* tokens in each live sequence */
+    int32_t *sequences, *next_sequences; /* [beams, max_length] */
+    float *scores;                       /* [beams]: each live sequence's summed log-probabilities */
+    candidate *top;                      /* [2·beams]: a step's best (beam, token), best first */
+    size_t filled;                       /* candidates in top */
+    float *next_scores;                  /* [beams]: the step's survivors, */
+    int32_t *next_tokens;                /* their new tokens (the next step's input) */
+    size_t *next_from;                   /* and the sequence each continues */
+    int32_t *prompt_copies;              /* [beams, prompt_length]: the first step's input */
+    hypotheses finished;
+} beam_search;
+
+static void beam_search_free(beam_search *b) {
+    if (b->finished.items)
+        for (size_t i = 0; i <= b->beams; i++) free(b->finished.items[i].ids);
+    free(b->finished.items);
+    free(b->sequences), free(b->next_sequences), free(b->scores), free(b->next_scores), free(b->next_tokens);
+    free(b->next_from), free(b->top), free(b->prompt_copies);
+}
+
+/* Every beam holds the prompt; only the first is live. On failure the
+ * caller still frees with beam_search_free. */
+static glimpse_status beam_search_start(beam_search *b, const int32_t *prompt, size_t prompt_length,
+                                        const caption_settings *s) {
+    size_t beams = (size_t)s->beams, max_length = s->max_length;
+    *b = (beam_search){.beams = beams, .max_length = max_length, .length = prompt_length};
+    b->sequences = malloc(beams * max_length * sizeof *b->sequences);
+    b->next_sequences = malloc(beams * max_length * sizeof *b->next_sequences);
+    b->scores = malloc(beams * sizeof *b->scores);
+    b->next_scores = malloc(beams * sizeof *b->next_scores);
+    b->next_tokens = malloc(beams * sizeof *b->next_tokens);
+    b->next_from = malloc(beams * sizeof *b->next_from);
+    b->top = malloc(2 * beams * sizeof *b->top);
+    b->prompt_copies = malloc(beams * prompt_length * sizeof *b->prompt_copies);
+    b->finished = (hypotheses){calloc(beams + 1, sizeof(hypothesis)), 0, beams, NO_HYPOTHESIS_WORST,
+                               s->length_penalty};
+    int ok = b->sequences && b->next_sequences && b->scores && b->next_scores && b->next_tokens && b->next_from &&
+             b->top && b->prompt_copies && b->finished.items;
+    for (size_t i = 0; ok && i <= beams; i++)
+        ok = (b->finished.items[i].ids = malloc(max_length * sizeof(int32_t))) != NULL;
+    if (!ok) return ERROR_OOM();
+    for (size_t beam = 0; beam < beams; beam++) {
+        memcpy(b->sequences + beam * max_length, prompt, prompt_length * sizeof *prompt);
+        memcpy(b->prompt_copies + beam * prompt_length, prompt, prompt_length * sizeof *prompt);
+        b->scores[beam] = beam == 0 ? 0.0f : DEAD_BEAM_SCORE;
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Scores of every (beam, token) from the step's logits: log-softmax, the
+ * logits processors, plus the beam's sum. Keeps the best 2·beams, ordered
+ * by score, earlier (beam, token) first on ties. */
+static void collect_candidates(beam_search *b, float *logits, int32_t vocab, const caption_settings *s) {
+    size_t wanted = 2 * b->beams;
+    b->filled = 0;
+    for (size_t beam = 0; beam < b->beams; beam++) {
+        float *scores = logits + beam * (size_t)vocab;
+        log_softmax(scores, vocab);
+        apply_processors(scores, b->sequences + beam * b->max_length, b->length, s, vocab);
+        for (int32_t t = 0; t < vocab; t++) {
+            float value = scores[t] + b->scores[beam];
+            if (b->filled == wanted && !(value > b->top[wanted - 1].score)) continue;
+            size_t at = b->filled < wanted ? b->filled++ : wanted - 1;
+            while (at > 0 && value > b->top[at - 1].score) {
+                b->top[at] = b->top[at - 1];
+                at--;
+            }
+            b->top[at] = (candidate){value, t, beam};
+        }
+    }
+}
+
+/* BeamSearchScorer.process: an end token among the best `beams`
+ * candidates finishes its sequence as a hypothesis; the best `beams` other
+ * candidates survive. Returns how many survive. */
+static size_t select_survivors(beam_search *b, int32_t end_id) {
+    size_t kept = 0;
+    for (size_t rank = 0; rank < b->filled && kept < b->beams; rank++) {
+        const candidate *c = &b->top[rank];
+        if (c->token == end_id) {
+            if (rank >= b->beams) continue;
+            hypotheses_add(&b->finished, b->sequences + c->beam * b->max_length, b->length, c->score);
+        } else {
+            b->next_scores[kept] = c->score;
+            b->next_tokens[kept] = c->token;
+            b->next_from[kept] = c->beam;
+            kept++;
+        }
+    }
+    return kept;
+}
+
+/* Each survivor becomes the sequence it continues plus its new token. */
+static void advance_beams(beam_search *b) {
+    for (size_t beam = 0; beam < b->beams; beam++) {
+        memcpy(b->next_sequences + beam * b->max_length, b->sequences + b->next_from[beam] * b->max_length,
+               b->length * sizeof(int32_t));
+        b->next_sequences[beam * b->max_length + b->length] = b->next_tokens[beam];
+        b->scores[beam] = b->next_scores[beam];
+    }
+    int32_t *swap = b->sequences;
+    b->sequences = b->next_sequences;
+    b->next_sequences = swap;
+    b->length++;
+}
+
+/* BeamSearchScorer.finalize: unless the search was done, the open beams
+ * compete with the finished ones. The best (on equal scores the one added
+ * last, as sorted(...).pop() picks) goes to out, with the end token when
+ * it is shorter than max_length. */
+static void finish_beams(beam_search *b, int is_done, int32_t end_id, int32_t *out, size_t *out_length) {
+    if (!is_done)
+        for (size_t beam = 0; beam < b->beams; beam++)
+            hypotheses_add(&b->finished, b->sequences + beam * b->max_length, b->length, b->scores[beam]);
+    size_t best = 0;
+    for (size_t i = 1; i < b->finished.count; i++)
+        if (b->finished.items[i].score >= b->finished.items[best].score) best = i;
+    const hypothesis *winner = &b->finished.items[best];
+    memcpy(out, winner->ids, winner->length * sizeof *out);
+    *out_length = winner->length;
+    if (winner->length < b->max_length) out[(*out_length)++] = end_id;
+}
+
 static glimpse_status generate_beams(const bert_model *model, bert_state *state, const int32_t *prompt,
                                      size_t prompt_length, const caption_settings *s, int32_t *out,
                                      size_t *out_length, pool *threads) {
-    int32_t vocab = model->config.vocab_size;
-    size_t beams = (size_t)s->beams, max_length = s->max_length, wanted = 2 * beams;
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    int32_t *sequences = malloc(beams * max_length * sizeof *sequences);
-    int32_t *next_sequences = malloc(beams * max_length * sizeof *next_sequences);
-    float *beam_scores = malloc(beams * sizeof *beam_scores);
-    float *next_scores = malloc(beams * sizeof *next_scores);
-    int32_t *next_tokens = malloc(beams * sizeof *next_tokens);
-    size_t *next_from = malloc(beams * sizeof *next_from);
-    candidate *top = malloc(wanted * sizeof *top);
-    int32_t *prompt_copies = malloc(beams * prompt_length * sizeof *prompt_copies);
-    hypotheses finished = {calloc(beams + 1, sizeof(hypothesis)), 0, beams, 1e9, s->length_penalty};
-    int ok = sequences && next_sequences && beam_scores && next_scores && next_tokens && next_from && top &&
-             prompt_copies && finished.items;
-    for (size_t i = 0; ok && i <= beams; i++) ok = (finished.items[i].ids = malloc(max_length * sizeof(int32_t))) != NULL;
-    if (!ok) {
-        status = ERROR_OOM();
-        goto done;
-    }
-    for (size_t b = 0; b < beams; b++) {
-        memcpy(sequences + b * max_length, prompt, prompt_length * sizeof *prompt);
-        memcpy(prompt_copies + b * prompt_length, prompt, prompt_length * sizeof *prompt);
-        beam_scores[b] = b == 0 ? 0.0f : -1e9f; /* only the first beam is live at the start */
-    }
-    size_t length = prompt_length;
-    status = bert_decode_step(model, state, prompt_copies, beams, prompt_length, threads);
+    beam_search b;
+    glimpse_status status = beam_search_start(&b, prompt, prompt_length, s);
+    if (!status) status = bert_decode_step(model, state, b.prompt_copies, b.beams, prompt_length, threads);
     int is_done = 0;
     while (!status) {
-        /* scores of every (beam, token): log-softmax, processors, plus the beam's sum */
-        size_t filled = 0;
-        for (size_t b = 0; b < beams; b++) {
-            float *scores = state->logits + b * (size_t)vocab;
-            log_softmax(scores, vocab);
-            apply_processors(scores, sequences + b * max_length, length, s, vocab);
-            for (int32_t t = 0; t < vocab; t++) {
-                float value = scores[t] + beam_scores[b];
-                /* keep the best 2·beams, ordered by score, earlier (beam, token) first on ties */
-                if (filled == wanted && !(value > top[wanted - 1].score)) continue;
-                size_t at = filled < wanted ? filled++ : wanted - 1;
-                while (at > 0 && value > top[at - 1].score) {
-                    top[at] = top[at - 1];
-                    at--;
-                }
-                top[at] = (candidate){value, t, b};
-            }
-        }
-        /* BeamSearchScorer.process */
-        size_t kept = 0;
-        for (size_t rank = 0; rank < filled && kept < beams; rank++) {
-            if (top[rank].token == s->end_id) {
-                if (rank >= beams) continue;
-                hypotheses_add(&finished, sequences + top[rank].beam * max_length, length, top[rank].score);
-            } else {
-                next_scores[kept] = top[rank].score;
-                next_tokens[kept] = top[rank].token;
-                next_from[kept] = top[rank].beam;
-                kept++;
-            }
-        }
-        if (kept < beams) { /* cannot happen with 2·beams candidates; guard anyway */
+        collect_candidates(&b, state->logits, model->config.vocab_size, s);
+        if (select_survivors(&b, s->end_id) < b.beams) { /* cannot happen with 2·beams candidates; guard anyway */
             status = error_set(GLIMPSE_STATUS_INTERNAL, "beam search ran out of candidates");
             break;
         }
-        is_done = is_done || hypotheses_done(&finished, top[0].score, length);
-        for (size_t b = 0; b < beams; b++) {
-            memcpy(next_sequences + b * max_length, sequences + next_from[b] * max_length, length * sizeof(int32_t));
-            next_sequences[b * max_length + length] = next_tokens[b];
-            beam_scores[b] = next_scores[b];
-        }
-        int32_t *swap = sequences;
-        sequences = next_sequences;
-        next_sequences = swap;
-        length++;
-        if (is_done || length >= max_length) break;
-        bert_reorder(model, state, next_from, beams);
-        status = bert_decode_step(model, state, next_tokens, beams, 1, threads);
+        is_done = is_done || hypotheses_done(&b.finished, b.top[0].score, b.length);
+        advance_beams(&b);
+        if (is_done || b.length >= b.max_length) break;
+        bert_reorder(model, state, b.next_from, b.beams);
+        status = bert_decode_step(model, state, b.next_tokens, b.beams, 1, threads);
     }
-    if (status) goto done;
-    /* BeamSearchScorer.finalize: open beams compete with the finished ones */
-    if (!is_done)
-        for (size_t b = 0; b < beams; b++) hypotheses_add(&finished, sequences + b * max_length, length, beam_scores[b]);
-    /* the best; on equal scores the one added last, as sorted(...).pop() picks */
-    size_t best = 0;
-    for (size_t i = 1; i < finished.count; i++)
-        if (finished.items[i].score >= finished.items[best].score) best = i;
-    hypothesis *winner = &finished.items[best];
-    memcpy(out, winner->ids, winner->length * sizeof *out);
-    *out_length = winner->length;
-    if (winner->length < max_length) out[(*out_length)++] = s->end_id;
-done:
-    if (finished.items)
-        for (size_t i = 0; i <= beams; i++) free(finished.items[i].ids);
-    free(finished.items);
-    free(sequences), free(next_sequences), free(beam_scores), free(next_scores), free(next_tokens), free(next_from);
-    free(top), free(prompt_copies);
+    if (!status) finish_beams(&b, is_done, s->end_id, out, out_length);
+    beam_search_free(&b);
     return status;
 }
 

@@ -6,17 +6,18 @@
 #include "core/kernels.h"
 #include "weights/layers.h"
 
-glimpse_status itm_heads_load(itm_heads *heads, weight_store *store, size_t vision_hidden, size_t text_hidden,
-                              size_t shared) {
+glimpse_status itm_heads_load(itm_heads *heads, const itm_names *names, weight_store *store, size_t vision_hidden,
+                              size_t text_hidden, size_t shared) {
     heads->vision_hidden = vision_hidden;
     heads->text_hidden = text_hidden;
     heads->shared = shared;
-    glimpse_status status = layers_load_linear(store, "vision_proj", shared, vision_hidden, &heads->vision_proj_weight,
-                                               &heads->vision_proj_bias);
+    glimpse_status status = layers_load_linear(store, names->vision_proj, shared, vision_hidden,
+                                               &heads->vision_proj_weight, &heads->vision_proj_bias);
     if (!status)
-        status = layers_load_linear(store, "text_proj", shared, text_hidden, &heads->text_proj_weight,
+        status = layers_load_linear(store, names->text_proj, shared, text_hidden, &heads->text_proj_weight,
                                     &heads->text_proj_bias);
-    if (!status) status = layers_load_linear(store, "itm_head", 2, text_hidden, &heads->itm_weight, &heads->itm_bias);
+    if (!status)
+        status = layers_load_linear(store, names->itm_head, 2, text_hidden, &heads->itm_weight, &heads->itm_bias);
     return status;
 }
 

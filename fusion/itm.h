@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "weights/names.h"
 #include "weights/store.h"
 
 typedef struct itm_heads {
@@ -17,8 +18,9 @@ typedef struct itm_heads {
     const float *itm_weight, *itm_bias;                 /* [2, text_hidden], [2] */
 } itm_heads;
 
-glimpse_status itm_heads_load(itm_heads *heads, weight_store *store, size_t vision_hidden, size_t text_hidden,
-                              size_t shared);
+/* Loads the heads `names` gives (names_blip.itm). */
+glimpse_status itm_heads_load(itm_heads *heads, const itm_names *names, weight_store *store, size_t vision_hidden,
+                              size_t text_hidden, size_t shared);
 
 /* softmax(itm_head(first_token))[1]; logits[2] receives the raw logits if not NULL. */
 float itm_match_probability(const itm_heads *heads, const float *first_token, float *logits);

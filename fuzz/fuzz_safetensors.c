@@ -23,12 +23,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < file->count; i++) {
         const tensor_entry *entry = &file->entries[i];
         const float *values;
-        if (weight_store_get(store, &values, entry->rank, entry->shape, "%s", entry->name) == GLIMPSE_STATUS_OK &&
+        if (weight_store_get(store, &values, entry->rank, entry->shape, entry->name) == GLIMPSE_STATUS_OK &&
             entry->elements)
             sink ^= ((const uint8_t *)values)[entry->elements * sizeof(float) - 1];
         kernel_weight matrix;
         if (entry->rank == 2 &&
-            weight_store_get_matrix(store, &matrix, entry->shape[0], entry->shape[1], "%s", entry->name) ==
+            weight_store_get_matrix(store, &matrix, entry->shape[0], entry->shape[1], entry->name) ==
                 GLIMPSE_STATUS_OK &&
             entry->elements)
             sink ^= ((const uint8_t *)matrix.data)[entry->elements * weight_type_bytes(matrix.type) - 1];

@@ -1,7 +1,7 @@
 /* test_weights.c — the safetensors reader against damaged files (every
  * offset, length, dtype and shape checked), float16/bfloat16 widening,
- * sharded checkpoints, config field errors and hub-cache resolution. Builds
- * its own files; needs no fixtures. */
+ * sharded checkpoints, loading layers by a names table, config field errors
+ * and hub-cache resolution. Builds its own files; needs no fixtures. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 
 #include "weights/config.h"
 #include "core/file.h"
+#include "weights/layers.h"
 #include "weights/safetensors.h"
 #include "weights/snapshot.h"
 #include "weights/store.h"
@@ -193,12 +194,76 @@ static void test_store_dtypes_and_shapes(void **state) {
     /* wrong shape, missing tensor, integer tensor: errors that name them */
     assert_int_equal(weight_store_get(store, &values, 1, three, "f32"), GLIMPSE_STATUS_BAD_FORMAT);
     assert_non_null(strstr(glimpse_last_error(), "'f32' has shape [2], the config implies [3]"));
-    assert_int_equal(weight_store_get(store, &values, 1, one, "layer.%d.weight", 4), GLIMPSE_STATUS_NOT_FOUND);
+    const float *bias;
+    assert_int_equal(layers_load_norm(store, "layer.4", 1, &values, &bias), GLIMPSE_STATUS_NOT_FOUND);
     assert_non_null(strstr(glimpse_last_error(), "no tensor 'layer.4.weight'"));
     assert_int_equal(weight_store_get(store, &values, 1, one, "ids"), GLIMPSE_STATUS_UNSUPPORTED);
     assert_non_null(strstr(glimpse_last_error(), "I64"));
     assert_int_equal(weight_store_get_optional(store, &values, 1, one, "absent"), GLIMPSE_STATUS_OK);
     assert_null(values);
+    weight_store_free(store);
+    free(folder);
+}
+
+/* A float32 checkpoint in folder: tensor i is names[i] with shapes[i] ("[3,1]") and values[i] numbers, all i + 1. */
+static void write_numbered_tensors(const char *folder, const char *const *names, const char *const *shapes,
+                                   const size_t *values, size_t count) {
+    char header[4096] = "{";
+    float data[64];
+    size_t used = 0;
+    for (size_t i = 0; i < count; i++) {
+        for (size_t j = 0; j < values[i]; j++) data[used + j] = (float)(i + 1);
+        size_t length = strlen(header);
+        snprintf(header + length, sizeof header - length,
+                 "%s\"%s\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}", i ? "," : "", names[i],
+                 shapes[i], used * 4, (used + values[i]) * 4);
+        used += values[i];
+    }
+    strcat(header, "}");
+    write_tensors(folder, "model.safetensors", header, data, used * 4);
+}
+
+static void test_encoder_layers_by_names(void **state) {
+    (void)state;
+    char *folder = temp_folder();
+    /* one pre-LN layer of width 1 with q | k | v fused, under the stack "enc" */
+    const char *names[] = {"enc.0.n1.weight", "enc.0.n1.bias", "enc.0.n2.weight", "enc.0.n2.bias",
+                           "enc.0.qkv.weight", "enc.0.qkv.bias", "enc.0.o.weight", "enc.0.o.bias",
+                           "enc.0.f1.weight", "enc.0.f1.bias", "enc.0.f2.weight", "enc.0.f2.bias"};
+    const char *shapes[] = {"[1]", "[1]", "[1]", "[1]", "[3,1]", "[3]", "[1,1]", "[1]", "[1,1]", "[1]", "[1,1]", "[1]"};
+    const size_t values[] = {1, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1};
+    write_numbered_tensors(folder, names, shapes, values, 12);
+    weight_store *store;
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_OK);
+    const encoder_layer_names layout = {.norm1 = "n1", .qkv = "qkv", .out = "o", .norm2 = "n2", .fc1 = "f1",
+                                        .fc2 = "f2"};
+    encoder_layer *layers;
+    assert_int_equal(layers_load_encoder_stack(store, &layout, "enc", 1, 1, 1, &layers), GLIMPSE_STATUS_OK);
+    /* every field holds its own tensor (tensor i holds i + 1); no separate q, k, v */
+    assert_float_equal(layers[0].norm1_weight[0], 1, 0);
+    assert_float_equal(layers[0].norm2_bias[0], 4, 0);
+    assert_float_equal(((const float *)layers[0].qkv_weight.data)[2], 5, 0);
+    assert_float_equal(layers[0].qkv_bias[2], 6, 0);
+    assert_float_equal(((const float *)layers[0].out_weight.data)[0], 7, 0);
+    assert_float_equal(layers[0].fc1_bias[0], 10, 0);
+    assert_float_equal(((const float *)layers[0].fc2_weight.data)[0], 11, 0);
+    assert_null(layers[0].q_weight.data);
+    assert_null(layers[0].k_bias);
+    assert_int_equal(weight_store_parameters(store), 16); /* every tensor, each once */
+    free(layers);
+    /* a layer the checkpoint lacks: the error names the whole tensor */
+    assert_int_equal(layers_load_encoder_stack(store, &layout, "enc", 2, 1, 1, &layers), GLIMPSE_STATUS_NOT_FOUND);
+    assert_null(layers);
+    assert_non_null(strstr(glimpse_last_error(), "no tensor 'enc.1.n1.weight'"));
+    /* a name longer than the loaders compose is an error naming its start, never a lookup of a shortened name */
+    char stack[LAYERS_NAME_CAPACITY + 40];
+    memset(stack, 'x', sizeof stack - 1);
+    memcpy(stack, "very.long", 9);
+    stack[sizeof stack - 1] = '\0';
+    assert_int_equal(layers_load_encoder_stack(store, &layout, stack, 1, 1, 1, &layers), GLIMPSE_STATUS_INTERNAL);
+    assert_null(layers);
+    assert_non_null(strstr(glimpse_last_error(), "'very.longxxx"));
+    assert_non_null(strstr(glimpse_last_error(), "longer than"));
     weight_store_free(store);
     free(folder);
 }
@@ -288,6 +353,15 @@ static void test_hub_cache_resolution(void **state) {
     snprintf(path, sizeof path, "%s/models--someorg--some-model/snapshots/abc123", cache);
     assert_string_equal(folder, path);
     free(folder);
+    /* a refs/main line longer than any revision is not read cut short: the one snapshot is taken instead */
+    char long_ref[400];
+    memset(long_ref, 'a', sizeof long_ref);
+    snprintf(path, sizeof path, "%s/models--someorg--some-model/refs", cache);
+    write_file(path, "main", long_ref, sizeof long_ref);
+    assert_int_equal(snapshot_resolve("someorg/some-model", &folder), GLIMPSE_STATUS_OK);
+    snprintf(path, sizeof path, "%s/models--someorg--some-model/snapshots/abc123", cache);
+    assert_string_equal(folder, path);
+    free(folder);
     /* absent: the message says how to get it */
     assert_int_equal(snapshot_resolve("someorg/other-model", &folder), GLIMPSE_STATUS_NOT_FOUND);
     assert_non_null(strstr(glimpse_last_error(), "huggingface-cli download someorg/other-model"));
@@ -310,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_half_precision),    cmocka_unit_test(test_store_dtypes_and_shapes),
         cmocka_unit_test(test_sharded_store),     cmocka_unit_test(test_config_fields),
         cmocka_unit_test(test_hub_cache_resolution),
+        cmocka_unit_test(test_encoder_layers_by_names),
     };
     return cmocka_run_group_tests_name("weights", tests, NULL, NULL);
 }

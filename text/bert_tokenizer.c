@@ -8,11 +8,19 @@
 #include <utf8proc.h>
 
 #include "core/error.h"
-#include "core/file.h"
 #include "core/strmap.h"
+#include "text/utf8.h"
+#include "weights/config.h"
 
 #define MAX_WORD_CHARACTERS 100
 #define MAX_SPECIALS 64
+/* Refused above these: bert-base-uncased's vocab.txt is 0.2 MB, its other files a few hundred bytes. */
+#define VOCABULARY_FILE_MAX_BYTES (64u << 20)
+#define SETTINGS_FILE_MAX_BYTES (16u << 20)
+/* Ids beyond this are damage, not a vocabulary (BERT's end at 30 521, BLIP's added ones at 30 523). */
+#define MAX_TOKEN_ID 10000000
+/* Room for bert-base's 30 522 tokens without regrowing the map. */
+#define VOCABULARY_MAP_CAPACITY 32768
 
 struct bert_tokenizer {
     strmap *vocab;     /* token -> id */
@@ -29,7 +37,7 @@ struct bert_tokenizer {
 };
 
 static glimpse_status add_token(bert_tokenizer *t, const char *text, size_t length, int32_t id) {
-    if (id < 0 || id > 10000000) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "token id %d is out of range", id);
+    if (id < 0 || id > MAX_TOKEN_ID) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "token id %d is out of range", id);
     if ((size_t)id >= t->capacity) {
         /* doubling: growing one id at a time copied the table once per token
          * (30 522 copies of up to 240 KB for BERT's vocabulary) */
@@ -70,7 +78,7 @@ glimpse_status bert_tokenizer_create(const char *vocab_text, size_t vocab_size, 
     bert_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return ERROR_OOM();
     t->lowercase = lowercase;
-    glimpse_status status = strmap_create(32768, &t->vocab);
+    glimpse_status status = strmap_create(VOCABULARY_MAP_CAPACITY, &t->vocab);
     size_t at = 0;
     int32_t id = 0;
     while (!status && at < vocab_size) {
@@ -101,7 +109,7 @@ glimpse_status bert_tokenizer_create(const char *vocab_text, size_t vocab_size, 
     }
     cJSON_Delete(added);
     const char *standard[] = {"[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"};
-    for (size_t i = 0; !status && i < 5; i++) status = add_special(t, standard[i]);
+    for (size_t i = 0; !status && i < sizeof standard / sizeof standard[0]; i++) status = add_special(t, standard[i]);
     if (!status && !strmap_get(t->vocab, "[UNK]", 5, &t->unk_id))
         status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "vocab.txt has no [UNK] token");
     if (!status) {
@@ -119,17 +127,14 @@ glimpse_status bert_tokenizer_create(const char *vocab_text, size_t vocab_size, 
 
 glimpse_status bert_tokenizer_load(const char *folder, bert_tokenizer **out) {
     *out = NULL;
-    char *vocab_path = file_join(folder, "vocab.txt"), *added_path = file_join(folder, "added_tokens.json");
-    char *config_path = file_join(folder, "tokenizer_config.json");
-    uint8_t *vocab = NULL, *added = NULL, *config = NULL;
-    size_t vocab_size = 0, size = 0;
-    glimpse_status status = !vocab_path || !added_path || !config_path ? ERROR_OOM() : GLIMPSE_STATUS_OK;
-    if (!status) status = file_read_all(vocab_path, 64u << 20, &vocab, &vocab_size);
-    if (!status && file_is_regular(added_path)) status = file_read_all(added_path, 16u << 20, &added, &size);
+    uint8_t *vocab, *added = NULL, *config = NULL;
+    size_t vocab_size, size;
+    glimpse_status status = config_read_file(folder, "vocab.txt", VOCABULARY_FILE_MAX_BYTES, 0, &vocab, &vocab_size);
+    if (!status) status = config_read_file(folder, "added_tokens.json", SETTINGS_FILE_MAX_BYTES, 1, &added, &size);
+    if (!status) status = config_read_file(folder, "tokenizer_config.json", SETTINGS_FILE_MAX_BYTES, 1, &config, &size);
     int lowercase = 1;
-    if (!status && file_is_regular(config_path)) {
-        status = file_read_all(config_path, 16u << 20, &config, &size);
-        cJSON *json = status ? NULL : cJSON_Parse((const char *)config);
+    if (!status && config) { /* an unreadable tokenizer_config.json leaves the default */
+        cJSON *json = cJSON_Parse((const char *)config);
         const cJSON *flag = cJSON_GetObjectItemCaseSensitive(json, "do_lower_case");
         if (cJSON_IsBool(flag)) lowercase = cJSON_IsTrue(flag);
         cJSON_Delete(json);
@@ -139,7 +144,6 @@ glimpse_status bert_tokenizer_load(const char *folder, bert_tokenizer **out) {
         if (status) error_prefix(status, "%s", folder);
     }
     free(vocab), free(added), free(config);
-    free(vocab_path), free(added_path), free(config_path);
     return status;
 }
 
@@ -213,17 +217,8 @@ static int points_push(points *p, utf8proc_int32_t c) {
 
 /* Decodes UTF-8 (invalid bytes become U+FFFD, which clean-up drops). */
 static int decode_utf8(const char *text, size_t length, points *out) {
-    size_t at = 0;
-    while (at < length) {
-        utf8proc_int32_t c;
-        utf8proc_ssize_t used = utf8proc_iterate((const utf8proc_uint8_t *)text + at, (utf8proc_ssize_t)(length - at), &c);
-        if (used <= 0) {
-            c = 0xfffd;
-            used = 1;
-        }
-        if (!points_push(out, c)) return 0;
-        at += (size_t)used;
-    }
+    for (size_t at = 0; at < length;)
+        if (!points_push(out, utf8_next(text, length, &at))) return 0;
     return 1;
 }
 
@@ -302,7 +297,7 @@ static glimpse_status encode_plain(const bert_tokenizer *t, const char *text, si
     /* clean-up: drop NUL, U+FFFD and controls; whitespace to ' '; CJK set apart */
     for (size_t i = 0; !status && i < raw.count; i++) {
         utf8proc_int32_t c = raw.data[i];
-        if (c == 0 || c == 0xfffd || is_control(c)) continue;
+        if (c == 0 || c == UTF8_REPLACEMENT_CHARACTER || is_control(c)) continue;
         int ok = 1;
         if (is_whitespace(c))
             ok = points_push(&clean, ' ');

@@ -4,8 +4,8 @@
  * stripped, punctuation split; greedy longest-match WordPiece with "##"
  * continuations and [UNK] for words over 100 characters. Decoding as
  * decode(ids, skip_special_tokens=True) with its clean-up of spaces.
- * Reads vocab.txt, added_tokens.json, special_tokens_map.json and
- * tokenizer_config.json. No model maths here. */
+ * Reads vocab.txt, added_tokens.json and tokenizer_config.json (the
+ * special tokens are BERT's five and the added ones). No model maths here. */
 #ifndef GLIMPSE_TEXT_BERT_TOKENIZER_H
 #define GLIMPSE_TEXT_BERT_TOKENIZER_H
 
@@ -16,8 +16,8 @@
 
 typedef struct bert_tokenizer bert_tokenizer;
 
-/* The files of a snapshot folder; added_tokens.json, special_tokens_map.json
- * and tokenizer_config.json are optional. Caller frees. */
+/* The files of a snapshot folder; added_tokens.json and
+ * tokenizer_config.json are optional. Caller frees. */
 glimpse_status bert_tokenizer_load(const char *folder, bert_tokenizer **out);
 /* From contents in memory: vocab.txt (one token per line, id = line number)
  * and optionally added_tokens.json text (NULL for none). lowercase as

@@ -1,7 +1,7 @@
-/* clip_text.c — CLIP text tower forward pass over packed sequences. */
+/* clip_text.c — CLIP's text tower: loading by its names table
+ * (weights/names.h), the forward pass over packed sequences. */
 #include "text/clip_text.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,44 +19,37 @@ glimpse_status clip_text_config_read(const cJSON *json, const char *where, int p
     config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
     config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
     config->act = sizes.act, config->act_name = sizes.act_name;
-    if ((status = config_int_or(json, where, "max_position_embeddings", 2, 1 << 16, 77, &config->max_positions)))
+    if ((status = config_int_or(json, where, "max_position_embeddings", 2, CONFIG_MAX_POSITIONS, 77,
+                                &config->max_positions)))
         return status;
-    if ((status = config_int_or(json, where, "vocab_size", 1, 1 << 24, 49408, &config->vocab_size))) return status;
-    if ((status = config_int_or(json, where, "eos_token_id", 0, 1 << 24, 2, &config->eos_token_id))) return status;
+    if ((status = config_int_or(json, where, "vocab_size", 1, CONFIG_MAX_VOCABULARY, 49408, &config->vocab_size)))
+        return status;
+    if ((status = config_int_or(json, where, "eos_token_id", 0, CONFIG_MAX_VOCABULARY, CLIP_LEGACY_EOS_TOKEN_ID,
+                                &config->eos_token_id)))
+        return status;
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config, weight_store *store) {
+glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config,
+                                    const clip_text_names *names, weight_store *store) {
     memset(model, 0, sizeof *model);
     model->config = *config;
     clip_text_weights *w = &model->weights;
     size_t hidden = (size_t)config->hidden_size;
     size_t position_shape[2] = {(size_t)config->max_positions, hidden};
-    glimpse_status status;
-    if ((status = weight_store_get_matrix(store, &w->token_embedding, (size_t)config->vocab_size, hidden,
-                                          "text_model.embeddings.token_embedding.weight")))
-        return status;
-    if ((status = weight_store_get(store, &w->position_embedding, 2, position_shape,
-                                   "text_model.embeddings.position_embedding.weight")))
-        return status;
-    if ((status = layers_load_norm(store, "text_model.final_layer_norm", hidden, &w->final_norm_weight,
-                                   &w->final_norm_bias)))
-        return status;
-    if ((status = layers_load_linear(store, "text_projection", (size_t)config->projection_dim, hidden, &w->projection,
-                                     NULL)))
-        return status;
-    w->layers = calloc((size_t)config->layers, sizeof *w->layers);
-    if (!w->layers) return ERROR_OOM();
-    for (int i = 0; i < config->layers; i++) {
-        char prefix[128];
-        snprintf(prefix, sizeof prefix, "text_model.encoder.layers.%d", i);
-        if ((status = layers_load_clip_encoder(store, prefix, hidden, (size_t)config->intermediate_size,
-                                               &w->layers[i]))) {
-            clip_text_model_free(model);
-            return status;
-        }
-    }
-    return GLIMPSE_STATUS_OK;
+    glimpse_status status = weight_store_get_matrix(store, &w->token_embedding, (size_t)config->vocab_size, hidden,
+                                                    names->token_embedding);
+    if (!status)
+        status = weight_store_get(store, &w->position_embedding, 2, position_shape, names->position_embedding);
+    if (!status)
+        status = layers_load_norm(store, names->final_norm, hidden, &w->final_norm_weight, &w->final_norm_bias);
+    if (!status)
+        status = layers_load_linear(store, names->projection, (size_t)config->projection_dim, hidden, &w->projection,
+                                    NULL);
+    if (!status)
+        status = layers_load_encoder_stack(store, names->layer, names->layers, (size_t)config->layers, hidden,
+                                           (size_t)config->intermediate_size, &w->layers);
+    return status;
 }
 
 void clip_text_model_free(clip_text_model *model) {
@@ -150,7 +143,7 @@ glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *
 
 size_t clip_text_pool_index(const clip_text_model *model, const int32_t *ids, size_t length) {
     size_t best = 0;
-    if (model->config.eos_token_id == 2) { /* legacy: argmax of the ids, first on ties */
+    if (model->config.eos_token_id == CLIP_LEGACY_EOS_TOKEN_ID) { /* argmax of the ids, first on ties */
         for (size_t i = 1; i < length; i++)
             if (ids[i] > ids[best]) best = i;
         return best;

@@ -8,13 +8,18 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "weights/names.h"
 #include "weights/store.h"
 #include "core/transformer.h"
+
+/* The eos_token_id the published CLIP configs give (not the real end token,
+ * 49407): pooling then takes the largest id, the rule of the original code. */
+#define CLIP_LEGACY_EOS_TOKEN_ID 2
 
 typedef struct clip_text_config {
     int hidden_size, layers, heads, intermediate_size;
     int max_positions, vocab_size, projection_dim;
-    int eos_token_id; /* from config.json; 2 (published) means "pool at the largest id", the legacy rule */
+    int eos_token_id; /* from config.json; CLIP_LEGACY_EOS_TOKEN_ID means "pool at the largest id" */
     float layer_norm_eps;
     activation act;
     const char *act_name;
@@ -35,7 +40,10 @@ typedef struct clip_text_model {
 
 glimpse_status clip_text_config_read(const cJSON *json, const char *where, int projection_dim,
                                      clip_text_config *config);
-glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config, weight_store *store);
+/* Fills the weights from the tensors `names` gives (names_clip.text). Caller
+ * frees with clip_text_model_free (the tensors stay owned by the store). */
+glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config,
+                                    const clip_text_names *names, weight_store *store);
 void clip_text_model_free(clip_text_model *model);
 /* Makes int8 twins of every layer's projections (owned by set). */
 glimpse_status clip_text_model_quantize(clip_text_model *model, q8_set *set);

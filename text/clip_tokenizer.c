@@ -8,12 +8,17 @@
 #include <utf8proc.h>
 
 #include "core/error.h"
-#include "core/file.h"
 #include "core/strmap.h"
+#include "text/utf8.h"
+#include "weights/config.h"
 
 #define START_TOKEN "<|startoftext|>"
 #define END_TOKEN "<|endoftext|>"
 #define WORD_END "</w>"
+/* Refused above this: CLIP's vocab.json is 1.1 MB, its merges.txt 0.5 MB. */
+#define VOCABULARY_FILE_MAX_BYTES (64u << 20)
+/* Ids in vocab.json beyond this are damage, not a vocabulary (CLIP's end at 49 407). */
+#define MAX_TOKEN_ID 1e7
 /* A pre-token longer than this many bytes is cut: BPE cost grows with the
  * square of a word's length, and no real word comes near it. */
 #define MAX_WORD_BYTES 1024
@@ -55,7 +60,7 @@ glimpse_status clip_tokenizer_create(const char *vocab_json, size_t vocab_size, 
     if ((status = strmap_create((size_t)cJSON_GetArraySize(vocab), &t->vocab))) goto done;
     const cJSON *item;
     cJSON_ArrayForEach(item, vocab) {
-        if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble > 1e7) {
+        if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble > MAX_TOKEN_ID) {
             status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "vocab.json: the id of '%.40s' is not a valid id", item->string);
             goto done;
         }
@@ -101,20 +106,16 @@ done:
 
 glimpse_status clip_tokenizer_load(const char *folder, clip_tokenizer **out) {
     *out = NULL;
-    char *vocab_path = file_join(folder, "vocab.json"), *merges_path = file_join(folder, "merges.txt");
-    uint8_t *vocab = NULL, *merges = NULL;
-    size_t vocab_size = 0, merges_size = 0;
-    glimpse_status status = !vocab_path || !merges_path ? ERROR_OOM() : GLIMPSE_STATUS_OK;
-    if (!status) status = file_read_all(vocab_path, 64u << 20, &vocab, &vocab_size);
-    if (!status) status = file_read_all(merges_path, 64u << 20, &merges, &merges_size);
+    uint8_t *vocab, *merges = NULL;
+    size_t vocab_size, merges_size;
+    glimpse_status status = config_read_file(folder, "vocab.json", VOCABULARY_FILE_MAX_BYTES, 0, &vocab, &vocab_size);
+    if (!status) status = config_read_file(folder, "merges.txt", VOCABULARY_FILE_MAX_BYTES, 0, &merges, &merges_size);
     if (!status) {
         status = clip_tokenizer_create((const char *)vocab, vocab_size, (const char *)merges, merges_size, out);
         if (status) error_prefix(status, "%s", folder);
     }
     free(vocab);
     free(merges);
-    free(vocab_path);
-    free(merges_path);
     return status;
 }
 
@@ -125,8 +126,6 @@ void clip_tokenizer_free(clip_tokenizer *t) {
     free(t);
 }
 
-int32_t clip_tokenizer_start_id(const clip_tokenizer *t) { return t->start_id; }
-int32_t clip_tokenizer_end_id(const clip_tokenizer *t) { return t->end_id; }
 size_t clip_tokenizer_vocab_size(const clip_tokenizer *t) { return t->vocab_size; }
 
 /* ------------------------------------------------------------ normalising */
@@ -153,16 +152,8 @@ static char *sanitize_utf8(const char *text) {
     char *clean = malloc(length * 3 + 1);
     if (!clean) return NULL;
     size_t at = 0, out = 0;
-    while (at < length) {
-        utf8proc_int32_t c;
-        utf8proc_ssize_t used = utf8proc_iterate((const utf8proc_uint8_t *)text + at, (utf8proc_ssize_t)(length - at), &c);
-        if (used <= 0) {
-            c = 0xfffd;
-            used = 1;
-        }
-        out += (size_t)utf8proc_encode_char(c, (utf8proc_uint8_t *)clean + out);
-        at += (size_t)used;
-    }
+    while (at < length)
+        out += (size_t)utf8proc_encode_char(utf8_next(text, length, &at), (utf8proc_uint8_t *)clean + out);
     clean[out] = '\0';
     return clean;
 }

@@ -27,8 +27,6 @@ void clip_tokenizer_free(clip_tokenizer *tokenizer);
 glimpse_status clip_tokenizer_encode(const clip_tokenizer *tokenizer, const char *text, size_t max_length,
                                      int32_t *ids, size_t *count);
 
-int32_t clip_tokenizer_start_id(const clip_tokenizer *tokenizer);
-int32_t clip_tokenizer_end_id(const clip_tokenizer *tokenizer);
 size_t clip_tokenizer_vocab_size(const clip_tokenizer *tokenizer);
 
 #endif

@@ -1,7 +1,7 @@
-/* vit.c — ViT forward pass for CLIP and BLIP vision towers. */
+/* vit.c — the ViT of CLIP and BLIP vision towers: loading by a names table
+ * (weights/names.h), the forward pass. */
 #include "vision/vit.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,12 +21,15 @@ glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant
     config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
     config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
     config->act = sizes.act, config->act_name = sizes.act_name;
-    if ((status = config_int_or(json, where, "image_size", 1, 1 << 14, clip ? 224 : 384, &config->image_size)))
+    if ((status = config_int_or(json, where, "image_size", 1, CONFIG_MAX_IMAGE_SIZE, clip ? 224 : 384,
+                                &config->image_size)))
         return status;
-    if ((status = config_int_or(json, where, "patch_size", 1, 1 << 14, clip ? 32 : 16, &config->patch_size)))
+    if ((status = config_int_or(json, where, "patch_size", 1, CONFIG_MAX_IMAGE_SIZE, clip ? 32 : 16,
+                                &config->patch_size)))
         return status;
     if ((status = config_int_or(json, where, "num_channels", 3, 3, 3, &config->channels))) return status;
-    if (clip && (status = config_int_or(json, where, "projection_dim", 1, 1 << 16, 512, &config->projection_dim)))
+    if (clip && (status = config_int_or(json, where, "projection_dim", 1, CONFIG_MAX_PROJECTION, 512,
+                                        &config->projection_dim)))
         return status;
     if (config->image_size % config->patch_size != 0)
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: image_size %d is not a multiple of patch_size %d", where,
@@ -34,7 +37,8 @@ glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status vit_model_load(vit_model *model, const vit_config *config, weight_store *store) {
+glimpse_status vit_model_load(vit_model *model, const vit_config *config, const vit_names *names,
+                              weight_store *store) {
     memset(model, 0, sizeof *model);
     model->config = *config;
     size_t hidden = (size_t)config->hidden_size, patch = (size_t)config->patch_size;
@@ -42,54 +46,28 @@ glimpse_status vit_model_load(vit_model *model, const vit_config *config, weight
     model->tokens = model->patches_per_side * model->patches_per_side + 1;
     vit_weights *w = &model->weights;
     int clip = config->variant == VIT_VARIANT_CLIP;
-    glimpse_status status;
-    size_t patch_shape[4] = {hidden, (size_t)config->channels, patch, patch};
-    if ((status = weight_store_get(store, &w->patch_weight, 4, patch_shape,
-                                   "vision_model.embeddings.patch_embedding.weight")))
-        return status;
-    if (clip) {
-        size_t class_shape[1] = {hidden}, position_shape[2] = {model->tokens, hidden};
-        if ((status = weight_store_get(store, &w->class_embedding, 1, class_shape,
-                                       "vision_model.embeddings.class_embedding")))
-            return status;
-        if ((status = weight_store_get(store, &w->position_embedding, 2, position_shape,
-                                       "vision_model.embeddings.position_embedding.weight")))
-            return status;
-        if ((status = layers_load_norm(store, "vision_model.pre_layrnorm", hidden, &w->pre_norm_weight,
-                                       &w->pre_norm_bias)))
-            return status;
-        if ((status = layers_load_linear(store, "visual_projection", (size_t)config->projection_dim, hidden,
-                                         &w->projection, NULL)))
-            return status;
-    } else {
-        size_t bias_shape[1] = {hidden}, class_shape[3] = {1, 1, hidden}, position_shape[3] = {1, model->tokens, hidden};
-        if ((status = weight_store_get(store, &w->patch_bias, 1, bias_shape,
-                                       "vision_model.embeddings.patch_embedding.bias")))
-            return status;
-        if ((status = weight_store_get(store, &w->class_embedding, 3, class_shape,
-                                       "vision_model.embeddings.class_embedding")))
-            return status;
-        if ((status = weight_store_get(store, &w->position_embedding, 3, position_shape,
-                                       "vision_model.embeddings.position_embedding")))
-            return status;
-    }
-    if ((status = layers_load_norm(store, "vision_model.post_layernorm", hidden, &w->post_norm_weight,
-                                   &w->post_norm_bias)))
-        return status;
-    w->layers = calloc((size_t)config->layers, sizeof *w->layers);
-    if (!w->layers) return ERROR_OOM();
-    for (int i = 0; i < config->layers; i++) {
-        char prefix[128];
-        snprintf(prefix, sizeof prefix, "vision_model.encoder.layers.%d", i);
-        status = clip ? layers_load_clip_encoder(store, prefix, hidden, (size_t)config->intermediate_size, &w->layers[i])
-                      : layers_load_blip_vision_encoder(store, prefix, hidden, (size_t)config->intermediate_size,
-                                                        &w->layers[i]);
-        if (status) {
-            vit_model_free(model);
-            return status;
-        }
-    }
-    return GLIMPSE_STATUS_OK;
+    size_t patch_shape[4] = {hidden, (size_t)config->channels, patch, patch}, bias_shape[1] = {hidden};
+    /* BLIP's class and position embeddings; CLIP's are the same without the leading 1s */
+    size_t class_shape[3] = {1, 1, hidden}, position_shape[3] = {1, model->tokens, hidden};
+    glimpse_status status = weight_store_get(store, &w->patch_weight, 4, patch_shape, names->patch_weight);
+    if (!status && names->patch_bias)
+        status = weight_store_get(store, &w->patch_bias, 1, bias_shape, names->patch_bias);
+    if (!status)
+        status = weight_store_get(store, &w->class_embedding, clip ? 1 : 3, clip ? class_shape + 2 : class_shape,
+                                  names->class_embedding);
+    if (!status)
+        status = weight_store_get(store, &w->position_embedding, clip ? 2 : 3,
+                                  clip ? position_shape + 1 : position_shape, names->position_embedding);
+    if (!status && names->pre_norm)
+        status = layers_load_norm(store, names->pre_norm, hidden, &w->pre_norm_weight, &w->pre_norm_bias);
+    if (!status && names->projection)
+        status = layers_load_linear(store, names->projection, (size_t)config->projection_dim, hidden, &w->projection,
+                                    NULL);
+    if (!status) status = layers_load_norm(store, names->post_norm, hidden, &w->post_norm_weight, &w->post_norm_bias);
+    if (!status)
+        status = layers_load_encoder_stack(store, names->layer, names->layers, (size_t)config->layers, hidden,
+                                           (size_t)config->intermediate_size, &w->layers);
+    return status;
 }
 
 void vit_model_free(vit_model *model) {

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "weights/names.h"
 #include "weights/store.h"
 #include "core/transformer.h"
 
@@ -47,9 +48,11 @@ typedef struct vit_model {
  * variant decides the defaults that the published configs leave out. */
 glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant variant, vit_config *config);
 
-/* Fills the weights from "vision_model.*" (and "visual_projection" for CLIP).
+/* Fills the weights from the tensors `names` gives (names_clip.vision,
+ * names_blip.vision; its optional tensors decide the optional weights).
  * Caller frees with vit_model_free (the tensors stay owned by the store). */
-glimpse_status vit_model_load(vit_model *model, const vit_config *config, weight_store *store);
+glimpse_status vit_model_load(vit_model *model, const vit_config *config, const vit_names *names,
+                              weight_store *store);
 void vit_model_free(vit_model *model);
 /* Makes int8 twins of every layer's projections (owned by set). */
 glimpse_status vit_model_quantize(vit_model *model, q8_set *set);

@@ -1,4 +1,5 @@
-/* config.c — typed access to JSON configuration with clear errors. */
+/* config.c — the files of a snapshot read whole, and typed access to JSON
+ * configuration with clear errors. */
 #include "weights/config.h"
 
 #include <math.h>
@@ -8,6 +9,18 @@
 #include "core/file.h"
 
 #define CONFIG_MAX_BYTES (64u * 1024u * 1024u)
+
+glimpse_status config_read_file(const char *folder, const char *name, size_t max_bytes, int optional,
+                                uint8_t **bytes, size_t *size) {
+    *bytes = NULL;
+    *size = 0;
+    char *path = file_join(folder, name);
+    if (!path) return ERROR_OOM();
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (!optional || file_is_regular(path)) status = file_read_all(path, max_bytes, bytes, size);
+    free(path);
+    return status;
+}
 
 glimpse_status config_read_json(const char *folder, const char *name, cJSON **out) {
     *out = NULL;

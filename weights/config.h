@@ -5,8 +5,27 @@
 #define GLIMPSE_WEIGHTS_CONFIG_H
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "glimpse.h"
+
+/* Bounds of the sizes a config may give: far above any published
+ * checkpoint, low enough that the buffers they size stay addressable. */
+#define CONFIG_MAX_WIDTH 8192               /* hidden_size, encoder_hidden_size */
+#define CONFIG_MAX_LAYERS 1024              /* num_hidden_layers */
+#define CONFIG_MAX_HEADS 1024               /* num_attention_heads */
+#define CONFIG_MAX_INTERMEDIATE (1 << 20)   /* intermediate_size */
+#define CONFIG_MAX_POSITIONS (1 << 16)      /* max_position_embeddings */
+#define CONFIG_MAX_VOCABULARY (1 << 24)     /* vocab_size, and so token ids */
+#define CONFIG_MAX_IMAGE_SIZE (1 << 14)     /* image_size, patch_size */
+#define CONFIG_MAX_PROJECTION (1 << 16)     /* projection_dim, image_text_hidden_size */
+
+/* Reads folder/name whole into a new buffer (NUL after the data, so text
+ * parses in place), refusing a file over max_bytes. With `optional`, a file
+ * that is not there leaves *bytes NULL and succeeds. Caller frees *bytes. */
+glimpse_status config_read_file(const char *folder, const char *name, size_t max_bytes, int optional,
+                                uint8_t **bytes, size_t *size);
 
 /* Parses folder/name. Caller frees with cJSON_Delete. */
 glimpse_status config_read_json(const char *folder, const char *name, cJSON **out);

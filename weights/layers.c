@@ -1,17 +1,36 @@
-/* layers.c — parameter names of the encoder layers we run. */
+/* layers.c — loading LayerNorms, linear layers and pre-LN encoder layers by
+ * the names a family's table gives, and composing those names without ever
+ * cutting one short. */
 #include "weights/layers.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "weights/config.h"
 #include "core/error.h"
 
+glimpse_status layers_name(char *name, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    int length = vsnprintf(name, LAYERS_NAME_CAPACITY, format, args);
+    va_end(args);
+    if (length < 0) name[0] = '\0';
+    if (length < 0 || length >= LAYERS_NAME_CAPACITY)
+        return error_set(GLIMPSE_STATUS_INTERNAL, "the tensor name '%.80s...' is longer than the %d characters a "
+                         "loader composes", name, LAYERS_NAME_CAPACITY - 1);
+    return GLIMPSE_STATUS_OK;
+}
+
 glimpse_status layers_read_sizes(const cJSON *json, const char *where, layer_sizes *out) {
     glimpse_status status;
-    if ((status = config_int_or(json, where, "hidden_size", 1, 8192, out->hidden_size, &out->hidden_size))) return status;
-    if ((status = config_int_or(json, where, "num_hidden_layers", 1, 1024, out->layers, &out->layers))) return status;
-    if ((status = config_int_or(json, where, "num_attention_heads", 1, 1024, out->heads, &out->heads))) return status;
-    if ((status = config_int_or(json, where, "intermediate_size", 1, 1 << 20, out->intermediate_size,
+    if ((status = config_int_or(json, where, "hidden_size", 1, CONFIG_MAX_WIDTH, out->hidden_size, &out->hidden_size)))
+        return status;
+    if ((status = config_int_or(json, where, "num_hidden_layers", 1, CONFIG_MAX_LAYERS, out->layers, &out->layers)))
+        return status;
+    if ((status = config_int_or(json, where, "num_attention_heads", 1, CONFIG_MAX_HEADS, out->heads, &out->heads)))
+        return status;
+    if ((status = config_int_or(json, where, "intermediate_size", 1, CONFIG_MAX_INTERMEDIATE, out->intermediate_size,
                                 &out->intermediate_size)))
         return status;
     double eps;
@@ -26,77 +45,99 @@ glimpse_status layers_read_sizes(const cJSON *json, const char *where, layer_siz
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status layers_load_norm(weight_store *store, const char *prefix, size_t dim, const float **weight,
+/* MODULE.bias [features] as float32. */
+static glimpse_status load_bias(weight_store *store, const char *module, size_t features, const float **bias) {
+    char name[LAYERS_NAME_CAPACITY];
+    size_t shape[1] = {features};
+    glimpse_status status = layers_name(name, "%s.bias", module);
+    return status ? status : weight_store_get(store, bias, 1, shape, name);
+}
+
+glimpse_status layers_load_norm(weight_store *store, const char *module, size_t dim, const float **weight,
                                 const float **bias) {
+    char name[LAYERS_NAME_CAPACITY];
     size_t shape[1] = {dim};
-    glimpse_status status = weight_store_get(store, weight, 1, shape, "%s.weight", prefix);
-    if (!status) status = weight_store_get(store, bias, 1, shape, "%s.bias", prefix);
-    return status;
+    glimpse_status status = layers_name(name, "%s.weight", module);
+    if (!status) status = weight_store_get(store, weight, 1, shape, name);
+    return status ? status : load_bias(store, module, dim, bias);
 }
 
-glimpse_status layers_load_linear(weight_store *store, const char *prefix, size_t out_features, size_t in_features,
+glimpse_status layers_load_linear(weight_store *store, const char *module, size_t out_features, size_t in_features,
                                   const float **weight, const float **bias) {
+    char name[LAYERS_NAME_CAPACITY];
     size_t shape[2] = {out_features, in_features};
-    glimpse_status status = weight_store_get(store, weight, 2, shape, "%s.weight", prefix);
-    if (!status && bias) status = weight_store_get(store, bias, 1, shape, "%s.bias", prefix);
-    return status;
+    glimpse_status status = layers_name(name, "%s.weight", module);
+    if (!status) status = weight_store_get(store, weight, 2, shape, name);
+    return status || !bias ? status : load_bias(store, module, out_features, bias);
 }
 
-glimpse_status layers_load_projection(weight_store *store, const char *prefix, size_t out_features,
+glimpse_status layers_load_projection(weight_store *store, const char *module, size_t out_features,
                                       size_t in_features, kernel_weight *weight, const float **bias) {
-    size_t shape[1] = {out_features};
-    glimpse_status status = weight_store_get_matrix(store, weight, out_features, in_features, "%s.weight", prefix);
-    if (!status) status = weight_store_get(store, bias, 1, shape, "%s.bias", prefix);
+    char name[LAYERS_NAME_CAPACITY];
+    glimpse_status status = layers_name(name, "%s.weight", module);
+    if (!status) status = weight_store_get_matrix(store, weight, out_features, in_features, name);
+    return status ? status : load_bias(store, module, out_features, bias);
+}
+
+glimpse_status layers_load_projections(weight_store *store, const char *parent, const projection_slot *slots,
+                                       size_t count) {
+    char module[LAYERS_NAME_CAPACITY];
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t i = 0; !status && i < count; i++) {
+        if (!slots[i].module) continue;
+        status = layers_name(module, "%s.%s", parent, slots[i].module);
+        if (!status)
+            status = layers_load_projection(store, module, slots[i].out_features, slots[i].in_features,
+                                            slots[i].weight, slots[i].bias);
+    }
     return status;
 }
 
-static glimpse_status load_common(weight_store *store, const char *prefix, size_t hidden, size_t intermediate,
-                                  encoder_layer *out) {
-    char name[256];
-    glimpse_status status;
-    snprintf(name, sizeof name, "%s.layer_norm1", prefix);
-    if ((status = layers_load_norm(store, name, hidden, &out->norm1_weight, &out->norm1_bias))) return status;
-    snprintf(name, sizeof name, "%s.layer_norm2", prefix);
-    if ((status = layers_load_norm(store, name, hidden, &out->norm2_weight, &out->norm2_bias))) return status;
-    snprintf(name, sizeof name, "%s.mlp.fc1", prefix);
-    if ((status = layers_load_projection(store, name, intermediate, hidden, &out->fc1_weight, &out->fc1_bias)))
+glimpse_status layers_load_norms(weight_store *store, const char *parent, size_t dim, const norm_slot *slots,
+                                 size_t count) {
+    char module[LAYERS_NAME_CAPACITY];
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t i = 0; !status && i < count; i++) {
+        status = layers_name(module, "%s.%s", parent, slots[i].module);
+        if (!status) status = layers_load_norm(store, module, dim, slots[i].weight, slots[i].bias);
+    }
+    return status;
+}
+
+glimpse_status layers_load_encoder(weight_store *store, const encoder_layer_names *names, const char *layer,
+                                   size_t hidden, size_t intermediate, encoder_layer *out) {
+    *out = (encoder_layer){0};
+    const norm_slot norms[] = {{names->norm1, &out->norm1_weight, &out->norm1_bias},
+                               {names->norm2, &out->norm2_weight, &out->norm2_bias}};
+    const projection_slot feed_forward[] = {{names->fc1, intermediate, hidden, &out->fc1_weight, &out->fc1_bias},
+                                            {names->fc2, hidden, intermediate, &out->fc2_weight, &out->fc2_bias}};
+    const projection_slot attention[] = {
+        {names->q, hidden, hidden, &out->q_weight, &out->q_bias},
+        {names->k, hidden, hidden, &out->k_weight, &out->k_bias},
+        {names->v, hidden, hidden, &out->v_weight, &out->v_bias},
+        {names->qkv, 3 * hidden, hidden, &out->qkv_weight, &out->qkv_bias},
+        {names->out, hidden, hidden, &out->out_weight, &out->out_bias},
+    };
+    glimpse_status status = layers_load_norms(store, layer, hidden, norms, sizeof norms / sizeof norms[0]);
+    if (!status) status = layers_load_projections(store, layer, feed_forward, 2);
+    return status ? status : layers_load_projections(store, layer, attention, sizeof attention / sizeof attention[0]);
+}
+
+glimpse_status layers_load_encoder_stack(weight_store *store, const encoder_layer_names *names, const char *stack,
+                                         size_t count, size_t hidden, size_t intermediate, encoder_layer **out) {
+    encoder_layer *layers = calloc(count, sizeof *layers);
+    *out = NULL;
+    if (!layers) return ERROR_OOM();
+    char layer[LAYERS_NAME_CAPACITY];
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t i = 0; !status && i < count; i++) {
+        status = layers_name(layer, "%s.%zu", stack, i);
+        if (!status) status = layers_load_encoder(store, names, layer, hidden, intermediate, &layers[i]);
+    }
+    if (status) {
+        free(layers);
         return status;
-    snprintf(name, sizeof name, "%s.mlp.fc2", prefix);
-    return layers_load_projection(store, name, hidden, intermediate, &out->fc2_weight, &out->fc2_bias);
-}
-
-glimpse_status layers_load_clip_encoder(weight_store *store, const char *prefix, size_t hidden, size_t intermediate,
-                                        encoder_layer *out) {
-    *out = (encoder_layer){0};
-    glimpse_status status = load_common(store, prefix, hidden, intermediate, out);
-    char name[256];
-    const struct {
-        const char *what;
-        kernel_weight *weight;
-        const float **bias;
-    } projections[] = {{"q_proj", &out->q_weight, &out->q_bias},
-                       {"k_proj", &out->k_weight, &out->k_bias},
-                       {"v_proj", &out->v_weight, &out->v_bias},
-                       {"out_proj", &out->out_weight, &out->out_bias}};
-    for (size_t i = 0; !status && i < 4; i++) {
-        snprintf(name, sizeof name, "%s.self_attn.%s", prefix, projections[i].what);
-        status = layers_load_projection(store, name, hidden, hidden, projections[i].weight, projections[i].bias);
     }
-    return status;
-}
-
-glimpse_status layers_load_blip_vision_encoder(weight_store *store, const char *prefix, size_t hidden,
-                                               size_t intermediate, encoder_layer *out) {
-    *out = (encoder_layer){0};
-    glimpse_status status = load_common(store, prefix, hidden, intermediate, out);
-    char name[256];
-    if (!status) {
-        snprintf(name, sizeof name, "%s.self_attn.qkv", prefix);
-        status = layers_load_projection(store, name, 3 * hidden, hidden, &out->qkv_weight, &out->qkv_bias);
-    }
-    if (!status) {
-        snprintf(name, sizeof name, "%s.self_attn.projection", prefix);
-        status = layers_load_projection(store, name, hidden, hidden, &out->out_weight, &out->out_bias);
-    }
-    return status;
+    *out = layers;
+    return GLIMPSE_STATUS_OK;
 }

@@ -1,6 +1,9 @@
-/* layers.h — where the standard layer layouts keep their tensors: fills a
- * core encoder_layer from a checkpoint by Hugging Face parameter names, with
- * every shape checked. Names only; the maths is in core/transformer.c. */
+/* layers.h — the generic loader of standard layer layouts: LayerNorms, linear
+ * layers and the pre-LN encoder layer of core/transformer.h, filled from a
+ * checkpoint by the names a family's table gives (weights/names.h), every
+ * shape checked. No family's names are written here, and no maths (that is
+ * core/transformer.c). How a model family is added, table and loader:
+ * docs/adding-a-model-family.md. */
 #ifndef GLIMPSE_WEIGHTS_LAYERS_H
 #define GLIMPSE_WEIGHTS_LAYERS_H
 
@@ -8,6 +11,15 @@
 
 #include "weights/store.h"
 #include "core/transformer.h"
+
+/* Room for a tensor or module name composed here or by a family's loader
+ * (published checkpoints' names run to about 80 characters). */
+#define LAYERS_NAME_CAPACITY 256
+
+/* Formats a tensor, module or layer name into name[LAYERS_NAME_CAPACITY]:
+ * layers_name(name, "%s.%zu", stack, i). A name that does not fit is
+ * GLIMPSE_STATUS_INTERNAL with an error naming its start, never cut short. */
+glimpse_status layers_name(char *name, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
 /* The sizes every transformer config names the same way. */
 typedef struct layer_sizes {
@@ -22,21 +34,59 @@ typedef struct layer_sizes {
  * in out (act_name set), and checks that the heads divide the width. */
 glimpse_status layers_read_sizes(const cJSON *json, const char *where, layer_sizes *out);
 
-/* CLIP's encoder layer (vision and text): PREFIX.layer_norm1, .self_attn.{q,k,v,out}_proj, .layer_norm2, .mlp.fc{1,2}. */
-glimpse_status layers_load_clip_encoder(weight_store *store, const char *prefix, size_t hidden, size_t intermediate,
-                                        encoder_layer *out);
-/* BLIP's vision layer: as CLIP, but attention is PREFIX.self_attn.qkv (fused) and .self_attn.projection. */
-glimpse_status layers_load_blip_vision_encoder(weight_store *store, const char *prefix, size_t hidden,
-                                               size_t intermediate, encoder_layer *out);
-/* A LayerNorm's weight and bias, PREFIX.weight / PREFIX.bias, both [dim]. */
-glimpse_status layers_load_norm(weight_store *store, const char *prefix, size_t dim, const float **weight,
+/* The parameter names of a pre-LN encoder layer (core's encoder_layer),
+ * relative to the layer: "mlp.fc1" under "vision_model.encoder.layers.3".
+ * Each names a module whose tensors are NAME.weight and NAME.bias.
+ * Attention has q, k and v, or one fused qkv [3·hidden, hidden]; the
+ * others are NULL. */
+typedef struct encoder_layer_names {
+    const char *norm1;      /* LayerNorm before attention */
+    const char *q, *k, *v;  /* [hidden, hidden] each, or NULL */
+    const char *qkv;        /* [3·hidden, hidden], or NULL */
+    const char *out;        /* attention output [hidden, hidden] */
+    const char *norm2;      /* LayerNorm before the feed-forward block */
+    const char *fc1, *fc2;  /* [intermediate, hidden], [hidden, intermediate] */
+} encoder_layer_names;
+
+/* Where a linear layer PARENT.MODULE goes: its size and the fields its
+ * weight and bias fill. A NULL module is skipped (a layout without it). */
+typedef struct projection_slot {
+    const char *module;
+    size_t out_features, in_features;
+    kernel_weight *weight;
+    const float **bias;
+} projection_slot;
+/* Where a LayerNorm PARENT.MODULE goes. */
+typedef struct norm_slot {
+    const char *module;
+    const float **weight, **bias;
+} norm_slot;
+
+/* Loads each slot in order (layers_load_projection, layers_load_norm of
+ * width dim), stopping at the first failure: how a family's loader fills a
+ * layer of its own layout from its names table. */
+glimpse_status layers_load_projections(weight_store *store, const char *parent, const projection_slot *slots,
+                                       size_t count);
+glimpse_status layers_load_norms(weight_store *store, const char *parent, size_t dim, const norm_slot *slots,
+                                 size_t count);
+
+/* One encoder layer named `layer` ("vision_model.encoder.layers.3"). */
+glimpse_status layers_load_encoder(weight_store *store, const encoder_layer_names *names, const char *layer,
+                                   size_t hidden, size_t intermediate, encoder_layer *out);
+/* `count` encoder layers STACK.0 .. STACK.count-1 (a ModuleList, e.g.
+ * "text_model.encoder.layers") into a new array *out the caller frees. */
+glimpse_status layers_load_encoder_stack(weight_store *store, const encoder_layer_names *names, const char *stack,
+                                         size_t count, size_t hidden, size_t intermediate, encoder_layer **out);
+
+/* A LayerNorm's weight and bias, MODULE.weight / MODULE.bias, both [dim]. */
+glimpse_status layers_load_norm(weight_store *store, const char *module, size_t dim, const float **weight,
                                 const float **bias);
-/* A linear layer run by the products: PREFIX.weight [out, in] in its stored
- * type (weight_store_get_matrix) and PREFIX.bias [out] as float32. */
-glimpse_status layers_load_projection(weight_store *store, const char *prefix, size_t out_features,
+/* A linear layer run by the products: MODULE.weight [out, in] in its stored
+ * type (weight_store_get_matrix) and MODULE.bias [out] as float32. */
+glimpse_status layers_load_projection(weight_store *store, const char *module, size_t out_features,
                                       size_t in_features, kernel_weight *weight, const float **bias);
-/* A linear layer as float32: PREFIX.weight [out, in] and PREFIX.bias [out] (bias NULL = none expected). */
-glimpse_status layers_load_linear(weight_store *store, const char *prefix, size_t out_features, size_t in_features,
+/* A linear layer as float32: MODULE.weight [out, in] and MODULE.bias [out] (bias NULL = none expected). */
+glimpse_status layers_load_linear(weight_store *store, const char *module, size_t out_features, size_t in_features,
                                   const float **weight, const float **bias);
 
 #endif

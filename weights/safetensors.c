@@ -38,11 +38,14 @@ static int dtype_from_name(const char *name, tensor_dtype *dtype, size_t *elemen
     return 0;
 }
 
+/* 2^53: above it a JSON number (a double) no longer holds every whole value exactly. */
+#define JSON_MAX_EXACT_INTEGER 9007199254740992.0
+
 /* A JSON number that is a whole, non-negative value representable as size_t. */
 static int json_size(const cJSON *item, size_t *out) {
     if (!cJSON_IsNumber(item)) return 0;
     double value = item->valuedouble;
-    if (!(value >= 0.0) || value != floor(value) || value > 9007199254740992.0) return 0;
+    if (!(value >= 0.0) || value != floor(value) || value > JSON_MAX_EXACT_INTEGER) return 0;
     *out = (size_t)value;
     return 1;
 }

@@ -51,7 +51,10 @@ void safetensors_close(safetensors *file);
 /* The entry of that name, or NULL. */
 const tensor_entry *safetensors_find(const safetensors *file, const char *name);
 
-/* "[48, 3, 16, 16]" into buffer; returns buffer. */
+/* Room for the longest shape text: "[", TENSOR_MAX_RANK sizes of up to 20 digits with ", " between, "]", NUL. */
+#define TENSOR_SHAPE_TEXT_CAPACITY (2 + TENSOR_MAX_RANK * 22)
+
+/* "[48, 3, 16, 16]" into buffer (TENSOR_SHAPE_TEXT_CAPACITY holds any shape); returns buffer. */
 char *tensor_shape_string(char *buffer, size_t capacity, const size_t *shape, int rank);
 
 #endif

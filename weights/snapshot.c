@@ -9,6 +9,10 @@
 #include "core/error.h"
 #include "core/file.h"
 
+#define REPO_FOLDER_PREFIX "models--"
+/* Room for a revision: a 40-digit commit hash, or a snapshot folder's name (at most 255 bytes). */
+#define REVISION_CAPACITY 256
+
 char *snapshot_cache_folder(void) {
     const char *hub_cache = getenv("HF_HUB_CACHE");
     if (hub_cache && hub_cache[0]) return strdup(hub_cache);
@@ -37,7 +41,8 @@ static int looks_like_hub_id(const char *text) {
     return strstr(text, "..") == NULL;
 }
 
-/* Reads the revision hash from refs/main (a single line). */
+/* Reads the revision hash from refs/main (a single line); a line too long
+ * for revision is not a revision. */
 static int read_revision(const char *repo_folder, char *revision, size_t capacity) {
     char *ref = file_join(repo_folder, "refs/main");
     if (!ref) return 0;
@@ -45,8 +50,9 @@ static int read_revision(const char *repo_folder, char *revision, size_t capacit
     free(ref);
     if (!file) return 0;
     int ok = fgets(revision, (int)capacity, file) != NULL;
+    int whole = ok && (strchr(revision, '\n') || fgetc(file) == EOF);
     fclose(file);
-    if (!ok) return 0;
+    if (!whole) return 0;
     revision[strcspn(revision, "\r\n")] = '\0';
     if (!revision[0] || strchr(revision, '/') || strcmp(revision, "..") == 0) return 0;
     return 1;
@@ -84,11 +90,15 @@ glimpse_status snapshot_resolve(const char *path_or_id, char **folder) {
         return error_set(GLIMPSE_STATUS_NOT_FOUND,
                          "model '%s' is not a folder, and no Hugging Face cache is known (set HF_HUB_CACHE)",
                          path_or_id);
-    size_t length = strlen(path_or_id);
-    char repo_name[1024];
-    snprintf(repo_name, sizeof repo_name, "models--");
-    size_t at = strlen(repo_name);
-    for (size_t i = 0; i < length && at + 3 < sizeof repo_name; i++) {
+    /* the cache's folder for ORG/NAME is models--ORG--NAME, sized to fit whatever the id's length */
+    size_t length = strlen(path_or_id), at = strlen(REPO_FOLDER_PREFIX);
+    char *repo_name = malloc(at + 2 * length + 1);
+    if (!repo_name) {
+        free(cache);
+        return ERROR_OOM();
+    }
+    memcpy(repo_name, REPO_FOLDER_PREFIX, at);
+    for (size_t i = 0; i < length; i++) {
         if (path_or_id[i] == '/') {
             repo_name[at++] = '-';
             repo_name[at++] = '-';
@@ -99,8 +109,9 @@ glimpse_status snapshot_resolve(const char *path_or_id, char **folder) {
     repo_name[at] = '\0';
     glimpse_status status = GLIMPSE_STATUS_OK;
     char *repo = file_join(cache, repo_name);
+    free(repo_name);
     char *snapshots = repo ? file_join(repo, "snapshots") : NULL;
-    char revision[256];
+    char revision[REVISION_CAPACITY];
     if (!repo || !snapshots) {
         status = ERROR_OOM();
     } else if (read_revision(repo, revision, sizeof revision) || only_snapshot(snapshots, revision, sizeof revision)) {

@@ -2,7 +2,6 @@
 #include "weights/store.h"
 
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,13 +181,11 @@ static void *owned(weight_store *store, size_t bytes) {
     return buffer->data;
 }
 
-/* The entry named by format, its shape checked; *found NULL when it is
+/* The entry of that name, its shape checked; *found NULL when it is
  * missing and optional. */
 static glimpse_status find_checked(weight_store *store, const tensor_entry **found, int rank, const size_t *shape,
-                                   int optional, const char *format, va_list args) {
+                                   int optional, const char *name) {
     *found = NULL;
-    char name[512];
-    vsnprintf(name, sizeof name, format, args);
     const safetensors *file = NULL;
     const tensor_entry *entry = find_with_file(store, name, &file);
     if (!entry) {
@@ -199,7 +196,7 @@ static glimpse_status find_checked(weight_store *store, const tensor_entry **fou
     int same = entry->rank == rank;
     for (int i = 0; same && i < rank; i++) same = entry->shape[i] == shape[i];
     if (!same) {
-        char found_shape[128], wanted[128];
+        char found_shape[TENSOR_SHAPE_TEXT_CAPACITY], wanted[TENSOR_SHAPE_TEXT_CAPACITY];
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: tensor '%s' has shape %s, the config implies %s", file->label,
                          name, tensor_shape_string(found_shape, sizeof found_shape, entry->shape, entry->rank),
                          tensor_shape_string(wanted, sizeof wanted, shape, rank));
@@ -233,19 +230,19 @@ static glimpse_status as_f32(weight_store *store, const tensor_entry *entry, con
 }
 
 static glimpse_status get_tensor(weight_store *store, const float **out, int rank, const size_t *shape,
-                                 int optional, const char *format, va_list args) {
+                                 int optional, const char *name) {
     *out = NULL;
     const tensor_entry *entry;
-    glimpse_status status = find_checked(store, &entry, rank, shape, optional, format, args);
+    glimpse_status status = find_checked(store, &entry, rank, shape, optional, name);
     return status || !entry ? status : as_f32(store, entry, out);
 }
 
 static glimpse_status get_matrix(weight_store *store, kernel_weight *out, size_t rows, size_t columns, int optional,
-                                 const char *format, va_list args) {
+                                 const char *name) {
     *out = (kernel_weight){0};
     size_t shape[2] = {rows, columns};
     const tensor_entry *entry;
-    glimpse_status status = find_checked(store, &entry, 2, shape, optional, format, args);
+    glimpse_status status = find_checked(store, &entry, 2, shape, optional, name);
     if (status || !entry) return status;
     weight_type type = type_of(entry);
     if (type == WEIGHT_TYPE_F32 || !kernel_avx512_available()) {
@@ -266,39 +263,23 @@ static glimpse_status get_matrix(weight_store *store, kernel_weight *out, size_t
 }
 
 glimpse_status weight_store_get(weight_store *store, const float **out, int rank, const size_t *shape,
-                                const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    glimpse_status status = get_tensor(store, out, rank, shape, 0, format, args);
-    va_end(args);
-    return status;
+                                const char *name) {
+    return get_tensor(store, out, rank, shape, 0, name);
 }
 
 glimpse_status weight_store_get_optional(weight_store *store, const float **out, int rank, const size_t *shape,
-                                         const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    glimpse_status status = get_tensor(store, out, rank, shape, 1, format, args);
-    va_end(args);
-    return status;
+                                         const char *name) {
+    return get_tensor(store, out, rank, shape, 1, name);
 }
 
 glimpse_status weight_store_get_matrix(weight_store *store, kernel_weight *out, size_t rows, size_t columns,
-                                       const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    glimpse_status status = get_matrix(store, out, rows, columns, 0, format, args);
-    va_end(args);
-    return status;
+                                       const char *name) {
+    return get_matrix(store, out, rows, columns, 0, name);
 }
 
 glimpse_status weight_store_get_matrix_optional(weight_store *store, kernel_weight *out, size_t rows, size_t columns,
-                                                const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    glimpse_status status = get_matrix(store, out, rows, columns, 1, format, args);
-    va_end(args);
-    return status;
+                                                const char *name) {
+    return get_matrix(store, out, rows, columns, 1, name);
 }
 
 size_t weight_store_parameters(const weight_store *store) { return store->parameters; }

@@ -24,24 +24,24 @@ void weight_store_free(weight_store *store);
 /* The entry of that name in any shard, or NULL. */
 const tensor_entry *weight_store_find(const weight_store *store, const char *name);
 
-/* Looks up the tensor named by the printf-style format, checks that it has
- * exactly `rank` dimensions equal to shape[], and sets *out to its float32
- * data. Errors name the tensor, the file and the shapes. */
+/* Looks up the tensor `name` (full, as in the checkpoint: "text_model.final_layer_norm.weight"), checks that it has
+ * exactly `rank` dimensions equal to shape[], and sets *out to its float32 data. Errors name the tensor, the file
+ * and the shapes. Names of layers and modules are composed with layers_name (weights/layers.h). */
 glimpse_status weight_store_get(weight_store *store, const float **out, int rank, const size_t *shape,
-                                const char *format, ...) __attribute__((format(printf, 5, 6)));
+                                const char *name);
 
 /* Like weight_store_get, but a missing tensor leaves *out NULL and succeeds. */
 glimpse_status weight_store_get_optional(weight_store *store, const float **out, int rank, const size_t *shape,
-                                         const char *format, ...) __attribute__((format(printf, 5, 6)));
+                                         const char *name);
 
 /* A weight matrix [rows, columns] for the products (kernel_weight): float32
  * as weight_store_get; float16 and bfloat16 kept 16-bit where the AVX-512
  * kernels run, widened at load elsewhere. */
 glimpse_status weight_store_get_matrix(weight_store *store, kernel_weight *out, size_t rows, size_t columns,
-                                       const char *format, ...) __attribute__((format(printf, 5, 6)));
+                                       const char *name);
 /* Like weight_store_get_matrix, but a missing tensor leaves out->data NULL and succeeds. */
 glimpse_status weight_store_get_matrix_optional(weight_store *store, kernel_weight *out, size_t rows, size_t columns,
-                                                const char *format, ...) __attribute__((format(printf, 5, 6)));
+                                                const char *name);
 
 /* Counts of what was handed out so far (for `glimpse info`). */
 size_t weight_store_parameters(const weight_store *store);

@@ -1,0 +1,100 @@
+/* names.h — the tensor names of each model family's checkpoints, one table
+ * per family (weights/names_<family>.c), so that a family's names stand in
+ * one place and its loader reads them from there. Names as transformers
+ * saves them. A field names a tensor ("...weight", or a bare parameter such
+ * as "logit_scale"), a module whose tensors are MODULE.weight and
+ * MODULE.bias (LayerNorms, linear layers), or a layer stack whose layer i
+ * is STACK.i (a ModuleList); the comments say which. Names are whole, from
+ * the checkpoint's root, except inside a layer (relative to the layer) and
+ * where a checkpoint holds one part twice below two prefixes (bert_layout).
+ * NULL: this family has no such tensor. Strings only: the loaders
+ * (vit_model_load, clip_text_model_load, bert_model_load, itm_heads_load)
+ * and weights/layers.h read them. Adding a family:
+ * docs/adding-a-model-family.md. */
+#ifndef GLIMPSE_WEIGHTS_NAMES_H
+#define GLIMPSE_WEIGHTS_NAMES_H
+
+#include "weights/layers.h"
+
+/* A ViT image tower (vision/vit.h): CLIP's and BLIP's vision_model. */
+typedef struct vit_names {
+    const char *patch_weight;       /* tensor [hidden, channels, patch, patch] */
+    const char *patch_bias;         /* tensor [hidden], or NULL */
+    const char *class_embedding;    /* tensor [hidden] (CLIP) or [1, 1, hidden] (BLIP) */
+    const char *position_embedding; /* tensor [tokens, hidden] (CLIP) or [1, tokens, hidden] (BLIP) */
+    const char *pre_norm;           /* module, or NULL */
+    const char *layers;             /* stack of encoder layers named by `layer` */
+    const encoder_layer_names *layer;
+    const char *post_norm;  /* module */
+    const char *projection; /* module without bias [projection_dim, hidden], or NULL */
+} vit_names;
+
+/* CLIP's text tower (text/clip_text.h). */
+typedef struct clip_text_names {
+    const char *token_embedding;    /* tensor [vocab, hidden] */
+    const char *position_embedding; /* tensor [max_positions, hidden] */
+    const char *layers;             /* stack of encoder layers named by `layer` */
+    const encoder_layer_names *layer;
+    const char *final_norm; /* module */
+    const char *projection; /* module without bias [projection_dim, hidden] */
+} clip_text_names;
+
+/* A BERT layer with cross-attention (fusion/bert.h's bert_layer), relative
+ * to the layer; every field a module. */
+typedef struct bert_layer_names {
+    const char *query, *key, *value, *self_out, *self_norm;
+    const char *cross_query, *cross_key, *cross_value, *cross_out, *cross_norm;
+    const char *intermediate, *output, *output_norm;
+} bert_layer_names;
+
+/* BLIP's BERT text model (fusion/bert.h) relative to where it stands: a
+ * BLIP checkpoint holds two, named alike below their own prefixes (the
+ * captioning decoder and the retrieval encoder, bert_names). */
+typedef struct bert_layout {
+    const char *word_embeddings;     /* tensor [vocab, hidden] */
+    const char *position_embeddings; /* tensor [max_positions, hidden] */
+    const char *embedding_norm;      /* module */
+    const char *layers;              /* stack of layers named by `layer` */
+    bert_layer_names layer;
+    /* the language-model head, below bert_names.head */
+    const char *head_dense, *head_norm; /* modules */
+    const char *head_decoder_weight;    /* tensor [vocab, hidden]; absent: tied to word_embeddings */
+    const char *head_decoder_bias;      /* tensor [vocab]; absent: head_bias, which must be there */
+    const char *head_bias;
+} bert_layout;
+
+/* One BERT text model of a checkpoint: model.embeddings.word_embeddings.weight and so on. */
+typedef struct bert_names {
+    const char *model; /* prefix of the model's names ("text_decoder.bert") */
+    const char *head;  /* prefix of the LM head's names, or NULL: none (a text encoder) */
+    const bert_layout *layout;
+} bert_names;
+
+/* BLIP's retrieval heads (fusion/itm.h); every field a module. */
+typedef struct itm_names {
+    const char *vision_proj, *text_proj; /* ITC projections */
+    const char *itm_head;                /* [2, text hidden] */
+} itm_names;
+
+/* CLIPModel. */
+typedef struct clip_names {
+    vit_names vision;
+    clip_text_names text;
+    const char *logit_scale; /* tensor [] (a scalar; exponentiated at load) */
+} clip_names;
+
+/* BlipForConditionalGeneration (vision + text_decoder) and
+ * BlipForImageTextRetrieval (vision + text_encoder + itm). */
+typedef struct blip_names {
+    vit_names vision;
+    bert_names text_decoder;
+    bert_names text_encoder;
+    itm_names itm;
+    const char *retrieval_only; /* tensor only retrieval checkpoints have: tells the two apart without
+                                   "architectures" */
+} blip_names;
+
+extern const clip_names names_clip; /* weights/names_clip.c */
+extern const blip_names names_blip; /* weights/names_blip.c */
+
+#endif
