@@ -1,19 +1,43 @@
 /* fuzz_tokenizers.c — libFuzzer target: arbitrary bytes (invalid UTF-8
- * included) through both tokenizers, with the demo models' vocabularies;
- * the WordPiece ids are decoded back. */
+ * included) through the tokenizers, with the demo models' vocabularies (and,
+ * for GPT-2's BPE, the byte alphabet with a few merges); the WordPiece and
+ * GPT-2 ids are decoded back, and the bytes decoded as GPT-2 ids. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "text/bert_tokenizer.h"
+#include "text/bpe.h"
 #include "text/clip_tokenizer.h"
+#include "text/gpt2_tokenizer.h"
 
 static clip_tokenizer *clip;
 static bert_tokenizer *bert;
+static gpt2_tokenizer *gpt2;
+
+/* Ids 0-255 the bytes' stand-ins, then a few merged tokens and <|endoftext|>. */
+static gpt2_tokenizer *small_gpt2(void) {
+    bpe_alphabet alphabet;
+    bpe_alphabet_init(&alphabet);
+    cJSON *vocab = cJSON_CreateObject();
+    for (int byte = 0; byte < 256; byte++) cJSON_AddNumberToObject(vocab, alphabet.stand_in[byte], byte);
+    const char *merged[] = {"\xc4\xa0t", "he", "\xc4\xa0the", "<|endoftext|>"};
+    for (int i = 0; i < 4; i++) cJSON_AddNumberToObject(vocab, merged[i], 256 + i);
+    char *json = cJSON_PrintUnformatted(vocab);
+    const char *merges = "#version: 0.2\n\xc4\xa0 t\nh e\n\xc4\xa0t he\n";
+    gpt2_tokenizer *t = NULL;
+    if (!json || gpt2_tokenizer_create(json, strlen(json), merges, strlen(merges), NULL, &t)) abort();
+    cJSON_free(json);
+    cJSON_Delete(vocab);
+    return t;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!clip && clip_tokenizer_load(GLIMPSE_SOURCE_DIR "/models/demo-clip", &clip)) abort();
     if (!bert && bert_tokenizer_load(GLIMPSE_SOURCE_DIR "/models/demo-blip-caption", &bert)) abort();
+    if (!gpt2) gpt2 = small_gpt2();
     char *text = malloc(size + 1);
     if (!text) return 0;
     memcpy(text, data, size);
@@ -26,6 +50,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *decoded = NULL;
         if (bert_tokenizer_decode(bert, pieces, count < 256 ? count : 256, &decoded) == GLIMPSE_STATUS_OK) free(decoded);
     }
+    char *decoded = NULL;
+    if (gpt2_tokenizer_encode(gpt2, text, 1, pieces, 256, &count) == GLIMPSE_STATUS_OK &&
+        gpt2_tokenizer_decode(gpt2, pieces, count, 1, 1, &decoded, NULL) == GLIMPSE_STATUS_OK)
+        free(decoded);
+    int32_t as_ids[64];
+    size_t id_count = size / 4 < 64 ? size / 4 : 64;
+    memcpy(as_ids, data, id_count * 4);
+    for (size_t i = 0; i < id_count; i++) as_ids[i] %= 300; /* mostly known ids, some unknown or negative */
+    if (gpt2_tokenizer_decode(gpt2, as_ids, id_count, size % 2, 1, &decoded, NULL) == GLIMPSE_STATUS_OK) free(decoded);
     free(text);
     return 0;
 }

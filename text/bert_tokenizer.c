@@ -218,7 +218,7 @@ static int points_push(points *p, utf8proc_int32_t c) {
 /* Decodes UTF-8 (invalid bytes become U+FFFD, which clean-up drops). */
 static int decode_utf8(const char *text, size_t length, points *out) {
     for (size_t at = 0; at < length;)
-        if (!points_push(out, utf8_next(text, length, &at))) return 0;
+        if (!points_push(out, utf8_next_bytewise(text, length, &at))) return 0;
     return 1;
 }
 
@@ -297,7 +297,7 @@ static glimpse_status encode_plain(const bert_tokenizer *t, const char *text, si
     /* clean-up: drop NUL, U+FFFD and controls; whitespace to ' '; CJK set apart */
     for (size_t i = 0; !status && i < raw.count; i++) {
         utf8proc_int32_t c = raw.data[i];
-        if (c == 0 || c == UTF8_REPLACEMENT_CHARACTER || is_control(c)) continue;
+        if (c == 0 || c == UTF8_REPLACEMENT || is_control(c)) continue;
         int ok = 1;
         if (is_whitespace(c))
             ok = points_push(&clean, ' ');

@@ -153,7 +153,7 @@ static char *sanitize_utf8(const char *text) {
     if (!clean) return NULL;
     size_t at = 0, out = 0;
     while (at < length)
-        out += (size_t)utf8proc_encode_char(utf8_next(text, length, &at), (utf8proc_uint8_t *)clean + out);
+        out += (size_t)utf8proc_encode_char(utf8_next_bytewise(text, length, &at), (utf8proc_uint8_t *)clean + out);
     clean[out] = '\0';
     return clean;
 }
