@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
-          libstb-dev libcmocka-dev libutf8proc-dev libcjson-dev libsqlite3-dev binutils
+          libstb-dev libcmocka-dev libutf8proc-dev libcjson-dev libsqlite3-dev libsentencepiece-dev binutils
           libgfortran-12-dev      # libgfortran.so: a static link of OpenBLAS names -lgfortran (test_install)
           clang libclang-rt-14-dev)  # clang: the libFuzzer targets
 missing=()
