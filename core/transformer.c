@@ -135,24 +135,29 @@ static void feed_forward(float *x, const encoder_layer *layer, const encoder_sha
 
 /* The attention sub-layer's inputs: scratch->normed = LN1(x) and, for every
  * row, q | k | v in scratch->qkv. With separate projections the queries are
- * left out unless with_queries; a fused one makes all three. */
+ * left out unless with_queries; a fused one makes all three. A layer without
+ * norm1 (an attention-pooling head) projects x itself and leaves normed alone. */
 static void attention_inputs(const float *x, const encoder_layer *layer, const encoder_shape *shape, size_t rows,
                              int with_queries, const encoder_scratch *scratch, pool *threads) {
     size_t hidden = shape->hidden, qs = scratch->qkv_stride;
     float *qkv = scratch->qkv;
-    layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon, threads);
+    const float *source = x;
+    if (layer->norm1_weight) {
+        layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon,
+                       threads);
+        source = scratch->normed;
+    }
     if (layer->qkv_weight.data) {
-        kernel_project(qkv, qs, scratch->normed, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden,
-                       3 * hidden, 0, threads);
+        kernel_project(qkv, qs, source, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden, 3 * hidden, 0,
+                       threads);
         return;
     }
     if (with_queries)
-        kernel_project(qkv, qs, scratch->normed, hidden, &layer->q_weight, layer->q_bias, rows, hidden, hidden, 0,
-                       threads);
-    kernel_project(qkv + hidden, qs, scratch->normed, hidden, &layer->k_weight, layer->k_bias, rows, hidden, hidden, 0,
+        kernel_project(qkv, qs, source, hidden, &layer->q_weight, layer->q_bias, rows, hidden, hidden, 0, threads);
+    kernel_project(qkv + hidden, qs, source, hidden, &layer->k_weight, layer->k_bias, rows, hidden, hidden, 0,
                    threads);
-    kernel_project(qkv + 2 * hidden, qs, scratch->normed, hidden, &layer->v_weight, layer->v_bias, rows, hidden,
-                   hidden, 0, threads);
+    kernel_project(qkv + 2 * hidden, qs, source, hidden, &layer->v_weight, layer->v_bias, rows, hidden, hidden, 0,
+                   threads);
 }
 
 void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_shape *shape, const size_t *lengths,
@@ -218,4 +223,26 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
     feed_forward(kept, layer, shape, sequences, scratch, threads);
     for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
         memcpy(x + (start + pooled[s]) * hidden, kept + s * hidden, hidden * sizeof(float));
+}
+
+void encoder_attention_pool(float *out, const float *x, const encoder_layer *layer, const float *probe,
+                            const encoder_shape *shape, const size_t *lengths, size_t sequences,
+                            const encoder_scratch *scratch, pool *threads) {
+    size_t hidden = shape->hidden, rows = 0, qs = scratch->qkv_stride;
+    for (size_t s = 0; s < sequences; s++) rows += lengths[s];
+    size_t head_dim = hidden / shape->heads;
+    float scale = 1.0f / sqrtf((float)head_dim);
+
+    attention_inputs(x, layer, shape, rows, 0, scratch, threads); /* keys and values of every row, from x */
+    float *query = scratch->mlp; /* the probe's query, the same for every sequence; mlp is free until feed_forward */
+    kernel_project(query, hidden, probe, hidden, &layer->q_weight, layer->q_bias, 1, hidden, hidden, 0, threads);
+    for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++) {
+        const float *k = scratch->qkv + start * qs;
+        kernel_attention(scratch->context + s * hidden, hidden, query, hidden, k + hidden, k + 2 * hidden, qs, 1,
+                         lengths[s], shape->heads, head_dim, scale, KERNEL_MASK_NONE, scratch->scores, threads);
+    }
+    kernel_project(out, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, sequences, hidden,
+                   hidden, 0, threads);
+    feed_forward(out, layer, shape, sequences, scratch, threads); /* no residual around the attention: the probe is
+                                                                     not added back */
 }

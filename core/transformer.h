@@ -1,5 +1,6 @@
-/* transformer.h — the pre-LayerNorm encoder block shared by the CLIP text
- * tower and the CLIP and BLIP vision towers:
+/* transformer.h — the pre-LayerNorm encoder block shared by the CLIP and
+ * SigLIP text towers and the CLIP, BLIP and SigLIP vision towers (and
+ * SigLIP's attention-pooling head, the same block with a learned query):
  *     x = x + out_proj(attention(LN1(x)))
  *     x = x + fc2(act(fc1(LN2(x))))
  * Pure maths on weight pointers; which tensors fill them is weights/layers.c's
@@ -25,7 +26,7 @@ int activation_from_name(const char *name, activation *out);
 void activation_apply(activation act, float *x, size_t n);
 
 typedef struct encoder_layer {
-    const float *norm1_weight, *norm1_bias; /* [hidden] */
+    const float *norm1_weight, *norm1_bias; /* [hidden]; NULL in an attention-pooling head */
     /* Either separate projections [hidden, hidden] (CLIP) ... */
     kernel_weight q_weight, k_weight, v_weight;
     const float *q_bias, *k_bias, *v_bias;
@@ -77,6 +78,17 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
 void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const encoder_shape *shape,
                                   const size_t *lengths, const size_t *pooled, size_t sequences,
                                   const encoder_scratch *scratch, pool *threads);
+
+/* Attention pooling (SigLIP's vision head: torch.nn.MultiheadAttention whose
+ * one query is a learned probe[hidden]): for each sequence s of x,
+ *     a = out(attention(q(probe), k(rows of s), v(rows of s)))
+ *     out[s] = a + fc2(act(fc1(LN2(a))))
+ * with the layer's q, k, v, out, norm2, fc1 and fc2, and no LayerNorm before
+ * the attention (its norm1 is NULL: keys and values come from x as it is).
+ * out [sequences, hidden]; x is only read. */
+void encoder_attention_pool(float *out, const float *x, const encoder_layer *layer, const float *probe,
+                            const encoder_shape *shape, const size_t *lengths, size_t sequences,
+                            const encoder_scratch *scratch, pool *threads);
 
 /* What a tower's caller reads afterwards: every row's last hidden state, or
  * only the pooled rows (the last layer then runs encoder_layer_forward_pooled:

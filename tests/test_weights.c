@@ -268,6 +268,48 @@ static void test_encoder_layers_by_names(void **state) {
     free(folder);
 }
 
+/* SigLIP's attention-pooling head: q, k and v are row views of one stacked in_proj_weight. */
+static void test_attention_pool_by_names(void **state) {
+    (void)state;
+    char *folder = temp_folder();
+    const char *names[] = {"head.probe", "head.attention.in_proj_weight", "head.attention.in_proj_bias",
+                           "head.attention.out_proj.weight", "head.attention.out_proj.bias", "head.layernorm.weight",
+                           "head.layernorm.bias", "head.mlp.fc1.weight", "head.mlp.fc1.bias", "head.mlp.fc2.weight",
+                           "head.mlp.fc2.bias"};
+    const char *shapes[] = {"[1,1,2]", "[6,2]", "[6]", "[2,2]", "[2]", "[2]", "[2]", "[3,2]", "[3]", "[2,3]", "[2]"};
+    const size_t values[] = {2, 12, 6, 4, 2, 2, 2, 6, 3, 6, 2};
+    write_numbered_tensors(folder, names, shapes, values, 11);
+    weight_store *store;
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_OK);
+    attention_pool_names layout = {.probe = "probe", .in_proj_weight = "attention.in_proj_weight",
+                                   .in_proj_bias = "attention.in_proj_bias", .out_proj = "attention.out_proj",
+                                   .norm = "layernorm", .fc1 = "mlp.fc1", .fc2 = "mlp.fc2"};
+    encoder_layer head;
+    const float *probe;
+    assert_int_equal(layers_load_attention_pool(store, &layout, "head", 2, 3, &head, &probe), GLIMPSE_STATUS_OK);
+    assert_float_equal(probe[1], 1, 0);
+    const float *in_proj = head.q_weight.data;
+    assert_float_equal(in_proj[11], 2, 0);
+    assert_ptr_equal(head.k_weight.data, in_proj + 4); /* rows 2-3 of [q; k; v] */
+    assert_ptr_equal(head.v_weight.data, in_proj + 8);
+    assert_ptr_equal(head.k_bias, head.q_bias + 2);
+    assert_ptr_equal(head.v_bias, head.q_bias + 4);
+    assert_float_equal(head.v_bias[1], 3, 0);
+    assert_float_equal(((const float *)head.out_weight.data)[3], 4, 0);
+    assert_float_equal(head.norm2_bias[1], 7, 0);
+    assert_float_equal(((const float *)head.fc1_weight.data)[5], 8, 0);
+    assert_float_equal(head.fc2_bias[1], 11, 0);
+    assert_null(head.norm1_weight); /* the keys and values are the states as they come */
+    assert_null(head.qkv_weight.data);
+    assert_int_equal(weight_store_parameters(store), 47);
+    layout.fc2 = "mlp.fc3";
+    assert_int_equal(layers_load_attention_pool(store, &layout, "head", 2, 3, &head, &probe),
+                     GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(glimpse_last_error(), "no tensor 'head.mlp.fc3.weight'"));
+    weight_store_free(store);
+    free(folder);
+}
+
 static void test_sharded_store(void **state) {
     (void)state;
     char *folder = temp_folder();
@@ -385,6 +427,7 @@ int main(void) {
         cmocka_unit_test(test_sharded_store),     cmocka_unit_test(test_config_fields),
         cmocka_unit_test(test_hub_cache_resolution),
         cmocka_unit_test(test_encoder_layers_by_names),
+        cmocka_unit_test(test_attention_pool_by_names),
     };
     return cmocka_run_group_tests_name("weights", tests, NULL, NULL);
 }

@@ -141,3 +141,33 @@ glimpse_status layers_load_encoder_stack(weight_store *store, const encoder_laye
     *out = layers;
     return GLIMPSE_STATUS_OK;
 }
+
+glimpse_status layers_load_attention_pool(weight_store *store, const attention_pool_names *names, const char *head,
+                                          size_t hidden, size_t intermediate, encoder_layer *out,
+                                          const float **probe) {
+    *out = (encoder_layer){0};
+    char name[LAYERS_NAME_CAPACITY];
+    size_t probe_shape[3] = {1, 1, hidden}, bias_shape[1] = {3 * hidden};
+    kernel_weight in_proj;
+    const float *in_bias = NULL;
+    glimpse_status status = layers_name(name, "%s.%s", head, names->probe);
+    if (!status) status = weight_store_get(store, probe, 3, probe_shape, name);
+    if (!status) status = layers_name(name, "%s.%s", head, names->in_proj_weight);
+    if (!status) status = weight_store_get_matrix(store, &in_proj, 3 * hidden, hidden, name);
+    if (!status) status = layers_name(name, "%s.%s", head, names->in_proj_bias);
+    if (!status) status = weight_store_get(store, &in_bias, 1, bias_shape, name);
+    if (status) return status;
+    kernel_weight *parts[3] = {&out->q_weight, &out->k_weight, &out->v_weight};
+    const float **biases[3] = {&out->q_bias, &out->k_bias, &out->v_bias};
+    size_t part_bytes = hidden * hidden * weight_type_bytes(in_proj.type);
+    for (size_t i = 0; i < 3; i++) {
+        *parts[i] = (kernel_weight){.data = (const char *)in_proj.data + i * part_bytes, .type = in_proj.type};
+        *biases[i] = in_bias + i * hidden;
+    }
+    const norm_slot norm[] = {{names->norm, &out->norm2_weight, &out->norm2_bias}};
+    const projection_slot projections[] = {{names->out_proj, hidden, hidden, &out->out_weight, &out->out_bias},
+                                           {names->fc1, intermediate, hidden, &out->fc1_weight, &out->fc1_bias},
+                                           {names->fc2, hidden, intermediate, &out->fc2_weight, &out->fc2_bias}};
+    status = layers_load_norms(store, head, hidden, norm, 1);
+    return status ? status : layers_load_projections(store, head, projections, 3);
+}

@@ -48,6 +48,20 @@ typedef struct encoder_layer_names {
     const char *fc1, *fc2;  /* [intermediate, hidden], [hidden, intermediate] */
 } encoder_layer_names;
 
+/* The parameter names of an attention-pooling head (SigLIP's
+ * SiglipMultiheadAttentionPoolingHead), relative to the head: a learned
+ * query, a torch.nn.MultiheadAttention (its q; k; v stacked in one
+ * in_proj_weight, without the module's .weight/.bias pattern), then a
+ * LayerNorm and an MLP as in an encoder layer. */
+typedef struct attention_pool_names {
+    const char *probe;          /* tensor [1, 1, hidden] */
+    const char *in_proj_weight; /* tensor [3·hidden, hidden]: q, k, v rows */
+    const char *in_proj_bias;   /* tensor [3·hidden] */
+    const char *out_proj;       /* module [hidden, hidden] */
+    const char *norm;           /* LayerNorm before the MLP */
+    const char *fc1, *fc2;      /* [intermediate, hidden], [hidden, intermediate] */
+} attention_pool_names;
+
 /* Where a linear layer PARENT.MODULE goes: its size and the fields its
  * weight and bias fill. A NULL module is skipped (a layout without it). */
 typedef struct projection_slot {
@@ -77,6 +91,14 @@ glimpse_status layers_load_encoder(weight_store *store, const encoder_layer_name
  * "text_model.encoder.layers") into a new array *out the caller frees. */
 glimpse_status layers_load_encoder_stack(weight_store *store, const encoder_layer_names *names, const char *stack,
                                          size_t count, size_t hidden, size_t intermediate, encoder_layer **out);
+
+/* An attention-pooling head named `head` ("vision_model.head") into an
+ * encoder_layer core's encoder_attention_pool runs: q, k and v are views of
+ * the rows of in_proj_weight (so they keep its stored type), out, norm2, fc1
+ * and fc2 the rest; norm1 stays NULL. *probe [hidden] is the learned query. */
+glimpse_status layers_load_attention_pool(weight_store *store, const attention_pool_names *names, const char *head,
+                                          size_t hidden, size_t intermediate, encoder_layer *out,
+                                          const float **probe);
 
 /* A LayerNorm's weight and bias, MODULE.weight / MODULE.bias, both [dim]. */
 glimpse_status layers_load_norm(weight_store *store, const char *module, size_t dim, const float **weight,
