@@ -170,7 +170,7 @@ glimpse_status glimpse_score(const glimpse_model *model, const float *image_embe
     if (model->kind != GLIMPSE_MODEL_KIND_CLIP)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_score needs a CLIP model");
     retrieval_logits(logits, image_embeddings, image_count, text_embeddings, text_count,
-                     glimpse_model_embedding_dim(model), model->logit_scale);
+                     glimpse_model_embedding_dim(model), model->logit_scale, 0.0f);
     return GLIMPSE_STATUS_OK;
 }
 

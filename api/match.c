@@ -93,7 +93,7 @@ glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images,
             if (mode == GLIMPSE_MATCH_MODE_ITC) {
                 vit_pooled(&model->vision, ctx->vision, b, ctx->image_tokens);
                 itm_image_feature(&model->itm, ctx->image_tokens, image_feature);
-                retrieval_logits(row, image_feature, 1, text_features, text_count, shared, 1.0f); /* cosines */
+                retrieval_logits(row, image_feature, 1, text_features, text_count, shared, 1.0f, 0.0f); /* cosine */
                 continue;
             }
             vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);

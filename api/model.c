@@ -91,7 +91,8 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
     }
     if (params->load_text) {
         clip_text_config config;
-        if ((status = clip_text_config_read(text_json, "config.json: text_config", projection_dim, &config)))
+        if ((status = clip_text_config_read(text_json, "config.json: text_config", CLIP_TEXT_VARIANT_CLIP,
+                                            projection_dim, &config)))
             return status;
         if ((status = clip_text_model_load(&model->text, &config, &names_clip.text, model->store))) return status;
         model->has_text = 1;

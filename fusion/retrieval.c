@@ -1,11 +1,17 @@
 /* retrieval.c — similarity scores between embeddings. */
 #include "fusion/retrieval.h"
 
+#include <math.h>
+
 #include "core/kernels.h"
 
 void retrieval_logits(float *logits, const float *images, size_t image_count, const float *texts, size_t text_count,
-                      size_t dim, float scale) {
+                      size_t dim, float scale, float bias) {
     /* logits = images · textsᵀ, as a linear layer whose weight is the texts. */
     kernel_linear(logits, text_count, images, dim, texts, NULL, image_count, dim, text_count, NULL);
-    for (size_t i = 0; i < image_count * text_count; i++) logits[i] *= scale;
+    for (size_t i = 0; i < image_count * text_count; i++) logits[i] = logits[i] * scale + bias;
+}
+
+void retrieval_sigmoid(float *probabilities, const float *logits, size_t count) {
+    for (size_t i = 0; i < count; i++) probabilities[i] = 1.0f / (1.0f + expf(-logits[i]));
 }

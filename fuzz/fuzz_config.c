@@ -20,7 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     preprocess_config p = preprocess_default_clip(224);
     vit_config_read(vision ? vision : json, "fuzz", VIT_VARIANT_CLIP, &v);
     vit_config_read(vision ? vision : json, "fuzz", VIT_VARIANT_BLIP, &v);
-    clip_text_config_read(text ? text : json, "fuzz", 512, &t);
+    vit_config_read(vision ? vision : json, "fuzz", VIT_VARIANT_SIGLIP, &v);
+    clip_text_config_read(text ? text : json, "fuzz", CLIP_TEXT_VARIANT_CLIP, 512, &t);
+    clip_text_config_read(text ? text : json, "fuzz", CLIP_TEXT_VARIANT_SIGLIP, 512, &t);
     bert_config_read(text ? text : json, "fuzz", 768, &b);
     preprocess_config_read(json, "fuzz", 0, &p);
     preprocess_config_read(json, "fuzz", 1, &p);

@@ -1,4 +1,4 @@
-/* clip_text.c — CLIP's text tower: loading by its names table
+/* clip_text.c — CLIP's and SigLIP's text tower: loading by a names table
  * (weights/names.h), the forward pass over packed sequences. */
 #include "text/clip_text.h"
 
@@ -9,25 +9,32 @@
 #include "core/error.h"
 #include "weights/layers.h"
 
-glimpse_status clip_text_config_read(const cJSON *json, const char *where, int projection_dim,
-                                     clip_text_config *config) {
+glimpse_status clip_text_config_read(const cJSON *json, const char *where, clip_text_variant variant,
+                                     int projection_dim, clip_text_config *config) {
     glimpse_status status;
     *config = (clip_text_config){0};
+    config->variant = variant;
     config->projection_dim = projection_dim;
-    layer_sizes sizes = {512, 12, 8, 2048, 1e-5f, ACTIVATION_QUICK_GELU, "quick_gelu"};
+    /* Defaults are transformers' CLIPTextConfig / SiglipTextConfig ones, used
+     * when a published config leaves a field out (SigLIP's leave out most). */
+    int siglip = variant == CLIP_TEXT_VARIANT_SIGLIP;
+    layer_sizes sizes = siglip ? (layer_sizes){768, 12, 12, 3072, 1e-6f, ACTIVATION_GELU_TANH, "gelu_pytorch_tanh"}
+                               : (layer_sizes){512, 12, 8, 2048, 1e-5f, ACTIVATION_QUICK_GELU, "quick_gelu"};
     if ((status = layers_read_sizes(json, where, &sizes))) return status;
     config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
     config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
     config->act = sizes.act, config->act_name = sizes.act_name;
-    if ((status = config_int_or(json, where, "max_position_embeddings", 2, CONFIG_MAX_POSITIONS, 77,
+    if ((status = config_int_or(json, where, "max_position_embeddings", 2, CONFIG_MAX_POSITIONS, siglip ? 64 : 77,
                                 &config->max_positions)))
         return status;
-    if ((status = config_int_or(json, where, "vocab_size", 1, CONFIG_MAX_VOCABULARY, 49408, &config->vocab_size)))
+    if ((status = config_int_or(json, where, "vocab_size", 1, CONFIG_MAX_VOCABULARY, siglip ? 32000 : 49408,
+                                &config->vocab_size)))
         return status;
-    if ((status = config_int_or(json, where, "eos_token_id", 0, CONFIG_MAX_VOCABULARY, CLIP_LEGACY_EOS_TOKEN_ID,
-                                &config->eos_token_id)))
-        return status;
-    return GLIMPSE_STATUS_OK;
+    if (siglip) /* transformers after 4.37 name the head's size; before, it is hidden_size */
+        return config_int_or(json, where, "projection_size", 1, CONFIG_MAX_PROJECTION, config->hidden_size,
+                             &config->projection_dim);
+    return config_int_or(json, where, "eos_token_id", 0, CONFIG_MAX_VOCABULARY, CLIP_LEGACY_EOS_TOKEN_ID,
+                         &config->eos_token_id);
 }
 
 glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config,
@@ -45,7 +52,7 @@ glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_conf
         status = layers_load_norm(store, names->final_norm, hidden, &w->final_norm_weight, &w->final_norm_bias);
     if (!status)
         status = layers_load_linear(store, names->projection, (size_t)config->projection_dim, hidden, &w->projection,
-                                    NULL);
+                                    config->variant == CLIP_TEXT_VARIANT_SIGLIP ? &w->projection_bias : NULL);
     if (!status)
         status = layers_load_encoder_stack(store, names->layer, names->layers, (size_t)config->layers, hidden,
                                            (size_t)config->intermediate_size, &w->layers);
@@ -60,7 +67,7 @@ void clip_text_model_free(clip_text_model *model) {
 static encoder_shape shape_of(const clip_text_model *model) {
     const clip_text_config *c = &model->config;
     encoder_shape shape = {(size_t)c->hidden_size, (size_t)c->heads, (size_t)c->intermediate_size, c->layer_norm_eps,
-                           c->act, KERNEL_MASK_CAUSAL};
+                           c->act, c->variant == CLIP_TEXT_VARIANT_SIGLIP ? KERNEL_MASK_NONE : KERNEL_MASK_CAUSAL};
     return shape;
 }
 
@@ -143,6 +150,7 @@ glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *
 
 size_t clip_text_pool_index(const clip_text_model *model, const int32_t *ids, size_t length) {
     size_t best = 0;
+    if (model->config.variant == CLIP_TEXT_VARIANT_SIGLIP) return length - 1;
     if (model->config.eos_token_id == CLIP_LEGACY_EOS_TOKEN_ID) { /* argmax of the ids, first on ties */
         for (size_t i = 1; i < length; i++)
             if (ids[i] > ids[best]) best = i;
@@ -153,10 +161,16 @@ size_t clip_text_pool_index(const clip_text_model *model, const int32_t *ids, si
     return length - 1;
 }
 
-void clip_text_embed(const clip_text_model *model, const clip_text_state *state, size_t first, const int32_t *ids,
-                     size_t length, float *out) {
+void clip_text_pooled(const clip_text_model *model, const clip_text_state *state, size_t first, const int32_t *ids,
+                      size_t length, float *out) {
     size_t hidden = (size_t)model->config.hidden_size, dim = (size_t)model->config.projection_dim;
     const float *pooled = state->hidden + (first + clip_text_pool_index(model, ids, length)) * hidden;
-    kernel_linear(out, dim, pooled, hidden, model->weights.projection, NULL, 1, hidden, dim, NULL);
-    kernel_l2_normalize(out, dim);
+    kernel_linear(out, dim, pooled, hidden, model->weights.projection, model->weights.projection_bias, 1, hidden, dim,
+                  NULL);
+}
+
+void clip_text_embed(const clip_text_model *model, const clip_text_state *state, size_t first, const int32_t *ids,
+                     size_t length, float *out) {
+    clip_text_pooled(model, state, first, ids, length, out);
+    kernel_l2_normalize(out, (size_t)model->config.projection_dim);
 }

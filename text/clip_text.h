@@ -1,7 +1,10 @@
-/* clip_text.h — CLIP's text transformer: token and position embeddings,
- * pre-LN encoder layers with a causal mask, the final LayerNorm, pooling at
- * the end-of-text token and the text projection. Config, weights and run
- * state apart, as in vision/vit.h. Token ids come from clip_tokenizer. */
+/* clip_text.h — CLIP's text transformer, and SigLIP's (the same tower as a
+ * variant): token and position embeddings, pre-LN encoder layers with a
+ * causal mask (SigLIP: none, every position sees all 64), the final
+ * LayerNorm, pooling at the end-of-text token (SigLIP: the last position)
+ * and the text projection (SigLIP: its `head`, with a bias). Config, weights
+ * and run state apart, as in vision/vit.h. Token ids come from
+ * clip_tokenizer or siglip_tokenizer. */
 #ifndef GLIMPSE_TEXT_CLIP_TEXT_H
 #define GLIMPSE_TEXT_CLIP_TEXT_H
 
@@ -16,10 +19,16 @@
  * 49407): pooling then takes the largest id, the rule of the original code. */
 #define CLIP_LEGACY_EOS_TOKEN_ID 2
 
+typedef enum clip_text_variant {
+    CLIP_TEXT_VARIANT_CLIP = 0,  /* causal mask, pooled at the end token, projection without bias */
+    CLIP_TEXT_VARIANT_SIGLIP = 1 /* no mask, pooled at the last position, `head` with a bias */
+} clip_text_variant;
+
 typedef struct clip_text_config {
+    clip_text_variant variant;
     int hidden_size, layers, heads, intermediate_size;
     int max_positions, vocab_size, projection_dim;
-    int eos_token_id; /* from config.json; CLIP_LEGACY_EOS_TOKEN_ID means "pool at the largest id" */
+    int eos_token_id; /* from config.json; CLIP_LEGACY_EOS_TOKEN_ID means "pool at the largest id" (CLIP only) */
     float layer_norm_eps;
     activation act;
     const char *act_name;
@@ -31,6 +40,7 @@ typedef struct clip_text_weights {
     encoder_layer *layers;           /* [layers] */
     const float *final_norm_weight, *final_norm_bias; /* [hidden] */
     const float *projection;                          /* [projection_dim, hidden] */
+    const float *projection_bias;                     /* [projection_dim] (SigLIP) or NULL */
 } clip_text_weights;
 
 typedef struct clip_text_model {
@@ -38,9 +48,13 @@ typedef struct clip_text_model {
     clip_text_weights weights;
 } clip_text_model;
 
-glimpse_status clip_text_config_read(const cJSON *json, const char *where, int projection_dim,
-                                     clip_text_config *config);
-/* Fills the weights from the tensors `names` gives (names_clip.text). Caller
+/* Reads text_config (object `json`, named `where` in errors) over the
+ * variant's defaults (CLIPTextConfig's, SiglipTextConfig's). projection_dim:
+ * CLIP's, from the top level of config.json; SigLIP ignores it (its head
+ * maps to text_config's projection_size, by default hidden_size). */
+glimpse_status clip_text_config_read(const cJSON *json, const char *where, clip_text_variant variant,
+                                     int projection_dim, clip_text_config *config);
+/* Fills the weights from the tensors `names` gives (names_clip.text, names_siglip.text). Caller
  * frees with clip_text_model_free (the tensors stay owned by the store). */
 glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config,
                                     const clip_text_names *names, weight_store *store);
@@ -68,11 +82,14 @@ void clip_text_state_free(clip_text_state *state);
 glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *state, const int32_t *ids,
                                  const size_t *lengths, size_t sequences, encoder_output output, pool *threads);
 
-/* The position pooled for a sequence (first end token, or the legacy argmax). */
+/* The position pooled for a sequence (first end token, or the legacy argmax; SigLIP: the last). */
 size_t clip_text_pool_index(const clip_text_model *model, const int32_t *ids, size_t length);
 
-/* out[projection_dim]: projected, L2-normalised embedding of the sequence
- * whose rows start at row `first` (after clip_text_forward). */
+/* out[projection_dim]: the projected pooled row of the sequence whose rows
+ * start at row `first` (after clip_text_forward): SigLIP's pooler_output. */
+void clip_text_pooled(const clip_text_model *model, const clip_text_state *state, size_t first, const int32_t *ids,
+                      size_t length, float *out);
+/* out[projection_dim]: the same L2-normalised, the text embedding (text_embeds). */
 void clip_text_embed(const clip_text_model *model, const clip_text_state *state, size_t first, const int32_t *ids,
                      size_t length, float *out);
 

@@ -28,6 +28,12 @@ preprocess_config preprocess_default_blip(int image_size) {
     return config;
 }
 
+preprocess_config preprocess_default_siglip(int image_size) {
+    preprocess_config config = preprocess_default_blip(image_size);
+    for (int c = 0; c < 3; c++) config.mean[c] = config.std[c] = 0.5f;
+    return config;
+}
+
 static int json_flag(const cJSON *json, const char *key, int fallback) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, key);
     if (cJSON_IsBool(item)) return cJSON_IsTrue(item);

@@ -1,8 +1,8 @@
 /* preprocess.h — turning an RGB image into a model's pixel_values exactly as
- * transformers' CLIPImageProcessor and BlipImageProcessor do: resize
- * (shortest edge, or a fixed size), centre crop (padding with zeros when the
- * image is smaller), rescale, normalise, channels first. Reads the settings
- * from preprocessor_config.json. */
+ * transformers' CLIPImageProcessor, BlipImageProcessor and
+ * SiglipImageProcessor do: resize (shortest edge, or a fixed size), centre
+ * crop (padding with zeros when the image is smaller), rescale, normalise,
+ * channels first. Reads the settings from preprocessor_config.json. */
 #ifndef GLIMPSE_VISION_PREPROCESS_H
 #define GLIMPSE_VISION_PREPROCESS_H
 
@@ -27,6 +27,8 @@ typedef struct preprocess_config {
 preprocess_config preprocess_default_clip(int image_size);
 /* BLIP-style defaults: fixed square resize, no crop. */
 preprocess_config preprocess_default_blip(int image_size);
+/* SiglipImageProcessor's: BLIP's with mean and std 0.5. */
+preprocess_config preprocess_default_siglip(int image_size);
 
 /* Reads preprocessor_config.json (already parsed) over defaults.
  * square_default: how a bare integer "size" is read — as a square (BLIP) or

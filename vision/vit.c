@@ -1,5 +1,5 @@
-/* vit.c — the ViT of CLIP and BLIP vision towers: loading by a names table
- * (weights/names.h), the forward pass. */
+/* vit.c — the ViT of CLIP, BLIP and SigLIP vision towers: loading by a names
+ * table (weights/names.h), the forward pass, the pooled outputs. */
 #include "vision/vit.h"
 
 #include <stdlib.h>
@@ -9,28 +9,39 @@
 #include "core/error.h"
 #include "weights/layers.h"
 
+/* transformers' CLIPVisionConfig, BlipVisionConfig and SiglipVisionConfig
+ * defaults (by vit_variant), used when a published config leaves a field out:
+ * SigLIP's are written as a difference from them. */
+static const struct vit_defaults {
+    layer_sizes sizes;
+    int image_size, patch_size;
+} vit_defaults[] = {
+    [VIT_VARIANT_CLIP] = {{768, 12, 12, 3072, 1e-5f, ACTIVATION_QUICK_GELU, "quick_gelu"}, 224, 32},
+    [VIT_VARIANT_BLIP] = {{768, 12, 12, 3072, 1e-5f, ACTIVATION_GELU, "gelu"}, 384, 16},
+    [VIT_VARIANT_SIGLIP] = {{768, 12, 12, 3072, 1e-6f, ACTIVATION_GELU_TANH, "gelu_pytorch_tanh"}, 224, 16},
+};
+
 glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant variant, vit_config *config) {
     glimpse_status status;
     *config = (vit_config){0};
     config->variant = variant;
-    /* Defaults are transformers' CLIPVisionConfig / BlipVisionConfig ones,
-     * used when a published config leaves a field out. */
-    int clip = variant == VIT_VARIANT_CLIP;
-    layer_sizes sizes = {768, 12, 12, 3072, 1e-5f, ACTIVATION_GELU, clip ? "quick_gelu" : "gelu"};
+    const struct vit_defaults *defaults = &vit_defaults[variant];
+    layer_sizes sizes = defaults->sizes;
     if ((status = layers_read_sizes(json, where, &sizes))) return status;
     config->hidden_size = sizes.hidden_size, config->layers = sizes.layers, config->heads = sizes.heads;
     config->intermediate_size = sizes.intermediate_size, config->layer_norm_eps = sizes.layer_norm_eps;
     config->act = sizes.act, config->act_name = sizes.act_name;
-    if ((status = config_int_or(json, where, "image_size", 1, CONFIG_MAX_IMAGE_SIZE, clip ? 224 : 384,
+    if ((status = config_int_or(json, where, "image_size", 1, CONFIG_MAX_IMAGE_SIZE, defaults->image_size,
                                 &config->image_size)))
         return status;
-    if ((status = config_int_or(json, where, "patch_size", 1, CONFIG_MAX_IMAGE_SIZE, clip ? 32 : 16,
+    if ((status = config_int_or(json, where, "patch_size", 1, CONFIG_MAX_IMAGE_SIZE, defaults->patch_size,
                                 &config->patch_size)))
         return status;
     if ((status = config_int_or(json, where, "num_channels", 3, 3, 3, &config->channels))) return status;
-    if (clip && (status = config_int_or(json, where, "projection_dim", 1, CONFIG_MAX_PROJECTION, 512,
-                                        &config->projection_dim)))
+    if (variant == VIT_VARIANT_CLIP && (status = config_int_or(json, where, "projection_dim", 1,
+                                                               CONFIG_MAX_PROJECTION, 512, &config->projection_dim)))
         return status;
+    if (variant == VIT_VARIANT_SIGLIP) config->projection_dim = config->hidden_size; /* the head's, unprojected */
     if (config->image_size % config->patch_size != 0)
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: image_size %d is not a multiple of patch_size %d", where,
                          config->image_size, config->patch_size);
@@ -43,27 +54,30 @@ glimpse_status vit_model_load(vit_model *model, const vit_config *config, const 
     model->config = *config;
     size_t hidden = (size_t)config->hidden_size, patch = (size_t)config->patch_size;
     model->patches_per_side = (size_t)(config->image_size / config->patch_size);
-    model->tokens = model->patches_per_side * model->patches_per_side + 1;
+    model->tokens = model->patches_per_side * model->patches_per_side + (names->class_embedding ? 1 : 0);
     vit_weights *w = &model->weights;
-    int clip = config->variant == VIT_VARIANT_CLIP;
+    int blip = config->variant == VIT_VARIANT_BLIP;
     size_t patch_shape[4] = {hidden, (size_t)config->channels, patch, patch}, bias_shape[1] = {hidden};
-    /* BLIP's class and position embeddings; CLIP's are the same without the leading 1s */
+    /* BLIP's class and position embeddings; CLIP's and SigLIP's are the same without the leading 1s */
     size_t class_shape[3] = {1, 1, hidden}, position_shape[3] = {1, model->tokens, hidden};
     glimpse_status status = weight_store_get(store, &w->patch_weight, 4, patch_shape, names->patch_weight);
     if (!status && names->patch_bias)
         status = weight_store_get(store, &w->patch_bias, 1, bias_shape, names->patch_bias);
-    if (!status)
-        status = weight_store_get(store, &w->class_embedding, clip ? 1 : 3, clip ? class_shape + 2 : class_shape,
+    if (!status && names->class_embedding)
+        status = weight_store_get(store, &w->class_embedding, blip ? 3 : 1, blip ? class_shape : class_shape + 2,
                                   names->class_embedding);
     if (!status)
-        status = weight_store_get(store, &w->position_embedding, clip ? 2 : 3,
-                                  clip ? position_shape + 1 : position_shape, names->position_embedding);
+        status = weight_store_get(store, &w->position_embedding, blip ? 3 : 2,
+                                  blip ? position_shape : position_shape + 1, names->position_embedding);
     if (!status && names->pre_norm)
         status = layers_load_norm(store, names->pre_norm, hidden, &w->pre_norm_weight, &w->pre_norm_bias);
     if (!status && names->projection)
         status = layers_load_linear(store, names->projection, (size_t)config->projection_dim, hidden, &w->projection,
                                     NULL);
     if (!status) status = layers_load_norm(store, names->post_norm, hidden, &w->post_norm_weight, &w->post_norm_bias);
+    if (!status && names->head)
+        status = layers_load_attention_pool(store, names->head_names, names->head, hidden,
+                                            (size_t)config->intermediate_size, &w->head, &w->head_probe);
     if (!status)
         status = layers_load_encoder_stack(store, names->layer, names->layers, (size_t)config->layers, hidden,
                                            (size_t)config->intermediate_size, &w->layers);
@@ -84,7 +98,9 @@ static encoder_shape shape_of(const vit_model *model) {
 
 glimpse_status vit_model_quantize(vit_model *model, q8_set *set) {
     encoder_shape shape = shape_of(model);
-    return encoder_layers_quantize(model->weights.layers, (size_t)model->config.layers, &shape, set);
+    glimpse_status status = encoder_layers_quantize(model->weights.layers, (size_t)model->config.layers, &shape, set);
+    if (!status && model->weights.head_probe) status = encoder_layers_quantize(&model->weights.head, 1, &shape, set);
+    return status;
 }
 
 glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_state **out) {
@@ -94,13 +110,16 @@ glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_st
     encoder_shape shape = shape_of(model);
     size_t rows = max_batch * model->tokens, patch = (size_t)model->config.patch_size;
     size_t patch_values = (size_t)model->config.channels * patch * patch;
+    size_t patches = model->patches_per_side * model->patches_per_side;
     state->max_batch = max_batch;
     state->hidden = malloc(rows * shape.hidden * sizeof(float));
-    state->patches = malloc(max_batch * (model->tokens - 1) * patch_values * sizeof(float));
+    state->patches = malloc(max_batch * patches * patch_values * sizeof(float));
+    if (model->weights.head_probe) state->pooled = malloc(max_batch * shape.hidden * sizeof(float));
     state->memory = malloc(encoder_scratch_floats(&shape, rows, model->tokens) * sizeof(float));
     state->lengths = malloc(max_batch * sizeof(size_t));
     state->class_rows = calloc(max_batch, sizeof(size_t)); /* the class token is each image's row 0 */
-    if (!state->hidden || !state->patches || !state->memory || !state->lengths || !state->class_rows) {
+    if (!state->hidden || !state->patches || !state->memory || !state->lengths || !state->class_rows ||
+        (model->weights.head_probe && !state->pooled)) {
         vit_state_free(state);
         return ERROR_OOM();
     }
@@ -112,6 +131,7 @@ glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_st
 void vit_state_free(vit_state *state) {
     if (!state) return;
     free(state->hidden);
+    free(state->pooled);
     free(state->patches);
     free(state->memory);
     free(state->lengths);
@@ -142,11 +162,13 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
     float *embedded = state->scratch.context; /* [batch · patches, hidden], free until the first layer */
     kernel_linear(embedded, hidden, state->patches, patch_values, w->patch_weight, w->patch_bias, batch * patches,
                   patch_values, hidden, threads);
+    size_t first = w->class_embedding ? 1 : 0; /* the class token, if any, is each image's row 0 */
     for (size_t b = 0; b < batch; b++) {
         float *x = state->hidden + b * tokens * hidden;
-        for (size_t i = 0; i < hidden; i++) x[i] = w->class_embedding[i] + w->position_embedding[i];
-        for (size_t t = 1; t < tokens; t++) {
-            const float *p = embedded + (b * patches + t - 1) * hidden;
+        if (first)
+            for (size_t i = 0; i < hidden; i++) x[i] = w->class_embedding[i] + w->position_embedding[i];
+        for (size_t t = first; t < tokens; t++) {
+            const float *p = embedded + (b * patches + t - first) * hidden;
             const float *position = w->position_embedding + t * hidden;
             for (size_t i = 0; i < hidden; i++) x[t * hidden + i] = p[i] + position[i];
         }
@@ -156,31 +178,47 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
         kernel_layernorm(state->hidden, state->hidden, w->pre_norm_weight, w->pre_norm_bias, batch * tokens, hidden,
                          c->layer_norm_eps);
     encoder_shape shape = shape_of(model);
-    int full_layers = output == ENCODER_OUTPUT_POOLED_ROWS ? c->layers - 1 : c->layers;
+    /* the head attends to every token: no class row to take alone */
+    int full_layers = output == ENCODER_OUTPUT_POOLED_ROWS && !w->head_probe ? c->layers - 1 : c->layers;
     for (int l = 0; l < full_layers; l++)
         encoder_layer_forward(state->hidden, &w->layers[l], &shape, state->lengths, batch, &state->scratch, threads);
     if (full_layers < c->layers)
         encoder_layer_forward_pooled(state->hidden, &w->layers[full_layers], &shape, state->lengths, state->class_rows,
                                      batch, &state->scratch, threads);
+    if (w->head_probe) {
+        kernel_layernorm(state->hidden, state->hidden, w->post_norm_weight, w->post_norm_bias, batch * tokens, hidden,
+                         c->layer_norm_eps);
+        encoder_attention_pool(state->pooled, state->hidden, &w->head, w->head_probe, &shape, state->lengths, batch,
+                               &state->scratch, threads);
+    }
 }
 
 void vit_post_norm_all(const vit_model *model, const vit_state *state, size_t b, float *out) {
     size_t hidden = (size_t)model->config.hidden_size;
-    kernel_layernorm(out, state->hidden + b * model->tokens * hidden, model->weights.post_norm_weight,
-                     model->weights.post_norm_bias, model->tokens, hidden, model->config.layer_norm_eps);
+    const float *tokens = state->hidden + b * model->tokens * hidden;
+    if (model->weights.head_probe) { /* vit_forward applied it already */
+        memcpy(out, tokens, model->tokens * hidden * sizeof(float));
+        return;
+    }
+    kernel_layernorm(out, tokens, model->weights.post_norm_weight, model->weights.post_norm_bias, model->tokens,
+                     hidden, model->config.layer_norm_eps);
 }
 
 void vit_pooled(const vit_model *model, const vit_state *state, size_t b, float *out) {
     size_t hidden = (size_t)model->config.hidden_size;
+    if (model->weights.head_probe) {
+        memcpy(out, state->pooled + b * hidden, hidden * sizeof(float));
+        return;
+    }
     kernel_layernorm(out, state->hidden + b * model->tokens * hidden, model->weights.post_norm_weight,
                      model->weights.post_norm_bias, 1, hidden, model->config.layer_norm_eps);
 }
 
 void vit_embed(const vit_model *model, const vit_state *state, size_t b, float *out) {
-    size_t hidden = (size_t)model->config.hidden_size;
+    size_t hidden = (size_t)model->config.hidden_size, dim = (size_t)model->config.projection_dim;
     float pooled[hidden];
-    vit_pooled(model, state, b, pooled);
-    kernel_linear(out, (size_t)model->config.projection_dim, pooled, hidden, model->weights.projection, NULL, 1,
-                  hidden, (size_t)model->config.projection_dim, NULL);
-    kernel_l2_normalize(out, (size_t)model->config.projection_dim);
+    vit_pooled(model, state, b, model->weights.projection ? pooled : out);
+    if (model->weights.projection)
+        kernel_linear(out, dim, pooled, hidden, model->weights.projection, NULL, 1, hidden, dim, NULL);
+    kernel_l2_normalize(out, dim);
 }

@@ -1,8 +1,9 @@
-/* vit.h — the ViT image encoder of CLIP and BLIP: patch embedding, class
- * token, positions, a stack of pre-LN encoder layers, the final LayerNorm
- * and (CLIP) the visual projection. Config, weights and run state are kept
- * apart: the model is read-only once loaded; a vit_state holds the
- * activations of one caller. */
+/* vit.h — the ViT image encoder of CLIP, BLIP and SigLIP: patch embedding,
+ * class token (not SigLIP), positions, a stack of pre-LN encoder layers, the
+ * final LayerNorm, and the pooled output: the class token's (CLIP, then its
+ * visual projection) or SigLIP's attention-pooling head. Config, weights and
+ * run state are kept apart: the model is read-only once loaded; a vit_state
+ * holds the activations of one caller. */
 #ifndef GLIMPSE_VISION_VIT_H
 #define GLIMPSE_VISION_VIT_H
 
@@ -14,14 +15,15 @@
 
 typedef enum vit_variant {
     VIT_VARIANT_CLIP = 0, /* pre_layrnorm, separate q/k/v, no patch bias, projection */
-    VIT_VARIANT_BLIP = 1  /* fused qkv, patch bias, post-LN over every token */
+    VIT_VARIANT_BLIP = 1, /* fused qkv, patch bias, post-LN over every token */
+    VIT_VARIANT_SIGLIP = 2 /* no class token, patch bias, post-LN over every token, attention-pooling head */
 } vit_variant;
 
 typedef struct vit_config {
     vit_variant variant;
     int hidden_size, layers, heads, intermediate_size;
     int image_size, patch_size, channels;
-    int projection_dim; /* CLIP only; 0 for BLIP */
+    int projection_dim; /* the embedding's length: CLIP's projection_dim, SigLIP's hidden_size; 0 for BLIP */
     float layer_norm_eps;
     activation act;
     const char *act_name;
@@ -30,18 +32,21 @@ typedef struct vit_config {
 typedef struct vit_weights {
     const float *patch_weight;       /* [hidden, channels, patch, patch] */
     const float *patch_bias;         /* [hidden] (BLIP) or NULL */
-    const float *class_embedding;    /* [hidden] */
+    const float *class_embedding;    /* [hidden], or NULL (SigLIP: no class token) */
     const float *position_embedding; /* [tokens, hidden] */
     const float *pre_norm_weight, *pre_norm_bias;   /* [hidden] (CLIP) or NULL */
     encoder_layer *layers;                          /* [layers] */
     const float *post_norm_weight, *post_norm_bias; /* [hidden] */
     const float *projection;                        /* [projection_dim, hidden] (CLIP) or NULL */
+    /* SigLIP's attention-pooling head (encoder_attention_pool), else zeros */
+    const float *head_probe; /* [hidden] */
+    encoder_layer head;      /* q, k, v views of in_proj; out, norm2, fc1, fc2; no norm1 */
 } vit_weights;
 
 typedef struct vit_model {
     vit_config config;
     vit_weights weights;
-    size_t patches_per_side, tokens; /* tokens = patches + 1 */
+    size_t patches_per_side, tokens; /* tokens = patches + 1, or patches without a class token */
 } vit_model;
 
 /* Reads vision_config (object `json`, named `where` in errors). The
@@ -60,7 +65,8 @@ glimpse_status vit_model_quantize(vit_model *model, q8_set *set);
 /* Activations for up to max_batch images. */
 typedef struct vit_state {
     size_t max_batch;
-    float *hidden;  /* [batch · tokens, hidden]: encoder output before the post-LN */
+    float *hidden;  /* [batch · tokens, hidden]: encoder output before the post-LN (SigLIP: after it) */
+    float *pooled;  /* [max_batch, hidden]: the attention-pooling head's output (SigLIP), else NULL */
     float *patches; /* [batch · patches, channels · patch²] */
     float *memory;  /* encoder scratch */
     encoder_scratch scratch;
@@ -75,15 +81,16 @@ void vit_state_free(vit_state *state);
  * Leaves state->hidden = encoder output (CLIP's last_hidden_state) — of
  * every token with ENCODER_OUTPUT_ALL_ROWS, of the class tokens only with
  * ENCODER_OUTPUT_POOLED_ROWS (enough for vit_pooled and vit_embed, not for
- * vit_post_norm_all). */
+ * vit_post_norm_all). SigLIP: every token always (its head reads them all),
+ * after post_layernorm (SigLIP's last_hidden_state), and state->pooled. */
 void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch,
                  encoder_output output, pool *threads);
 
 /* out[tokens, hidden] = post-LN of every token of image b (BLIP's image_embeds). */
 void vit_post_norm_all(const vit_model *model, const vit_state *state, size_t b, float *out);
-/* out[hidden] = post-LN of image b's class token (pooler_output). */
+/* out[hidden] = post-LN of image b's class token, or SigLIP's head output (pooler_output). */
 void vit_pooled(const vit_model *model, const vit_state *state, size_t b, float *out);
-/* out[projection_dim] = projected, L2-normalised pooled output (CLIP image_embeds). */
+/* out[projection_dim] = projected (CLIP), L2-normalised pooled output (image_embeds). */
 void vit_embed(const vit_model *model, const vit_state *state, size_t b, float *out);
 
 #endif

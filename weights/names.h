@@ -16,27 +16,29 @@
 
 #include "weights/layers.h"
 
-/* A ViT image tower (vision/vit.h): CLIP's and BLIP's vision_model. */
+/* A ViT image tower (vision/vit.h): CLIP's, BLIP's and SigLIP's vision_model. */
 typedef struct vit_names {
     const char *patch_weight;       /* tensor [hidden, channels, patch, patch] */
     const char *patch_bias;         /* tensor [hidden], or NULL */
-    const char *class_embedding;    /* tensor [hidden] (CLIP) or [1, 1, hidden] (BLIP) */
-    const char *position_embedding; /* tensor [tokens, hidden] (CLIP) or [1, tokens, hidden] (BLIP) */
+    const char *class_embedding;    /* tensor [hidden] (CLIP) or [1, 1, hidden] (BLIP), or NULL: no class token */
+    const char *position_embedding; /* tensor [tokens, hidden] (CLIP, SigLIP) or [1, tokens, hidden] (BLIP) */
     const char *pre_norm;           /* module, or NULL */
     const char *layers;             /* stack of encoder layers named by `layer` */
     const encoder_layer_names *layer;
     const char *post_norm;  /* module */
     const char *projection; /* module without bias [projection_dim, hidden], or NULL */
+    const char *head;       /* attention-pooling head named by `head_names`, or NULL */
+    const attention_pool_names *head_names;
 } vit_names;
 
-/* CLIP's text tower (text/clip_text.h). */
+/* CLIP's and SigLIP's text tower (text/clip_text.h). */
 typedef struct clip_text_names {
     const char *token_embedding;    /* tensor [vocab, hidden] */
     const char *position_embedding; /* tensor [max_positions, hidden] */
     const char *layers;             /* stack of encoder layers named by `layer` */
     const encoder_layer_names *layer;
     const char *final_norm; /* module */
-    const char *projection; /* module without bias [projection_dim, hidden] */
+    const char *projection; /* module [projection_dim, hidden]: without bias (CLIP), with (SigLIP's head) */
 } clip_text_names;
 
 /* A BERT layer with cross-attention (fusion/bert.h's bert_layer), relative
@@ -94,7 +96,16 @@ typedef struct blip_names {
                                    "architectures" */
 } blip_names;
 
+/* SiglipModel. */
+typedef struct siglip_names {
+    vit_names vision;
+    clip_text_names text;
+    const char *logit_scale, *logit_bias; /* tensors [1] (logit_scale exponentiated at load) */
+} siglip_names;
+
 extern const clip_names names_clip; /* weights/names_clip.c */
+extern const encoder_layer_names names_clip_layer; /* CLIPEncoderLayer's, which SiglipEncoderLayer shares */
+extern const siglip_names names_siglip; /* weights/names_siglip.c */
 extern const blip_names names_blip; /* weights/names_blip.c */
 
 #endif
