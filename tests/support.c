@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "core/file.h"
+#include "vision/preprocess.h"
 
 const char *fixtures_folder(void) {
     static char folder[4096];
@@ -73,6 +74,59 @@ struct glimpse_image *fixture_image(const char *name) {
     return image;
 }
 
+int parity_setup(void **state, const char *name, int with_model) {
+    *state = NULL;
+    if (!fixtures_folder()) return 0;
+    parity_fixture *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    *state = f;
+    char *folder = fixture_path(name), relative[256];
+    if (with_model && glimpse_model_load(folder, NULL, &f->model) != GLIMPSE_STATUS_OK) {
+        fprintf(stderr, "load failed: %s\n", glimpse_last_error());
+        free(folder);
+        return -1;
+    }
+    free(folder);
+    snprintf(relative, sizeof relative, "%s/expected.json", name);
+    f->expected = fixture_json(relative);
+    snprintf(relative, sizeof relative, "%s/reference.safetensors", name);
+    f->reference = fixture_tensors(relative);
+    if (!f->expected || !f->reference) return -1;
+    f->image_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "images"));
+    f->text_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "texts"));
+    return 0;
+}
+
+int parity_teardown(void **state) {
+    parity_fixture *f = *state;
+    if (!f) return 0;
+    glimpse_model_free(f->model);
+    cJSON_Delete(f->expected);
+    safetensors_close(f->reference);
+    free(f);
+    return 0;
+}
+
+const char *parity_image(const parity_fixture *f, size_t i) {
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring;
+}
+
+const char *parity_text(const parity_fixture *f, size_t t) {
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "texts"), (int)t)->valuestring;
+}
+
+float *parity_pixel_values(const parity_fixture *f, const preprocess_config *config, size_t size) {
+    size_t plane = 3 * size * size;
+    float *pixels = malloc(f->image_count * plane * sizeof(float));
+    assert_non_null(pixels);
+    for (size_t i = 0; i < f->image_count; i++) {
+        glimpse_image *image = fixture_image(parity_image(f, i));
+        assert_int_equal(preprocess_image(pixels + i * plane, image, config), GLIMPSE_STATUS_OK);
+        glimpse_image_free(image);
+    }
+    return pixels;
+}
+
 double relative_difference(const float *actual, const float *expected, size_t n) {
     double worst = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -101,9 +155,10 @@ void note_difference(const char *what, double difference) {
     notes[note_count++].difference = difference;
 }
 
-void report_differences(void) {
+int report_differences(int failed) {
     for (int i = 0; i < note_count; i++)
         fprintf(stderr, "max difference %-28s %.3g\n", notes[i].what, notes[i].difference);
+    return failed;
 }
 
 struct glimpse_model *load_model(const char *path, int precision) {

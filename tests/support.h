@@ -10,6 +10,9 @@
 
 #include "weights/safetensors.h"
 
+struct glimpse_model;
+struct preprocess_config;
+
 /* The fixtures folder: $GLIMPSE_FIXTURES, else ../shared/fixtures beside the
  * source tree. NULL (and a note on stderr, once) when it does not exist. */
 const char *fixtures_folder(void);
@@ -26,6 +29,29 @@ const float *fixture_tensor(const safetensors *file, const char *name, size_t el
 /* A fixture image (images/NAME) decoded; fails the test if it cannot be. */
 struct glimpse_image *fixture_image(const char *name);
 
+/* A parity test's fixture: fixtures/NAME's model (when loaded here),
+ * expected.json, reference.safetensors, and how many "images" and "texts"
+ * expected.json lists. */
+typedef struct parity_fixture {
+    struct glimpse_model *model;
+    cJSON *expected;
+    safetensors *reference;
+    size_t image_count, text_count;
+} parity_fixture;
+/* For a cmocka group setup: *state = a new fixture of fixtures/NAME, its
+ * model loaded with glimpse_model_load when with_model; or NULL when there
+ * are no fixtures (the tests then skip). -1 when something cannot be read. */
+int parity_setup(void **state, const char *name, int with_model);
+/* Frees the fixture and its model. */
+int parity_teardown(void **state);
+/* expected.json's "images"[i] and "texts"[t]. */
+const char *parity_image(const parity_fixture *f, size_t i);
+const char *parity_text(const parity_fixture *f, size_t t);
+/* pixel_values [image_count, 3, size, size] of every image of expected.json,
+ * preprocessed with config (vision/preprocess.h); caller frees. */
+float *parity_pixel_values(const parity_fixture *f, const struct preprocess_config *config, size_t size);
+
+
 /* A model loaded with that precision (glimpse_precision); fails the test if it cannot be. */
 struct glimpse_model *load_model(const char *path, int precision);
 
@@ -34,6 +60,8 @@ double relative_difference(const float *actual, const float *expected, size_t n)
 
 /* Records a difference under a name; printed at the end by report_differences(). */
 void note_difference(const char *what, double difference);
-void report_differences(void);
+/* Prints the differences noted and returns failed, so that a parity test's
+ * main ends: return report_differences(cmocka_run_group_tests_name(...)); */
+int report_differences(int failed);
 
 #endif

@@ -17,39 +17,10 @@
 
 #define TOLERANCE 1e-4
 
-typedef struct blip_fixture {
-    glimpse_model *model;
-    cJSON *expected;
-    safetensors *reference;
-} blip_fixture;
+typedef parity_fixture blip_fixture;
 
-static int setup(void **state) {
-    *state = NULL;
-    if (!fixtures_folder()) return 0;
-    blip_fixture *f = calloc(1, sizeof *f);
-    char *folder = fixture_path("blip-caption-tiny");
-    glimpse_status status = glimpse_model_load(folder, NULL, &f->model);
-    free(folder);
-    if (status) {
-        fprintf(stderr, "load failed: %s\n", glimpse_last_error());
-        return -1;
-    }
-    f->expected = fixture_json("blip-caption-tiny/expected.json");
-    f->reference = fixture_tensors("blip-caption-tiny/reference.safetensors");
-    if (!f->expected || !f->reference) return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    blip_fixture *f = *state;
-    if (!f) return 0;
-    glimpse_model_free(f->model);
-    cJSON_Delete(f->expected);
-    safetensors_close(f->reference);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return parity_setup(state, "blip-caption-tiny", 1); }
+static int teardown(void **state) { return parity_teardown(state); }
 
 static void test_model_kind(void **state) {
     blip_fixture *f = *state;
@@ -246,7 +217,5 @@ int main(void) {
         cmocka_unit_test(test_every_generation_case),
         cmocka_unit_test(test_streaming_cancelling_sampling),
     };
-    int failed = cmocka_run_group_tests_name("blip caption parity", tests, setup, teardown);
-    report_differences();
-    return failed;
+    return report_differences(cmocka_run_group_tests_name("blip caption parity", tests, setup, teardown));
 }

@@ -195,7 +195,5 @@ int main(void) {
         cmocka_unit_test(test_itc_cosines),          cmocka_unit_test(test_itm_logits),
         cmocka_unit_test(test_rerank_order),
     };
-    int failed = cmocka_run_group_tests_name("blip itm parity", tests, setup, teardown);
-    report_differences();
-    return failed;
+    return report_differences(cmocka_run_group_tests_name("blip itm parity", tests, setup, teardown));
 }

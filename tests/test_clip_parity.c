@@ -18,44 +18,10 @@
 
 #define TOLERANCE 1e-4
 
-typedef struct clip_fixture {
-    glimpse_model *model;
-    cJSON *expected;
-    safetensors *reference;
-    size_t image_count, text_count;
-} clip_fixture;
+typedef parity_fixture clip_fixture;
 
-static int setup(void **state) {
-    if (!fixtures_folder()) {
-        *state = NULL;
-        return 0;
-    }
-    clip_fixture *f = calloc(1, sizeof *f);
-    char *folder = fixture_path("clip-tiny");
-    if (glimpse_model_load(folder, NULL, &f->model) != GLIMPSE_STATUS_OK) {
-        fprintf(stderr, "load failed: %s\n", glimpse_last_error());
-        free(folder);
-        return -1;
-    }
-    free(folder);
-    f->expected = fixture_json("clip-tiny/expected.json");
-    f->reference = fixture_tensors("clip-tiny/reference.safetensors");
-    if (!f->expected || !f->reference) return -1;
-    f->image_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "images"));
-    f->text_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "texts"));
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    clip_fixture *f = *state;
-    if (!f) return 0;
-    glimpse_model_free(f->model);
-    cJSON_Delete(f->expected);
-    safetensors_close(f->reference);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return parity_setup(state, "clip-tiny", 1); }
+static int teardown(void **state) { return parity_teardown(state); }
 
 #define REQUIRE_FIXTURES(f)                                                                                            \
     do {                                                                                                               \
@@ -63,15 +29,7 @@ static int teardown(void **state) {
     } while (0)
 
 static float *all_pixel_values(clip_fixture *f) {
-    size_t size = (size_t)f->model->vision.config.image_size, plane = 3 * size * size;
-    float *pixels = malloc(f->image_count * plane * sizeof(float));
-    for (size_t i = 0; i < f->image_count; i++) {
-        const char *name = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring;
-        glimpse_image *image = fixture_image(name);
-        assert_int_equal(preprocess_image(pixels + i * plane, image, &f->model->preprocess), GLIMPSE_STATUS_OK);
-        glimpse_image_free(image);
-    }
-    return pixels;
+    return parity_pixel_values(f, &f->model->preprocess, (size_t)f->model->vision.config.image_size);
 }
 
 static void test_pixel_values(void **state) {
@@ -81,7 +39,7 @@ static void test_pixel_values(void **state) {
     float *pixels = all_pixel_values(f);
     const float *expected = fixture_tensor(f->reference, "pixel_values", f->image_count * plane);
     for (size_t i = 0; i < f->image_count; i++) {
-        const char *name = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring;
+        const char *name = parity_image(f, i);
         double difference = relative_difference(pixels + i * plane, expected + i * plane, plane);
         char what[64];
         snprintf(what, sizeof what, "pixel_values %s", name);
@@ -216,9 +174,9 @@ static void test_public_api_logits(void **state) {
     glimpse_image *images[16];
     const char *texts[16];
     for (size_t i = 0; i < ni; i++)
-        images[i] = fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring);
+        images[i] = fixture_image(parity_image(f, i));
     for (size_t t = 0; t < nt; t++)
-        texts[t] = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "texts"), (int)t)->valuestring;
+        texts[t] = parity_text(f, t);
     float *image_embeds = malloc(ni * dim * sizeof(float)), *text_embeds = malloc(nt * dim * sizeof(float));
     float *logits = malloc(ni * nt * sizeof(float));
     assert_int_equal(glimpse_embed_images(ctx, images, ni, image_embeds), GLIMPSE_STATUS_OK);
@@ -279,9 +237,9 @@ static void test_shared_model_across_threads(void **state) {
     glimpse_image *images[16];
     const char *texts[16];
     for (size_t i = 0; i < ni; i++)
-        images[i] = fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "images"), (int)i)->valuestring);
+        images[i] = fixture_image(parity_image(f, i));
     for (size_t t = 0; t < nt; t++)
-        texts[t] = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "texts"), (int)t)->valuestring;
+        texts[t] = parity_text(f, t);
     enum { THREADS = 4 };
     thread_job jobs[THREADS + 1];
     pthread_t threads[THREADS];
@@ -308,7 +266,5 @@ int main(void) {
         cmocka_unit_test(test_token_ids),     cmocka_unit_test(test_text_tower),
         cmocka_unit_test(test_public_api_logits), cmocka_unit_test(test_shared_model_across_threads),
     };
-    int failed = cmocka_run_group_tests_name("clip parity", tests, setup, teardown);
-    report_differences();
-    return failed;
+    return report_differences(cmocka_run_group_tests_name("clip parity", tests, setup, teardown));
 }
