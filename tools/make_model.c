@@ -207,6 +207,37 @@ static void blip_retrieval_tensors(spec_list *l, const cJSON *config) {
     add_linear(l, "itm_head", 2, h, 1);
 }
 
+/* SiglipModel: no class token, an attention-pooling head, a text `head`; sizes
+ * left out of the config take SigLIP's defaults, as the published files do. */
+static void siglip_tensors(spec_list *l, const cJSON *config) {
+    const cJSON *v = cJSON_GetObjectItem(config, "vision_config"), *t = cJSON_GetObjectItem(config, "text_config");
+    size_t vh = (size_t)get_int(v, "hidden_size", 768), vi = (size_t)get_int(v, "intermediate_size", 3072);
+    size_t patch = (size_t)get_int(v, "patch_size", 16), image = (size_t)get_int(v, "image_size", 224);
+    size_t patches = (image / patch) * (image / patch);
+    add(l, FILL_NORMAL, STD, 4, vh, 3, patch, patch, "vision_model.embeddings.patch_embedding.weight");
+    add(l, FILL_NORMAL, STD, 1, vh, 0, 0, 0, "vision_model.embeddings.patch_embedding.bias");
+    add(l, FILL_NORMAL, STD, 2, patches, vh, 0, 0, "vision_model.embeddings.position_embedding.weight");
+    clip_encoder_layers(l, "vision_model.encoder", get_int(v, "num_hidden_layers", 12), vh, vi);
+    add_norm(l, "vision_model.post_layernorm", vh);
+    add(l, FILL_NORMAL, STD, 3, 1, 1, vh, 0, "vision_model.head.probe");
+    add(l, FILL_NORMAL, STD, 2, 3 * vh, vh, 0, 0, "vision_model.head.attention.in_proj_weight");
+    add(l, FILL_ZEROS, 0, 1, 3 * vh, 0, 0, 0, "vision_model.head.attention.in_proj_bias");
+    add_linear(l, "vision_model.head.attention.out_proj", vh, vh, 1);
+    add_norm(l, "vision_model.head.layernorm", vh);
+    add_linear(l, "vision_model.head.mlp.fc1", vi, vh, 1);
+    add_linear(l, "vision_model.head.mlp.fc2", vh, vi, 1);
+    size_t th = (size_t)get_int(t, "hidden_size", 768), ti = (size_t)get_int(t, "intermediate_size", 3072);
+    size_t vocab = (size_t)get_int(t, "vocab_size", 32000);
+    size_t positions = (size_t)get_int(t, "max_position_embeddings", 64);
+    add(l, FILL_NORMAL, STD, 2, vocab, th, 0, 0, "text_model.embeddings.token_embedding.weight");
+    add(l, FILL_NORMAL, 0.01f, 2, positions, th, 0, 0, "text_model.embeddings.position_embedding.weight");
+    clip_encoder_layers(l, "text_model.encoder", get_int(t, "num_hidden_layers", 12), th, ti);
+    add_norm(l, "text_model.final_layer_norm", th);
+    add_linear(l, "text_model.head", (size_t)get_int(t, "projection_size", (int)th), th, 1);
+    add(l, FILL_CONSTANT, logf(10.0f), 1, 1, 0, 0, 0, "logit_scale"); /* SigLIP's initial values */
+    add(l, FILL_CONSTANT, -10.0f, 1, 1, 0, 0, 0, "logit_bias");
+}
+
 /* ---------------------------------------------------------------- output */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -372,6 +403,81 @@ static void write_bert_tokenizer(const char *folder, int vocab_size) {
                "\"BlipProcessor\"}\n");
 }
 
+/* A growing buffer of protocol-buffer fields (SentencePiece's model format). */
+typedef struct proto {
+    uint8_t *data;
+    size_t size, capacity;
+} proto;
+
+static void proto_put(proto *p, const void *bytes, size_t size) {
+    if (p->size + size > p->capacity) {
+        p->capacity = (p->size + size) * 2;
+        p->data = realloc(p->data, p->capacity);
+        if (!p->data) die("out of memory");
+    }
+    memcpy(p->data + p->size, bytes, size);
+    p->size += size;
+}
+
+static void proto_varint(proto *p, uint64_t value) {
+    do {
+        uint8_t byte = (uint8_t)(value & 0x7f) | (value > 0x7f ? 0x80 : 0);
+        proto_put(p, &byte, 1);
+        value >>= 7;
+    } while (value);
+}
+
+/* Field `number` holding bytes (wire type 2: strings and messages). */
+static void proto_bytes(proto *p, int number, const void *bytes, size_t size) {
+    proto_varint(p, (uint64_t)number << 3 | 2);
+    proto_varint(p, size);
+    proto_put(p, bytes, size);
+}
+
+/* A SentencePiece unigram model of our own (spiece.model): SigLIP's special
+ * pieces at its ids (<pad> 0, </s> 1, <unk> 2), "▁", the lower-case letters
+ * and digits, a few words; no normalisation beyond SentencePiece's whitespace
+ * handling. */
+static void write_siglip_tokenizer(const char *folder) {
+    enum { NORMAL = 1, UNKNOWN = 2, CONTROL = 3 };
+#define WORD_START "\xe2\x96\x81" /* U+2581, SentencePiece's mark of a space */
+    static const char *words[] = {WORD_START "a", WORD_START "photo", WORD_START "of", WORD_START "cat",
+                                  WORD_START "dog", WORD_START "the"};
+    char pieces[3 + 1 + 36 + sizeof words / sizeof words[0]][16] = {"<pad>", "</s>", "<unk>", WORD_START};
+    size_t count = 4;
+    for (const char *c = "abcdefghijklmnopqrstuvwxyz0123456789"; *c; c++) snprintf(pieces[count++], 16, "%c", *c);
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) snprintf(pieces[count++], 16, "%s", words[w]);
+    proto model = {0};
+    for (size_t i = 0; i < count; i++) {
+        proto piece = {0};
+        float score = i < 3 ? 0.0f : i < 40 ? -5.0f : -2.0f; /* whole words beat their letters */
+        uint32_t score_bits;
+        memcpy(&score_bits, &score, 4);
+        proto_bytes(&piece, 1, pieces[i], strlen(pieces[i]));
+        proto_varint(&piece, 2 << 3 | 5); /* score: a little-endian float */
+        for (int b = 0; b < 4; b++) proto_put(&piece, &(uint8_t){(uint8_t)(score_bits >> (8 * b))}, 1);
+        proto_varint(&piece, 3 << 3 | 0);
+        proto_varint(&piece, i == 2 ? UNKNOWN : i < 2 ? CONTROL : NORMAL);
+        proto_bytes(&model, 1, piece.data, piece.size);
+        free(piece.data);
+    }
+    proto normalizer = {0};
+    proto_bytes(&normalizer, 1, "identity", 8);
+    proto_bytes(&model, 3, normalizer.data, normalizer.size);
+    char *path = file_join(folder, "spiece.model");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(model.data, 1, model.size, f) != model.size || fclose(f) != 0) die("%s: cannot write", path);
+    free(path);
+    free(model.data);
+    free(normalizer.data);
+    write_text(folder, "special_tokens_map.json",
+               "{\"eos_token\": \"</s>\", \"pad_token\": \"</s>\", \"unk_token\": \"<unk>\"}\n");
+    write_text(folder, "tokenizer_config.json",
+               "{\"do_lower_case\": true, \"eos_token\": \"</s>\", \"model_input_names\": [\"input_ids\"], "
+               "\"model_max_length\": 64, \"pad_token\": \"</s>\", \"processor_class\": \"SiglipProcessor\", "
+               "\"tokenizer_class\": \"SiglipTokenizer\", \"unk_token\": \"<unk>\"}\n");
+}
+
 static const char usage[] =
     "Usage: glimpse-make-model CONFIG.json OUTPUT_FOLDER [--f16] [--seed N]\n"
     "Writes a snapshot folder with random weights shaped as CONFIG describes\n"
@@ -440,9 +546,22 @@ int main(int argc, char **argv) {
                  "\"size\": {\"height\": %d, \"width\": %d}}\n",
                  image, image);
         write_text(folder, "preprocessor_config.json", preprocessor);
+    } else if (strcmp(architecture, "SiglipModel") == 0) {
+        siglip_tensors(&tensors, config);
+        write_siglip_tokenizer(folder);
+        int image = get_int(cJSON_GetObjectItem(config, "vision_config"), "image_size", 224);
+        char preprocessor[1024];
+        snprintf(preprocessor, sizeof preprocessor,
+                 "{\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
+                 "\"image_mean\": [0.5, 0.5, 0.5], \"image_std\": [0.5, 0.5, 0.5], "
+                 "\"image_processor_type\": \"SiglipImageProcessor\", \"processor_class\": \"SiglipProcessor\", "
+                 "\"resample\": 3, \"rescale_factor\": 0.00392156862745098, "
+                 "\"size\": {\"height\": %d, \"width\": %d}}\n",
+                 image, image);
+        write_text(folder, "preprocessor_config.json", preprocessor);
     } else {
         die("%s: architecture '%s' is not one this tool writes (CLIPModel, BlipForConditionalGeneration, "
-            "BlipForImageTextRetrieval)",
+            "BlipForImageTextRetrieval, SiglipModel)",
             config_path, architecture);
     }
     char *weights = file_join(folder, "model.safetensors");
