@@ -1,12 +1,11 @@
-/* activations_avx512.c — the element-wise maths of softmax and the GELU
- * activations on CPUs with AVX-512 (kernels.c calls these where
- * kernel_avx512_available). The linear layer's kernels are in linear_avx512.c.
- */
+/* activations_avx512.c — LayerNorm, softmax and the GELU activations on
+ * CPUs with AVX-512 (kernels.c calls these where cpu_has_avx512()). The
+ * linear layer's kernels are in linear_avx512.c. */
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
 
-#include "core/kernels.h"
+#include "core/kernels_avx512.h"
 
 /* e^x for 16 floats: Cephes' expf (x = n·ln2 + r, a degree-5 polynomial for
  * e^r, scaled by 2^n), within 2 ulp over the float range; underflows to 0. */

@@ -6,6 +6,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/cpu.h"
+#include "core/kernels_avx512.h"
+
 float kernel_f16_to_f32(uint16_t half) {
     uint32_t sign = (uint32_t)(half >> 15) << 31;
     uint32_t exponent = (half >> 10) & 0x1f;
@@ -54,10 +57,12 @@ void kernel_widen(float *out, const void *data, weight_type type, size_t n) {
 
 void kernel_layernorm(float *out, const float *in, const float *weight, const float *bias, size_t rows,
                       size_t dim, float epsilon) {
-    if (kernel_avx512_available()) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
         kernel_layernorm_avx512(out, in, weight, bias, rows, dim, epsilon);
         return;
     }
+#endif
     for (size_t r = 0; r < rows; r++) {
         const float *x = in + r * dim;
         float *y = out + r * dim;
@@ -76,10 +81,12 @@ void kernel_layernorm(float *out, const float *in, const float *weight, const fl
 }
 
 void kernel_gelu(float *x, size_t n) {
-    if (kernel_avx512_available()) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
         kernel_gelu_avx512(x, n);
         return;
     }
+#endif
     /* erff, not erf: float precision is what torch computes in, and the
      * double version made GELU a third of a BLIP vision tower's time */
     for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752440f));
@@ -93,10 +100,12 @@ void kernel_gelu_tanh(float *x, size_t n) {
 }
 
 void kernel_quick_gelu(float *x, size_t n) {
-    if (kernel_avx512_available()) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
         kernel_quick_gelu_avx512(x, n);
         return;
     }
+#endif
     for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
 }
 
@@ -105,10 +114,12 @@ void kernel_add(float *x, const float *y, size_t n) {
 }
 
 void kernel_softmax(float *x, size_t rows, size_t n) {
-    if (kernel_avx512_available()) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
         kernel_softmax_avx512(x, rows, n);
         return;
     }
+#endif
     for (size_t r = 0; r < rows; r++) {
         float *row = x + r * n;
         float largest = -INFINITY;

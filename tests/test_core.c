@@ -11,8 +11,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/kernels.h"
+#include "core/kernels_avx512.h"
 #include "core/quantize.h"
 #include "core/pool.h"
 #include "core/strmap.h"
@@ -44,23 +46,24 @@ static void test_linear_matches_reference(void **state) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
         float *x = random_array(rows * in_stride), *w = random_array(out * in), *b = random_array(out);
         float *fast = calloc(rows * out_stride, sizeof *fast), *slow = calloc(rows * out_stride, sizeof *slow);
+        const kernel_weight weight = kernel_weight_f32(w);
         for (int use_pool = 0; use_pool < 2; use_pool++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
-                kernel_linear(fast, out_stride, x, in_stride, w, with_bias ? b : NULL, rows, in, out,
+                kernel_linear(fast, out_stride, x, in_stride, &weight, with_bias ? b : NULL, rows, in, out, false,
                               use_pool ? threads : NULL);
                 kernel_linear_reference(slow, out_stride, x, in_stride, w, with_bias ? b : NULL, rows, in, out);
                 for (size_t r = 0; r < rows; r++) {
                     double d = relative_difference(fast + r * out_stride, slow + r * out_stride, out);
                     if (d > 1e-5 * sqrt((double)in)) fail_msg("linear %zux%zux%zu differs by %g", rows, in, out, d);
                 }
-                /* kernel_linear_add on top: twice the product (plus bias twice) */
-                kernel_linear_add(fast, out_stride, x, in_stride, w, with_bias ? b : NULL, rows, in, out,
-                                  use_pool ? threads : NULL);
+                /* accumulated on top: twice the product (plus bias twice) */
+                kernel_linear(fast, out_stride, x, in_stride, &weight, with_bias ? b : NULL, rows, in, out, true,
+                              use_pool ? threads : NULL);
                 for (size_t r = 0; r < rows; r++) {
                     for (size_t o = 0; o < out; o++) slow[r * out_stride + o] *= 2.0f;
                     double d = relative_difference(fast + r * out_stride, slow + r * out_stride, out);
                     if (d > 1e-5 * sqrt((double)in))
-                        fail_msg("linear_add %zux%zux%zu differs by %g", rows, in, out, d);
+                        fail_msg("linear accumulated %zux%zux%zu differs by %g", rows, in, out, d);
                 }
             }
         free(x), free(w), free(b), free(fast), free(slow);
@@ -93,7 +96,7 @@ static void test_linear_16bit_weights(void **state) {
                                 {50, 768, 64}, {29, 517, 40}, {98, 33, 9},  {400, 96, 24}};
     pool *threads;
     assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
-    int exact = kernel_avx512_available();
+    bool exact = cpu_has_avx512();
     for (int t = 0; t < 2; t++) {
         weight_type type = t ? WEIGHT_TYPE_BF16 : WEIGHT_TYPE_F16;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -103,11 +106,12 @@ static void test_linear_16bit_weights(void **state) {
             kernel_widen(wide, half, type, out * in);
             float *a = random_array(rows * out_stride), *c = malloc(rows * out_stride * sizeof *c);
             memcpy(c, a, rows * out_stride * sizeof *c);
+            const kernel_weight w = {.data = half, .type = type}, w_wide = kernel_weight_f32(wide);
             for (int use_pool = 0; use_pool < 2; use_pool++)
                 for (int accumulate = 0; accumulate < 2; accumulate++) {
                     pool *p = use_pool ? threads : NULL;
-                    kernel_linear_typed(a, out_stride, x, in_stride, half, type, b, rows, in, out, accumulate, p);
-                    kernel_linear_typed(c, out_stride, x, in_stride, wide, WEIGHT_TYPE_F32, b, rows, in, out, accumulate, p);
+                    kernel_linear(a, out_stride, x, in_stride, &w, b, rows, in, out, accumulate, p);
+                    kernel_linear(c, out_stride, x, in_stride, &w_wide, b, rows, in, out, accumulate, p);
                     for (size_t r = 0; r < rows; r++) {
                         double d = relative_difference(a + r * out_stride, c + r * out_stride, out);
                         if (exact ? d != 0.0 : d > 1e-5 * sqrt((double)in))
@@ -117,8 +121,6 @@ static void test_linear_16bit_weights(void **state) {
                 }
             /* int8 from 16-bit weights: the same as from their widening */
             kernel_q8 from_half, from_wide;
-            kernel_weight w = {half, type, NULL};
-            kernel_weight w_wide = kernel_weight_f32(wide);
             assert_int_equal(kernel_q8_quantize(&from_half, &w, out, in), GLIMPSE_STATUS_OK);
             assert_int_equal(kernel_q8_quantize(&from_wide, &w_wide, out, in), GLIMPSE_STATUS_OK);
             assert_memory_equal(from_half.weight, from_wide.weight, out * from_wide.depth);
@@ -164,17 +166,20 @@ static void test_linear_q8_matches_integer_reference(void **state) {
         uint8_t *u8 = malloc(q.depth), *u8_fast = malloc(q.depth);
         for (size_t r = 0; r < rows; r++) {
             float scale = q8_quantize_row(u8, x + r * in_stride, in, q.depth);
-            if (q8_vnni_available()) {
+#ifdef GLIMPSE_HAVE_AVX512
+            if (cpu_has_avx512_vnni()) {
                 assert_float_equal(q8_quantize_row_avx512(u8_fast, x + r * in_stride, in, q.depth), scale, 0);
                 assert_memory_equal(u8_fast, u8, q.depth);
             }
+#endif
             for (size_t c = 0; c < out; c++) {
                 int32_t total = 0;
                 for (size_t k = 0; k < q.depth; k++) total += (int32_t)u8[k] * q.weight[c * q.depth + k];
                 exact[r * out_stride + c] = q8_finish(total, q.sum[c], scale, q.scale[c], b + c);
             }
         }
-        kernel_linear_q8(fast, out_stride, x, in_stride, &q, b, rows, 0, threads);
+        weight.q8 = &q; /* the int8 twin, which kernel_linear then takes */
+        kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, false, threads);
         kernel_linear_reference(real, out_stride, x, in_stride, w, b, rows, in, out);
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < out; c++) {
@@ -195,7 +200,7 @@ static void test_linear_q8_matches_integer_reference(void **state) {
                 fail_msg("q8 %zux%zux%zu row %zu is %g from the float product", rows, in, out, r, sqrt(error / size));
         }
         /* accumulate: on top of what is there */
-        kernel_linear_q8(fast, out_stride, x, in_stride, &q, b, rows, 1, threads);
+        kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, true, threads);
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < out; c++)
                 assert_float_equal(fast[r * out_stride + c], 2.0f * exact[r * out_stride + c], 0);
@@ -238,7 +243,7 @@ static void test_attention_matches_reference(void **state) {
 
 static void test_attention_keys_transposed(void **state) {
     (void)state;
-    if (!kernel_avx512_available()) skip(); /* (an AVX-512 kernel; elsewhere the decoder keeps keys in rows) */
+    /* (the decoder stores keys so only where cpu_has_avx512(); elsewhere this runs on OpenBLAS) */
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     /* (queries, keys, heads, head_dim): a caption step's 1-15 queries against
