@@ -58,21 +58,31 @@ void kernel_linear_reference(float *out, size_t out_stride, const float *in, siz
                              const float *weight, const float *bias, size_t rows, size_t in_features,
                              size_t out_features);
 
+/* The row-wise kernels below run vectorised where cpu.h says AVX-512 runs
+ * and are otherwise their *_reference twin: the plain loop (statistics in
+ * double, libm's erff and expf), which the tests hold the fast one to. */
+
 /* out[rows, dim] = LayerNorm(in) · weight + bias, statistics over dim,
  * biased variance, as torch.nn.LayerNorm. out may equal in. */
 void kernel_layernorm(float *out, const float *in, const float *weight, const float *bias, size_t rows,
                       size_t dim, float epsilon);
+void kernel_layernorm_reference(float *out, const float *in, const float *weight, const float *bias, size_t rows,
+                                size_t dim, float epsilon);
 
 /* In place over n values. */
 void kernel_gelu(float *x, size_t n);       /* exact: 0.5·x·(1 + erf(x/√2)) */
-void kernel_gelu_tanh(float *x, size_t n);  /* the tanh approximation ("gelu_new") */
+void kernel_gelu_tanh(float *x, size_t n);  /* the tanh approximation ("gelu_new"); plain loop only */
 void kernel_quick_gelu(float *x, size_t n); /* x·sigmoid(1.702·x), OpenAI CLIP */
+void kernel_gelu_reference(float *x, size_t n);
+void kernel_quick_gelu_reference(float *x, size_t n);
 
 /* x[n] += y[n] */
 void kernel_add(float *x, const float *y, size_t n);
 
-/* Softmax of each row of x[rows, n] in place. */
+/* Softmax of each row of x[rows, n] in place. A row whose entries are all
+ * -inf (every key masked) becomes all zeros. */
 void kernel_softmax(float *x, size_t rows, size_t n);
+void kernel_softmax_reference(float *x, size_t rows, size_t n);
 
 /* Scales x[n] to unit L2 norm (left as is when the norm is 0). */
 void kernel_l2_normalize(float *x, size_t n);
