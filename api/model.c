@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "weights/config.h"
+#include "core/cpu.h"
 #include "weights/names.h"
 #include "core/error.h"
 #include "core/file.h"
@@ -168,7 +169,7 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     if (precision != GLIMPSE_PRECISION_INT8)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)precision);
     model->precision = precision;
-    if (!q8_vnni_available())
+    if (!cpu_has_avx512_vnni())
         log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has no AVX-512 VNNI: int8 products run on plain loops, "
                                                "slower than float32");
     glimpse_status status = GLIMPSE_STATUS_OK;

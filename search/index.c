@@ -510,7 +510,8 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
     glimpse_status status = load_cache(index);
     if (status) return status;
     /* all scores in one matrix-vector product */
-    kernel_linear(index->scores, index->count, query, index->dim, index->matrix, NULL, 1, index->dim, index->count,
+    const kernel_weight matrix = kernel_weight_f32(index->matrix);
+    kernel_linear(index->scores, index->count, query, index->dim, &matrix, NULL, 1, index->dim, index->count, false,
                   NULL);
     /* top k by insertion into a sorted list: k is small */
     size_t n = 0;

@@ -160,8 +160,9 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
                                patch * sizeof(float));
             }
     float *embedded = state->scratch.context; /* [batch · patches, hidden], free until the first layer */
-    kernel_linear(embedded, hidden, state->patches, patch_values, w->patch_weight, w->patch_bias, batch * patches,
-                  patch_values, hidden, threads);
+    const kernel_weight patch_weight = kernel_weight_f32(w->patch_weight);
+    kernel_linear(embedded, hidden, state->patches, patch_values, &patch_weight, w->patch_bias, batch * patches,
+                  patch_values, hidden, false, threads);
     size_t first = w->class_embedding ? 1 : 0; /* the class token, if any, is each image's row 0 */
     for (size_t b = 0; b < batch; b++) {
         float *x = state->hidden + b * tokens * hidden;
@@ -218,7 +219,9 @@ void vit_embed(const vit_model *model, const vit_state *state, size_t b, float *
     size_t hidden = (size_t)model->config.hidden_size, dim = (size_t)model->config.projection_dim;
     float pooled[hidden];
     vit_pooled(model, state, b, model->weights.projection ? pooled : out);
-    if (model->weights.projection)
-        kernel_linear(out, dim, pooled, hidden, model->weights.projection, NULL, 1, hidden, dim, NULL);
+    if (model->weights.projection) {
+        const kernel_weight projection = kernel_weight_f32(model->weights.projection);
+        kernel_linear(out, dim, pooled, hidden, &projection, NULL, 1, hidden, dim, false, NULL);
+    }
     kernel_l2_normalize(out, dim);
 }
