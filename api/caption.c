@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/context.h"
+#include "api/model.h"
+#include "core/error.h"
 #include "fusion/caption.h"
 #include "weights/config.h"
-#include "core/error.h"
-#include "api/model.h"
 
 glimpse_caption_params glimpse_caption_default_params(void) {
     glimpse_caption_params params;
@@ -105,7 +106,7 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glim
                                   const int32_t *prompt, size_t prompt_length, glimpse_caption *out) {
     const glimpse_model *model = ctx->model;
     size_t max_length = prompt_length + (size_t)p->max_tokens;
-    glimpse_status status = bert_set_image(&model->text_decoder, ctx->decoder, ctx->image_tokens, model->vision.tokens,
+    glimpse_status status = bert_set_image(&model->text_decoder, ctx->bert, ctx->vision_output, model->vision.tokens,
                                            ctx->threads);
     if (status) return status;
     caption_settings settings = {max_length,
@@ -128,7 +129,7 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glim
     }
     stream s = {model, p, image, generated, 0, max_length};
     size_t length = 0;
-    status = caption_generate(&model->text_decoder, ctx->decoder, prompt, prompt_length, &settings,
+    status = caption_generate(&model->text_decoder, ctx->bert, prompt, prompt_length, &settings,
                               p->on_token ? stream_token : NULL, &s, ids, &length, ctx->threads);
     free(generated);
     if (!status) status = bert_tokenizer_decode(model->wordpiece, ids, length, &out->text);
@@ -167,19 +168,19 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
                          prompt_length, p->max_tokens, positions);
     }
     /* the decoder state grows to the largest request and is then reused */
-    bert_state *state = ctx->decoder;
+    bert_state *state = ctx->bert;
     if (!state || state->max_sequences < (size_t)p->beams || state->max_length < max_length) {
-        bert_state_free(ctx->decoder);
-        ctx->decoder = NULL;
+        bert_state_free(ctx->bert);
+        ctx->bert = NULL;
         status = bert_state_create(&model->text_decoder, (size_t)p->beams, max_length, max_length, model->vision.tokens,
-                                   &ctx->decoder);
+                                   &ctx->bert);
     }
     for (size_t first = 0; first < count && !status; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
         vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
-            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
+            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->vision_output);
             status = caption_one(ctx, first + b, p, prompt, prompt_length, &out[first + b]);
             if (!status) status = context_progress(ctx, first + b + 1, count);
         }

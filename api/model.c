@@ -4,14 +4,16 @@
 #include "api/model.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "weights/config.h"
+#include "api/identity.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "weights/config.h"
 #include "weights/snapshot.h"
 
 glimpse_load_params glimpse_load_default_params(void) {
@@ -84,7 +86,7 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
             return status;
         config.projection_dim = projection_dim;
         if ((status = vit_model_load(&model->vision, &config, model->store))) return status;
-        model->has_vision = 1;
+        model->has_vision = true;
         model->preprocess = preprocess_default_clip(config.image_size);
         if ((status = read_preprocessor(model, 0))) return status;
     }
@@ -93,7 +95,7 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
         if ((status = clip_text_config_read(text_json, "config.json: text_config", projection_dim, &config)))
             return status;
         if ((status = clip_text_model_load(&model->text, &config, model->store))) return status;
-        model->has_text = 1;
+        model->has_text = true;
         if ((status = clip_tokenizer_load(folder, &model->tokenizer))) return status;
         if (clip_tokenizer_vocab_size(model->tokenizer) > (size_t)config.vocab_size)
             return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: vocab.json has %zu tokens but the model only %d", folder,
@@ -120,7 +122,7 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
     /* Captioning needs both towers whatever the params say. */
     (void)params;
     if ((status = vit_model_load(&model->vision, &vision, model->store))) return status;
-    model->has_vision = 1;
+    model->has_vision = true;
     model->preprocess = preprocess_default_blip(vision.image_size);
     if ((status = read_preprocessor(model, 1))) return status;
     bert_config text;
@@ -137,7 +139,7 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
                                          "text_decoder.cls.predictions"))) {
         return status;
     }
-    model->has_text = 1;
+    model->has_text = true;
     int start, end, pad;
     if ((status = config_int_or(text_json, "config.json: text_config", "bos_token_id", 0, text.vocab_size - 1, 30522,
                                 &start)))
@@ -290,7 +292,9 @@ glimpse_status model_identity(const glimpse_model *model, char *out, size_t capa
         const tensor_entry *entry = weight_store_find(model->store, names[i]);
         if (entry) hash = hash_bytes(hash, entry->data, entry->bytes);
     }
-    snprintf(out, capacity, "%s/%zu/%016llx", model->architecture, glimpse_model_embedding_dim(model),
-             (unsigned long long)hash);
+    int length = snprintf(out, capacity, "%s/%zu/%016llx", model->architecture, glimpse_model_embedding_dim(model),
+                          (unsigned long long)hash);
+    if (length < 0 || (size_t)length >= capacity)
+        return error_set(GLIMPSE_STATUS_INTERNAL, "a model identity takes %d bytes, more than %zu", length, capacity);
     return GLIMPSE_STATUS_OK;
 }
