@@ -3,6 +3,7 @@
  * public call goes through here. */
 #include "api/bench.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "api/context.h"
@@ -19,7 +20,7 @@ glimpse_status bench_preprocess(glimpse_context *ctx, glimpse_image *const *imag
 
 /* FLOPs of `layers` encoder layers over t tokens; with `pooled`, the last
  * layer makes keys and values for every token and the rest for one. */
-static double encoder_flops(double layers, double t, double h, double inter, int pooled) {
+static double encoder_flops(double layers, double t, double h, double inter, bool pooled) {
     double layer = 2 * t * (4 * h * h + 2 * h * inter) + 4 * t * t * h;
     if (!pooled) return layers * layer;
     return (layers - 1) * layer + 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + 4 * t * h;
@@ -27,7 +28,7 @@ static double encoder_flops(double layers, double t, double h, double inter, int
 
 void bench_vision(glimpse_context *ctx, size_t batch, double *flops) {
     const vit_model *vision = &ctx->model->vision;
-    int pooled = ctx->model->kind == GLIMPSE_MODEL_KIND_CLIP;
+    bool pooled = ctx->model->kind == GLIMPSE_MODEL_KIND_CLIP;
     vit_forward(vision, ctx->vision, ctx->pixel_values, batch,
                 pooled ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
     const vit_config *c = &vision->config;
@@ -43,7 +44,7 @@ glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t
     const clip_text_config *c = &text->config;
     *flops = 0;
     for (size_t i = 0; i < count; i++)
-        *flops += encoder_flops(c->layers, (double)lengths[i], c->hidden_size, c->intermediate_size, 1);
+        *flops += encoder_flops(c->layers, (double)lengths[i], c->hidden_size, c->intermediate_size, true);
     return status;
 }
 

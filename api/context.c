@@ -92,7 +92,8 @@ static void preprocess_task(void *argument, size_t index, float *scratch) {
     glimpse_status status;
     if (height != size || width != size)
         status = error_set(GLIMPSE_STATUS_UNSUPPORTED,
-                           "preprocessing gives %dx%d pixels but the model takes %dx%d (check preprocessor_config.json)",
+                           "preprocessing gives %dx%d pixels but the model takes %dx%d "
+                           "(check preprocessor_config.json)",
                            width, height, size, size);
     else
         status = preprocess_image(job->pixel_values + index * job->plane, image, &model->preprocess);

@@ -11,8 +11,9 @@
 
 glimpse_status glimpse_embed_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                     float *out) {
-    if (!ctx || (count && (!images || !out)))
+    if (!ctx || !images || !out)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_images: NULL argument");
+    if (!count) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_images: no images");
     const glimpse_model *model = ctx->model;
     if (!model->has_vision)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its vision tower");
@@ -31,8 +32,9 @@ glimpse_status glimpse_embed_images(glimpse_context *ctx, glimpse_image *const *
 }
 
 glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *texts, size_t count, float *out) {
-    if (!ctx || (count && (!texts || !out)))
+    if (!ctx || !texts || !out)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_texts: NULL argument");
+    if (!count) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_texts: no texts");
     const glimpse_model *model = ctx->model;
     if (model->kind != GLIMPSE_MODEL_KIND_CLIP)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "embeddings need a CLIP model");
@@ -63,9 +65,11 @@ glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *text
 
 glimpse_status glimpse_score(const glimpse_model *model, const float *image_embeddings, size_t image_count,
                              const float *text_embeddings, size_t text_count, float *logits) {
-    if (!model || ((image_count && !image_embeddings) || (text_count && !text_embeddings) ||
-                   (image_count && text_count && !logits)))
+    if (!model || !image_embeddings || !text_embeddings || !logits)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_score: NULL argument");
+    if (!image_count || !text_count)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_score: %zu images and %zu texts: nothing to score",
+                         image_count, text_count);
     if (model->kind != GLIMPSE_MODEL_KIND_CLIP)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_score needs a CLIP model");
     retrieval_logits(logits, image_embeddings, image_count, text_embeddings, text_count,

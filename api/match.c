@@ -61,8 +61,10 @@ glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images,
                              const char *const *texts, size_t text_count, glimpse_match_mode mode, float *scores) {
     glimpse_status status = check_retrieval(ctx, "image-text matching");
     if (status) return status;
-    if ((image_count && !images) || (text_count && !texts) || (image_count && text_count && !scores))
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: NULL argument");
+    if (!images || !texts || !scores) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: NULL argument");
+    if (!image_count || !text_count)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: %zu images and %zu texts: nothing to match",
+                         image_count, text_count);
     if (mode != GLIMPSE_MATCH_MODE_ITM && mode != GLIMPSE_MATCH_MODE_ITC)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: unknown mode %d", (int)mode);
     for (size_t t = 0; t < text_count; t++)
@@ -88,7 +90,8 @@ glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images,
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
         /* ITC reads the class token alone; ITM cross-attends to every token */
         vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch,
-                    mode == GLIMPSE_MATCH_MODE_ITC ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
+                    mode == GLIMPSE_MATCH_MODE_ITC ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS,
+                    ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
             float *row = scores + (first + b) * text_count;
             if (mode == GLIMPSE_MATCH_MODE_ITC) {

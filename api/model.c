@@ -17,8 +17,7 @@
 #include "weights/snapshot.h"
 
 glimpse_load_params glimpse_load_default_params(void) {
-    glimpse_load_params params = {1, 1, GLIMPSE_PRECISION_FLOAT32};
-    return params;
+    return (glimpse_load_params){.load_vision = true, .load_text = true, .precision = GLIMPSE_PRECISION_FLOAT32};
 }
 
 /* The architecture named by config.json: "architectures"[0], or else
@@ -55,12 +54,13 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
 static glimpse_status read_preprocessor(glimpse_model *model, int square_default) {
     char *path = file_join(model->folder, "preprocessor_config.json");
     if (!path) return ERROR_OOM();
-    int present = file_is_regular(path);
+    bool present = file_is_regular(path);
     free(path);
     if (!present) return GLIMPSE_STATUS_OK;
     cJSON *preprocessor = NULL;
     glimpse_status status = config_read_json(model->folder, "preprocessor_config.json", &preprocessor);
-    if (!status) status = preprocess_config_read(preprocessor, "preprocessor_config.json", square_default, &model->preprocess);
+    if (!status)
+        status = preprocess_config_read(preprocessor, "preprocessor_config.json", square_default, &model->preprocess);
     cJSON_Delete(preprocessor);
     return status;
 }
@@ -115,7 +115,7 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
         model->kind = GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
         snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
     }
-    int retrieval = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
+    bool retrieval = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
     vit_config vision;
     if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_BLIP, &vision)))
         return status;
@@ -147,13 +147,14 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
     if ((status = config_int_or(text_json, "config.json: text_config", "sep_token_id", 0, text.vocab_size - 1, 102,
                                 &end)))
         return status;
-    if ((status = config_int_or(text_json, "config.json: text_config", "pad_token_id", 0, text.vocab_size - 1, 0, &pad)))
+    if ((status = config_int_or(text_json, "config.json: text_config", "pad_token_id", 0, text.vocab_size - 1, 0,
+                                &pad)))
         return status;
     model->start_id = start, model->end_id = end, model->pad_id = pad;
     if ((status = bert_tokenizer_load(folder, &model->wordpiece))) return status;
     char *generation = file_join(folder, "generation_config.json");
     if (!generation) return ERROR_OOM();
-    int has_generation = file_is_regular(generation);
+    bool has_generation = file_is_regular(generation);
     free(generation);
     if (has_generation && (status = config_read_json(folder, "generation_config.json", &model->generation)))
         return status;

@@ -75,7 +75,7 @@ static glimpse_status meta_set(glimpse_index *index, const char *key, const char
         return db_error(index, "writing the model's identity");
     sqlite3_bind_text(statement, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(statement, 2, value, -1, SQLITE_STATIC);
-    int done = sqlite3_step(statement) == SQLITE_DONE;
+    bool done = sqlite3_step(statement) == SQLITE_DONE;
     sqlite3_finalize(statement);
     return done ? GLIMPSE_STATUS_OK : db_error(index, "writing the model's identity");
 }
@@ -176,7 +176,8 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     char *dim = status ? NULL : meta_get(index, "dim");
     char *scale = status ? NULL : meta_get(index, "logit_scale");
     index->model_path = status ? NULL : meta_get(index, "model_path");
-    if (!status) status = model ? adopt_model(index, model, identity) : read_recorded_model(index, identity, dim, scale);
+    if (!status && model) status = adopt_model(index, model, identity);
+    else if (!status) status = read_recorded_model(index, identity, dim, scale);
     free(identity), free(dim), free(scale);
     if (status) {
         glimpse_index_free(index);

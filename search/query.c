@@ -60,10 +60,10 @@ static int parse(char *query, query_part *parts, int capacity) {
 
 #define QUERY_MAX_PARTS 32
 
-int glimpse_query_needs_images(const char *query) {
-    if (!query) return 0;
+bool glimpse_query_needs_images(const char *query) {
+    if (!query) return false;
     char *copy = strdup(query);
-    if (!copy) return 0;
+    if (!copy) return false;
     query_part parts[QUERY_MAX_PARTS];
     int count = parse(copy, parts, QUERY_MAX_PARTS);
     bool images = false;

@@ -487,6 +487,13 @@ static void test_caption(void **state) {
     r = run("caption", "-m", model, "--min-tokens", "9", "--max-tokens", "3", cat, NULL);
     assert_int_equal(r.status, 2);
     result_free(&r);
+    /* --min-tokens alone above the model's maximum (20 without a generation_config.json) is lowered to it */
+    r = run("caption", "-m", model, "--min-tokens", "30", "--beams", "1", "--json", cat, NULL);
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "ids")), 1 + 20);
+    cJSON_Delete(lines);
+    result_free(&r);
     r = run("caption", "--help", NULL);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "--max-tokens"));

@@ -62,11 +62,12 @@ static double median(double *values, int n) {
 }
 
 /* Prints one stage; per_item divides the time (and work) of a batch. */
-static void report(const bench *b, const char *stage, const char *detail, double seconds, double flops, int per_item) {
+static void report(const bench *b, const char *stage, const char *detail, double seconds, double flops, bool per_item) {
     double ms = seconds * 1e3 / (per_item ? b->batch : 1), work = flops / (per_item ? b->batch : 1);
     double rate = seconds > 0 && flops > 0 ? flops / seconds / 1e9 : 0;
     if (b->options.json) {
-        printf("{\"stage\": \"%s\", \"batch\": %d, \"threads\": %d, \"median_ms\": %.3f, \"gflops\": %.1f, \"gflop\": %.3f",
+        printf("{\"stage\": \"%s\", \"batch\": %d, \"threads\": %d, \"median_ms\": %.3f, \"gflops\": %.1f, "
+               "\"gflop\": %.3f",
                stage, b->batch, b->threads, ms, rate, work / 1e9);
         if (detail) printf(", \"detail\": \"%s\"", detail);
         printf("}\n");
@@ -167,7 +168,7 @@ static void time_decode(bench *b, const uint8_t *png, size_t png_size, glimpse_i
         }
         b->times[r] = cli_now() - start;
     }
-    report(b, "decode", "640x480 PNG", median(b->times, b->runs), 0, 1);
+    report(b, "decode", "640x480 PNG", median(b->times, b->runs), 0, true);
 }
 
 /* preprocess and vision: the images to pixel_values, and the vision tower over them */
@@ -177,7 +178,7 @@ static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *im
         check(bench_preprocess(ctx, images, (size_t)b->batch));
         b->times[r] = cli_now() - start;
     }
-    report(b, "preprocess", NULL, median(b->times, b->runs), 0, 1);
+    report(b, "preprocess", NULL, median(b->times, b->runs), 0, true);
     double flops;
     bench_vision(ctx, (size_t)b->batch, &flops); /* warm */
     for (int r = 0; r < b->runs; r++) {
@@ -185,7 +186,7 @@ static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *im
         bench_vision(ctx, (size_t)b->batch, &flops);
         b->times[r] = cli_now() - start;
     }
-    report(b, "vision", clip ? "class tokens' last layer" : NULL, median(b->times, b->runs), flops, 1);
+    report(b, "vision", clip ? "class tokens' last layer" : NULL, median(b->times, b->runs), flops, true);
 }
 
 /* text: full-length texts as the tokenizer makes them: start token, words, end token (pooled) */
@@ -208,7 +209,7 @@ static void time_text(bench *b, glimpse_context *ctx, const glimpse_model_info *
         check(bench_text(ctx, ids, lengths, (size_t)b->batch, &flops));
         b->times[r] = cli_now() - start;
     }
-    report(b, "text", "77 tokens", median(b->times, b->runs), flops, 1);
+    report(b, "text", "77 tokens", median(b->times, b->runs), flops, true);
     free(ids);
 }
 
@@ -220,7 +221,7 @@ static void time_cross_kv(bench *b, bench_bert *bert) {
         check(bench_cross_kv(bert, &flops));
         b->times[r] = cli_now() - start;
     }
-    report(b, "cross_kv", "once per image", median(b->times, b->runs), flops, 0);
+    report(b, "cross_kv", "once per image", median(b->times, b->runs), flops, false);
 }
 
 /* decoder_step: one step at growing positions, greedy and 3 beams: the cost
@@ -242,7 +243,7 @@ static void time_decoder_steps(bench *b, bench_bert *bert) {
             }
             char detail[64];
             snprintf(detail, sizeof detail, "%s, position %d", sequences == 1 ? "greedy" : "3 beams", positions[p]);
-            report(b, "decoder_step", detail, median(step_times, steps), flops, 0);
+            report(b, "decoder_step", detail, median(step_times, steps), flops, false);
         }
 }
 
@@ -261,7 +262,7 @@ static void time_captions(bench *b, glimpse_context *ctx, glimpse_image *const *
         }
         char detail[64];
         snprintf(detail, sizeof detail, "%d tokens, %s", b->tokens, beams == 1 ? "greedy" : "3 beams");
-        report(b, "caption", detail, median(b->times, b->runs), 0, 0);
+        report(b, "caption", detail, median(b->times, b->runs), 0, false);
     }
 }
 
@@ -294,7 +295,7 @@ static void time_itm_stages(bench *b, glimpse_context *ctx, const glimpse_model 
     }
     char detail[64];
     snprintf(detail, sizeof detail, "per text, %zu tokens", count);
-    report(b, "itm_text", detail, median(b->times, b->runs), flops, 0);
+    report(b, "itm_text", detail, median(b->times, b->runs), flops, false);
     bench_bert_free(encoder);
 }
 
@@ -353,19 +354,19 @@ static void time_search(bench *b, glimpse_context *ctx, const glimpse_model *mod
     check(glimpse_index_search(index, row, 10, results, &found)); /* loads the embeddings */
     char detail[64];
     snprintf(detail, sizeof detail, "%ld rows", b->search_rows);
-    report(b, "search_load", detail, cli_now() - start, 0, 0);
+    report(b, "search_load", detail, cli_now() - start, 0, false);
     for (int r = 0; r < b->runs; r++) {
         start = cli_now();
         check(glimpse_embed_query(ctx, "a photo of a dog on the beach", row));
         b->times[r] = cli_now() - start;
     }
-    report(b, "query", "text embedding", median(b->times, b->runs), 0, 0);
+    report(b, "query", "text embedding", median(b->times, b->runs), 0, false);
     for (int r = 0; r < b->runs; r++) {
         start = cli_now();
         check(glimpse_index_search(index, row, 10, results, &found));
         b->times[r] = cli_now() - start;
     }
-    report(b, "search", detail, median(b->times, b->runs), 2.0 * b->search_rows * dim, 0);
+    report(b, "search", detail, median(b->times, b->runs), 2.0 * b->search_rows * dim, false);
     glimpse_index_free(index);
     free(row);
     unlink(db);
@@ -380,7 +381,7 @@ int command_bench(int argc, char **argv) {
     glimpse_model *model = cli_load_model(&b.options, "bench", true, true);
     glimpse_context *ctx = cli_create_context(&b.options, model);
     b.threads = bench_threads(ctx);
-    report(&b, "load", NULL, median(b.times, b.runs), 0, 0);
+    report(&b, "load", NULL, median(b.times, b.runs), 0, false);
     glimpse_model_info info;
     check(glimpse_model_get_info(model, &info));
     size_t png_size;

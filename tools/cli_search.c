@@ -2,6 +2,7 @@
  * photo collection) and `glimpse search` (query it with texts, images or
  * combinations). */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,11 +29,11 @@ typedef struct index_progress {
     const cli_options *options;
 } index_progress;
 
-static int on_progress(void *user, size_t done, size_t total) {
+static bool on_progress(void *user, size_t done, size_t total) {
     index_progress *p = user;
     if (p->bar.total != total) cli_progress_start(&p->bar, p->options, total, "images");
     cli_progress_step(&p->bar, done);
-    return 0;
+    return false;
 }
 
 static void on_failure(void *user, const char *path, const char *reason) {
@@ -59,15 +60,16 @@ int command_index(int argc, char **argv) {
     }
     if (!db) cli_usage_error("index", "no index file: give --db FILE");
     if (optind >= argc) cli_usage_error("index", "no files or folders to index");
-    glimpse_model *model = cli_load_model(&options, "index", 1, 0);
+    glimpse_model *model = cli_load_model(&options, "index", true, false);
     glimpse_index *index;
     if (glimpse_index_open(db, model, &index) != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
     glimpse_context *ctx = cli_create_context(&options, model);
-    index_progress progress = {{0}, &options};
-    glimpse_index_params params = {on_progress, on_failure, &progress, options.max_pixels};
+    index_progress progress = {.bar = {0}, .options = &options};
+    glimpse_index_params params = {
+        .on_progress = on_progress, .on_failure = on_failure, .user = &progress, .max_pixels = options.max_pixels};
     glimpse_index_summary summary;
     double started = cli_now();
     glimpse_status status = glimpse_index_update(index, ctx, (const char *const *)(argv + optind),
@@ -131,11 +133,11 @@ int command_search(int argc, char **argv) {
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
-    int images = 0;
+    bool images = false;
     for (int i = optind; i < argc; i++) images |= glimpse_query_needs_images(argv[i]);
     if (!options.model) options.model = glimpse_index_model_path(index);
     /* a text query needs only the text tower */
-    glimpse_model *model = cli_load_model(&options, "search", images, 1);
+    glimpse_model *model = cli_load_model(&options, "search", images, true);
     glimpse_index *checked;
     if (glimpse_index_open(db, model, &checked) != GLIMPSE_STATUS_OK) { /* refuses another model */
         cli_error("%s", glimpse_last_error());
@@ -144,12 +146,8 @@ int command_search(int argc, char **argv) {
     glimpse_index_free(checked);
     glimpse_context *ctx = cli_create_context(&options, model);
     size_t dim = glimpse_model_embedding_dim(model);
-    float *query = malloc(dim * sizeof(float));
-    glimpse_search_result *results = malloc((size_t)k * sizeof *results);
-    if (!query || !results) {
-        cli_error("out of memory");
-        return CLI_EXIT_FAILURE;
-    }
+    float *query = cli_calloc(dim, sizeof(float));
+    glimpse_search_result *results = cli_calloc((size_t)k, sizeof *results);
     for (int i = optind; i < argc; i++) {
         size_t found = 0;
         if (glimpse_embed_query(ctx, argv[i], query) != GLIMPSE_STATUS_OK ||
