@@ -233,6 +233,17 @@ size_t glimpse_model_embedding_dim(const glimpse_model *model) {
     return 0;
 }
 
+/* The text side of glimpse_model_info, whichever text tower the model has. */
+static void set_text_info(glimpse_model_info *out, int hidden_size, int layers, int heads, int max_tokens,
+                          int vocab_size, const char *activation) {
+    out->text_hidden_size = hidden_size;
+    out->text_layers = layers;
+    out->text_heads = heads;
+    out->text_max_tokens = max_tokens;
+    out->vocab_size = vocab_size;
+    out->text_activation = activation;
+}
+
 glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out) {
     if (!model || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_model_get_info: NULL argument");
     memset(out, 0, sizeof *out);
@@ -251,20 +262,10 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     if (model->has_text && model->kind != GLIMPSE_MODEL_KIND_CLIP) {
         const bert_config *t = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL ? &model->text_encoder.config
                                                                                 : &model->text_decoder.config;
-        out->text_hidden_size = t->hidden_size;
-        out->text_layers = t->layers;
-        out->text_heads = t->heads;
-        out->text_max_tokens = t->max_positions;
-        out->vocab_size = t->vocab_size;
-        out->text_activation = t->act_name;
+        set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
     } else if (model->has_text) {
         const clip_text_config *t = &model->text.config;
-        out->text_hidden_size = t->hidden_size;
-        out->text_layers = t->layers;
-        out->text_heads = t->heads;
-        out->text_max_tokens = t->max_positions;
-        out->vocab_size = t->vocab_size;
-        out->text_activation = t->act_name;
+        set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
     }
     out->embedding_dim = (int)glimpse_model_embedding_dim(model);
     out->parameter_count = weight_store_parameters(model->store);

@@ -179,12 +179,11 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     if (!status && model) status = adopt_model(index, model, identity);
     else if (!status) status = read_recorded_model(index, identity, dim, scale);
     free(identity), free(dim), free(scale);
-    if (status) {
+    if (status)
         glimpse_index_free(index);
-        return status;
-    }
-    *out = index;
-    return GLIMPSE_STATUS_OK;
+    else
+        *out = index;
+    return status;
 }
 
 void glimpse_index_free(glimpse_index *index) {

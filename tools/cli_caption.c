@@ -215,7 +215,5 @@ int command_caption(int argc, char **argv) {
     }
     glimpse_context *ctx = cli_create_context(&options, model);
     caption_files(&options, ctx, paths, count, &params);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
-    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return cli_finish(&options, ctx, model);
 }

@@ -99,9 +99,7 @@ int command_embed(int argc, char **argv) {
     free(ok);
     free(images.items);
     free(texts.items);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
-    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return cli_finish(&options, ctx, model);
 }
 
 /* ------------------------------------------------------------------ rank */
@@ -142,37 +140,14 @@ static size_t sort_by_score(size_t *order, const float *scores, const bool *ok, 
     return n;
 }
 
-/* One result line: scores[order[r]] for r < n, with the optional second scores. */
+/* One text's ranking: paths[order[r]] with scores[r] for r < n, and CLIP's scores before re-ranking if given. */
 static void print_ranking(const cli_options *options, const char *text, char **paths, const size_t *order, size_t n,
                           const float *scores, const float *clip_scores) {
-    if (options->json) {
-        printf("{\"text\": ");
-        json_string(stdout, text);
-        printf(", \"results\": [");
-        for (size_t r = 0; r < n; r++) {
-            printf(r ? ", {\"image\": " : "{\"image\": ");
-            json_string(stdout, paths[order[r]]);
-            printf(", \"score\": ");
-            json_float(stdout, scores[r]);
-            if (clip_scores) {
-                printf(", \"clip_score\": ");
-                json_float(stdout, clip_scores[r]);
-                printf(", \"itm_score\": ");
-                json_float(stdout, scores[r]);
-            }
-            printf("}");
-        }
-        printf("]}\n");
-    } else {
-        printf("%s\n", text);
-        for (size_t r = 0; r < n; r++) {
-            if (clip_scores)
-                printf("  %8.4f  (clip %8.4f)  %s\n", scores[r], clip_scores[r], paths[order[r]]);
-            else
-                printf("  %8.4f  %s\n", scores[r], paths[order[r]]);
-        }
-    }
+    const char **ranked = cli_calloc(n, sizeof *ranked);
+    for (size_t r = 0; r < n; r++) ranked[r] = paths[order[r]];
+    cli_print_results(options, text, ranked, scores, clip_scores, n);
     fflush(stdout);
+    free(ranked);
 }
 
 /* Loads paths[0 .. count) that decode: images[j] is paths[index[j]]; failures reported and counted. */
@@ -370,11 +345,9 @@ int command_rank(int argc, char **argv) {
     free(scores);
     free(ok);
     free(request.texts.items);
-    glimpse_context_free(ctx);
     glimpse_context_free(rerank_ctx);
-    glimpse_model_free(model);
     glimpse_model_free(reranker);
-    return options->failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return cli_finish(options, ctx, model);
 }
 
 /* -------------------------------------------------------------- classify */
@@ -482,9 +455,7 @@ int command_classify(int argc, char **argv) {
     free(image_embeddings);
     free(text_embeddings);
     free(labels.items);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
-    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return cli_finish(&options, ctx, model);
 }
 
 /* ------------------------------------------------------------------ info */

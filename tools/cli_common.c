@@ -132,6 +132,12 @@ glimpse_context *cli_create_context(const cli_options *options, const glimpse_mo
     return ctx;
 }
 
+int cli_finish(const cli_options *options, glimpse_context *ctx, glimpse_model *model) {
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    return options->failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
 void cli_progress_start(cli_progress *progress, const cli_options *options, size_t total, const char *what) {
     memset(progress, 0, sizeof *progress);
     progress->active = !options->quiet && total > 1 && isatty(STDERR_FILENO);
@@ -211,6 +217,37 @@ int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size
     }
     cli_progress_end(&progress);
     return failed;
+}
+
+void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const float *scores,
+                       const float *clip_scores, size_t count) {
+    if (options->json) {
+        printf("{\"text\": ");
+        json_string(stdout, text);
+        printf(", \"results\": [");
+        for (size_t r = 0; r < count; r++) {
+            printf(r ? ", {\"image\": " : "{\"image\": ");
+            json_string(stdout, paths[r]);
+            printf(", \"score\": ");
+            json_float(stdout, scores[r]);
+            if (clip_scores) {
+                printf(", \"clip_score\": ");
+                json_float(stdout, clip_scores[r]);
+                printf(", \"itm_score\": ");
+                json_float(stdout, scores[r]);
+            }
+            printf("}");
+        }
+        printf("]}\n");
+    } else {
+        printf("%s\n", text);
+        for (size_t r = 0; r < count; r++) {
+            if (clip_scores)
+                printf("  %8.4f  (clip %8.4f)  %s\n", scores[r], clip_scores[r], paths[r]);
+            else
+                printf("  %8.4f  %s\n", scores[r], paths[r]);
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ JSON */

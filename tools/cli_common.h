@@ -62,6 +62,9 @@ long cli_parse_long(const char *command, const char *option, const char *text, l
 /* Loads the model named by options->model (exits with a message on failure). */
 glimpse_model *cli_load_model(const cli_options *options, const char *command, bool load_vision, bool load_text);
 glimpse_context *cli_create_context(const cli_options *options, const glimpse_model *model);
+/* The end of a command: frees its context and its model (either may be NULL)
+ * and gives its exit status, CLI_EXIT_FAILURE if any input failed. */
+int cli_finish(const cli_options *options, glimpse_context *ctx, glimpse_model *model);
 
 /* calloc that exits with a message when memory runs out (never NULL, even for 0 bytes). */
 void *cli_calloc(size_t count, size_t size);
@@ -87,6 +90,13 @@ bool cli_load_image(const cli_options *options, const char *path, cli_progress *
  * Returns the failures. */
 int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
                           size_t count, float *embeddings, bool *ok);
+
+/* One query's results, best first: with --json {"text": TEXT, "results":
+ * [{"image": PATH, "score": S}, ...]} (re-ranked results, given the
+ * first-stage clip_scores, also carry "clip_score" and "itm_score"), else
+ * the text and a line per result. */
+void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const float *scores,
+                       const float *clip_scores, size_t count);
 
 /* JSON writing: strings escaped (invalid UTF-8 becomes U+FFFD), floats
  * printed with 9 significant digits (enough to round-trip a float). */

@@ -9,6 +9,10 @@
 #include "tools/cli_common.h"
 #include "tools/commands.h"
 
+/* Both commands take the common options and --db FILE. */
+static const struct option db_long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
+                                                {NULL, 0, NULL, 0}};
+
 /* ----------------------------------------------------------------- index */
 
 static const char index_help[] =
@@ -47,10 +51,8 @@ int command_index(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
     const char *db = NULL;
-    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-                                                 {NULL, 0, NULL, 0}};
     int code;
-    while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
+    while ((code = getopt_long(argc, argv, "m:", db_long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "index")) continue;
         switch (code) {
         case 'd': db = optarg; break;
@@ -114,10 +116,8 @@ int command_search(int argc, char **argv) {
     cli_options_init(&options);
     const char *db = NULL;
     long k = 10;
-    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-                                                 {NULL, 0, NULL, 0}};
     int code;
-    while ((code = getopt_long(argc, argv, "m:k:", long_options, NULL)) != -1) {
+    while ((code = getopt_long(argc, argv, "m:k:", db_long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "search")) continue;
         switch (code) {
         case 'd': db = optarg; break;
@@ -148,6 +148,8 @@ int command_search(int argc, char **argv) {
     size_t dim = glimpse_model_embedding_dim(model);
     float *query = cli_calloc(dim, sizeof(float));
     glimpse_search_result *results = cli_calloc((size_t)k, sizeof *results);
+    const char **paths = cli_calloc((size_t)k, sizeof *paths);
+    float *scores = cli_calloc((size_t)k, sizeof *scores);
     for (int i = optind; i < argc; i++) {
         size_t found = 0;
         if (glimpse_embed_query(ctx, argv[i], query) != GLIMPSE_STATUS_OK ||
@@ -156,26 +158,10 @@ int command_search(int argc, char **argv) {
             options.failures++;
             continue;
         }
-        if (options.json) {
-            printf("{\"text\": ");
-            json_string(stdout, argv[i]);
-            printf(", \"results\": [");
-            for (size_t r = 0; r < found; r++) {
-                printf(r ? ", {\"image\": " : "{\"image\": ");
-                json_string(stdout, results[r].path);
-                printf(", \"score\": ");
-                json_float(stdout, results[r].score);
-                printf("}");
-            }
-            printf("]}\n");
-        } else {
-            printf("%s\n", argv[i]);
-            for (size_t r = 0; r < found; r++) printf("  %8.4f  %s\n", results[r].score, results[r].path);
-        }
+        for (size_t r = 0; r < found; r++) paths[r] = results[r].path, scores[r] = results[r].score;
+        cli_print_results(&options, argv[i], paths, scores, NULL, found);
     }
-    free(query), free(results);
-    glimpse_context_free(ctx);
+    free(query), free(results), free(paths), free(scores);
     glimpse_index_free(index);
-    glimpse_model_free(model);
-    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return cli_finish(&options, ctx, model);
 }
