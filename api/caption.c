@@ -29,20 +29,31 @@ glimpse_caption_params glimpse_caption_default_params(void) {
                                     .user = NULL};
 }
 
+/* glimpse's own search settings, where neither the caller nor the snapshot
+ * gives one: BLIP's, from its paper and code. */
+#define CAPTION_BEAMS 3
+#define CAPTION_MAX_TOKENS 20
+#define CAPTION_MIN_TOKENS 5
+/* generation_config.json lengths above this are taken as malformed. */
+#define CAPTION_LENGTH_LIMIT 100000
+
 /* The search settings of the model: the snapshot's generation_config.json
- * over glimpse's own (BLIP's paper and code: 3 beams, 5 to 20 new tokens);
- * fields missing or malformed keep glimpse's. */
+ * over glimpse's own; fields missing or malformed keep glimpse's. */
 static glimpse_caption_params model_settings(const glimpse_model *model) {
-    glimpse_caption_params params = {
-        .max_tokens = 20, .min_tokens = 5, .beams = 3, .length_penalty = 1.0f, .repetition_penalty = 1.0f};
+    glimpse_caption_params params = {.max_tokens = CAPTION_MAX_TOKENS,
+                                     .min_tokens = CAPTION_MIN_TOKENS,
+                                     .beams = CAPTION_BEAMS,
+                                     .length_penalty = 1.0f,
+                                     .repetition_penalty = 1.0f};
     const cJSON *g = model ? model->generation : NULL;
     if (!g) return params;
     const char *where = "generation_config.json";
     int value;
     double number;
     if (!config_int_or(g, where, "num_beams", 1, GLIMPSE_CAPTION_MAX_BEAMS, params.beams, &value)) params.beams = value;
-    if (!config_int_or(g, where, "max_length", 2, 100000, params.max_tokens + 1, &value)) params.max_tokens = value - 1;
-    if (!config_int_or(g, where, "min_length", 0, 100000, params.min_tokens + 1, &value))
+    if (!config_int_or(g, where, "max_length", 2, CAPTION_LENGTH_LIMIT, params.max_tokens + 1, &value))
+        params.max_tokens = value - 1;
+    if (!config_int_or(g, where, "min_length", 0, CAPTION_LENGTH_LIMIT, params.min_tokens + 1, &value))
         params.min_tokens = value > 1 ? value - 1 : 0;
     if (!config_double_or(g, where, "repetition_penalty", params.repetition_penalty, &number) && number > 0)
         params.repetition_penalty = (float)number;
