@@ -524,7 +524,7 @@ static void test_int8_option(void **state) {
         dot += u * v, xx += u * u, yy += v * v;
     }
     assert_true(dot / sqrt(xx * yy) >= 0.999);
-    assert_true(memcmp(exact.out, quantized.out, strlen(exact.out)) != 0); /* and it did quantize */
+    assert_string_not_equal(exact.out, quantized.out); /* and it did quantize */
     cJSON_Delete(a), cJSON_Delete(b);
     result_free(&exact), result_free(&quantized);
     run_result help = run("embed", "--help", NULL);
