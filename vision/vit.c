@@ -42,9 +42,11 @@ glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant
                                                                CONFIG_MAX_PROJECTION, 512, &config->projection_dim)))
         return status;
     if (variant == VIT_VARIANT_SIGLIP) config->projection_dim = config->hidden_size; /* the head's, unprojected */
-    if (config->image_size % config->patch_size != 0)
-        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: image_size %d is not a multiple of patch_size %d", where,
-                         config->image_size, config->patch_size);
+    /* The patch convolution (stride = kernel, no padding) drops what is left at the right and bottom edges:
+     * so400m's 384 pixels make 27 patches of 14 and leave 6. */
+    if (config->patch_size > config->image_size)
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: patch_size %d is larger than image_size %d", where,
+                         config->patch_size, config->image_size);
     return GLIMPSE_STATUS_OK;
 }
 
