@@ -28,12 +28,16 @@ static double encoder_flops(double layers, double t, double h, double inter, boo
 
 void bench_vision(glimpse_context *ctx, size_t batch, double *flops) {
     const vit_model *vision = &ctx->model->vision;
-    bool pooled = ctx->model->kind == GLIMPSE_MODEL_KIND_CLIP;
+    bool pooled = ctx->model->kind == GLIMPSE_MODEL_KIND_CLIP; /* SigLIP's head reads every token */
     vit_forward(vision, ctx->vision, ctx->pixel_values, batch,
                 pooled ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
     const vit_config *c = &vision->config;
-    double h = c->hidden_size, t = (double)vision->tokens, patch = 3.0 * c->patch_size * c->patch_size;
-    *flops = (double)batch * (encoder_flops(c->layers, t, h, c->intermediate_size, pooled) + 2 * (t - 1) * patch * h);
+    double h = c->hidden_size, inter = c->intermediate_size, t = (double)vision->tokens;
+    double patches = (double)(vision->patches_per_side * vision->patches_per_side);
+    double patch = 3.0 * c->patch_size * c->patch_size;
+    /* SigLIP's attention-pooling head: keys and values of every token, then one query's layer */
+    double head = vision->weights.head_probe ? 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + 4 * t * h : 0;
+    *flops = (double)batch * (encoder_flops(c->layers, t, h, inter, pooled) + 2 * patches * patch * h + head);
 }
 
 glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t *lengths, size_t count,
@@ -58,8 +62,8 @@ struct bench_bert {
 glimpse_status bench_bert_create(glimpse_context *ctx, size_t sequences, size_t max_length, bench_bert **out) {
     const glimpse_model *model = ctx->model;
     *out = NULL;
-    if (model->kind == GLIMPSE_MODEL_KIND_CLIP)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "bench_bert_create: CLIP has no BERT");
+    if (model_embeds(model))
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "bench_bert_create: %s has no BERT", model->architecture);
     if (sequences > BENCH_MAX_BATCH)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "bench_bert_create: at most %d sequences", BENCH_MAX_BATCH);
     bench_bert *bert = calloc(1, sizeof *bert);

@@ -26,10 +26,11 @@ glimpse_status bench_preprocess(glimpse_context *ctx, glimpse_image *const *imag
 
 /* The vision tower over the first batch images bench_preprocess left, as the
  * library runs it: for CLIP's embeddings the last layer computes the class
- * tokens alone; BLIP's captions and matching take every token. */
+ * tokens alone; BLIP's captions and matching, and SigLIP's attention-pooling
+ * head, take every token. */
 void bench_vision(glimpse_context *ctx, size_t batch, double *flops);
 
-/* CLIP's text tower over count texts: ids holds them one after another,
+/* CLIP's or SigLIP's text tower over count texts: ids holds them one after another,
  * lengths[i] ids each (with the start and end tokens), as glimpse_embed_texts
  * runs it. */
 glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t *lengths, size_t count,

@@ -48,9 +48,9 @@ glimpse_status glimpse_context_create(const glimpse_model *model, const glimpse_
             if (!ctx->pixel_values) status = ERROR_OOM();
         }
     }
-    if (!status && model->has_text && model->kind == GLIMPSE_MODEL_KIND_CLIP)
+    if (!status && model->has_text && model_embeds(model))
         status = clip_text_state_create(&model->text, CONTEXT_TEXT_BATCH, &ctx->text);
-    if (!status && model->has_vision && model->kind != GLIMPSE_MODEL_KIND_CLIP) {
+    if (!status && model->has_vision && !model_embeds(model)) {
         ctx->vision_output = malloc(model->vision.tokens * (size_t)model->vision.config.hidden_size * sizeof(float));
         if (!ctx->vision_output) status = ERROR_OOM();
     }

@@ -20,7 +20,7 @@ struct glimpse_context {
     glimpse_context_params params;
     pool *threads;
     vit_state *vision;        /* with the vision tower: CONTEXT_IMAGE_BATCH images */
-    clip_text_state *text;    /* with CLIP's text tower: CONTEXT_TEXT_BATCH texts */
+    clip_text_state *text;    /* with CLIP's or SigLIP's text tower: CONTEXT_TEXT_BATCH texts */
     float *pixel_values;      /* [CONTEXT_IMAGE_BATCH, 3, size, size]: the batch context_preprocess made */
     /* BLIP: one image's vision output as the BERT side reads it: every token
      * after the post-LayerNorm [tokens, vision hidden] (captioning, ITM), or

@@ -1,6 +1,6 @@
-/* embed.c — the embedding calls of the public API (CLIP): images are
- * preprocessed in parallel and encoded in batches; texts are tokenized and
- * encoded packed together; scores and token ids. */
+/* embed.c — the embedding calls of the public API (CLIP, SigLIP): images
+ * are preprocessed in parallel and encoded in batches; texts are tokenized
+ * and encoded packed together; scores and token ids. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,8 +17,8 @@ glimpse_status glimpse_embed_images(glimpse_context *ctx, glimpse_image *const *
     const glimpse_model *model = ctx->model;
     if (!model->has_vision)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its vision tower");
-    if (model->kind != GLIMPSE_MODEL_KIND_CLIP)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "embeddings need a CLIP model");
+    if (!model_embeds(model))
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "embeddings need a CLIP or SigLIP model");
     size_t dim = glimpse_model_embedding_dim(model);
     for (size_t first = 0; first < count; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
@@ -31,13 +31,23 @@ glimpse_status glimpse_embed_images(glimpse_context *ctx, glimpse_image *const *
     return GLIMPSE_STATUS_OK;
 }
 
+/* One text's ids as the model's tokenizer gives them, in ids[0 .. positions): CLIP's
+ * start ... end, or SigLIP's padded to its fixed length; *length of them. */
+static glimpse_status tokenize(const glimpse_model *model, const char *text, size_t positions, int32_t *ids,
+                               size_t *length) {
+    if (model->tokenizer) return clip_tokenizer_encode(model->tokenizer, text, positions, ids, length);
+    size_t unpadded;
+    *length = siglip_tokenizer_length(model->sentencepiece);
+    return siglip_tokenizer_encode(model->sentencepiece, text, ids, positions, &unpadded);
+}
+
 glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *texts, size_t count, float *out) {
     if (!ctx || !texts || !out)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_texts: NULL argument");
     if (!count) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_texts: no texts");
     const glimpse_model *model = ctx->model;
-    if (model->kind != GLIMPSE_MODEL_KIND_CLIP)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "embeddings need a CLIP model");
+    if (!model_embeds(model))
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "embeddings need a CLIP or SigLIP model");
     if (!model->has_text) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its text tower");
     size_t positions = (size_t)model->text.config.max_positions, dim = glimpse_model_embedding_dim(model);
     int32_t *ids = malloc(CONTEXT_TEXT_BATCH * positions * sizeof *ids);
@@ -47,7 +57,7 @@ glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *text
     for (size_t first = 0; first < count && !status; first += CONTEXT_TEXT_BATCH) {
         size_t batch = count - first < CONTEXT_TEXT_BATCH ? count - first : CONTEXT_TEXT_BATCH, rows = 0;
         for (size_t b = 0; b < batch && !status; b++) {
-            status = clip_tokenizer_encode(model->tokenizer, texts[first + b], positions, ids + rows, &lengths[b]);
+            status = tokenize(model, texts[first + b], positions, ids + rows, &lengths[b]);
             rows += lengths[b];
         }
         if (!status)
@@ -70,10 +80,10 @@ glimpse_status glimpse_score(const glimpse_model *model, const float *image_embe
     if (!image_count || !text_count)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_score: %zu images and %zu texts: nothing to score",
                          image_count, text_count);
-    if (model->kind != GLIMPSE_MODEL_KIND_CLIP)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_score needs a CLIP model");
+    if (!model_embeds(model))
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_score needs a CLIP or SigLIP model");
     retrieval_logits(logits, image_embeddings, image_count, text_embeddings, text_count,
-                     glimpse_model_embedding_dim(model), model->logit_scale, 0.0f);
+                     glimpse_model_embedding_dim(model), model->logit_scale, model->logit_bias);
     return GLIMPSE_STATUS_OK;
 }
 
@@ -93,11 +103,12 @@ glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, in
         ids[n + 1] = bert_tokenizer_id(model->wordpiece, "[SEP]");
         return GLIMPSE_STATUS_OK;
     }
-    if (!model->tokenizer) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its tokenizer");
+    if (!model->tokenizer && !model->sentencepiece)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its tokenizer");
     size_t positions = (size_t)model->text.config.max_positions;
     int32_t *all = malloc(positions * sizeof *all);
     if (!all) return ERROR_OOM();
-    glimpse_status status = clip_tokenizer_encode(model->tokenizer, text, positions, all, count);
+    glimpse_status status = tokenize(model, text, positions, all, count);
     if (!status) {
         memcpy(ids, all, (*count < capacity ? *count : capacity) * sizeof *ids);
         if (*count > capacity)

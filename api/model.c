@@ -46,9 +46,14 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
         snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
         return GLIMPSE_STATUS_OK;
     }
+    if ((name && strcmp(name, "SiglipModel") == 0) || (!name && strcmp(type, "siglip") == 0)) {
+        model->kind = GLIMPSE_MODEL_KIND_SIGLIP;
+        snprintf(model->architecture, sizeof model->architecture, "SiglipModel");
+        return GLIMPSE_STATUS_OK;
+    }
     return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                      "%s/config.json: architecture \"%s\" (model_type \"%s\") is not one glimpse runs; "
-                     "supported: CLIPModel, BlipForConditionalGeneration, BlipForImageTextRetrieval",
+                     "supported: CLIPModel, BlipForConditionalGeneration, BlipForImageTextRetrieval, SiglipModel",
                      folder, name ? name : "?", type);
 }
 
@@ -67,17 +72,35 @@ static glimpse_status read_preprocessor(glimpse_model *model, int square_default
     return status;
 }
 
-static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params *params) {
+/* config.json's vision_config and text_config: objects, or (unless required) absent, NULL: all defaults. */
+static glimpse_status config_sections(const glimpse_model *model, bool required, const cJSON **vision,
+                                      const cJSON **text) {
+    *vision = cJSON_GetObjectItemCaseSensitive(model->config, "vision_config");
+    *text = cJSON_GetObjectItemCaseSensitive(model->config, "text_config");
+    bool vision_read = cJSON_IsObject(*vision) || (!required && !*vision);
+    bool text_read = cJSON_IsObject(*text) || (!required && !*text);
+    if (!vision_read || !text_read)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: %s needs vision_config and text_config objects",
+                         model->folder, model->architecture);
+    return GLIMPSE_STATUS_OK;
+}
+
+/* A tokenizer whose ids (tokens of them, read from `file`) the model's embedding table holds. */
+static glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size) {
+    if (tokens > (size_t)vocab_size)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: %s has %zu tokens but the model only %d", model->folder, file,
+                         tokens, vocab_size);
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Each loader reads the config sections config_sections found. */
+static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
+                                const cJSON *text_json) {
     const char *folder = model->folder;
     glimpse_status status;
     int projection_dim;
     if ((status = config_int_or(model->config, "config.json", "projection_dim", 1, 1 << 16, 512, &projection_dim)))
         return status;
-    const cJSON *vision_json = cJSON_GetObjectItemCaseSensitive(model->config, "vision_config");
-    const cJSON *text_json = cJSON_GetObjectItemCaseSensitive(model->config, "text_config");
-    if (!cJSON_IsObject(vision_json) || !cJSON_IsObject(text_json))
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: CLIPModel needs vision_config and text_config",
-                         folder);
     const float *logit_scale;
     size_t scalar_shape[1] = {0};
     if ((status = weight_store_get(model->store, &logit_scale, 0, scalar_shape, names_clip.logit_scale))) return status;
@@ -100,20 +123,58 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
         if ((status = clip_text_model_load(&model->text, &config, &names_clip.text, model->store))) return status;
         model->has_text = true;
         if ((status = clip_tokenizer_load(folder, &model->tokenizer))) return status;
-        if (clip_tokenizer_vocab_size(model->tokenizer) > (size_t)config.vocab_size)
-            return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: vocab.json has %zu tokens but the model only %d", folder,
-                             clip_tokenizer_vocab_size(model->tokenizer), config.vocab_size);
+        return check_vocabulary(model, "vocab.json", clip_tokenizer_vocab_size(model->tokenizer), config.vocab_size);
     }
     return GLIMPSE_STATUS_OK;
 }
 
-static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params *params) {
+/* SiglipModel: CLIP's towers in their SigLIP variants, the SentencePiece
+ * tokenizer, logit_scale and logit_bias. A config section left out takes
+ * every default, as SiglipConfig does. */
+static glimpse_status load_siglip(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
+                                  const cJSON *text_json) {
     const char *folder = model->folder;
     glimpse_status status;
-    const cJSON *vision_json = cJSON_GetObjectItemCaseSensitive(model->config, "vision_config");
-    const cJSON *text_json = cJSON_GetObjectItemCaseSensitive(model->config, "text_config");
-    if (!cJSON_IsObject(vision_json) || !cJSON_IsObject(text_json))
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: BLIP needs vision_config and text_config", folder);
+    const float *logit_scale, *logit_bias;
+    size_t scalar_shape[1] = {1};
+    if ((status = weight_store_get(model->store, &logit_scale, 1, scalar_shape, names_siglip.logit_scale)) ||
+        (status = weight_store_get(model->store, &logit_bias, 1, scalar_shape, names_siglip.logit_bias)))
+        return status;
+    model->logit_scale = expf(*logit_scale), model->logit_bias = *logit_bias;
+    vit_config vision;
+    clip_text_config text;
+    if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_SIGLIP, &vision)) ||
+        (status = clip_text_config_read(text_json, "config.json: text_config", CLIP_TEXT_VARIANT_SIGLIP, 0, &text)))
+        return status;
+    if (vision.projection_dim != text.projection_dim)
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s/config.json: the vision tower embeds in %d dimensions, the "
+                         "text tower's head in %d: they cannot be compared", folder, vision.projection_dim,
+                         text.projection_dim);
+    if (params->load_vision) {
+        if ((status = vit_model_load(&model->vision, &vision, &names_siglip.vision, model->store))) return status;
+        model->has_vision = true;
+        model->preprocess = preprocess_default_siglip(vision.image_size);
+        if ((status = read_preprocessor(model, 1))) return status;
+        model->preprocess.do_center_crop = 0; /* SiglipImageProcessor never crops, whatever the file says */
+    }
+    if (params->load_text) {
+        if ((status = clip_text_model_load(&model->text, &text, &names_siglip.text, model->store))) return status;
+        model->has_text = true;
+        if ((status = siglip_tokenizer_load(folder, &model->sentencepiece)) ||
+            (status = check_vocabulary(model, "spiece.model", siglip_tokenizer_vocab_size(model->sentencepiece),
+                                       text.vocab_size)))
+            return status;
+        if (siglip_tokenizer_length(model->sentencepiece) > (size_t)text.max_positions)
+            return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the tokenizer pads to %zu tokens but the model has %d "
+                             "positions", folder, siglip_tokenizer_length(model->sentencepiece), text.max_positions);
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
+static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
+                                const cJSON *text_json) {
+    const char *folder = model->folder;
+    glimpse_status status;
     if (weight_store_find(model->store, names_blip.retrieval_only)) {
         model->kind = GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
         snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
@@ -161,10 +222,7 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
     free(generation);
     if (has_generation && (status = config_read_json(folder, "generation_config.json", &model->generation)))
         return status;
-    if (bert_tokenizer_vocab_size(model->wordpiece) > (size_t)text.vocab_size)
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the tokenizer has %zu tokens but the model only %d", folder,
-                         bert_tokenizer_vocab_size(model->wordpiece), text.vocab_size);
-    return GLIMPSE_STATUS_OK;
+    return check_vocabulary(model, "the tokenizer", bert_tokenizer_vocab_size(model->wordpiece), text.vocab_size);
 }
 
 /* int8 twins of every tower's projections (each tower that was loaded). */
@@ -195,8 +253,16 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
     if (!status) status = config_read_json(model->folder, "config.json", &model->config);
     if (!status) status = detect_kind(model->config, model->folder, model);
     if (!status) status = weight_store_open(model->folder, &model->store);
-    if (!status && model->kind == GLIMPSE_MODEL_KIND_CLIP) status = load_clip(model, params);
-    if (!status && model->kind != GLIMPSE_MODEL_KIND_CLIP) status = load_blip(model, params);
+    const cJSON *vision_json = NULL, *text_json = NULL; /* SigLIP's may be absent: all defaults */
+    if (!status) status = config_sections(model, model->kind != GLIMPSE_MODEL_KIND_SIGLIP, &vision_json, &text_json);
+    if (!status) {
+        if (model->kind == GLIMPSE_MODEL_KIND_CLIP)
+            status = load_clip(model, params, vision_json, text_json);
+        else if (model->kind == GLIMPSE_MODEL_KIND_SIGLIP)
+            status = load_siglip(model, params, vision_json, text_json);
+        else
+            status = load_blip(model, params, vision_json, text_json);
+    }
     if (!status && params->precision != GLIMPSE_PRECISION_FLOAT32) status = quantize(model, params->precision);
     if (status) {
         glimpse_model_free(model);
@@ -216,6 +282,7 @@ void glimpse_model_free(glimpse_model *model) {
     vit_model_free(&model->vision);
     clip_text_model_free(&model->text);
     clip_tokenizer_free(model->tokenizer);
+    siglip_tokenizer_free(model->sentencepiece);
     bert_model_free(&model->text_decoder);
     bert_model_free(&model->text_encoder);
     bert_tokenizer_free(model->wordpiece);
@@ -229,8 +296,12 @@ void glimpse_model_free(glimpse_model *model) {
 
 glimpse_model_kind glimpse_model_get_kind(const glimpse_model *model) { return model->kind; }
 
+bool model_embeds(const glimpse_model *model) {
+    return model->kind == GLIMPSE_MODEL_KIND_CLIP || model->kind == GLIMPSE_MODEL_KIND_SIGLIP;
+}
+
 size_t glimpse_model_embedding_dim(const glimpse_model *model) {
-    if (!model || model->kind != GLIMPSE_MODEL_KIND_CLIP) return 0;
+    if (!model || !model_embeds(model)) return 0;
     if (model->has_vision) return (size_t)model->vision.config.projection_dim;
     if (model->has_text) return (size_t)model->text.config.projection_dim;
     return 0;
@@ -262,7 +333,7 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
         out->vision_heads = v->heads;
         out->vision_activation = v->act_name;
     }
-    if (model->has_text && model->kind != GLIMPSE_MODEL_KIND_CLIP) {
+    if (model->has_text && !model_embeds(model)) {
         const bert_config *t = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL ? &model->text_encoder.config
                                                                                 : &model->text_decoder.config;
         set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
@@ -276,6 +347,7 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     out->weight_dtype = weight_store_dtype(model->store);
     out->copied_bytes = weight_store_copied_bytes(model->store);
     out->logit_scale = model->logit_scale;
+    out->logit_bias = model->logit_bias;
     return GLIMPSE_STATUS_OK;
 }
 
@@ -292,7 +364,7 @@ glimpse_status model_identity(const glimpse_model *model, char *out, size_t capa
     hash = hash_bytes(hash, (const uint8_t *)text, strlen(text));
     free(text);
     const char *names[] = {"visual_projection.weight", "text_projection.weight", "logit_scale", "vision_proj.weight",
-                           "text_proj.weight"};
+                           "text_proj.weight", "logit_bias", "text_model.head.weight"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const tensor_entry *entry = weight_store_find(model->store, names[i]);
         if (entry) hash = hash_bytes(hash, entry->data, entry->bytes);

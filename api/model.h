@@ -13,6 +13,7 @@
 #include "text/bert_tokenizer.h"
 #include "text/clip_text.h"
 #include "text/clip_tokenizer.h"
+#include "text/siglip_tokenizer.h"
 #include "vision/preprocess.h"
 #include "vision/vit.h"
 #include "weights/store.h"
@@ -26,9 +27,11 @@ struct glimpse_model {
     bool has_vision, has_text; /* the towers loaded (glimpse_load_params) */
     preprocess_config preprocess;
     vit_model vision;
-    clip_text_model text;
-    clip_tokenizer *tokenizer;
+    clip_text_model text;          /* CLIP's, or SigLIP's (its variant) */
+    clip_tokenizer *tokenizer;     /* CLIP */
+    siglip_tokenizer *sentencepiece; /* SigLIP */
     float logit_scale; /* exponentiated */
+    float logit_bias;  /* SigLIP; 0 for CLIP */
     /* BLIP */
     bert_model text_decoder;      /* captioning: text_decoder.bert + cls.predictions */
     bert_model text_encoder;      /* retrieval: text_encoder, bidirectional */
@@ -39,5 +42,9 @@ struct glimpse_model {
     glimpse_precision precision;
     q8_set quantized; /* the int8 weights, with GLIMPSE_PRECISION_INT8 */
 };
+
+/* CLIP and SigLIP: image and text towers embedding into one space
+ * (glimpse_embed_*, glimpse_score, the search index). */
+bool model_embeds(const glimpse_model *model);
 
 #endif

@@ -42,7 +42,9 @@
  *     glimpse_caption_free(&caption); // left empty by a failure: freeing it is harmless
  *
  * and BLIP retrieval models score pairs with glimpse_match; glimpse_index_*
- * keeps a photo collection searchable.
+ * keeps a photo collection searchable. SigLIP models embed and score as CLIP
+ * does; their scores carry SigLIP's logit_bias, and the probability that a
+ * text matches an image is the sigmoid of that pair's logit alone.
  *
  * Thread safety: a loaded glimpse_model is read-only and may be shared by any
  * number of threads at once. A glimpse_context holds the scratch memory of
@@ -127,7 +129,8 @@ typedef struct glimpse_model glimpse_model;
 typedef enum glimpse_model_kind {
     GLIMPSE_MODEL_KIND_CLIP = 1,          /* CLIPModel: embed, rank, classify */
     GLIMPSE_MODEL_KIND_BLIP_CAPTION = 2,  /* BlipForConditionalGeneration */
-    GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL = 3 /* BlipForImageTextRetrieval */
+    GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL = 3, /* BlipForImageTextRetrieval */
+    GLIMPSE_MODEL_KIND_SIGLIP = 4          /* SiglipModel: embed, rank, classify (sigmoid probabilities) */
 } glimpse_model_kind;
 
 typedef enum glimpse_precision {
@@ -164,8 +167,8 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
 void glimpse_model_free(glimpse_model *model);
 
 glimpse_model_kind glimpse_model_get_kind(const glimpse_model *model);
-/* Length of the projected embeddings (CLIP projection_dim); 0 for a model
- * without embeddings. */
+/* Length of the projected embeddings (CLIP projection_dim, SigLIP hidden_size);
+ * 0 for a model without embeddings. */
 size_t glimpse_model_embedding_dim(const glimpse_model *model);
 
 typedef struct glimpse_model_info {
@@ -189,6 +192,7 @@ typedef struct glimpse_model_info {
      * 16-bit, mapped, where the CPU has AVX-512; elsewhere they are widened
      * too), and tensors stored at unaligned offsets. Int8 weights not counted. */
     size_t copied_bytes;
+    float logit_bias; /* SigLIP's, added to every logit; 0 for CLIP */
 } glimpse_model_info;
 
 glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out);
@@ -262,14 +266,17 @@ glimpse_status glimpse_embed_images(glimpse_context *ctx, glimpse_image *const *
 glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *texts, size_t count, float *out);
 
 /* Scores every image against every text: logits[i * text_count + t] =
- * logit_scale × cosine(image i, text t), as CLIP's logits_per_image. The
+ * logit_scale × cosine(image i, text t) + logit_bias, as CLIP's and SigLIP's
+ * logits_per_image (CLIP has no bias; SigLIP's probability that text t
+ * describes image i is sigmoid(logit), each pair on its own). The
  * embeddings are those returned by glimpse_embed_*. Zero images or texts is
  * GLIMPSE_STATUS_INVALID_ARGUMENT. */
 glimpse_status glimpse_score(const glimpse_model *model, const float *image_embeddings, size_t image_count,
                              const float *text_embeddings, size_t text_count, float *logits);
 
 /* Token ids of a text as the model's tokenizer gives them (with start and end
- * tokens, truncated to the model's context). Writes at most capacity ids and
+ * tokens, truncated to the model's context; SigLIP's padded with its end token
+ * to exactly 64, as its processor pads them). Writes at most capacity ids and
  * sets *count to the full number; GLIMPSE_STATUS_TOO_LARGE if they did not fit. */
 glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, int32_t *ids, size_t capacity,
                                 size_t *count);
@@ -373,14 +380,14 @@ glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, glimpse_im
 /* ---------------------------------------------------------- search index */
 
 /* A search index of a photo collection: an SQLite file holding each image's
- * path, size, modification time, content hash and CLIP embedding, with the
- * model's identity recorded once. Not shared between threads: one handle per
- * thread (SQLite handles concurrent processes). */
+ * path, size, modification time, content hash and CLIP or SigLIP embedding,
+ * with the model's identity recorded once. Not shared between threads: one
+ * handle per thread (SQLite handles concurrent processes). */
 typedef struct glimpse_index glimpse_index;
 
-/* Opens db_path, creating it if needed. With model (a CLIP model), an index
- * built with another model is refused (GLIMPSE_STATUS_WRONG_MODEL) and a new
- * index records this model. With model NULL the index must exist already
+/* Opens db_path, creating it if needed. With model (a CLIP or SigLIP model),
+ * an index built with another model is refused (GLIMPSE_STATUS_WRONG_MODEL) and
+ * a new index records this model. With model NULL the index must exist already
  * (for searching). Caller closes with glimpse_index_free. */
 glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *model, glimpse_index **out);
 void glimpse_index_free(glimpse_index *index);
@@ -417,7 +424,7 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
 
 typedef struct glimpse_search_result {
     const char *path; /* owned by the index; valid until the next update or close */
-    float score;      /* logit_scale × cosine, as glimpse_score */
+    float score;      /* logit_scale × cosine + logit_bias, as glimpse_score */
 } glimpse_search_result;
 
 /* The k stored images closest to a query embedding (L2-normalised, as the

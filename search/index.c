@@ -33,7 +33,7 @@ struct glimpse_index {
     char *identity;   /* model_identity of the model the index was built with */
     char *model_path; /* that model's folder */
     size_t dim;
-    float logit_scale;
+    float logit_scale, logit_bias; /* a search's score: logit_scale × cosine + logit_bias (SigLIP's; CLIP 0) */
     /* search cache: every stored embedding, loaded on first search */
     bool loaded;
     size_t count;
@@ -105,7 +105,7 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
                        "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);");
 }
 
-/* Records a new index's model: identity, folder, embedding size, logit scale. */
+/* Records a new index's model: identity, folder, embedding size, logit scale and bias. */
 static glimpse_status record_model(glimpse_index *index, const glimpse_model_info *info, const char *identity) {
     char number[64];
     char *absolute = realpath(info->path, NULL);
@@ -117,6 +117,8 @@ static glimpse_status record_model(glimpse_index *index, const glimpse_model_inf
     if (!status) status = meta_set(index, "dim", number);
     snprintf(number, sizeof number, "%.9g", info->logit_scale);
     if (!status) status = meta_set(index, "logit_scale", number);
+    snprintf(number, sizeof number, "%.9g", info->logit_bias);
+    if (!status) status = meta_set(index, "logit_bias", number);
     if (!status) status = exec(index, "COMMIT");
     free(index->model_path);
     index->model_path = strdup(folder);
@@ -140,19 +142,21 @@ static glimpse_status adopt_model(glimpse_index *index, const glimpse_model *mod
     index->identity = strdup(mine);
     if (!index->identity) return ERROR_OOM();
     index->dim = (size_t)info.embedding_dim;
-    index->logit_scale = info.logit_scale;
+    index->logit_scale = info.logit_scale, index->logit_bias = info.logit_bias;
     return GLIMPSE_STATUS_OK;
 }
 
-/* Opened without a model: the one recorded, as the meta table gives it. */
+/* Opened without a model: the one recorded, as the meta table gives it (an
+ * index from before SigLIP records no bias: CLIP's, 0). */
 static glimpse_status read_recorded_model(glimpse_index *index, const char *identity, const char *dim,
-                                          const char *scale) {
+                                          const char *scale, const char *bias) {
     if (!identity || !dim || !scale)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s is not a glimpse index (no model recorded)", index->path);
     index->identity = strdup(identity);
     if (!index->identity) return ERROR_OOM();
     index->dim = (size_t)strtoul(dim, NULL, 10);
     index->logit_scale = strtof(scale, NULL);
+    index->logit_bias = bias ? strtof(bias, NULL) : 0.0f;
     if (index->dim == 0 || index->dim > INDEX_MAX_EMBEDDING_DIM)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: damaged index (embedding size %s)", index->path, dim);
     return GLIMPSE_STATUS_OK;
@@ -163,9 +167,9 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     *out = NULL;
     if (!db_path) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_open: no database path");
     glimpse_model_info info;
-    if (model && glimpse_model_get_info(model, &info) == GLIMPSE_STATUS_OK && info.kind != GLIMPSE_MODEL_KIND_CLIP)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "a search index needs a CLIP model (embeddings); this is %s",
-                         info.architecture);
+    if (model && glimpse_model_get_info(model, &info) == GLIMPSE_STATUS_OK && !info.embedding_dim)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "a search index needs a CLIP or SigLIP model (embeddings); this is %s", info.architecture);
     if (!model && !file_is_regular(db_path))
         return error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: no such index (build it with glimpse index)", db_path);
     glimpse_index *index = calloc(1, sizeof *index);
@@ -175,10 +179,11 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     char *identity = status ? NULL : meta_get(index, "model_identity");
     char *dim = status ? NULL : meta_get(index, "dim");
     char *scale = status ? NULL : meta_get(index, "logit_scale");
+    char *bias = status ? NULL : meta_get(index, "logit_bias");
     index->model_path = status ? NULL : meta_get(index, "model_path");
     if (!status && model) status = adopt_model(index, model, identity);
-    else if (!status) status = read_recorded_model(index, identity, dim, scale);
-    free(identity), free(dim), free(scale);
+    else if (!status) status = read_recorded_model(index, identity, dim, scale, bias);
+    free(identity), free(dim), free(scale), free(bias);
     if (status)
         glimpse_index_free(index);
     else
@@ -629,7 +634,7 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
     /* top k by insertion into a sorted list: k is small */
     size_t n = 0;
     for (size_t i = 0; i < index->count && k; i++) {
-        float score = index->scores[i] * index->logit_scale;
+        float score = index->scores[i] * index->logit_scale + index->logit_bias;
         if (n == k && !(score > results[n - 1].score)) continue;
         size_t at = n < k ? n++ : k - 1;
         while (at > 0 && score > results[at - 1].score) {

@@ -75,7 +75,7 @@ bool glimpse_query_needs_images(const char *query) {
 glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, float *out) {
     if (!ctx || !query || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_query: NULL argument");
     size_t dim = glimpse_model_embedding_dim(context_model(ctx));
-    if (!dim) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "queries need a CLIP model");
+    if (!dim) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "queries need a CLIP or SigLIP model");
     char *copy = strdup(query);
     float *part = malloc(dim * sizeof(float));
     if (!copy || !part) {

@@ -115,6 +115,27 @@ const char *parity_text(const parity_fixture *f, size_t t) {
     return cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "texts"), (int)t)->valuestring;
 }
 
+void parity_embed_and_score(const parity_fixture *f, float **image_embeds, float **text_embeds, float **logits) {
+    size_t dim = glimpse_model_embedding_dim(f->model), ni = f->image_count, nt = f->text_count;
+    glimpse_context *ctx;
+    glimpse_context_params params = glimpse_context_default_params();
+    params.threads = 2;
+    assert_int_equal(glimpse_context_create(f->model, &params, &ctx), GLIMPSE_STATUS_OK);
+    glimpse_image **images = calloc(ni, sizeof *images);
+    const char **texts = calloc(nt, sizeof *texts);
+    *image_embeds = malloc(ni * dim * sizeof(float)), *text_embeds = malloc(nt * dim * sizeof(float));
+    *logits = malloc(ni * nt * sizeof(float));
+    assert_true(images && texts && *image_embeds && *text_embeds && *logits);
+    for (size_t i = 0; i < ni; i++) images[i] = fixture_image(parity_image(f, i));
+    for (size_t t = 0; t < nt; t++) texts[t] = parity_text(f, t);
+    assert_int_equal(glimpse_embed_images(ctx, images, ni, *image_embeds), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_texts(ctx, texts, nt, *text_embeds), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_score(f->model, *image_embeds, ni, *text_embeds, nt, *logits), GLIMPSE_STATUS_OK);
+    for (size_t i = 0; i < ni; i++) glimpse_image_free(images[i]);
+    free(images), free(texts);
+    glimpse_context_free(ctx);
+}
+
 float *parity_pixel_values(const parity_fixture *f, const preprocess_config *config, size_t size) {
     size_t plane = 3 * size * size;
     float *pixels = malloc(f->image_count * plane * sizeof(float));

@@ -47,6 +47,11 @@ int parity_teardown(void **state);
 /* expected.json's "images"[i] and "texts"[t]. */
 const char *parity_image(const parity_fixture *f, size_t i);
 const char *parity_text(const parity_fixture *f, size_t t);
+/* Every image and text of expected.json through the public API with the
+ * fixture's model (a context of 2 threads): *image_embeds [image_count, dim],
+ * *text_embeds [text_count, dim] and glimpse_score's *logits [image_count,
+ * text_count], each a new array the caller frees. Fails the test on an error. */
+void parity_embed_and_score(const parity_fixture *f, float **image_embeds, float **text_embeds, float **logits);
 /* pixel_values [image_count, 3, size, size] of every image of expected.json,
  * preprocessed with config (vision/preprocess.h); caller frees. */
 float *parity_pixel_values(const parity_fixture *f, const struct preprocess_config *config, size_t size);

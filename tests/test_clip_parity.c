@@ -166,22 +166,9 @@ static void test_text_tower(void **state) {
 static void test_public_api_logits(void **state) {
     clip_fixture *f = *state;
     REQUIRE_FIXTURES(f);
-    size_t dim = glimpse_model_embedding_dim(f->model), ni = f->image_count, nt = f->text_count;
-    glimpse_context *ctx;
-    glimpse_context_params params = glimpse_context_default_params();
-    params.threads = 2;
-    assert_int_equal(glimpse_context_create(f->model, &params, &ctx), GLIMPSE_STATUS_OK);
-    glimpse_image *images[16];
-    const char *texts[16];
-    for (size_t i = 0; i < ni; i++)
-        images[i] = fixture_image(parity_image(f, i));
-    for (size_t t = 0; t < nt; t++)
-        texts[t] = parity_text(f, t);
-    float *image_embeds = malloc(ni * dim * sizeof(float)), *text_embeds = malloc(nt * dim * sizeof(float));
-    float *logits = malloc(ni * nt * sizeof(float));
-    assert_int_equal(glimpse_embed_images(ctx, images, ni, image_embeds), GLIMPSE_STATUS_OK);
-    assert_int_equal(glimpse_embed_texts(ctx, texts, nt, text_embeds), GLIMPSE_STATUS_OK);
-    assert_int_equal(glimpse_score(f->model, image_embeds, ni, text_embeds, nt, logits), GLIMPSE_STATUS_OK);
+    size_t ni = f->image_count, nt = f->text_count;
+    float *image_embeds, *text_embeds, *logits;
+    parity_embed_and_score(f, &image_embeds, &text_embeds, &logits);
     const float *expected = fixture_tensor(f->reference, "logits_per_image", ni * nt);
     double d = relative_difference(logits, expected, ni * nt);
     note_difference("logits_per_image", d);
@@ -197,11 +184,9 @@ static void test_public_api_logits(void **state) {
             double value = cJSON_GetArrayItem(cJSON_GetArrayItem(rows, (int)i), (int)t)->valuedouble;
             assert_true(fabs(logits[i * nt + t] - value) <= TOLERANCE * (fabs(value) > 1 ? fabs(value) : 1));
         }
-    for (size_t i = 0; i < ni; i++) glimpse_image_free(images[i]);
     free(image_embeds);
     free(text_embeds);
     free(logits);
-    glimpse_context_free(ctx);
 }
 
 typedef struct thread_job {

@@ -52,11 +52,12 @@ static double worst_cosine(glimpse_model *exact, glimpse_model *quantized, glimp
     return worst;
 }
 
-static void test_clip_fixture_embeddings(void **state) {
-    (void)state;
+/* The fixture folder NAME's embeddings of its images and texts, int8 against float32. */
+static void expect_fixture_embeddings_close(const char *name) {
     if (!fixtures_folder()) skip();
-    char *folder = fixture_path("clip-tiny");
-    cJSON *expected = fixture_json("clip-tiny/expected.json");
+    char *folder = fixture_path(name), relative[128];
+    snprintf(relative, sizeof relative, "%s/expected.json", name);
+    cJSON *expected = fixture_json(relative);
     glimpse_model *exact = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
     glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
     size_t image_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(expected, "images"));
@@ -68,13 +69,24 @@ static void test_clip_fixture_embeddings(void **state) {
     for (size_t i = 0; i < text_count; i++)
         texts[i] = cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "texts"), (int)i)->valuestring;
     double worst = worst_cosine(exact, quantized, images, image_count, texts, text_count);
-    fprintf(stderr, "int8 clip-tiny: smallest cosine to float32 over %zu images and %zu texts: %.6f (bound %.3f)\n",
+    fprintf(stderr, "int8 %s: smallest cosine to float32 over %zu images and %zu texts: %.6f (bound %.3f)\n", name,
             image_count, text_count, worst, MIN_COSINE);
     assert_true(worst >= MIN_COSINE);
     for (size_t i = 0; i < image_count; i++) glimpse_image_free(images[i]);
     free(images), free(texts), free(folder);
     cJSON_Delete(expected);
     glimpse_model_free(exact), glimpse_model_free(quantized);
+}
+
+static void test_clip_fixture_embeddings(void **state) {
+    (void)state;
+    expect_fixture_embeddings_close("clip-tiny");
+}
+
+/* SigLIP's attention-pooling head is quantized with its towers. */
+static void test_siglip_fixture_embeddings(void **state) {
+    (void)state;
+    expect_fixture_embeddings_close("siglip-tiny");
 }
 
 static void test_demo_clip_embeddings(void **state) {
@@ -260,7 +272,8 @@ static void test_blip_itm_fixture_scores(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_clip_fixture_embeddings), cmocka_unit_test(test_demo_clip_embeddings),
+        cmocka_unit_test(test_clip_fixture_embeddings), cmocka_unit_test(test_siglip_fixture_embeddings),
+        cmocka_unit_test(test_demo_clip_embeddings),
         cmocka_unit_test(test_blip_fixture_captions), cmocka_unit_test(test_demo_captions),
         cmocka_unit_test(test_blip_itm_fixture_scores)};
     return cmocka_run_group_tests(tests, NULL, NULL);

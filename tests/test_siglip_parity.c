@@ -12,81 +12,34 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "api/model.h"
 #include "core/pool.h"
 #include "fusion/retrieval.h"
-#include "text/clip_text.h"
-#include "text/siglip_tokenizer.h"
-#include "vision/preprocess.h"
-#include "vision/vit.h"
-#include "weights/config.h"
-#include "weights/names.h"
 #include "tests/support.h"
 
 #define TOLERANCE 1e-4
 
 typedef struct siglip_fixture {
-    parity_fixture *parity; /* expected.json, reference.safetensors */
-    weight_store *store;
-    cJSON *config;
-    vit_model vision;
-    clip_text_model text;
-    siglip_tokenizer *tokenizer;
-    preprocess_config preprocess;
-    float logit_scale, logit_bias;
+    parity_fixture *parity; /* the snapshot loaded by glimpse_model_load, expected.json, reference.safetensors */
+    const glimpse_model *model;
     pool *threads;
 } siglip_fixture;
 
-/* The snapshot's towers, tokenizer and preprocessing, read as a loader reads them. */
-static glimpse_status load_snapshot(siglip_fixture *f, const char *folder) {
-    glimpse_status status = config_read_json(folder, "config.json", &f->config);
-    if (!status) status = weight_store_open(folder, &f->store);
-    const cJSON *vision_json = cJSON_GetObjectItem(f->config, "vision_config");
-    const cJSON *text_json = cJSON_GetObjectItem(f->config, "text_config");
-    vit_config vision;
-    clip_text_config text;
-    if (!status) status = vit_config_read(vision_json, "vision_config", VIT_VARIANT_SIGLIP, &vision);
-    if (!status) status = vit_model_load(&f->vision, &vision, &names_siglip.vision, f->store);
-    if (!status) status = clip_text_config_read(text_json, "text_config", CLIP_TEXT_VARIANT_SIGLIP, 0, &text);
-    if (!status) status = clip_text_model_load(&f->text, &text, &names_siglip.text, f->store);
-    if (!status) status = siglip_tokenizer_load(folder, &f->tokenizer);
-    if (!status) status = pool_create(2, &f->threads);
-    const float *scale, *bias;
-    size_t scalar[1] = {1};
-    if (!status) status = weight_store_get(f->store, &scale, 1, scalar, names_siglip.logit_scale);
-    if (!status) status = weight_store_get(f->store, &bias, 1, scalar, names_siglip.logit_bias);
-    if (status) return status;
-    f->logit_scale = expf(*scale), f->logit_bias = *bias;
-    f->preprocess = preprocess_default_siglip(vision.image_size);
-    cJSON *preprocessor;
-    if ((status = config_read_json(folder, "preprocessor_config.json", &preprocessor))) return status;
-    status = preprocess_config_read(preprocessor, "preprocessor_config.json", 1, &f->preprocess);
-    cJSON_Delete(preprocessor);
-    return status;
-}
-
 static int setup(void **state) {
     void *parity;
-    if (parity_setup(&parity, "siglip-tiny", 0)) return -1;
+    int failed = parity_setup(&parity, "siglip-tiny", 1);
     *state = NULL;
-    if (!parity) return 0;
+    if (!parity) return failed;
     siglip_fixture *f = calloc(1, sizeof *f);
     f->parity = parity;
+    f->model = f->parity->model;
     *state = f;
-    char *folder = fixture_path("siglip-tiny");
-    glimpse_status status = load_snapshot(f, folder);
-    free(folder);
-    if (status) fprintf(stderr, "load failed: %s\n", glimpse_last_error());
-    return status ? -1 : 0;
+    return failed || pool_create(2, &f->threads) ? -1 : 0;
 }
 
 static int teardown(void **state) {
     siglip_fixture *f = *state;
     if (!f) return 0;
-    vit_model_free(&f->vision);
-    clip_text_model_free(&f->text);
-    siglip_tokenizer_free(f->tokenizer);
-    weight_store_free(f->store);
-    cJSON_Delete(f->config);
     pool_free(f->threads);
     void *parity = f->parity;
     free(f);
@@ -116,13 +69,13 @@ static void expect_close(const char *what, const float *actual, const float *exp
 }
 
 static float *all_pixel_values(const siglip_fixture *f) {
-    return parity_pixel_values(f->parity, &f->preprocess, (size_t)f->vision.config.image_size);
+    return parity_pixel_values(f->parity, &f->model->preprocess, (size_t)f->model->vision.config.image_size);
 }
 
 /* Bit for bit: the same Pillow resize, the same float64 rescale and float32 normalisation. */
 static void test_pixel_values(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    size_t size = (size_t)f->vision.config.image_size, plane = 3 * size * size;
+    size_t size = (size_t)f->model->vision.config.image_size, plane = 3 * size * size;
     assert_int_equal(size, 64);
     float *pixels = all_pixel_values(f);
     const float *expected = fixture_tensor(f->parity->reference, "pixel_values", f->parity->image_count * plane);
@@ -137,12 +90,12 @@ static void test_pixel_values(void **state) {
 /* The config's absent keys took SigLIP's defaults. */
 static void test_config_defaults(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    const vit_config *v = &f->vision.config;
-    const clip_text_config *t = &f->text.config;
+    const vit_config *v = &f->model->vision.config;
+    const clip_text_config *t = &f->model->text.config;
     assert_int_equal(v->patch_size, 16);
     assert_int_equal(v->act, ACTIVATION_GELU_TANH);
     assert_true(v->layer_norm_eps == 1e-6f);
-    assert_int_equal(f->vision.tokens, 16); /* 4 × 4 patches, no class token */
+    assert_int_equal(f->model->vision.tokens, 16); /* 4 × 4 patches, no class token */
     assert_int_equal(v->projection_dim, 40);
     assert_int_equal(t->max_positions, 64);
     assert_int_equal(t->act, ACTIVATION_GELU_TANH);
@@ -151,33 +104,56 @@ static void test_config_defaults(void **state) {
     assert_int_equal(t->vocab_size, 1000);
     double scale = cJSON_GetObjectItem(f->parity->expected, "logit_scale")->valuedouble;
     double bias = cJSON_GetObjectItem(f->parity->expected, "logit_bias")->valuedouble;
-    assert_true(fabs(f->logit_scale - scale) <= 1e-6 * scale);
-    assert_true(fabs(f->logit_bias - bias) <= 1e-6);
+    assert_true(fabs(f->model->logit_scale - scale) <= 1e-6 * scale);
+    assert_true(fabs(f->model->logit_bias - bias) <= 1e-6);
 }
 
+/* ids[0 .. count) against a JSON list of ids, then padding with </s> (1) up to count. */
+static void expect_ids(const char *text, const int32_t *ids, size_t count, const cJSON *expected) {
+    size_t given = (size_t)cJSON_GetArraySize(expected);
+    assert_true(given <= count);
+    for (size_t i = 0; i < count; i++) {
+        int want = i < given ? cJSON_GetArrayItem(expected, (int)i)->valueint : 1;
+        if (ids[i] != want) fail_msg("\"%.30s\": id %zu is %d, expected %d", text, i, ids[i], want);
+    }
+}
+
+/* Every text's 64 ids and unpadded count, then every tokenizer case, through glimpse_tokenize. */
 static void test_token_ids(void **state) {
     const siglip_fixture *f = fixture_of(state);
     const cJSON *all_ids = cJSON_GetObjectItem(f->parity->expected, "input_ids");
     const cJSON *counts = cJSON_GetObjectItem(f->parity->expected, "num_tokens");
+    int32_t ids[SIGLIP_TOKENIZER_DEFAULT_LENGTH];
+    size_t count, unpadded;
     for (size_t t = 0; t < f->parity->text_count; t++) {
-        const cJSON *expected = cJSON_GetArrayItem(all_ids, (int)t);
-        int32_t ids[SIGLIP_TOKENIZER_DEFAULT_LENGTH];
-        size_t unpadded;
-        glimpse_status status = siglip_tokenizer_encode(f->tokenizer, parity_text(f->parity, t), ids,
-                                                        SIGLIP_TOKENIZER_DEFAULT_LENGTH, &unpadded);
-        assert_int_equal(status, GLIMPSE_STATUS_OK);
-        assert_int_equal(cJSON_GetArraySize(expected), SIGLIP_TOKENIZER_DEFAULT_LENGTH);
+        const char *text = parity_text(f->parity, t);
+        assert_int_equal(glimpse_tokenize(f->model, text, ids, SIGLIP_TOKENIZER_DEFAULT_LENGTH, &count),
+                         GLIMPSE_STATUS_OK);
+        assert_int_equal(count, SIGLIP_TOKENIZER_DEFAULT_LENGTH);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(all_ids, (int)t)), SIGLIP_TOKENIZER_DEFAULT_LENGTH);
+        expect_ids(text, ids, count, cJSON_GetArrayItem(all_ids, (int)t));
+        assert_int_equal(siglip_tokenizer_encode(f->model->sentencepiece, text, ids, count, &unpadded),
+                         GLIMPSE_STATUS_OK);
         assert_int_equal(unpadded, cJSON_GetArrayItem(counts, (int)t)->valueint);
-        for (size_t i = 0; i < SIGLIP_TOKENIZER_DEFAULT_LENGTH; i++)
-            if (ids[i] != cJSON_GetArrayItem(expected, (int)i)->valueint)
-                fail_msg("text %zu (\"%.30s\"): id %zu is %d, expected %d", t, parity_text(f->parity, t), i, ids[i],
-                         cJSON_GetArrayItem(expected, (int)i)->valueint);
     }
+    const char *lists[] = {"tokenizer_cases", "tokenizer_cases_special"};
+    for (size_t l = 0; l < 2; l++) {
+        const cJSON *item;
+        cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->parity->expected, lists[l])) {
+            const char *text = cJSON_GetObjectItem(item, "text")->valuestring;
+            assert_int_equal(glimpse_tokenize(f->model, text, ids, SIGLIP_TOKENIZER_DEFAULT_LENGTH, &count),
+                             GLIMPSE_STATUS_OK);
+            expect_ids(text, ids, count, cJSON_GetObjectItem(item, "input_ids"));
+        }
+    }
+    /* too small a buffer: the full count and TOO_LARGE, the ids that fit written */
+    assert_int_equal(glimpse_tokenize(f->model, "a cat", ids, 3, &count), GLIMPSE_STATUS_TOO_LARGE);
+    assert_int_equal(count, SIGLIP_TOKENIZER_DEFAULT_LENGTH);
 }
 
 static void test_vision_tower(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    const vit_model *vision = &f->vision;
+    const vit_model *vision = &f->model->vision;
     size_t n = f->parity->image_count, hidden = (size_t)vision->config.hidden_size, tokens = vision->tokens;
     size_t dim = (size_t)vision->config.projection_dim;
     float *pixels = all_pixel_values(f);
@@ -208,7 +184,7 @@ static void test_vision_tower(void **state) {
 
 /* The fixture's input_ids, packed: every text is 64 ids. */
 static int32_t *fixture_ids(const siglip_fixture *f, size_t *lengths) {
-    size_t positions = (size_t)f->text.config.max_positions;
+    size_t positions = (size_t)f->model->text.config.max_positions;
     const cJSON *all_ids = cJSON_GetObjectItem(f->parity->expected, "input_ids");
     int32_t *ids = malloc(f->parity->text_count * positions * sizeof *ids);
     for (size_t t = 0; t < f->parity->text_count; t++) {
@@ -222,7 +198,7 @@ static int32_t *fixture_ids(const siglip_fixture *f, size_t *lengths) {
 
 static void test_text_tower(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    const clip_text_model *text = &f->text;
+    const clip_text_model *text = &f->model->text;
     size_t n = f->parity->text_count, hidden = (size_t)text->config.hidden_size;
     size_t dim = (size_t)text->config.projection_dim;
     size_t positions = (size_t)text->config.max_positions, lengths[16];
@@ -261,12 +237,12 @@ static void test_text_tower(void **state) {
  * from the reference's own embeddings (the towers are held to those above). */
 static void test_scores(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    size_t ni = f->parity->image_count, nt = f->parity->text_count, dim = (size_t)f->vision.config.projection_dim;
+    size_t ni = f->parity->image_count, nt = f->parity->text_count, dim = (size_t)f->model->vision.config.projection_dim;
     const safetensors *reference = f->parity->reference;
     const float *images = fixture_tensor(reference, "image_embeds", ni * dim);
     const float *texts = fixture_tensor(reference, "text_embeds", nt * dim);
     float *logits = malloc(ni * nt * sizeof(float)), *probabilities = malloc(ni * nt * sizeof(float));
-    retrieval_logits(logits, images, ni, texts, nt, dim, f->logit_scale, f->logit_bias);
+    retrieval_logits(logits, images, ni, texts, nt, dim, f->model->logit_scale, f->model->logit_bias);
     retrieval_sigmoid(probabilities, logits, ni * nt);
     expect_close("logits_per_image", logits, fixture_tensor(reference, "logits_per_image", ni * nt), ni * nt);
     expect_close("probs_per_image", probabilities, fixture_tensor(reference, "probs_per_image", ni * nt), ni * nt);
@@ -280,6 +256,37 @@ static void test_scores(void **state) {
     free(probabilities);
 }
 
+/* Through the public API end to end: files in, logits and probabilities out. */
+static void test_public_api_scores(void **state) {
+    const siglip_fixture *f = fixture_of(state);
+    size_t dim = glimpse_model_embedding_dim(f->model), ni = f->parity->image_count, nt = f->parity->text_count;
+    assert_int_equal(glimpse_model_get_kind(f->model), GLIMPSE_MODEL_KIND_SIGLIP);
+    assert_int_equal(dim, 40);
+    float *image_embeds, *text_embeds, *logits;
+    parity_embed_and_score(f->parity, &image_embeds, &text_embeds, &logits); /* images in batches of 8 and 1 */
+    const safetensors *reference = f->parity->reference;
+    expect_close("image_embeds (public API)", image_embeds, fixture_tensor(reference, "image_embeds", ni * dim),
+                 ni * dim);
+    expect_close("text_embeds (public API)", text_embeds, fixture_tensor(reference, "text_embeds", nt * dim), nt * dim);
+    expect_close("logits_per_image (public API)", logits, fixture_tensor(reference, "logits_per_image", ni * nt),
+                 ni * nt);
+    const cJSON *rows = cJSON_GetObjectItem(f->parity->expected, "probs_per_image");
+    for (size_t i = 0; i < ni; i++)
+        for (size_t t = 0; t < nt; t++) {
+            double probability = 1.0 / (1.0 + exp(-logits[i * nt + t]));
+            double want = cJSON_GetArrayItem(cJSON_GetArrayItem(rows, (int)i), (int)t)->valuedouble;
+            if (!(fabs(probability - want) <= TOLERANCE))
+                fail_msg("image %zu, text %zu: probability %g, reference %g", i, t, probability, want);
+        }
+    glimpse_model_info info;
+    assert_int_equal(glimpse_model_get_info(f->model, &info), GLIMPSE_STATUS_OK);
+    assert_string_equal(info.architecture, "SiglipModel");
+    assert_float_equal(info.logit_bias, f->model->logit_bias, 0);
+    assert_int_equal(info.text_max_tokens, 64);
+    assert_int_equal(info.embedding_dim, 40);
+    free(image_embeds), free(text_embeds), free(logits);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pixel_values),
@@ -288,6 +295,7 @@ int main(void) {
         cmocka_unit_test(test_vision_tower),
         cmocka_unit_test(test_text_tower),
         cmocka_unit_test(test_scores),
+        cmocka_unit_test(test_public_api_scores),
     };
     return report_differences(cmocka_run_group_tests_name("siglip parity", tests, setup, teardown));
 }

@@ -130,6 +130,7 @@ glimpse_status siglip_tokenizer_load(const char *folder, siglip_tokenizer **out)
 }
 
 size_t siglip_tokenizer_length(const siglip_tokenizer *t) { return t->length; }
+size_t siglip_tokenizer_vocab_size(const siglip_tokenizer *t) { return sentencepiece_piece_count(t->model); }
 int32_t siglip_tokenizer_end_id(const siglip_tokenizer *t) { return t->end_id; }
 int32_t siglip_tokenizer_unknown_id(const siglip_tokenizer *t) { return t->unknown_id; }
 

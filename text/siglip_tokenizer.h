@@ -34,6 +34,8 @@ void siglip_tokenizer_free(siglip_tokenizer *tokenizer);
 
 /* The number of ids every encoding has (64 for the published models). */
 size_t siglip_tokenizer_length(const siglip_tokenizer *tokenizer);
+/* The number of pieces in the vocabulary (every id is below it). */
+size_t siglip_tokenizer_vocab_size(const siglip_tokenizer *tokenizer);
 /* </s> (end of text and padding) and <unk>. */
 int32_t siglip_tokenizer_end_id(const siglip_tokenizer *tokenizer);
 int32_t siglip_tokenizer_unknown_id(const siglip_tokenizer *tokenizer);
