@@ -6,6 +6,7 @@
 #define _GNU_SOURCE /* memmem */
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -198,20 +199,20 @@ static void test_rank_goes_on_past_bad_inputs(void **state) {
     free(model), free(good1), free(good2), free(empty), free(text), free(truncated), free(folder);
 }
 
-/* The CLI's scores are the reference logits. */
-static void test_rank_scores_match_reference(void **state) {
-    (void)state;
-    REQUIRE_FIXTURES();
-    cJSON *expected = fixture_json("clip-tiny/expected.json");
-    char *model = fixture("clip-tiny");
+/* The CLI's scores for text `text` of fixtures/NAME are the reference logits
+ * (CLIP's logit_scale x cosine; SigLIP's with its logit_bias). */
+static void expect_rank_scores(const char *name, int text_index) {
+    char relative[256];
+    snprintf(relative, sizeof relative, "%s/expected.json", name);
+    cJSON *expected = fixture_json(relative);
+    char *model = fixture(name);
     const cJSON *images = cJSON_GetObjectItem(expected, "images"), *texts = cJSON_GetObjectItem(expected, "texts");
     char *paths[16];
     for (int i = 0; i < cJSON_GetArraySize(images); i++) {
-        char relative[256];
         snprintf(relative, sizeof relative, "images/%s", cJSON_GetArrayItem(images, i)->valuestring);
         paths[i] = fixture(relative);
     }
-    const char *text = cJSON_GetArrayItem(texts, 5)->valuestring; /* accents and an emoji */
+    const char *text = cJSON_GetArrayItem(texts, text_index)->valuestring;
     run_result r = run("rank", "-m", model, "-t", text, "--json", "--threads", "1", paths[0], paths[1], paths[2],
                        paths[3], paths[4], paths[5], paths[6], paths[7], paths[8], NULL);
     assert_int_equal(r.status, 0);
@@ -224,7 +225,7 @@ static void test_rank_scores_match_reference(void **state) {
         const char *path = cJSON_GetObjectItem(item, "image")->valuestring;
         int i = 0;
         while (strcmp(paths[i], path) != 0) i++;
-        double want = cJSON_GetArrayItem(cJSON_GetArrayItem(logits, i), 5)->valuedouble;
+        double want = cJSON_GetArrayItem(cJSON_GetArrayItem(logits, i), text_index)->valuedouble;
         double got = cJSON_GetObjectItem(item, "score")->valuedouble;
         if (fabs(got - want) > 1e-4 * (fabs(want) > 1 ? fabs(want) : 1))
             fail_msg("%s: score %g, reference %g", path, got, want);
@@ -234,6 +235,13 @@ static void test_rank_scores_match_reference(void **state) {
     for (int i = 0; i < 9; i++) free(paths[i]);
     free(model);
     cJSON_Delete(expected);
+}
+
+static void test_rank_scores_match_reference(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    expect_rank_scores("clip-tiny", 5); /* accents and an emoji */
+    expect_rank_scores("siglip-tiny", 5);
 }
 
 static void test_embed_and_classify_json(void **state) {
@@ -276,6 +284,116 @@ static void test_embed_and_classify_json(void **state) {
     result_free(&r);
     safetensors_close(reference);
     free(model), free(cat);
+}
+
+/* One classify line's probabilities by label (labels[0 .. count)), after checking what the line says of them. */
+static void read_classify_line(const cJSON *line, const char *kind, bool sums_to_one, const char *const *labels,
+                               size_t count, double *probabilities) {
+    assert_string_equal(cJSON_GetObjectItem(line, "probabilities")->valuestring, kind);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(line, "sum_to_one")) == sums_to_one);
+    const cJSON *item;
+    double sum = 0;
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(line, "labels")), count);
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(line, "labels")) {
+        size_t l = 0;
+        while (l < count && strcmp(labels[l], cJSON_GetObjectItem(item, "label")->valuestring) != 0) l++;
+        assert_true(l < count);
+        sum += probabilities[l] = cJSON_GetObjectItem(item, "probability")->valuedouble;
+    }
+    if (sums_to_one) assert_float_equal(sum, 1.0, 1e-5);
+}
+
+/* SigLIP on the command line: embeddings, sigmoid probabilities (and the
+ * softmax on request), info, as the reference computed them. */
+static void test_siglip_commands(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *model = fixture("siglip-tiny"), *cat = fixture("images/chelsea.png");
+    cJSON *expected = fixture_json("siglip-tiny/expected.json");
+    safetensors *reference = fixture_tensors("siglip-tiny/reference.safetensors");
+    const char *labels[3];
+    for (int l = 0; l < 3; l++) labels[l] = cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "texts"), l)->valuestring;
+    run_result r = run("embed", "-m", model, "--json", "-i", cat, "-t", labels[2], NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    const float *embeds[2] = {fixture_tensor(reference, "image_embeds", 9 * 40) + 1 * 40, /* chelsea is image 1 */
+                              fixture_tensor(reference, "text_embeds", 11 * 40) + 2 * 40};
+    for (int line = 0; line < 2; line++)
+        for (int d = 0; d < 40; d++)
+            assert_float_equal(
+                cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(lines, line), "embedding"), d)->valuedouble,
+                embeds[line][d], 1e-4);
+    cJSON_Delete(lines);
+    result_free(&r);
+    /* the labels as the fixture's texts ("{}"): each probability is the reference's sigmoid */
+    double probabilities[3];
+    const cJSON *reference_row = cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "probs_per_image"), 1);
+    r = run("classify", "-m", model, "--template", "{}", "-l", labels[0], "-l", labels[1], "-l", labels[2], "--json",
+            cat, NULL);
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    read_classify_line(cJSON_GetArrayItem(lines, 0), "sigmoid", false, labels, 3, probabilities);
+    for (int l = 0; l < 3; l++)
+        assert_float_equal(probabilities[l], cJSON_GetArrayItem(reference_row, l)->valuedouble, 1e-4);
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("classify", "-m", model, "--softmax", "-l", labels[0], "-l", labels[1], "-l", labels[2], "--json", cat,
+            NULL);
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    read_classify_line(cJSON_GetArrayItem(lines, 0), "softmax", true, labels, 3, probabilities);
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("classify", "--help", NULL);
+    assert_non_null(strstr(r.out, "do NOT sum to 1"));
+    assert_non_null(strstr(r.out, "--softmax"));
+    result_free(&r);
+    r = run("info", "-m", model, "--json", NULL);
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    const cJSON *info = cJSON_GetArrayItem(lines, 0);
+    assert_string_equal(cJSON_GetObjectItem(info, "architecture")->valuestring, "SiglipModel");
+    assert_float_equal(cJSON_GetObjectItem(info, "logit_bias")->valuedouble,
+                       cJSON_GetObjectItem(expected, "logit_bias")->valuedouble, 1e-6);
+    assert_int_equal(cJSON_GetObjectItem(info, "text_max_tokens")->valueint, 64);
+    cJSON_Delete(lines);
+    result_free(&r);
+    safetensors_close(reference);
+    cJSON_Delete(expected);
+    free(model), free(cat);
+}
+
+/* A SigLIP index searches with SigLIP's scores, and an index takes one model: CLIP is refused, and the reverse. */
+static void test_siglip_index(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *siglip = fixture("siglip-tiny"), *clip = fixture("clip-tiny");
+    char *cat = fixture("images/chelsea.png"), *coffee = fixture("images/coffee.png");
+    char folder[] = "/tmp/glimpse-siglip-index-XXXXXX";
+    assert_non_null(mkdtemp(folder));
+    char *siglip_db = file_join(folder, "siglip.db"), *clip_db = file_join(folder, "clip.db");
+    expect_run(0, NULL, "index", "-m", siglip, "--db", siglip_db, cat, coffee, NULL);
+    run_result r = run("search", "--db", siglip_db, "--json", "a cup of coffee", NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    const cJSON *results = cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "results");
+    assert_int_equal(cJSON_GetArraySize(results), 2);
+    cJSON *expected = fixture_json("siglip-tiny/expected.json"); /* "a cup of coffee" is text 2, coffee.png image 2 */
+    double want = cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "logits_per_image"), 2), 2)
+                      ->valuedouble;
+    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(results, 0), "image")->valuestring, "coffee.png"));
+    assert_float_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(results, 0), "score")->valuedouble, want, 1e-4);
+    cJSON_Delete(lines);
+    result_free(&r);
+    expect_run(1, "built with another model (SiglipModel/", "index", "-m", clip, "--db", siglip_db, cat, NULL);
+    expect_run(1, "built with another model (SiglipModel/", "search", "-m", clip, "--db", siglip_db, "a cat", NULL);
+    expect_run(0, NULL, "index", "-m", clip, "--db", clip_db, cat, NULL);
+    expect_run(1, "built with another model (CLIPModel/", "index", "-m", siglip, "--db", clip_db, coffee, NULL);
+    char command[512];
+    snprintf(command, sizeof command, "rm -rf %s", folder);
+    assert_int_equal(system(command), 0);
+    cJSON_Delete(expected);
+    free(siglip_db), free(clip_db), free(siglip), free(clip), free(cat), free(coffee);
 }
 
 static void copy_file(const char *from, const char *to, size_t limit) {
@@ -598,6 +716,8 @@ int main(void) {
         cmocka_unit_test(test_embed_and_classify_json), cmocka_unit_test(test_damaged_models),
         cmocka_unit_test(test_image_limits),            cmocka_unit_test(test_hub_id_from_cache),
         cmocka_unit_test(test_caption),                 cmocka_unit_test(test_rank_with_blip_and_rerank), cmocka_unit_test(test_int8_option),
+        cmocka_unit_test(test_siglip_commands),
+        cmocka_unit_test(test_siglip_index),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

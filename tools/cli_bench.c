@@ -21,12 +21,13 @@ static const char bench_help[] =
     "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--json]\n"
     "Times each stage and prints its median over N runs (default 5) with the work\n"
     "done (GFLOP) and the rate reached (GFLOP/s). Stages: load, decode (a 640x480 PNG),\n"
-    "preprocess, vision, text (CLIP, 77 tokens), decoder_step (BLIP, one token at growing\n"
-    "positions; the median of at least 21 steps), caption (BLIP, N tokens, default 20,\n"
-    "greedy and 3 beams). CLIP's vision and text stages run as its embeddings do (the\n"
-    "last layer for the pooled token only); BLIP's vision stage keeps every token.\n"
+    "preprocess, vision, text (CLIP 77 tokens, SigLIP 64), decoder_step (BLIP, one token at\n"
+    "growing positions; the median of at least 21 steps), caption (BLIP, N tokens, default\n"
+    "20, greedy and 3 beams). CLIP's vision and text stages and SigLIP's text stage run as\n"
+    "their embeddings do (the last layer for the pooled token only); BLIP's vision stage\n"
+    "keeps every token, and SigLIP's, whose attention-pooling head reads them all, adds it.\n"
     "Batch stages (decode, preprocess, vision, text) report time per image or text.\n"
-    "With --search-rows N (CLIP), also an index of N random embeddings: opening it and\n"
+    "With --search-rows N (CLIP, SigLIP), also an index of N random embeddings: opening it and\n"
     "loading its embeddings (search_load), a text query's embedding (query) and its top\n"
     "10 (search).\n"
     "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
@@ -172,7 +173,7 @@ static void time_decode(bench *b, const uint8_t *png, size_t png_size, glimpse_i
 }
 
 /* preprocess and vision: the images to pixel_values, and the vision tower over them */
-static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *images, bool clip) {
+static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *images, glimpse_model_kind kind) {
     for (int r = 0; r < b->runs; r++) {
         double start = cli_now();
         check(bench_preprocess(ctx, images, (size_t)b->batch));
@@ -186,7 +187,10 @@ static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *im
         bench_vision(ctx, (size_t)b->batch, &flops);
         b->times[r] = cli_now() - start;
     }
-    report(b, "vision", clip ? "class tokens' last layer" : NULL, median(b->times, b->runs), flops, true);
+    const char *detail = kind == GLIMPSE_MODEL_KIND_CLIP     ? "class tokens' last layer"
+                         : kind == GLIMPSE_MODEL_KIND_SIGLIP ? "attention pooling"
+                                                             : NULL;
+    report(b, "vision", detail, median(b->times, b->runs), flops, true);
 }
 
 /* text: full-length texts as the tokenizer makes them: start token, words, end token (pooled) */
@@ -209,7 +213,9 @@ static void time_text(bench *b, glimpse_context *ctx, const glimpse_model_info *
         check(bench_text(ctx, ids, lengths, (size_t)b->batch, &flops));
         b->times[r] = cli_now() - start;
     }
-    report(b, "text", "77 tokens", median(b->times, b->runs), flops, true);
+    char detail[32];
+    snprintf(detail, sizeof detail, "%zu tokens", positions);
+    report(b, "text", detail, median(b->times, b->runs), flops, true);
     free(ids);
 }
 
@@ -335,7 +341,7 @@ static void write_random_index(const char *db, const glimpse_model *model, long 
     sqlite3_close(handle);
 }
 
-/* CLIP with --search-rows: opening an index and loading its embeddings, a
+/* CLIP or SigLIP with --search-rows: opening an index and loading its embeddings, a
  * text query's embedding, and its top 10 */
 static void time_search(bench *b, glimpse_context *ctx, const glimpse_model *model) {
     char db[] = "/tmp/glimpse-bench-XXXXXX.db";
@@ -388,11 +394,11 @@ int command_bench(int argc, char **argv) {
     uint8_t *png = make_png(&png_size);
     glimpse_image *images[BENCH_MAX_BATCH];
     time_decode(&b, png, png_size, images);
-    if (info.image_size) time_vision(&b, ctx, images, info.kind == GLIMPSE_MODEL_KIND_CLIP);
-    if (info.kind == GLIMPSE_MODEL_KIND_CLIP && info.text_layers) time_text(&b, ctx, &info);
+    if (info.image_size) time_vision(&b, ctx, images, info.kind);
+    if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
-    if (b.search_rows && info.kind == GLIMPSE_MODEL_KIND_CLIP) time_search(&b, ctx, model);
+    if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
     for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
     free(png);
     free(b.times);

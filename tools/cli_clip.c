@@ -1,4 +1,4 @@
-/* cli_clip.c — the CLIP subcommands: embed, rank, classify and info.
+/* cli_clip.c — the CLIP and SigLIP subcommands: embed, rank, classify and info.
  * Each parses its options, loads only the towers it needs, reports every
  * failed input on stderr and keeps going with the rest. */
 #define _GNU_SOURCE /* qsort_r */
@@ -42,8 +42,8 @@ static float *embed_texts_or_exit(glimpse_context *ctx, size_t dim, char *const 
 
 static const char embed_help[] =
     "Usage: glimpse embed -m MODEL [-i IMAGE...] [-t TEXT...] [--json] [IMAGE...]\n"
-    "Prints the projected, L2-normalised embedding of each image and text\n"
-    "(transformers' image_embeds / text_embeds), one line each, images first.\n"
+    "Prints the L2-normalised embedding of each image and text (transformers'\n"
+    "image_embeds / text_embeds of a CLIP or SigLIP model), one line each, images first.\n"
     "  -i, --image IMAGE    an image file (may be repeated; bare arguments are images too)\n"
     "  -t, --text TEXT      a text (may be repeated)\n"
     "Plain output: the input, a tab, the numbers separated by spaces.\n"
@@ -109,11 +109,13 @@ static const char rank_help[] =
     "       glimpse rank -m BLIP_RETRIEVAL [--itc] -t TEXT ... IMAGE...\n"
     "       glimpse rank -m CLIP --rerank BLIP_RETRIEVAL [--rerank-top K] -t TEXT ... IMAGE...\n"
     "Ranks the images against each text, best first.\n"
-    "  With a CLIP model the score is CLIP's logit: logit_scale x cosine.\n"
+    "  With a CLIP model the score is CLIP's logit: logit_scale x cosine. With a\n"
+    "  SigLIP model it is SigLIP's: logit_scale x cosine + logit_bias (its sigmoid is\n"
+    "  the probability that the text describes the image).\n"
     "  With a BLIP retrieval model (BlipForImageTextRetrieval) it is the ITM match\n"
     "  probability (cross-attention over the image), or with --itc the cosine of the\n"
     "  contrastive projections.\n"
-    "  With --rerank, CLIP shortlists the best K images per text (--rerank-top, default 10)\n"
+    "  With --rerank, CLIP (or SigLIP) shortlists the best K images per text (--rerank-top, default 10)\n"
     "  and the BLIP model re-ranks them by ITM probability; only the shortlist is printed.\n"
     "  -t, --text TEXT      a query text (may be repeated: one ranking per text)\n"
     "      --top K          show only the K best images per text (default: all)\n"
@@ -257,7 +259,7 @@ static void score_images(rank_request *request, const glimpse_model *model, glim
                          bool *ok) {
     cli_options *options = &request->options;
     size_t image_count = request->image_count, text_count = request->texts.count;
-    if (glimpse_model_get_kind(model) != GLIMPSE_MODEL_KIND_CLIP) {
+    if (!glimpse_model_embedding_dim(model)) {
         score_with_blip(options, ctx, request->image_paths, image_count, request->texts.items, text_count,
                         request->itc ? GLIMPSE_MATCH_MODE_ITC : GLIMPSE_MATCH_MODE_ITM, scores, ok);
         return;
@@ -315,12 +317,14 @@ int command_rank(int argc, char **argv) {
     glimpse_model *model = cli_load_model(options, "rank", true, true);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
     if (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
-        cli_error("%s is a BLIP captioning model; ranking needs CLIP or a BLIP retrieval model", options->model);
+        cli_error("%s is a BLIP captioning model; ranking needs CLIP, SigLIP or a BLIP retrieval model",
+                  options->model);
         return CLI_EXIT_FAILURE;
     }
-    if (kind == GLIMPSE_MODEL_KIND_CLIP && request.itc) cli_usage_error("rank", "--itc needs a BLIP retrieval model");
-    if (kind != GLIMPSE_MODEL_KIND_CLIP && request.rerank_model)
-        cli_usage_error("rank", "--rerank re-ranks a CLIP shortlist: give a CLIP model with -m");
+    bool embeds = glimpse_model_embedding_dim(model) > 0; /* CLIP, SigLIP */
+    if (embeds && request.itc) cli_usage_error("rank", "--itc needs a BLIP retrieval model");
+    if (!embeds && request.rerank_model)
+        cli_usage_error("rank", "--rerank re-ranks a CLIP or SigLIP shortlist: give such a model with -m");
     glimpse_context *rerank_ctx = NULL;
     glimpse_model *reranker = request.rerank_model ? load_reranker(&request, &rerank_ctx) : NULL;
     glimpse_context *ctx = cli_create_context(options, model);
@@ -353,14 +357,35 @@ int command_rank(int argc, char **argv) {
 /* -------------------------------------------------------------- classify */
 
 static const char classify_help[] =
-    "Usage: glimpse classify -m MODEL -l LABEL [-l LABEL...] [--template T] [--json] IMAGE...\n"
-    "Zero-shot classification: each label is put in the template, and the softmax\n"
-    "of CLIP's logits over the labels gives each label's probability.\n"
+    "Usage: glimpse classify -m MODEL -l LABEL [-l LABEL...] [--template T] [--softmax] [--json] IMAGE...\n"
+    "Zero-shot classification: each label is put in the template and scored against\n"
+    "each image.\n"
+    "  CLIP: the softmax of the logits over the labels gives each label's\n"
+    "  probability; they sum to 1.\n"
+    "  SigLIP: each label's probability is the sigmoid of its own logit, as SigLIP is\n"
+    "  trained; they do NOT sum to 1 (several labels, or none, may fit the image).\n"
     "  -l, --label LABEL    a class name (at least two make sense; may be repeated)\n"
     "      --template T     the sentence a label is put in, {} marking the place\n"
     "                       (default: \"a photo of a {}.\")\n"
-    "JSON: {\"image\": PATH, \"labels\": [{\"label\": L, \"probability\": P}, ...]},\n"
-    "labels most probable first.\n";
+    "      --softmax        SigLIP: the softmax over the labels instead, as CLIP's\n"
+    "JSON: {\"image\": PATH, \"probabilities\": \"softmax\" or \"sigmoid\", \"sum_to_one\": true or\n"
+    "false, \"labels\": [{\"label\": L, \"probability\": P}, ...]}, labels most probable first.\n";
+
+/* One image's logits over n labels into probabilities, in place: SigLIP's
+ * sigmoid of each on its own, or the softmax over them all, as
+ * logits_per_image.softmax(dim=1). */
+static void label_probabilities(float *p, size_t n, bool sigmoid) {
+    if (sigmoid) {
+        for (size_t l = 0; l < n; l++) p[l] = 1.0f / (1.0f + expf(-p[l]));
+        return;
+    }
+    float largest = p[0];
+    for (size_t l = 1; l < n; l++)
+        if (p[l] > largest) largest = p[l];
+    double sum = 0;
+    for (size_t l = 0; l < n; l++) sum += (p[l] = expf(p[l] - largest));
+    for (size_t l = 0; l < n; l++) p[l] = (float)(p[l] / sum);
+}
 
 /* template with every "{}" replaced by label. */
 static char *fill_template(const char *template_text, const char *label) {
@@ -385,10 +410,12 @@ int command_classify(int argc, char **argv) {
     cli_options_init(&options);
     string_list labels = {0};
     const char *template_text = "a photo of a {}.";
-    enum { OPT_TEMPLATE = CLI_OPT_FIRST_FREE };
+    bool softmax = false;
+    enum { OPT_TEMPLATE = CLI_OPT_FIRST_FREE, OPT_SOFTMAX };
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"label", required_argument, NULL, 'l'},
                                                  {"template", required_argument, NULL, OPT_TEMPLATE},
+                                                 {"softmax", no_argument, NULL, OPT_SOFTMAX},
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:l:", long_options, NULL)) != -1) {
@@ -396,6 +423,7 @@ int command_classify(int argc, char **argv) {
         switch (code) {
         case 'l': list_push(&labels, optarg); break;
         case OPT_TEMPLATE: template_text = optarg; break;
+        case OPT_SOFTMAX: softmax = true; break;
         case CLI_OPT_HELP: printf("%s\n%s", classify_help, cli_common_help); return CLI_EXIT_OK;
         default: cli_usage_error("classify", "unknown option");
         }
@@ -419,20 +447,17 @@ int command_classify(int argc, char **argv) {
     size_t *order = cli_calloc(n_labels, sizeof(size_t));
     bool *all = cli_calloc(n_labels, sizeof *all);
     for (size_t l = 0; l < n_labels; l++) all[l] = true;
+    bool sigmoid = glimpse_model_get_kind(model) == GLIMPSE_MODEL_KIND_SIGLIP && !softmax;
     for (size_t i = 0; i < image_count; i++) {
         if (!ok[i]) continue;
-        float *p = logits + i * n_labels; /* softmax over labels, as logits_per_image.softmax(dim=1) */
-        float largest = p[0];
-        for (size_t l = 1; l < n_labels; l++)
-            if (p[l] > largest) largest = p[l];
-        double sum = 0;
-        for (size_t l = 0; l < n_labels; l++) sum += (p[l] = expf(p[l] - largest));
-        for (size_t l = 0; l < n_labels; l++) p[l] = (float)(p[l] / sum);
+        float *p = logits + i * n_labels;
+        label_probabilities(p, n_labels, sigmoid);
         size_t n = sort_by_score(order, p, all, n_labels);
         if (options.json) {
             printf("{\"image\": ");
             json_string(stdout, image_paths[i]);
-            printf(", \"labels\": [");
+            printf(", \"probabilities\": \"%s\", \"sum_to_one\": %s, \"labels\": [", sigmoid ? "sigmoid" : "softmax",
+                   sigmoid ? "false" : "true");
             for (size_t r = 0; r < n; r++) {
                 printf(r ? ", {\"label\": " : "{\"label\": ");
                 json_string(stdout, labels.items[order[r]]);
@@ -494,6 +519,8 @@ int command_info(int argc, char **argv) {
                info.text_hidden_size, info.text_layers, info.text_heads, info.text_max_tokens, info.vocab_size,
                info.embedding_dim, info.parameter_count, info.weight_bytes, info.copied_bytes, info.weight_dtype);
         json_float(stdout, info.logit_scale);
+        printf(", \"logit_bias\": ");
+        json_float(stdout, info.logit_bias);
         printf("}\n");
     } else {
         printf("architecture   %s\n", info.architecture);
@@ -504,7 +531,10 @@ int command_info(int argc, char **argv) {
         printf("text tower     %d layers, hidden %d, %d heads, %s; up to %d tokens, vocabulary %d\n",
                info.text_layers, info.text_hidden_size, info.text_heads, info.text_activation, info.text_max_tokens,
                info.vocab_size);
-        printf("embedding      %d dimensions, logit scale %.4f\n", info.embedding_dim, info.logit_scale);
+        printf("embedding      %d dimensions, logit scale %.4f", info.embedding_dim, info.logit_scale);
+        if (info.kind == GLIMPSE_MODEL_KIND_SIGLIP)
+            printf(", logit bias %.4f (probabilities: a sigmoid per pair)", info.logit_bias);
+        printf("\n");
         printf("parameters     %zu (%.1f MB of %s weights, memory-mapped; %.1f MB copied to float32 at load)\n",
                info.parameter_count, info.weight_bytes / 1e6, info.weight_dtype, info.copied_bytes / 1e6);
     }

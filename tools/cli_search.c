@@ -19,7 +19,8 @@ static const char index_help[] =
     "Usage: glimpse index -m MODEL --db FILE PATH...\n"
     "Builds or refreshes a search index of image files: folders are walked\n"
     "recursively for JPEG, PNG, BMP, GIF, TGA and PNM files. Each file's path, size,\n"
-    "modification time, content hash and CLIP embedding are stored in FILE (SQLite).\n"
+    "modification time, content hash and CLIP or SigLIP embedding are stored in FILE\n"
+    "(SQLite), with the model's identity: an index takes one model only.\n"
     "Running it again embeds only new or changed files, recognises moved or renamed\n"
     "files by their content without embedding them again, and forgets deleted files.\n"
     "Work is committed in small batches: an interrupted run loses nothing already\n"
@@ -108,8 +109,8 @@ static const char search_help[] =
     "  -m, --model MODEL    the model (default: the one the index was built with;\n"
     "                       another model is refused)\n"
     "  -k N                 how many results per query (default 10)\n"
-    "Scores are CLIP logits (logit_scale x cosine). JSON: {\"text\": QUERY, \"results\":\n"
-    "[{\"image\": PATH, \"score\": S}, ...]} per query.\n";
+    "Scores are the model's logits: logit_scale x cosine, + logit_bias for SigLIP.\n"
+    "JSON: {\"text\": QUERY, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per query.\n";
 
 int command_search(int argc, char **argv) {
     cli_options options;

@@ -7,7 +7,7 @@
 #include "tools/commands.h"
 
 static const char usage[] =
-    "glimpse " GLIMPSE_VERSION_STRING " — vision-language models (CLIP, BLIP) on the CPU\n"
+    "glimpse " GLIMPSE_VERSION_STRING " — vision-language models (CLIP, SigLIP, BLIP) on the CPU\n"
     "\n"
     "Usage: glimpse COMMAND [OPTIONS] ...\n"
     "\n"
