@@ -5,7 +5,7 @@
  * as "logit_scale"), a module whose tensors are MODULE.weight and
  * MODULE.bias (LayerNorms, linear layers), or a layer stack whose layer i
  * is STACK.i (a ModuleList); the comments say which. Names are whole, from
- * the checkpoint's root, except inside a layer (relative to the layer) and
+ * the checkpoint's root, except inside a layer or head (relative to it) and
  * where a checkpoint holds one part twice below two prefixes (bert_layout).
  * NULL: this family has no such tensor. Strings only: the loaders
  * (vit_model_load, clip_text_model_load, bert_model_load, itm_heads_load)
