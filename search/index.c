@@ -362,10 +362,24 @@ static glimpse_status keep_same_bytes(glimpse_index *index, sqlite3_stmt *update
     return set_path_and_time(index, update, f, stored->rows[r].id, "recording a new time");
 }
 
+/* Whether a stored file that does not exist is really gone: under a root
+ * walked, or its folder is there without it (not on a drive unplugged). */
+static bool really_gone(const walk_result *walk, const char *path) {
+    if (file_exists(path)) return false;
+    if (walk_judges(walk, path)) return true;
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return false;
+    char *folder = strndup(path, (size_t)(slash - path));
+    bool there = folder && file_exists(folder);
+    free(folder);
+    return there;
+}
+
 /* A new path whose content is that of a stored file that is gone: the file
  * moved or was renamed, and its row takes the new path (*handled set). */
 static glimpse_status claim_moved(glimpse_index *index, sqlite3_stmt *update, const found_file *f,
-                                  stored_images *stored, bool *handled, glimpse_index_summary *summary) {
+                                  stored_images *stored, const walk_result *walk, bool *handled,
+                                  glimpse_index_summary *summary) {
     int64_t hash;
     if (!hash_file(f->path, &hash)) return GLIMPSE_STATUS_OK;
     int64_t key[2] = {hash, f->size};
@@ -373,11 +387,11 @@ static glimpse_status claim_moved(glimpse_index *index, sqlite3_stmt *update, co
     if (!strmap_get(stored->by_content, (const char *)key, sizeof key, &candidate)) return GLIMPSE_STATUS_OK;
     /* the map holds one row per content; duplicates fall back to a scan */
     size_t from = (size_t)candidate;
-    if (stored->rows[from].seen || file_exists(stored->paths[from])) from = 0;
+    if (stored->rows[from].seen || !really_gone(walk, stored->paths[from])) from = 0;
     for (size_t r = from; r < stored->count; r++) {
         stored_row *row = &stored->rows[r];
         if (row->seen || row->hash != hash || row->size != f->size) continue;
-        if (file_exists(stored->paths[r])) continue; /* a copy, not a move */
+        if (!really_gone(walk, stored->paths[r])) continue; /* a copy, not a move */
         row->seen = true;
         *handled = true;
         summary->moved++;
@@ -388,8 +402,9 @@ static glimpse_status claim_moved(glimpse_index *index, sqlite3_stmt *update, co
 
 /* Takes out of the work the files that need no embedding: the same bytes
  * as stored, or a stored file moved. One transaction. */
-static glimpse_status record_moves(glimpse_index *index, const file_list *files, stored_images *stored,
+static glimpse_status record_moves(glimpse_index *index, const walk_result *walk, stored_images *stored,
                                    pending *work, size_t *work_count, glimpse_index_summary *summary) {
+    const file_list *files = &walk->files;
     sqlite3_stmt *update;
     glimpse_status status = transaction_begin(index, "UPDATE images SET path = ?, mtime_ns = ? WHERE id = ?",
                                               "preparing a move", &update);
@@ -400,21 +415,23 @@ static glimpse_status record_moves(glimpse_index *index, const file_list *files,
         if (work[w].stored_id)
             status = keep_same_bytes(index, update, f, stored, &handled, summary);
         else
-            status = claim_moved(index, update, f, stored, &handled, summary);
+            status = claim_moved(index, update, f, stored, walk, &handled, summary);
         if (!handled) work[kept++] = work[w];
     }
     *work_count = kept;
     return transaction_end(index, update, status);
 }
 
-/* Forgets the stored files that no longer exist. One transaction. */
-static glimpse_status forget_deleted(glimpse_index *index, const stored_images *stored,
+/* Forgets the stored files under the roots walked that no longer exist;
+ * entries under other roots, or under folders that could not be read, are
+ * not judged by this run and stay. One transaction. */
+static glimpse_status forget_deleted(glimpse_index *index, const stored_images *stored, const walk_result *walk,
                                      glimpse_index_summary *summary) {
     sqlite3_stmt *remove;
     glimpse_status status =
         transaction_begin(index, "DELETE FROM images WHERE id = ?", "preparing a removal", &remove);
     for (size_t r = 0; !status && r < stored->count; r++) {
-        if (stored->rows[r].seen || file_exists(stored->paths[r])) continue;
+        if (stored->rows[r].seen || !walk_judges(walk, stored->paths[r]) || file_exists(stored->paths[r])) continue;
         sqlite3_bind_int64(remove, 1, stored->rows[r].id);
         if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "removing a deleted file");
         sqlite3_reset(remove);
@@ -529,23 +546,28 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s was built with another model (%s)", index->path,
                          index->identity);
     drop_cache(index);
-    file_list files;
-    if ((status = walk_paths(paths, count, &files))) return status;
+    walk_result walk;
+    if ((status = walk_paths(paths, count, &walk))) return status;
+    for (size_t i = 0; i < walk.skipped.count && !status; i++)
+        if (walk.skipped.items[i].status == GLIMPSE_STATUS_NOT_FOUND)
+            status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: %s", walk.skipped.items[i].path,
+                               walk.skipped.items[i].reason);
+    const file_list *files = &walk.files;
     stored_images stored = {0};
     size_t work_count = 0;
-    pending *work = calloc(files.count + 1, sizeof *work);
-    if (!work) status = ERROR_OOM();
+    pending *work = calloc(files->count + 1, sizeof *work);
+    if (!work && !status) status = ERROR_OOM();
     if (!status) status = read_stored(index, &stored);
-    if (!status) find_changed(&files, &stored, work, &work_count, summary);
+    if (!status) find_changed(files, &stored, work, &work_count, summary);
     if (!status) status = map_stored_content(&stored);
-    if (!status && work_count) status = record_moves(index, &files, &stored, work, &work_count, summary);
-    if (!status) status = forget_deleted(index, &stored, summary);
-    if (!status) status = embed_work(index, ctx, &files, work, work_count, params, summary);
+    if (!status && work_count) status = record_moves(index, &walk, &stored, work, &work_count, summary);
+    if (!status) status = forget_deleted(index, &stored, &walk, summary);
+    if (!status) status = embed_work(index, ctx, files, work, work_count, params, summary);
     /* fold the write-ahead log into the database: later reads come straight from it */
     if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     stored_images_free(&stored);
     free(work);
-    file_list_free(&files);
+    walk_result_free(&walk);
     return status;
 }
 

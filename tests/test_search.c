@@ -119,11 +119,17 @@ static void note_failure(void *user, const char *path, const char *reason) {
     snprintf(f->all + used, sizeof f->all - used, "%s | %s\n", path, reason);
 }
 
-static glimpse_index_summary update(glimpse_index *index, glimpse_context *ctx, const char *folder, failures *f) {
+static glimpse_index_summary update_paths(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
+                                          size_t count, failures *f) {
     glimpse_index_params params = {.on_progress = NULL, .on_failure = note_failure, .user = f, .max_pixels = 0};
     glimpse_index_summary summary;
-    if (glimpse_index_update(index, ctx, &folder, 1, &params, &summary)) fail_msg("update: %s", glimpse_last_error());
+    if (glimpse_index_update(index, ctx, paths, count, &params, &summary))
+        fail_msg("update: %s", glimpse_last_error());
     return summary;
+}
+
+static glimpse_index_summary update(glimpse_index *index, glimpse_context *ctx, const char *folder, failures *f) {
+    return update_paths(index, ctx, &folder, 1, f);
 }
 
 #define EXPECT(s, a, u, m, r, n, fl)                                                                                   \
@@ -186,6 +192,35 @@ static void test_incremental_updates(void **state) {
     glimpse_model_info info;
     glimpse_model_get_info(model, &info);
     assert_float_equal(results[0].score, info.logit_scale, 1e-4); /* cosine 1 with itself */
+    close_indexer(&x);
+}
+
+/* Refreshing one folder judges only that folder: the entries of another
+ * folder that is gone for now (a drive unplugged, a folder renamed) stay,
+ * and come back unchanged with it. */
+static void test_other_roots_are_not_judged(void **state) {
+    (void)state;
+    char first[PATH_CAPACITY], second[PATH_CAPACITY], db[PATH_CAPACITY], away[PATH_CAPACITY + 8],
+        command[4 * PATH_CAPACITY];
+    make_library("root-a", "roots.db", 21, 3, first, db);
+    make_library("root-b", "roots.db", 22, 4, second, db);
+    snprintf(away, sizeof away, "%s-away", second);
+    indexer x = open_indexer(db);
+    failures f = {0};
+    const char *both[2] = {first, second};
+    glimpse_index_summary s = update_paths(x.index, x.ctx, both, 2, &f);
+    EXPECT(s, 7, 0, 0, 0, 0, 0);
+    /* B unplugged; A refreshed, with one of its files deleted */
+    snprintf(command, sizeof command, "mv %s %s && rm %s/00000.png", second, away, first);
+    run_or_fail(command);
+    s = update(x.index, x.ctx, first, &f);
+    EXPECT(s, 0, 0, 0, 1, 2, 0);
+    assert_int_equal(glimpse_index_count(x.index), 6);
+    /* B back: nothing to embed again */
+    snprintf(command, sizeof command, "mv %s %s", away, second);
+    run_or_fail(command);
+    s = update_paths(x.index, x.ctx, both, 2, &f);
+    EXPECT(s, 0, 0, 0, 0, 6, 0);
     close_indexer(&x);
 }
 
@@ -407,6 +442,7 @@ static void test_command_line(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
+        cmocka_unit_test(test_other_roots_are_not_judged),
         cmocka_unit_test(test_wrong_model_is_refused),
         cmocka_unit_test(test_combined_queries),
         cmocka_unit_test(test_killed_and_resumed),
