@@ -392,6 +392,7 @@ size_t glimpse_index_count(const glimpse_index *index);
 
 typedef struct glimpse_index_summary {
     size_t added, updated, moved, removed, unchanged, failed;
+    size_t roots_failed; /* paths given, or folders below them, missing or unreadable (see on_root_failure) */
 } glimpse_index_summary;
 
 typedef struct glimpse_index_params {
@@ -402,13 +403,21 @@ typedef struct glimpse_index_params {
     void (*on_failure)(void *user, const char *path, const char *reason);
     void *user;
     uint64_t max_pixels; /* 0 = the default image limit */
+    /* a path given that is missing (GLIMPSE_STATUS_NOT_FOUND) or cannot be
+     * read (GLIMPSE_STATUS_IO), or a folder below one that cannot be read:
+     * nothing under it is judged, its stored entries are kept, the other
+     * paths are indexed and the call still returns GLIMPSE_STATUS_OK; one
+     * call per such path (path and reason valid during the call) */
+    void (*on_root_failure)(void *user, const char *path, glimpse_status status, const char *reason);
 } glimpse_index_params;
 
 /* Brings the index up to date with the given files and folders (walked
  * recursively for image files): embeds new and changed files with ctx (a
  * context of the index's model), recognises moved or renamed files by
- * content hash without embedding them again, and forgets files that no
- * longer exist. Each batch is committed on its own: a crash or kill loses
+ * content hash without embedding them again, and forgets files under the
+ * paths given that no longer exist (entries under other paths, and under
+ * paths missing or unreadable, stay: summary->roots_failed counts those
+ * and params->on_root_failure names each). Each batch is committed on its own: a crash or kill loses
  * nothing committed, and the next run resumes. params may be NULL. With
  * count 0 it only forgets the stored files that no longer exist. */
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,

@@ -548,10 +548,12 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     drop_cache(index);
     walk_result walk;
     if ((status = walk_paths(paths, count, &walk))) return status;
-    for (size_t i = 0; i < walk.skipped.count && !status; i++)
-        if (walk.skipped.items[i].status == GLIMPSE_STATUS_NOT_FOUND)
-            status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: %s", walk.skipped.items[i].path,
-                               walk.skipped.items[i].reason);
+    for (size_t i = 0; i < walk.skipped.count; i++) {
+        const walked_root *root = &walk.skipped.items[i];
+        summary->roots_failed++;
+        if (params && params->on_root_failure)
+            params->on_root_failure(params->user, root->path, root->status, root->reason);
+    }
     const file_list *files = &walk.files;
     stored_images stored = {0};
     size_t work_count = 0;

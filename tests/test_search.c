@@ -224,6 +224,45 @@ static void test_other_roots_are_not_judged(void **state) {
     close_indexer(&x);
 }
 
+static void note_root_failure(void *user, const char *path, glimpse_status status, const char *reason) {
+    failures *f = user;
+    f->count++;
+    size_t used = strlen(f->all);
+    snprintf(f->all + used, sizeof f->all - used, "%s | %d | %s\n", path, (int)status, reason);
+}
+
+/* A path that does not exist is reported; the others are indexed all the same. */
+static void test_missing_root_does_not_cancel(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4 * PATH_CAPACITY], output[PATH_CAPACITY + 8];
+    make_library("present", "missing-root.db", 23, 3, library, db);
+    indexer x = open_indexer(db);
+    failures f = {0};
+    const char *paths[2] = {library, "/nonexistent/glimpse-photos"};
+    glimpse_index_params params = {.on_failure = note_failure, .user = &f, .on_root_failure = note_root_failure};
+    glimpse_index_summary s;
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, paths, 2, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 3, 0, 0, 0, 0, 0);
+    assert_int_equal(s.roots_failed, 1);
+    assert_int_equal(f.count, 1);
+    char expected[128];
+    snprintf(expected, sizeof expected, "/nonexistent/glimpse-photos | %d | ", (int)GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(f.all, expected));
+    close_indexer(&x);
+    /* the command line indexes the rest, names the missing path and exits 1 */
+    snprintf(output, sizeof output, "%s.out", db);
+    snprintf(command, sizeof command, "%s index -m %s --db %s-cli --quiet %s /nonexistent/glimpse-photos > %s 2>&1",
+             GLIMPSE_BINARY, model_a, db, library, output);
+    int status = system(command);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    uint8_t *text;
+    size_t size;
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    assert_non_null(strstr((char *)text, "/nonexistent/glimpse-photos: No such file or directory"));
+    assert_non_null(strstr((char *)text, "added 3, updated 0, moved 0, removed 0, unchanged 0, failed 0; 3 images"));
+    free(text);
+}
+
 static void test_wrong_model_is_refused(void **state) {
     (void)state;
     char library[PATH_CAPACITY], db[PATH_CAPACITY];
@@ -443,6 +482,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
         cmocka_unit_test(test_other_roots_are_not_judged),
+        cmocka_unit_test(test_missing_root_does_not_cancel),
         cmocka_unit_test(test_wrong_model_is_refused),
         cmocka_unit_test(test_combined_queries),
         cmocka_unit_test(test_killed_and_resumed),

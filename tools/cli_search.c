@@ -24,6 +24,9 @@ static const char index_help[] =
     "files by their content without embedding them again, and forgets deleted files.\n"
     "Work is committed in small batches: an interrupted run loses nothing already\n"
     "committed, and the next run carries on. Broken files are reported and skipped.\n"
+    "Only the paths given are judged: files gone from other folders stay in the\n"
+    "index. A path that is missing or unreadable is reported and its entries kept;\n"
+    "the others are indexed and the exit status is 1.\n"
     "      --db FILE        the index database (created if missing)\n"
     "A summary line on stdout counts added, updated, moved, removed, unchanged and\n"
     "failed files (with --json, one object).\n";
@@ -45,6 +48,11 @@ static void on_failure(void *user, const char *path, const char *reason) {
     cli_progress_end(&p->bar);
     (void)path; /* the reason names the file */
     cli_error("%s", reason);
+}
+
+static void on_root_failure(void *user, const char *path, glimpse_status status, const char *reason) {
+    (void)user, (void)status;
+    cli_error("%s: %s; not indexed, its entries in the index are kept", path, reason);
 }
 
 int command_index(int argc, char **argv) {
@@ -71,7 +79,11 @@ int command_index(int argc, char **argv) {
     glimpse_context *ctx = cli_create_context(&options, model);
     index_progress progress = {.bar = {0}, .options = &options};
     glimpse_index_params params = {
-        .on_progress = on_progress, .on_failure = on_failure, .user = &progress, .max_pixels = options.max_pixels};
+        .on_progress = on_progress,
+        .on_failure = on_failure,
+        .user = &progress,
+        .max_pixels = options.max_pixels,
+        .on_root_failure = on_root_failure};
     glimpse_index_summary summary;
     double started = cli_now();
     glimpse_status status = glimpse_index_update(index, ctx, (const char *const *)(argv + optind),
@@ -81,18 +93,19 @@ int command_index(int argc, char **argv) {
     double seconds = cli_now() - started;
     if (options.json)
         printf("{\"added\": %zu, \"updated\": %zu, \"moved\": %zu, \"removed\": %zu, \"unchanged\": %zu, "
-               "\"failed\": %zu, \"indexed\": %zu, \"seconds\": %.3f}\n",
+               "\"failed\": %zu, \"paths_failed\": %zu, \"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
-               glimpse_index_count(index), seconds);
+               summary.roots_failed, glimpse_index_count(index), seconds);
     else
         printf("added %zu, updated %zu, moved %zu, removed %zu, unchanged %zu, failed %zu; %zu images in the index "
-               "(%.1f s)\n",
+               "(%.1f s)%s\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
-               glimpse_index_count(index), seconds);
+               glimpse_index_count(index), seconds,
+               summary.roots_failed ? "; some paths were missing or unreadable (above)" : "");
     glimpse_context_free(ctx);
     glimpse_index_free(index);
     glimpse_model_free(model);
-    return status || summary.failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
 /* ---------------------------------------------------------------- search */
