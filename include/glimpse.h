@@ -110,7 +110,8 @@ typedef enum glimpse_status {
     GLIMPSE_STATUS_OUT_OF_MEMORY,
     GLIMPSE_STATUS_WRONG_MODEL,      /* the model cannot do what was asked (e.g. caption with CLIP) */
     GLIMPSE_STATUS_CANCELLED,
-    GLIMPSE_STATUS_INTERNAL
+    GLIMPSE_STATUS_INTERNAL,
+    GLIMPSE_STATUS_BUSY /* another process is doing it now (e.g. updating the same index) */
 } glimpse_status;
 
 /* A short constant English phrase for a status; never NULL. */
@@ -418,7 +419,9 @@ typedef struct glimpse_index_params {
  * paths given that no longer exist (entries under other paths, and under
  * paths missing or unreadable, stay: summary->roots_failed counts those
  * and params->on_root_failure names each). Each batch is committed on its own: a crash or kill loses
- * nothing committed, and the next run resumes. params may be NULL. With
+ * nothing committed, and the next run resumes. One update at a time: while
+ * another process updates the same index, GLIMPSE_STATUS_BUSY naming it
+ * (a process that died holding the index does not block it). params may be NULL. With
  * count 0 it only forgets the stored files that no longer exist. */
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
                                     size_t count, const glimpse_index_params *params,

@@ -1,7 +1,8 @@
 /* index.c — glimpse_index: the SQLite search index of a photo collection.
  *
  * Schema: meta(key, value) holds the model's identity and folder once;
- * images(path UNIQUE, size, mtime_ns, hash, embedding BLOB of float32).
+ * images(path UNIQUE, size, mtime_ns, hash, embedding BLOB of float32);
+ * writer holds the process updating the index, if one is (one at a time).
  * WAL journaling: each committed batch survives a crash or kill -9, and a
  * batch in flight is rolled back whole. Embeddings are kept as float32 both
  * on disk and in memory: exact, and a 100,000 × 512 table is 200 MB, which
@@ -11,8 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "api/identity.h"
 #include "core/error.h"
@@ -102,7 +107,9 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
                        "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
                        " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
                        " embedding BLOB NOT NULL);"
-                       "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);");
+                       "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);"
+                       "CREATE TABLE IF NOT EXISTS writer(id INTEGER PRIMARY KEY CHECK (id = 1),"
+                       " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);");
 }
 
 /* Records a new index's model: identity, folder, embedding size, logit scale. */
@@ -533,6 +540,62 @@ static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, con
     return status;
 }
 
+/* A writer row older than this, left by a process on another machine (whose
+ * life cannot be checked from here), is taken to be stale. */
+#define INDEX_FOREIGN_WRITER_STALE_SECONDS (24 * 3600)
+
+/* Whether the process pid of this machine is alive. */
+static bool process_alive(int64_t pid) {
+    if (pid <= 0 || pid > INT32_MAX) return false;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* Whether the recorded writer still holds the index: a live process of this
+ * machine other than this one, or a recent one of another machine. */
+static bool writer_holds(sqlite3_stmt *row, const char *host) {
+    int64_t pid = sqlite3_column_int64(row, 0);
+    const char *writer_host = (const char *)sqlite3_column_text(row, 1);
+    if (writer_host && strcmp(writer_host, host) == 0) return pid != (int64_t)getpid() && process_alive(pid);
+    return (int64_t)time(NULL) - sqlite3_column_int64(row, 2) < INDEX_FOREIGN_WRITER_STALE_SECONDS;
+}
+
+/* Records this process as the index's one writer, unless another holds it
+ * (GLIMPSE_STATUS_BUSY); a writer row left by a process that died is taken over. */
+static glimpse_status writer_lock(glimpse_index *index) {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    sqlite3_stmt *statement;
+    glimpse_status status = transaction_begin(index, "SELECT pid, host, started FROM writer WHERE id = 1",
+                                              "reading the index's writer", &statement);
+    if (!status && sqlite3_step(statement) == SQLITE_ROW && writer_holds(statement, host))
+        status = error_set(GLIMPSE_STATUS_BUSY,
+                           "%s is being updated by another glimpse index (process %lld on %s); wait for it to finish",
+                           index->path, (long long)sqlite3_column_int64(statement, 0),
+                           sqlite3_column_text(statement, 1) ? (const char *)sqlite3_column_text(statement, 1) : "?");
+    sqlite3_finalize(statement);
+    statement = NULL;
+    if (!status && sqlite3_prepare_v2(index->db, "INSERT OR REPLACE INTO writer VALUES (1, ?, ?, ?)", -1, &statement,
+                                      NULL) != SQLITE_OK)
+        status = db_error(index, "recording the index's writer");
+    else if (!status) {
+        sqlite3_bind_int64(statement, 1, (int64_t)getpid());
+        sqlite3_bind_text(statement, 2, host, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(statement, 3, (int64_t)time(NULL));
+        if (sqlite3_step(statement) != SQLITE_DONE) status = db_error(index, "recording the index's writer");
+    }
+    return transaction_end(index, statement, status);
+}
+
+/* Leaves the index to other writers. */
+static void writer_unlock(glimpse_index *index) {
+    sqlite3_stmt *statement;
+    if (sqlite3_prepare_v2(index->db, "DELETE FROM writer WHERE id = 1 AND pid = ?", -1, &statement, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(statement, 1, (int64_t)getpid());
+    sqlite3_step(statement);
+    sqlite3_finalize(statement);
+}
+
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
                                     size_t count, const glimpse_index_params *params,
                                     glimpse_index_summary *summary) {
@@ -546,8 +609,12 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s was built with another model (%s)", index->path,
                          index->identity);
     drop_cache(index);
+    if ((status = writer_lock(index))) return status;
     walk_result walk;
-    if ((status = walk_paths(paths, count, &walk))) return status;
+    if ((status = walk_paths(paths, count, &walk))) {
+        writer_unlock(index);
+        return status;
+    }
     for (size_t i = 0; i < walk.skipped.count; i++) {
         const walked_root *root = &walk.skipped.items[i];
         summary->roots_failed++;
@@ -566,6 +633,7 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     if (!status) status = forget_deleted(index, &stored, &walk, summary);
     if (!status) status = embed_work(index, ctx, files, work, work_count, params, summary);
     /* fold the write-ahead log into the database: later reads come straight from it */
+    writer_unlock(index);
     if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     stored_images_free(&stored);
     free(work);

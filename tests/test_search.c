@@ -431,6 +431,94 @@ static void test_killed_and_resumed(void **state) {
     sqlite3_close(handle);
 }
 
+/* Sets the writer row of an index as a process would that had started updating it. */
+static void set_writer(const char *db, long pid) {
+    char host[256] = "", sql[512];
+    gethostname(host, sizeof host - 1);
+    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO writer VALUES (1, %ld, '%s', %lld)", pid, host,
+             (long long)time(NULL));
+    sqlite3 *handle;
+    assert_int_equal(sqlite3_open(db, &handle), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(handle, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(handle);
+}
+
+/* The "added" count of a `glimpse index --json` output file. */
+static long added_in(const char *path) {
+    uint8_t *json;
+    size_t size;
+    long added = -1;
+    if (file_read_all(path, 1 << 16, &json, &size) != GLIMPSE_STATUS_OK) return -1;
+    const char *key = "\"added\": ", *at = strstr((char *)json, key);
+    if (at) added = strtol(at + strlen(key), NULL, 10);
+    free(json);
+    return added;
+}
+
+/* Two `glimpse index` runs on one index: the second is refused while the
+ * first runs, a writer that died does not block, nothing is embedded twice. */
+static void test_one_writer_at_a_time(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4 * PATH_CAPACITY], first[PATH_CAPACITY + 8],
+        second[PATH_CAPACITY + 8];
+    const int total = 160;
+    make_library("busy", "busy.db", 24, total, library, db);
+    snprintf(first, sizeof first, "%s.first", db);
+    snprintf(second, sizeof second, "%s.second", db);
+    indexer x = open_indexer(db); /* creates the tables */
+    close_indexer(&x);
+    /* a live process holds it: refused, with a message, nothing embedded */
+    set_writer(db, (long)getpid());
+    snprintf(command, sizeof command, "%s index -m %s --db %s --json %s > %s 2>&1", GLIMPSE_BINARY, model_a, db,
+             library, second);
+    int status = system(command);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    uint8_t *text;
+    size_t size;
+    assert_int_equal(file_read_all(second, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    char expected[128];
+    snprintf(expected, sizeof expected, "is being updated by another glimpse index (process %ld on ", (long)getpid());
+    assert_non_null(strstr((char *)text, expected));
+    free(text);
+    assert_int_equal(rows_in(db), 0);
+    /* a writer that died (killed, crashed) does not block */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    set_writer(db, (long)dead);
+    /* two runs at once */
+    pid_t child = fork();
+    if (child == 0) {
+        if (!freopen(first, "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
+        execl(GLIMPSE_BINARY, GLIMPSE_BINARY, "index", "-m", model_a, "--db", db, "--json", "--threads", "1", library,
+              (char *)NULL);
+        _exit(127);
+    }
+    struct timespec pause = {0, 1000 * 1000};
+    for (int tries = 0; tries < 10000 && rows_in(db) < 1; tries++) nanosleep(&pause, NULL);
+    snprintf(command, sizeof command, "%s index -m %s --db %s --json %s > %s 2>&1", GLIMPSE_BINARY, model_a, db,
+             library, second);
+    int second_status = system(command);
+    waitpid(child, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(rows_in(db), total);
+    long second_added = added_in(second);
+    assert_int_equal(added_in(first) + (second_added > 0 ? second_added : 0), total); /* nothing embedded twice */
+    if (WEXITSTATUS(second_status) != 0) { /* refused while the first ran (the usual case) */
+        assert_int_equal(file_read_all(second, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+        assert_non_null(strstr((char *)text, "is being updated by another glimpse index"));
+        free(text);
+    }
+    sqlite3 *handle;
+    sqlite3_stmt *statement;
+    assert_int_equal(sqlite3_open(db, &handle), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(handle, "SELECT COUNT(*) FROM writer", -1, &statement, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(statement, 0), 0); /* left to the next writer */
+    sqlite3_finalize(statement);
+    sqlite3_close(handle);
+}
+
 /* The command line: index with a progress-free summary, search texts,
  * images and combinations, JSON in the rank format. */
 static void test_command_line(void **state) {
@@ -486,6 +574,7 @@ int main(void) {
         cmocka_unit_test(test_wrong_model_is_refused),
         cmocka_unit_test(test_combined_queries),
         cmocka_unit_test(test_killed_and_resumed),
+        cmocka_unit_test(test_one_writer_at_a_time),
         cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);
