@@ -438,12 +438,16 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
                                     glimpse_search_result *results, size_t *found);
 
 /* The embedding of a combined query: parts joined by " + " and " - ", each
- * optionally weighted ("2:sunset + beach - people"); a part naming an
- * existing image file is embedded as an image, the rest as text. The
- * weighted sum of the parts' normalised embeddings, normalised. */
+ * optionally weighted ("2:sunset + beach - people"); a part written @PATH
+ * ("@~/Pictures/dog.jpg", a leading ~ is $HOME) is that image file, embedded
+ * as an image (GLIMPSE_STATUS_NOT_FOUND if it does not exist), the rest are
+ * texts ("@@" starts a text with @). A text part that looks like an image
+ * file name ("dog.jpg") is refused (GLIMPSE_STATUS_INVALID_ARGUMENT): it is
+ * most likely an image part without its @. The weighted sum of the parts'
+ * normalised embeddings, normalised. */
 glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, float *out);
-/* Whether some part of the query names an existing image file (so the
- * model needs its vision tower). */
+/* Whether some part of the query is an image (@PATH), so the model needs
+ * its vision tower. */
 bool glimpse_query_needs_images(const char *query);
 
 #ifdef __cplusplus

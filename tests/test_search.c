@@ -326,7 +326,7 @@ static void test_combined_queries(void **state) {
     memcpy(picture, image_embeddings + 3 * 32, sizeof picture);
     /* "2:a red circle - a blue square + PICTURE" by hand */
     char query_text[1024];
-    snprintf(query_text, sizeof query_text, "2:a red circle - a blue square + %s", paths[3]);
+    snprintf(query_text, sizeof query_text, "2:a red circle - a blue square + @%s", paths[3]);
     assert_int_equal(glimpse_query_needs_images(query_text), 1);
     assert_int_equal(glimpse_query_needs_images("a red circle + a blue square"), 0);
     float expected[32], query[32];
@@ -359,8 +359,38 @@ static void test_combined_queries(void **state) {
     /* malformed queries */
     assert_int_equal(glimpse_embed_query(ctx, "a red circle + ", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
     assert_int_equal(glimpse_embed_query(ctx, "a cat - a cat", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    /* image parts are explicit: @PATH, ~ expanded; a missing one is an error, a file name as text too */
+    float by_path[32];
+    char home_query[64];
+    snprintf(query_text, sizeof query_text, "@%s", paths[3]);
+    assert_int_equal(glimpse_embed_query(ctx, query_text, by_path), GLIMPSE_STATUS_OK);
+    const char *home = getenv("HOME");
+    char *saved_home = home ? strdup(home) : NULL;
+    setenv("HOME", library, 1);
+    snprintf(home_query, sizeof home_query, "@~/%05d.png", 3);
+    assert_int_equal(glimpse_query_needs_images(home_query), 1);
+    assert_int_equal(glimpse_embed_query(ctx, home_query, query), GLIMPSE_STATUS_OK);
+    for (int d = 0; d < 32; d++) assert_float_equal(query[d], by_path[d], 1e-6);
+    if (saved_home) setenv("HOME", saved_home, 1);
+    free(saved_home);
+    assert_int_equal(glimpse_embed_query(ctx, "a red circle + @/nonexistent/nope.png", query),
+                     GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(glimpse_last_error(), "no image file /nonexistent/nope.png"));
+    assert_int_equal(glimpse_embed_query(ctx, "photos/nope.png", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(glimpse_last_error(), "write @photos/nope.png"));
+    snprintf(query_text, sizeof query_text, "2:snow + %s", paths[3]); /* an existing file without @ is refused too */
+    assert_int_equal(glimpse_embed_query(ctx, query_text, query), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(glimpse_query_needs_images(query_text), 0);
+    assert_int_equal(glimpse_embed_query(ctx, "@@home + a photo named dog.jpg", query), GLIMPSE_STATUS_OK);
     for (int i = 0; i < 10; i++) glimpse_image_free(images[i]), free(paths[i]);
     close_indexer(&x);
+    /* the command line exits non-zero, naming the file */
+    char command[2048];
+    snprintf(command, sizeof command, "%s search --db %s '@%s/nope.png' 2>&1 | grep -q 'no image file %s/nope.png'",
+             GLIMPSE_BINARY, db, library, library);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s search --db %s '@%s/nope.png' > /dev/null 2>&1", GLIMPSE_BINARY, db, library);
+    assert_int_not_equal(system(command), 0);
 }
 
 static long rows_in(const char *db) {
@@ -536,7 +566,7 @@ static void test_command_line(void **state) {
     free(text);
     /* no -m: the index knows its model; a text, an image and a combination */
     snprintf(command, sizeof command,
-             "%s search --db %s -k 2 --json 'a red circle' '%s/00001.png' '2:a red circle - %s/00001.png' > %s",
+             "%s search --db %s -k 2 --json 'a red circle' '@%s/00001.png' '2:a red circle - @%s/00001.png' > %s",
              GLIMPSE_BINARY, db, library, library, output);
     run_or_fail(command);
     assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
