@@ -382,9 +382,16 @@ typedef struct glimpse_index glimpse_index;
 /* Opens db_path, creating it if needed. With model (a CLIP model), an index
  * built with another model is refused (GLIMPSE_STATUS_WRONG_MODEL) and a new
  * index records this model. With model NULL the index must exist already
- * (for searching). Caller closes with glimpse_index_free. */
+ * and is opened read-only, for searching: nothing is written (no -wal or
+ * -shm file either), so it works on read-only media and on another user's
+ * files; glimpse_index_update refuses such a handle. Caller closes with
+ * glimpse_index_free. */
 glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *model, glimpse_index **out);
 void glimpse_index_free(glimpse_index *index);
+
+/* GLIMPSE_STATUS_WRONG_MODEL, naming the index's model, unless model is the
+ * one the index was built with. */
+glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimpse_model *model);
 
 /* The model folder the index was built with (owned by the index). */
 const char *glimpse_index_model_path(const glimpse_index *index);

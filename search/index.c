@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -39,6 +40,7 @@ struct glimpse_index {
     char *model_path; /* that model's folder */
     size_t dim;
     float logit_scale;
+    bool read_only; /* opened for searching: writes nothing */
     /* search cache: every stored embedding, loaded on first search */
     bool loaded;
     size_t count;
@@ -96,9 +98,50 @@ static void drop_cache(glimpse_index *index) {
     index->loaded = false;
 }
 
-/* Opens (with create, creates) the database and its tables. */
+/* The URI that opens path read-only; immutable (no -wal, -shm or locks
+ * needed, and none made) when neither the file nor its folder can be
+ * written: read-only media, another user's files. Caller sqlite3_frees. */
+static char *read_only_uri(const char *path) {
+    char *folder = strdup(path);
+    if (!folder) return NULL;
+    char *slash = strrchr(folder, '/');
+    if (slash == folder) slash[1] = '\0';
+    else if (slash) *slash = '\0';
+    else strcpy(folder, ".");
+    bool writable = access(path, W_OK) == 0 && access(folder, W_OK) == 0;
+    free(folder);
+    /* the path percent-escaped but for the characters a URI path keeps */
+    size_t length = strlen(path);
+    char *escaped = malloc(3 * length + 1);
+    if (!escaped) return NULL;
+    char *e = escaped;
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if (isalnum(*c) || strchr("/-_.~", *c))
+            *e++ = (char)*c;
+        else
+            e += sprintf(e, "%%%02X", *c);
+    }
+    *e = '\0';
+    char *uri = sqlite3_mprintf("file:%s?mode=ro%s", escaped, writable ? "" : "&immutable=1");
+    free(escaped);
+    return uri;
+}
+
+/* Opens the database: with create, for writing (creating it and its tables
+ * if needed); else read-only, for searching. */
 static glimpse_status open_database(glimpse_index *index, bool create) {
-    int flags = create ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READWRITE;
+    if (!create) {
+        char *uri = read_only_uri(index->path);
+        if (!uri) return ERROR_OOM();
+        int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
+        int opened = sqlite3_open_v2(uri, &index->db, flags, NULL);
+        sqlite3_free(uri);
+        index->read_only = true;
+        if (opened != SQLITE_OK) return db_error(index, "cannot open");
+        sqlite3_busy_timeout(index->db, INDEX_BUSY_TIMEOUT_MS);
+        return exec(index, "PRAGMA mmap_size=4294967296;");
+    }
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (sqlite3_open_v2(index->path, &index->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
         return db_error(index, "cannot open");
     sqlite3_busy_timeout(index->db, INDEX_BUSY_TIMEOUT_MS);
@@ -196,11 +239,29 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
 void glimpse_index_free(glimpse_index *index) {
     if (!index) return;
     drop_cache(index);
+    /* leave the file in rollback-journal mode when no one else has it open,
+     * so that readers of it need no -wal or -shm file (read-only media) */
+    if (index->db && !index->read_only) {
+        sqlite3_busy_timeout(index->db, 0);
+        sqlite3_exec(index->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+    }
     sqlite3_close(index->db);
     free(index->model_path);
     free(index->identity);
     free(index->path);
     free(index);
+}
+
+glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimpse_model *model) {
+    if (!index || !model) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_check_model: NULL argument");
+    char mine[MODEL_IDENTITY_CAPACITY];
+    glimpse_status status = model_identity(model, mine, sizeof mine);
+    if (status) return status;
+    if (strcmp(index->identity, mine) != 0)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s was built with another model (%s, from %s); give that model, or a new --db", index->path,
+                         index->identity, index->model_path ? index->model_path : "?");
+    return GLIMPSE_STATUS_OK;
 }
 
 const char *glimpse_index_model_path(const glimpse_index *index) { return index ? index->model_path : NULL; }
@@ -602,6 +663,9 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     if (!index || !ctx || (count && !paths) || !summary)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_update: NULL argument");
     memset(summary, 0, sizeof *summary);
+    if (index->read_only)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                         "%s was opened for searching (read-only); open it with a model to update it", index->path);
     char identity[MODEL_IDENTITY_CAPACITY];
     glimpse_status status = model_identity(context_model(ctx), identity, sizeof identity);
     if (status) return status;

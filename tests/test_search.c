@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -549,6 +550,79 @@ static void test_one_writer_at_a_time(void **state) {
     sqlite3_close(handle);
 }
 
+/* Whether path exists. */
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* An index on read-only media, or not writable by the one searching, is
+ * searched without a write: no -wal or -shm file, the file unchanged. */
+static void test_read_only_index(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], folder[PATH_CAPACITY], db[PATH_CAPACITY + 16], command[4 * PATH_CAPACITY],
+        side[PATH_CAPACITY + 16], output[PATH_CAPACITY + 16];
+    make_library("ro-library", "ro", 25, 4, library, folder);
+    snprintf(db, sizeof db, "%s/photos.db", folder);
+    snprintf(output, sizeof output, "%s.out", folder);
+    snprintf(command, sizeof command, "mkdir -p %s && %s index -m %s --db %s --quiet %s > /dev/null", folder,
+             GLIMPSE_BINARY, model_a, db, library);
+    run_or_fail(command);
+    uint8_t *before, *after;
+    size_t before_size, after_size;
+    assert_int_equal(file_read_all(db, 1 << 24, &before, &before_size), GLIMPSE_STATUS_OK);
+    /* the folder writable: nothing written all the same */
+    glimpse_index *index;
+    assert_int_equal(glimpse_index_open(db, NULL, &index), GLIMPSE_STATUS_OK);
+    float query[32] = {1.0f};
+    glimpse_search_result results[4];
+    size_t found;
+    assert_int_equal(glimpse_index_search(index, query, 4, results, &found), GLIMPSE_STATUS_OK);
+    assert_int_equal(found, 4);
+    snprintf(side, sizeof side, "%s-wal", db);
+    assert_false(exists(side));
+    snprintf(side, sizeof side, "%s-shm", db);
+    assert_false(exists(side));
+    /* and refuses to update */
+    glimpse_model *model;
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_check_model(index, model), GLIMPSE_STATUS_OK);
+    const char *paths[1] = {library};
+    glimpse_index_summary summary;
+    assert_int_equal(glimpse_index_update(index, ctx, paths, 1, NULL, &summary), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(glimpse_last_error(), "read-only"));
+    glimpse_index_free(index);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    snprintf(command, sizeof command, "%s search --db %s -k 4 'a red circle' > %s", GLIMPSE_BINARY, db, output);
+    run_or_fail(command);
+    assert_false(exists(side));
+    assert_int_equal(file_read_all(db, 1 << 24, &after, &after_size), GLIMPSE_STATUS_OK);
+    assert_true(before_size == after_size && memcmp(before, after, before_size) == 0);
+    free(after);
+    /* on a read-only mount (a mount namespace of our own; root ignores file modes, not EROFS) */
+    if (system("unshare -m true 2>/dev/null") != 0) {
+        fprintf(stderr, "note: no mount namespace here; the read-only mount case was not run\n");
+        free(before);
+        return;
+    }
+    snprintf(command, sizeof command,
+             "unshare -m sh -c 'mount --bind -o ro %s %s && ! touch %s/probe 2>/dev/null && "
+             "%s search --db %s -k 4 \"a red circle\" > %s 2>&1'",
+             folder, folder, folder, GLIMPSE_BINARY, db, output);
+    run_or_fail(command);
+    uint8_t *text;
+    size_t size;
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    int lines = 0;
+    for (size_t i = 0; i < size; i++) lines += text[i] == '\n';
+    assert_non_null(strstr((char *)text, "ro-library/0000"));
+    assert_int_equal(lines, 5); /* the query, then 4 results */
+    free(text);
+    assert_int_equal(file_read_all(db, 1 << 24, &after, &after_size), GLIMPSE_STATUS_OK);
+    assert_true(before_size == after_size && memcmp(before, after, before_size) == 0);
+    free(before), free(after);
+}
+
 /* The command line: index with a progress-free summary, search texts,
  * images and combinations, JSON in the rank format. */
 static void test_command_line(void **state) {
@@ -605,6 +679,7 @@ int main(void) {
         cmocka_unit_test(test_combined_queries),
         cmocka_unit_test(test_killed_and_resumed),
         cmocka_unit_test(test_one_writer_at_a_time),
+        cmocka_unit_test(test_read_only_index),
         cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);

@@ -154,12 +154,10 @@ int command_search(int argc, char **argv) {
     if (!options.model) options.model = glimpse_index_model_path(index);
     /* a text query needs only the text tower */
     glimpse_model *model = cli_load_model(&options, "search", images, true);
-    glimpse_index *checked;
-    if (glimpse_index_open(db, model, &checked) != GLIMPSE_STATUS_OK) { /* refuses another model */
+    if (glimpse_index_check_model(index, model) != GLIMPSE_STATUS_OK) { /* refuses another model */
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
-    glimpse_index_free(checked);
     glimpse_context *ctx = cli_create_context(&options, model);
     size_t dim = glimpse_model_embedding_dim(model);
     float *query = cli_calloc(dim, sizeof(float));
