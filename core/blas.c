@@ -10,6 +10,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/cpu.h"
 #include "core/kernels.h"
@@ -168,7 +169,18 @@ typedef struct attention_job {
     kernel_mask mask;
     float *scratch;
     size_t key_stride;
+    const kernel_attention_rows *probabilities; /* NULL: nothing recorded */
 } attention_job;
+
+/* Copies one head's normalised scores of queries first .. first+count (scores[count, keys]) to the recording. */
+static void record_probabilities(const kernel_attention_rows *rows, size_t head, size_t first, const float *scores,
+                                 size_t count, size_t keys) {
+    for (size_t i = 0; i < count; i++) {
+        float *row = rows->out + head * rows->head_stride + (first + i) * rows->row_stride;
+        memcpy(row, scores + i * keys, keys * sizeof(float));
+        for (size_t j = keys; j < rows->row_stride; j++) row[j] = 0.0f;
+    }
+}
 
 /* One head's scores[count, keys] = scale · q[count, head_dim] · kᵀ, k's rows
  * (one per key) k_stride apart. */
@@ -250,18 +262,19 @@ static void attention_head(void *argument, size_t head, float *scratch) {
             for (size_t i = 0; i < count; i++)
                 for (size_t j = first + i + shift + 1; j < keys; j++) scores[i * keys + j] = -INFINITY;
         kernel_softmax(scores, count, keys);
+        if (job->probabilities) record_probabilities(job->probabilities, head, first, scores, count, keys);
         head_values(out, job->out_stride, scores, count, keys, job->v + offset, job->kv_stride, job->head_dim,
                     scratch);
     }
 }
 
-void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_stride, const float *k,
-                      const float *v, size_t kv_stride, size_t queries, size_t keys, size_t heads,
-                      size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
+void kernel_attention(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
+                      size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
+                      size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
     attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = k, .v = v,
                          .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .scale = scale,
-                         .mask = mask, .scratch = scratch};
+                         .mask = mask, .scratch = scratch, .probabilities = probabilities};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
     pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, attention_head, &job);
 }
@@ -273,18 +286,20 @@ static void transposed_head(void *argument, size_t head, float *scratch) {
     head_scores_keys_transposed(scores, job->q + offset, job->q_stride, job->k + offset * job->key_stride,
                                 job->key_stride, queries, keys, job->head_dim, job->scale, scratch);
     kernel_softmax(scores, queries, keys);
+    if (job->probabilities) record_probabilities(job->probabilities, head, 0, scores, queries, keys);
     head_values(job->out + offset, job->out_stride, scores, queries, keys, job->v + offset, job->kv_stride,
                 job->head_dim, scratch);
 }
 
-void kernel_attention_keys_transposed(float *out, size_t out_stride, const float *q, size_t q_stride,
-                                      const float *keys_t, size_t key_stride, const float *v, size_t v_stride,
-                                      size_t queries, size_t keys, size_t heads, size_t head_dim, float scale,
-                                      float *scratch, pool *threads) {
+void kernel_attention_keys_transposed(float *out, size_t out_stride, const kernel_attention_rows *probabilities,
+                                      const float *q, size_t q_stride, const float *keys_t, size_t key_stride,
+                                      const float *v, size_t v_stride, size_t queries, size_t keys, size_t heads,
+                                      size_t head_dim, float scale, float *scratch, pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
     attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = keys_t, .v = v,
                          .kv_stride = v_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .scale = scale,
-                         .mask = KERNEL_MASK_NONE, .scratch = scratch, .key_stride = key_stride};
+                         .mask = KERNEL_MASK_NONE, .scratch = scratch, .key_stride = key_stride,
+                         .probabilities = probabilities};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
     pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, transposed_head, &job);
 }

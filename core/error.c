@@ -48,6 +48,7 @@ const char *glimpse_status_string(glimpse_status status) {
     case GLIMPSE_STATUS_WRONG_MODEL: return "wrong kind of model";
     case GLIMPSE_STATUS_CANCELLED: return "cancelled";
     case GLIMPSE_STATUS_INTERNAL: return "internal error";
+    case GLIMPSE_STATUS_BUSY: return "busy";
     }
     return "unknown status";
 }

@@ -92,17 +92,29 @@ typedef enum kernel_mask {
     KERNEL_MASK_CAUSAL = 1 /* query i sees keys 0..i (+ key_offset) */
 } kernel_mask;
 
+/* Where an attention kernel copies its probabilities, an optional output
+ * (NULL: none): head h's row for query i goes to
+ * out[h·head_stride + i·row_stride], the keys' probabilities first, then
+ * zeros up to row_stride (keys ≤ row_stride): a cached step's row ends in the
+ * causal zeros of the keys it cannot see yet. Copied right after the softmax,
+ * whichever product computed the scores. */
+typedef struct kernel_attention_rows {
+    float *out;
+    size_t head_stride, row_stride;
+} kernel_attention_rows;
+
 /* Multi-head scaled dot-product attention for one sequence.
  *   out[queries, heads·head_dim]          (row stride out_stride)
+ *   probabilities                         (optional, see kernel_attention_rows)
  *   q[queries, heads·head_dim]            (row stride q_stride)
  *   k, v[keys, heads·head_dim]            (row strides kv_stride)
  * scores = q·kᵀ · scale, masked, softmax over keys, times v. With a causal
  * mask query i sees keys 0 .. i + (keys - queries), so a step with a cache
  * sees everything before it. scratch holds heads × queries × keys floats.
  * Heads run in parallel on the pool. */
-void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_stride, const float *k,
-                      const float *v, size_t kv_stride, size_t queries, size_t keys, size_t heads,
-                      size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads);
+void kernel_attention(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
+                      size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
+                      size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads);
 /* The same over keys stored transposed per head:
  * keys_t[(head·head_dim + d)·key_stride + j] is dimension d of key j. On
  * AVX-512 a caption step's few queries then have their scores as weighted
@@ -110,10 +122,10 @@ void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_st
  * the panel kernel); without it OpenBLAS runs the same maths, slower than
  * kernel_attention on keys in rows, which is why the decoder stores keys
  * transposed only where cpu_has_avx512(). No mask. */
-void kernel_attention_keys_transposed(float *out, size_t out_stride, const float *q, size_t q_stride,
-                                      const float *keys_t, size_t key_stride, const float *v, size_t v_stride,
-                                      size_t queries, size_t keys, size_t heads, size_t head_dim, float scale,
-                                      float *scratch, pool *threads);
+void kernel_attention_keys_transposed(float *out, size_t out_stride, const kernel_attention_rows *probabilities,
+                                      const float *q, size_t q_stride, const float *keys_t, size_t key_stride,
+                                      const float *v, size_t v_stride, size_t queries, size_t keys, size_t heads,
+                                      size_t head_dim, float scale, float *scratch, pool *threads);
 void kernel_attention_reference(float *out, size_t out_stride, const float *q, size_t q_stride,
                                 const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
                                 size_t heads, size_t head_dim, float scale, kernel_mask mask);

@@ -160,8 +160,9 @@ static void attention_inputs(const float *x, const encoder_layer *layer, const e
                   threads);
 }
 
-void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_shape *shape, const size_t *lengths,
-                           size_t sequences, const encoder_scratch *scratch, pool *threads) {
+void encoder_layer_forward(float *x, const attention_record *record, size_t layer_index, const encoder_layer *layer,
+                           const encoder_shape *shape, const size_t *lengths, size_t sequences,
+                           const encoder_scratch *scratch, pool *threads) {
     size_t hidden = shape->hidden, rows = 0;
     for (size_t s = 0; s < sequences; s++) rows += lengths[s];
     size_t head_dim = hidden / shape->heads;
@@ -173,9 +174,12 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
     size_t qs = scratch->qkv_stride, start = 0;
     for (size_t s = 0; s < sequences; s++) {
         const float *q = qkv + start * qs;
-        kernel_attention(scratch->context + start * hidden, hidden, q, qs, q + hidden, q + 2 * hidden, qs,
-                         lengths[s], lengths[s], shape->heads, head_dim, scale, shape->mask,
-                         scratch->scores, threads);
+        kernel_attention_rows place;
+        const kernel_attention_rows *probabilities = attention_record_rows(
+            record, ATTENTION_KIND_SELF, layer_index, s, shape->heads, 0, lengths[s], lengths[s], &place);
+        kernel_attention(scratch->context + start * hidden, hidden, probabilities, q, qs, q + hidden, q + 2 * hidden,
+                         qs, lengths[s], lengths[s], shape->heads, head_dim, scale, shape->mask, scratch->scores,
+                         threads);
         start += lengths[s];
     }
     kernel_linear(x, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, rows, hidden, hidden, true,
@@ -210,7 +214,7 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
     for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++) {
         const float *k = qkv + start * qs;
         size_t keys = shape->mask == KERNEL_MASK_CAUSAL ? pooled[s] + 1 : lengths[s];
-        kernel_attention(scratch->context + s * hidden, hidden, queries + s * hidden, hidden, k + hidden,
+        kernel_attention(scratch->context + s * hidden, hidden, NULL, queries + s * hidden, hidden, k + hidden,
                          k + 2 * hidden, qs, 1, keys, shape->heads, head_dim, scale, KERNEL_MASK_NONE,
                          scratch->scores, threads);
     }
@@ -238,8 +242,8 @@ void encoder_attention_pool(float *out, const float *x, const encoder_layer *lay
     kernel_linear(query, hidden, probe, hidden, &layer->q_weight, layer->q_bias, 1, hidden, hidden, false, threads);
     for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++) {
         const float *k = scratch->qkv + start * qs;
-        kernel_attention(scratch->context + s * hidden, hidden, query, hidden, k + hidden, k + 2 * hidden, qs, 1,
-                         lengths[s], shape->heads, head_dim, scale, KERNEL_MASK_NONE, scratch->scores, threads);
+        kernel_attention(scratch->context + s * hidden, hidden, NULL, query, hidden, k + hidden, k + 2 * hidden, qs,
+                         1, lengths[s], shape->heads, head_dim, scale, KERNEL_MASK_NONE, scratch->scores, threads);
     }
     kernel_linear(out, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, sequences, hidden, hidden,
                   false, threads);

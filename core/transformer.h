@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "core/attention_record.h"
 #include "core/kernels.h"
 #include "core/quantize.h"
 
@@ -66,9 +67,12 @@ void encoder_scratch_carve(encoder_scratch *scratch, float *memory, const encode
                            size_t max_sequence);
 
 /* x[rows, hidden] in place, rows = sum of lengths[0..sequences); attention
- * stays within each sequence. */
-void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_shape *shape, const size_t *lengths,
-                           size_t sequences, const encoder_scratch *scratch, pool *threads);
+ * stays within each sequence. With a record (NULL: none) that asks for
+ * self-attention of layer layer_index, sequence s's probabilities go to its
+ * sequence s, rows from 0. */
+void encoder_layer_forward(float *x, const attention_record *record, size_t layer_index, const encoder_layer *layer,
+                           const encoder_shape *shape, const size_t *lengths, size_t sequences,
+                           const encoder_scratch *scratch, pool *threads);
 
 /* The same layer when only one row of each sequence is wanted afterwards
  * (CLIP's class token or end-of-text token, the tower's last layer): keys

@@ -201,6 +201,24 @@ static void add_and_norm(const bert_model *model, bert_state *s, const float *in
     kernel_layernorm(s->x, s->normed, norm_weight, norm_bias, rows, h, model->config.layer_norm_eps);
 }
 
+/* Cross-attention of layer l for rows first .. first+count of s->q into the same rows of s->context. */
+static void cross_attention(const bert_model *model, bert_state *s, size_t l, size_t first, size_t count,
+                            const kernel_attention_rows *probabilities, pool *threads) {
+    size_t h = (size_t)model->config.hidden_size, heads = (size_t)model->config.heads, head_dim = h / heads;
+    float scale = 1.0f / sqrtf((float)head_dim);
+    const float *image_keys = s->cross_keys + l * s->max_image_tokens * h;
+    const float *image_values = s->cross_values + l * s->max_image_tokens * h;
+    float *context = s->context + first * h;
+    const float *q = s->q + first * h;
+    if (s->keys_transposed)
+        kernel_attention_keys_transposed(context, h, probabilities, q, h, image_keys, s->max_image_tokens,
+                                         image_values, h, count, s->image_tokens, heads, head_dim, scale, s->scores,
+                                         threads);
+    else
+        kernel_attention(context, h, probabilities, q, h, image_keys, image_values, h, count, s->image_tokens, heads,
+                         head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
+}
+
 /* The layers over rows = sequences × step rows of s->x, each sequence's new
  * tokens at cache positions length ..; self-attention causal or not. */
 static void run_layers(const bert_model *model, bert_state *s, size_t sequences, size_t step, int causal,
@@ -223,25 +241,32 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
         for (size_t q = 0; q < sequences; q++)
             memcpy(cache_at(model, s, s->self_values, q, (size_t)l) + s->length * h, s->context + q * step * h,
                    step * h * sizeof(float));
-        for (size_t q = 0; q < sequences; q++)
-            kernel_attention(s->context + q * step * h, h, s->q + q * step * h, h,
+        for (size_t q = 0; q < sequences; q++) {
+            kernel_attention_rows place;
+            const kernel_attention_rows *probabilities = attention_record_rows(
+                s->record, ATTENTION_KIND_SELF, (size_t)l, q, heads, s->length, step, keys, &place);
+            kernel_attention(s->context + q * step * h, h, probabilities, s->q + q * step * h, h,
                              cache_at(model, s, s->self_keys, q, (size_t)l),
                              cache_at(model, s, s->self_values, q, (size_t)l), h, step, keys, heads, head_dim, scale,
                              causal ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE, s->scores, threads);
+        }
         add_and_norm(model, s, s->context, h, &layer->self_out_weight, layer->self_out_bias,
                      layer->self_norm_weight, layer->self_norm_bias, rows, threads);
         /* cross-attention: every row attends to the same image tokens */
         if (with_image) {
             kernel_linear(s->q, h, s->x, h, &layer->cross_query_weight, layer->cross_query_bias,
                           rows, h, h, false, threads);
-            const float *image_keys = s->cross_keys + (size_t)l * s->max_image_tokens * h;
-            const float *image_values = s->cross_values + (size_t)l * s->max_image_tokens * h;
-            if (s->keys_transposed)
-                kernel_attention_keys_transposed(s->context, h, s->q, h, image_keys, s->max_image_tokens, image_values,
-                                                 h, rows, s->image_tokens, heads, head_dim, scale, s->scores, threads);
-            else
-                kernel_attention(s->context, h, s->q, h, image_keys, image_values, h, rows, s->image_tokens, heads,
-                                 head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
+            if (!s->record) {
+                cross_attention(model, s, (size_t)l, 0, rows, NULL, threads);
+            } else { /* each sequence's rows go to its own place */
+                for (size_t q = 0; q < sequences; q++) {
+                    kernel_attention_rows place;
+                    cross_attention(model, s, (size_t)l, q * step, step,
+                                    attention_record_rows(s->record, ATTENTION_KIND_CROSS, (size_t)l, q, heads,
+                                                          s->length, step, s->image_tokens, &place),
+                                    threads);
+                }
+            }
             add_and_norm(model, s, s->context, h, &layer->cross_out_weight, layer->cross_out_bias,
                          layer->cross_norm_weight, layer->cross_norm_bias, rows, threads);
         }
@@ -262,6 +287,11 @@ static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const
     if (sequences > s->max_sequences || step > s->max_step || s->length + step > s->max_length)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu tokens is more than the %zu this decoder state holds",
                          s->length + step, s->max_length);
+    if (s->record && !attention_record_fits(s->record, sequences, (size_t)c->heads, s->length + step,
+                                            s->length + step, s->image_tokens))
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                         "the attention record has no room for %zu sequences of %zu tokens over %zu image tokens",
+                         sequences, s->length + step, s->image_tokens);
     for (size_t q = 0; q < sequences; q++)
         for (size_t j = 0; j < step; j++) {
             int32_t id = ids[q * step + j];

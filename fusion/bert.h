@@ -81,6 +81,10 @@ typedef struct bert_state {
     float *x, *normed, *q, *context, *mlp; /* [rows, h] ... [rows, intermediate] */
     float *scores;                      /* [heads, max_step, max(max_length, max_image_tokens)] */
     float *logits;                      /* [max_sequences, vocab] */
+    /* NULL as created; else bert_decode_step and bert_encode record the layers it asks for: sequence s of a
+     * step is its sequence s (as the cache holds them: bert_reorder does not move recorded rows), the rows
+     * at the tokens' positions (a step's rows after the cached ones), cross keys in image-token order. */
+    const attention_record *record;
 } bert_state;
 
 glimpse_status bert_state_create(const bert_model *model, size_t max_sequences, size_t max_length, size_t max_step,

@@ -112,7 +112,8 @@ typedef enum glimpse_status {
     GLIMPSE_STATUS_OUT_OF_MEMORY,
     GLIMPSE_STATUS_WRONG_MODEL,      /* the model cannot do what was asked (e.g. caption with CLIP) */
     GLIMPSE_STATUS_CANCELLED,
-    GLIMPSE_STATUS_INTERNAL
+    GLIMPSE_STATUS_INTERNAL,
+    GLIMPSE_STATUS_BUSY /* another process is doing it now (e.g. updating the same index) */
 } glimpse_status;
 
 /* A short constant English phrase for a status; never NULL. */
@@ -388,9 +389,16 @@ typedef struct glimpse_index glimpse_index;
 /* Opens db_path, creating it if needed. With model (a CLIP or SigLIP model),
  * an index built with another model is refused (GLIMPSE_STATUS_WRONG_MODEL) and
  * a new index records this model. With model NULL the index must exist already
- * (for searching). Caller closes with glimpse_index_free. */
+ * and is opened read-only, for searching: nothing is written (no -wal or
+ * -shm file either), so it works on read-only media and on another user's
+ * files; glimpse_index_update refuses such a handle. Caller closes with
+ * glimpse_index_free. */
 glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *model, glimpse_index **out);
 void glimpse_index_free(glimpse_index *index);
+
+/* GLIMPSE_STATUS_WRONG_MODEL, naming the index's model, unless model is the
+ * one the index was built with. */
+glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimpse_model *model);
 
 /* The model folder the index was built with (owned by the index). */
 const char *glimpse_index_model_path(const glimpse_index *index);
@@ -399,6 +407,7 @@ size_t glimpse_index_count(const glimpse_index *index);
 
 typedef struct glimpse_index_summary {
     size_t added, updated, moved, removed, unchanged, failed;
+    size_t roots_failed; /* paths given, or folders below them, missing or unreadable (see on_root_failure) */
 } glimpse_index_summary;
 
 typedef struct glimpse_index_params {
@@ -409,14 +418,24 @@ typedef struct glimpse_index_params {
     void (*on_failure)(void *user, const char *path, const char *reason);
     void *user;
     uint64_t max_pixels; /* 0 = the default image limit */
+    /* a path given that is missing (GLIMPSE_STATUS_NOT_FOUND) or cannot be
+     * read (GLIMPSE_STATUS_IO), or a folder below one that cannot be read:
+     * nothing under it is judged, its stored entries are kept, the other
+     * paths are indexed and the call still returns GLIMPSE_STATUS_OK; one
+     * call per such path (path and reason valid during the call) */
+    void (*on_root_failure)(void *user, const char *path, glimpse_status status, const char *reason);
 } glimpse_index_params;
 
 /* Brings the index up to date with the given files and folders (walked
  * recursively for image files): embeds new and changed files with ctx (a
  * context of the index's model), recognises moved or renamed files by
- * content hash without embedding them again, and forgets files that no
- * longer exist. Each batch is committed on its own: a crash or kill loses
- * nothing committed, and the next run resumes. params may be NULL. With
+ * content hash without embedding them again, and forgets files under the
+ * paths given that no longer exist (entries under other paths, and under
+ * paths missing or unreadable, stay: summary->roots_failed counts those
+ * and params->on_root_failure names each). Each batch is committed on its own: a crash or kill loses
+ * nothing committed, and the next run resumes. One update at a time: while
+ * another process updates the same index, GLIMPSE_STATUS_BUSY naming it
+ * (a process that died holding the index does not block it). params may be NULL. With
  * count 0 it only forgets the stored files that no longer exist. */
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
                                     size_t count, const glimpse_index_params *params,
@@ -433,12 +452,16 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
                                     glimpse_search_result *results, size_t *found);
 
 /* The embedding of a combined query: parts joined by " + " and " - ", each
- * optionally weighted ("2:sunset + beach - people"); a part naming an
- * existing image file is embedded as an image, the rest as text. The
- * weighted sum of the parts' normalised embeddings, normalised. */
+ * optionally weighted ("2:sunset + beach - people"); a part written @PATH
+ * ("@~/Pictures/dog.jpg", a leading ~ is $HOME) is that image file, embedded
+ * as an image (GLIMPSE_STATUS_NOT_FOUND if it does not exist), the rest are
+ * texts ("@@" starts a text with @). A text part that looks like an image
+ * file name ("dog.jpg") is refused (GLIMPSE_STATUS_INVALID_ARGUMENT): it is
+ * most likely an image part without its @. The weighted sum of the parts'
+ * normalised embeddings, normalised. */
 glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, float *out);
-/* Whether some part of the query names an existing image file (so the
- * model needs its vision tower). */
+/* Whether some part of the query is an image (@PATH), so the model needs
+ * its vision tower. */
 bool glimpse_query_needs_images(const char *query);
 
 #ifdef __cplusplus

@@ -1,7 +1,8 @@
 /* index.c — glimpse_index: the SQLite search index of a photo collection.
  *
  * Schema: meta(key, value) holds the model's identity and folder once;
- * images(path UNIQUE, size, mtime_ns, hash, embedding BLOB of float32).
+ * images(path UNIQUE, size, mtime_ns, hash, embedding BLOB of float32);
+ * writer holds the process updating the index, if one is (one at a time).
  * WAL journaling: each committed batch survives a crash or kill -9, and a
  * batch in flight is rolled back whole. Embeddings are kept as float32 both
  * on disk and in memory: exact, and a 100,000 × 512 table is 200 MB, which
@@ -11,8 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "api/identity.h"
 #include "core/error.h"
@@ -34,6 +40,7 @@ struct glimpse_index {
     char *model_path; /* that model's folder */
     size_t dim;
     float logit_scale, logit_bias; /* a search's score: logit_scale × cosine + logit_bias (SigLIP's; CLIP 0) */
+    bool read_only; /* opened for searching: writes nothing */
     /* search cache: every stored embedding, loaded on first search */
     bool loaded;
     size_t count;
@@ -91,9 +98,50 @@ static void drop_cache(glimpse_index *index) {
     index->loaded = false;
 }
 
-/* Opens (with create, creates) the database and its tables. */
+/* The URI that opens path read-only; immutable (no -wal, -shm or locks
+ * needed, and none made) when neither the file nor its folder can be
+ * written: read-only media, another user's files. Caller sqlite3_frees. */
+static char *read_only_uri(const char *path) {
+    char *folder = strdup(path);
+    if (!folder) return NULL;
+    char *slash = strrchr(folder, '/');
+    if (slash == folder) slash[1] = '\0';
+    else if (slash) *slash = '\0';
+    else strcpy(folder, ".");
+    bool writable = access(path, W_OK) == 0 && access(folder, W_OK) == 0;
+    free(folder);
+    /* the path percent-escaped but for the characters a URI path keeps */
+    size_t length = strlen(path);
+    char *escaped = malloc(3 * length + 1);
+    if (!escaped) return NULL;
+    char *e = escaped;
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if (isalnum(*c) || strchr("/-_.~", *c))
+            *e++ = (char)*c;
+        else
+            e += sprintf(e, "%%%02X", *c);
+    }
+    *e = '\0';
+    char *uri = sqlite3_mprintf("file:%s?mode=ro%s", escaped, writable ? "" : "&immutable=1");
+    free(escaped);
+    return uri;
+}
+
+/* Opens the database: with create, for writing (creating it and its tables
+ * if needed); else read-only, for searching. */
 static glimpse_status open_database(glimpse_index *index, bool create) {
-    int flags = create ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READWRITE;
+    if (!create) {
+        char *uri = read_only_uri(index->path);
+        if (!uri) return ERROR_OOM();
+        int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
+        int opened = sqlite3_open_v2(uri, &index->db, flags, NULL);
+        sqlite3_free(uri);
+        index->read_only = true;
+        if (opened != SQLITE_OK) return db_error(index, "cannot open");
+        sqlite3_busy_timeout(index->db, INDEX_BUSY_TIMEOUT_MS);
+        return exec(index, "PRAGMA mmap_size=4294967296;");
+    }
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (sqlite3_open_v2(index->path, &index->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
         return db_error(index, "cannot open");
     sqlite3_busy_timeout(index->db, INDEX_BUSY_TIMEOUT_MS);
@@ -102,7 +150,9 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
                        "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
                        " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
                        " embedding BLOB NOT NULL);"
-                       "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);");
+                       "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);"
+                       "CREATE TABLE IF NOT EXISTS writer(id INTEGER PRIMARY KEY CHECK (id = 1),"
+                       " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);");
 }
 
 /* Records a new index's model: identity, folder, embedding size, logit scale and bias. */
@@ -194,11 +244,29 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
 void glimpse_index_free(glimpse_index *index) {
     if (!index) return;
     drop_cache(index);
+    /* leave the file in rollback-journal mode when no one else has it open,
+     * so that readers of it need no -wal or -shm file (read-only media) */
+    if (index->db && !index->read_only) {
+        sqlite3_busy_timeout(index->db, 0);
+        sqlite3_exec(index->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+    }
     sqlite3_close(index->db);
     free(index->model_path);
     free(index->identity);
     free(index->path);
     free(index);
+}
+
+glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimpse_model *model) {
+    if (!index || !model) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_check_model: NULL argument");
+    char mine[MODEL_IDENTITY_CAPACITY];
+    glimpse_status status = model_identity(model, mine, sizeof mine);
+    if (status) return status;
+    if (strcmp(index->identity, mine) != 0)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s was built with another model (%s, from %s); give that model, or a new --db", index->path,
+                         index->identity, index->model_path ? index->model_path : "?");
+    return GLIMPSE_STATUS_OK;
 }
 
 const char *glimpse_index_model_path(const glimpse_index *index) { return index ? index->model_path : NULL; }
@@ -367,10 +435,24 @@ static glimpse_status keep_same_bytes(glimpse_index *index, sqlite3_stmt *update
     return set_path_and_time(index, update, f, stored->rows[r].id, "recording a new time");
 }
 
+/* Whether a stored file that does not exist is really gone: under a root
+ * walked, or its folder is there without it (not on a drive unplugged). */
+static bool really_gone(const walk_result *walk, const char *path) {
+    if (file_exists(path)) return false;
+    if (walk_judges(walk, path)) return true;
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return false;
+    char *folder = strndup(path, (size_t)(slash - path));
+    bool there = folder && file_exists(folder);
+    free(folder);
+    return there;
+}
+
 /* A new path whose content is that of a stored file that is gone: the file
  * moved or was renamed, and its row takes the new path (*handled set). */
 static glimpse_status claim_moved(glimpse_index *index, sqlite3_stmt *update, const found_file *f,
-                                  stored_images *stored, bool *handled, glimpse_index_summary *summary) {
+                                  stored_images *stored, const walk_result *walk, bool *handled,
+                                  glimpse_index_summary *summary) {
     int64_t hash;
     if (!hash_file(f->path, &hash)) return GLIMPSE_STATUS_OK;
     int64_t key[2] = {hash, f->size};
@@ -378,11 +460,11 @@ static glimpse_status claim_moved(glimpse_index *index, sqlite3_stmt *update, co
     if (!strmap_get(stored->by_content, (const char *)key, sizeof key, &candidate)) return GLIMPSE_STATUS_OK;
     /* the map holds one row per content; duplicates fall back to a scan */
     size_t from = (size_t)candidate;
-    if (stored->rows[from].seen || file_exists(stored->paths[from])) from = 0;
+    if (stored->rows[from].seen || !really_gone(walk, stored->paths[from])) from = 0;
     for (size_t r = from; r < stored->count; r++) {
         stored_row *row = &stored->rows[r];
         if (row->seen || row->hash != hash || row->size != f->size) continue;
-        if (file_exists(stored->paths[r])) continue; /* a copy, not a move */
+        if (!really_gone(walk, stored->paths[r])) continue; /* a copy, not a move */
         row->seen = true;
         *handled = true;
         summary->moved++;
@@ -393,8 +475,9 @@ static glimpse_status claim_moved(glimpse_index *index, sqlite3_stmt *update, co
 
 /* Takes out of the work the files that need no embedding: the same bytes
  * as stored, or a stored file moved. One transaction. */
-static glimpse_status record_moves(glimpse_index *index, const file_list *files, stored_images *stored,
+static glimpse_status record_moves(glimpse_index *index, const walk_result *walk, stored_images *stored,
                                    pending *work, size_t *work_count, glimpse_index_summary *summary) {
+    const file_list *files = &walk->files;
     sqlite3_stmt *update;
     glimpse_status status = transaction_begin(index, "UPDATE images SET path = ?, mtime_ns = ? WHERE id = ?",
                                               "preparing a move", &update);
@@ -405,21 +488,23 @@ static glimpse_status record_moves(glimpse_index *index, const file_list *files,
         if (work[w].stored_id)
             status = keep_same_bytes(index, update, f, stored, &handled, summary);
         else
-            status = claim_moved(index, update, f, stored, &handled, summary);
+            status = claim_moved(index, update, f, stored, walk, &handled, summary);
         if (!handled) work[kept++] = work[w];
     }
     *work_count = kept;
     return transaction_end(index, update, status);
 }
 
-/* Forgets the stored files that no longer exist. One transaction. */
-static glimpse_status forget_deleted(glimpse_index *index, const stored_images *stored,
+/* Forgets the stored files under the roots walked that no longer exist;
+ * entries under other roots, or under folders that could not be read, are
+ * not judged by this run and stay. One transaction. */
+static glimpse_status forget_deleted(glimpse_index *index, const stored_images *stored, const walk_result *walk,
                                      glimpse_index_summary *summary) {
     sqlite3_stmt *remove;
     glimpse_status status =
         transaction_begin(index, "DELETE FROM images WHERE id = ?", "preparing a removal", &remove);
     for (size_t r = 0; !status && r < stored->count; r++) {
-        if (stored->rows[r].seen || file_exists(stored->paths[r])) continue;
+        if (stored->rows[r].seen || !walk_judges(walk, stored->paths[r]) || file_exists(stored->paths[r])) continue;
         sqlite3_bind_int64(remove, 1, stored->rows[r].id);
         if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "removing a deleted file");
         sqlite3_reset(remove);
@@ -521,12 +606,71 @@ static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, con
     return status;
 }
 
+/* A writer row older than this, left by a process on another machine (whose
+ * life cannot be checked from here), is taken to be stale. */
+#define INDEX_FOREIGN_WRITER_STALE_SECONDS (24 * 3600)
+
+/* Whether the process pid of this machine is alive. */
+static bool process_alive(int64_t pid) {
+    if (pid <= 0 || pid > INT32_MAX) return false;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* Whether the recorded writer still holds the index: a live process of this
+ * machine other than this one, or a recent one of another machine. */
+static bool writer_holds(sqlite3_stmt *row, const char *host) {
+    int64_t pid = sqlite3_column_int64(row, 0);
+    const char *writer_host = (const char *)sqlite3_column_text(row, 1);
+    if (writer_host && strcmp(writer_host, host) == 0) return pid != (int64_t)getpid() && process_alive(pid);
+    return (int64_t)time(NULL) - sqlite3_column_int64(row, 2) < INDEX_FOREIGN_WRITER_STALE_SECONDS;
+}
+
+/* Records this process as the index's one writer, unless another holds it
+ * (GLIMPSE_STATUS_BUSY); a writer row left by a process that died is taken over. */
+static glimpse_status writer_lock(glimpse_index *index) {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    sqlite3_stmt *statement;
+    glimpse_status status = transaction_begin(index, "SELECT pid, host, started FROM writer WHERE id = 1",
+                                              "reading the index's writer", &statement);
+    if (!status && sqlite3_step(statement) == SQLITE_ROW && writer_holds(statement, host))
+        status = error_set(GLIMPSE_STATUS_BUSY,
+                           "%s is being updated by another glimpse index (process %lld on %s); wait for it to finish",
+                           index->path, (long long)sqlite3_column_int64(statement, 0),
+                           sqlite3_column_text(statement, 1) ? (const char *)sqlite3_column_text(statement, 1) : "?");
+    sqlite3_finalize(statement);
+    statement = NULL;
+    if (!status && sqlite3_prepare_v2(index->db, "INSERT OR REPLACE INTO writer VALUES (1, ?, ?, ?)", -1, &statement,
+                                      NULL) != SQLITE_OK)
+        status = db_error(index, "recording the index's writer");
+    else if (!status) {
+        sqlite3_bind_int64(statement, 1, (int64_t)getpid());
+        sqlite3_bind_text(statement, 2, host, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(statement, 3, (int64_t)time(NULL));
+        if (sqlite3_step(statement) != SQLITE_DONE) status = db_error(index, "recording the index's writer");
+    }
+    return transaction_end(index, statement, status);
+}
+
+/* Leaves the index to other writers. */
+static void writer_unlock(glimpse_index *index) {
+    sqlite3_stmt *statement;
+    if (sqlite3_prepare_v2(index->db, "DELETE FROM writer WHERE id = 1 AND pid = ?", -1, &statement, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(statement, 1, (int64_t)getpid());
+    sqlite3_step(statement);
+    sqlite3_finalize(statement);
+}
+
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
                                     size_t count, const glimpse_index_params *params,
                                     glimpse_index_summary *summary) {
     if (!index || !ctx || (count && !paths) || !summary)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_update: NULL argument");
     memset(summary, 0, sizeof *summary);
+    if (index->read_only)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                         "%s was opened for searching (read-only); open it with a model to update it", index->path);
     char identity[MODEL_IDENTITY_CAPACITY];
     glimpse_status status = model_identity(context_model(ctx), identity, sizeof identity);
     if (status) return status;
@@ -534,23 +678,35 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s was built with another model (%s)", index->path,
                          index->identity);
     drop_cache(index);
-    file_list files;
-    if ((status = walk_paths(paths, count, &files))) return status;
+    if ((status = writer_lock(index))) return status;
+    walk_result walk;
+    if ((status = walk_paths(paths, count, &walk))) {
+        writer_unlock(index);
+        return status;
+    }
+    for (size_t i = 0; i < walk.skipped.count; i++) {
+        const walked_root *root = &walk.skipped.items[i];
+        summary->roots_failed++;
+        if (params && params->on_root_failure)
+            params->on_root_failure(params->user, root->path, root->status, root->reason);
+    }
+    const file_list *files = &walk.files;
     stored_images stored = {0};
     size_t work_count = 0;
-    pending *work = calloc(files.count + 1, sizeof *work);
-    if (!work) status = ERROR_OOM();
+    pending *work = calloc(files->count + 1, sizeof *work);
+    if (!work && !status) status = ERROR_OOM();
     if (!status) status = read_stored(index, &stored);
-    if (!status) find_changed(&files, &stored, work, &work_count, summary);
+    if (!status) find_changed(files, &stored, work, &work_count, summary);
     if (!status) status = map_stored_content(&stored);
-    if (!status && work_count) status = record_moves(index, &files, &stored, work, &work_count, summary);
-    if (!status) status = forget_deleted(index, &stored, summary);
-    if (!status) status = embed_work(index, ctx, &files, work, work_count, params, summary);
+    if (!status && work_count) status = record_moves(index, &walk, &stored, work, &work_count, summary);
+    if (!status) status = forget_deleted(index, &stored, &walk, summary);
+    if (!status) status = embed_work(index, ctx, files, work, work_count, params, summary);
     /* fold the write-ahead log into the database: later reads come straight from it */
+    writer_unlock(index);
     if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     stored_images_free(&stored);
     free(work);
-    file_list_free(&files);
+    walk_result_free(&walk);
     return status;
 }
 

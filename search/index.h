@@ -4,6 +4,7 @@
 #ifndef GLIMPSE_SEARCH_INDEX_H
 #define GLIMPSE_SEARCH_INDEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,11 +20,39 @@ typedef struct file_list {
     size_t count, capacity;
 } file_list;
 
+/* A path given to walk_paths, or a folder under one. */
+typedef struct walked_root {
+    char *path;   /* absolute (as given when it has no absolute form: it does not exist) */
+    char *reason; /* why it could not be walked; NULL for a walked one */
+    glimpse_status status;
+    bool folder;
+} walked_root;
+
+typedef struct root_list {
+    walked_root *items;
+    size_t count, capacity;
+} root_list;
+
+/* What a walk found: the image files, the roots it judged (a stored entry
+ * under one of them whose file is gone is really gone) and the paths it
+ * could not read (their stored entries must be kept). */
+typedef struct walk_result {
+    file_list files;
+    root_list judged;
+    root_list skipped; /* missing roots, unreadable roots and unreadable folders below roots */
+} walk_result;
+
 /* Adds the image files under each path (a file is taken as it is, a folder
  * is walked recursively without following links to folders), absolute and
- * sorted, without duplicates. A path that does not exist is an error. */
-glimpse_status walk_paths(const char *const *paths, size_t count, file_list *out);
-void file_list_free(file_list *list);
+ * sorted, without duplicates. A path that does not exist, or a folder that
+ * cannot be read, goes to out->skipped and the walk goes on; only running
+ * out of memory fails. */
+glimpse_status walk_paths(const char *const *paths, size_t count, walk_result *out);
+void walk_result_free(walk_result *result);
+/* Whether the stored path lies under a judged root and under no skipped folder. */
+bool walk_judges(const walk_result *walk, const char *path);
+/* Whether the name ends in an extension of an image we decode (case-insensitive). */
+bool path_has_image_extension(const char *name);
 
 /* A 64-bit hash of bytes (content identity for moved files). */
 uint64_t content_hash(const uint8_t *bytes, size_t size);

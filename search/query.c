@@ -1,5 +1,6 @@
 /* query.c — combined search queries: "beach + sunset - people",
- * "2:sunset + beach", a part naming an image file embedded as an image. The
+ * "2:sunset + beach", "@photos/dog.jpg + snow" (a part starting with @ names
+ * an image file, embedded as an image; "@@" starts a text with @). The
  * query's embedding is the weighted sum of its parts' normalised
  * embeddings, normalised again. */
 #include <ctype.h>
@@ -11,11 +12,12 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/kernels.h"
+#include "search/index.h"
 
 typedef struct query_part {
-    char *text;    /* trimmed */
+    char *text;    /* trimmed, without the @ of an image part */
     float weight;  /* signed */
-    bool is_image; /* names an existing file */
+    bool is_image; /* written @PATH */
 } query_part;
 
 static char *trim(char *text) {
@@ -49,7 +51,10 @@ static int parse(char *query, query_part *parts, int capacity) {
                 if (!*text) return -1;
             }
         }
-        parts[count++] = (query_part){.text = text, .weight = sign * weight, .is_image = file_is_regular(text)};
+        bool is_image = text[0] == '@' && text[1] != '@';
+        if (text[0] == '@') text++; /* "@path" names an image, "@@word" is the text "@word" */
+        if (!*text) return -1;
+        parts[count++] = (query_part){.text = text, .weight = sign * weight, .is_image = is_image};
         if (end) break;
         sign = plus ? 1.0f : -1.0f;
         p += 2;
@@ -72,6 +77,41 @@ bool glimpse_query_needs_images(const char *query) {
     return images;
 }
 
+/* The image part's path with a leading ~ expanded to $HOME; caller frees. */
+static char *expand_home(const char *path) {
+    const char *home = getenv("HOME");
+    if (path[0] != '~' || (path[1] != '/' && path[1] != '\0') || !home) return strdup(path);
+    char *expanded = malloc(strlen(home) + strlen(path));
+    if (expanded) strcpy(expanded, home), strcat(expanded, path + 1);
+    return expanded;
+}
+
+/* Embeds one part into part: an image file (which must exist) or a text
+ * (which must not look like a file name: that is most likely an image part
+ * written without its @). */
+static glimpse_status embed_part(glimpse_context *ctx, const char *query, const query_part *p, float *part) {
+    if (!p->is_image) {
+        if (!strpbrk(p->text, " \t") && path_has_image_extension(p->text))
+            return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                             "query \"%s\": the part \"%s\" looks like a file name; write @%s to search by that "
+                             "image (or add a word to search by the text)",
+                             query, p->text, p->text);
+        const char *text = p->text;
+        return glimpse_embed_texts(ctx, &text, 1, part);
+    }
+    char *path = expand_home(p->text);
+    if (!path) return ERROR_OOM();
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    glimpse_image *image = NULL;
+    if (!file_is_regular(path))
+        status = error_set(GLIMPSE_STATUS_NOT_FOUND, "query \"%s\": no image file %s", query, path);
+    if (!status) status = glimpse_image_load_file(path, NULL, &image);
+    if (!status) status = glimpse_embed_images(ctx, &image, 1, part);
+    glimpse_image_free(image);
+    free(path);
+    return status;
+}
+
 glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, float *out) {
     if (!ctx || !query || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_query: NULL argument");
     size_t dim = glimpse_model_embedding_dim(context_model(ctx));
@@ -91,17 +131,7 @@ glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, floa
                            query, QUERY_MAX_PARTS);
     memset(out, 0, dim * sizeof(float));
     for (int i = 0; i < count && !status; i++) {
-        if (parts[i].is_image) {
-            glimpse_image *image;
-            status = glimpse_image_load_file(parts[i].text, NULL, &image);
-            if (!status) {
-                status = glimpse_embed_images(ctx, &image, 1, part);
-                glimpse_image_free(image);
-            }
-        } else {
-            const char *text = parts[i].text;
-            status = glimpse_embed_texts(ctx, &text, 1, part);
-        }
+        status = embed_part(ctx, query, &parts[i], part);
         for (size_t d = 0; d < dim && !status; d++) out[d] += parts[i].weight * part[d];
     }
     if (!status) {

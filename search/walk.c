@@ -17,8 +17,7 @@
  * any photo library, it guards against odd mounts. */
 #define WALK_MAX_DEPTH 64
 
-/* Whether the name ends in an extension of an image we decode (case-insensitive). */
-static bool is_image_name(const char *name) {
+bool path_has_image_extension(const char *name) {
     static const char *extensions[] = {".jpg", ".jpeg", ".jpe", ".png", ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"};
     const char *dot = strrchr(name, '.');
     if (!dot) return false;
@@ -27,14 +26,19 @@ static bool is_image_name(const char *name) {
     return false;
 }
 
+/* Room for one more item of item_size bytes in *items (count of *capacity used). */
+static glimpse_status make_room(void **items, size_t count, size_t *capacity, size_t item_size) {
+    if (count < *capacity) return GLIMPSE_STATUS_OK;
+    size_t grown_capacity = *capacity ? *capacity * 2 : 64;
+    void *grown = realloc(*items, grown_capacity * item_size);
+    if (!grown) return ERROR_OOM();
+    *items = grown;
+    *capacity = grown_capacity;
+    return GLIMPSE_STATUS_OK;
+}
+
 static glimpse_status add(file_list *list, const char *path, const struct stat *info) {
-    if (list->count == list->capacity) {
-        size_t capacity = list->capacity ? list->capacity * 2 : 256;
-        found_file *grown = realloc(list->items, capacity * sizeof *grown);
-        if (!grown) return ERROR_OOM();
-        list->items = grown;
-        list->capacity = capacity;
-    }
+    if (make_room((void **)&list->items, list->count, &list->capacity, sizeof *list->items)) return ERROR_OOM();
     char *copy = strdup(path);
     if (!copy) return ERROR_OOM();
     list->items[list->count++] = (found_file){copy, (int64_t)info->st_size,
@@ -42,10 +46,26 @@ static glimpse_status add(file_list *list, const char *path, const struct stat *
     return GLIMPSE_STATUS_OK;
 }
 
-static glimpse_status walk_folder(const char *folder, file_list *list, int depth) {
-    if (depth > WALK_MAX_DEPTH) return GLIMPSE_STATUS_OK;
+/* Adds a root (reason NULL: judged) or a path that could not be walked. */
+static glimpse_status add_root(root_list *list, const char *path, bool folder, glimpse_status status,
+                               const char *reason) {
+    if (make_room((void **)&list->items, list->count, &list->capacity, sizeof *list->items)) return ERROR_OOM();
+    walked_root root = {.path = strdup(path), .reason = reason ? strdup(reason) : NULL, .status = status,
+                        .folder = folder};
+    if (!root.path || (reason && !root.reason)) {
+        free(root.path), free(root.reason);
+        return ERROR_OOM();
+    }
+    list->items[list->count++] = root;
+    return GLIMPSE_STATUS_OK;
+}
+
+static glimpse_status walk_folder(const char *folder, walk_result *out, int depth) {
+    if (depth > WALK_MAX_DEPTH)
+        return add_root(&out->skipped, folder, true, GLIMPSE_STATUS_TOO_LARGE, "more than 64 folders deep");
     DIR *dir = opendir(folder);
-    if (!dir) return GLIMPSE_STATUS_OK; /* unreadable folders are skipped like unreadable files */
+    if (!dir) return add_root(&out->skipped, folder, true, GLIMPSE_STATUS_IO, strerror(errno));
+    file_list *list = &out->files;
     glimpse_status status = GLIMPSE_STATUS_OK;
     struct dirent *entry;
     while (!status && (entry = readdir(dir))) {
@@ -58,8 +78,8 @@ static glimpse_status walk_folder(const char *folder, file_list *list, int depth
         struct stat info;
         if (lstat(path, &info) == 0) {
             if (S_ISDIR(info.st_mode)) {
-                status = walk_folder(path, list, depth + 1);
-            } else if (is_image_name(entry->d_name)) {
+                status = walk_folder(path, out, depth + 1);
+            } else if (path_has_image_extension(entry->d_name)) {
                 /* a link to a file counts as that file; links to folders are not followed */
                 if (S_ISLNK(info.st_mode) && stat(path, &info) != 0) info.st_mode = 0;
                 if (S_ISREG(info.st_mode)) status = add(list, path, &info);
@@ -75,43 +95,79 @@ static int compare_paths(const void *a, const void *b) {
     return strcmp(((const found_file *)a)->path, ((const found_file *)b)->path);
 }
 
-glimpse_status walk_paths(const char *const *paths, size_t count, file_list *out) {
-    memset(out, 0, sizeof *out);
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    for (size_t i = 0; i < count && !status; i++) {
-        char *absolute = realpath(paths[i], NULL);
-        if (!absolute) {
-            status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: %s", paths[i], strerror(errno));
-            break;
-        }
-        struct stat info;
-        if (stat(absolute, &info) != 0)
-            status = error_set(GLIMPSE_STATUS_IO, "%s: %s", paths[i], strerror(errno));
-        else if (S_ISDIR(info.st_mode))
-            status = walk_folder(absolute, out, 0);
-        else
-            status = add(out, absolute, &info); /* named explicitly: taken whatever its extension */
+/* Walks one path given: a folder recursively, a file as it is. */
+static glimpse_status walk_root(const char *given, walk_result *out) {
+    char *absolute = realpath(given, NULL);
+    struct stat info;
+    if (!absolute || stat(absolute, &info) != 0) {
+        glimpse_status missing = errno == ENOENT || errno == ENOTDIR ? GLIMPSE_STATUS_NOT_FOUND : GLIMPSE_STATUS_IO;
+        glimpse_status status = add_root(&out->skipped, absolute ? absolute : given, false, missing, strerror(errno));
         free(absolute);
+        return status;
     }
-    if (!status && out->count) {
-        qsort(out->items, out->count, sizeof *out->items, compare_paths);
-        size_t kept = 1;
-        for (size_t i = 1; i < out->count; i++) {
-            if (strcmp(out->items[i].path, out->items[kept - 1].path) == 0)
-                free(out->items[i].path);
-            else
-                out->items[kept++] = out->items[i];
-        }
-        out->count = kept;
+    glimpse_status status;
+    if (S_ISDIR(info.st_mode)) {
+        size_t skipped = out->skipped.count;
+        status = walk_folder(absolute, out, 0);
+        /* a root folder that could not be opened is not judged */
+        bool opened = out->skipped.count == skipped || strcmp(out->skipped.items[skipped].path, absolute) != 0;
+        if (!status && opened) status = add_root(&out->judged, absolute, true, GLIMPSE_STATUS_OK, NULL);
+    } else {
+        status = add(&out->files, absolute, &info); /* named explicitly: taken whatever its extension */
+        if (!status) status = add_root(&out->judged, absolute, false, GLIMPSE_STATUS_OK, NULL);
     }
-    if (status) file_list_free(out);
+    free(absolute);
     return status;
 }
 
-void file_list_free(file_list *list) {
-    for (size_t i = 0; i < list->count; i++) free(list->items[i].path);
+glimpse_status walk_paths(const char *const *paths, size_t count, walk_result *out) {
+    memset(out, 0, sizeof *out);
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t i = 0; i < count && !status; i++) status = walk_root(paths[i], out);
+    file_list *files = &out->files;
+    if (!status && files->count) {
+        qsort(files->items, files->count, sizeof *files->items, compare_paths);
+        size_t kept = 1;
+        for (size_t i = 1; i < files->count; i++) {
+            if (strcmp(files->items[i].path, files->items[kept - 1].path) == 0)
+                free(files->items[i].path);
+            else
+                files->items[kept++] = files->items[i];
+        }
+        files->count = kept;
+    }
+    if (status) walk_result_free(out);
+    return status;
+}
+
+static void root_list_free(root_list *list) {
+    for (size_t i = 0; i < list->count; i++) free(list->items[i].path), free(list->items[i].reason);
     free(list->items);
-    memset(list, 0, sizeof *list);
+}
+
+void walk_result_free(walk_result *result) {
+    for (size_t i = 0; i < result->files.count; i++) free(result->files.items[i].path);
+    free(result->files.items);
+    root_list_free(&result->judged);
+    root_list_free(&result->skipped);
+    memset(result, 0, sizeof *result);
+}
+
+/* Whether path is root itself or, root being a folder, lies below it. */
+static bool is_under(const char *path, const char *root, bool folder) {
+    size_t length = strlen(root);
+    if (strncmp(path, root, length) != 0) return false;
+    if (path[length] == '\0') return true;
+    return folder && (path[length] == '/' || (length && root[length - 1] == '/'));
+}
+
+bool walk_judges(const walk_result *walk, const char *path) {
+    bool judged = false;
+    for (size_t i = 0; i < walk->judged.count && !judged; i++)
+        judged = is_under(path, walk->judged.items[i].path, walk->judged.items[i].folder);
+    for (size_t i = 0; i < walk->skipped.count && judged; i++)
+        judged = !is_under(path, walk->skipped.items[i].path, true);
+    return judged;
 }
 
 uint64_t content_hash(const uint8_t *bytes, size_t size) {

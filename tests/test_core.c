@@ -230,8 +230,8 @@ static void test_attention_matches_reference(void **state) {
             float *fast = malloc(nq * width * sizeof *fast), *slow = malloc(nq * width * sizeof *slow);
             float *scratch = malloc(heads * nq * nk * sizeof *scratch);
             float scale = 1.0f / sqrtf((float)hd);
-            kernel_attention(fast, width, q, 3 * width, kv, kv + width, 2 * width, nq, nk, heads, hd, scale, mask,
-                             scratch, threads);
+            kernel_attention(fast, width, NULL, q, 3 * width, kv, kv + width, 2 * width, nq, nk, heads, hd, scale,
+                             mask, scratch, threads);
             kernel_attention_reference(slow, width, q, 3 * width, kv, kv + width, 2 * width, nq, nk, heads, hd, scale,
                                        mask);
             double d = relative_difference(fast, slow, nq * width);
@@ -260,8 +260,8 @@ static void test_attention_keys_transposed(void **state) {
         float *fast = malloc(nq * width * sizeof *fast), *slow = malloc(nq * width * sizeof *slow);
         float *scratch = malloc(heads * nq * nk * sizeof *scratch);
         float scale = 1.0f / sqrtf((float)hd);
-        kernel_attention_keys_transposed(fast, width, q, width, keys_t, room, kv + width, 2 * width, nq, nk, heads, hd,
-                                         scale, scratch, threads);
+        kernel_attention_keys_transposed(fast, width, NULL, q, width, keys_t, room, kv + width, 2 * width, nq, nk,
+                                         heads, hd, scale, scratch, threads);
         kernel_attention_reference(slow, width, q, width, kv, kv + width, 2 * width, nq, nk, heads, hd, scale,
                                    KERNEL_MASK_NONE);
         double d = relative_difference(fast, slow, nq * width);
@@ -275,10 +275,57 @@ static void test_causal_mask_hides_the_future(void **state) {
     (void)state;
     /* With one head of size 1 and v = position, query 0 can only see key 0. */
     float q[3] = {1, 1, 1}, k[3] = {1, 1, 1}, v[3] = {10, 20, 30}, out[3], scratch[9];
-    kernel_attention(out, 1, q, 1, k, v, 1, 3, 3, 1, 1, 1.0f, KERNEL_MASK_CAUSAL, scratch, NULL);
+    kernel_attention(out, 1, NULL, q, 1, k, v, 1, 3, 3, 1, 1, 1.0f, KERNEL_MASK_CAUSAL, scratch, NULL);
     assert_float_equal(out[0], 10.0f, 1e-5);
     assert_float_equal(out[1], 15.0f, 1e-5);
     assert_float_equal(out[2], 20.0f, 1e-5);
+}
+
+/* Recorded probabilities: a cached step's 3 queries over 5 keys (causal: the
+ * rows end in zeros, here and past the keys up to the row stride), the same
+ * output as without recording, on keys in rows and keys transposed. */
+static void test_attention_records_probabilities(void **state) {
+    (void)state;
+    enum { QUERIES = 3, KEYS = 5, HEADS = 2, DIM = 4, WIDTH = HEADS * DIM, STRIDE = 7 };
+    float *q = random_array(QUERIES * WIDTH), *k = random_array(KEYS * WIDTH), *v = random_array(KEYS * WIDTH);
+    float keys_t[WIDTH * KEYS], plain[QUERIES * WIDTH], recorded[QUERIES * WIDTH], scratch[HEADS * QUERIES * KEYS];
+    float rows[HEADS * QUERIES * STRIDE];
+    for (size_t j = 0; j < KEYS; j++)
+        for (size_t d = 0; d < WIDTH; d++) keys_t[d * KEYS + j] = k[j * WIDTH + d];
+    const kernel_attention_rows where = {.out = rows, .head_stride = QUERIES * STRIDE, .row_stride = STRIDE};
+    float scale = 0.5f;
+    for (int transposed = 0; transposed < 2; transposed++) {
+        kernel_mask mask = transposed ? KERNEL_MASK_NONE : KERNEL_MASK_CAUSAL;
+        for (size_t i = 0; i < HEADS * QUERIES * STRIDE; i++) rows[i] = -1.0f;
+        if (transposed) {
+            kernel_attention_keys_transposed(plain, WIDTH, NULL, q, WIDTH, keys_t, KEYS, v, WIDTH, QUERIES, KEYS,
+                                             HEADS, DIM, scale, scratch, NULL);
+            kernel_attention_keys_transposed(recorded, WIDTH, &where, q, WIDTH, keys_t, KEYS, v, WIDTH, QUERIES,
+                                             KEYS, HEADS, DIM, scale, scratch, NULL);
+        } else {
+            kernel_attention(plain, WIDTH, NULL, q, WIDTH, k, v, WIDTH, QUERIES, KEYS, HEADS, DIM, scale, mask,
+                             scratch, NULL);
+            kernel_attention(recorded, WIDTH, &where, q, WIDTH, k, v, WIDTH, QUERIES, KEYS, HEADS, DIM, scale, mask,
+                             scratch, NULL);
+        }
+        assert_memory_equal(plain, recorded, sizeof plain);
+        for (size_t h = 0; h < HEADS; h++)
+            for (size_t i = 0; i < QUERIES; i++) {
+                const float *row = rows + h * QUERIES * STRIDE + i * STRIDE;
+                size_t seen = mask == KERNEL_MASK_CAUSAL ? i + (KEYS - QUERIES) + 1 : KEYS;
+                double scores[KEYS], top = -INFINITY, sum = 0;
+                for (size_t j = 0; j < seen; j++) {
+                    scores[j] = 0;
+                    for (size_t d = 0; d < DIM; d++)
+                        scores[j] += (double)q[i * WIDTH + h * DIM + d] * k[j * WIDTH + h * DIM + d] * scale;
+                    if (scores[j] > top) top = scores[j];
+                }
+                for (size_t j = 0; j < seen; j++) sum += exp(scores[j] - top);
+                for (size_t j = 0; j < STRIDE; j++)
+                    assert_float_equal(row[j], j < seen ? exp(scores[j] - top) / sum : 0.0, 1e-6);
+            }
+    }
+    free(q), free(k), free(v);
 }
 
 /* encoder_layer_forward_pooled against the whole layer: the pooled row of each
@@ -317,7 +364,7 @@ static void test_encoder_layer_pooled_rows(void **state) {
             float *part = malloc(rows * hidden * sizeof *part);
             memcpy(whole, input, rows * hidden * sizeof *whole);
             memcpy(part, input, rows * hidden * sizeof *part);
-            encoder_layer_forward(whole, &layer, &shape, lengths, 3, &scratch, threads);
+            encoder_layer_forward(whole, NULL, 0, &layer, &shape, lengths, 3, &scratch, threads);
             encoder_layer_forward_pooled(part, &layer, &shape, lengths, pooled, 3, &scratch, threads);
             for (size_t s = 0, start = 0; s < 3; start += lengths[s], s++)
                 for (size_t t = 0; t < lengths[s]; t++) {
@@ -562,13 +609,13 @@ static void test_errors(void **state) {
     assert_string_equal(glimpse_last_error(), "file: 3");
     error_prefix(GLIMPSE_STATUS_IO, "outer");
     assert_string_equal(glimpse_last_error(), "outer: file: 3");
-    for (int s = GLIMPSE_STATUS_OK; s <= GLIMPSE_STATUS_INTERNAL; s++) assert_non_null(glimpse_status_string(s));
+    for (int s = GLIMPSE_STATUS_OK; s <= GLIMPSE_STATUS_BUSY; s++) assert_non_null(glimpse_status_string(s));
     assert_string_equal(glimpse_version(), GLIMPSE_VERSION_STRING);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_keys_transposed),
+        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -119,11 +120,17 @@ static void note_failure(void *user, const char *path, const char *reason) {
     snprintf(f->all + used, sizeof f->all - used, "%s | %s\n", path, reason);
 }
 
-static glimpse_index_summary update(glimpse_index *index, glimpse_context *ctx, const char *folder, failures *f) {
+static glimpse_index_summary update_paths(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
+                                          size_t count, failures *f) {
     glimpse_index_params params = {.on_progress = NULL, .on_failure = note_failure, .user = f, .max_pixels = 0};
     glimpse_index_summary summary;
-    if (glimpse_index_update(index, ctx, &folder, 1, &params, &summary)) fail_msg("update: %s", glimpse_last_error());
+    if (glimpse_index_update(index, ctx, paths, count, &params, &summary))
+        fail_msg("update: %s", glimpse_last_error());
     return summary;
+}
+
+static glimpse_index_summary update(glimpse_index *index, glimpse_context *ctx, const char *folder, failures *f) {
+    return update_paths(index, ctx, &folder, 1, f);
 }
 
 #define EXPECT(s, a, u, m, r, n, fl)                                                                                   \
@@ -189,6 +196,74 @@ static void test_incremental_updates(void **state) {
     close_indexer(&x);
 }
 
+/* Refreshing one folder judges only that folder: the entries of another
+ * folder that is gone for now (a drive unplugged, a folder renamed) stay,
+ * and come back unchanged with it. */
+static void test_other_roots_are_not_judged(void **state) {
+    (void)state;
+    char first[PATH_CAPACITY], second[PATH_CAPACITY], db[PATH_CAPACITY], away[PATH_CAPACITY + 8],
+        command[4 * PATH_CAPACITY];
+    make_library("root-a", "roots.db", 21, 3, first, db);
+    make_library("root-b", "roots.db", 22, 4, second, db);
+    snprintf(away, sizeof away, "%s-away", second);
+    indexer x = open_indexer(db);
+    failures f = {0};
+    const char *both[2] = {first, second};
+    glimpse_index_summary s = update_paths(x.index, x.ctx, both, 2, &f);
+    EXPECT(s, 7, 0, 0, 0, 0, 0);
+    /* B unplugged; A refreshed, with one of its files deleted */
+    snprintf(command, sizeof command, "mv %s %s && rm %s/00000.png", second, away, first);
+    run_or_fail(command);
+    s = update(x.index, x.ctx, first, &f);
+    EXPECT(s, 0, 0, 0, 1, 2, 0);
+    assert_int_equal(glimpse_index_count(x.index), 6);
+    /* B back: nothing to embed again */
+    snprintf(command, sizeof command, "mv %s %s", away, second);
+    run_or_fail(command);
+    s = update_paths(x.index, x.ctx, both, 2, &f);
+    EXPECT(s, 0, 0, 0, 0, 6, 0);
+    close_indexer(&x);
+}
+
+static void note_root_failure(void *user, const char *path, glimpse_status status, const char *reason) {
+    failures *f = user;
+    f->count++;
+    size_t used = strlen(f->all);
+    snprintf(f->all + used, sizeof f->all - used, "%s | %d | %s\n", path, (int)status, reason);
+}
+
+/* A path that does not exist is reported; the others are indexed all the same. */
+static void test_missing_root_does_not_cancel(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4 * PATH_CAPACITY], output[PATH_CAPACITY + 8];
+    make_library("present", "missing-root.db", 23, 3, library, db);
+    indexer x = open_indexer(db);
+    failures f = {0};
+    const char *paths[2] = {library, "/nonexistent/glimpse-photos"};
+    glimpse_index_params params = {.on_failure = note_failure, .user = &f, .on_root_failure = note_root_failure};
+    glimpse_index_summary s;
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, paths, 2, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 3, 0, 0, 0, 0, 0);
+    assert_int_equal(s.roots_failed, 1);
+    assert_int_equal(f.count, 1);
+    char expected[128];
+    snprintf(expected, sizeof expected, "/nonexistent/glimpse-photos | %d | ", (int)GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(f.all, expected));
+    close_indexer(&x);
+    /* the command line indexes the rest, names the missing path and exits 1 */
+    snprintf(output, sizeof output, "%s.out", db);
+    snprintf(command, sizeof command, "%s index -m %s --db %s-cli --quiet %s /nonexistent/glimpse-photos > %s 2>&1",
+             GLIMPSE_BINARY, model_a, db, library, output);
+    int status = system(command);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    uint8_t *text;
+    size_t size;
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    assert_non_null(strstr((char *)text, "/nonexistent/glimpse-photos: No such file or directory"));
+    assert_non_null(strstr((char *)text, "added 3, updated 0, moved 0, removed 0, unchanged 0, failed 0; 3 images"));
+    free(text);
+}
+
 static void test_wrong_model_is_refused(void **state) {
     (void)state;
     char library[PATH_CAPACITY], db[PATH_CAPACITY];
@@ -252,7 +327,7 @@ static void test_combined_queries(void **state) {
     memcpy(picture, image_embeddings + 3 * 32, sizeof picture);
     /* "2:a red circle - a blue square + PICTURE" by hand */
     char query_text[1024];
-    snprintf(query_text, sizeof query_text, "2:a red circle - a blue square + %s", paths[3]);
+    snprintf(query_text, sizeof query_text, "2:a red circle - a blue square + @%s", paths[3]);
     assert_int_equal(glimpse_query_needs_images(query_text), 1);
     assert_int_equal(glimpse_query_needs_images("a red circle + a blue square"), 0);
     float expected[32], query[32];
@@ -285,8 +360,38 @@ static void test_combined_queries(void **state) {
     /* malformed queries */
     assert_int_equal(glimpse_embed_query(ctx, "a red circle + ", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
     assert_int_equal(glimpse_embed_query(ctx, "a cat - a cat", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    /* image parts are explicit: @PATH, ~ expanded; a missing one is an error, a file name as text too */
+    float by_path[32];
+    char home_query[64];
+    snprintf(query_text, sizeof query_text, "@%s", paths[3]);
+    assert_int_equal(glimpse_embed_query(ctx, query_text, by_path), GLIMPSE_STATUS_OK);
+    const char *home = getenv("HOME");
+    char *saved_home = home ? strdup(home) : NULL;
+    setenv("HOME", library, 1);
+    snprintf(home_query, sizeof home_query, "@~/%05d.png", 3);
+    assert_int_equal(glimpse_query_needs_images(home_query), 1);
+    assert_int_equal(glimpse_embed_query(ctx, home_query, query), GLIMPSE_STATUS_OK);
+    for (int d = 0; d < 32; d++) assert_float_equal(query[d], by_path[d], 1e-6);
+    if (saved_home) setenv("HOME", saved_home, 1);
+    free(saved_home);
+    assert_int_equal(glimpse_embed_query(ctx, "a red circle + @/nonexistent/nope.png", query),
+                     GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(glimpse_last_error(), "no image file /nonexistent/nope.png"));
+    assert_int_equal(glimpse_embed_query(ctx, "photos/nope.png", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(glimpse_last_error(), "write @photos/nope.png"));
+    snprintf(query_text, sizeof query_text, "2:snow + %s", paths[3]); /* an existing file without @ is refused too */
+    assert_int_equal(glimpse_embed_query(ctx, query_text, query), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(glimpse_query_needs_images(query_text), 0);
+    assert_int_equal(glimpse_embed_query(ctx, "@@home + a photo named dog.jpg", query), GLIMPSE_STATUS_OK);
     for (int i = 0; i < 10; i++) glimpse_image_free(images[i]), free(paths[i]);
     close_indexer(&x);
+    /* the command line exits non-zero, naming the file */
+    char command[2048];
+    snprintf(command, sizeof command, "%s search --db %s '@%s/nope.png' 2>&1 | grep -q 'no image file %s/nope.png'",
+             GLIMPSE_BINARY, db, library, library);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s search --db %s '@%s/nope.png' > /dev/null 2>&1", GLIMPSE_BINARY, db, library);
+    assert_int_not_equal(system(command), 0);
 }
 
 static long rows_in(const char *db) {
@@ -357,6 +462,167 @@ static void test_killed_and_resumed(void **state) {
     sqlite3_close(handle);
 }
 
+/* Sets the writer row of an index as a process would that had started updating it. */
+static void set_writer(const char *db, long pid) {
+    char host[256] = "", sql[512];
+    gethostname(host, sizeof host - 1);
+    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO writer VALUES (1, %ld, '%s', %lld)", pid, host,
+             (long long)time(NULL));
+    sqlite3 *handle;
+    assert_int_equal(sqlite3_open(db, &handle), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(handle, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(handle);
+}
+
+/* The "added" count of a `glimpse index --json` output file. */
+static long added_in(const char *path) {
+    uint8_t *json;
+    size_t size;
+    long added = -1;
+    if (file_read_all(path, 1 << 16, &json, &size) != GLIMPSE_STATUS_OK) return -1;
+    const char *key = "\"added\": ", *at = strstr((char *)json, key);
+    if (at) added = strtol(at + strlen(key), NULL, 10);
+    free(json);
+    return added;
+}
+
+/* Two `glimpse index` runs on one index: the second is refused while the
+ * first runs, a writer that died does not block, nothing is embedded twice. */
+static void test_one_writer_at_a_time(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4 * PATH_CAPACITY], first[PATH_CAPACITY + 8],
+        second[PATH_CAPACITY + 8];
+    const int total = 160;
+    make_library("busy", "busy.db", 24, total, library, db);
+    snprintf(first, sizeof first, "%s.first", db);
+    snprintf(second, sizeof second, "%s.second", db);
+    indexer x = open_indexer(db); /* creates the tables */
+    close_indexer(&x);
+    /* a live process holds it: refused, with a message, nothing embedded */
+    set_writer(db, (long)getpid());
+    snprintf(command, sizeof command, "%s index -m %s --db %s --json %s > %s 2>&1", GLIMPSE_BINARY, model_a, db,
+             library, second);
+    int status = system(command);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    uint8_t *text;
+    size_t size;
+    assert_int_equal(file_read_all(second, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    char expected[128];
+    snprintf(expected, sizeof expected, "is being updated by another glimpse index (process %ld on ", (long)getpid());
+    assert_non_null(strstr((char *)text, expected));
+    free(text);
+    assert_int_equal(rows_in(db), 0);
+    /* a writer that died (killed, crashed) does not block */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    set_writer(db, (long)dead);
+    /* two runs at once */
+    pid_t child = fork();
+    if (child == 0) {
+        if (!freopen(first, "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
+        execl(GLIMPSE_BINARY, GLIMPSE_BINARY, "index", "-m", model_a, "--db", db, "--json", "--threads", "1", library,
+              (char *)NULL);
+        _exit(127);
+    }
+    struct timespec pause = {0, 1000 * 1000};
+    for (int tries = 0; tries < 10000 && rows_in(db) < 1; tries++) nanosleep(&pause, NULL);
+    snprintf(command, sizeof command, "%s index -m %s --db %s --json %s > %s 2>&1", GLIMPSE_BINARY, model_a, db,
+             library, second);
+    int second_status = system(command);
+    waitpid(child, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(rows_in(db), total);
+    long second_added = added_in(second);
+    assert_int_equal(added_in(first) + (second_added > 0 ? second_added : 0), total); /* nothing embedded twice */
+    if (WEXITSTATUS(second_status) != 0) { /* refused while the first ran (the usual case) */
+        assert_int_equal(file_read_all(second, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+        assert_non_null(strstr((char *)text, "is being updated by another glimpse index"));
+        free(text);
+    }
+    sqlite3 *handle;
+    sqlite3_stmt *statement;
+    assert_int_equal(sqlite3_open(db, &handle), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(handle, "SELECT COUNT(*) FROM writer", -1, &statement, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(statement, 0), 0); /* left to the next writer */
+    sqlite3_finalize(statement);
+    sqlite3_close(handle);
+}
+
+/* Whether path exists. */
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* An index on read-only media, or not writable by the one searching, is
+ * searched without a write: no -wal or -shm file, the file unchanged. */
+static void test_read_only_index(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], folder[PATH_CAPACITY], db[PATH_CAPACITY + 16], command[4 * PATH_CAPACITY],
+        side[PATH_CAPACITY + 16], output[PATH_CAPACITY + 16];
+    make_library("ro-library", "ro", 25, 4, library, folder);
+    snprintf(db, sizeof db, "%s/photos.db", folder);
+    snprintf(output, sizeof output, "%s.out", folder);
+    snprintf(command, sizeof command, "mkdir -p %s && %s index -m %s --db %s --quiet %s > /dev/null", folder,
+             GLIMPSE_BINARY, model_a, db, library);
+    run_or_fail(command);
+    uint8_t *before, *after;
+    size_t before_size, after_size;
+    assert_int_equal(file_read_all(db, 1 << 24, &before, &before_size), GLIMPSE_STATUS_OK);
+    /* the folder writable: nothing written all the same */
+    glimpse_index *index;
+    assert_int_equal(glimpse_index_open(db, NULL, &index), GLIMPSE_STATUS_OK);
+    float query[32] = {1.0f};
+    glimpse_search_result results[4];
+    size_t found;
+    assert_int_equal(glimpse_index_search(index, query, 4, results, &found), GLIMPSE_STATUS_OK);
+    assert_int_equal(found, 4);
+    snprintf(side, sizeof side, "%s-wal", db);
+    assert_false(exists(side));
+    snprintf(side, sizeof side, "%s-shm", db);
+    assert_false(exists(side));
+    /* and refuses to update */
+    glimpse_model *model;
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_check_model(index, model), GLIMPSE_STATUS_OK);
+    const char *paths[1] = {library};
+    glimpse_index_summary summary;
+    assert_int_equal(glimpse_index_update(index, ctx, paths, 1, NULL, &summary), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(glimpse_last_error(), "read-only"));
+    glimpse_index_free(index);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    snprintf(command, sizeof command, "%s search --db %s -k 4 'a red circle' > %s", GLIMPSE_BINARY, db, output);
+    run_or_fail(command);
+    assert_false(exists(side));
+    assert_int_equal(file_read_all(db, 1 << 24, &after, &after_size), GLIMPSE_STATUS_OK);
+    assert_true(before_size == after_size && memcmp(before, after, before_size) == 0);
+    free(after);
+    /* on a read-only mount (a mount namespace of our own; root ignores file modes, not EROFS) */
+    if (system("unshare -m true 2>/dev/null") != 0) {
+        fprintf(stderr, "note: no mount namespace here; the read-only mount case was not run\n");
+        free(before);
+        return;
+    }
+    snprintf(command, sizeof command,
+             "unshare -m sh -c 'mount --bind -o ro %s %s && ! touch %s/probe 2>/dev/null && "
+             "%s search --db %s -k 4 \"a red circle\" > %s 2>&1'",
+             folder, folder, folder, GLIMPSE_BINARY, db, output);
+    run_or_fail(command);
+    uint8_t *text;
+    size_t size;
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    int lines = 0;
+    for (size_t i = 0; i < size; i++) lines += text[i] == '\n';
+    assert_non_null(strstr((char *)text, "ro-library/0000"));
+    assert_int_equal(lines, 5); /* the query, then 4 results */
+    free(text);
+    assert_int_equal(file_read_all(db, 1 << 24, &after, &after_size), GLIMPSE_STATUS_OK);
+    assert_true(before_size == after_size && memcmp(before, after, before_size) == 0);
+    free(before), free(after);
+}
+
 /* The command line: index with a progress-free summary, search texts,
  * images and combinations, JSON in the rank format. */
 static void test_command_line(void **state) {
@@ -374,7 +640,7 @@ static void test_command_line(void **state) {
     free(text);
     /* no -m: the index knows its model; a text, an image and a combination */
     snprintf(command, sizeof command,
-             "%s search --db %s -k 2 --json 'a red circle' '%s/00001.png' '2:a red circle - %s/00001.png' > %s",
+             "%s search --db %s -k 2 --json 'a red circle' '@%s/00001.png' '2:a red circle - @%s/00001.png' > %s",
              GLIMPSE_BINARY, db, library, library, output);
     run_or_fail(command);
     assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
@@ -407,9 +673,13 @@ static void test_command_line(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
+        cmocka_unit_test(test_other_roots_are_not_judged),
+        cmocka_unit_test(test_missing_root_does_not_cancel),
         cmocka_unit_test(test_wrong_model_is_refused),
         cmocka_unit_test(test_combined_queries),
         cmocka_unit_test(test_killed_and_resumed),
+        cmocka_unit_test(test_one_writer_at_a_time),
+        cmocka_unit_test(test_read_only_index),
         cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);

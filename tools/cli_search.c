@@ -25,6 +25,9 @@ static const char index_help[] =
     "files by their content without embedding them again, and forgets deleted files.\n"
     "Work is committed in small batches: an interrupted run loses nothing already\n"
     "committed, and the next run carries on. Broken files are reported and skipped.\n"
+    "Only the paths given are judged: files gone from other folders stay in the\n"
+    "index. A path that is missing or unreadable is reported and its entries kept;\n"
+    "the others are indexed and the exit status is 1.\n"
     "      --db FILE        the index database (created if missing)\n"
     "A summary line on stdout counts added, updated, moved, removed, unchanged and\n"
     "failed files (with --json, one object).\n";
@@ -46,6 +49,11 @@ static void on_failure(void *user, const char *path, const char *reason) {
     cli_progress_end(&p->bar);
     (void)path; /* the reason names the file */
     cli_error("%s", reason);
+}
+
+static void on_root_failure(void *user, const char *path, glimpse_status status, const char *reason) {
+    (void)user, (void)status;
+    cli_error("%s: %s; not indexed, its entries in the index are kept", path, reason);
 }
 
 int command_index(int argc, char **argv) {
@@ -72,7 +80,11 @@ int command_index(int argc, char **argv) {
     glimpse_context *ctx = cli_create_context(&options, model);
     index_progress progress = {.bar = {0}, .options = &options};
     glimpse_index_params params = {
-        .on_progress = on_progress, .on_failure = on_failure, .user = &progress, .max_pixels = options.max_pixels};
+        .on_progress = on_progress,
+        .on_failure = on_failure,
+        .user = &progress,
+        .max_pixels = options.max_pixels,
+        .on_root_failure = on_root_failure};
     glimpse_index_summary summary;
     double started = cli_now();
     glimpse_status status = glimpse_index_update(index, ctx, (const char *const *)(argv + optind),
@@ -82,18 +94,19 @@ int command_index(int argc, char **argv) {
     double seconds = cli_now() - started;
     if (options.json)
         printf("{\"added\": %zu, \"updated\": %zu, \"moved\": %zu, \"removed\": %zu, \"unchanged\": %zu, "
-               "\"failed\": %zu, \"indexed\": %zu, \"seconds\": %.3f}\n",
+               "\"failed\": %zu, \"paths_failed\": %zu, \"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
-               glimpse_index_count(index), seconds);
+               summary.roots_failed, glimpse_index_count(index), seconds);
     else
         printf("added %zu, updated %zu, moved %zu, removed %zu, unchanged %zu, failed %zu; %zu images in the index "
-               "(%.1f s)\n",
+               "(%.1f s)%s\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
-               glimpse_index_count(index), seconds);
+               glimpse_index_count(index), seconds,
+               summary.roots_failed ? "; some paths were missing or unreadable (above)" : "");
     glimpse_context_free(ctx);
     glimpse_index_free(index);
     glimpse_model_free(model);
-    return status || summary.failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
 /* ---------------------------------------------------------------- search */
@@ -103,8 +116,11 @@ static const char search_help[] =
     "Finds the indexed images closest to each query, best first.\n"
     "A query is a text, an image file, or a combination: parts joined by \" + \" and\n"
     "\" - \", each optionally weighted: \"beach + sunset - people\", \"2:sunset + beach\",\n"
-    "\"photos/dog.jpg + snow\". The parts' normalised embeddings are added and\n"
-    "subtracted; a part naming an existing image file is embedded as an image.\n"
+    "\"@photos/dog.jpg + snow\", \"@~/Pictures/dog.jpg\". The parts' normalised\n"
+    "embeddings are added and subtracted. A part written @PATH is that image file\n"
+    "(~ is your home folder; a file that does not exist is an error); every other\n"
+    "part is a text (\"@@\" starts a text with @), and a text that looks like an\n"
+    "image file name (\"dog.jpg\") is refused as a likely missing @.\n"
     "      --db FILE        the index built by glimpse index\n"
     "  -m, --model MODEL    the model (default: the one the index was built with;\n"
     "                       another model is refused)\n"
@@ -139,12 +155,10 @@ int command_search(int argc, char **argv) {
     if (!options.model) options.model = glimpse_index_model_path(index);
     /* a text query needs only the text tower */
     glimpse_model *model = cli_load_model(&options, "search", images, true);
-    glimpse_index *checked;
-    if (glimpse_index_open(db, model, &checked) != GLIMPSE_STATUS_OK) { /* refuses another model */
+    if (glimpse_index_check_model(index, model) != GLIMPSE_STATUS_OK) { /* refuses another model */
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
-    glimpse_index_free(checked);
     glimpse_context *ctx = cli_create_context(&options, model);
     size_t dim = glimpse_model_embedding_dim(model);
     float *query = cli_calloc(dim, sizeof(float));

@@ -181,10 +181,12 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
         kernel_layernorm(state->hidden, state->hidden, w->pre_norm_weight, w->pre_norm_bias, batch * tokens, hidden,
                          c->layer_norm_eps);
     encoder_shape shape = shape_of(model);
-    /* the head attends to every token: no class row to take alone */
-    int full_layers = output == ENCODER_OUTPUT_POOLED_ROWS && !w->head_probe ? c->layers - 1 : c->layers;
+    /* SigLIP's head attends to every token, and a record takes every row: no class row to take alone */
+    int full_layers =
+        output == ENCODER_OUTPUT_POOLED_ROWS && !w->head_probe && !state->record ? c->layers - 1 : c->layers;
     for (int l = 0; l < full_layers; l++)
-        encoder_layer_forward(state->hidden, &w->layers[l], &shape, state->lengths, batch, &state->scratch, threads);
+        encoder_layer_forward(state->hidden, state->record, (size_t)l, &w->layers[l], &shape, state->lengths, batch,
+                              &state->scratch, threads);
     if (full_layers < c->layers)
         encoder_layer_forward_pooled(state->hidden, &w->layers[full_layers], &shape, state->lengths, state->class_rows,
                                      batch, &state->scratch, threads);

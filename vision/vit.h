@@ -72,6 +72,7 @@ typedef struct vit_state {
     encoder_scratch scratch;
     size_t *lengths;
     size_t *class_rows; /* [max_batch] zeros: the row each image pools */
+    const attention_record *record; /* NULL as created; else vit_forward records self-attention (image b: sequence b) */
 } vit_state;
 
 glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_state **out);
@@ -81,8 +82,9 @@ void vit_state_free(vit_state *state);
  * Leaves state->hidden = encoder output (CLIP's last_hidden_state) — of
  * every token with ENCODER_OUTPUT_ALL_ROWS, of the class tokens only with
  * ENCODER_OUTPUT_POOLED_ROWS (enough for vit_pooled and vit_embed, not for
- * vit_post_norm_all). SigLIP: every token always (its head reads them all),
- * after post_layernorm (SigLIP's last_hidden_state), and state->pooled. */
+ * vit_post_norm_all). With state->record every row runs in every layer.
+ * SigLIP: every token always (its head reads them all), after
+ * post_layernorm (SigLIP's last_hidden_state), and state->pooled. */
 void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch,
                  encoder_output output, pool *threads);
 
