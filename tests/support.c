@@ -113,3 +113,27 @@ struct glimpse_model *load_model(const char *path, int precision) {
     if (glimpse_model_load(path, &params, &model)) fail_msg("%s: %s", path, glimpse_last_error());
     return model;
 }
+
+int fixture_open(const char *name, const char *json_file, const char *tensors_file, struct glimpse_model **model,
+                 cJSON **expected, safetensors **reference) {
+    *model = NULL, *expected = NULL, *reference = NULL;
+    char *folder = fixture_path(name);
+    glimpse_status status = folder ? glimpse_model_load(folder, NULL, model) : GLIMPSE_STATUS_OUT_OF_MEMORY;
+    free(folder);
+    if (status) {
+        fprintf(stderr, "%s: load failed: %s\n", name, glimpse_last_error());
+        return -1;
+    }
+    char relative[256];
+    snprintf(relative, sizeof relative, "%s/%s", name, json_file);
+    *expected = fixture_json(relative);
+    snprintf(relative, sizeof relative, "%s/%s", name, tensors_file);
+    *reference = fixture_tensors(relative);
+    return *expected && *reference ? 0 : -1;
+}
+
+void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *reference) {
+    glimpse_model_free(model);
+    cJSON_Delete(expected);
+    if (reference) safetensors_close(reference);
+}

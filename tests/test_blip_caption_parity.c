@@ -27,16 +27,8 @@ static int setup(void **state) {
     *state = NULL;
     if (!fixtures_folder()) return 0;
     blip_fixture *f = calloc(1, sizeof *f);
-    char *folder = fixture_path("blip-caption-tiny");
-    glimpse_status status = glimpse_model_load(folder, NULL, &f->model);
-    free(folder);
-    if (status) {
-        fprintf(stderr, "load failed: %s\n", glimpse_last_error());
+    if (fixture_open("blip-caption-tiny", "expected.json", "reference.safetensors", &f->model, &f->expected, &f->reference))
         return -1;
-    }
-    f->expected = fixture_json("blip-caption-tiny/expected.json");
-    f->reference = fixture_tensors("blip-caption-tiny/reference.safetensors");
-    if (!f->expected || !f->reference) return -1;
     *state = f;
     return 0;
 }
@@ -44,9 +36,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     blip_fixture *f = *state;
     if (!f) return 0;
-    glimpse_model_free(f->model);
-    cJSON_Delete(f->expected);
-    safetensors_close(f->reference);
+    fixture_close(f->model, f->expected, f->reference);
     free(f);
     return 0;
 }

@@ -31,16 +31,8 @@ static int setup(void **state) {
         return 0;
     }
     clip_fixture *f = calloc(1, sizeof *f);
-    char *folder = fixture_path("clip-tiny");
-    if (glimpse_model_load(folder, NULL, &f->model) != GLIMPSE_STATUS_OK) {
-        fprintf(stderr, "load failed: %s\n", glimpse_last_error());
-        free(folder);
+    if (fixture_open("clip-tiny", "expected.json", "reference.safetensors", &f->model, &f->expected, &f->reference))
         return -1;
-    }
-    free(folder);
-    f->expected = fixture_json("clip-tiny/expected.json");
-    f->reference = fixture_tensors("clip-tiny/reference.safetensors");
-    if (!f->expected || !f->reference) return -1;
     f->image_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "images"));
     f->text_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "texts"));
     *state = f;
@@ -50,9 +42,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     clip_fixture *f = *state;
     if (!f) return 0;
-    glimpse_model_free(f->model);
-    cJSON_Delete(f->expected);
-    safetensors_close(f->reference);
+    fixture_close(f->model, f->expected, f->reference);
     free(f);
     return 0;
 }
