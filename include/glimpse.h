@@ -212,6 +212,12 @@ typedef struct glimpse_image_params {
     /* Refuse images with more pixels than this before decoding them
      * (default 178956970, Pillow's decompression-bomb limit). */
     uint64_t max_pixels;
+    /* Nonzero: keep the pixels as stored, ignoring the EXIF orientation. Zero
+     * (the default): turn the image upright as transformers' load_image does
+     * (PIL.ImageOps.exif_transpose), for JPEG, PNG, WebP and TIFF. HEIF and
+     * AVIF always come out with their own rotation, mirroring and crop applied,
+     * as libheif applies them. */
+    int ignore_exif_orientation;
 } glimpse_image_params;
 
 glimpse_image_params glimpse_image_default_params(void);
