@@ -2,47 +2,82 @@
  * API. Images are encoded in batches; each image's tokens are handed to
  * the decoder once (cross-attention keys and values computed once), then
  * the caption is searched for token by token. */
-#include <stdio.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/context.h"
+#include "api/model.h"
+#include "core/error.h"
 #include "fusion/caption.h"
 #include "weights/config.h"
-#include "core/error.h"
-#include "api/model.h"
 
 glimpse_caption_params glimpse_caption_default_params(void) {
-    glimpse_caption_params params;
-    memset(&params, 0, sizeof params);
-    params.max_tokens = 20;
-    params.min_tokens = 5;
-    params.beams = 3;
-    params.length_penalty = 1.0f;
-    params.repetition_penalty = 1.0f;
-    params.temperature = 1.0f;
-    params.top_k = 50;
-    params.top_p = 1.0f;
-    return params;
+    return (glimpse_caption_params){.prompt = NULL,
+                                    .max_tokens = GLIMPSE_CAPTION_MODEL_DEFAULT,
+                                    .min_tokens = GLIMPSE_CAPTION_MODEL_DEFAULT,
+                                    .beams = GLIMPSE_CAPTION_MODEL_DEFAULT,
+                                    .length_penalty = GLIMPSE_CAPTION_MODEL_DEFAULT_PENALTY,
+                                    .repetition_penalty = GLIMPSE_CAPTION_MODEL_DEFAULT_PENALTY,
+                                    .sample = false,
+                                    .temperature = 1.0f,
+                                    .top_k = 50,
+                                    .top_p = 1.0f,
+                                    .seed = 0,
+                                    .on_token = NULL,
+                                    .user = NULL};
 }
 
-glimpse_caption_params glimpse_caption_model_params(const glimpse_model *model) {
-    glimpse_caption_params params = glimpse_caption_default_params();
+/* glimpse's own search settings, where neither the caller nor the snapshot
+ * gives one: BLIP's, from its paper and code. */
+#define CAPTION_BEAMS 3
+#define CAPTION_MAX_TOKENS 20
+#define CAPTION_MIN_TOKENS 5
+/* generation_config.json lengths above this are taken as malformed. */
+#define CAPTION_LENGTH_LIMIT 100000
+
+/* The search settings of the model: the snapshot's generation_config.json
+ * over glimpse's own; fields missing or malformed keep glimpse's. */
+static glimpse_caption_params model_settings(const glimpse_model *model) {
+    glimpse_caption_params params = {.max_tokens = CAPTION_MAX_TOKENS,
+                                     .min_tokens = CAPTION_MIN_TOKENS,
+                                     .beams = CAPTION_BEAMS,
+                                     .length_penalty = 1.0f,
+                                     .repetition_penalty = 1.0f};
     const cJSON *g = model ? model->generation : NULL;
     if (!g) return params;
     const char *where = "generation_config.json";
     int value;
     double number;
-    /* fields that are missing or malformed keep glimpse's defaults */
-    if (!config_int_or(g, where, "num_beams", 1, 16, params.beams, &value)) params.beams = value;
-    if (!config_int_or(g, where, "max_length", 2, 100000, params.max_tokens + 1, &value)) params.max_tokens = value - 1;
-    if (!config_int_or(g, where, "min_length", 0, 100000, params.min_tokens + 1, &value))
+    if (!config_int_or(g, where, "num_beams", 1, GLIMPSE_CAPTION_MAX_BEAMS, params.beams, &value)) params.beams = value;
+    if (!config_int_or(g, where, "max_length", 2, CAPTION_LENGTH_LIMIT, params.max_tokens + 1, &value))
+        params.max_tokens = value - 1;
+    if (!config_int_or(g, where, "min_length", 0, CAPTION_LENGTH_LIMIT, params.min_tokens + 1, &value))
         params.min_tokens = value > 1 ? value - 1 : 0;
-    if (params.min_tokens > params.max_tokens) params.min_tokens = params.max_tokens;
     if (!config_double_or(g, where, "repetition_penalty", params.repetition_penalty, &number) && number > 0)
         params.repetition_penalty = (float)number;
     if (!config_double_or(g, where, "length_penalty", params.length_penalty, &number))
         params.length_penalty = (float)number;
     return params;
+}
+
+/* params with each field left to the model given the model's value. */
+static glimpse_caption_params resolve_params(const glimpse_model *model, const glimpse_caption_params *params) {
+    glimpse_caption_params resolved = *params, model_params = model_settings(model);
+    if (params->max_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT) resolved.max_tokens = model_params.max_tokens;
+    if (params->min_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT)
+        resolved.min_tokens =
+            model_params.min_tokens < resolved.max_tokens ? model_params.min_tokens : resolved.max_tokens;
+    if (params->beams == GLIMPSE_CAPTION_MODEL_DEFAULT) resolved.beams = params->sample ? 1 : model_params.beams;
+    if (isnan(params->length_penalty)) resolved.length_penalty = model_params.length_penalty;
+    if (isnan(params->repetition_penalty)) resolved.repetition_penalty = model_params.repetition_penalty;
+    return resolved;
+}
+
+glimpse_caption_params glimpse_caption_model_params(const glimpse_model *model) {
+    glimpse_caption_params defaults = glimpse_caption_default_params();
+    return resolve_params(model, &defaults);
 }
 
 void glimpse_caption_free(glimpse_caption *caption) {
@@ -52,14 +87,12 @@ void glimpse_caption_free(glimpse_caption *caption) {
     memset(caption, 0, sizeof *caption);
 }
 
-#define MAX_BEAMS 16
-
 static glimpse_status check_params(const glimpse_caption_params *p) {
     if (p->max_tokens < 1) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "max_tokens must be at least 1");
     if (p->min_tokens < 0 || p->min_tokens > p->max_tokens)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "min_tokens must be 0 to max_tokens (%d)", p->max_tokens);
-    if (p->beams < 1 || p->beams > MAX_BEAMS)
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "beams must be 1 to %d", MAX_BEAMS);
+    if (p->beams < 1 || p->beams > GLIMPSE_CAPTION_MAX_BEAMS)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "beams must be 1 to %d", GLIMPSE_CAPTION_MAX_BEAMS);
     if (p->sample && p->beams != 1)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "sampling draws one caption: use beams = 1");
     if (!(p->temperature > 0)) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "temperature must be above 0");
@@ -96,7 +129,7 @@ static int stream_token(void *user, int32_t id) {
     if (s->count < s->capacity) s->ids[s->count++] = id;
     char *text = NULL;
     if (bert_tokenizer_decode(s->model->wordpiece, s->ids, s->count, &text)) return 1;
-    int stop = s->params->on_token(s->params->user, s->image, id, text);
+    bool stop = s->params->on_token(s->params->user, s->image, id, text);
     free(text);
     return stop;
 }
@@ -105,7 +138,7 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glim
                                   const int32_t *prompt, size_t prompt_length, glimpse_caption *out) {
     const glimpse_model *model = ctx->model;
     size_t max_length = prompt_length + (size_t)p->max_tokens;
-    glimpse_status status = bert_set_image(&model->text_decoder, ctx->decoder, ctx->image_tokens, model->vision.tokens,
+    glimpse_status status = bert_set_image(&model->text_decoder, ctx->bert, ctx->vision_output, model->vision.tokens,
                                            ctx->threads);
     if (status) return status;
     caption_settings settings = {max_length,
@@ -128,7 +161,7 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glim
     }
     stream s = {model, p, image, generated, 0, max_length};
     size_t length = 0;
-    status = caption_generate(&model->text_decoder, ctx->decoder, prompt, prompt_length, &settings,
+    status = caption_generate(&model->text_decoder, ctx->bert, prompt, prompt_length, &settings,
                               p->on_token ? stream_token : NULL, &s, ids, &length, ctx->threads);
     free(generated);
     if (!status) status = bert_tokenizer_decode(model->wordpiece, ids, length, &out->text);
@@ -143,8 +176,9 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glim
 
 glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                       const glimpse_caption_params *params, glimpse_caption *out) {
-    if (!ctx || (count && (!images || !out)))
+    if (!ctx || !images || !out)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_caption_images: NULL argument");
+    if (!count) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_caption_images: no images");
     for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
     const glimpse_model *model = ctx->model;
     if (model->kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION)
@@ -152,7 +186,8 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
                                                      "(BlipForConditionalGeneration), this is %s",
                          model->architecture);
     glimpse_caption_params defaults = glimpse_caption_default_params();
-    const glimpse_caption_params *p = params ? params : &defaults;
+    glimpse_caption_params resolved = resolve_params(model, params ? params : &defaults);
+    const glimpse_caption_params *p = &resolved;
     glimpse_status status = check_params(p);
     if (status) return status;
     int32_t *prompt = NULL;
@@ -167,19 +202,19 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
                          prompt_length, p->max_tokens, positions);
     }
     /* the decoder state grows to the largest request and is then reused */
-    bert_state *state = ctx->decoder;
+    bert_state *state = ctx->bert;
     if (!state || state->max_sequences < (size_t)p->beams || state->max_length < max_length) {
-        bert_state_free(ctx->decoder);
-        ctx->decoder = NULL;
+        bert_state_free(ctx->bert);
+        ctx->bert = NULL;
         status = bert_state_create(&model->text_decoder, (size_t)p->beams, max_length, max_length, model->vision.tokens,
-                                   &ctx->decoder);
+                                   &ctx->bert);
     }
     for (size_t first = 0; first < count && !status; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
         vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
-            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
+            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->vision_output);
             status = caption_one(ctx, first + b, p, prompt, prompt_length, &out[first + b]);
             if (!status) status = context_progress(ctx, first + b + 1, count);
         }

@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "api/context.h"
 #include "api/model.h"
+#include "core/error.h"
 #include "fusion/retrieval.h"
 
 /* [CLS] text [SEP] for every text, packed; lengths[t], starts[t]. */
@@ -40,11 +41,11 @@ static glimpse_status tokenize_all(const glimpse_model *model, const char *const
 /* The context's text-encoder state, grown to hold `length` tokens. */
 static glimpse_status ensure_state(glimpse_context *ctx, size_t length) {
     const glimpse_model *model = ctx->model;
-    if (ctx->decoder && ctx->decoder->max_length >= length) return GLIMPSE_STATUS_OK;
-    bert_state_free(ctx->decoder);
-    ctx->decoder = NULL;
+    if (ctx->bert && ctx->bert->max_length >= length) return GLIMPSE_STATUS_OK;
+    bert_state_free(ctx->bert);
+    ctx->bert = NULL;
     size_t room = length < 64 ? 64 : length;
-    return bert_state_create(&model->text_encoder, 1, room, room, model->vision.tokens, &ctx->decoder);
+    return bert_state_create(&model->text_encoder, 1, room, room, model->vision.tokens, &ctx->bert);
 }
 
 static glimpse_status check_retrieval(glimpse_context *ctx, const char *what) {
@@ -60,8 +61,10 @@ glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images,
                              const char *const *texts, size_t text_count, glimpse_match_mode mode, float *scores) {
     glimpse_status status = check_retrieval(ctx, "image-text matching");
     if (status) return status;
-    if ((image_count && !images) || (text_count && !texts) || (image_count && text_count && !scores))
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: NULL argument");
+    if (!images || !texts || !scores) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: NULL argument");
+    if (!image_count || !text_count)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: %zu images and %zu texts: nothing to match",
+                         image_count, text_count);
     if (mode != GLIMPSE_MATCH_MODE_ITM && mode != GLIMPSE_MATCH_MODE_ITC)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: unknown mode %d", (int)mode);
     for (size_t t = 0; t < text_count; t++)
@@ -79,28 +82,29 @@ glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images,
     if (!status) status = ensure_state(ctx, longest);
     /* ITC: each text once, without the image */
     for (size_t t = 0; !status && mode == GLIMPSE_MATCH_MODE_ITC && t < text_count; t++) {
-        status = bert_encode(encoder, ctx->decoder, ids + starts[t], lengths[t], 0, ctx->threads);
-        if (!status) itm_text_feature(&model->itm, ctx->decoder->x, text_features + t * shared);
+        status = bert_encode(encoder, ctx->bert, ids + starts[t], lengths[t], 0, ctx->threads);
+        if (!status) itm_text_feature(&model->itm, ctx->bert->x, text_features + t * shared);
     }
     for (size_t first = 0; !status && first < image_count; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = image_count - first < CONTEXT_IMAGE_BATCH ? image_count - first : CONTEXT_IMAGE_BATCH;
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
         /* ITC reads the class token alone; ITM cross-attends to every token */
         vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch,
-                    mode == GLIMPSE_MATCH_MODE_ITC ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
+                    mode == GLIMPSE_MATCH_MODE_ITC ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS,
+                    ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
             float *row = scores + (first + b) * text_count;
             if (mode == GLIMPSE_MATCH_MODE_ITC) {
-                vit_pooled(&model->vision, ctx->vision, b, ctx->image_tokens);
-                itm_image_feature(&model->itm, ctx->image_tokens, image_feature);
+                vit_pooled(&model->vision, ctx->vision, b, ctx->vision_output);
+                itm_image_feature(&model->itm, ctx->vision_output, image_feature);
                 retrieval_logits(row, image_feature, 1, text_features, text_count, shared, 1.0f); /* cosines */
                 continue;
             }
-            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->image_tokens);
-            status = bert_set_image(encoder, ctx->decoder, ctx->image_tokens, model->vision.tokens, ctx->threads);
+            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->vision_output);
+            status = bert_set_image(encoder, ctx->bert, ctx->vision_output, model->vision.tokens, ctx->threads);
             for (size_t t = 0; t < text_count && !status; t++) {
-                status = bert_encode(encoder, ctx->decoder, ids + starts[t], lengths[t], 1, ctx->threads);
-                if (!status) row[t] = itm_match_probability(&model->itm, ctx->decoder->x, NULL);
+                status = bert_encode(encoder, ctx->bert, ids + starts[t], lengths[t], 1, ctx->threads);
+                if (!status) row[t] = itm_match_probability(&model->itm, ctx->bert->x, NULL);
             }
         }
         if (!status) status = context_progress(ctx, first + batch, image_count);

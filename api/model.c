@@ -4,20 +4,22 @@
 #include "api/model.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "weights/config.h"
+#include "core/cpu.h"
 #include "weights/names.h"
+#include "api/identity.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "weights/config.h"
 #include "weights/snapshot.h"
 
 glimpse_load_params glimpse_load_default_params(void) {
-    glimpse_load_params params = {1, 1, GLIMPSE_PRECISION_FLOAT32};
-    return params;
+    return (glimpse_load_params){.load_vision = true, .load_text = true, .precision = GLIMPSE_PRECISION_FLOAT32};
 }
 
 /* The architecture named by config.json: "architectures"[0], or else
@@ -54,12 +56,13 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
 static glimpse_status read_preprocessor(glimpse_model *model, int square_default) {
     char *path = file_join(model->folder, "preprocessor_config.json");
     if (!path) return ERROR_OOM();
-    int present = file_is_regular(path);
+    bool present = file_is_regular(path);
     free(path);
     if (!present) return GLIMPSE_STATUS_OK;
     cJSON *preprocessor = NULL;
     glimpse_status status = config_read_json(model->folder, "preprocessor_config.json", &preprocessor);
-    if (!status) status = preprocess_config_read(preprocessor, "preprocessor_config.json", square_default, &model->preprocess);
+    if (!status)
+        status = preprocess_config_read(preprocessor, "preprocessor_config.json", square_default, &model->preprocess);
     cJSON_Delete(preprocessor);
     return status;
 }
@@ -85,7 +88,7 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
             return status;
         config.projection_dim = projection_dim;
         if ((status = vit_model_load(&model->vision, &config, &names_clip.vision, model->store))) return status;
-        model->has_vision = 1;
+        model->has_vision = true;
         model->preprocess = preprocess_default_clip(config.image_size);
         if ((status = read_preprocessor(model, 0))) return status;
     }
@@ -94,7 +97,7 @@ static glimpse_status load_clip(glimpse_model *model, const glimpse_load_params 
         if ((status = clip_text_config_read(text_json, "config.json: text_config", projection_dim, &config)))
             return status;
         if ((status = clip_text_model_load(&model->text, &config, &names_clip.text, model->store))) return status;
-        model->has_text = 1;
+        model->has_text = true;
         if ((status = clip_tokenizer_load(folder, &model->tokenizer))) return status;
         if (clip_tokenizer_vocab_size(model->tokenizer) > (size_t)config.vocab_size)
             return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: vocab.json has %zu tokens but the model only %d", folder,
@@ -114,14 +117,14 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
         model->kind = GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
         snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
     }
-    int retrieval = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
+    bool retrieval = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
     vit_config vision;
     if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_BLIP, &vision)))
         return status;
     /* Captioning needs both towers whatever the params say. */
     (void)params;
     if ((status = vit_model_load(&model->vision, &vision, &names_blip.vision, model->store))) return status;
-    model->has_vision = 1;
+    model->has_vision = true;
     model->preprocess = preprocess_default_blip(vision.image_size);
     if ((status = read_preprocessor(model, 1))) return status;
     bert_config text;
@@ -138,7 +141,7 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
     } else if ((status = bert_model_load(&model->text_decoder, &text, &names_blip.text_decoder, model->store))) {
         return status;
     }
-    model->has_text = 1;
+    model->has_text = true;
     int start, end, pad;
     if ((status = config_int_or(text_json, "config.json: text_config", "bos_token_id", 0, text.vocab_size - 1, 30522,
                                 &start)))
@@ -146,13 +149,14 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
     if ((status = config_int_or(text_json, "config.json: text_config", "sep_token_id", 0, text.vocab_size - 1, 102,
                                 &end)))
         return status;
-    if ((status = config_int_or(text_json, "config.json: text_config", "pad_token_id", 0, text.vocab_size - 1, 0, &pad)))
+    if ((status = config_int_or(text_json, "config.json: text_config", "pad_token_id", 0, text.vocab_size - 1, 0,
+                                &pad)))
         return status;
     model->start_id = start, model->end_id = end, model->pad_id = pad;
     if ((status = bert_tokenizer_load(folder, &model->wordpiece))) return status;
     char *generation = file_join(folder, "generation_config.json");
     if (!generation) return ERROR_OOM();
-    int has_generation = file_is_regular(generation);
+    bool has_generation = file_is_regular(generation);
     free(generation);
     if (has_generation && (status = config_read_json(folder, "generation_config.json", &model->generation)))
         return status;
@@ -167,7 +171,7 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     if (precision != GLIMPSE_PRECISION_INT8)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)precision);
     model->precision = precision;
-    if (!q8_vnni_available())
+    if (!cpu_has_avx512_vnni())
         log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has no AVX-512 VNNI: int8 products run on plain loops, "
                                                "slower than float32");
     glimpse_status status = GLIMPSE_STATUS_OK;
@@ -231,6 +235,17 @@ size_t glimpse_model_embedding_dim(const glimpse_model *model) {
     return 0;
 }
 
+/* The text side of glimpse_model_info, whichever text tower the model has. */
+static void set_text_info(glimpse_model_info *out, int hidden_size, int layers, int heads, int max_tokens,
+                          int vocab_size, const char *activation) {
+    out->text_hidden_size = hidden_size;
+    out->text_layers = layers;
+    out->text_heads = heads;
+    out->text_max_tokens = max_tokens;
+    out->vocab_size = vocab_size;
+    out->text_activation = activation;
+}
+
 glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out) {
     if (!model || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_model_get_info: NULL argument");
     memset(out, 0, sizeof *out);
@@ -249,20 +264,10 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     if (model->has_text && model->kind != GLIMPSE_MODEL_KIND_CLIP) {
         const bert_config *t = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL ? &model->text_encoder.config
                                                                                 : &model->text_decoder.config;
-        out->text_hidden_size = t->hidden_size;
-        out->text_layers = t->layers;
-        out->text_heads = t->heads;
-        out->text_max_tokens = t->max_positions;
-        out->vocab_size = t->vocab_size;
-        out->text_activation = t->act_name;
+        set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
     } else if (model->has_text) {
         const clip_text_config *t = &model->text.config;
-        out->text_hidden_size = t->hidden_size;
-        out->text_layers = t->layers;
-        out->text_heads = t->heads;
-        out->text_max_tokens = t->max_positions;
-        out->vocab_size = t->vocab_size;
-        out->text_activation = t->act_name;
+        set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
     }
     out->embedding_dim = (int)glimpse_model_embedding_dim(model);
     out->parameter_count = weight_store_parameters(model->store);
@@ -291,7 +296,9 @@ glimpse_status model_identity(const glimpse_model *model, char *out, size_t capa
         const tensor_entry *entry = weight_store_find(model->store, names[i]);
         if (entry) hash = hash_bytes(hash, entry->data, entry->bytes);
     }
-    snprintf(out, capacity, "%s/%zu/%016llx", model->architecture, glimpse_model_embedding_dim(model),
-             (unsigned long long)hash);
+    int length = snprintf(out, capacity, "%s/%zu/%016llx", model->architecture, glimpse_model_embedding_dim(model),
+                          (unsigned long long)hash);
+    if (length < 0 || (size_t)length >= capacity)
+        return error_set(GLIMPSE_STATUS_INTERNAL, "a model identity takes %d bytes, more than %zu", length, capacity);
     return GLIMPSE_STATUS_OK;
 }

@@ -1,12 +1,12 @@
-/* activations_avx512.c — the element-wise maths of softmax and the GELU
- * activations on CPUs with AVX-512 (kernels.c calls these where
- * kernel_avx512_available). The linear layer's kernels are in linear_avx512.c.
- */
+/* activations_avx512.c — LayerNorm, softmax and the GELU activations on
+ * CPUs with AVX-512 (kernels.c calls these where cpu_has_avx512(); their
+ * plain twins, the *_reference functions, are there too). The linear
+ * layer's kernels are in linear_avx512.c. */
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
 
-#include "core/kernels.h"
+#include "core/kernels_avx512.h"
 
 /* e^x for 16 floats: Cephes' expf (x = n·ln2 + r, a degree-5 polynomial for
  * e^r, scaled by 2^n), within 2 ulp over the float range; underflows to 0. */
@@ -80,7 +80,7 @@ void kernel_gelu_avx512(float *x, size_t n) {
         __m512 e = erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752440f)));
         _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
     }
-    for (; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752440f));
+    kernel_gelu_reference(x + i, n - i); /* the last 0..15 */
 }
 
 void kernel_quick_gelu_avx512(float *x, size_t n) {
@@ -90,7 +90,7 @@ void kernel_quick_gelu_avx512(float *x, size_t n) {
         __m512 e = exp16(_mm512_mul_ps(v, _mm512_set1_ps(-1.702f)));
         _mm512_storeu_ps(x + i, _mm512_div_ps(v, _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
     }
-    for (; i < n; i++) x[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
+    kernel_quick_gelu_reference(x + i, n - i); /* the last 0..15 */
 }
 
 /* The low and high 8 floats of x, widened exactly to doubles. */

@@ -1,15 +1,20 @@
-/* blas.c — the linear layer and attention: their split over the pool's
- * threads, and the choice between our AVX-512 kernels (linear_avx512.c, every
- * product where the CPU has AVX-512) and OpenBLAS (everywhere else; the only
- * file that talks to it). OpenBLAS itself runs single-threaded; parallelism
- * comes from our pool (pool.c), so the thread count stays a parameter of
- * each context rather than a process-wide setting. */
+/* blas.c — the linear layer and attention: kernel_linear, the one entry
+ * point for a linear layer whatever its weight's storage; the split of both
+ * over the pool's threads; and the choice, made here only, between our
+ * AVX-512 kernels (linear_avx512.c, linear_q8_vnni.c, where core/cpu.h says
+ * they run) and OpenBLAS or plain loops everywhere else. The only file that
+ * talks to OpenBLAS. OpenBLAS itself runs single-threaded; parallelism comes
+ * from our pool (pool.c), so the thread count stays a parameter of each
+ * context rather than a process-wide setting. */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "core/cpu.h"
 #include "core/kernels.h"
+#include "core/kernels_avx512.h"
+#include "core/quantize.h"
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
@@ -17,62 +22,49 @@ static void blas_single_threaded(void) { openblas_set_num_threads(1); }
 
 /* Columns per task: wide enough that each sgemm call stays efficient. */
 #define LINEAR_COLUMN_BLOCK 128
+/* Multiply-adds (rows × depth × columns) up to which a linear layer stays
+ * one task on the calling thread: microseconds of work on one core, the
+ * order of what handing tasks to the pool and waiting for the last one
+ * costs. It was 1e6 until one-row products went to sgemv; at 1e5 a decoder
+ * step's 1 × 768 × 768 projections (5.9e5) are shared while small heads
+ * (ITM's 1 × 768 × 2) are not. */
+#define LINEAR_PARALLEL_MIN_WORK 1e5
+/* Multiply-adds of attention's scores (queries × keys × head_dim × heads) up
+ * to which the heads run one after another on the calling thread, for the
+ * same reason: a caption step's self-attention over its first few tokens
+ * (1 × 10 × 64 × 12 = 7.7e3) is done before the pool would have woken. */
+#define ATTENTION_PARALLEL_MIN_WORK 2e5
 
 typedef struct linear_job {
     float *out;
     size_t out_stride;
     const float *in;
     size_t in_stride;
-    const void *weight;
-    weight_type type;
+    const kernel_weight *weight;
     const float *bias;
     size_t rows, in_features, out_features, block;
-    int accumulate;
+    bool accumulate;
 } linear_job;
 
-int kernel_avx512_available(void) {
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        const char *off = getenv("GLIMPSE_NO_AVX512"); /* to run the OpenBLAS path anywhere */
-        known = __builtin_cpu_supports("avx512f") && !(off && off[0] && off[0] != '0');
-    }
-    return known;
-}
-
+/* Columns first .. first+count of a float16 / bfloat16 product in plain loops. */
 static void linear_16bit_plain(const linear_job *job, size_t first, size_t count) {
+    weight_type type = job->weight->type;
     for (size_t r = 0; r < job->rows; r++)
         for (size_t c = first; c < first + count; c++) {
-            const uint16_t *w = (const uint16_t *)job->weight + c * job->in_features;
+            const uint16_t *w = (const uint16_t *)job->weight->data + c * job->in_features;
             const float *x = job->in + r * job->in_stride;
             float sum = 0.0f;
             for (size_t k = 0; k < job->in_features; k++)
-                sum += x[k] * (job->type == WEIGHT_TYPE_F16 ? kernel_f16_to_f32(w[k]) : kernel_bf16_to_f32(w[k]));
+                sum += x[k] * (type == WEIGHT_TYPE_F16 ? kernel_f16_to_f32(w[k]) : kernel_bf16_to_f32(w[k]));
             if (job->bias) sum += job->bias[c];
             float *cell = job->out + r * job->out_stride + c;
             *cell = job->accumulate ? *cell + sum : sum;
         }
 }
 
-static void linear_task(void *argument, size_t index, float *scratch) {
-    const linear_job *job = argument;
-    size_t first = index * job->block;
-    size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
-    if (kernel_avx512_available()) {
-        kernel_product product = {job->out,    job->out_stride, job->in,   job->in_stride,
-                                  job->weight, job->type,       job->in_features, 1,
-                                  job->bias,   1.0f,            job->accumulate,  job->rows,
-                                  job->in_features};
-        kernel_product_avx512(&product, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
-        return;
-    }
-    if (job->type != WEIGHT_TYPE_F32) {
-        /* 16-bit weights reach this path only when a caller forces it (models
-         * widen them at load where the AVX-512 kernels do not run): plain loops */
-        linear_16bit_plain(job, first, count);
-        return;
-    }
-    const float *weights = job->weight;
+/* Columns first .. first+count of a float32 product on OpenBLAS. */
+static void linear_f32_blas(const linear_job *job, size_t first, size_t count) {
+    const float *weights = job->weight->data;
     if (job->rows == 1) {
         /* one row: a matrix-vector product reads each weight once, where
          * sgemm would first copy (pack) the whole weight block */
@@ -94,39 +86,75 @@ static void linear_task(void *argument, size_t index, float *scratch) {
         }
 }
 
-size_t kernel_column_block(const pool *threads, size_t rows, size_t depth, size_t columns) {
+/* Columns first .. first+count of the product with the weight's int8 twin. */
+static void linear_q8(const linear_job *job, size_t first, size_t count, float *scratch) {
+    const kernel_q8 *q = job->weight->q8;
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512_vnni() && scratch && q8_scratch_bytes(q) <= POOL_SCRATCH_FLOATS * sizeof(float)) {
+        q8_product_vnni(job->out, job->out_stride, job->in, job->in_stride, q, job->bias, job->rows, job->accumulate,
+                        first, count, (uint8_t *)scratch);
+        return;
+    }
+#endif
+    q8_product_plain(job->out, job->out_stride, job->in, job->in_stride, q, job->bias, job->rows, job->accumulate,
+                     first, count);
+}
+
+static void linear_task(void *argument, size_t index, float *scratch) {
+    const linear_job *job = argument;
+    size_t first = index * job->block;
+    size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
+    if (job->weight->q8) {
+        linear_q8(job, first, count, scratch);
+        return;
+    }
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
+        kernel_product product = {.out = job->out, .out_stride = job->out_stride, .in = job->in,
+                                  .in_stride = job->in_stride, .weight = job->weight->data,
+                                  .weight_type = job->weight->type, .column_stride = job->in_features,
+                                  .depth_stride = 1, .bias = job->bias, .scale = 1.0f, .accumulate = job->accumulate,
+                                  .rows = job->rows, .depth = job->in_features};
+        kernel_product_avx512(&product, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+        return;
+    }
+#endif
+    if (job->weight->type != WEIGHT_TYPE_F32) {
+        /* 16-bit weights reach this path only when a caller forces it (models
+         * widen them at load where the AVX-512 kernels do not run): plain loops */
+        linear_16bit_plain(job, first, count);
+        return;
+    }
+    linear_f32_blas(job, first, count);
+}
+
+/* Output columns per task when a product of rows × depth × columns is split
+ * over the pool's threads (all of them for one task). */
+static size_t column_block(const pool *threads, size_t rows, size_t depth, size_t columns) {
     int workers = pool_threads(threads);
-    if (workers <= 1 || (double)rows * (double)depth * (double)columns <= 1e5) return columns;
+    if (workers <= 1 || (double)rows * (double)depth * (double)columns <= LINEAR_PARALLEL_MIN_WORK) return columns;
     /* the panel kernels transpose the input once per task: one task per thread
      * there; elsewhere two, so that uneven threads even out */
-    size_t share = rows >= 16 && kernel_avx512_available() ? (size_t)workers : (size_t)workers * 2;
+    size_t share = rows >= 16 && cpu_has_avx512() ? (size_t)workers : (size_t)workers * 2;
     size_t block = (columns + share - 1) / share;
     block = (block + 7) / 8 * 8; /* whole micro-kernels */
     return block < LINEAR_COLUMN_BLOCK ? LINEAR_COLUMN_BLOCK : block;
 }
 
-void kernel_linear_typed(float *out, size_t out_stride, const float *in, size_t in_stride, const void *weight,
-                         weight_type type, const float *bias, size_t rows, size_t in_features, size_t out_features,
-                         int accumulate, pool *threads) {
+void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
+                   const float *bias, size_t rows, size_t in_features, size_t out_features, bool accumulate,
+                   pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
+    const kernel_q8 *q = weight->q8;
+    if (q) /* (the int8 twin knows its own sizes; its depth is in_features rounded up to 4) */
+        out_features = q->out_features;
     if (rows == 0 || out_features == 0) return;
-    size_t block = kernel_column_block(threads, rows, in_features, out_features);
-    linear_job job = {out,  out_stride, in,          in_stride,    weight, type,
-                      bias, rows,       in_features, out_features, block,  accumulate};
+    size_t block = column_block(threads, rows, q ? q->depth : in_features, out_features);
+    linear_job job = {.out = out, .out_stride = out_stride, .in = in, .in_stride = in_stride, .weight = weight,
+                      .bias = bias, .rows = rows, .in_features = in_features, .out_features = out_features,
+                      .block = block, .accumulate = accumulate};
     size_t tasks = (out_features + block - 1) / block;
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
-}
-
-void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                   const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
-    kernel_linear_typed(out, out_stride, in, in_stride, weight, WEIGHT_TYPE_F32, bias, rows, in_features, out_features, 0,
-                        threads);
-}
-
-void kernel_linear_add(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                       const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads) {
-    kernel_linear_typed(out, out_stride, in, in_stride, weight, WEIGHT_TYPE_F32, bias, rows, in_features, out_features, 1,
-                        threads);
 }
 
 typedef struct attention_job {
@@ -142,16 +170,63 @@ typedef struct attention_job {
     size_t key_stride;
 } attention_job;
 
-/* out[queries, head_dim] = scores[queries, keys] · v[keys, head_dim] (rows v_stride apart) on the AVX-512 kernels. */
-static void weighted_values_avx512(float *out, size_t out_stride, const float *scores, size_t queries, size_t keys,
-                                   const float *v, size_t v_stride, size_t head_dim, float *scratch) {
-    if (queries >= 16) { /* the values as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
-        kernel_product product = {out,  out_stride, scores, keys, v,       WEIGHT_TYPE_F32, 1,
-                                  v_stride, NULL, 1.0f, 0,    queries, keys};
-        kernel_product_avx512(&product, 0, head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
-    } else { /* a decoder step's few queries: each a weighted sum of the value rows */
-        kernel_weighted_rows_avx512(out, out_stride, scores, keys, v, v_stride, queries, keys, head_dim);
+/* One head's scores[count, keys] = scale · q[count, head_dim] · kᵀ, k's rows
+ * (one per key) k_stride apart. */
+static void head_scores(float *scores, const float *q, size_t q_stride, const float *k, size_t k_stride,
+                        size_t count, size_t keys, size_t head_dim, float scale, float *scratch) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
+        kernel_product product = {.out = scores, .out_stride = keys, .in = q, .in_stride = q_stride, .weight = k,
+                                  .weight_type = WEIGHT_TYPE_F32, .column_stride = k_stride, .depth_stride = 1,
+                                  .scale = scale, .rows = count, .depth = head_dim};
+        kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+        return;
     }
+#endif
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)count, (int)keys, (int)head_dim, scale, q,
+                (int)q_stride, k, (int)k_stride, 0.0f, scores, (int)keys);
+}
+
+/* The same with the head's keys transposed: dimension d of key j at keys_t[d·key_stride + j]. */
+static void head_scores_keys_transposed(float *scores, const float *q, size_t q_stride, const float *keys_t,
+                                        size_t key_stride, size_t count, size_t keys, size_t head_dim, float scale,
+                                        float *scratch) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
+        if (count >= 16) { /* the transposed keys as a weight: column j, depth d at keys_t[d·stride + j] */
+            kernel_product product = {.out = scores, .out_stride = keys, .in = q, .in_stride = q_stride,
+                                      .weight = keys_t, .weight_type = WEIGHT_TYPE_F32, .column_stride = 1,
+                                      .depth_stride = key_stride, .scale = scale, .rows = count, .depth = head_dim};
+            kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+        } else { /* each query's scores: a weighted sum of the head's key rows */
+            kernel_weighted_rows_avx512(scores, keys, q, q_stride, keys_t, key_stride, count, head_dim, keys);
+            for (size_t i = 0; i < count * keys; i++) scores[i] *= scale;
+        }
+        return;
+    }
+#endif
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)count, (int)keys, (int)head_dim, scale, q,
+                (int)q_stride, keys_t, (int)key_stride, 0.0f, scores, (int)keys);
+}
+
+/* One head's out[count, head_dim] = scores[count, keys] · v[keys, head_dim] (rows v_stride apart). */
+static void head_values(float *out, size_t out_stride, const float *scores, size_t count, size_t keys,
+                        const float *v, size_t v_stride, size_t head_dim, float *scratch) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
+        if (count >= 16) { /* the values as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
+            kernel_product product = {.out = out, .out_stride = out_stride, .in = scores, .in_stride = keys,
+                                      .weight = v, .weight_type = WEIGHT_TYPE_F32, .column_stride = 1,
+                                      .depth_stride = v_stride, .scale = 1.0f, .rows = count, .depth = keys};
+            kernel_product_avx512(&product, 0, head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+        } else { /* a decoder step's few queries: each a weighted sum of the value rows */
+            kernel_weighted_rows_avx512(out, out_stride, scores, keys, v, v_stride, count, keys, head_dim);
+        }
+        return;
+    }
+#endif
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)count, (int)head_dim, (int)keys, 1.0f, scores,
+                (int)keys, v, (int)v_stride, 0.0f, out, (int)out_stride);
 }
 
 /* Queries whose scores are made, normalised and used together (one panel of
@@ -165,33 +240,18 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     const attention_job *job = argument;
     size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim, shift = keys - queries;
     float *scores = job->scratch + head * queries * keys;
-    int panels = kernel_avx512_available();
     for (size_t first = 0; first < queries; first += ATTENTION_QUERY_BLOCK) {
         size_t count = queries - first < ATTENTION_QUERY_BLOCK ? queries - first : ATTENTION_QUERY_BLOCK;
         const float *q = job->q + first * job->q_stride + offset;
         float *out = job->out + first * job->out_stride + offset;
-        /* scores[count, keys] = scale · q_h · k_hᵀ */
-        if (panels) {
-            kernel_product product = {scores, keys, q,    job->q_stride, job->k + offset, WEIGHT_TYPE_F32,
-                                      job->kv_stride, 1, NULL, job->scale, 0, count, job->head_dim};
-            kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
-        } else {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)count, (int)keys, (int)job->head_dim,
-                        job->scale, q, (int)job->q_stride, job->k + offset, (int)job->kv_stride, 0.0f, scores,
-                        (int)keys);
-        }
+        head_scores(scores, q, job->q_stride, job->k + offset, job->kv_stride, count, keys, job->head_dim,
+                    job->scale, scratch);
         if (job->mask == KERNEL_MASK_CAUSAL) /* query first + i sees keys up to first + i + shift */
             for (size_t i = 0; i < count; i++)
                 for (size_t j = first + i + shift + 1; j < keys; j++) scores[i * keys + j] = -INFINITY;
         kernel_softmax(scores, count, keys);
-        /* out_h[count, head_dim] = scores · v_h */
-        if (panels) {
-            weighted_values_avx512(out, job->out_stride, scores, count, keys, job->v + offset, job->kv_stride,
-                                   job->head_dim, scratch);
-        } else {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)count, (int)job->head_dim, (int)keys, 1.0f,
-                        scores, (int)keys, job->v + offset, (int)job->kv_stride, 0.0f, out, (int)job->out_stride);
-        }
+        head_values(out, job->out_stride, scores, count, keys, job->v + offset, job->kv_stride, job->head_dim,
+                    scratch);
     }
 }
 
@@ -199,29 +259,22 @@ void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_st
                       const float *v, size_t kv_stride, size_t queries, size_t keys, size_t heads,
                       size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
-    attention_job job = {out,  out_stride, q,     q_stride, k,       v, kv_stride, queries,
-                         keys, head_dim,   scale, mask,     scratch, 0};
+    attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = k, .v = v,
+                         .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .scale = scale,
+                         .mask = mask, .scratch = scratch};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
-    pool_for(work > 2e5 ? threads : NULL, heads, attention_head, &job);
+    pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, attention_head, &job);
 }
 
 static void transposed_head(void *argument, size_t head, float *scratch) {
     const attention_job *job = argument;
     size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim;
     float *scores = job->scratch + head * queries * keys;
-    const float *keys_t = job->k + offset * job->key_stride;
-    if (queries >= 16) { /* the transposed keys as a weight: column j, depth d at keys_t[d·stride + j] */
-        kernel_product product = {scores, keys, job->q + offset, job->q_stride, keys_t, WEIGHT_TYPE_F32, 1, job->key_stride,
-                                  NULL, job->scale, 0, queries, job->head_dim};
-        kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
-    } else { /* each query's scores: a weighted sum of the head's key rows */
-        kernel_weighted_rows_avx512(scores, keys, job->q + offset, job->q_stride, keys_t, job->key_stride, queries,
-                                    job->head_dim, keys);
-        for (size_t i = 0; i < queries * keys; i++) scores[i] *= job->scale;
-    }
+    head_scores_keys_transposed(scores, job->q + offset, job->q_stride, job->k + offset * job->key_stride,
+                                job->key_stride, queries, keys, job->head_dim, job->scale, scratch);
     kernel_softmax(scores, queries, keys);
-    weighted_values_avx512(job->out + offset, job->out_stride, scores, queries, keys, job->v + offset,
-                           job->kv_stride, job->head_dim, scratch);
+    head_values(job->out + offset, job->out_stride, scores, queries, keys, job->v + offset, job->kv_stride,
+                job->head_dim, scratch);
 }
 
 void kernel_attention_keys_transposed(float *out, size_t out_stride, const float *q, size_t q_stride,
@@ -229,8 +282,9 @@ void kernel_attention_keys_transposed(float *out, size_t out_stride, const float
                                       size_t queries, size_t keys, size_t heads, size_t head_dim, float scale,
                                       float *scratch, pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
-    attention_job job = {out,  out_stride, q,        q_stride,         keys_t,  v,       v_stride, queries,
-                         keys, head_dim,   scale,    KERNEL_MASK_NONE, scratch, key_stride};
+    attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = keys_t, .v = v,
+                         .kv_stride = v_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .scale = scale,
+                         .mask = KERNEL_MASK_NONE, .scratch = scratch, .key_stride = key_stride};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
-    pool_for(work > 2e5 ? threads : NULL, heads, transposed_head, &job);
+    pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, transposed_head, &job);
 }

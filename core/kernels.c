@@ -1,10 +1,14 @@
 /* kernels.c — element-wise and row-wise kernels (LayerNorm, activations,
- * softmax, normalisation) and the plain-loop twins of the BLAS kernels.
- * Everything touching OpenBLAS is in blas.c. */
+ * softmax, normalisation): each dispatching function and its plain-loop
+ * *_reference twin, and the plain-loop twins of the linear layer and
+ * attention. Everything touching OpenBLAS is in blas.c. */
 #include "core/kernels.h"
 
 #include <math.h>
 #include <string.h>
+
+#include "core/cpu.h"
+#include "core/kernels_avx512.h"
 
 float kernel_f16_to_f32(uint16_t half) {
     uint32_t sign = (uint32_t)(half >> 15) << 31;
@@ -52,12 +56,27 @@ void kernel_widen(float *out, const void *data, weight_type type, size_t n) {
     }
 }
 
+/* The row-wise kernels: their AVX-512 version where it runs, else the plain loop. */
+#ifdef GLIMPSE_HAVE_AVX512
+#define FAST_OR_REFERENCE(fast, reference) (cpu_has_avx512() ? (fast) : (reference))
+#else
+#define FAST_OR_REFERENCE(fast, reference) (reference)
+#endif
+
 void kernel_layernorm(float *out, const float *in, const float *weight, const float *bias, size_t rows,
                       size_t dim, float epsilon) {
-    if (kernel_avx512_available()) {
-        kernel_layernorm_avx512(out, in, weight, bias, rows, dim, epsilon);
-        return;
-    }
+    FAST_OR_REFERENCE(kernel_layernorm_avx512, kernel_layernorm_reference)(out, in, weight, bias, rows, dim, epsilon);
+}
+void kernel_gelu(float *x, size_t n) { FAST_OR_REFERENCE(kernel_gelu_avx512, kernel_gelu_reference)(x, n); }
+void kernel_quick_gelu(float *x, size_t n) {
+    FAST_OR_REFERENCE(kernel_quick_gelu_avx512, kernel_quick_gelu_reference)(x, n);
+}
+void kernel_softmax(float *x, size_t rows, size_t n) {
+    FAST_OR_REFERENCE(kernel_softmax_avx512, kernel_softmax_reference)(x, rows, n);
+}
+
+void kernel_layernorm_reference(float *out, const float *in, const float *weight, const float *bias, size_t rows,
+                                size_t dim, float epsilon) {
     for (size_t r = 0; r < rows; r++) {
         const float *x = in + r * dim;
         float *y = out + r * dim;
@@ -75,11 +94,7 @@ void kernel_layernorm(float *out, const float *in, const float *weight, const fl
     }
 }
 
-void kernel_gelu(float *x, size_t n) {
-    if (kernel_avx512_available()) {
-        kernel_gelu_avx512(x, n);
-        return;
-    }
+void kernel_gelu_reference(float *x, size_t n) {
     /* erff, not erf: float precision is what torch computes in, and the
      * double version made GELU a third of a BLIP vision tower's time */
     for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752440f));
@@ -92,11 +107,7 @@ void kernel_gelu_tanh(float *x, size_t n) {
     }
 }
 
-void kernel_quick_gelu(float *x, size_t n) {
-    if (kernel_avx512_available()) {
-        kernel_quick_gelu_avx512(x, n);
-        return;
-    }
+void kernel_quick_gelu_reference(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
 }
 
@@ -104,11 +115,7 @@ void kernel_add(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-void kernel_softmax(float *x, size_t rows, size_t n) {
-    if (kernel_avx512_available()) {
-        kernel_softmax_avx512(x, rows, n);
-        return;
-    }
+void kernel_softmax_reference(float *x, size_t rows, size_t n) {
     for (size_t r = 0; r < rows; r++) {
         float *row = x + r * n;
         float largest = -INFINITY;

@@ -6,6 +6,7 @@
 #ifndef GLIMPSE_CORE_KERNELS_H
 #define GLIMPSE_CORE_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,7 +26,9 @@ typedef struct kernel_weight {
     weight_type type;
     const struct kernel_q8 *q8;
 } kernel_weight;
-static inline kernel_weight kernel_weight_f32(const float *data) { return (kernel_weight){data, WEIGHT_TYPE_F32, NULL}; }
+static inline kernel_weight kernel_weight_f32(const float *data) {
+    return (kernel_weight){.data = data, .type = WEIGHT_TYPE_F32};
+}
 /* Bytes of one stored value. */
 static inline size_t weight_type_bytes(weight_type type) { return type == WEIGHT_TYPE_F32 ? 4 : 2; }
 
@@ -36,85 +39,50 @@ void kernel_widen(float *out, const void *data, weight_type type, size_t n);
 /* out[0..width) = row `row` of weight (rows width long) + add[0..width): an embedding lookup. */
 void kernel_weight_row_add(float *out, const kernel_weight *weight, size_t row, size_t width, const float *add);
 
-/* out[rows, out_features] = in[rows, in_features] · weight[out_features, in_features]ᵀ + bias.
- * bias may be NULL. in rows are in_stride floats apart (>= in_features);
- * out rows are out_stride apart (>= out_features). Split over the pool's
- * threads by output columns; runs on our AVX-512 kernel where the CPU has
- * it (one row included), else on OpenBLAS (one row: sgemv). out must not alias in. */
-void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                   const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
-/* Output columns per task when a product of rows × depth × columns is split
- * over the pool's threads (all of them for one task): what kernel_linear and
- * kernel_linear_q8 share. */
-size_t kernel_column_block(const pool *threads, size_t rows, size_t depth, size_t columns);
-/* The same product added to out (out += in · weightᵀ + bias): a residual
- * connection without a temporary and a separate pass. */
-void kernel_linear_add(float *out, size_t out_stride, const float *in, size_t in_stride, const float *weight,
-                       const float *bias, size_t rows, size_t in_features, size_t out_features, pool *threads);
-/* The product with a weight of any type (kernel_weight; its q8 twin is not
- * looked at here: kernel_project in quantize.h picks between the two). */
-void kernel_linear_typed(float *out, size_t out_stride, const float *in, size_t in_stride, const void *weight,
-                         weight_type type, const float *bias, size_t rows, size_t in_features, size_t out_features,
-                         int accumulate, pool *threads);
-/* One matrix product for the AVX-512 kernels (linear_avx512.c):
- *   out[r][c] (+)= scale · Σ_k in[r][k] · weight[c·column_stride + k·depth_stride] + bias[c]
- * for r < rows, k < depth; "+=" when accumulate. A linear layer has
- * column_stride = in_features, depth_stride = 1; attention's P·V reads the
- * values as weight with column_stride 1, depth_stride = their row stride
- * (allowed only with 16 rows or more, and float32 weights). 16-bit weights
- * (weight_type) are read with depth_stride 1 only. */
-typedef struct kernel_product {
-    float *out;
-    size_t out_stride;
-    const float *in;
-    size_t in_stride;
-    const void *weight; /* of weight_type */
-    weight_type weight_type;
-    size_t column_stride, depth_stride;
-    const float *bias; /* may be NULL */
-    float scale;
-    int accumulate;
-    size_t rows, depth;
-} kernel_product;
-/* Columns first_column .. first_column+columns of the product. scratch
- * (64-byte aligned, scratch_floats long, may be NULL) holds the transposed
- * input panels; without room for 48 rows × depth the panels are cut along
- * the depth into blocks on the stack. */
-void kernel_product_avx512(const kernel_product *product, size_t first_column, size_t columns, float *scratch,
-                           size_t scratch_floats);
-/* out[q][0..width) = Σ_j weights[q][j] · rows[j][0..width) for q < count, j < n
- * (rows j are row_stride apart): attention's P·V for a decoder step's few queries. */
-void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
-                                 const float *rows, size_t row_stride, size_t count, size_t n, size_t width);
-/* Vectorised twins of kernel_softmax, kernel_gelu, kernel_quick_gelu,
- * kernel_layernorm (activations_avx512.c), which those call where the CPU has AVX-512. */
-void kernel_softmax_avx512(float *x, size_t rows, size_t n);
-void kernel_gelu_avx512(float *x, size_t n);
-void kernel_quick_gelu_avx512(float *x, size_t n);
-void kernel_layernorm_avx512(float *out, const float *in, const float *weight, const float *bias, size_t rows,
-                             size_t dim, float epsilon);
-/* 1 if the AVX-512 kernels run on this CPU (and GLIMPSE_NO_AVX512 is unset). */
-int kernel_avx512_available(void);
-
+/* The linear layer, the one entry point every model calls:
+ *   out[rows, out_features] (+)= in[rows, in_features] · weight[out_features, in_features]ᵀ + bias
+ * "+=" when accumulate (a residual connection without a temporary and a
+ * separate pass). The weight comes in whatever storage it has (kernel_weight):
+ * float32; float16 or bfloat16, widened exactly inside the product; or, when
+ * weight->q8 is set (quantize.h), its int8 twin, used in its place. bias may
+ * be NULL. in rows are in_stride floats apart (>= in_features), out rows
+ * out_stride apart (>= out_features); out must not alias in. Split over the
+ * pool's threads by output columns (threads may be NULL: the caller alone).
+ * Runs on the AVX-512 kernels where cpu.h says they run, else on OpenBLAS
+ * (one row: sgemv), or on plain loops for 16-bit and int8 weights. */
+void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
+                   const float *bias, size_t rows, size_t in_features, size_t out_features, bool accumulate,
+                   pool *threads);
+/* kernel_linear's oracle: float32 weights, double sums, no accumulate. */
 void kernel_linear_reference(float *out, size_t out_stride, const float *in, size_t in_stride,
                              const float *weight, const float *bias, size_t rows, size_t in_features,
                              size_t out_features);
+
+/* The row-wise kernels below run vectorised where cpu.h says AVX-512 runs
+ * and are otherwise their *_reference twin: the plain loop (statistics in
+ * double, libm's erff and expf), which the tests hold the fast one to. */
 
 /* out[rows, dim] = LayerNorm(in) · weight + bias, statistics over dim,
  * biased variance, as torch.nn.LayerNorm. out may equal in. */
 void kernel_layernorm(float *out, const float *in, const float *weight, const float *bias, size_t rows,
                       size_t dim, float epsilon);
+void kernel_layernorm_reference(float *out, const float *in, const float *weight, const float *bias, size_t rows,
+                                size_t dim, float epsilon);
 
 /* In place over n values. */
 void kernel_gelu(float *x, size_t n);       /* exact: 0.5·x·(1 + erf(x/√2)) */
-void kernel_gelu_tanh(float *x, size_t n);  /* the tanh approximation ("gelu_new") */
+void kernel_gelu_tanh(float *x, size_t n);  /* the tanh approximation ("gelu_new"); plain loop only */
 void kernel_quick_gelu(float *x, size_t n); /* x·sigmoid(1.702·x), OpenAI CLIP */
+void kernel_gelu_reference(float *x, size_t n);
+void kernel_quick_gelu_reference(float *x, size_t n);
 
 /* x[n] += y[n] */
 void kernel_add(float *x, const float *y, size_t n);
 
-/* Softmax of each row of x[rows, n] in place. */
+/* Softmax of each row of x[rows, n] in place. A row whose entries are all
+ * -inf (every key masked) becomes all zeros. */
 void kernel_softmax(float *x, size_t rows, size_t n);
+void kernel_softmax_reference(float *x, size_t rows, size_t n);
 
 /* Scales x[n] to unit L2 norm (left as is when the norm is 0). */
 void kernel_l2_normalize(float *x, size_t n);
@@ -136,11 +104,12 @@ void kernel_attention(float *out, size_t out_stride, const float *q, size_t q_st
                       const float *v, size_t kv_stride, size_t queries, size_t keys, size_t heads,
                       size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads);
 /* The same over keys stored transposed per head:
- * keys_t[(head·head_dim + d)·key_stride + j] is dimension d of key j. For a
- * caption step's few queries each query's scores are then weighted sums of
- * rows (kernel_weighted_rows_avx512) rather than many short dot products; 16
- * queries or more take the panel kernel. No mask. AVX-512 only
- * (kernel_avx512_available()). */
+ * keys_t[(head·head_dim + d)·key_stride + j] is dimension d of key j. On
+ * AVX-512 a caption step's few queries then have their scores as weighted
+ * sums of rows rather than many short dot products (16 queries or more take
+ * the panel kernel); without it OpenBLAS runs the same maths, slower than
+ * kernel_attention on keys in rows, which is why the decoder stores keys
+ * transposed only where cpu_has_avx512(). No mask. */
 void kernel_attention_keys_transposed(float *out, size_t out_stride, const float *q, size_t q_stride,
                                       const float *keys_t, size_t key_stride, const float *v, size_t v_stride,
                                       size_t queries, size_t keys, size_t heads, size_t head_dim, float scale,

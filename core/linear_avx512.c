@@ -1,8 +1,9 @@
 /* linear_avx512.c — the linear layer and attention's products on CPUs with
- * AVX-512 (kernel_linear and kernel_attention call these in place of
- * OpenBLAS). Both kernels read the weights as the checkpoint stores them
- * ([out_features, in_features], rows contiguous): nothing is packed or
- * converted at load, so a model starts as fast as its file can be mapped.
+ * AVX-512 (blas.c's kernel_linear and kernel_attention call these in place
+ * of OpenBLAS where cpu_has_avx512()). Both kernels read the weights as the
+ * checkpoint stores them ([out_features, in_features], rows contiguous):
+ * nothing is packed or converted at load, so a model starts as fast as its
+ * file can be mapped.
  *
  * Many rows (16 or more tokens: the vision and text towers, batches): the
  * input is the small side, so it is the one we rearrange. A block of up to
@@ -34,7 +35,7 @@
 #include <stdint.h>
 
 #include "core/avx512_tiles.h"
-#include "core/kernels.h"
+#include "core/kernels_avx512.h"
 
 /* ----------------------------------------------------------- 16-bit weights */
 

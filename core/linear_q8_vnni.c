@@ -1,4 +1,5 @@
-/* linear_q8_vnni.c — the int8 linear layer on AVX-512 VNNI (quantize.h).
+/* linear_q8_vnni.c — the int8 linear layer on AVX-512 VNNI (quantize.h;
+ * blas.c's kernel_linear calls it where cpu_has_avx512_vnni()).
  * The same two shapes as the float kernels of linear_avx512.c, with
  * vpdpbusd (16 lanes × 4 unsigned-by-signed byte products added into 32-bit
  * sums) in place of the FMA, so one instruction does 64 multiply-adds:
@@ -18,7 +19,7 @@
 #include <string.h>
 
 #include "core/avx512_tiles.h"
-#include "core/quantize.h"
+#include "core/kernels_avx512.h"
 
 /* acc + Σ (4 u8 of unsigned_bytes) · (4 s8 of signed_bytes) per 32-bit lane. In
  * assembly because GCC 12 spills and copies every accumulator of

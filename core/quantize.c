@@ -1,13 +1,15 @@
 /* quantize.c — int8 weights, per-row activation quantization, and the
- * int8 linear layer's dispatch and plain-loop path (see quantize.h). */
+ * int8 product's plain loops (see quantize.h). Which path a product takes is
+ * blas.c's choice (kernel_linear). */
 #include "core/quantize.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
-#include "core/kernels.h"
+#include "core/kernels_avx512.h"
 
 glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
                                   size_t in_features) {
@@ -23,7 +25,6 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, siz
         return ERROR_OOM();
     }
     q->out_features = out_features, q->in_features = in_features, q->depth = depth;
-    int vector = q8_vnni_available();
     size_t element = weight_type_bytes(weight->type);
     for (size_t o = 0; o < out_features; o++) {
         const void *stored = (const char *)weight->data + o * in_features * element;
@@ -32,10 +33,12 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, siz
             kernel_widen(widened, stored, weight->type, in_features);
             row = widened;
         }
-        if (vector) {
+#ifdef GLIMPSE_HAVE_AVX512
+        if (cpu_has_avx512_vnni()) {
             q->sum[o] = q8_quantize_weight_row_avx512(q->weight + o * depth, row, in_features, &q->scale[o]);
             continue;
         }
+#endif
         float largest = 0.0f;
         for (size_t k = 0; k < in_features; k++) largest = fmaxf(largest, fabsf(row[k]));
         float scale = largest > 0.0f ? largest / 127.0f : 1.0f, inverse = 1.0f / scale;
@@ -71,23 +74,12 @@ float q8_quantize_row(uint8_t *u8, const float *x, size_t in_features, size_t de
     return scale;
 }
 
-int q8_vnni_available(void) {
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = kernel_avx512_available() && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vnni");
-    }
-    return known;
-}
-
 /* linear_q8_vnni.c's layout: a panel of 48 rows, 16 rows being transposed,
  * up to 16 rows for the few-rows kernel, then 64 row scales. */
 size_t q8_scratch_bytes(const kernel_q8 *q) { return 80 * q->depth + 64 * sizeof(float); }
 
-/* Columns first..first+count of every row, in plain loops (the same sums as the VNNI kernels). */
-static void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
-                             const float *bias, size_t rows, int accumulate, size_t first, size_t count) {
+void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
+                      const float *bias, size_t rows, bool accumulate, size_t first, size_t count) {
     uint8_t u8[q->depth]; /* one row: a few KiB for every published model */
     for (size_t r = 0; r < rows; r++) {
         float row_scale = q8_quantize_row(u8, in + r * in_stride, q->in_features, q->depth);
@@ -100,49 +92,6 @@ static void q8_product_plain(float *out, size_t out_stride, const float *in, siz
             *cell = accumulate ? *cell + value : value;
         }
     }
-}
-
-typedef struct q8_job {
-    float *out;
-    size_t out_stride;
-    const float *in;
-    size_t in_stride;
-    const kernel_q8 *q;
-    const float *bias;
-    size_t rows, block;
-    int accumulate;
-} q8_job;
-
-static void q8_task(void *argument, size_t index, float *scratch) {
-    const q8_job *job = argument;
-    size_t first = index * job->block, n = job->q->out_features;
-    size_t count = n - first < job->block ? n - first : job->block;
-    if (q8_vnni_available() && scratch && q8_scratch_bytes(job->q) <= POOL_SCRATCH_FLOATS * sizeof(float)) {
-        q8_product_vnni(job->out, job->out_stride, job->in, job->in_stride, job->q, job->bias, job->rows,
-                        job->accumulate, first, count, (uint8_t *)scratch);
-        return;
-    }
-    q8_product_plain(job->out, job->out_stride, job->in, job->in_stride, job->q, job->bias, job->rows,
-                     job->accumulate, first, count);
-}
-
-void kernel_linear_q8(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
-                      const float *bias, size_t rows, int accumulate, pool *threads) {
-    size_t n = q->out_features;
-    if (rows == 0 || n == 0) return;
-    q8_job job = {out, out_stride, in, in_stride, q, bias, rows, kernel_column_block(threads, rows, q->depth, n),
-                  accumulate};
-    pool_for(threads, (n + job.block - 1) / job.block, q8_task, &job);
-}
-
-void kernel_project(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
-                    const float *bias, size_t rows, size_t in_features, size_t out_features, int accumulate,
-                    pool *threads) {
-    if (weight->q8)
-        kernel_linear_q8(out, out_stride, in, in_stride, weight->q8, bias, rows, accumulate, threads);
-    else
-        kernel_linear_typed(out, out_stride, in, in_stride, weight->data, weight->type, bias, rows, in_features,
-                            out_features, accumulate, threads);
 }
 
 glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_features, size_t in_features) {

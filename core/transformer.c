@@ -126,11 +126,11 @@ static void feed_forward(float *x, const encoder_layer *layer, const encoder_sha
     size_t hidden = shape->hidden;
     layernorm_rows(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon, threads);
     size_t stride = scratch->mlp_stride;
-    kernel_project(scratch->mlp, stride, scratch->normed, hidden, &layer->fc1_weight, layer->fc1_bias, rows, hidden,
-                   shape->intermediate, 0, threads);
+    kernel_linear(scratch->mlp, stride, scratch->normed, hidden, &layer->fc1_weight, layer->fc1_bias, rows, hidden,
+                  shape->intermediate, false, threads);
     activation_rows(shape->act, scratch->mlp, rows, shape->intermediate, stride, threads);
-    kernel_project(x, hidden, scratch->mlp, stride, &layer->fc2_weight, layer->fc2_bias, rows, shape->intermediate,
-                   hidden, 1, threads);
+    kernel_linear(x, hidden, scratch->mlp, stride, &layer->fc2_weight, layer->fc2_bias, rows, shape->intermediate,
+                  hidden, true, threads);
 }
 
 /* The attention sub-layer's inputs: scratch->normed = LN1(x) and, for every
@@ -142,17 +142,17 @@ static void attention_inputs(const float *x, const encoder_layer *layer, const e
     float *qkv = scratch->qkv;
     layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon, threads);
     if (layer->qkv_weight.data) {
-        kernel_project(qkv, qs, scratch->normed, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden,
-                       3 * hidden, 0, threads);
+        kernel_linear(qkv, qs, scratch->normed, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden,
+                      3 * hidden, false, threads);
         return;
     }
     if (with_queries)
-        kernel_project(qkv, qs, scratch->normed, hidden, &layer->q_weight, layer->q_bias, rows, hidden, hidden, 0,
-                       threads);
-    kernel_project(qkv + hidden, qs, scratch->normed, hidden, &layer->k_weight, layer->k_bias, rows, hidden, hidden, 0,
-                   threads);
-    kernel_project(qkv + 2 * hidden, qs, scratch->normed, hidden, &layer->v_weight, layer->v_bias, rows, hidden,
-                   hidden, 0, threads);
+        kernel_linear(qkv, qs, scratch->normed, hidden, &layer->q_weight, layer->q_bias, rows, hidden, hidden, false,
+                      threads);
+    kernel_linear(qkv + hidden, qs, scratch->normed, hidden, &layer->k_weight, layer->k_bias, rows, hidden, hidden,
+                  false, threads);
+    kernel_linear(qkv + 2 * hidden, qs, scratch->normed, hidden, &layer->v_weight, layer->v_bias, rows, hidden,
+                  hidden, false, threads);
 }
 
 void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_shape *shape, const size_t *lengths,
@@ -173,8 +173,8 @@ void encoder_layer_forward(float *x, const encoder_layer *layer, const encoder_s
                          scratch->scores, threads);
         start += lengths[s];
     }
-    kernel_project(x, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, rows, hidden, hidden, 1,
-                   threads);
+    kernel_linear(x, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, rows, hidden, hidden, true,
+                  threads);
 
     feed_forward(x, layer, shape, rows, scratch, threads);
 }
@@ -199,8 +199,8 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
         float *picked = scratch->context; /* the pooled rows' normed inputs, [sequences, hidden] */
         for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
             memcpy(picked + s * hidden, scratch->normed + (start + pooled[s]) * hidden, hidden * sizeof(float));
-        kernel_project(queries, hidden, picked, hidden, &layer->q_weight, layer->q_bias, sequences, hidden, hidden, 0,
-                       threads);
+        kernel_linear(queries, hidden, picked, hidden, &layer->q_weight, layer->q_bias, sequences, hidden, hidden,
+                      false, threads);
     }
     for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++) {
         const float *k = qkv + start * qs;
@@ -213,8 +213,8 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
     float *kept = scratch->qkv; /* [sequences, hidden] */
     for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
         memcpy(kept + s * hidden, x + (start + pooled[s]) * hidden, hidden * sizeof(float));
-    kernel_project(kept, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, sequences, hidden,
-                   hidden, 1, threads);
+    kernel_linear(kept, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, sequences, hidden,
+                  hidden, true, threads);
     feed_forward(kept, layer, shape, sequences, scratch, threads);
     for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
         memcpy(x + (start + pooled[s]) * hidden, kept + s * hidden, hidden * sizeof(float));

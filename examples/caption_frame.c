@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int print_words(void *user, size_t image, int32_t id, const char *text) {
+static bool print_words(void *user, size_t image, int32_t id, const char *text) {
     size_t *printed = user;
     (void)image, (void)id;
     size_t length = strlen(text);
     if (length > *printed) fwrite(text + *printed, 1, length - *printed, stdout);
     *printed = length;
     fflush(stdout);
-    return 0; /* non-zero would cancel */
+    return false; /* true would cancel */
 }
 
 int main(int argc, char **argv) {
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     free(bgra);
-    glimpse_caption_params params = glimpse_caption_model_params(model);
+    glimpse_caption_params params = glimpse_caption_default_params(); /* the model's own search settings */
     size_t printed = 0;
     params.on_token = print_words;
     params.user = &printed;

@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const char *folder = argv[3];
-    glimpse_index_params params = {NULL, report, NULL, 0};
+    glimpse_index_params params = {.on_progress = NULL, .on_failure = report, .user = NULL, .max_pixels = 0};
     glimpse_index_summary summary;
     float query[1024];
     glimpse_search_result results[3];

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "weights/config.h"
+#include "core/cpu.h"
 #include "core/error.h"
 #include "weights/layers.h"
 
@@ -168,22 +169,22 @@ glimpse_status bert_set_image(const bert_model *model, bert_state *s, const floa
         return error_set(GLIMPSE_STATUS_INTERNAL, "%zu image tokens, state made for %zu", image_token_count,
                          s->max_image_tokens);
     size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size, room = s->max_image_tokens;
-    s->keys_transposed = kernel_avx512_available();
+    s->keys_transposed = cpu_has_avx512();
     for (int l = 0; l < c->layers; l++) {
         const bert_layer *layer = &model->layers[l];
         float *keys = s->cross_keys + (size_t)l * room * h;
         float *values = s->cross_values + (size_t)l * room * h;
         /* transposed keys: projected into the values' room first, then turned */
         float *projected = s->keys_transposed ? values : keys;
-        kernel_project(projected, h, image_tokens, e, &layer->cross_key_weight, layer->cross_key_bias,
-                       image_token_count, e, h, 0, threads);
+        kernel_linear(projected, h, image_tokens, e, &layer->cross_key_weight, layer->cross_key_bias,
+                      image_token_count, e, h, false, threads);
         if (s->keys_transposed)
             for (size_t j0 = 0; j0 < image_token_count; j0 += 32) /* 32 tokens at a time: both sides in cache */
                 for (size_t d = 0; d < h; d++)
                     for (size_t j = j0; j < j0 + 32 && j < image_token_count; j++)
                         keys[d * room + j] = projected[j * h + d];
-        kernel_project(values, h, image_tokens, e, &layer->cross_value_weight,
-                       layer->cross_value_bias, image_token_count, e, h, 0, threads);
+        kernel_linear(values, h, image_tokens, e, &layer->cross_value_weight,
+                      layer->cross_value_bias, image_token_count, e, h, false, threads);
     }
     s->image_tokens = image_token_count;
     s->length = 0;
@@ -195,7 +196,7 @@ static void add_and_norm(const bert_model *model, bert_state *s, const float *in
                          const kernel_weight *weight, const float *bias, const float *norm_weight,
                          const float *norm_bias, size_t rows, pool *threads) {
     size_t h = (size_t)model->config.hidden_size;
-    kernel_project(s->normed, h, input, in_features, weight, bias, rows, in_features, h, 0, threads);
+    kernel_linear(s->normed, h, input, in_features, weight, bias, rows, in_features, h, false, threads);
     kernel_add(s->normed, s->x, rows * h);
     kernel_layernorm(s->x, s->normed, norm_weight, norm_bias, rows, h, model->config.layer_norm_eps);
 }
@@ -211,14 +212,14 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
     for (int l = 0; l < c->layers; l++) {
         const bert_layer *layer = &model->layers[l];
         /* self-attention: new keys and values go into the cache */
-        kernel_project(s->q, h, s->x, h, &layer->query_weight, layer->query_bias, rows, h, h, 0, threads);
-        kernel_project(s->context, h, s->x, h, &layer->key_weight, layer->key_bias, rows, h, h, 0,
-                       threads);
+        kernel_linear(s->q, h, s->x, h, &layer->query_weight, layer->query_bias, rows, h, h, false, threads);
+        kernel_linear(s->context, h, s->x, h, &layer->key_weight, layer->key_bias, rows, h, h, false,
+                      threads);
         for (size_t q = 0; q < sequences; q++)
             memcpy(cache_at(model, s, s->self_keys, q, (size_t)l) + s->length * h, s->context + q * step * h,
                    step * h * sizeof(float));
-        kernel_project(s->context, h, s->x, h, &layer->value_weight, layer->value_bias, rows, h, h, 0,
-                       threads);
+        kernel_linear(s->context, h, s->x, h, &layer->value_weight, layer->value_bias, rows, h, h, false,
+                      threads);
         for (size_t q = 0; q < sequences; q++)
             memcpy(cache_at(model, s, s->self_values, q, (size_t)l) + s->length * h, s->context + q * step * h,
                    step * h * sizeof(float));
@@ -231,8 +232,8 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
                      layer->self_norm_weight, layer->self_norm_bias, rows, threads);
         /* cross-attention: every row attends to the same image tokens */
         if (with_image) {
-            kernel_project(s->q, h, s->x, h, &layer->cross_query_weight, layer->cross_query_bias,
-                           rows, h, h, 0, threads);
+            kernel_linear(s->q, h, s->x, h, &layer->cross_query_weight, layer->cross_query_bias,
+                          rows, h, h, false, threads);
             const float *image_keys = s->cross_keys + (size_t)l * s->max_image_tokens * h;
             const float *image_values = s->cross_values + (size_t)l * s->max_image_tokens * h;
             if (s->keys_transposed)
@@ -246,8 +247,8 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
         }
         /* feed-forward */
         size_t inter = (size_t)c->intermediate_size;
-        kernel_project(s->mlp, inter, s->x, h, &layer->intermediate_weight,
-                       layer->intermediate_bias, rows, h, inter, 0, threads);
+        kernel_linear(s->mlp, inter, s->x, h, &layer->intermediate_weight,
+                      layer->intermediate_bias, rows, h, inter, false, threads);
         activation_apply(c->act, s->mlp, rows * inter);
         add_and_norm(model, s, s->mlp, inter, &layer->output_weight, layer->output_bias,
                      layer->output_norm_weight, layer->output_norm_bias, rows, threads);
@@ -287,12 +288,12 @@ glimpse_status bert_decode_step(const bert_model *model, bert_state *s, const in
     const bert_config *c = &model->config;
     size_t h = (size_t)c->hidden_size;
     for (size_t q = 0; q < sequences; q++) memcpy(s->normed + q * h, s->x + (q * step + step - 1) * h, h * sizeof(float));
-    kernel_project(s->q, h, s->normed, h, &model->head_dense_weight, model->head_dense_bias,
-                   sequences, h, h, 0, threads);
+    kernel_linear(s->q, h, s->normed, h, &model->head_dense_weight, model->head_dense_bias,
+                  sequences, h, h, false, threads);
     activation_apply(c->act, s->q, sequences * h);
     kernel_layernorm(s->q, s->q, model->head_norm_weight, model->head_norm_bias, sequences, h, c->layer_norm_eps);
-    kernel_project(s->logits, (size_t)c->vocab_size, s->q, h, &model->head_decoder_weight,
-                   model->head_decoder_bias, sequences, h, (size_t)c->vocab_size, 0, threads);
+    kernel_linear(s->logits, (size_t)c->vocab_size, s->q, h, &model->head_decoder_weight,
+                  model->head_decoder_bias, sequences, h, (size_t)c->vocab_size, false, threads);
     return GLIMPSE_STATUS_OK;
 }
 

@@ -5,33 +5,41 @@
  * Walk-through:
  *
  *     glimpse_model *model = NULL;
- *     if (glimpse_model_load("clip-vit-base-patch32", NULL, &model) != GLIMPSE_STATUS_OK) {
- *         fprintf(stderr, "%s\n", glimpse_last_error());
- *         return 1;
- *     }
  *     glimpse_context *ctx = NULL;
- *     glimpse_context_create(model, NULL, &ctx);          // one per thread
  *     glimpse_image *image = NULL;
- *     glimpse_image_load_file("cat.jpg", NULL, &image);
+ *     if (glimpse_model_load("clip-vit-base-patch32", NULL, &model) != GLIMPSE_STATUS_OK ||
+ *         glimpse_context_create(model, NULL, &ctx) != GLIMPSE_STATUS_OK || // one per thread
+ *         glimpse_image_load_file("cat.jpg", NULL, &image) != GLIMPSE_STATUS_OK) {
+ *         fprintf(stderr, "%s\n", glimpse_last_error());
+ *         return 1; // (after freeing what was made: every *_free takes NULL)
+ *     }
  *     size_t dim = glimpse_model_embedding_dim(model);
  *     float *image_embedding = malloc(dim * sizeof(float));
  *     float *text_embedding = malloc(dim * sizeof(float));
  *     const char *text = "a photo of a cat";
- *     glimpse_embed_images(ctx, &image, 1, image_embedding);
- *     glimpse_embed_texts(ctx, &text, 1, text_embedding);
  *     float logit;
- *     glimpse_score(model, image_embedding, 1, text_embedding, 1, &logit);
+ *     if (glimpse_embed_images(ctx, &image, 1, image_embedding) != GLIMPSE_STATUS_OK ||
+ *         glimpse_embed_texts(ctx, &text, 1, text_embedding) != GLIMPSE_STATUS_OK ||
+ *         glimpse_score(model, image_embedding, 1, text_embedding, 1, &logit) != GLIMPSE_STATUS_OK)
+ *         fprintf(stderr, "%s\n", glimpse_last_error()); // a failed malloc is refused as a NULL argument
+ *     else
+ *         printf("%.4f\n", logit);
+ *     free(image_embedding), free(text_embedding);
  *     glimpse_image_free(image);
  *     glimpse_context_free(ctx);
  *     glimpse_model_free(model);
  *
- * Captioning is the same with a BLIP captioning model:
+ * Captioning is the same with a BLIP captioning model. The default params
+ * leave the search to the model's own settings (its generation_config.json):
  *
- *     glimpse_caption_params params = glimpse_caption_model_params(blip);
+ *     glimpse_caption_params params = glimpse_caption_default_params();
+ *     params.prompt = "a picture of";
  *     glimpse_caption caption;
- *     glimpse_caption_images(blip_ctx, &image, 1, &params, &caption);
- *     puts(caption.text);
- *     glimpse_caption_free(&caption);
+ *     if (glimpse_caption_images(blip_ctx, &image, 1, &params, &caption) != GLIMPSE_STATUS_OK)
+ *         fprintf(stderr, "%s\n", glimpse_last_error());
+ *     else
+ *         puts(caption.text);
+ *     glimpse_caption_free(&caption); // left empty by a failure: freeing it is harmless
  *
  * and BLIP retrieval models score pairs with glimpse_match; glimpse_index_*
  * keeps a photo collection searchable.
@@ -55,6 +63,8 @@
 #ifndef GLIMPSE_H
 #define GLIMPSE_H
 
+#include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,7 +101,7 @@ void glimpse_set_log_callback(glimpse_log_callback callback, void *user);
 
 typedef enum glimpse_status {
     GLIMPSE_STATUS_OK = 0,
-    GLIMPSE_STATUS_INVALID_ARGUMENT, /* a NULL, a zero size, an option out of range */
+    GLIMPSE_STATUS_INVALID_ARGUMENT, /* a NULL, nothing to work on (zero images or texts), an option out of range */
     GLIMPSE_STATUS_IO,               /* a file could not be opened, read or mapped */
     GLIMPSE_STATUS_NOT_FOUND,        /* a file, model or tensor that should exist does not */
     GLIMPSE_STATUS_BAD_FORMAT,       /* a file's content is malformed, truncated or inconsistent */
@@ -129,10 +139,11 @@ typedef enum glimpse_precision {
 } glimpse_precision;
 
 typedef struct glimpse_load_params {
-    /* Load only the towers needed: set one to 0 to skip it (e.g. a text
-     * search needs no vision tower). Both default to 1. */
-    int load_vision;
-    int load_text;
+    /* Load only the towers needed: set one to false to skip it (e.g. a text
+     * search needs no vision tower; BLIP always loads both). Both default to
+     * true. */
+    bool load_vision;
+    bool load_text;
     /* GLIMPSE_PRECISION_FLOAT32 (the default) or GLIMPSE_PRECISION_INT8.
      * int8 converts the weights at load (a quarter of their float32 size, held
      * beside the mapped file) and runs on AVX-512 VNNI where the CPU has it. */
@@ -191,8 +202,8 @@ typedef struct glimpse_context_params {
                     context, each with 1 MiB of scratch for the products. */
     /* Optional progress of long calls over many images (embedding, captioning,
      * matching): called after each batch with how many of the call's images
-     * are done. Return non-zero to cancel the call (GLIMPSE_STATUS_CANCELLED). */
-    int (*on_progress)(void *user, size_t done, size_t total);
+     * are done. Return true to cancel the call (GLIMPSE_STATUS_CANCELLED). */
+    bool (*on_progress)(void *user, size_t done, size_t total);
     void *user;
 } glimpse_context_params;
 
@@ -248,7 +259,8 @@ const uint8_t *glimpse_image_pixels(const glimpse_image *image);
 /* ------------------------------------------------------------- embedding */
 
 /* Embeds count images as a batch: out receives count × embedding_dim floats,
- * projected and L2-normalised (transformers' image_embeds). */
+ * projected and L2-normalised (transformers' image_embeds). count 0 is
+ * GLIMPSE_STATUS_INVALID_ARGUMENT, as in every call that takes images or texts. */
 glimpse_status glimpse_embed_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                     float *out);
 /* Embeds count UTF-8 texts (transformers' text_embeds); texts longer than the
@@ -257,7 +269,8 @@ glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *text
 
 /* Scores every image against every text: logits[i * text_count + t] =
  * logit_scale × cosine(image i, text t), as CLIP's logits_per_image. The
- * embeddings are those returned by glimpse_embed_*. */
+ * embeddings are those returned by glimpse_embed_*. Zero images or texts is
+ * GLIMPSE_STATUS_INVALID_ARGUMENT. */
 glimpse_status glimpse_score(const glimpse_model *model, const float *image_embeddings, size_t image_count,
                              const float *text_embeddings, size_t text_count, float *logits);
 
@@ -273,31 +286,47 @@ glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, in
  * id the token, text the caption so far (decoded, special tokens skipped;
  * owned by the library, valid during the call). Greedy and sampled decoding
  * call it token by token; beam search calls it for each token of the winning
- * caption once it is known. Return non-zero to cancel the whole call
+ * caption once it is known. Return true to cancel the whole call
  * (GLIMPSE_STATUS_CANCELLED). */
-typedef int (*glimpse_token_callback)(void *user, size_t image, int32_t id, const char *text);
+typedef bool (*glimpse_token_callback)(void *user, size_t image, int32_t id, const char *text);
+
+/* A caption setting left to the model: glimpse_caption_images takes the
+ * snapshot's generation_config.json value (as transformers' generate reads
+ * it; its lengths count the start token, ours do not), and where the file
+ * does not set it, glimpse's own default (given with each field).
+ * glimpse_caption_default_params() leaves those five fields to the model. */
+#define GLIMPSE_CAPTION_MODEL_DEFAULT (-1)        /* for max_tokens, min_tokens, beams */
+#define GLIMPSE_CAPTION_MODEL_DEFAULT_PENALTY NAN /* for length_penalty, repetition_penalty */
+
+/* The widest beam search. */
+#define GLIMPSE_CAPTION_MAX_BEAMS 16
 
 typedef struct glimpse_caption_params {
     const char *prompt;       /* text the caption continues ("a picture of"); NULL = none */
-    int max_tokens;           /* most tokens to generate, after the start token and prompt (default 20) */
-    int min_tokens;           /* fewest tokens before [SEP] may end it (default 5) */
-    int beams;                /* beam width; 1 = greedy or sampling (default 3) */
-    float length_penalty;     /* beam scores are divided by length^this (default 1) */
-    float repetition_penalty; /* > 1 discourages repeats (default 1 = off) */
-    int sample;               /* 1 = sample instead of searching (needs beams = 1) */
+    int max_tokens;           /* most tokens to generate, after the start token and prompt; left to the
+                                 model: max_length - 1, else 20 */
+    int min_tokens;           /* fewest tokens before [SEP] may end it; left to the model: min_length - 1,
+                                 else 5, and never more than max_tokens */
+    int beams;                /* beam width, 1 to GLIMPSE_CAPTION_MAX_BEAMS; 1 = greedy or sampling; left
+                                 to the model: num_beams, else 3 (1 when sampling) */
+    float length_penalty;     /* beam scores are divided by length^this; left to the model:
+                                 length_penalty, else 1 */
+    float repetition_penalty; /* > 1 discourages repeats; left to the model: repetition_penalty, else 1 = off */
+    bool sample;              /* sample instead of searching (beams 1 or left to the model); default false */
     float temperature;        /* sampling (default 1) */
     int top_k;                /* sampling: keep the k most likely tokens (default 50; 0 = off) */
     float top_p;              /* sampling: nucleus probability (default 1 = off) */
-    uint64_t seed;            /* sampling: the same seed gives the same caption */
-    glimpse_token_callback on_token; /* optional */
+    uint64_t seed;            /* sampling: the same seed gives the same caption (default 0) */
+    glimpse_token_callback on_token; /* optional (default NULL) */
     void *user;
 } glimpse_caption_params;
 
+/* Every search setting left to the model, no prompt, no callback, the
+ * sampling defaults above: what glimpse_caption_images takes for params NULL. */
 glimpse_caption_params glimpse_caption_default_params(void);
-/* The defaults for this model: glimpse's own, overridden by the snapshot's
- * generation_config.json where it sets num_beams, max_length, min_length,
- * repetition_penalty or length_penalty (as transformers' generate reads it;
- * its lengths count the start token, ours do not). */
+/* The settings this model's captions get from glimpse_caption_default_params():
+ * every field left to the model resolved to its value (for a model without a
+ * generation_config.json, glimpse's own defaults), none left to the model. */
 glimpse_caption_params glimpse_caption_model_params(const glimpse_model *model);
 
 typedef struct glimpse_caption {
@@ -306,9 +335,10 @@ typedef struct glimpse_caption {
     size_t id_count;
 } glimpse_caption;
 
-/* Captions count images with a BLIP captioning model: out[i] receives image
- * i's caption; free each with glimpse_caption_free. params may be NULL for
- * the defaults. On failure every out[i] is left empty. */
+/* Captions count (at least 1) images with a BLIP captioning model: out[i]
+ * receives image i's caption; free each with glimpse_caption_free. params
+ * NULL is glimpse_caption_default_params(): the model's own settings. On
+ * failure every out[i] is left empty. */
 glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                       const glimpse_caption_params *params, glimpse_caption *out);
 void glimpse_caption_free(glimpse_caption *caption);
@@ -327,7 +357,8 @@ typedef enum glimpse_match_mode {
 
 /* Scores every image against every text with a BLIP retrieval model
  * (BlipForImageTextRetrieval): scores[i * text_count + t]. Each image is
- * encoded once, whatever the number of texts. */
+ * encoded once, whatever the number of texts. Zero images or texts is
+ * GLIMPSE_STATUS_INVALID_ARGUMENT. */
 glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images, size_t image_count,
                              const char *const *texts, size_t text_count, glimpse_match_mode mode, float *scores);
 
@@ -340,7 +371,8 @@ typedef struct glimpse_ranked {
 /* Two-stage ranking: of count images with first-stage scores (e.g. CLIP
  * logits from glimpse_score, higher is better), the top_k are re-scored with
  * ITM against text by this BLIP retrieval context and returned best first in
- * out (capacity top_k); *out_count = min(top_k, count). */
+ * out (capacity top_k); *out_count = min(top_k, count). count or top_k 0 is
+ * a shortlist with nothing in it (*out_count = 0), not an error. */
 glimpse_status glimpse_rerank(glimpse_context *ctx, const char *text, glimpse_image *const *images, size_t count,
                               const float *first_scores, size_t top_k, glimpse_ranked *out, size_t *out_count);
 
@@ -369,9 +401,9 @@ typedef struct glimpse_index_summary {
 } glimpse_index_summary;
 
 typedef struct glimpse_index_params {
-    /* progress over the files that need embedding; return non-zero to stop
+    /* progress over the files that need embedding; return true to stop
      * (what was committed stays; GLIMPSE_STATUS_CANCELLED) */
-    int (*on_progress)(void *user, size_t done, size_t total);
+    bool (*on_progress)(void *user, size_t done, size_t total);
     /* an unreadable or broken file, skipped */
     void (*on_failure)(void *user, const char *path, const char *reason);
     void *user;
@@ -383,7 +415,8 @@ typedef struct glimpse_index_params {
  * context of the index's model), recognises moved or renamed files by
  * content hash without embedding them again, and forgets files that no
  * longer exist. Each batch is committed on its own: a crash or kill loses
- * nothing committed, and the next run resumes. params may be NULL. */
+ * nothing committed, and the next run resumes. params may be NULL. With
+ * count 0 it only forgets the stored files that no longer exist. */
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
                                     size_t count, const glimpse_index_params *params,
                                     glimpse_index_summary *summary);
@@ -403,9 +436,9 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
  * existing image file is embedded as an image, the rest as text. The
  * weighted sum of the parts' normalised embeddings, normalised. */
 glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, float *out);
-/* 1 if some part of the query names an existing image file (so the model
- * needs its vision tower), else 0. */
-int glimpse_query_needs_images(const char *query);
+/* Whether some part of the query names an existing image file (so the
+ * model needs its vision tower). */
+bool glimpse_query_needs_images(const char *query);
 
 #ifdef __cplusplus
 }

@@ -7,29 +7,35 @@
  * on disk and in memory: exact, and a 100,000 × 512 table is 200 MB, which
  * one sgemv reads in about 10 ms. */
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "api/identity.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "vision/image.h"
-#include "search/index.h"
 #include "core/kernels.h"
-#include "api/model.h"
 #include "core/strmap.h"
+#include "search/index.h"
+#include "vision/image.h"
+
+/* Milliseconds a write waits for another process's to finish before failing. */
+#define INDEX_BUSY_TIMEOUT_MS 10000
+/* config.json's bound on projection_dim: a larger recorded size means a damaged index. */
+#define INDEX_MAX_EMBEDDING_DIM 65536
 
 struct glimpse_index {
     sqlite3 *db;
     char *path;
-    char identity[128];
-    char *model_path;
+    char *identity;   /* model_identity of the model the index was built with */
+    char *model_path; /* that model's folder */
     size_t dim;
     float logit_scale;
     /* search cache: every stored embedding, loaded on first search */
-    int loaded;
+    bool loaded;
     size_t count;
     char **paths;
     float *matrix; /* [count, dim] */
@@ -69,7 +75,7 @@ static glimpse_status meta_set(glimpse_index *index, const char *key, const char
         return db_error(index, "writing the model's identity");
     sqlite3_bind_text(statement, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(statement, 2, value, -1, SQLITE_STATIC);
-    int done = sqlite3_step(statement) == SQLITE_DONE;
+    bool done = sqlite3_step(statement) == SQLITE_DONE;
     sqlite3_finalize(statement);
     return done ? GLIMPSE_STATUS_OK : db_error(index, "writing the model's identity");
 }
@@ -82,82 +88,102 @@ static void drop_cache(glimpse_index *index) {
     index->paths = NULL;
     index->matrix = index->scores = NULL;
     index->count = 0;
-    index->loaded = 0;
+    index->loaded = false;
+}
+
+/* Opens (with create, creates) the database and its tables. */
+static glimpse_status open_database(glimpse_index *index, bool create) {
+    int flags = create ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READWRITE;
+    if (sqlite3_open_v2(index->path, &index->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+        return db_error(index, "cannot open");
+    sqlite3_busy_timeout(index->db, INDEX_BUSY_TIMEOUT_MS);
+    return exec(index, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=4294967296;"
+                       "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                       "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
+                       " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
+                       " embedding BLOB NOT NULL);"
+                       "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);");
+}
+
+/* Records a new index's model: identity, folder, embedding size, logit scale. */
+static glimpse_status record_model(glimpse_index *index, const glimpse_model_info *info, const char *identity) {
+    char number[64];
+    char *absolute = realpath(info->path, NULL);
+    const char *folder = absolute ? absolute : info->path;
+    glimpse_status status = exec(index, "BEGIN");
+    if (!status) status = meta_set(index, "model_identity", identity);
+    if (!status) status = meta_set(index, "model_path", folder);
+    snprintf(number, sizeof number, "%d", info->embedding_dim);
+    if (!status) status = meta_set(index, "dim", number);
+    snprintf(number, sizeof number, "%.9g", info->logit_scale);
+    if (!status) status = meta_set(index, "logit_scale", number);
+    if (!status) status = exec(index, "COMMIT");
+    free(index->model_path);
+    index->model_path = strdup(folder);
+    if (!status && !index->model_path) status = ERROR_OOM();
+    free(absolute);
+    return status;
+}
+
+/* Opened with a model: an index built with another is refused, a new one records this one. */
+static glimpse_status adopt_model(glimpse_index *index, const glimpse_model *model, const char *recorded) {
+    char mine[MODEL_IDENTITY_CAPACITY];
+    glimpse_model_info info;
+    glimpse_status status = model_identity(model, mine, sizeof mine);
+    if (!status) status = glimpse_model_get_info(model, &info);
+    if (status) return status;
+    if (recorded && strcmp(recorded, mine) != 0)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s was built with another model (%s, from %s); give that model, or a new --db", index->path,
+                         recorded, index->model_path ? index->model_path : "?");
+    if (!recorded && (status = record_model(index, &info, mine))) return status;
+    index->identity = strdup(mine);
+    if (!index->identity) return ERROR_OOM();
+    index->dim = (size_t)info.embedding_dim;
+    index->logit_scale = info.logit_scale;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Opened without a model: the one recorded, as the meta table gives it. */
+static glimpse_status read_recorded_model(glimpse_index *index, const char *identity, const char *dim,
+                                          const char *scale) {
+    if (!identity || !dim || !scale)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s is not a glimpse index (no model recorded)", index->path);
+    index->identity = strdup(identity);
+    if (!index->identity) return ERROR_OOM();
+    index->dim = (size_t)strtoul(dim, NULL, 10);
+    index->logit_scale = strtof(scale, NULL);
+    if (index->dim == 0 || index->dim > INDEX_MAX_EMBEDDING_DIM)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: damaged index (embedding size %s)", index->path, dim);
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *model, glimpse_index **out) {
     if (!out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_open: out is NULL");
     *out = NULL;
     if (!db_path) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_open: no database path");
-    if (model && glimpse_model_get_kind(model) != GLIMPSE_MODEL_KIND_CLIP)
+    glimpse_model_info info;
+    if (model && glimpse_model_get_info(model, &info) == GLIMPSE_STATUS_OK && info.kind != GLIMPSE_MODEL_KIND_CLIP)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "a search index needs a CLIP model (embeddings); this is %s",
-                         model->architecture);
+                         info.architecture);
     if (!model && !file_is_regular(db_path))
         return error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: no such index (build it with glimpse index)", db_path);
     glimpse_index *index = calloc(1, sizeof *index);
     if (!index) return ERROR_OOM();
     index->path = strdup(db_path);
-    glimpse_status status = index->path ? GLIMPSE_STATUS_OK : ERROR_OOM();
-    int flags = model ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READWRITE;
-    if (!status && sqlite3_open_v2(db_path, &index->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
-        status = db_error(index, "cannot open");
-    if (!status) sqlite3_busy_timeout(index->db, 10000);
-    if (!status)
-        status = exec(index, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=4294967296;"
-                             "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-                             "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
-                             " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
-                             " embedding BLOB NOT NULL);"
-                             "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);");
+    glimpse_status status = index->path ? open_database(index, model != NULL) : ERROR_OOM();
     char *identity = status ? NULL : meta_get(index, "model_identity");
     char *dim = status ? NULL : meta_get(index, "dim");
     char *scale = status ? NULL : meta_get(index, "logit_scale");
     index->model_path = status ? NULL : meta_get(index, "model_path");
-    if (!status && model) {
-        char mine[128];
-        status = model_identity(model, mine, sizeof mine);
-        if (!status && identity && strcmp(identity, mine) != 0)
-            status = error_set(GLIMPSE_STATUS_WRONG_MODEL,
-                               "%s was built with another model (%s, from %s); give that model, or a new --db",
-                               db_path, identity, index->model_path ? index->model_path : "?");
-        if (!status && !identity) {
-            char number[64];
-            char *absolute = realpath(model->folder, NULL);
-            status = exec(index, "BEGIN");
-            if (!status) status = meta_set(index, "model_identity", mine);
-            if (!status) status = meta_set(index, "model_path", absolute ? absolute : model->folder);
-            snprintf(number, sizeof number, "%zu", glimpse_model_embedding_dim(model));
-            if (!status) status = meta_set(index, "dim", number);
-            snprintf(number, sizeof number, "%.9g", model->logit_scale);
-            if (!status) status = meta_set(index, "logit_scale", number);
-            if (!status) status = exec(index, "COMMIT");
-            free(index->model_path);
-            index->model_path = strdup(absolute ? absolute : model->folder);
-            free(absolute);
-        }
-        if (!status) {
-            snprintf(index->identity, sizeof index->identity, "%s", mine);
-            index->dim = glimpse_model_embedding_dim(model);
-            index->logit_scale = model->logit_scale;
-        }
-    } else if (!status) {
-        if (!identity || !dim || !scale)
-            status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s is not a glimpse index (no model recorded)", db_path);
-        else {
-            snprintf(index->identity, sizeof index->identity, "%s", identity);
-            index->dim = (size_t)strtoul(dim, NULL, 10);
-            index->logit_scale = strtof(scale, NULL);
-            if (index->dim == 0 || index->dim > 65536)
-                status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: damaged index (embedding size %s)", db_path, dim);
-        }
-    }
+    if (!status && model) status = adopt_model(index, model, identity);
+    else if (!status) status = read_recorded_model(index, identity, dim, scale);
     free(identity), free(dim), free(scale);
-    if (status) {
+    if (status)
         glimpse_index_free(index);
-        return status;
-    }
-    *out = index;
-    return GLIMPSE_STATUS_OK;
+    else
+        *out = index;
+    return status;
 }
 
 void glimpse_index_free(glimpse_index *index) {
@@ -165,6 +191,7 @@ void glimpse_index_free(glimpse_index *index) {
     drop_cache(index);
     sqlite3_close(index->db);
     free(index->model_path);
+    free(index->identity);
     free(index->path);
     free(index);
 }
@@ -184,35 +211,234 @@ size_t glimpse_index_count(const glimpse_index *index) {
 
 /* ---------------------------------------------------------------- update */
 
-typedef struct stored {
-    int64_t id, size, mtime_ns, hash;
-    int seen;
-} stored;
-
+/* Images embedded and committed together. */
 #define INDEX_BATCH 8
 
+/* One image the index holds. */
+typedef struct stored_row {
+    int64_t id, size, mtime_ns, hash;
+    bool seen; /* among the files walked, or claimed by one of them as moved */
+} stored_row;
+
+/* What the index holds when an update starts. */
+typedef struct stored_images {
+    stored_row *rows;
+    char **paths; /* paths[r] is rows[r]'s */
+    size_t count, capacity;
+    strmap *by_path;    /* path -> r */
+    strmap *by_content; /* (hash, size) -> the last r with that content */
+} stored_images;
+
+/* A walked file that is new, or changed since it was stored. */
 typedef struct pending {
     size_t file;       /* into the file list */
     int64_t stored_id; /* 0 = new */
-    int64_t hash;
 } pending;
 
-static glimpse_status embed_batch(glimpse_index *index, glimpse_context *ctx, const file_list *files,
-                                  const pending *batch, size_t count, const glimpse_index_params *params,
-                                  glimpse_index_summary *summary) {
-    glimpse_image *images[INDEX_BATCH];
-    size_t which[INDEX_BATCH], loaded = 0;
-    glimpse_image_params image_params = glimpse_image_default_params();
-    if (params && params->max_pixels) image_params.max_pixels = params->max_pixels;
-    int64_t hashes[INDEX_BATCH];
+static void stored_images_free(stored_images *stored) {
+    for (size_t r = 0; r < stored->count; r++) free(stored->paths[r]);
+    free(stored->paths), free(stored->rows);
+    strmap_free(stored->by_path);
+    strmap_free(stored->by_content);
+}
+
+static glimpse_status stored_images_grow(stored_images *stored) {
+    size_t capacity = stored->capacity ? stored->capacity * 2 : 1024;
+    stored_row *grown = realloc(stored->rows, capacity * sizeof *grown);
+    if (grown) stored->rows = grown;
+    char **grown_paths = realloc(stored->paths, capacity * sizeof *grown_paths);
+    if (grown_paths) stored->paths = grown_paths;
+    if (!grown || !grown_paths) return ERROR_OOM();
+    stored->capacity = capacity;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Reads every stored image's row, mapped by path. */
+static glimpse_status read_stored(glimpse_index *index, stored_images *stored) {
+    glimpse_status status = strmap_create(1024, &stored->by_path);
+    sqlite3_stmt *statement = NULL;
+    if (!status && sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash FROM images", -1, &statement,
+                                      NULL) != SQLITE_OK)
+        status = db_error(index, "reading the index");
+    while (!status && sqlite3_step(statement) == SQLITE_ROW) {
+        if (stored->count == stored->capacity && (status = stored_images_grow(stored))) break;
+        const char *path = (const char *)sqlite3_column_text(statement, 1);
+        size_t r = stored->count++;
+        stored->rows[r] = (stored_row){.id = sqlite3_column_int64(statement, 0),
+                                   .size = sqlite3_column_int64(statement, 2),
+                                   .mtime_ns = sqlite3_column_int64(statement, 3),
+                                   .hash = sqlite3_column_int64(statement, 4),
+                                   .seen = false};
+        stored->paths[r] = strdup(path ? path : "");
+        if (!stored->paths[r]) status = ERROR_OOM();
+        else status = strmap_put(stored->by_path, stored->paths[r], strlen(stored->paths[r]), (int32_t)r);
+    }
+    sqlite3_finalize(statement);
+    return status;
+}
+
+/* Maps the stored images by content (hash and size), to find moves without a scan. */
+static glimpse_status map_stored_content(stored_images *stored) {
+    glimpse_status status = strmap_create(stored->count + 1, &stored->by_content);
+    for (size_t r = 0; !status && r < stored->count; r++) {
+        int64_t key[2] = {stored->rows[r].hash, stored->rows[r].size};
+        status = strmap_put(stored->by_content, (const char *)key, sizeof key, (int32_t)r);
+    }
+    return status;
+}
+
+/* Counts the walked files stored with their size and time unchanged; the
+ * others go to work (*work_count of them). */
+static void find_changed(const file_list *files, stored_images *stored, pending *work, size_t *work_count,
+                         glimpse_index_summary *summary) {
+    for (size_t i = 0; i < files->count; i++) {
+        const found_file *f = &files->items[i];
+        int32_t r;
+        if (!strmap_get(stored->by_path, f->path, strlen(f->path), &r)) {
+            work[(*work_count)++] = (pending){.file = i, .stored_id = 0};
+            continue;
+        }
+        stored->rows[r].seen = true;
+        if (stored->rows[r].size == f->size && stored->rows[r].mtime_ns == f->mtime_ns)
+            summary->unchanged++;
+        else
+            work[(*work_count)++] = (pending){.file = i, .stored_id = stored->rows[r].id};
+    }
+}
+
+/* The content hash of a file; false if it cannot be read. */
+static bool hash_file(const char *path, int64_t *hash) {
+    uint8_t *bytes;
+    size_t size;
+    if (file_read_all(path, IMAGE_FILE_MAX_BYTES, &bytes, &size) != GLIMPSE_STATUS_OK) return false;
+    *hash = (int64_t)content_hash(bytes, size);
+    free(bytes);
+    return true;
+}
+
+static bool file_exists(const char *path) {
+    struct stat info;
+    return stat(path, &info) == 0;
+}
+
+/* Begins a write transaction with the one statement its rows need. */
+static glimpse_status transaction_begin(glimpse_index *index, const char *sql, const char *what,
+                                        sqlite3_stmt **statement) {
+    *statement = NULL;
+    if (sqlite3_prepare_v2(index->db, sql, -1, statement, NULL) != SQLITE_OK) return db_error(index, what);
+    return exec(index, "BEGIN IMMEDIATE");
+}
+
+/* Commits the transaction, or after a failure rolls all of it back; returns the failure. */
+static glimpse_status transaction_end(glimpse_index *index, sqlite3_stmt *statement, glimpse_status status) {
+    sqlite3_finalize(statement);
+    if (!status) return exec(index, "COMMIT");
+    sqlite3_exec(index->db, "ROLLBACK", NULL, NULL, NULL);
+    return status;
+}
+
+/* Runs the prepared "UPDATE images SET path = ?, mtime_ns = ? WHERE id = ?" for the file f. */
+static glimpse_status set_path_and_time(glimpse_index *index, sqlite3_stmt *update, const found_file *f, int64_t id,
+                                        const char *what) {
+    sqlite3_bind_text(update, 1, f->path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(update, 2, f->mtime_ns);
+    sqlite3_bind_int64(update, 3, id);
+    glimpse_status status = sqlite3_step(update) == SQLITE_DONE ? GLIMPSE_STATUS_OK : db_error(index, what);
+    sqlite3_reset(update);
+    return status;
+}
+
+/* A stored file touched or rewritten with the same bytes keeps its
+ * embedding: its new time is recorded and *handled set. */
+static glimpse_status keep_same_bytes(glimpse_index *index, sqlite3_stmt *update, const found_file *f,
+                                      const stored_images *stored, bool *handled, glimpse_index_summary *summary) {
+    int32_t r;
+    int64_t hash;
+    if (!strmap_get(stored->by_path, f->path, strlen(f->path), &r) || !hash_file(f->path, &hash))
+        return GLIMPSE_STATUS_OK;
+    if (hash != stored->rows[r].hash || stored->rows[r].size != f->size) return GLIMPSE_STATUS_OK;
+    *handled = true;
+    summary->unchanged++;
+    return set_path_and_time(index, update, f, stored->rows[r].id, "recording a new time");
+}
+
+/* A new path whose content is that of a stored file that is gone: the file
+ * moved or was renamed, and its row takes the new path (*handled set). */
+static glimpse_status claim_moved(glimpse_index *index, sqlite3_stmt *update, const found_file *f,
+                                  stored_images *stored, bool *handled, glimpse_index_summary *summary) {
+    int64_t hash;
+    if (!hash_file(f->path, &hash)) return GLIMPSE_STATUS_OK;
+    int64_t key[2] = {hash, f->size};
+    int32_t candidate;
+    if (!strmap_get(stored->by_content, (const char *)key, sizeof key, &candidate)) return GLIMPSE_STATUS_OK;
+    /* the map holds one row per content; duplicates fall back to a scan */
+    size_t from = (size_t)candidate;
+    if (stored->rows[from].seen || file_exists(stored->paths[from])) from = 0;
+    for (size_t r = from; r < stored->count; r++) {
+        stored_row *row = &stored->rows[r];
+        if (row->seen || row->hash != hash || row->size != f->size) continue;
+        if (file_exists(stored->paths[r])) continue; /* a copy, not a move */
+        row->seen = true;
+        *handled = true;
+        summary->moved++;
+        return set_path_and_time(index, update, f, row->id, "recording a move");
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Takes out of the work the files that need no embedding: the same bytes
+ * as stored, or a stored file moved. One transaction. */
+static glimpse_status record_moves(glimpse_index *index, const file_list *files, stored_images *stored,
+                                   pending *work, size_t *work_count, glimpse_index_summary *summary) {
+    sqlite3_stmt *update;
+    glimpse_status status = transaction_begin(index, "UPDATE images SET path = ?, mtime_ns = ? WHERE id = ?",
+                                              "preparing a move", &update);
+    size_t kept = 0;
+    for (size_t w = 0; !status && w < *work_count; w++) {
+        const found_file *f = &files->items[work[w].file];
+        bool handled = false;
+        if (work[w].stored_id)
+            status = keep_same_bytes(index, update, f, stored, &handled, summary);
+        else
+            status = claim_moved(index, update, f, stored, &handled, summary);
+        if (!handled) work[kept++] = work[w];
+    }
+    *work_count = kept;
+    return transaction_end(index, update, status);
+}
+
+/* Forgets the stored files that no longer exist. One transaction. */
+static glimpse_status forget_deleted(glimpse_index *index, const stored_images *stored,
+                                     glimpse_index_summary *summary) {
+    sqlite3_stmt *remove;
+    glimpse_status status =
+        transaction_begin(index, "DELETE FROM images WHERE id = ?", "preparing a removal", &remove);
+    for (size_t r = 0; !status && r < stored->count; r++) {
+        if (stored->rows[r].seen || file_exists(stored->paths[r])) continue;
+        sqlite3_bind_int64(remove, 1, stored->rows[r].id);
+        if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "removing a deleted file");
+        sqlite3_reset(remove);
+        summary->removed++;
+    }
+    return transaction_end(index, remove, status);
+}
+
+/* Reads, hashes and decodes batch[0..count); the files that fail are
+ * counted and reported. Returns how many loaded: images[j] and hashes[j]
+ * are batch[which[j]]'s. */
+static size_t load_batch(const file_list *files, const pending *batch, size_t count,
+                         const glimpse_index_params *params, glimpse_image **images, int64_t *hashes, size_t *which,
+                         glimpse_index_summary *summary) {
+    uint64_t max_pixels = params && params->max_pixels ? params->max_pixels : glimpse_image_default_params().max_pixels;
+    size_t loaded = 0;
     for (size_t i = 0; i < count; i++) {
         const found_file *f = &files->items[batch[i].file];
         uint8_t *bytes;
         size_t size;
-        glimpse_status status = file_read_all(f->path, (size_t)1 << 32, &bytes, &size);
+        glimpse_status status = file_read_all(f->path, IMAGE_FILE_MAX_BYTES, &bytes, &size);
         if (!status) {
             hashes[loaded] = (int64_t)content_hash(bytes, size);
-            status = image_decode(bytes, size, f->path, image_params.max_pixels, &images[loaded]);
+            status = image_decode(bytes, size, f->path, max_pixels, &images[loaded]);
             free(bytes);
         }
         if (status) {
@@ -222,50 +448,72 @@ static glimpse_status embed_batch(glimpse_index *index, glimpse_context *ctx, co
         }
         which[loaded++] = i;
     }
-    if (!loaded) return GLIMPSE_STATUS_OK;
-    float *embeddings = malloc(loaded * index->dim * sizeof(float));
-    if (!embeddings) return ERROR_OOM();
-    glimpse_status status = glimpse_embed_images(ctx, images, loaded, embeddings);
-    for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
-    if (status) {
-        free(embeddings);
-        return status;
-    }
-    /* one transaction per batch: all of it or none of it survives a crash */
-    status = exec(index, "BEGIN IMMEDIATE");
-    sqlite3_stmt *statement = NULL;
-    if (!status && sqlite3_prepare_v2(index->db,
-                                      "INSERT INTO images(path, size, mtime_ns, hash, embedding) VALUES (?, ?, ?, ?, ?)"
-                                      " ON CONFLICT(path) DO UPDATE SET size = excluded.size,"
-                                      " mtime_ns = excluded.mtime_ns, hash = excluded.hash,"
-                                      " embedding = excluded.embedding",
-                                      -1, &statement, NULL) != SQLITE_OK)
-        status = db_error(index, "preparing an insert");
+    return loaded;
+}
+
+/* Stores the embeddings of the loaded files of a batch. One transaction:
+ * all of it or none of it survives a crash. */
+static glimpse_status store_batch(glimpse_index *index, const file_list *files, const pending *batch,
+                                  const size_t *which, const int64_t *hashes, const float *embeddings, size_t loaded,
+                                  glimpse_index_summary *summary) {
+    sqlite3_stmt *insert;
+    glimpse_status status =
+        transaction_begin(index,
+                          "INSERT INTO images(path, size, mtime_ns, hash, embedding) VALUES (?, ?, ?, ?, ?)"
+                          " ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
+                          " hash = excluded.hash, embedding = excluded.embedding",
+                          "preparing an insert", &insert);
     for (size_t j = 0; j < loaded && !status; j++) {
         const pending *p = &batch[which[j]];
         const found_file *f = &files->items[p->file];
-        sqlite3_bind_text(statement, 1, f->path, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(statement, 2, f->size);
-        sqlite3_bind_int64(statement, 3, f->mtime_ns);
-        sqlite3_bind_int64(statement, 4, hashes[j]);
-        sqlite3_bind_blob(statement, 5, embeddings + j * index->dim, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
-        if (sqlite3_step(statement) != SQLITE_DONE) status = db_error(index, "storing an embedding");
-        sqlite3_reset(statement);
+        sqlite3_bind_text(insert, 1, f->path, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(insert, 2, f->size);
+        sqlite3_bind_int64(insert, 3, f->mtime_ns);
+        sqlite3_bind_int64(insert, 4, hashes[j]);
+        sqlite3_bind_blob(insert, 5, embeddings + j * index->dim, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
+        if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "storing an embedding");
+        sqlite3_reset(insert);
         if (p->stored_id)
             summary->updated++;
         else
             summary->added++;
     }
-    sqlite3_finalize(statement);
-    if (!status) status = exec(index, "COMMIT");
-    else sqlite3_exec(index->db, "ROLLBACK", NULL, NULL, NULL);
+    return transaction_end(index, insert, status);
+}
+
+/* Embeds and stores the files of a batch that decode. */
+static glimpse_status embed_batch(glimpse_index *index, glimpse_context *ctx, const file_list *files,
+                                  const pending *batch, size_t count, const glimpse_index_params *params,
+                                  glimpse_index_summary *summary) {
+    glimpse_image *images[INDEX_BATCH];
+    int64_t hashes[INDEX_BATCH];
+    size_t which[INDEX_BATCH];
+    size_t loaded = load_batch(files, batch, count, params, images, hashes, which, summary);
+    if (!loaded) return GLIMPSE_STATUS_OK;
+    float *embeddings = malloc(loaded * index->dim * sizeof(float));
+    if (!embeddings) {
+        for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
+        return ERROR_OOM();
+    }
+    glimpse_status status = glimpse_embed_images(ctx, images, loaded, embeddings);
+    for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
+    if (!status) status = store_batch(index, files, batch, which, hashes, embeddings, loaded, summary);
     free(embeddings);
     return status;
 }
 
-static int file_exists(const char *path) {
-    struct stat info;
-    return stat(path, &info) == 0;
+/* Embeds the work in batches, each committed on its own, with progress. */
+static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, const file_list *files,
+                                 const pending *work, size_t work_count, const glimpse_index_params *params,
+                                 glimpse_index_summary *summary) {
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t first = 0; !status && first < work_count; first += INDEX_BATCH) {
+        size_t n = work_count - first < INDEX_BATCH ? work_count - first : INDEX_BATCH;
+        status = embed_batch(index, ctx, files, work + first, n, params, summary);
+        if (!status && params && params->on_progress && params->on_progress(params->user, first + n, work_count))
+            status = error_set(GLIMPSE_STATUS_CANCELLED, "indexing was stopped");
+    }
+    return status;
 }
 
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
@@ -274,8 +522,8 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     if (!index || !ctx || (count && !paths) || !summary)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_update: NULL argument");
     memset(summary, 0, sizeof *summary);
-    char identity[128];
-    glimpse_status status = model_identity(ctx->model, identity, sizeof identity);
+    char identity[MODEL_IDENTITY_CAPACITY];
+    glimpse_status status = model_identity(context_model(ctx), identity, sizeof identity);
     if (status) return status;
     if (strcmp(identity, index->identity) != 0)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s was built with another model (%s)", index->path,
@@ -283,155 +531,20 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     drop_cache(index);
     file_list files;
     if ((status = walk_paths(paths, count, &files))) return status;
-    /* what the index holds now */
-    strmap *by_path = NULL;
-    stored *rows = NULL;
-    char **row_paths = NULL;
-    size_t row_count = 0, row_capacity = 0;
-    pending *work = calloc(files.count + 1, sizeof *work);
+    stored_images stored = {0};
     size_t work_count = 0;
-    sqlite3_stmt *statement = NULL;
+    pending *work = calloc(files.count + 1, sizeof *work);
     if (!work) status = ERROR_OOM();
-    if (!status) status = strmap_create(1024, &by_path);
-    if (!status && sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash FROM images", -1, &statement,
-                                      NULL) != SQLITE_OK)
-        status = db_error(index, "reading the index");
-    while (!status && sqlite3_step(statement) == SQLITE_ROW) {
-        if (row_count == row_capacity) {
-            row_capacity = row_capacity ? row_capacity * 2 : 1024;
-            stored *grown = realloc(rows, row_capacity * sizeof *rows);
-            char **grown_paths = realloc(row_paths, row_capacity * sizeof *row_paths);
-            if (grown) rows = grown;
-            if (grown_paths) row_paths = grown_paths;
-            if (!grown || !grown_paths) {
-                status = ERROR_OOM();
-                break;
-            }
-        }
-        const char *path = (const char *)sqlite3_column_text(statement, 1);
-        rows[row_count] = (stored){sqlite3_column_int64(statement, 0), sqlite3_column_int64(statement, 2),
-                                   sqlite3_column_int64(statement, 3), sqlite3_column_int64(statement, 4), 0};
-        row_paths[row_count] = strdup(path ? path : "");
-        if (!row_paths[row_count]) status = ERROR_OOM();
-        else status = strmap_put(by_path, row_paths[row_count], strlen(row_paths[row_count]), (int32_t)row_count);
-        row_count++;
-    }
-    sqlite3_finalize(statement);
-    statement = NULL;
-    /* unchanged files, and what needs looking at */
-    for (size_t i = 0; !status && i < files.count; i++) {
-        const found_file *f = &files.items[i];
-        int32_t r;
-        if (strmap_get(by_path, f->path, strlen(f->path), &r)) {
-            rows[r].seen = 1;
-            if (rows[r].size == f->size && rows[r].mtime_ns == f->mtime_ns) {
-                summary->unchanged++;
-                continue;
-            }
-            work[work_count++] = (pending){i, rows[r].id, 0};
-        } else {
-            work[work_count++] = (pending){i, 0, 0};
-        }
-    }
-    /* stored rows by content (hash and size), to find moves without a scan */
-    strmap *by_content = NULL;
-    if (!status) status = strmap_create(row_count + 1, &by_content);
-    for (size_t r = 0; !status && r < row_count; r++) {
-        int64_t key[2] = {rows[r].hash, rows[r].size};
-        status = strmap_put(by_content, (const char *)key, sizeof key, (int32_t)r);
-    }
-    /* new paths whose content is a stored file that is gone: moved or renamed */
-    if (!status && work_count) {
-        if (sqlite3_prepare_v2(index->db, "UPDATE images SET path = ?, mtime_ns = ? WHERE id = ?", -1, &statement,
-                               NULL) != SQLITE_OK)
-            status = db_error(index, "preparing a move");
-        if (!status) status = exec(index, "BEGIN IMMEDIATE");
-        size_t kept = 0;
-        for (size_t w = 0; !status && w < work_count; w++) {
-            pending *p = &work[w];
-            const found_file *f = &files.items[p->file];
-            int moved = 0;
-            if (p->stored_id) { /* touched or rewritten: the same bytes keep their embedding */
-                int32_t r;
-                uint8_t *bytes;
-                size_t size;
-                if (strmap_get(by_path, f->path, strlen(f->path), &r) &&
-                    file_read_all(f->path, (size_t)1 << 32, &bytes, &size) == GLIMPSE_STATUS_OK) {
-                    int same = (int64_t)content_hash(bytes, size) == rows[r].hash && rows[r].size == f->size;
-                    free(bytes);
-                    if (same) {
-                        sqlite3_bind_text(statement, 1, f->path, -1, SQLITE_STATIC);
-                        sqlite3_bind_int64(statement, 2, f->mtime_ns);
-                        sqlite3_bind_int64(statement, 3, rows[r].id);
-                        if (sqlite3_step(statement) != SQLITE_DONE) status = db_error(index, "recording a new time");
-                        sqlite3_reset(statement);
-                        summary->unchanged++;
-                        continue;
-                    }
-                }
-            } else {
-                uint8_t *bytes;
-                size_t size;
-                if (file_read_all(f->path, (size_t)1 << 32, &bytes, &size) == GLIMPSE_STATUS_OK) {
-                    p->hash = (int64_t)content_hash(bytes, size);
-                    free(bytes);
-                    int64_t key[2] = {p->hash, f->size};
-                    int32_t candidate;
-                    int known = strmap_get(by_content, (const char *)key, sizeof key, &candidate);
-                    /* the map holds one row per content; duplicates fall back to a scan */
-                    size_t from = known ? (size_t)candidate : row_count;
-                    if (known && (rows[from].seen || file_exists(row_paths[from]))) from = 0;
-                    for (size_t r = from; known && r < row_count && !moved; r++) {
-                        if (rows[r].seen || rows[r].hash != p->hash || rows[r].size != f->size) continue;
-                        if (file_exists(row_paths[r])) continue; /* a copy, not a move */
-                        sqlite3_bind_text(statement, 1, f->path, -1, SQLITE_STATIC);
-                        sqlite3_bind_int64(statement, 2, f->mtime_ns);
-                        sqlite3_bind_int64(statement, 3, rows[r].id);
-                        if (sqlite3_step(statement) != SQLITE_DONE) status = db_error(index, "recording a move");
-                        sqlite3_reset(statement);
-                        rows[r].seen = 1;
-                        moved = 1;
-                        summary->moved++;
-                    }
-                }
-            }
-            if (!moved) work[kept++] = *p;
-        }
-        work_count = kept;
-        if (!status) status = exec(index, "COMMIT");
-        else sqlite3_exec(index->db, "ROLLBACK", NULL, NULL, NULL);
-        sqlite3_finalize(statement);
-        statement = NULL;
-    }
-    /* forget files that no longer exist */
-    if (!status) {
-        if (sqlite3_prepare_v2(index->db, "DELETE FROM images WHERE id = ?", -1, &statement, NULL) != SQLITE_OK)
-            status = db_error(index, "preparing a removal");
-        if (!status) status = exec(index, "BEGIN IMMEDIATE");
-        for (size_t r = 0; !status && r < row_count; r++) {
-            if (rows[r].seen || file_exists(row_paths[r])) continue;
-            sqlite3_bind_int64(statement, 1, rows[r].id);
-            if (sqlite3_step(statement) != SQLITE_DONE) status = db_error(index, "removing a deleted file");
-            sqlite3_reset(statement);
-            summary->removed++;
-        }
-        if (!status) status = exec(index, "COMMIT");
-        else sqlite3_exec(index->db, "ROLLBACK", NULL, NULL, NULL);
-        sqlite3_finalize(statement);
-    }
-    /* embed the rest in batches, each committed on its own */
-    for (size_t first = 0; !status && first < work_count; first += INDEX_BATCH) {
-        size_t n = work_count - first < INDEX_BATCH ? work_count - first : INDEX_BATCH;
-        status = embed_batch(index, ctx, &files, work + first, n, params, summary);
-        if (!status && params && params->on_progress && params->on_progress(params->user, first + n, work_count))
-            status = error_set(GLIMPSE_STATUS_CANCELLED, "indexing was stopped");
-    }
+    if (!status) status = read_stored(index, &stored);
+    if (!status) find_changed(&files, &stored, work, &work_count, summary);
+    if (!status) status = map_stored_content(&stored);
+    if (!status && work_count) status = record_moves(index, &files, &stored, work, &work_count, summary);
+    if (!status) status = forget_deleted(index, &stored, summary);
+    if (!status) status = embed_work(index, ctx, &files, work, work_count, params, summary);
     /* fold the write-ahead log into the database: later reads come straight from it */
     if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
-    for (size_t r = 0; r < row_count; r++) free(row_paths[r]);
-    free(row_paths), free(rows), free(work);
-    strmap_free(by_path);
-    strmap_free(by_content);
+    stored_images_free(&stored);
+    free(work);
     file_list_free(&files);
     return status;
 }
@@ -498,7 +611,7 @@ static glimpse_status load_cache(glimpse_index *index) {
         drop_cache(index);
         return status;
     }
-    index->loaded = 1;
+    index->loaded = true;
     return GLIMPSE_STATUS_OK;
 }
 
@@ -510,7 +623,8 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
     glimpse_status status = load_cache(index);
     if (status) return status;
     /* all scores in one matrix-vector product */
-    kernel_linear(index->scores, index->count, query, index->dim, index->matrix, NULL, 1, index->dim, index->count,
+    const kernel_weight matrix = kernel_weight_f32(index->matrix);
+    kernel_linear(index->scores, index->count, query, index->dim, &matrix, NULL, 1, index->dim, index->count, false,
                   NULL);
     /* top k by insertion into a sorted list: k is small */
     size_t n = 0;

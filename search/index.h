@@ -19,9 +19,6 @@ typedef struct file_list {
     size_t count, capacity;
 } file_list;
 
-/* 1 if the name ends in an image extension we decode (case-insensitive). */
-int walk_is_image_name(const char *name);
-
 /* Adds the image files under each path (a file is taken as it is, a folder
  * is walked recursively without following links to folders), absolute and
  * sorted, without duplicates. A path that does not exist is an error. */

@@ -3,18 +3,19 @@
  * query's embedding is the weighted sum of its parts' normalised
  * embeddings, normalised again. */
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/identity.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/kernels.h"
-#include "api/model.h"
 
 typedef struct query_part {
-    char *text; /* trimmed */
-    float weight; /* signed */
-    int is_image;
+    char *text;    /* trimmed */
+    float weight;  /* signed */
+    bool is_image; /* names an existing file */
 } query_part;
 
 static char *trim(char *text) {
@@ -30,9 +31,9 @@ static int parse(char *query, query_part *parts, int capacity) {
     float sign = 1.0f;
     char *start = query;
     for (char *p = query;; p++) {
-        int end = *p == '\0';
-        int plus = !end && p[0] == ' ' && p[1] == '+' && p[2] == ' ';
-        int minus = !end && p[0] == ' ' && p[1] == '-' && p[2] == ' ';
+        bool end = *p == '\0';
+        bool plus = !end && p[0] == ' ' && p[1] == '+' && p[2] == ' ';
+        bool minus = !end && p[0] == ' ' && p[1] == '-' && p[2] == ' ';
         if (!end && !plus && !minus) continue;
         *p = '\0';
         char *text = trim(start);
@@ -48,7 +49,7 @@ static int parse(char *query, query_part *parts, int capacity) {
                 if (!*text) return -1;
             }
         }
-        parts[count++] = (query_part){text, sign * weight, file_is_regular(text)};
+        parts[count++] = (query_part){.text = text, .weight = sign * weight, .is_image = file_is_regular(text)};
         if (end) break;
         sign = plus ? 1.0f : -1.0f;
         p += 2;
@@ -59,12 +60,13 @@ static int parse(char *query, query_part *parts, int capacity) {
 
 #define QUERY_MAX_PARTS 32
 
-int glimpse_query_needs_images(const char *query) {
-    if (!query) return 0;
+bool glimpse_query_needs_images(const char *query) {
+    if (!query) return false;
     char *copy = strdup(query);
-    if (!copy) return 0;
+    if (!copy) return false;
     query_part parts[QUERY_MAX_PARTS];
-    int count = parse(copy, parts, QUERY_MAX_PARTS), images = 0;
+    int count = parse(copy, parts, QUERY_MAX_PARTS);
+    bool images = false;
     for (int i = 0; i < count; i++) images |= parts[i].is_image;
     free(copy);
     return images;
@@ -72,7 +74,7 @@ int glimpse_query_needs_images(const char *query) {
 
 glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, float *out) {
     if (!ctx || !query || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_embed_query: NULL argument");
-    size_t dim = glimpse_model_embedding_dim(ctx->model);
+    size_t dim = glimpse_model_embedding_dim(context_model(ctx));
     if (!dim) return error_set(GLIMPSE_STATUS_WRONG_MODEL, "queries need a CLIP model");
     char *copy = strdup(query);
     float *part = malloc(dim * sizeof(float));

@@ -3,7 +3,7 @@
 #define _GNU_SOURCE /* realpath, strcasecmp */
 #include <dirent.h>
 #include <errno.h>
-#include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -13,13 +13,18 @@
 #include "core/file.h"
 #include "search/index.h"
 
-int walk_is_image_name(const char *name) {
+/* Folders deeper than this below a path given are not walked: deeper than
+ * any photo library, it guards against odd mounts. */
+#define WALK_MAX_DEPTH 64
+
+/* Whether the name ends in an extension of an image we decode (case-insensitive). */
+static bool is_image_name(const char *name) {
     static const char *extensions[] = {".jpg", ".jpeg", ".jpe", ".png", ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"};
     const char *dot = strrchr(name, '.');
-    if (!dot) return 0;
+    if (!dot) return false;
     for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
-        if (strcasecmp(dot, extensions[i]) == 0) return 1;
-    return 0;
+        if (strcasecmp(dot, extensions[i]) == 0) return true;
+    return false;
 }
 
 static glimpse_status add(file_list *list, const char *path, const struct stat *info) {
@@ -38,7 +43,7 @@ static glimpse_status add(file_list *list, const char *path, const struct stat *
 }
 
 static glimpse_status walk_folder(const char *folder, file_list *list, int depth) {
-    if (depth > 64) return GLIMPSE_STATUS_OK; /* deeper than any photo library; guards odd mounts */
+    if (depth > WALK_MAX_DEPTH) return GLIMPSE_STATUS_OK;
     DIR *dir = opendir(folder);
     if (!dir) return GLIMPSE_STATUS_OK; /* unreadable folders are skipped like unreadable files */
     glimpse_status status = GLIMPSE_STATUS_OK;
@@ -54,7 +59,7 @@ static glimpse_status walk_folder(const char *folder, file_list *list, int depth
         if (lstat(path, &info) == 0) {
             if (S_ISDIR(info.st_mode)) {
                 status = walk_folder(path, list, depth + 1);
-            } else if (walk_is_image_name(entry->d_name)) {
+            } else if (is_image_name(entry->d_name)) {
                 /* a link to a file counts as that file; links to folders are not followed */
                 if (S_ISLNK(info.st_mode) && stat(path, &info) != 0) info.st_mode = 0;
                 if (S_ISREG(info.st_mode)) status = add(list, path, &info);

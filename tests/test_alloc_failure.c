@@ -107,52 +107,51 @@ void __wrap_free(void *pointer) {
 
 typedef glimpse_status (*scenario)(void);
 
-static glimpse_status load_and_caption(void) {
-    char *model_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
-    char *image_path = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00000.png");
-    if (!model_path || !image_path) {
-        free(model_path), free(image_path);
-        return GLIMPSE_STATUS_OUT_OF_MEMORY;
-    }
-    glimpse_model *model = NULL;
-    glimpse_context *ctx = NULL;
-    glimpse_image *image = NULL;
-    glimpse_caption caption = {0};
-    glimpse_status status = glimpse_model_load(model_path, NULL, &model);
-    if (!status) status = glimpse_context_create(model, NULL, &ctx);
-    if (!status) status = glimpse_image_load_file(image_path, NULL, &image);
-    glimpse_caption_params params = glimpse_caption_model_params(model);
-    params.beams = 2;
-    if (!status) status = glimpse_caption_images(ctx, &image, 1, &params, &caption);
-    glimpse_caption_free(&caption);
-    glimpse_image_free(image);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
+/* A demo model, a context and one of its pictures, each made only if what came before was. */
+typedef struct demo {
+    glimpse_model *model;
+    glimpse_context *ctx;
+    glimpse_image *image;
+} demo;
+
+static glimpse_status demo_open(const char *model_folder, const char *picture, demo *d) {
+    *d = (demo){.model = NULL, .ctx = NULL, .image = NULL};
+    char *model_path = file_join(GLIMPSE_SOURCE_DIR, model_folder);
+    char *image_path = file_join(GLIMPSE_SOURCE_DIR, picture);
+    glimpse_status status = model_path && image_path ? GLIMPSE_STATUS_OK : GLIMPSE_STATUS_OUT_OF_MEMORY;
+    if (!status) status = glimpse_model_load(model_path, NULL, &d->model);
+    if (!status) status = glimpse_context_create(d->model, NULL, &d->ctx);
+    if (!status) status = glimpse_image_load_file(image_path, NULL, &d->image);
     free(model_path), free(image_path);
     return status;
 }
 
+static void demo_close(demo *d) {
+    glimpse_image_free(d->image);
+    glimpse_context_free(d->ctx);
+    glimpse_model_free(d->model);
+}
+
+static glimpse_status load_and_caption(void) {
+    demo d;
+    glimpse_status status = demo_open("models/demo-blip-caption", "examples/pictures/00000.png", &d);
+    glimpse_caption caption = {0};
+    glimpse_caption_params params = glimpse_caption_model_params(d.model);
+    params.beams = 2;
+    if (!status) status = glimpse_caption_images(d.ctx, &d.image, 1, &params, &caption);
+    glimpse_caption_free(&caption);
+    demo_close(&d);
+    return status;
+}
+
 static glimpse_status load_and_embed(void) {
-    char *model_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
-    char *image_path = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00001.png");
-    if (!model_path || !image_path) {
-        free(model_path), free(image_path);
-        return GLIMPSE_STATUS_OUT_OF_MEMORY;
-    }
-    glimpse_model *model = NULL;
-    glimpse_context *ctx = NULL;
-    glimpse_image *image = NULL;
+    demo d;
+    glimpse_status status = demo_open("models/demo-clip", "examples/pictures/00001.png", &d);
     float embedding[512];
     const char *text = "a green square";
-    glimpse_status status = glimpse_model_load(model_path, NULL, &model);
-    if (!status) status = glimpse_context_create(model, NULL, &ctx);
-    if (!status) status = glimpse_image_load_file(image_path, NULL, &image);
-    if (!status) status = glimpse_embed_images(ctx, &image, 1, embedding);
-    if (!status) status = glimpse_embed_texts(ctx, &text, 1, embedding);
-    glimpse_image_free(image);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
-    free(model_path), free(image_path);
+    if (!status) status = glimpse_embed_images(d.ctx, &d.image, 1, embedding);
+    if (!status) status = glimpse_embed_texts(d.ctx, &text, 1, embedding);
+    demo_close(&d);
     return status;
 }
 

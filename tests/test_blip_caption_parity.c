@@ -150,7 +150,7 @@ typedef struct recorder {
     char last_text[512];
 } recorder;
 
-static int record_token(void *user, size_t image, int32_t id, const char *text) {
+static bool record_token(void *user, size_t image, int32_t id, const char *text) {
     (void)image;
     recorder *r = user;
     r->ids[r->count++] = id;

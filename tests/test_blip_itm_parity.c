@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "api/context.h"
 #include "api/model.h"
 #include "tests/support.h"
 
@@ -126,8 +127,8 @@ static void test_itm_logits(void **state) {
     for (size_t i = 0; i < f->image_count; i++) {
         assert_int_equal(context_preprocess(ctx, &f->images[i], 1, 0), GLIMPSE_STATUS_OK);
         vit_forward(&m->vision, ctx->vision, ctx->pixel_values, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-        vit_post_norm_all(&m->vision, ctx->vision, 0, ctx->image_tokens);
-        assert_int_equal(bert_set_image(&m->text_encoder, encoder, ctx->image_tokens, m->vision.tokens, NULL), GLIMPSE_STATUS_OK);
+        vit_post_norm_all(&m->vision, ctx->vision, 0, ctx->vision_output);
+        assert_int_equal(bert_set_image(&m->text_encoder, encoder, ctx->vision_output, m->vision.tokens, NULL), GLIMPSE_STATUS_OK);
         for (size_t t = 0; t < f->text_count; t++) {
             int32_t ids[64];
             size_t count;

@@ -11,8 +11,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/kernels.h"
+#include "core/kernels_avx512.h"
 #include "core/quantize.h"
 #include "core/pool.h"
 #include "core/strmap.h"
@@ -44,23 +46,24 @@ static void test_linear_matches_reference(void **state) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
         float *x = random_array(rows * in_stride), *w = random_array(out * in), *b = random_array(out);
         float *fast = calloc(rows * out_stride, sizeof *fast), *slow = calloc(rows * out_stride, sizeof *slow);
+        const kernel_weight weight = kernel_weight_f32(w);
         for (int use_pool = 0; use_pool < 2; use_pool++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
-                kernel_linear(fast, out_stride, x, in_stride, w, with_bias ? b : NULL, rows, in, out,
+                kernel_linear(fast, out_stride, x, in_stride, &weight, with_bias ? b : NULL, rows, in, out, false,
                               use_pool ? threads : NULL);
                 kernel_linear_reference(slow, out_stride, x, in_stride, w, with_bias ? b : NULL, rows, in, out);
                 for (size_t r = 0; r < rows; r++) {
                     double d = relative_difference(fast + r * out_stride, slow + r * out_stride, out);
                     if (d > 1e-5 * sqrt((double)in)) fail_msg("linear %zux%zux%zu differs by %g", rows, in, out, d);
                 }
-                /* kernel_linear_add on top: twice the product (plus bias twice) */
-                kernel_linear_add(fast, out_stride, x, in_stride, w, with_bias ? b : NULL, rows, in, out,
-                                  use_pool ? threads : NULL);
+                /* accumulated on top: twice the product (plus bias twice) */
+                kernel_linear(fast, out_stride, x, in_stride, &weight, with_bias ? b : NULL, rows, in, out, true,
+                              use_pool ? threads : NULL);
                 for (size_t r = 0; r < rows; r++) {
                     for (size_t o = 0; o < out; o++) slow[r * out_stride + o] *= 2.0f;
                     double d = relative_difference(fast + r * out_stride, slow + r * out_stride, out);
                     if (d > 1e-5 * sqrt((double)in))
-                        fail_msg("linear_add %zux%zux%zu differs by %g", rows, in, out, d);
+                        fail_msg("linear accumulated %zux%zux%zu differs by %g", rows, in, out, d);
                 }
             }
         free(x), free(w), free(b), free(fast), free(slow);
@@ -93,7 +96,7 @@ static void test_linear_16bit_weights(void **state) {
                                 {50, 768, 64}, {29, 517, 40}, {98, 33, 9},  {400, 96, 24}};
     pool *threads;
     assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
-    int exact = kernel_avx512_available();
+    bool exact = cpu_has_avx512();
     for (int t = 0; t < 2; t++) {
         weight_type type = t ? WEIGHT_TYPE_BF16 : WEIGHT_TYPE_F16;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -103,11 +106,12 @@ static void test_linear_16bit_weights(void **state) {
             kernel_widen(wide, half, type, out * in);
             float *a = random_array(rows * out_stride), *c = malloc(rows * out_stride * sizeof *c);
             memcpy(c, a, rows * out_stride * sizeof *c);
+            const kernel_weight w = {.data = half, .type = type}, w_wide = kernel_weight_f32(wide);
             for (int use_pool = 0; use_pool < 2; use_pool++)
                 for (int accumulate = 0; accumulate < 2; accumulate++) {
                     pool *p = use_pool ? threads : NULL;
-                    kernel_linear_typed(a, out_stride, x, in_stride, half, type, b, rows, in, out, accumulate, p);
-                    kernel_linear_typed(c, out_stride, x, in_stride, wide, WEIGHT_TYPE_F32, b, rows, in, out, accumulate, p);
+                    kernel_linear(a, out_stride, x, in_stride, &w, b, rows, in, out, accumulate, p);
+                    kernel_linear(c, out_stride, x, in_stride, &w_wide, b, rows, in, out, accumulate, p);
                     for (size_t r = 0; r < rows; r++) {
                         double d = relative_difference(a + r * out_stride, c + r * out_stride, out);
                         if (exact ? d != 0.0 : d > 1e-5 * sqrt((double)in))
@@ -117,8 +121,6 @@ static void test_linear_16bit_weights(void **state) {
                 }
             /* int8 from 16-bit weights: the same as from their widening */
             kernel_q8 from_half, from_wide;
-            kernel_weight w = {half, type, NULL};
-            kernel_weight w_wide = kernel_weight_f32(wide);
             assert_int_equal(kernel_q8_quantize(&from_half, &w, out, in), GLIMPSE_STATUS_OK);
             assert_int_equal(kernel_q8_quantize(&from_wide, &w_wide, out, in), GLIMPSE_STATUS_OK);
             assert_memory_equal(from_half.weight, from_wide.weight, out * from_wide.depth);
@@ -164,17 +166,20 @@ static void test_linear_q8_matches_integer_reference(void **state) {
         uint8_t *u8 = malloc(q.depth), *u8_fast = malloc(q.depth);
         for (size_t r = 0; r < rows; r++) {
             float scale = q8_quantize_row(u8, x + r * in_stride, in, q.depth);
-            if (q8_vnni_available()) {
+#ifdef GLIMPSE_HAVE_AVX512
+            if (cpu_has_avx512_vnni()) {
                 assert_float_equal(q8_quantize_row_avx512(u8_fast, x + r * in_stride, in, q.depth), scale, 0);
                 assert_memory_equal(u8_fast, u8, q.depth);
             }
+#endif
             for (size_t c = 0; c < out; c++) {
                 int32_t total = 0;
                 for (size_t k = 0; k < q.depth; k++) total += (int32_t)u8[k] * q.weight[c * q.depth + k];
                 exact[r * out_stride + c] = q8_finish(total, q.sum[c], scale, q.scale[c], b + c);
             }
         }
-        kernel_linear_q8(fast, out_stride, x, in_stride, &q, b, rows, 0, threads);
+        weight.q8 = &q; /* the int8 twin, which kernel_linear then takes */
+        kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, false, threads);
         kernel_linear_reference(real, out_stride, x, in_stride, w, b, rows, in, out);
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < out; c++) {
@@ -195,7 +200,7 @@ static void test_linear_q8_matches_integer_reference(void **state) {
                 fail_msg("q8 %zux%zux%zu row %zu is %g from the float product", rows, in, out, r, sqrt(error / size));
         }
         /* accumulate: on top of what is there */
-        kernel_linear_q8(fast, out_stride, x, in_stride, &q, b, rows, 1, threads);
+        kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, true, threads);
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < out; c++)
                 assert_float_equal(fast[r * out_stride + c], 2.0f * exact[r * out_stride + c], 0);
@@ -238,7 +243,7 @@ static void test_attention_matches_reference(void **state) {
 
 static void test_attention_keys_transposed(void **state) {
     (void)state;
-    if (!kernel_avx512_available()) skip(); /* (an AVX-512 kernel; elsewhere the decoder keeps keys in rows) */
+    /* (the decoder stores keys so only where cpu_has_avx512(); elsewhere this runs on OpenBLAS) */
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     /* (queries, keys, heads, head_dim): a caption step's 1-15 queries against
@@ -414,6 +419,79 @@ static void test_vector_maths_against_double(void **state) {
     }
 }
 
+/* Largest |fast - reference| / max(|reference|, floor) over n values. */
+static double largest_difference(const float *fast, const float *reference, size_t n, double floor) {
+    double largest = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)fast[i] - reference[i]) / fmax(fabs((double)reference[i]), floor);
+        if (d > largest) largest = d;
+    }
+    return largest;
+}
+
+/* LayerNorm, softmax, GELU and quick GELU as the models call them (AVX-512
+ * where cpu_has_avx512()) against their *_reference twins, both in this run:
+ * widths from 1 to 3072 with every kind of tail past the 16-float vectors,
+ * activations over [-12, 12], softmax rows with masked keys and one row all
+ * masked. Where the dispatch takes the reference the two are bit for bit
+ * equal. On AVX-512 exp and erf are polynomials where the reference calls
+ * libm, and the compiler fuses LayerNorm's last multiply and add. Largest
+ * differences on these inputs (per value, relative to max(|reference|, 1);
+ * softmax relative to the value itself), measured with the AVX-512 kernels
+ * emulated lane by lane: GELU 2.9e-7, quick GELU 1.5e-7, softmax 3.5e-7,
+ * LayerNorm 0 unfused (fused, one rounding fewer moves a value by up to
+ * 2.4e-7 on such rows). The bounds leave a little room over those: one or
+ * two float roundings, far inside the parity tests' tolerances. */
+static void test_row_kernels_match_reference(void **state) {
+    (void)state;
+    const size_t widths[] = {1, 7, 15, 16, 17, 31, 33, 64, 77, 577, 768, 1003, 3072};
+    const size_t rows = 4;
+    bool exact = !cpu_has_avx512();
+    double gelu = 0, quick = 0, softmax = 0, layernorm = 0;
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        size_t n = widths[w], count = rows * n;
+        float *x = random_array(count), *fast = malloc(count * sizeof *fast), *slow = malloc(count * sizeof *slow);
+        float *scale = random_array(n), *shift = random_array(n);
+        for (size_t i = 0; i < count; i++) x[i] *= 12.0f;
+
+        memcpy(fast, x, count * sizeof *fast), memcpy(slow, x, count * sizeof *slow);
+        kernel_gelu(fast, count), kernel_gelu_reference(slow, count);
+        gelu = fmax(gelu, largest_difference(fast, slow, count, 1.0));
+
+        memcpy(fast, x, count * sizeof *fast), memcpy(slow, x, count * sizeof *slow);
+        kernel_quick_gelu(fast, count), kernel_quick_gelu_reference(slow, count);
+        quick = fmax(quick, largest_difference(fast, slow, count, 1.0));
+
+        /* row 0 as it comes, row 1 causally masked past its middle, row 2 with every
+         * other key masked, row 3 all masked (all zeros by definition) */
+        for (size_t j = n / 2 + 1; j < n; j++) x[n + j] = -INFINITY;
+        for (size_t j = 1; j < n; j += 2) x[2 * n + j] = -INFINITY;
+        for (size_t j = 0; j < n; j++) x[3 * n + j] = -INFINITY;
+        memcpy(fast, x, count * sizeof *fast), memcpy(slow, x, count * sizeof *slow);
+        kernel_softmax(fast, rows, n), kernel_softmax_reference(slow, rows, n);
+        softmax = fmax(softmax, largest_difference(fast, slow, count, 1e-30));
+        for (size_t j = 0; j < n; j++) assert_float_equal(fast[3 * n + j], 0.0f, 0);
+
+        for (size_t i = 0; i < count; i++) x[i] = 4.0f * random_float() + 3.0f; /* an offset mean */
+        kernel_layernorm(fast, x, scale, shift, rows, n, 1e-5f);
+        kernel_layernorm_reference(slow, x, scale, shift, rows, n, 1e-5f);
+        layernorm = fmax(layernorm, largest_difference(fast, slow, count, 1.0));
+        kernel_layernorm(x, x, scale, shift, rows, n, 1e-5f); /* in place: the same */
+        assert_memory_equal(x, fast, count * sizeof *x);
+        free(x), free(fast), free(slow), free(scale), free(shift);
+    }
+    fprintf(stderr, "row kernels vs reference (%s): gelu %.3g, quick_gelu %.3g, softmax %.3g, layernorm %.3g\n",
+            exact ? "reference path" : "AVX-512", gelu, quick, softmax, layernorm);
+    if (exact) {
+        assert_true(gelu == 0 && quick == 0 && softmax == 0 && layernorm == 0);
+    } else {
+        if (gelu > 4e-7) fail_msg("gelu differs from its reference by %g", gelu);
+        if (quick > 2.5e-7) fail_msg("quick_gelu differs from its reference by %g", quick);
+        if (softmax > 5e-7) fail_msg("softmax differs from its reference by %g", softmax);
+        if (layernorm > 4e-7) fail_msg("layernorm differs from its reference by %g", layernorm);
+    }
+}
+
 static void test_softmax_and_normalize(void **state) {
     (void)state;
     float x[6] = {1, 2, 3, 1000, 1000, -INFINITY};
@@ -494,7 +572,7 @@ int main(void) {
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
-        cmocka_unit_test(test_vector_maths_against_double),
+        cmocka_unit_test(test_vector_maths_against_double), cmocka_unit_test(test_row_kernels_match_reference),
         cmocka_unit_test(test_pool_runs_every_index_once), cmocka_unit_test(test_strmap),
         cmocka_unit_test(test_errors),
     };

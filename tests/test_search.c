@@ -59,6 +59,37 @@ static void make_pictures(const char *folder, int seed, int count) {
     run_or_fail(command);
 }
 
+/* Model A, a context of it, and the index at a path opened with it. */
+typedef struct indexer {
+    glimpse_model *model;
+    glimpse_context *ctx;
+    glimpse_index *index;
+} indexer;
+
+static indexer open_indexer(const char *db) {
+    indexer x;
+    assert_int_equal(glimpse_model_load(model_a, NULL, &x.model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_context_create(x.model, NULL, &x.ctx), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_open(db, x.model, &x.index), GLIMPSE_STATUS_OK);
+    return x;
+}
+
+static void close_indexer(indexer *x) {
+    glimpse_index_free(x->index);
+    glimpse_context_free(x->ctx);
+    glimpse_model_free(x->model);
+}
+
+#define PATH_CAPACITY 600
+
+/* A library of count pictures drawn with seed in workspace/NAME, and its index's path workspace/DB_NAME. */
+static void make_library(const char *name, const char *db_name, int seed, int count, char library[PATH_CAPACITY],
+                         char db[PATH_CAPACITY]) {
+    snprintf(library, PATH_CAPACITY, "%s/%s", workspace, name);
+    snprintf(db, PATH_CAPACITY, "%s/%s", workspace, db_name);
+    make_pictures(library, seed, count);
+}
+
 static int setup(void **state) {
     (void)state;
     if (!mkdtemp(workspace)) return -1;
@@ -89,7 +120,7 @@ static void note_failure(void *user, const char *path, const char *reason) {
 }
 
 static glimpse_index_summary update(glimpse_index *index, glimpse_context *ctx, const char *folder, failures *f) {
-    glimpse_index_params params = {NULL, note_failure, f, 0};
+    glimpse_index_params params = {.on_progress = NULL, .on_failure = note_failure, .user = f, .max_pixels = 0};
     glimpse_index_summary summary;
     if (glimpse_index_update(index, ctx, &folder, 1, &params, &summary)) fail_msg("update: %s", glimpse_last_error());
     return summary;
@@ -105,22 +136,18 @@ static glimpse_index_summary update(glimpse_index *index, glimpse_context *ctx, 
 
 static void test_incremental_updates(void **state) {
     (void)state;
-    char library[600], db[600], command[2048];
-    snprintf(library, sizeof library, "%s/library", workspace);
-    snprintf(db, sizeof db, "%s/incremental.db", workspace);
-    make_pictures(library, 11, 12);
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[2048];
+    make_library("library", "incremental.db", 11, 12, library, db);
     snprintf(command, sizeof command,
              "mkdir -p %s/nested/deeper && mv %s/00010.png %s/00011.png %s/nested/deeper/ && "
              "printf 'not an image' > %s/notes.png && head -c 300 %s/00000.png > %s/broken.png && "
              "cp %s/00001.png %s/IMAGE.JPG.txt",
              library, library, library, library, library, library, library, library, library);
     run_or_fail(command);
-    glimpse_model *model;
-    glimpse_context *ctx;
-    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_STATUS_OK);
-    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
-    glimpse_index *index;
-    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_OK);
+    indexer x = open_indexer(db);
+    glimpse_model *model = x.model;
+    glimpse_context *ctx = x.ctx;
+    glimpse_index *index = x.index;
     failures f = {0};
     /* 12 pictures (two in a nested folder), two broken files reported and skipped, one non-image name ignored */
     glimpse_index_summary s = update(index, ctx, library, &f);
@@ -159,17 +186,13 @@ static void test_incremental_updates(void **state) {
     glimpse_model_info info;
     glimpse_model_get_info(model, &info);
     assert_float_equal(results[0].score, info.logit_scale, 1e-4); /* cosine 1 with itself */
-    glimpse_index_free(index);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
+    close_indexer(&x);
 }
 
 static void test_wrong_model_is_refused(void **state) {
     (void)state;
-    char library[600], db[600];
-    snprintf(library, sizeof library, "%s/small", workspace);
-    snprintf(db, sizeof db, "%s/small.db", workspace);
-    make_pictures(library, 12, 2);
+    char library[PATH_CAPACITY], db[PATH_CAPACITY];
+    make_library("small", "small.db", 12, 2, library, db);
     glimpse_model *a, *b;
     assert_int_equal(glimpse_model_load(model_a, NULL, &a), GLIMPSE_STATUS_OK);
     assert_int_equal(glimpse_model_load(model_b, NULL, &b), GLIMPSE_STATUS_OK);
@@ -204,16 +227,12 @@ static void test_wrong_model_is_refused(void **state) {
 /* Combined queries rank as the embeddings say directly. */
 static void test_combined_queries(void **state) {
     (void)state;
-    char library[600], db[600];
-    snprintf(library, sizeof library, "%s/query", workspace);
-    snprintf(db, sizeof db, "%s/query.db", workspace);
-    make_pictures(library, 13, 10);
-    glimpse_model *model;
-    glimpse_context *ctx;
-    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_STATUS_OK);
-    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
-    glimpse_index *index;
-    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_OK);
+    char library[PATH_CAPACITY], db[PATH_CAPACITY];
+    make_library("query", "query.db", 13, 10, library, db);
+    indexer x = open_indexer(db);
+    glimpse_model *model = x.model;
+    glimpse_context *ctx = x.ctx;
+    glimpse_index *index = x.index;
     failures f = {0};
     update(index, ctx, library, &f);
     /* the images, embedded directly */
@@ -267,9 +286,7 @@ static void test_combined_queries(void **state) {
     assert_int_equal(glimpse_embed_query(ctx, "a red circle + ", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
     assert_int_equal(glimpse_embed_query(ctx, "a cat - a cat", query), GLIMPSE_STATUS_INVALID_ARGUMENT);
     for (int i = 0; i < 10; i++) glimpse_image_free(images[i]), free(paths[i]);
-    glimpse_index_free(index);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
+    close_indexer(&x);
 }
 
 static long rows_in(const char *db) {
@@ -292,11 +309,9 @@ static long rows_in(const char *db) {
 /* kill -9 in the middle of indexing loses nothing committed; the next run finishes. */
 static void test_killed_and_resumed(void **state) {
     (void)state;
-    char library[600], db[600];
-    snprintf(library, sizeof library, "%s/many", workspace);
-    snprintf(db, sizeof db, "%s/killed.db", workspace);
+    char library[PATH_CAPACITY], db[PATH_CAPACITY];
     const int total = 240;
-    make_pictures(library, 14, total);
+    make_library("many", "killed.db", 14, total, library, db);
     pid_t child = fork();
     if (child == 0) {
         if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
@@ -346,11 +361,9 @@ static void test_killed_and_resumed(void **state) {
  * images and combinations, JSON in the rank format. */
 static void test_command_line(void **state) {
     (void)state;
-    char library[600], db[600], command[4096], output[700];
-    snprintf(library, sizeof library, "%s/cli", workspace);
-    snprintf(db, sizeof db, "%s/cli.db", workspace);
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4096], output[700];
     snprintf(output, sizeof output, "%s/cli.out", workspace);
-    make_pictures(library, 15, 5);
+    make_library("cli", "cli.db", 15, 5, library, db);
     snprintf(command, sizeof command, "%s index -m %s --db %s --quiet %s > %s", GLIMPSE_BINARY, model_a, db, library,
              output);
     run_or_fail(command);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "core/cpu.h"
 #include "core/kernels.h"
 
 #include "weights/config.h"
@@ -176,7 +177,7 @@ static void test_store_dtypes_and_shapes(void **state) {
     kernel_weight matrix;
     assert_int_equal(weight_store_get_matrix(store, &matrix, 1, 2, "matrix"), GLIMPSE_STATUS_OK);
     float widened[2];
-    if (kernel_avx512_available()) {
+    if (cpu_has_avx512()) {
         assert_int_equal(matrix.type, WEIGHT_TYPE_BF16);
         assert_int_equal((uintptr_t)matrix.data % 2, 0);
         assert_int_equal(weight_store_copied_bytes(store) - copied, 4);

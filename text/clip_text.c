@@ -157,6 +157,7 @@ void clip_text_embed(const clip_text_model *model, const clip_text_state *state,
                      size_t length, float *out) {
     size_t hidden = (size_t)model->config.hidden_size, dim = (size_t)model->config.projection_dim;
     const float *pooled = state->hidden + (first + clip_text_pool_index(model, ids, length)) * hidden;
-    kernel_linear(out, dim, pooled, hidden, model->weights.projection, NULL, 1, hidden, dim, NULL);
+    const kernel_weight projection = kernel_weight_f32(model->weights.projection);
+    kernel_linear(out, dim, pooled, hidden, &projection, NULL, 1, hidden, dim, false, NULL);
     kernel_l2_normalize(out, dim);
 }

@@ -2,6 +2,7 @@
  * BLIP captioning model. Bad images are reported and skipped; with one
  * image and a terminal on stdout the words appear as they are decoded. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -48,6 +49,9 @@ enum {
     OPT_LENGTH_PENALTY
 };
 
+/* The most --max-tokens and --min-tokens. */
+#define CAPTION_MAX_TOKENS 500
+
 static float parse_float(const char *option, const char *text, float minimum, float maximum) {
     char *end;
     float value = strtof(text, &end);
@@ -56,34 +60,9 @@ static float parse_float(const char *option, const char *text, float minimum, fl
     return value;
 }
 
-typedef struct streaming {
-    int active;
-    size_t printed; /* bytes of the caption already on the terminal */
-    int broken;     /* the text changed before what was printed: reprint at the end */
-} streaming;
-
-static int print_as_decoded(void *user, size_t image, int32_t id, const char *text) {
-    (void)image;
-    (void)id;
-    streaming *s = user;
-    size_t length = strlen(text);
-    if (s->broken) return 0;
-    if (length < s->printed) {
-        s->broken = 1;
-        return 0;
-    }
-    fwrite(text + s->printed, 1, length - s->printed, stdout);
-    fflush(stdout);
-    s->printed = length;
-    return 0;
-}
-
-int command_caption(int argc, char **argv) {
-    cli_options options;
-    cli_options_init(&options);
-    /* options are collected first, then laid over the model's own defaults */
-    glimpse_caption_params params = glimpse_caption_default_params();
-    int beams_given = 0, max_given = 0, min_given = 0, repetition_given = 0, length_given = 0;
+/* Parses the command line into options and params: what is not given stays
+ * as glimpse_caption_default_params() leaves it, to the model. False after --help. */
+static bool parse_options(int argc, char **argv, cli_options *options, glimpse_caption_params *params) {
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"prompt", required_argument, NULL, OPT_PROMPT},
                                                  {"beams", required_argument, NULL, OPT_BEAMS},
@@ -99,55 +78,133 @@ int command_caption(int argc, char **argv) {
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
-        if (cli_common_option(&options, code, optarg, "caption")) continue;
+        if (cli_common_option(options, code, optarg, "caption")) continue;
         switch (code) {
-        case OPT_PROMPT: params.prompt = optarg; break;
+        case OPT_PROMPT: params->prompt = optarg; break;
         case OPT_BEAMS:
-            params.beams = (int)cli_parse_long("caption", "--beams", optarg, 1, 16);
-            beams_given = 1;
+            params->beams = (int)cli_parse_long("caption", "--beams", optarg, 1, GLIMPSE_CAPTION_MAX_BEAMS);
             break;
         case OPT_MAX_TOKENS:
-            params.max_tokens = (int)cli_parse_long("caption", "--max-tokens", optarg, 1, 500);
-            max_given = 1;
+            params->max_tokens = (int)cli_parse_long("caption", "--max-tokens", optarg, 1, CAPTION_MAX_TOKENS);
             break;
         case OPT_MIN_TOKENS:
-            params.min_tokens = (int)cli_parse_long("caption", "--min-tokens", optarg, 0, 500);
-            min_given = 1;
+            params->min_tokens = (int)cli_parse_long("caption", "--min-tokens", optarg, 0, CAPTION_MAX_TOKENS);
             break;
-        case OPT_SAMPLE: params.sample = 1; break;
-        case OPT_TEMPERATURE: params.temperature = parse_float("--temperature", optarg, 1e-3f, 100); break;
-        case OPT_TOP_K: params.top_k = (int)cli_parse_long("caption", "--top-k", optarg, 0, 1 << 24); break;
-        case OPT_TOP_P: params.top_p = parse_float("--top-p", optarg, 1e-6f, 1); break;
-        case OPT_SEED: params.seed = (uint64_t)cli_parse_long("caption", "--seed", optarg, 0, 0x7fffffffffffffffL); break;
+        case OPT_SAMPLE: params->sample = true; break;
+        case OPT_TEMPERATURE: params->temperature = parse_float("--temperature", optarg, 1e-3f, 100); break;
+        case OPT_TOP_K: params->top_k = (int)cli_parse_long("caption", "--top-k", optarg, 0, 1 << 24); break;
+        case OPT_TOP_P: params->top_p = parse_float("--top-p", optarg, 1e-6f, 1); break;
+        case OPT_SEED:
+            params->seed = (uint64_t)cli_parse_long("caption", "--seed", optarg, 0, 0x7fffffffffffffffL);
+            break;
         case OPT_REPETITION:
-            params.repetition_penalty = parse_float("--repetition-penalty", optarg, 1e-3f, 100);
-            repetition_given = 1;
+            params->repetition_penalty = parse_float("--repetition-penalty", optarg, 1e-3f, 100);
             break;
-        case OPT_LENGTH_PENALTY:
-            params.length_penalty = parse_float("--length-penalty", optarg, -10, 10);
-            length_given = 1;
-            break;
-        case CLI_OPT_HELP: printf("%s\n%s", caption_help, cli_common_help); return CLI_EXIT_OK;
+        case OPT_LENGTH_PENALTY: params->length_penalty = parse_float("--length-penalty", optarg, -10, 10); break;
+        case CLI_OPT_HELP: printf("%s\n%s", caption_help, cli_common_help); return false;
         default: cli_usage_error("caption", "unknown option");
         }
     }
-    if (params.sample && beams_given && params.beams != 1)
+    bool beams_given = params->beams != GLIMPSE_CAPTION_MODEL_DEFAULT;
+    if (params->sample && beams_given && params->beams != 1)
         cli_usage_error("caption", "--sample draws one caption: drop --beams");
-    if (max_given && min_given && params.min_tokens > params.max_tokens)
-        cli_usage_error("caption", "--min-tokens (%d) is more than --max-tokens (%d)", params.min_tokens,
-                        params.max_tokens);
+    if (params->max_tokens != GLIMPSE_CAPTION_MODEL_DEFAULT && params->min_tokens > params->max_tokens)
+        cli_usage_error("caption", "--min-tokens (%d) is more than --max-tokens (%d)", params->min_tokens,
+                        params->max_tokens);
+    return true;
+}
+
+typedef struct streaming {
+    bool active;
+    size_t printed; /* bytes of the caption already on the terminal */
+    bool broken;    /* the text changed before what was printed: reprint at the end */
+} streaming;
+
+static bool print_as_decoded(void *user, size_t image, int32_t id, const char *text) {
+    (void)image;
+    (void)id;
+    streaming *s = user;
+    size_t length = strlen(text);
+    if (s->broken) return false;
+    if (length < s->printed) {
+        s->broken = true;
+        return false;
+    }
+    fwrite(text + s->printed, 1, length - s->printed, stdout);
+    fflush(stdout);
+    s->printed = length;
+    return false;
+}
+
+/* One result: a JSON line, the end of the streamed words, the caption alone
+ * (one image), or PATH, a tab, the caption. */
+static void print_caption(const cli_options *options, const streaming *stream, size_t count, const char *path,
+                          const glimpse_caption *caption) {
+    if (options->json) {
+        printf("{\"image\": ");
+        json_string(stdout, path);
+        printf(", \"caption\": ");
+        json_string(stdout, caption->text);
+        printf(", \"ids\": [");
+        for (size_t j = 0; j < caption->id_count; j++) printf(j ? ", %d" : "%d", caption->ids[j]);
+        printf("]}\n");
+    } else if (stream->active) {
+        if (stream->broken) printf("\r\033[K%s", caption->text);
+        printf("\n");
+    } else if (count == 1) {
+        printf("%s\n", caption->text);
+    } else {
+        printf("%s\t%s\n", path, caption->text);
+    }
+    fflush(stdout);
+}
+
+/* Captions the images one at a time; each that fails is named on stderr
+ * and counted, and the others go on. */
+static void caption_files(cli_options *options, glimpse_context *ctx, char *const *paths, size_t count,
+                          glimpse_caption_params *params) {
+    streaming stream = {.active = count == 1 && !options->json && isatty(STDOUT_FILENO), .printed = 0, .broken = false};
+    if (stream.active) {
+        params->on_token = print_as_decoded;
+        params->user = &stream;
+    }
+    cli_progress progress;
+    cli_progress_start(&progress, options, count, "images");
+    for (size_t i = 0; i < count; i++) {
+        glimpse_image *image;
+        if (!cli_load_image(options, paths[i], &progress, &image)) {
+            options->failures++;
+            continue;
+        }
+        glimpse_caption caption;
+        glimpse_status status = glimpse_caption_images(ctx, &image, 1, params, &caption);
+        glimpse_image_free(image);
+        cli_progress_end(&progress);
+        if (status) {
+            cli_error("%s: %s", paths[i], glimpse_last_error());
+            options->failures++;
+            continue;
+        }
+        print_caption(options, &stream, count, paths[i], &caption);
+        glimpse_caption_free(&caption);
+        cli_progress_step(&progress, i + 1);
+    }
+    cli_progress_end(&progress);
+}
+
+int command_caption(int argc, char **argv) {
+    cli_options options;
+    cli_options_init(&options);
+    glimpse_caption_params params = glimpse_caption_default_params();
+    if (!parse_options(argc, argv, &options, &params)) return CLI_EXIT_OK;
     size_t count = (size_t)(argc - optind);
     char **paths = argv + optind;
     if (!count) cli_usage_error("caption", "no images to caption");
-    glimpse_model *model = cli_load_model(&options, "caption", 1, 1);
-    glimpse_caption_params model_params = glimpse_caption_model_params(model);
-    if (!beams_given) params.beams = model_params.beams;
-    if (!max_given) params.max_tokens = model_params.max_tokens;
-    if (!min_given) params.min_tokens = model_params.min_tokens;
-    if (!repetition_given) params.repetition_penalty = model_params.repetition_penalty;
-    if (!length_given) params.length_penalty = model_params.length_penalty;
-    if (params.sample) params.beams = 1;
-    if (params.min_tokens > params.max_tokens) params.min_tokens = params.max_tokens;
+    glimpse_model *model = cli_load_model(&options, "caption", true, true);
+    /* --min-tokens above the model's own maximum is lowered to it, as --max-tokens lowers the model's minimum */
+    int model_max_tokens = glimpse_caption_model_params(model).max_tokens;
+    if (params.max_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT && params.min_tokens > model_max_tokens)
+        params.min_tokens = model_max_tokens;
     if (glimpse_model_get_kind(model) != GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
         glimpse_model_info info;
         glimpse_model_get_info(model, &info);
@@ -157,54 +214,6 @@ int command_caption(int argc, char **argv) {
         return CLI_EXIT_FAILURE;
     }
     glimpse_context *ctx = cli_create_context(&options, model);
-    glimpse_image_params image_params = glimpse_image_default_params();
-    image_params.max_pixels = options.max_pixels;
-    streaming stream = {count == 1 && !options.json && isatty(STDOUT_FILENO), 0, 0};
-    if (stream.active) {
-        params.on_token = print_as_decoded;
-        params.user = &stream;
-    }
-    cli_progress progress;
-    cli_progress_start(&progress, &options, count, "images");
-    for (size_t i = 0; i < count; i++) {
-        glimpse_image *image;
-        if (glimpse_image_load_file(paths[i], &image_params, &image) != GLIMPSE_STATUS_OK) {
-            cli_progress_end(&progress);
-            cli_error("%s", glimpse_last_error());
-            options.failures++;
-            continue;
-        }
-        glimpse_caption caption;
-        glimpse_status status = glimpse_caption_images(ctx, &image, 1, &params, &caption);
-        glimpse_image_free(image);
-        cli_progress_end(&progress);
-        if (status) {
-            cli_error("%s: %s", paths[i], glimpse_last_error());
-            options.failures++;
-            continue;
-        }
-        if (options.json) {
-            printf("{\"image\": ");
-            json_string(stdout, paths[i]);
-            printf(", \"caption\": ");
-            json_string(stdout, caption.text);
-            printf(", \"ids\": [");
-            for (size_t j = 0; j < caption.id_count; j++) printf(j ? ", %d" : "%d", caption.ids[j]);
-            printf("]}\n");
-        } else if (stream.active) {
-            if (stream.broken) printf("\r\033[K%s", caption.text);
-            printf("\n");
-        } else if (count == 1) {
-            printf("%s\n", caption.text);
-        } else {
-            printf("%s\t%s\n", paths[i], caption.text);
-        }
-        fflush(stdout);
-        glimpse_caption_free(&caption);
-        cli_progress_step(&progress, i + 1);
-    }
-    cli_progress_end(&progress);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
-    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    caption_files(&options, ctx, paths, count, &params);
+    return cli_finish(&options, ctx, model);
 }

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* qsort_r */
 #include <getopt.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,17 +29,8 @@ static void list_push(string_list *list, char *item) {
     list->items[list->count++] = item;
 }
 
-static void *checked_calloc(size_t count, size_t size) {
-    void *memory = calloc(count ? count : 1, size ? size : 1);
-    if (!memory) {
-        cli_error("out of memory");
-        exit(CLI_EXIT_FAILURE);
-    }
-    return memory;
-}
-
 static float *embed_texts_or_exit(glimpse_context *ctx, size_t dim, char *const *texts, size_t count) {
-    float *embeddings = checked_calloc(count * dim, sizeof(float));
+    float *embeddings = cli_calloc(count * dim, sizeof(float));
     if (count && glimpse_embed_texts(ctx, (const char *const *)texts, count, embeddings) != GLIMPSE_STATUS_OK) {
         cli_error("cannot embed texts: %s", glimpse_last_error());
         exit(CLI_EXIT_FAILURE);
@@ -79,13 +71,13 @@ int command_embed(int argc, char **argv) {
     glimpse_model *model = cli_load_model(&options, "embed", images.count > 0, texts.count > 0);
     glimpse_context *ctx = cli_create_context(&options, model);
     size_t dim = glimpse_model_embedding_dim(model);
-    float *image_embeddings = checked_calloc(images.count * dim, sizeof(float));
-    unsigned char *ok = checked_calloc(images.count, 1);
+    float *image_embeddings = cli_calloc(images.count * dim, sizeof(float));
+    bool *ok = cli_calloc(images.count, sizeof *ok);
     options.failures +=
         cli_embed_image_files(&options, ctx, dim, images.items, images.count, image_embeddings, ok);
     float *text_embeddings = embed_texts_or_exit(ctx, dim, texts.items, texts.count);
     for (size_t i = 0; i < images.count + texts.count; i++) {
-        int is_image = i < images.count;
+        bool is_image = i < images.count;
         size_t j = is_image ? i : i - images.count;
         if (is_image && !ok[j]) continue;
         const char *name = is_image ? images.items[j] : texts.items[j];
@@ -107,9 +99,7 @@ int command_embed(int argc, char **argv) {
     free(ok);
     free(images.items);
     free(texts.items);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
-    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return cli_finish(&options, ctx, model);
 }
 
 /* ------------------------------------------------------------------ rank */
@@ -142,7 +132,7 @@ static int compare_scores_descending(const void *a, const void *b, void *scores_
 }
 
 /* Indices of the usable images sorted by score; returns how many. */
-static size_t sort_by_score(size_t *order, const float *scores, const unsigned char *ok, size_t count) {
+static size_t sort_by_score(size_t *order, const float *scores, const bool *ok, size_t count) {
     size_t n = 0;
     for (size_t i = 0; i < count; i++)
         if (ok[i]) order[n++] = i;
@@ -150,47 +140,21 @@ static size_t sort_by_score(size_t *order, const float *scores, const unsigned c
     return n;
 }
 
-/* One result line: scores[order[r]] for r < n, with the optional second scores. */
+/* One text's ranking: paths[order[r]] with scores[r] for r < n, and CLIP's scores before re-ranking if given. */
 static void print_ranking(const cli_options *options, const char *text, char **paths, const size_t *order, size_t n,
                           const float *scores, const float *clip_scores) {
-    if (options->json) {
-        printf("{\"text\": ");
-        json_string(stdout, text);
-        printf(", \"results\": [");
-        for (size_t r = 0; r < n; r++) {
-            printf(r ? ", {\"image\": " : "{\"image\": ");
-            json_string(stdout, paths[order[r]]);
-            printf(", \"score\": ");
-            json_float(stdout, scores[r]);
-            if (clip_scores) {
-                printf(", \"clip_score\": ");
-                json_float(stdout, clip_scores[r]);
-                printf(", \"itm_score\": ");
-                json_float(stdout, scores[r]);
-            }
-            printf("}");
-        }
-        printf("]}\n");
-    } else {
-        printf("%s\n", text);
-        for (size_t r = 0; r < n; r++) {
-            if (clip_scores)
-                printf("  %8.4f  (clip %8.4f)  %s\n", scores[r], clip_scores[r], paths[order[r]]);
-            else
-                printf("  %8.4f  %s\n", scores[r], paths[order[r]]);
-        }
-    }
+    const char **ranked = cli_calloc(n, sizeof *ranked);
+    for (size_t r = 0; r < n; r++) ranked[r] = paths[order[r]];
+    cli_print_results(options, text, ranked, scores, clip_scores, n);
     fflush(stdout);
+    free(ranked);
 }
 
-/* Loads paths[first .. first+count) that decode; failures reported. */
+/* Loads paths[0 .. count) that decode: images[j] is paths[index[j]]; failures reported and counted. */
 static size_t load_images(cli_options *options, char **paths, size_t count, glimpse_image **images, size_t *index) {
-    glimpse_image_params params = glimpse_image_default_params();
-    params.max_pixels = options->max_pixels;
     size_t loaded = 0;
     for (size_t i = 0; i < count; i++) {
-        if (glimpse_image_load_file(paths[i], &params, &images[loaded]) != GLIMPSE_STATUS_OK) {
-            cli_error("%s", glimpse_last_error());
+        if (!cli_load_image(options, paths[i], NULL, &images[loaded])) {
             options->failures++;
             continue;
         }
@@ -203,8 +167,7 @@ static size_t load_images(cli_options *options, char **paths, size_t count, glim
 
 /* BLIP retrieval: ITM probabilities (or ITC cosines) of every image for every text. */
 static void score_with_blip(cli_options *options, glimpse_context *ctx, char **paths, size_t image_count,
-                            char **texts, size_t text_count, glimpse_match_mode mode, float *scores,
-                            unsigned char *ok) {
+                            char **texts, size_t text_count, glimpse_match_mode mode, float *scores, bool *ok) {
     cli_progress progress;
     cli_progress_start(&progress, options, image_count, "images");
     for (size_t first = 0; first < image_count; first += RANK_IMAGE_BATCH) {
@@ -214,14 +177,14 @@ static void score_with_blip(cli_options *options, glimpse_context *ctx, char **p
         cli_progress_end(&progress);
         size_t loaded = load_images(options, paths + first, batch, images, index);
         float batch_scores[RANK_IMAGE_BATCH * text_count];
-        if (loaded && glimpse_match(ctx, images, loaded, (const char *const *)texts,
-                                    text_count, mode, batch_scores) != GLIMPSE_STATUS_OK) {
+        if (loaded && glimpse_match(ctx, images, loaded, (const char *const *)texts, text_count, mode,
+                                    batch_scores) != GLIMPSE_STATUS_OK) {
             cli_error("%s", glimpse_last_error());
             exit(CLI_EXIT_FAILURE);
         }
         for (size_t j = 0; j < loaded; j++) {
             size_t i = first + index[j];
-            ok[i] = 1;
+            ok[i] = true;
             for (size_t t = 0; t < text_count; t++) scores[i * text_count + t] = batch_scores[j * text_count + t];
             glimpse_image_free(images[j]);
         }
@@ -230,130 +193,161 @@ static void score_with_blip(cli_options *options, glimpse_context *ctx, char **p
     cli_progress_end(&progress);
 }
 
-int command_rank(int argc, char **argv) {
+/* What `glimpse rank` was asked, beside the common options. */
+typedef struct rank_request {
     cli_options options;
-    cli_options_init(&options);
-    string_list texts = {0};
-    long top = 0, rerank_top = 10;
-    int itc = 0;
-    const char *rerank_model = NULL;
-    enum { OPT_ITC = CLI_OPT_FIRST_FREE, OPT_RERANK, OPT_RERANK_TOP };
+    string_list texts;
+    char **image_paths;
+    size_t image_count;
+    long top;                 /* --top: results shown per text (0 = all) */
+    bool itc;                 /* --itc: BLIP's ITC cosines instead of ITM */
+    const char *rerank_model; /* --rerank: the BLIP retrieval model re-ranking CLIP's shortlist */
+    long rerank_top;          /* --rerank-top: the shortlist's length */
+} rank_request;
+
+/* Parses the command line into request; false after --help. */
+static bool parse_rank_options(int argc, char **argv, rank_request *request) {
+    enum { OPT_TOP = CLI_OPT_FIRST_FREE, OPT_ITC, OPT_RERANK, OPT_RERANK_TOP };
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"text", required_argument, NULL, 't'},
-                                                 {"top", required_argument, NULL, CLI_OPT_TOP},
+                                                 {"top", required_argument, NULL, OPT_TOP},
                                                  {"itc", no_argument, NULL, OPT_ITC},
                                                  {"rerank", required_argument, NULL, OPT_RERANK},
                                                  {"rerank-top", required_argument, NULL, OPT_RERANK_TOP},
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:t:k:", long_options, NULL)) != -1) {
-        if (cli_common_option(&options, code, optarg, "rank")) continue;
+        if (cli_common_option(&request->options, code, optarg, "rank")) continue;
         switch (code) {
-        case 't': list_push(&texts, optarg); break;
+        case 't': list_push(&request->texts, optarg); break;
         case 'k':
-        case CLI_OPT_TOP: top = cli_parse_long("rank", "--top", optarg, 1, 1L << 40); break;
-        case OPT_ITC: itc = 1; break;
-        case OPT_RERANK: rerank_model = optarg; break;
-        case OPT_RERANK_TOP: rerank_top = cli_parse_long("rank", "--rerank-top", optarg, 1, 1L << 20); break;
-        case CLI_OPT_HELP: printf("%s\n%s", rank_help, cli_common_help); return CLI_EXIT_OK;
+        case OPT_TOP: request->top = cli_parse_long("rank", "--top", optarg, 1, 1L << 40); break;
+        case OPT_ITC: request->itc = true; break;
+        case OPT_RERANK: request->rerank_model = optarg; break;
+        case OPT_RERANK_TOP: request->rerank_top = cli_parse_long("rank", "--rerank-top", optarg, 1, 1L << 20); break;
+        case CLI_OPT_HELP: printf("%s\n%s", rank_help, cli_common_help); return false;
         default: cli_usage_error("rank", "unknown option");
         }
     }
-    size_t image_count = (size_t)(argc - optind);
-    char **image_paths = argv + optind;
-    if (!texts.count) cli_usage_error("rank", "no text to rank against: give -t TEXT");
-    if (!image_count) cli_usage_error("rank", "no images to rank");
-    if (itc && rerank_model) cli_usage_error("rank", "--itc and --rerank do not go together");
-    glimpse_model *model = cli_load_model(&options, "rank", 1, 1);
-    glimpse_model_kind kind = glimpse_model_get_kind(model);
-    if (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
-        cli_error("%s is a BLIP captioning model; ranking needs CLIP or a BLIP retrieval model", options.model);
-        return CLI_EXIT_FAILURE;
+    request->image_count = (size_t)(argc - optind);
+    request->image_paths = argv + optind;
+    if (!request->texts.count) cli_usage_error("rank", "no text to rank against: give -t TEXT");
+    if (!request->image_count) cli_usage_error("rank", "no images to rank");
+    if (request->itc && request->rerank_model) cli_usage_error("rank", "--itc and --rerank do not go together");
+    return true;
+}
+
+/* Loads the --rerank model and a context for it; exits if it is not a BLIP retrieval model. */
+static glimpse_model *load_reranker(const rank_request *request, glimpse_context **ctx) {
+    cli_options second = request->options;
+    second.model = request->rerank_model;
+    glimpse_model *reranker = cli_load_model(&second, "rank", true, true);
+    if (glimpse_model_get_kind(reranker) != GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) {
+        cli_error("--rerank %s: re-ranking needs a BLIP retrieval model (BlipForImageTextRetrieval)",
+                  request->rerank_model);
+        exit(CLI_EXIT_FAILURE);
     }
-    if (kind == GLIMPSE_MODEL_KIND_CLIP && itc) cli_usage_error("rank", "--itc needs a BLIP retrieval model");
-    if (kind != GLIMPSE_MODEL_KIND_CLIP && rerank_model)
-        cli_usage_error("rank", "--rerank re-ranks a CLIP shortlist: give a CLIP model with -m");
-    glimpse_model *reranker = NULL;
-    glimpse_context *rerank_ctx = NULL;
-    if (rerank_model) {
-        cli_options second = options;
-        second.model = rerank_model;
-        reranker = cli_load_model(&second, "rank", 1, 1);
-        if (glimpse_model_get_kind(reranker) != GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) {
-            cli_error("--rerank %s: re-ranking needs a BLIP retrieval model (BlipForImageTextRetrieval)", rerank_model);
-            return CLI_EXIT_FAILURE;
-        }
-        rerank_ctx = cli_create_context(&options, reranker);
+    *ctx = cli_create_context(&request->options, reranker);
+    return reranker;
+}
+
+/* scores[i * texts + t] of every image against every text, by CLIP's logits
+ * or BLIP's matching; ok[i] false for the images that failed. */
+static void score_images(rank_request *request, const glimpse_model *model, glimpse_context *ctx, float *scores,
+                         bool *ok) {
+    cli_options *options = &request->options;
+    size_t image_count = request->image_count, text_count = request->texts.count;
+    if (glimpse_model_get_kind(model) != GLIMPSE_MODEL_KIND_CLIP) {
+        score_with_blip(options, ctx, request->image_paths, image_count, request->texts.items, text_count,
+                        request->itc ? GLIMPSE_MATCH_MODE_ITC : GLIMPSE_MATCH_MODE_ITM, scores, ok);
+        return;
     }
-    glimpse_context *ctx = cli_create_context(&options, model);
-    float *scores = checked_calloc(image_count * texts.count, sizeof(float));
-    unsigned char *ok = checked_calloc(image_count, 1);
-    if (kind == GLIMPSE_MODEL_KIND_CLIP) {
-        size_t dim = glimpse_model_embedding_dim(model);
-        float *text_embeddings = embed_texts_or_exit(ctx, dim, texts.items, texts.count);
-        float *image_embeddings = checked_calloc(image_count * dim, sizeof(float));
-        options.failures += cli_embed_image_files(&options, ctx, dim, image_paths, image_count, image_embeddings, ok);
-        glimpse_score(model, image_embeddings, image_count, text_embeddings, texts.count, scores);
-        free(image_embeddings);
-        free(text_embeddings);
-    } else {
-        score_with_blip(&options, ctx, image_paths, image_count, texts.items, texts.count,
-                        itc ? GLIMPSE_MATCH_MODE_ITC : GLIMPSE_MATCH_MODE_ITM, scores, ok);
-    }
-    float *column = checked_calloc(image_count, sizeof(float)), *sorted = checked_calloc(image_count, sizeof(float));
-    float *clip_sorted = checked_calloc(image_count, sizeof(float));
-    size_t *order = checked_calloc(image_count, sizeof(size_t));
-    for (size_t t = 0; t < texts.count; t++) {
-        for (size_t i = 0; i < image_count; i++) column[i] = scores[i * texts.count + t];
-        size_t n = sort_by_score(order, column, ok, image_count);
-        if (!reranker) {
-            if (top > 0 && (size_t)top < n) n = (size_t)top;
-            for (size_t r = 0; r < n; r++) sorted[r] = column[order[r]];
-            print_ranking(&options, texts.items[t], image_paths, order, n, sorted, NULL);
+    size_t dim = glimpse_model_embedding_dim(model);
+    float *text_embeddings = embed_texts_or_exit(ctx, dim, request->texts.items, text_count);
+    float *image_embeddings = cli_calloc(image_count * dim, sizeof(float));
+    options->failures +=
+        cli_embed_image_files(options, ctx, dim, request->image_paths, image_count, image_embeddings, ok);
+    glimpse_score(model, image_embeddings, image_count, text_embeddings, text_count, scores);
+    free(image_embeddings);
+    free(text_embeddings);
+}
+
+/* The second stage for one text: CLIP's shortlist (order[0..n), scored by
+ * column), decoded again and re-scored by ITM, printed best first. */
+static void print_reranked(rank_request *request, glimpse_context *rerank_ctx, const char *text, size_t *order,
+                           size_t n, const float *column) {
+    size_t keep = (size_t)request->rerank_top < n ? (size_t)request->rerank_top : n;
+    glimpse_image **shortlist = cli_calloc(keep, sizeof *shortlist);
+    float *first_scores = cli_calloc(keep, sizeof(float));
+    size_t *shortlist_index = cli_calloc(keep, sizeof(size_t)), loaded = 0;
+    for (size_t r = 0; r < keep; r++) {
+        if (!cli_load_image(&request->options, request->image_paths[order[r]], NULL, &shortlist[loaded])) {
+            request->options.failures++;
             continue;
         }
-        /* second stage: the shortlist, decoded again, re-scored by ITM */
-        size_t keep = (size_t)rerank_top < n ? (size_t)rerank_top : n;
-        glimpse_image **shortlist = checked_calloc(keep, sizeof *shortlist);
-        float *first_scores = checked_calloc(keep, sizeof(float));
-        size_t *shortlist_index = checked_calloc(keep, sizeof(size_t)), loaded = 0;
-        glimpse_image_params params = glimpse_image_default_params();
-        params.max_pixels = options.max_pixels;
-        for (size_t r = 0; r < keep; r++) {
-            if (glimpse_image_load_file(image_paths[order[r]], &params, &shortlist[loaded]) != GLIMPSE_STATUS_OK) {
-                cli_error("%s", glimpse_last_error());
-                options.failures++;
-                continue;
-            }
-            first_scores[loaded] = column[order[r]];
-            shortlist_index[loaded++] = order[r];
-        }
-        glimpse_ranked *ranked = checked_calloc(loaded, sizeof *ranked);
-        size_t ranked_count = 0;
-        if (glimpse_rerank(rerank_ctx, texts.items[t], shortlist, loaded, first_scores,
-                           loaded, ranked, &ranked_count) != GLIMPSE_STATUS_OK) {
-            cli_error("re-ranking: %s", glimpse_last_error());
-            exit(CLI_EXIT_FAILURE);
-        }
-        if (top > 0 && (size_t)top < ranked_count) ranked_count = (size_t)top;
-        for (size_t r = 0; r < ranked_count; r++) {
-            order[r] = shortlist_index[ranked[r].index];
-            sorted[r] = ranked[r].score;
-            clip_sorted[r] = ranked[r].first_score;
-        }
-        print_ranking(&options, texts.items[t], image_paths, order, ranked_count, sorted, clip_sorted);
-        for (size_t r = 0; r < loaded; r++) glimpse_image_free(shortlist[r]);
-        free(shortlist), free(first_scores), free(shortlist_index), free(ranked);
+        first_scores[loaded] = column[order[r]];
+        shortlist_index[loaded++] = order[r];
     }
-    free(column), free(sorted), free(clip_sorted), free(order);
+    glimpse_ranked *ranked = cli_calloc(loaded, sizeof *ranked);
+    size_t ranked_count = 0;
+    if (glimpse_rerank(rerank_ctx, text, shortlist, loaded, first_scores, loaded, ranked, &ranked_count) !=
+        GLIMPSE_STATUS_OK) {
+        cli_error("re-ranking: %s", glimpse_last_error());
+        exit(CLI_EXIT_FAILURE);
+    }
+    if (request->top > 0 && (size_t)request->top < ranked_count) ranked_count = (size_t)request->top;
+    float *scores = cli_calloc(ranked_count, sizeof(float)), *clip_scores = cli_calloc(ranked_count, sizeof(float));
+    for (size_t r = 0; r < ranked_count; r++) {
+        order[r] = shortlist_index[ranked[r].index];
+        scores[r] = ranked[r].score;
+        clip_scores[r] = ranked[r].first_score;
+    }
+    print_ranking(&request->options, text, request->image_paths, order, ranked_count, scores, clip_scores);
+    for (size_t r = 0; r < loaded; r++) glimpse_image_free(shortlist[r]);
+    free(shortlist), free(first_scores), free(shortlist_index), free(ranked), free(scores), free(clip_scores);
+}
+
+int command_rank(int argc, char **argv) {
+    rank_request request = {.top = 0, .itc = false, .rerank_model = NULL, .rerank_top = 10};
+    cli_options_init(&request.options);
+    if (!parse_rank_options(argc, argv, &request)) return CLI_EXIT_OK;
+    cli_options *options = &request.options;
+    glimpse_model *model = cli_load_model(options, "rank", true, true);
+    glimpse_model_kind kind = glimpse_model_get_kind(model);
+    if (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
+        cli_error("%s is a BLIP captioning model; ranking needs CLIP or a BLIP retrieval model", options->model);
+        return CLI_EXIT_FAILURE;
+    }
+    if (kind == GLIMPSE_MODEL_KIND_CLIP && request.itc) cli_usage_error("rank", "--itc needs a BLIP retrieval model");
+    if (kind != GLIMPSE_MODEL_KIND_CLIP && request.rerank_model)
+        cli_usage_error("rank", "--rerank re-ranks a CLIP shortlist: give a CLIP model with -m");
+    glimpse_context *rerank_ctx = NULL;
+    glimpse_model *reranker = request.rerank_model ? load_reranker(&request, &rerank_ctx) : NULL;
+    glimpse_context *ctx = cli_create_context(options, model);
+    size_t image_count = request.image_count, text_count = request.texts.count;
+    float *scores = cli_calloc(image_count * text_count, sizeof(float));
+    bool *ok = cli_calloc(image_count, sizeof *ok);
+    score_images(&request, model, ctx, scores, ok);
+    float *column = cli_calloc(image_count, sizeof(float)), *sorted = cli_calloc(image_count, sizeof(float));
+    size_t *order = cli_calloc(image_count, sizeof(size_t));
+    for (size_t t = 0; t < text_count; t++) {
+        for (size_t i = 0; i < image_count; i++) column[i] = scores[i * text_count + t];
+        size_t n = sort_by_score(order, column, ok, image_count);
+        if (reranker) {
+            print_reranked(&request, rerank_ctx, request.texts.items[t], order, n, column);
+            continue;
+        }
+        if (request.top > 0 && (size_t)request.top < n) n = (size_t)request.top;
+        for (size_t r = 0; r < n; r++) sorted[r] = column[order[r]];
+        print_ranking(options, request.texts.items[t], request.image_paths, order, n, sorted, NULL);
+    }
+    free(column), free(sorted), free(order);
     free(scores);
     free(ok);
-    free(texts.items);
-    glimpse_context_free(ctx);
+    free(request.texts.items);
     glimpse_context_free(rerank_ctx);
-    glimpse_model_free(model);
     glimpse_model_free(reranker);
-    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return cli_finish(options, ctx, model);
 }
 
 /* -------------------------------------------------------------- classify */
@@ -372,7 +366,7 @@ static const char classify_help[] =
 static char *fill_template(const char *template_text, const char *label) {
     size_t template_length = strlen(template_text), label_length = strlen(label), holes = 0;
     for (const char *p = strstr(template_text, "{}"); p; p = strstr(p + 2, "{}")) holes++;
-    char *text = checked_calloc(template_length + holes * label_length + 1, 1);
+    char *text = cli_calloc(template_length + holes * label_length + 1, 1);
     char *out = text;
     for (const char *p = template_text; *p;) {
         if (p[0] == '{' && p[1] == '}') {
@@ -391,16 +385,17 @@ int command_classify(int argc, char **argv) {
     cli_options_init(&options);
     string_list labels = {0};
     const char *template_text = "a photo of a {}.";
+    enum { OPT_TEMPLATE = CLI_OPT_FIRST_FREE };
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"label", required_argument, NULL, 'l'},
-                                                 {"template", required_argument, NULL, CLI_OPT_TEMPLATE},
+                                                 {"template", required_argument, NULL, OPT_TEMPLATE},
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:l:", long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "classify")) continue;
         switch (code) {
         case 'l': list_push(&labels, optarg); break;
-        case CLI_OPT_TEMPLATE: template_text = optarg; break;
+        case OPT_TEMPLATE: template_text = optarg; break;
         case CLI_OPT_HELP: printf("%s\n%s", classify_help, cli_common_help); return CLI_EXIT_OK;
         default: cli_usage_error("classify", "unknown option");
         }
@@ -410,20 +405,20 @@ int command_classify(int argc, char **argv) {
     if (!labels.count) cli_usage_error("classify", "no labels: give -l LABEL (at least two)");
     if (!strstr(template_text, "{}")) cli_usage_error("classify", "the template must contain {} where the label goes");
     if (!image_count) cli_usage_error("classify", "no images to classify");
-    glimpse_model *model = cli_load_model(&options, "classify", 1, 1);
+    glimpse_model *model = cli_load_model(&options, "classify", true, true);
     glimpse_context *ctx = cli_create_context(&options, model);
     size_t dim = glimpse_model_embedding_dim(model), n_labels = labels.count;
-    char **prompts = checked_calloc(n_labels, sizeof(char *));
+    char **prompts = cli_calloc(n_labels, sizeof(char *));
     for (size_t l = 0; l < n_labels; l++) prompts[l] = fill_template(template_text, labels.items[l]);
     float *text_embeddings = embed_texts_or_exit(ctx, dim, prompts, n_labels);
-    float *image_embeddings = checked_calloc(image_count * dim, sizeof(float));
-    unsigned char *ok = checked_calloc(image_count, 1);
+    float *image_embeddings = cli_calloc(image_count * dim, sizeof(float));
+    bool *ok = cli_calloc(image_count, sizeof *ok);
     options.failures += cli_embed_image_files(&options, ctx, dim, image_paths, image_count, image_embeddings, ok);
-    float *logits = checked_calloc(image_count * n_labels, sizeof(float));
+    float *logits = cli_calloc(image_count * n_labels, sizeof(float));
     glimpse_score(model, image_embeddings, image_count, text_embeddings, n_labels, logits);
-    size_t *order = checked_calloc(n_labels, sizeof(size_t));
-    unsigned char *all = checked_calloc(n_labels, 1);
-    memset(all, 1, n_labels);
+    size_t *order = cli_calloc(n_labels, sizeof(size_t));
+    bool *all = cli_calloc(n_labels, sizeof *all);
+    for (size_t l = 0; l < n_labels; l++) all[l] = true;
     for (size_t i = 0; i < image_count; i++) {
         if (!ok[i]) continue;
         float *p = logits + i * n_labels; /* softmax over labels, as logits_per_image.softmax(dim=1) */
@@ -460,9 +455,7 @@ int command_classify(int argc, char **argv) {
     free(image_embeddings);
     free(text_embeddings);
     free(labels.items);
-    glimpse_context_free(ctx);
-    glimpse_model_free(model);
-    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return cli_finish(&options, ctx, model);
 }
 
 /* ------------------------------------------------------------------ info */
@@ -485,7 +478,7 @@ int command_info(int argc, char **argv) {
         cli_usage_error("info", "unknown option");
     }
     if (optind < argc) cli_usage_error("info", "unexpected argument '%s'", argv[optind]);
-    glimpse_model *model = cli_load_model(&options, "info", 1, 1);
+    glimpse_model *model = cli_load_model(&options, "info", true, true);
     glimpse_model_info info;
     glimpse_model_get_info(model, &info);
     if (options.json) {

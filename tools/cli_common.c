@@ -60,19 +60,28 @@ long cli_parse_long(const char *command, const char *option, const char *text, l
     return value;
 }
 
-int cli_common_option(cli_options *options, int code, const char *argument, const char *command) {
+bool cli_common_option(cli_options *options, int code, const char *argument, const char *command) {
     switch (code) {
-    case 'm': options->model = argument; return 1;
-    case CLI_OPT_THREADS: options->threads = (int)cli_parse_long(command, "--threads", argument, 1, 256); return 1;
-    case CLI_OPT_JSON: options->json = 1; return 1;
-    case CLI_OPT_QUIET: options->quiet = 1; return 1;
-    case CLI_OPT_VERBOSE: options->verbose = 1; return 1;
-    case CLI_OPT_INT8: options->precision = GLIMPSE_PRECISION_INT8; return 1;
+    case 'm': options->model = argument; return true;
+    case CLI_OPT_THREADS: options->threads = (int)cli_parse_long(command, "--threads", argument, 1, 256); return true;
+    case CLI_OPT_JSON: options->json = true; return true;
+    case CLI_OPT_QUIET: options->quiet = true; return true;
+    case CLI_OPT_VERBOSE: options->verbose = true; return true;
+    case CLI_OPT_INT8: options->precision = GLIMPSE_PRECISION_INT8; return true;
     case CLI_OPT_MAX_PIXELS:
         options->max_pixels = (uint64_t)cli_parse_long(command, "--max-pixels", argument, 1, 0x7fffffffffffffffL);
-        return 1;
+        return true;
     }
-    return 0;
+    return false;
+}
+
+void *cli_calloc(size_t count, size_t size) {
+    void *memory = calloc(count ? count : 1, size ? size : 1);
+    if (!memory) {
+        cli_error("out of memory");
+        exit(CLI_EXIT_FAILURE);
+    }
+    return memory;
 }
 
 double cli_now(void) {
@@ -83,14 +92,14 @@ double cli_now(void) {
 
 /* The library's diagnostics on stderr: warnings always, the rest with --verbose. */
 static void print_log(void *user, glimpse_log_level level, const char *message) {
-    int verbose = *(const int *)user;
+    bool verbose = *(const bool *)user;
     if (level >= GLIMPSE_LOG_LEVEL_WARNING || (verbose && level >= GLIMPSE_LOG_LEVEL_INFO))
         fprintf(stderr, "glimpse: %s%s\n", level >= GLIMPSE_LOG_LEVEL_WARNING ? "warning: " : "", message);
 }
 
-glimpse_model *cli_load_model(const cli_options *options, const char *command, int load_vision, int load_text) {
+glimpse_model *cli_load_model(const cli_options *options, const char *command, bool load_vision, bool load_text) {
     if (!options->model) cli_usage_error(command, "no model given: use -m MODEL");
-    static int verbose;
+    static bool verbose;
     verbose = options->verbose;
     glimpse_set_log_callback(print_log, &verbose);
     glimpse_load_params params = glimpse_load_default_params();
@@ -123,6 +132,12 @@ glimpse_context *cli_create_context(const cli_options *options, const glimpse_mo
     return ctx;
 }
 
+int cli_finish(const cli_options *options, glimpse_context *ctx, glimpse_model *model) {
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    return options->failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
 void cli_progress_start(cli_progress *progress, const cli_options *options, size_t total, const char *what) {
     memset(progress, 0, sizeof *progress);
     progress->active = !options->quiet && total > 1 && isatty(STDERR_FILENO);
@@ -148,12 +163,19 @@ void cli_progress_end(cli_progress *progress) {
     if (progress->active) fprintf(stderr, "\r\033[K");
 }
 
+bool cli_load_image(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image) {
+    glimpse_image_params params = glimpse_image_default_params();
+    params.max_pixels = options->max_pixels;
+    if (glimpse_image_load_file(path, &params, image) == GLIMPSE_STATUS_OK) return true;
+    if (progress) cli_progress_end(progress);
+    cli_error("%s", glimpse_last_error());
+    return false;
+}
+
 #define CLI_IMAGE_BATCH 8
 
 int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
-                          size_t count, float *embeddings, unsigned char *ok) {
-    glimpse_image_params params = glimpse_image_default_params();
-    params.max_pixels = options->max_pixels;
+                          size_t count, float *embeddings, bool *ok) {
     cli_progress progress;
     cli_progress_start(&progress, options, count, "images");
     int failed = 0;
@@ -163,11 +185,9 @@ int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size
         size_t index[CLI_IMAGE_BATCH], loaded = 0;
         for (size_t i = first; i < first + batch; i++) {
             memset(embeddings + i * dim, 0, dim * sizeof(float));
-            ok[i] = 0;
+            ok[i] = false;
             glimpse_image *image;
-            if (glimpse_image_load_file(paths[i], &params, &image) != GLIMPSE_STATUS_OK) {
-                cli_progress_end(&progress);
-                cli_error("%s", glimpse_last_error());
+            if (!cli_load_image(options, paths[i], &progress, &image)) {
                 failed++;
                 continue;
             }
@@ -183,13 +203,13 @@ int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size
                     failed++;
                 } else {
                     memcpy(embeddings + index[j] * dim, batch_embeddings + j * dim, dim * sizeof(float));
-                    ok[index[j]] = 1;
+                    ok[index[j]] = true;
                 }
             }
         } else {
             for (size_t j = 0; j < loaded; j++) {
                 memcpy(embeddings + index[j] * dim, batch_embeddings + j * dim, dim * sizeof(float));
-                ok[index[j]] = 1;
+                ok[index[j]] = true;
             }
         }
         for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
@@ -197,6 +217,37 @@ int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size
     }
     cli_progress_end(&progress);
     return failed;
+}
+
+void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const float *scores,
+                       const float *clip_scores, size_t count) {
+    if (options->json) {
+        printf("{\"text\": ");
+        json_string(stdout, text);
+        printf(", \"results\": [");
+        for (size_t r = 0; r < count; r++) {
+            printf(r ? ", {\"image\": " : "{\"image\": ");
+            json_string(stdout, paths[r]);
+            printf(", \"score\": ");
+            json_float(stdout, scores[r]);
+            if (clip_scores) {
+                printf(", \"clip_score\": ");
+                json_float(stdout, clip_scores[r]);
+                printf(", \"itm_score\": ");
+                json_float(stdout, scores[r]);
+            }
+            printf("}");
+        }
+        printf("]}\n");
+    } else {
+        printf("%s\n", text);
+        for (size_t r = 0; r < count; r++) {
+            if (clip_scores)
+                printf("  %8.4f  (clip %8.4f)  %s\n", scores[r], clip_scores[r], paths[r]);
+            else
+                printf("  %8.4f  %s\n", scores[r], paths[r]);
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -224,10 +275,10 @@ void json_string(FILE *out, const char *text) {
         } else {
             /* copy a valid UTF-8 sequence, else write U+FFFD for the byte */
             int length = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
-            int valid = length > 0;
+            bool valid = length > 0;
             for (int i = 1; valid && i < length; i++) valid = (s[i] & 0xc0) == 0x80;
-            if (valid && length == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) valid = 0;
-            if (valid && length == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) valid = 0;
+            if (valid && length == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) valid = false;
+            if (valid && length == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) valid = false;
             if (valid) {
                 fwrite(s, 1, (size_t)length, out);
                 s += length;

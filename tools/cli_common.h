@@ -6,6 +6,7 @@
 #ifndef GLIMPSE_TOOLS_CLI_COMMON_H
 #define GLIMPSE_TOOLS_CLI_COMMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -18,8 +19,8 @@
 typedef struct cli_options {
     const char *model;
     int threads;
-    int json;
-    int quiet, verbose;
+    bool json;
+    bool quiet, verbose;
     uint64_t max_pixels;
     glimpse_precision precision;
     int failures; /* inputs that failed; non-zero makes the exit status 1 */
@@ -27,8 +28,8 @@ typedef struct cli_options {
 
 void cli_options_init(cli_options *options);
 
-/* Handles a common option given getopt_long's code; returns 1 if it was one. */
-int cli_common_option(cli_options *options, int code, const char *argument, const char *command);
+/* Handles a common option given getopt_long's code; true if it was one. */
+bool cli_common_option(cli_options *options, int code, const char *argument, const char *command);
 
 /* The getopt_long codes of the common options (for option tables). */
 enum {
@@ -39,9 +40,7 @@ enum {
     CLI_OPT_MAX_PIXELS,
     CLI_OPT_INT8,
     CLI_OPT_HELP,
-    CLI_OPT_TOP,
-    CLI_OPT_TEMPLATE,
-    CLI_OPT_FIRST_FREE
+    CLI_OPT_FIRST_FREE /* a command's own codes start here */
 };
 
 #define CLI_COMMON_LONG_OPTIONS                                                                                        \
@@ -61,12 +60,18 @@ void cli_usage_error(const char *command, const char *format, ...) __attribute__
 long cli_parse_long(const char *command, const char *option, const char *text, long minimum, long maximum);
 
 /* Loads the model named by options->model (exits with a message on failure). */
-glimpse_model *cli_load_model(const cli_options *options, const char *command, int load_vision, int load_text);
+glimpse_model *cli_load_model(const cli_options *options, const char *command, bool load_vision, bool load_text);
 glimpse_context *cli_create_context(const cli_options *options, const glimpse_model *model);
+/* The end of a command: frees its context and its model (either may be NULL)
+ * and gives its exit status, CLI_EXIT_FAILURE if any input failed. */
+int cli_finish(const cli_options *options, glimpse_context *ctx, glimpse_model *model);
+
+/* calloc that exits with a message when memory runs out (never NULL, even for 0 bytes). */
+void *cli_calloc(size_t count, size_t size);
 
 /* Progress on stderr, only when stderr is a terminal and not --quiet. */
 typedef struct cli_progress {
-    int active;
+    bool active;
     size_t total, done;
     const char *what;
     double started;
@@ -75,11 +80,23 @@ void cli_progress_start(cli_progress *progress, const cli_options *options, size
 void cli_progress_step(cli_progress *progress, size_t done);
 void cli_progress_end(cli_progress *progress);
 
+/* Loads an image file within --max-pixels. On failure prints the reason
+ * (ending progress's bar first, if given) and returns false. */
+bool cli_load_image(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image);
+
 /* Embeds image files in batches. For each path that cannot be read or
- * decoded, prints one error line, counts a failure and sets ok[i] = 0.
- * embeddings receives count × dim floats (rows of failed images zeroed). */
+ * decoded, prints one error line, counts a failure and sets ok[i] = false.
+ * embeddings receives count × dim floats (rows of failed images zeroed).
+ * Returns the failures. */
 int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
-                          size_t count, float *embeddings, unsigned char *ok);
+                          size_t count, float *embeddings, bool *ok);
+
+/* One query's results, best first: with --json {"text": TEXT, "results":
+ * [{"image": PATH, "score": S}, ...]} (re-ranked results, given the
+ * first-stage clip_scores, also carry "clip_score" and "itm_score"), else
+ * the text and a line per result. */
+void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const float *scores,
+                       const float *clip_scores, size_t count);
 
 /* JSON writing: strings escaped (invalid UTF-8 becomes U+FFFD), floats
  * printed with 9 significant digits (enough to round-trip a float). */

@@ -2,11 +2,16 @@
  * photo collection) and `glimpse search` (query it with texts, images or
  * combinations). */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/cli_common.h"
 #include "tools/commands.h"
+
+/* Both commands take the common options and --db FILE. */
+static const struct option db_long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
+                                                {NULL, 0, NULL, 0}};
 
 /* ----------------------------------------------------------------- index */
 
@@ -28,11 +33,11 @@ typedef struct index_progress {
     const cli_options *options;
 } index_progress;
 
-static int on_progress(void *user, size_t done, size_t total) {
+static bool on_progress(void *user, size_t done, size_t total) {
     index_progress *p = user;
     if (p->bar.total != total) cli_progress_start(&p->bar, p->options, total, "images");
     cli_progress_step(&p->bar, done);
-    return 0;
+    return false;
 }
 
 static void on_failure(void *user, const char *path, const char *reason) {
@@ -46,10 +51,8 @@ int command_index(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
     const char *db = NULL;
-    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-                                                 {NULL, 0, NULL, 0}};
     int code;
-    while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
+    while ((code = getopt_long(argc, argv, "m:", db_long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "index")) continue;
         switch (code) {
         case 'd': db = optarg; break;
@@ -59,15 +62,16 @@ int command_index(int argc, char **argv) {
     }
     if (!db) cli_usage_error("index", "no index file: give --db FILE");
     if (optind >= argc) cli_usage_error("index", "no files or folders to index");
-    glimpse_model *model = cli_load_model(&options, "index", 1, 0);
+    glimpse_model *model = cli_load_model(&options, "index", true, false);
     glimpse_index *index;
     if (glimpse_index_open(db, model, &index) != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
     glimpse_context *ctx = cli_create_context(&options, model);
-    index_progress progress = {{0}, &options};
-    glimpse_index_params params = {on_progress, on_failure, &progress, options.max_pixels};
+    index_progress progress = {.bar = {0}, .options = &options};
+    glimpse_index_params params = {
+        .on_progress = on_progress, .on_failure = on_failure, .user = &progress, .max_pixels = options.max_pixels};
     glimpse_index_summary summary;
     double started = cli_now();
     glimpse_status status = glimpse_index_update(index, ctx, (const char *const *)(argv + optind),
@@ -112,10 +116,8 @@ int command_search(int argc, char **argv) {
     cli_options_init(&options);
     const char *db = NULL;
     long k = 10;
-    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-                                                 {NULL, 0, NULL, 0}};
     int code;
-    while ((code = getopt_long(argc, argv, "m:k:", long_options, NULL)) != -1) {
+    while ((code = getopt_long(argc, argv, "m:k:", db_long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "search")) continue;
         switch (code) {
         case 'd': db = optarg; break;
@@ -131,11 +133,11 @@ int command_search(int argc, char **argv) {
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
-    int images = 0;
+    bool images = false;
     for (int i = optind; i < argc; i++) images |= glimpse_query_needs_images(argv[i]);
     if (!options.model) options.model = glimpse_index_model_path(index);
     /* a text query needs only the text tower */
-    glimpse_model *model = cli_load_model(&options, "search", images, 1);
+    glimpse_model *model = cli_load_model(&options, "search", images, true);
     glimpse_index *checked;
     if (glimpse_index_open(db, model, &checked) != GLIMPSE_STATUS_OK) { /* refuses another model */
         cli_error("%s", glimpse_last_error());
@@ -144,12 +146,10 @@ int command_search(int argc, char **argv) {
     glimpse_index_free(checked);
     glimpse_context *ctx = cli_create_context(&options, model);
     size_t dim = glimpse_model_embedding_dim(model);
-    float *query = malloc(dim * sizeof(float));
-    glimpse_search_result *results = malloc((size_t)k * sizeof *results);
-    if (!query || !results) {
-        cli_error("out of memory");
-        return CLI_EXIT_FAILURE;
-    }
+    float *query = cli_calloc(dim, sizeof(float));
+    glimpse_search_result *results = cli_calloc((size_t)k, sizeof *results);
+    const char **paths = cli_calloc((size_t)k, sizeof *paths);
+    float *scores = cli_calloc((size_t)k, sizeof *scores);
     for (int i = optind; i < argc; i++) {
         size_t found = 0;
         if (glimpse_embed_query(ctx, argv[i], query) != GLIMPSE_STATUS_OK ||
@@ -158,26 +158,10 @@ int command_search(int argc, char **argv) {
             options.failures++;
             continue;
         }
-        if (options.json) {
-            printf("{\"text\": ");
-            json_string(stdout, argv[i]);
-            printf(", \"results\": [");
-            for (size_t r = 0; r < found; r++) {
-                printf(r ? ", {\"image\": " : "{\"image\": ");
-                json_string(stdout, results[r].path);
-                printf(", \"score\": ");
-                json_float(stdout, results[r].score);
-                printf("}");
-            }
-            printf("]}\n");
-        } else {
-            printf("%s\n", argv[i]);
-            for (size_t r = 0; r < found; r++) printf("  %8.4f  %s\n", results[r].score, results[r].path);
-        }
+        for (size_t r = 0; r < found; r++) paths[r] = results[r].path, scores[r] = results[r].score;
+        cli_print_results(&options, argv[i], paths, scores, NULL, found);
     }
-    free(query), free(results);
-    glimpse_context_free(ctx);
+    free(query), free(results), free(paths), free(scores);
     glimpse_index_free(index);
-    glimpse_model_free(model);
-    return options.failures ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+    return cli_finish(&options, ctx, model);
 }

@@ -169,11 +169,8 @@ glimpse_status image_decode(const uint8_t *bytes, size_t size, const char *label
 /* ------------------------------------------------------------ public API */
 
 glimpse_image_params glimpse_image_default_params(void) {
-    glimpse_image_params params = {IMAGE_DEFAULT_MAX_PIXELS, 0};
-    return params;
+    return (glimpse_image_params){.max_pixels = IMAGE_DEFAULT_MAX_PIXELS, .ignore_exif_orientation = false};
 }
-
-#define IMAGE_FILE_MAX_BYTES ((size_t)1 << 32)
 
 glimpse_status glimpse_image_load_file(const char *path, const glimpse_image_params *params, glimpse_image **out) {
     if (!out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_image_load_file: out is NULL");

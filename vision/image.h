@@ -13,6 +13,8 @@
 
 /* Pillow's decompression-bomb error threshold: 2 × 89478485 pixels. */
 #define IMAGE_DEFAULT_MAX_PIXELS 178956970ull
+/* The largest image file read whole into memory (4 GiB). */
+#define IMAGE_FILE_MAX_BYTES ((size_t)1 << 32)
 
 struct glimpse_image {
     int width, height;

@@ -140,8 +140,9 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
                                patch * sizeof(float));
             }
     float *embedded = state->scratch.context; /* [batch · patches, hidden], free until the first layer */
-    kernel_linear(embedded, hidden, state->patches, patch_values, w->patch_weight, w->patch_bias, batch * patches,
-                  patch_values, hidden, threads);
+    const kernel_weight patch_weight = kernel_weight_f32(w->patch_weight);
+    kernel_linear(embedded, hidden, state->patches, patch_values, &patch_weight, w->patch_bias, batch * patches,
+                  patch_values, hidden, false, threads);
     for (size_t b = 0; b < batch; b++) {
         float *x = state->hidden + b * tokens * hidden;
         for (size_t i = 0; i < hidden; i++) x[i] = w->class_embedding[i] + w->position_embedding[i];
@@ -180,7 +181,8 @@ void vit_embed(const vit_model *model, const vit_state *state, size_t b, float *
     size_t hidden = (size_t)model->config.hidden_size;
     float pooled[hidden];
     vit_pooled(model, state, b, pooled);
-    kernel_linear(out, (size_t)model->config.projection_dim, pooled, hidden, model->weights.projection, NULL, 1,
-                  hidden, (size_t)model->config.projection_dim, NULL);
+    const kernel_weight projection = kernel_weight_f32(model->weights.projection);
+    kernel_linear(out, (size_t)model->config.projection_dim, pooled, hidden, &projection, NULL, 1, hidden,
+                  (size_t)model->config.projection_dim, false, NULL);
     kernel_l2_normalize(out, (size_t)model->config.projection_dim);
 }

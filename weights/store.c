@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/kernels.h"
@@ -245,7 +246,7 @@ static glimpse_status get_matrix(weight_store *store, kernel_weight *out, size_t
     glimpse_status status = find_checked(store, &entry, 2, shape, optional, name);
     if (status || !entry) return status;
     weight_type type = type_of(entry);
-    if (type == WEIGHT_TYPE_F32 || !kernel_avx512_available()) {
+    if (type == WEIGHT_TYPE_F32 || !cpu_has_avx512()) {
         const float *values;
         if ((status = as_f32(store, entry, &values))) return status;
         *out = kernel_weight_f32(values);

@@ -1,0 +1,117 @@
+/* bench.c — the stages `glimpse bench` times (api/bench.h), each run as the
+ * public calls run it, beside the count of its work. Developer tooling: no
+ * public call goes through here. */
+#include "api/bench.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "api/context.h"
+#include "api/model.h"
+#include "core/error.h"
+
+_Static_assert(BENCH_MAX_BATCH == CONTEXT_IMAGE_BATCH, "the bench's batches are the context's");
+
+int bench_threads(const glimpse_context *ctx) { return pool_threads(ctx->threads); }
+
+glimpse_status bench_preprocess(glimpse_context *ctx, glimpse_image *const *images, size_t count) {
+    return context_preprocess(ctx, images, count, 0);
+}
+
+/* FLOPs of `layers` encoder layers over t tokens; with `pooled`, the last
+ * layer makes keys and values for every token and the rest for one. */
+static double encoder_flops(double layers, double t, double h, double inter, bool pooled) {
+    double layer = 2 * t * (4 * h * h + 2 * h * inter) + 4 * t * t * h;
+    if (!pooled) return layers * layer;
+    return (layers - 1) * layer + 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + 4 * t * h;
+}
+
+void bench_vision(glimpse_context *ctx, size_t batch, double *flops) {
+    const vit_model *vision = &ctx->model->vision;
+    bool pooled = ctx->model->kind == GLIMPSE_MODEL_KIND_CLIP;
+    vit_forward(vision, ctx->vision, ctx->pixel_values, batch,
+                pooled ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
+    const vit_config *c = &vision->config;
+    double h = c->hidden_size, t = (double)vision->tokens, patch = 3.0 * c->patch_size * c->patch_size;
+    *flops = (double)batch * (encoder_flops(c->layers, t, h, c->intermediate_size, pooled) + 2 * (t - 1) * patch * h);
+}
+
+glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t *lengths, size_t count,
+                          double *flops) {
+    const clip_text_model *text = &ctx->model->text;
+    glimpse_status status =
+        clip_text_forward(text, ctx->text, ids, lengths, count, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
+    const clip_text_config *c = &text->config;
+    *flops = 0;
+    for (size_t i = 0; i < count; i++)
+        *flops += encoder_flops(c->layers, (double)lengths[i], c->hidden_size, c->intermediate_size, true);
+    return status;
+}
+
+struct bench_bert {
+    glimpse_context *ctx;
+    const bert_model *model; /* the caption decoder or the retrieval text encoder */
+    bert_state *state;
+    int32_t start_ids[BENCH_MAX_BATCH]; /* the start token for every sequence of a decoder step */
+};
+
+glimpse_status bench_bert_create(glimpse_context *ctx, size_t sequences, size_t max_length, bench_bert **out) {
+    const glimpse_model *model = ctx->model;
+    *out = NULL;
+    if (model->kind == GLIMPSE_MODEL_KIND_CLIP)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "bench_bert_create: CLIP has no BERT");
+    if (sequences > BENCH_MAX_BATCH)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "bench_bert_create: at most %d sequences", BENCH_MAX_BATCH);
+    bench_bert *bert = calloc(1, sizeof *bert);
+    if (!bert) return ERROR_OOM();
+    bert->ctx = ctx;
+    bert->model = model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION ? &model->text_decoder : &model->text_encoder;
+    for (size_t s = 0; s < BENCH_MAX_BATCH; s++) bert->start_ids[s] = model->start_id;
+    vit_post_norm_all(&model->vision, ctx->vision, 0, ctx->vision_output);
+    glimpse_status status =
+        bert_state_create(bert->model, sequences, max_length, max_length, model->vision.tokens, &bert->state);
+    if (status)
+        free(bert);
+    else
+        *out = bert;
+    return status;
+}
+
+void bench_bert_free(bench_bert *bert) {
+    if (bert) bert_state_free(bert->state);
+    free(bert);
+}
+
+glimpse_status bench_cross_kv(bench_bert *bert, double *flops) {
+    const glimpse_context *ctx = bert->ctx;
+    size_t image_tokens = ctx->model->vision.tokens;
+    glimpse_status status = bert_set_image(bert->model, bert->state, ctx->vision_output, image_tokens, ctx->threads);
+    const bert_config *c = &bert->model->config;
+    *flops = c->layers * 2 * 2 * (double)image_tokens * c->encoder_hidden_size * c->hidden_size;
+    return status;
+}
+
+glimpse_status bench_decoder_step(bench_bert *bert, size_t position, size_t sequences, double *flops) {
+    if (sequences > BENCH_MAX_BATCH)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "bench_decoder_step: at most %d sequences", BENCH_MAX_BATCH);
+    bert->state->length = position - 1;
+    glimpse_status status =
+        bert_decode_step(bert->model, bert->state, bert->start_ids, sequences, 1, bert->ctx->threads);
+    const bert_config *c = &bert->model->config;
+    double h = c->hidden_size, inter = c->intermediate_size, vocab = c->vocab_size;
+    double cached = (double)position - 1, image_tokens = (double)bert->ctx->model->vision.tokens;
+    double per_layer = 2 * (6 * h * h + 2 * h * inter) + 4 * h * (cached + 1) + 4 * h * image_tokens;
+    *flops = (double)sequences * (per_layer * c->layers + 2 * h * h + 2 * h * vocab);
+    return status;
+}
+
+glimpse_status bench_itm_text(bench_bert *bert, const int32_t *ids, size_t count, double *flops) {
+    const glimpse_context *ctx = bert->ctx;
+    glimpse_status status = bert_encode(bert->model, bert->state, ids, count, 1, ctx->threads);
+    if (!status) itm_match_probability(&ctx->model->itm, bert->state->x, NULL);
+    const bert_config *c = &bert->model->config;
+    double h = c->hidden_size, inter = c->intermediate_size, t = (double)count;
+    double image_tokens = (double)ctx->model->vision.tokens;
+    *flops = c->layers * (2 * t * (6 * h * h + 2 * h * inter) + 4 * t * t * h + 4 * t * h * image_tokens);
+    return status;
+}

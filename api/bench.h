@@ -1,0 +1,59 @@
+/* bench.h — the hooks `glimpse bench` (tools/cli_bench.c) times libglimpse's
+ * stages through. The bench is a white-box developer tool: it runs one stage
+ * of a public call at a time (a tower's forward pass, one decoder step),
+ * which the public API does not offer, yet it sees nothing inside the
+ * handles. Nothing but the bench includes this header.
+ *
+ * Each hook runs its stage once, as the public calls run it, and writes the
+ * stage's work to *flops: a count of the products' and the attention's
+ * floating-point operations (norms and activations left out). */
+#ifndef GLIMPSE_API_BENCH_H
+#define GLIMPSE_API_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "glimpse.h"
+
+/* Images a context preprocesses and encodes at once. */
+#define BENCH_MAX_BATCH 8
+
+/* The worker threads of ctx's pool. */
+int bench_threads(const glimpse_context *ctx);
+
+/* Preprocesses count (<= BENCH_MAX_BATCH) images into ctx, for bench_vision. */
+glimpse_status bench_preprocess(glimpse_context *ctx, glimpse_image *const *images, size_t count);
+
+/* The vision tower over the first batch images bench_preprocess left, as the
+ * library runs it: for CLIP's embeddings the last layer computes the class
+ * tokens alone; BLIP's captions and matching take every token. */
+void bench_vision(glimpse_context *ctx, size_t batch, double *flops);
+
+/* CLIP's text tower over count texts: ids holds them one after another,
+ * lengths[i] ids each (with the start and end tokens), as glimpse_embed_texts
+ * runs it. */
+glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t *lengths, size_t count,
+                          double *flops);
+
+/* BLIP's BERT (the caption decoder, or the retrieval text encoder) with a
+ * state of its own, for sequences at once up to max_length tokens, and as
+ * its image the first one of the last bench_vision batch. */
+typedef struct bench_bert bench_bert;
+
+glimpse_status bench_bert_create(glimpse_context *ctx, size_t sequences, size_t max_length, bench_bert **out);
+void bench_bert_free(bench_bert *bert);
+
+/* The cross-attention keys and values of the image: once per image. */
+glimpse_status bench_cross_kv(bench_bert *bert, double *flops);
+
+/* Captioning: one decoder step of `sequences` sequences (1 for greedy, the
+ * beams for beam search) at position (1 = the first token after the start
+ * token); the cache's contents are whatever is there (they do not change the
+ * time). */
+glimpse_status bench_decoder_step(bench_bert *bert, size_t position, size_t sequences, double *flops);
+
+/* Retrieval: one text's ITM match probability against the image (ids as
+ * glimpse_tokenize gives them). */
+glimpse_status bench_itm_text(bench_bert *bert, const int32_t *ids, size_t count, double *flops);
+
+#endif

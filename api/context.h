@@ -1,0 +1,45 @@
+/* context.h — what stands behind a glimpse_context: the run state of one
+ * caller (activations, scratch, its thread pool) for the model it borrows,
+ * and the steps every multi-image call shares (preprocessing a batch,
+ * reporting progress). Internal to libglimpse; the model is in model.h. */
+#ifndef GLIMPSE_API_CONTEXT_H
+#define GLIMPSE_API_CONTEXT_H
+
+#include "core/pool.h"
+#include "fusion/bert.h"
+#include "glimpse.h"
+#include "text/clip_text.h"
+#include "vision/vit.h"
+
+/* Images per vision forward and texts per text forward. */
+#define CONTEXT_IMAGE_BATCH 8
+#define CONTEXT_TEXT_BATCH 16
+
+struct glimpse_context {
+    const glimpse_model *model;
+    glimpse_context_params params;
+    pool *threads;
+    vit_state *vision;        /* with the vision tower: CONTEXT_IMAGE_BATCH images */
+    clip_text_state *text;    /* with CLIP's text tower: CONTEXT_TEXT_BATCH texts */
+    float *pixel_values;      /* [CONTEXT_IMAGE_BATCH, 3, size, size]: the batch context_preprocess made */
+    /* BLIP: one image's vision output as the BERT side reads it: every token
+     * after the post-LayerNorm [tokens, vision hidden] (captioning, ITM), or
+     * the pooled class token alone [vision hidden] (ITC) */
+    float *vision_output;
+    /* BLIP: the run state of the model's BERT with cross-attention, made on
+     * first use and grown to the largest request so far: the caption
+     * decoder's (beams x caption length) or the retrieval text encoder's (one
+     * text at a time, for ITM and ITC) */
+    bert_state *bert;
+};
+
+/* Reports progress of a multi-image call; GLIMPSE_STATUS_CANCELLED if the
+ * application's callback asks to stop. */
+glimpse_status context_progress(const glimpse_context *ctx, size_t done, size_t total);
+
+/* Preprocesses images[0..count) into ctx->pixel_values (count <= CONTEXT_IMAGE_BATCH), in
+ * parallel; first_index numbers the images in errors (their place in the caller's call). */
+glimpse_status context_preprocess(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                  size_t first_index);
+
+#endif

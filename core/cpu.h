@@ -1,0 +1,20 @@
+/* cpu.h — which of the tuned kernels this processor runs, asked once per
+ * process: AVX-512 F (the float kernels) and AVX-512 VNNI (the int8 ones).
+ * The dispatching kernels and the few places that shape data for them ask
+ * here; nothing else needs to know. No model knowledge. */
+#ifndef GLIMPSE_CORE_CPU_H
+#define GLIMPSE_CORE_CPU_H
+
+#include <stdbool.h>
+
+/* true if the AVX-512 float kernels run here: the CPU has AVX-512 F, the
+ * library was built with them (GLIMPSE_AVX512, x86-64 only) and the
+ * environment variable GLIMPSE_NO_AVX512 is unset, empty or "0" (set, it
+ * sends every product down the plain paths, as on a machine without). */
+bool cpu_has_avx512(void);
+
+/* true if the int8 VNNI kernels run here: cpu_has_avx512() and the CPU has
+ * AVX-512 BW and VNNI too. */
+bool cpu_has_avx512_vnni(void);
+
+#endif

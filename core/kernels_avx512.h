@@ -1,0 +1,77 @@
+/* kernels_avx512.h — the AVX-512 kernels behind the dispatching ones
+ * (kernels.h): declarations for the files that choose them (blas.c,
+ * kernels.c, quantize.c) and the files that define them (linear_avx512.c,
+ * activations_avx512.c, linear_q8_vnni.c). Models never include this: they
+ * call kernel_linear, kernel_softmax, ... and those ask core/cpu.h.
+ * Built only with GLIMPSE_AVX512 (x86-64); call only where cpu.h says so. */
+#ifndef GLIMPSE_CORE_KERNELS_AVX512_H
+#define GLIMPSE_CORE_KERNELS_AVX512_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/kernels.h"
+#include "core/quantize.h"
+
+/* ------------------------------------------------ float products (linear_avx512.c) */
+
+/* One matrix product:
+ *   out[r][c] (+)= scale · Σ_k in[r][k] · weight[c·column_stride + k·depth_stride] + bias[c]
+ * for r < rows, k < depth; "+=" when accumulate. A linear layer has
+ * column_stride = in_features, depth_stride = 1; attention's P·V reads the
+ * values as weight with column_stride 1, depth_stride = their row stride
+ * (allowed only with 16 rows or more, and float32 weights). 16-bit weights
+ * (weight_type) are read with depth_stride 1 only. Build it with designated
+ * initializers: unnamed fields are then 0 (no bias, no accumulate). */
+typedef struct kernel_product {
+    float *out;
+    size_t out_stride;
+    const float *in;
+    size_t in_stride;
+    const void *weight; /* of weight_type */
+    weight_type weight_type;
+    size_t column_stride, depth_stride;
+    const float *bias; /* may be NULL */
+    float scale;
+    int accumulate; /* (0 or 1) */
+    size_t rows, depth;
+} kernel_product;
+
+/* Columns first_column .. first_column+columns of the product. scratch
+ * (64-byte aligned, scratch_floats long, may be NULL) holds the transposed
+ * input panels; without room for 48 rows × depth the panels are cut along
+ * the depth into blocks on the stack. */
+void kernel_product_avx512(const kernel_product *product, size_t first_column, size_t columns, float *scratch,
+                           size_t scratch_floats);
+
+/* out[q][0..width) = Σ_j weights[q][j] · rows[j][0..width) for q < count, j < n
+ * (rows j are row_stride apart): attention's P·V for a decoder step's few queries. */
+void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
+                                 const float *rows, size_t row_stride, size_t count, size_t n, size_t width);
+
+/* ------------------------------------------- row-wise maths (activations_avx512.c) */
+
+/* What kernel_softmax, kernel_gelu, kernel_quick_gelu and kernel_layernorm
+ * compute, vectorised; their *_reference twins are the oracle (within a few
+ * float rounding steps: exp and erf are polynomials here, libm there). */
+void kernel_softmax_avx512(float *x, size_t rows, size_t n);
+void kernel_gelu_avx512(float *x, size_t n);
+void kernel_quick_gelu_avx512(float *x, size_t n);
+void kernel_layernorm_avx512(float *out, const float *in, const float *weight, const float *bias, size_t rows,
+                             size_t dim, float epsilon);
+
+/* ------------------------------------------------ int8 products (linear_q8_vnni.c) */
+
+/* Columns first .. first+count of the int8 product (kernel_linear with a
+ * weight's q8 twin), scratch at least q8_scratch_bytes(q) bytes, 64-byte
+ * aligned; bit for bit what q8_product_plain gives. */
+void q8_product_vnni(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
+                     const float *bias, size_t rows, int accumulate, size_t first, size_t count, uint8_t *scratch);
+/* One weight row quantized as kernel_q8_quantize does (identical results):
+ * q[k] for k < n, the row's scale in *scale; returns Σ q. */
+int32_t q8_quantize_weight_row_avx512(int8_t *q, const float *w, size_t n, float *scale);
+/* q8_quantize_row, vectorised (identical results). */
+float q8_quantize_row_avx512(uint8_t *u8, const float *x, size_t in_features, size_t depth);
+
+#endif

@@ -1,0 +1,184 @@
+/* test_api.c — contracts of the public API that no model family owns: calls
+ * given nothing to work on (zero images or texts) refuse it as the header
+ * says, and caption settings left to the model take the snapshot's
+ * generation_config.json, else glimpse's own. Runs on the bundled demo
+ * models; the BLIP retrieval and tiny captioning parts use the fixtures. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/file.h"
+#include "glimpse.h"
+#include "tests/support.h"
+
+static glimpse_model *load_demo(const char *name) {
+    char *path = file_join(GLIMPSE_SOURCE_DIR "/models", name);
+    glimpse_model *model = load_model(path, GLIMPSE_PRECISION_FLOAT32);
+    free(path);
+    return model;
+}
+
+static glimpse_image *demo_picture(int index) {
+    char name[64];
+    snprintf(name, sizeof name, "examples/pictures/%05d.png", index);
+    char *path = file_join(GLIMPSE_SOURCE_DIR, name);
+    glimpse_image *image = NULL;
+    assert_int_equal(glimpse_image_load_file(path, NULL, &image), GLIMPSE_STATUS_OK);
+    free(path);
+    return image;
+}
+
+static void assert_no_images_refused(glimpse_status status) {
+    assert_int_equal(status, GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(glimpse_last_error(), "no images"));
+}
+
+/* Zero images or texts is GLIMPSE_STATUS_INVALID_ARGUMENT in every call
+ * that takes them; a re-ranking shortlist may be empty. */
+static void test_zero_items_are_invalid(void **state) {
+    (void)state;
+    glimpse_model *clip = load_demo("demo-clip"), *blip = load_demo("demo-blip-caption");
+    glimpse_context *clip_ctx, *blip_ctx;
+    assert_int_equal(glimpse_context_create(clip, NULL, &clip_ctx), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_context_create(blip, NULL, &blip_ctx), GLIMPSE_STATUS_OK);
+    glimpse_image *image = demo_picture(0);
+    const char *text = "a red circle";
+    float embedding[512], logit = 0;
+    assert_true(glimpse_model_embedding_dim(clip) <= 512);
+    assert_no_images_refused(glimpse_embed_images(clip_ctx, &image, 0, embedding));
+    assert_int_equal(glimpse_embed_texts(clip_ctx, &text, 0, embedding), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(glimpse_last_error(), "no texts"));
+    assert_int_equal(glimpse_embed_images(clip_ctx, &image, 1, NULL), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(glimpse_embed_images(clip_ctx, &image, 1, embedding), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_score(clip, embedding, 0, embedding, 1, &logit), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(glimpse_score(clip, embedding, 1, embedding, 0, &logit), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(glimpse_score(clip, embedding, 1, embedding, 1, &logit), GLIMPSE_STATUS_OK);
+    glimpse_caption caption = {.text = NULL};
+    assert_no_images_refused(glimpse_caption_images(blip_ctx, &image, 0, NULL, &caption));
+    assert_null(caption.text);
+    char *folder = fixture_path("blip-itm-tiny");
+    if (folder) {
+        glimpse_model *itm = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
+        glimpse_context *itm_ctx;
+        assert_int_equal(glimpse_context_create(itm, NULL, &itm_ctx), GLIMPSE_STATUS_OK);
+        float score;
+        assert_int_equal(glimpse_match(itm_ctx, &image, 0, &text, 1, GLIMPSE_MATCH_MODE_ITM, &score),
+                         GLIMPSE_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(glimpse_match(itm_ctx, &image, 1, &text, 0, GLIMPSE_MATCH_MODE_ITC, &score),
+                         GLIMPSE_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(glimpse_match(itm_ctx, &image, 1, &text, 1, GLIMPSE_MATCH_MODE_ITM, &score),
+                         GLIMPSE_STATUS_OK);
+        glimpse_ranked ranked;
+        size_t ranked_count = 1;
+        assert_int_equal(glimpse_rerank(itm_ctx, text, &image, 0, &logit, 1, &ranked, &ranked_count),
+                         GLIMPSE_STATUS_OK);
+        assert_int_equal(ranked_count, 0);
+        glimpse_context_free(itm_ctx);
+        glimpse_model_free(itm);
+        free(folder);
+    }
+    glimpse_image_free(image);
+    glimpse_context_free(clip_ctx), glimpse_context_free(blip_ctx);
+    glimpse_model_free(clip), glimpse_model_free(blip);
+}
+
+static void assert_same_caption(glimpse_context *ctx, glimpse_image *image, const glimpse_caption_params *a,
+                                const glimpse_caption_params *b) {
+    glimpse_caption first, second;
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, a, &first), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, b, &second), GLIMPSE_STATUS_OK);
+    assert_int_equal(first.id_count, second.id_count);
+    assert_memory_equal(first.ids, second.ids, first.id_count * sizeof *first.ids);
+    glimpse_caption_free(&first), glimpse_caption_free(&second);
+}
+
+/* The default params leave beams, lengths and penalties to the model: the
+ * demo captioner's generation_config.json says 1 beam, max_length 16,
+ * min_length 0; a model without one gets glimpse's 3 beams, 5 to 20 tokens. */
+static void test_caption_settings_left_to_the_model(void **state) {
+    (void)state;
+    glimpse_caption_params defaults = glimpse_caption_default_params();
+    assert_int_equal(defaults.beams, GLIMPSE_CAPTION_MODEL_DEFAULT);
+    assert_int_equal(defaults.max_tokens, GLIMPSE_CAPTION_MODEL_DEFAULT);
+    assert_int_equal(defaults.min_tokens, GLIMPSE_CAPTION_MODEL_DEFAULT);
+    assert_true(isnan(defaults.length_penalty) && isnan(defaults.repetition_penalty));
+    assert_false(defaults.sample);
+    glimpse_caption_params glimpse_own = glimpse_caption_model_params(NULL);
+    assert_int_equal(glimpse_own.beams, 3);
+    assert_int_equal(glimpse_own.max_tokens, 20);
+    assert_int_equal(glimpse_own.min_tokens, 5);
+    assert_true(glimpse_own.length_penalty == 1.0f && glimpse_own.repetition_penalty == 1.0f);
+
+    glimpse_model *model = load_demo("demo-blip-caption");
+    glimpse_caption_params resolved = glimpse_caption_model_params(model);
+    assert_int_equal(resolved.beams, 1);
+    assert_int_equal(resolved.max_tokens, 15);
+    assert_int_equal(resolved.min_tokens, 0);
+    assert_true(resolved.length_penalty == 1.0f && resolved.repetition_penalty == 1.0f);
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    glimpse_image *image = demo_picture(3);
+    /* NULL, the defaults and the resolved settings are one caption */
+    assert_same_caption(ctx, image, NULL, &defaults);
+    assert_same_caption(ctx, image, &defaults, &resolved);
+    /* a field set is taken as it is, the others still from the model */
+    glimpse_caption_params some = defaults, all = resolved;
+    some.beams = all.beams = 3;
+    some.max_tokens = all.max_tokens = 4;
+    assert_same_caption(ctx, image, &some, &all);
+    glimpse_caption caption;
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, &some, &caption), GLIMPSE_STATUS_OK);
+    assert_true(caption.id_count <= 1 + 4);
+    glimpse_caption_free(&caption);
+    /* sampling with the beams left to the model draws one caption; with 3 beams set it is refused */
+    glimpse_caption_params sampled = defaults;
+    sampled.sample = true;
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, &sampled, &caption), GLIMPSE_STATUS_OK);
+    glimpse_caption_free(&caption);
+    sampled.beams = 3;
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, &sampled, &caption), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    glimpse_image_free(image);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+}
+
+/* A minimum left to the model never exceeds a maximum that is set; a
+ * minimum set above the model's maximum is refused. */
+static void test_caption_minimum_left_to_the_model(void **state) {
+    (void)state;
+    char *folder = fixture_path("blip-caption-tiny"); /* no generation_config.json: at least 5 tokens */
+    if (!folder) skip();
+    glimpse_model *model = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    glimpse_image *image = fixture_image("chelsea.png");
+    glimpse_caption_params params = glimpse_caption_default_params();
+    params.beams = 1;
+    params.max_tokens = 3;
+    glimpse_caption caption;
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, &params, &caption), GLIMPSE_STATUS_OK);
+    assert_int_equal(caption.id_count, 1 + 3);
+    glimpse_caption_free(&caption);
+    params = glimpse_caption_default_params();
+    params.min_tokens = 21;
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, &params, &caption), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    glimpse_image_free(image);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    free(folder);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zero_items_are_invalid),
+        cmocka_unit_test(test_caption_settings_left_to_the_model),
+        cmocka_unit_test(test_caption_minimum_left_to_the_model),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
