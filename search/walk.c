@@ -19,7 +19,8 @@
 
 /* Whether the name ends in an extension of an image we decode (case-insensitive). */
 static bool is_image_name(const char *name) {
-    static const char *extensions[] = {".jpg", ".jpeg", ".jpe", ".png", ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"};
+    static const char *extensions[] = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".tif", ".tiff", ".heic", ".heif",
+                                       ".avif", ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"};
     const char *dot = strrchr(name, '.');
     if (!dot) return false;
     for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)

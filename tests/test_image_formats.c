@@ -7,6 +7,7 @@
  * be refused with the expected status and the file's name. Skips (77) when
  * python3 with Pillow is not there. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -102,7 +103,7 @@ static int check_case(const char *name, const char *input, const char *expected,
     char path[1024], reference[1024];
     snprintf(path, sizeof path, CASES_FOLDER "/%s", input);
     glimpse_image_params params = glimpse_image_default_params();
-    if (strcmp(mode, "keep") == 0) params.ignore_exif_orientation = 1;
+    if (strcmp(mode, "keep") == 0) params.ignore_exif_orientation = true;
     if (strncmp(mode, "limit=", 6) == 0) params.max_pixels = strtoull(mode + 6, NULL, 10);
     glimpse_image *image = NULL, *from_memory = NULL;
     glimpse_status status = glimpse_image_load_file(path, &params, &image);
