@@ -1,7 +1,8 @@
 /* decode_tiff.c — TIFF through libtiff, first page only, as Pillow 9.4 reads
  * it: the sample layouts of Pillow's OPEN_INFO table that convert("RGB") takes
- * (bilevel, 2/4/8-bit grey, 16-bit grey clipped, grey+alpha, RGB(A/X) and
- * premultiplied RGBa at 8 or 16 bits, palette, CMYK, JPEG-compressed YCbCr),
+ * (bilevel, 2/4/8-bit grey, 16/32-bit integer and 32-bit float grey clipped,
+ * grey+alpha, RGB(A/X) and premultiplied RGBa at 8 or 16 bits, palette, CMYK,
+ * JPEG-compressed YCbCr),
  * strips or tiles, contiguous or separate planes, every compression Pillow
  * names. Like Pillow's loader it turns the image by its own Orientation tag,
  * and reports that tag again for exif_transpose (Pillow 9.4 applies it twice).
@@ -95,6 +96,7 @@ typedef struct sample_layout {
     int bits;          /* per sample: 1, 2, 4 (one sample a pixel), 8 or 16 */
     int samples;       /* per pixel, as decoded (contiguous) */
     int inverted;      /* MinIsWhite grey below 16 bits */
+    int sample_format; /* SAMPLEFORMAT_UINT, _INT or _IEEEFP (grey of 16 or 32 bits only) */
     int premultiplied; /* RGB with associated alpha (Pillow's "RGBa") */
     uint8_t palette[256][3];
 } sample_layout;
@@ -109,6 +111,27 @@ static unsigned sample8(const sample_layout *layout, const uint8_t *row, size_t 
     return wide >> 8;
 }
 
+/* A 16- or 32-bit grey sample (native order) clipped to 0..255 as
+ * convert("RGB") clips modes I;16, I and F (floats truncated toward zero). */
+static unsigned clipped_wide_sample(const uint8_t *at, const sample_layout *layout) {
+    double value;
+    if (layout->bits == 16) {
+        uint16_t bits16;
+        memcpy(&bits16, at, 2);
+        value = layout->sample_format == SAMPLEFORMAT_INT ? (double)(int16_t)bits16 : (double)bits16;
+    } else if (layout->sample_format == SAMPLEFORMAT_IEEEFP) {
+        float real;
+        memcpy(&real, at, 4);
+        value = real;
+    } else {
+        int32_t whole;
+        memcpy(&whole, at, 4);
+        value = whole;
+    }
+    if (!(value > 0)) return 0; /* negatives and NaN */
+    return value >= 255 ? 255 : (unsigned)value;
+}
+
 /* Pixels [0, count) of a decoded contiguous row to RGB. */
 static void convert_row(uint8_t *target, const uint8_t *row, size_t count, const sample_layout *layout) {
     for (size_t x = 0; x < count; x++, target += 3) {
@@ -121,10 +144,8 @@ static void convert_row(uint8_t *target, const uint8_t *row, size_t count, const
                 unsigned mask = (1u << layout->bits) - 1;
                 value = (row[bit / 8] >> (8 - layout->bits - bit % 8)) & mask;
                 if (layout->kind == KIND_GREY) value = value * (255 / mask);
-            } else if (layout->bits == 16) { /* mode I;16: convert("RGB") clips */
-                uint16_t wide;
-                memcpy(&wide, row + 2 * x * (size_t)layout->samples, 2);
-                value = wide > 255 ? 255 : wide;
+            } else if (layout->bits >= 16) { /* modes I;16, I and F: convert("RGB") clips */
+                value = clipped_wide_sample(row + (size_t)layout->bits / 8 * x, layout);
             } else {
                 value = row[x * (size_t)layout->samples];
             }
@@ -186,13 +207,28 @@ static glimpse_status choose_layout(TIFF *tiff, const uint8_t *bytes, size_t siz
                             compression == COMPRESSION_ADOBE_DEFLATE || compression == COMPRESSION_DEFLATE ||
                             compression == COMPRESSION_PACKBITS || compression == COMPRESSION_LZMA ||
                             compression == COMPRESSION_ZSTD || compression == COMPRESSION_WEBP;
-    int ok = known_compression && format == SAMPLEFORMAT_UINT && extra_count < samples;
+    int ok = known_compression && extra_count < samples;
     int colour_samples = samples - extra_count;
+    int grey = photometric == PHOTOMETRIC_MINISWHITE || photometric == PHOTOMETRIC_MINISBLACK;
+    if (ok && format != SAMPLEFORMAT_UINT) {
+        /* Pillow's modes I and F, which convert("RGB") clips to 0..255: signed 16
+         * and 32 bits (MinIsBlack), 32-bit floats (either photometric) */
+        ok = grey && samples == 1 && extra_count == 0 &&
+             ((format == SAMPLEFORMAT_INT && (bits == 16 || bits == 32) && photometric == PHOTOMETRIC_MINISBLACK) ||
+              (format == SAMPLEFORMAT_IEEEFP && bits == 32));
+        photometric = ok ? PHOTOMETRIC_MINISBLACK : photometric;
+    }
+    layout->sample_format = format;
     switch (ok ? photometric : 0xffff) {
     case PHOTOMETRIC_MINISWHITE:
     case PHOTOMETRIC_MINISBLACK:
         layout->kind = KIND_GREY;
-        if (samples == 1 && extra_count == 0 && (bits == 1 || bits == 2 || bits == 4 || bits == 8)) {
+        if (format != SAMPLEFORMAT_UINT) {
+            /* checked above */
+        } else if (samples == 1 && extra_count == 0 && bits == 32) {
+            ok = photometric == PHOTOMETRIC_MINISBLACK && !big_endian; /* Pillow's I;32N: read as signed */
+            layout->sample_format = SAMPLEFORMAT_INT;
+        } else if (samples == 1 && extra_count == 0 && (bits == 1 || bits == 2 || bits == 4 || bits == 8)) {
             layout->inverted = photometric == PHOTOMETRIC_MINISWHITE;
         } else if (samples == 1 && extra_count == 0 && bits == 16) {
             ok = photometric == PHOTOMETRIC_MINISBLACK || !big_endian; /* Pillow has no MM MinIsWhite I;16 */

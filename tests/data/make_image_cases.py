@@ -302,7 +302,7 @@ def webp_cases():
 # ------------------------------------------------------------------ TIFF
 
 def make_tiff(width, height, photometric, bits, samples, data, big_endian=False, extras=(), colormap=None,
-              orientation=None, photometric_tag=True, rows_per_strip=None):
+              orientation=None, photometric_tag=True, rows_per_strip=None, sample_format=None):
     """An uncompressed, contiguous TIFF written field by field (data: the strip bytes, rows packed)."""
     e = ">" if big_endian else "<"
     entries = []
@@ -330,6 +330,8 @@ def make_tiff(width, height, photometric, bits, samples, data, big_endian=False,
         entry(320, 3, colormap)
     if extras:
         entry(338, 3, list(extras))
+    if sample_format:
+        entry(339, 3, [sample_format] * samples)
     entries.sort()
     header = (b"MM\0*" if big_endian else b"II*\0") + struct.pack(e + "I", 8)
     ifd_size = 2 + 12 * len(entries) + 4
@@ -411,6 +413,21 @@ def tiff_cases():
         tiff = make_tiff(w, h, photometric, bits, samples, data, big, extras, colormap, rows_per_strip=4)
         written[name] = tiff
         add("tiff_" + name, tiff, ".tif")
+    # Pillow's modes I and F: signed and 32-bit integers and floats, clipped by convert("RGB")
+    for big in (False, True):
+        e, order = (">" if big else "<"), ("mm" if big else "ii")
+        values = [-70000, -300, -1, 0, 1, 77, 254, 255, 256, 1000, 40000, 2 ** 31 - 1]
+        shorts = [v for v in values if -32768 <= v < 32768]
+        add(f"tiff_{order}_grey16_signed", make_tiff(len(shorts), 1, 1, 16, 1, struct.pack(f"{e}{len(shorts)}h", *shorts),
+                                                     big, sample_format=2), ".tif")
+        add(f"tiff_{order}_grey32_signed", make_tiff(len(values), 1, 1, 32, 1, struct.pack(f"{e}{len(values)}i", *values),
+                                                     big, sample_format=2), ".tif")
+        floats = [-3.5, -0.2, 0.0, 0.4, 0.5, 0.99, 1.0, 100.5, 100.7, 254.5, 254.999, 255.0, 255.5, 1e9]
+        for photometric in (0, 1):
+            add(f"tiff_{order}_float32_photometric{photometric}", make_tiff(
+                len(floats), 1, photometric, 32, 1, struct.pack(f"{e}{len(floats)}f", *floats), big, sample_format=3), ".tif")
+    unsigned = [0, 1, 255, 256, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1]
+    add("tiff_ii_grey32_unsigned", make_tiff(len(unsigned), 1, 1, 32, 1, struct.pack(f"<{len(unsigned)}I", *unsigned)), ".tif")
     add("tiff_no_photometric_grey8", make_tiff(w, h, 0, 8, 1, tiff_samples(w, h, 1, 8), photometric_tag=False), ".tif")
     # orientation: Pillow 9.4 turns a TIFF by its tag when loading and again in exif_transpose
     rgb = asymmetric(w, h).tobytes()
@@ -643,8 +660,7 @@ def hostile_cases():
     add("tiff_lying_size", make_tiff(100000, 100000, 2, 8, 3, rgb[:300]), ".tif",
         expected="refuse:too_large")
     add("tiff_limit", tiff, ".tif", mode="limit=100", expected="refuse:too_large")
-    add("tiff_float_unsupported", make_tiff(4, 4, 1, 32, 1, bytes(64)).replace(
-        struct.pack("<HHI", 277, 3, 1), struct.pack("<HHI", 277, 3, 1)), ".tif", expected="refuse:unsupported")
+    add("tiff_lab_unsupported", make_tiff(4, 4, 8, 8, 3, bytes(48)), ".tif", expected="refuse:unsupported")
     add("png_palette_truncated", make_png(noise(40, 30, 1, 15), 3, 4, True, png_chunk(b"PLTE", bytes(48)))[:-40], ".png",
         expected="refuse:bad_format")
 
