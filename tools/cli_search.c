@@ -18,7 +18,7 @@ static const struct option db_long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", 
 static const char index_help[] =
     "Usage: glimpse index -m MODEL --db FILE PATH...\n"
     "Builds or refreshes a search index of image files: folders are walked\n"
-    "recursively for JPEG, PNG, BMP, GIF, TGA and PNM files. Each file's path, size,\n"
+    "recursively for JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA and PNM files. Each file's path, size,\n"
     "modification time, content hash and CLIP embedding are stored in FILE (SQLite).\n"
     "Running it again embeds only new or changed files, recognises moved or renamed\n"
     "files by their content without embedding them again, and forgets deleted files.\n"
