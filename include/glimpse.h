@@ -228,6 +228,12 @@ typedef struct glimpse_image_params {
     /* Refuse images with more pixels than this before decoding them
      * (default 178956970, Pillow's decompression-bomb limit). */
     uint64_t max_pixels;
+    /* true: keep the pixels as stored, ignoring the EXIF orientation. false
+     * (the default): turn the image upright as transformers' load_image does
+     * (PIL.ImageOps.exif_transpose), for JPEG, PNG, WebP and TIFF. HEIF and
+     * AVIF always come out with their own rotation, mirroring and crop applied,
+     * as libheif applies them. */
+    bool ignore_exif_orientation;
 } glimpse_image_params;
 
 glimpse_image_params glimpse_image_default_params(void);
@@ -238,8 +244,10 @@ typedef enum glimpse_pixel_format {
     GLIMPSE_PIXEL_FORMAT_BGRA8 = 3  /* 4 bytes: B, G, R, A (alpha dropped) */
 } glimpse_pixel_format;
 
-/* Decodes an image file (JPEG, PNG, BMP, GIF's first frame, TGA, PNM) to RGB
- * as Pillow's convert("RGB") does. params may be NULL. */
+/* Decodes an image file (JPEG, PNG, WebP's first frame, TIFF's first page,
+ * HEIC, AVIF, BMP, GIF's first frame, TGA, PNM) to RGB as Pillow's
+ * convert("RGB") does (HEIC/AVIF: as heif-convert), upright by its EXIF
+ * orientation unless params say otherwise. params may be NULL. */
 glimpse_status glimpse_image_load_file(const char *path, const glimpse_image_params *params,
                                        glimpse_image **out);
 /* The same from encoded bytes in memory; the bytes are only borrowed. */

@@ -33,6 +33,10 @@ printf 'A caf\xc3\xa9 \xe2\x80\x94 na\xc3\xafve \xf0\x9f\x8e\xa8! \xe6\x97\xa5\x
 for f in examples/pictures/*.png "$fixtures"/images/*; do
   [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 262144 ] && cp "$f" "$corpus/fuzz_images/"
 done
+# every format and EXIF layout test_image_formats checks, when Pillow is there to make them
+if /usr/bin/python3 tests/data/make_image_cases.py build-fuzz/image_cases 2>/dev/null; then
+  find build-fuzz/image_cases -type f ! -name '*.ppm' ! -name '*.tsv' -size -64k -exec cp {} "$corpus/fuzz_images/" \;
+fi
 
 failed=0
 for t in $targets; do

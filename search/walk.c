@@ -18,7 +18,8 @@
 #define WALK_MAX_DEPTH 64
 
 bool path_has_image_extension(const char *name) {
-    static const char *extensions[] = {".jpg", ".jpeg", ".jpe", ".png", ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"};
+    static const char *extensions[] = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".tif", ".tiff", ".heic", ".heif",
+                                       ".avif", ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"};
     const char *dot = strrchr(name, '.');
     if (!dot) return false;
     for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)

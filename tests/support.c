@@ -80,18 +80,9 @@ int parity_setup(void **state, const char *name, int with_model) {
     parity_fixture *f = calloc(1, sizeof *f);
     if (!f) return -1;
     *state = f;
-    char *folder = fixture_path(name), relative[256];
-    if (with_model && glimpse_model_load(folder, NULL, &f->model) != GLIMPSE_STATUS_OK) {
-        fprintf(stderr, "load failed: %s\n", glimpse_last_error());
-        free(folder);
+    if (fixture_open(name, "expected.json", "reference.safetensors", with_model ? &f->model : NULL, &f->expected,
+                     &f->reference))
         return -1;
-    }
-    free(folder);
-    snprintf(relative, sizeof relative, "%s/expected.json", name);
-    f->expected = fixture_json(relative);
-    snprintf(relative, sizeof relative, "%s/reference.safetensors", name);
-    f->reference = fixture_tensors(relative);
-    if (!f->expected || !f->reference) return -1;
     f->image_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "images"));
     f->text_count = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f->expected, "texts"));
     return 0;
@@ -100,9 +91,7 @@ int parity_setup(void **state, const char *name, int with_model) {
 int parity_teardown(void **state) {
     parity_fixture *f = *state;
     if (!f) return 0;
-    glimpse_model_free(f->model);
-    cJSON_Delete(f->expected);
-    safetensors_close(f->reference);
+    fixture_close(f->model, f->expected, f->reference);
     free(f);
     return 0;
 }
@@ -188,4 +177,31 @@ struct glimpse_model *load_model(const char *path, int precision) {
     glimpse_model *model = NULL;
     if (glimpse_model_load(path, &params, &model)) fail_msg("%s: %s", path, glimpse_last_error());
     return model;
+}
+
+int fixture_open(const char *name, const char *json_file, const char *tensors_file, struct glimpse_model **model,
+                 cJSON **expected, safetensors **reference) {
+    *expected = NULL, *reference = NULL;
+    if (model) {
+        *model = NULL;
+        char *folder = fixture_path(name);
+        glimpse_status status = folder ? glimpse_model_load(folder, NULL, model) : GLIMPSE_STATUS_OUT_OF_MEMORY;
+        free(folder);
+        if (status) {
+            fprintf(stderr, "%s: load failed: %s\n", name, glimpse_last_error());
+            return -1;
+        }
+    }
+    char relative[256];
+    snprintf(relative, sizeof relative, "%s/%s", name, json_file);
+    *expected = fixture_json(relative);
+    snprintf(relative, sizeof relative, "%s/%s", name, tensors_file);
+    *reference = fixture_tensors(relative);
+    return *expected && *reference ? 0 : -1;
+}
+
+void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *reference) {
+    glimpse_model_free(model);
+    cJSON_Delete(expected);
+    if (reference) safetensors_close(reference);
 }

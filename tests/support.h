@@ -26,6 +26,15 @@ safetensors *fixture_tensors(const char *relative);
 /* The float32 data of a named tensor with `elements` elements (fails the test if absent). */
 const float *fixture_tensor(const safetensors *file, const char *name, size_t elements);
 
+/* The fixture model NAME/ loaded as float32, with a JSON file and a
+ * safetensors file of its folder (e.g. expected.json, reference.safetensors;
+ * model NULL: the files only):
+ * 0, or -1 with a note on stderr (what was opened is set, and released by
+ * fixture_close, which takes NULLs). */
+int fixture_open(const char *name, const char *json_file, const char *tensors_file, struct glimpse_model **model,
+                 cJSON **expected, safetensors **reference);
+void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *reference);
+
 /* A fixture image (images/NAME) decoded; fails the test if it cannot be. */
 struct glimpse_image *fixture_image(const char *name);
 

@@ -27,24 +27,14 @@ typedef struct fixture {
     safetensors *attention;
 } fixture;
 
-static fixture fixture_open(const char *name, const char *json_name) {
+static fixture open_fixture(const char *name, const char *json_name) {
     fixture f = {0};
-    char *folder = fixture_path(name), json[128], attention[128];
-    if (glimpse_model_load(folder, NULL, &f.model)) fail_msg("load %s: %s", name, glimpse_last_error());
-    free(folder);
-    snprintf(json, sizeof json, "%s/%s", name, json_name);
-    snprintf(attention, sizeof attention, "%s/attention.safetensors", name);
-    f.json = fixture_json(json);
-    f.attention = fixture_tensors(attention);
-    if (!f.json || !f.attention) fail_msg("%s: no %s or attention.safetensors", name, json_name);
+    if (fixture_open(name, json_name, "attention.safetensors", &f.model, &f.json, &f.attention))
+        fail_msg("%s: no model, %s or attention.safetensors", name, json_name);
     return f;
 }
 
-static void fixture_close(fixture *f) {
-    safetensors_close(f->attention);
-    cJSON_Delete(f->json);
-    glimpse_model_free(f->model);
-}
+static void close_fixture(fixture *f) { fixture_close(f->model, f->json, f->attention); }
 
 /* A record of every layer of the kinds asked for, its memory filled with UNTOUCHED. */
 static attention_record record_every_layer(int self, int cross, size_t layers, size_t sequences, size_t heads,
@@ -92,7 +82,7 @@ static void compare_rows(const float *recorded, const float *reference, size_t h
 static void test_clip_vision_self_attention(void **state) {
     (void)state;
     if (!fixtures_folder()) skip();
-    fixture f = fixture_open("clip-tiny", "expected.json");
+    fixture f = open_fixture("clip-tiny", "expected.json");
     const glimpse_model *model = f.model;
     const safetensors *attention = f.attention;
     const vit_model *vision = &model->vision;
@@ -149,7 +139,7 @@ static void test_clip_vision_self_attention(void **state) {
     vit_state_free(run);
     pool_free(threads);
     free(pixels), free(unrecorded);
-    fixture_close(&f);
+    close_fixture(&f);
 }
 
 /* ---------------------------------------------------------- BLIP caption */
@@ -259,7 +249,7 @@ static void caption_step_by_step(const glimpse_model *model, const safetensors *
 static void test_blip_caption_attention(void **state) {
     (void)state;
     if (!fixtures_folder()) skip();
-    fixture f = fixture_open("blip-caption-tiny", "attention.json");
+    fixture f = open_fixture("blip-caption-tiny", "attention.json");
     const cJSON *item;
     int count = 0;
     cJSON_ArrayForEach(item, cJSON_GetObjectItem(f.json, "cases")) {
@@ -273,7 +263,7 @@ static void test_blip_caption_attention(void **state) {
         count++;
     }
     assert_int_equal(count, 5); /* four greedy cases and the prompted one */
-    fixture_close(&f);
+    close_fixture(&f);
 }
 
 /* --------------------------------------------------------------- BLIP ITM */
@@ -281,7 +271,7 @@ static void test_blip_caption_attention(void **state) {
 static void test_blip_itm_attention(void **state) {
     (void)state;
     if (!fixtures_folder()) skip();
-    fixture f = fixture_open("blip-itm-tiny", "attention.json");
+    fixture f = open_fixture("blip-itm-tiny", "attention.json");
     const bert_model *encoder = &f.model->text_encoder;
     size_t layers = (size_t)encoder->config.layers, heads = (size_t)encoder->config.heads;
     size_t image_tokens = f.model->vision.tokens;
@@ -328,7 +318,7 @@ static void test_blip_itm_attention(void **state) {
     }
     s->record = NULL;
     bert_state_free(s);
-    fixture_close(&f);
+    close_fixture(&f);
 }
 
 int main(void) {

@@ -31,16 +31,8 @@ static int setup(void **state) {
     *state = NULL;
     if (!fixtures_folder()) return 0;
     itm_fixture *f = calloc(1, sizeof *f);
-    char *folder = fixture_path("blip-itm-tiny");
-    glimpse_status status = glimpse_model_load(folder, NULL, &f->model);
-    free(folder);
-    if (status) {
-        fprintf(stderr, "load failed: %s\n", glimpse_last_error());
+    if (fixture_open("blip-itm-tiny", "expected.json", "reference.safetensors", &f->model, &f->expected, &f->reference))
         return -1;
-    }
-    f->expected = fixture_json("blip-itm-tiny/expected.json");
-    f->reference = fixture_tensors("blip-itm-tiny/reference.safetensors");
-    if (!f->expected || !f->reference) return -1;
     const cJSON *item;
     cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "images")) f->images[f->image_count++] = fixture_image(item->valuestring);
     cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "texts")) f->texts[f->text_count++] = item->valuestring;
@@ -52,9 +44,7 @@ static int teardown(void **state) {
     itm_fixture *f = *state;
     if (!f) return 0;
     for (size_t i = 0; i < f->image_count; i++) glimpse_image_free(f->images[i]);
-    glimpse_model_free(f->model);
-    cJSON_Delete(f->expected);
-    safetensors_close(f->reference);
+    fixture_close(f->model, f->expected, f->reference);
     free(f);
     return 0;
 }

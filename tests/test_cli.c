@@ -532,6 +532,48 @@ static void test_image_limits(void **state) {
     free(model), free(image), free(cat);
 }
 
+/* The embedding JSON array of the one image line of `glimpse embed --json`. */
+static char *embedding_of(run_result *r) {
+    assert_int_equal(r->status, 0);
+    cJSON *lines = parse_json_lines(r->out);
+    char *text = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "embedding"));
+    return cJSON_Delete(lines), result_free(r), text;
+}
+
+/* A picture tagged "rotate 90° clockwise" (a PNG eXIf chunk) is embedded
+ * turned, unless --no-exif-rotate keeps it as stored. */
+static void test_exif_rotate_option(void **state) {
+    (void)state;
+    char *clip = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip"),
+         *plain = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00003.png");
+    uint8_t *bytes;
+    size_t size;
+    assert_int_equal(file_read_all(plain, 1 << 26, &bytes, &size), GLIMPSE_STATUS_OK);
+    static const uint8_t exif[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0};
+    uint8_t chunk[12 + sizeof exif] = {0, 0, 0, sizeof exif, 'e', 'X', 'I', 'f'};
+    memcpy(chunk + 8, exif, sizeof exif);
+    uint32_t crc = (uint32_t)crc32(0, chunk + 4, 4 + sizeof exif);
+    uint8_t *end = chunk + 8 + sizeof exif;
+    end[0] = (uint8_t)(crc >> 24), end[1] = (uint8_t)(crc >> 16), end[2] = (uint8_t)(crc >> 8), end[3] = (uint8_t)crc;
+    char tagged[] = "/tmp/glimpse-exif-XXXXXX";
+    int fd = mkstemp(tagged);
+    assert_int_equal(write(fd, bytes, 33), 33); /* signature and IHDR, then eXIf, then the rest */
+    assert_int_equal(write(fd, chunk, sizeof chunk), (ssize_t)sizeof chunk);
+    assert_int_equal(write(fd, bytes + 33, size - 33), (ssize_t)(size - 33));
+    close(fd);
+    free(bytes);
+    run_result r = run("embed", "-m", clip, "--json", "-i", plain, NULL);
+    char *stored = embedding_of(&r);
+    r = run("embed", "-m", clip, "--json", "-i", tagged, NULL);
+    char *turned = embedding_of(&r);
+    r = run("embed", "-m", clip, "--json", "--no-exif-rotate", "-i", tagged, NULL);
+    char *kept = embedding_of(&r);
+    assert_string_equal(kept, stored);
+    assert_string_not_equal(turned, stored);
+    unlink(tagged);
+    free(stored), free(turned), free(kept), free(clip), free(plain);
+}
+
 static void test_hub_id_from_cache(void **state) {
     (void)state;
     REQUIRE_FIXTURES();
@@ -714,7 +756,8 @@ int main(void) {
         cmocka_unit_test(test_help_and_usage),          cmocka_unit_test(test_missing_models),
         cmocka_unit_test(test_rank_goes_on_past_bad_inputs), cmocka_unit_test(test_rank_scores_match_reference),
         cmocka_unit_test(test_embed_and_classify_json), cmocka_unit_test(test_damaged_models),
-        cmocka_unit_test(test_image_limits),            cmocka_unit_test(test_hub_id_from_cache),
+        cmocka_unit_test(test_image_limits),            cmocka_unit_test(test_exif_rotate_option),
+        cmocka_unit_test(test_hub_id_from_cache),
         cmocka_unit_test(test_caption),                 cmocka_unit_test(test_rank_with_blip_and_rerank), cmocka_unit_test(test_int8_option),
         cmocka_unit_test(test_siglip_commands),
         cmocka_unit_test(test_siglip_index),

@@ -1,5 +1,6 @@
 /* cli_common.h — what every glimpse subcommand shares: the common options
- * (--model, --threads, --json, --quiet, --verbose, --max-pixels), error
+ * (--model, --threads, --json, --quiet, --verbose, --max-pixels,
+ * --no-exif-rotate), error
  * lines on stderr, the progress bar, JSON Lines output, and loading a batch
  * of images where one bad file does not stop the others. CLI only: this code
  * may print and exit; the library never does. */
@@ -22,6 +23,7 @@ typedef struct cli_options {
     bool json;
     bool quiet, verbose;
     uint64_t max_pixels;
+    bool no_exif_rotate; /* keep pixels as stored, ignoring the EXIF orientation */
     glimpse_precision precision;
     int failures; /* inputs that failed; non-zero makes the exit status 1 */
 } cli_options;
@@ -39,6 +41,7 @@ enum {
     CLI_OPT_VERBOSE,
     CLI_OPT_MAX_PIXELS,
     CLI_OPT_INT8,
+    CLI_OPT_NO_EXIF_ROTATE,
     CLI_OPT_HELP,
     CLI_OPT_FIRST_FREE /* a command's own codes start here */
 };
@@ -47,7 +50,8 @@ enum {
     {"model", required_argument, NULL, 'm'}, {"threads", required_argument, NULL, CLI_OPT_THREADS},                    \
         {"json", no_argument, NULL, CLI_OPT_JSON}, {"quiet", no_argument, NULL, CLI_OPT_QUIET},                        \
         {"verbose", no_argument, NULL, CLI_OPT_VERBOSE}, {"max-pixels", required_argument, NULL, CLI_OPT_MAX_PIXELS}, \
-        {"int8", no_argument, NULL, CLI_OPT_INT8}, {"help", no_argument, NULL, CLI_OPT_HELP}
+        {"int8", no_argument, NULL, CLI_OPT_INT8}, {"no-exif-rotate", no_argument, NULL, CLI_OPT_NO_EXIF_ROTATE},     \
+        {"help", no_argument, NULL, CLI_OPT_HELP}
 
 /* The help text of the common options, for each command's --help. */
 extern const char cli_common_help[];
@@ -80,7 +84,8 @@ void cli_progress_start(cli_progress *progress, const cli_options *options, size
 void cli_progress_step(cli_progress *progress, size_t done);
 void cli_progress_end(cli_progress *progress);
 
-/* Loads an image file within --max-pixels. On failure prints the reason
+/* Loads an image file within --max-pixels, turned upright by its EXIF
+ * orientation unless --no-exif-rotate. On failure prints the reason
  * (ending progress's bar first, if given) and returns false. */
 bool cli_load_image(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image);
 

@@ -18,9 +18,9 @@ static const struct option db_long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", 
 static const char index_help[] =
     "Usage: glimpse index -m MODEL --db FILE PATH...\n"
     "Builds or refreshes a search index of image files: folders are walked\n"
-    "recursively for JPEG, PNG, BMP, GIF, TGA and PNM files. Each file's path, size,\n"
-    "modification time, content hash and CLIP or SigLIP embedding are stored in FILE\n"
-    "(SQLite), with the model's identity: an index takes one model only.\n"
+    "recursively for JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA and PNM files. Each\n"
+    "file's path, size, modification time, content hash and CLIP or SigLIP embedding are\n"
+    "stored in FILE (SQLite), with the model's identity: an index takes one model only.\n"
     "Running it again embeds only new or changed files, recognises moved or renamed\n"
     "files by their content without embedding them again, and forgets deleted files.\n"
     "Work is committed in small batches: an interrupted run loses nothing already\n"

@@ -1,7 +1,8 @@
 /* image.h — decoded RGB8 images and the decoders that make them: JPEG
- * (libjpeg-turbo, as Pillow decodes), PNG (libpng, every colour type and
- * depth), and BMP, GIF, TGA, PNM through stb_image. Colour conversion follows
- * Pillow's convert("RGB"). No resizing or model knowledge here. */
+ * (libjpeg-turbo), PNG (libpng), WebP (libwebp), TIFF (libtiff), HEIF and
+ * AVIF (libheif), and BMP, GIF, TGA, PNM through stb_image. Colour conversion
+ * follows Pillow 9.4's convert("RGB") (HEIF/AVIF: heif-convert's output), after
+ * ImageOps.exif_transpose's orientation. No resizing or model knowledge here. */
 #ifndef GLIMPSE_VISION_IMAGE_H
 #define GLIMPSE_VISION_IMAGE_H
 
@@ -22,9 +23,13 @@ struct glimpse_image {
 
 /* Decodes encoded bytes. label names the input in errors (a path, or
  * "image in memory"). Images over max_pixels are refused from their header,
- * before any pixel is decoded. Caller frees with glimpse_image_free. */
+ * before any pixel is decoded. The EXIF orientation is applied as transformers'
+ * load_image applies it (ImageOps.exif_transpose). Caller frees with glimpse_image_free. */
 glimpse_status image_decode(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                             glimpse_image **out);
+/* The same, with the orientation applied only when apply_orientation is nonzero. */
+glimpse_status image_decode_with(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
+                                 int apply_orientation, glimpse_image **out);
 
 /* An image of the given size with uninitialised pixels. */
 glimpse_status image_allocate(int width, int height, glimpse_image **out);
