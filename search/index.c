@@ -852,6 +852,7 @@ static glimpse_status load_row(glimpse_index *index, sqlite3_stmt *row, size_t c
     if (sqlite3_column_type(row, 1) != SQLITE_BLOB || !blob || row_bytes != index->dim * sizeof(float) || !path) {
         char what[96];
         snprintf(what, sizeof what, "a row's embedding has %zu bytes, not %zu", row_bytes, index->dim * sizeof(float));
+        if (sqlite3_column_type(row, 1) != SQLITE_BLOB) snprintf(what, sizeof what, "a row's embedding is not binary");
         return damaged(index, path ? what : "a row has no path");
     }
     if (index->checksummed && (sqlite3_column_type(row, 2) != SQLITE_INTEGER ||
@@ -903,6 +904,16 @@ static glimpse_status load_cache(glimpse_index *index) {
     }
     index->loaded = true;
     return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed) {
+    if (!index || !checksummed)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_verify: NULL argument");
+    *checksummed = index->checksummed;
+    glimpse_status status = check_structure(index, "PRAGMA integrity_check(1)");
+    if (status) return status;
+    drop_cache(index);
+    return load_cache(index);
 }
 
 glimpse_status glimpse_index_search(glimpse_index *index, const float *query, size_t k,

@@ -151,14 +151,29 @@ static void copy_and_change(const char *copy, const char *sql) {
     change(copy, sql);
 }
 
+/* Whether `glimpse index --check` of path exits with code and prints expected (on stdout or stderr). */
+static void check_says(const char *path, int code, const char *expected) {
+    char command[4096], output[700];
+    snprintf(output, sizeof output, "%s/check.txt", workspace);
+    snprintf(command, sizeof command, "%s index --check --db %s > %s 2>&1", GLIMPSE_BINARY, path, output);
+    int status = system(command);
+    char *said = read_text(output);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != code || !strstr(said, expected))
+        fail_msg("index --check of %s: status %d, said: %s", path, status, said);
+    free(said);
+}
+
 /* A byte inside one stored vector, changed with a valid page around it: only the checksum sees it. */
 static void test_changed_vector_is_caught(void **state) {
     (void)state;
     char copy[700], why[600];
     snprintf(copy, sizeof copy, "%s/vector.db", workspace);
-    copy_and_change(copy, "UPDATE images SET embedding = substr(embedding, 1, 9) || x'5a' || substr(embedding, 11)"
+    copy_and_change(copy, "UPDATE images SET embedding = CAST(substr(embedding, 1, 9) || x'5a' || substr(embedding, 11)"
+                          " AS BLOB)"
                           " WHERE id = (SELECT MIN(id) + 3 FROM images)");
     assert_int_equal(search_damaged(copy, why, sizeof why), OUTCOME_DAMAGE_REPORTED);
+    check_says(copy, 1, "is damaged: a row's path or embedding does not match its checksum");
+    check_says(db, 0, "every row's checksum are intact");
     /* and a path changed the same way */
     copy_and_change(copy, "UPDATE images SET path = path || 'x' WHERE id = (SELECT MIN(id) + 5 FROM images)");
     assert_int_equal(search_damaged(copy, why, sizeof why), OUTCOME_DAMAGE_REPORTED);
@@ -171,6 +186,7 @@ static void test_old_index_is_upgraded(void **state) {
     snprintf(copy, sizeof copy, "%s/old.db", workspace);
     copy_and_change(copy, "ALTER TABLE images DROP COLUMN checksum; DELETE FROM meta WHERE key = 'format'");
     assert_int_equal(search_damaged(copy, why, sizeof why), OUTCOME_SAME);
+    check_says(copy, 0, "made before row checksums");
     snprintf(command, sizeof command, "%s index -m %s/model --db %s --quiet %s/pictures > /dev/null", GLIMPSE_BINARY,
              workspace, copy, workspace);
     assert_int_equal(system(command), 0);
@@ -189,7 +205,8 @@ static void test_old_index_is_upgraded(void **state) {
     sqlite3_finalize(statement);
     sqlite3_close(connection);
     /* upgraded, it is verified: a changed vector is caught */
-    change(copy, "UPDATE images SET embedding = x'00' || substr(embedding, 2) WHERE id = (SELECT MIN(id) FROM images)");
+    change(copy, "UPDATE images SET embedding = CAST(x'00' || substr(embedding, 2) AS BLOB)"
+                 " WHERE id = (SELECT MIN(id) FROM images)");
     assert_int_equal(search_damaged(copy, why, sizeof why), OUTCOME_DAMAGE_REPORTED);
 }
 
