@@ -3,8 +3,8 @@
  * Schema: meta(key, value) holds the model's identity and folder once;
  * images(path UNIQUE, size, mtime_ns, hash, embedding BLOB of float32,
  * checksum of path and embedding, verified when rows are loaded: bytes
- * overwritten inside a vector are otherwise invisible) — meta's "format" is
- * INDEX_FORMAT once the checksums are there;
+ * overwritten inside a vector are otherwise invisible); meta's "checksum"
+ * covers the model record, its "format" records the upgrade to checksums;
  * writer holds the process updating the index, if one is (one at a time).
  * WAL journaling: each committed batch survives a crash or kill -9, and a
  * batch in flight is rolled back whole. Embeddings are kept as float32 both
@@ -36,7 +36,7 @@
 #define INDEX_BUSY_TIMEOUT_MS 10000
 /* config.json's bound on projection_dim: a larger recorded size means a damaged index. */
 #define INDEX_MAX_EMBEDDING_DIM 65536
-/* meta's "format" of an index whose rows carry checksums; older ones have none (no "format"). */
+/* meta's "format" of an index whose rows carry checksums; older ones have none (no "format", no column). */
 #define INDEX_FORMAT "2"
 
 struct glimpse_index {
@@ -47,7 +47,7 @@ struct glimpse_index {
     size_t dim;
     float logit_scale;
     bool read_only; /* opened for searching: writes nothing */
-    bool checksummed; /* rows carry checksums (INDEX_FORMAT), verified when loaded */
+    bool checksummed; /* rows carry checksums (images.checksum), verified when loaded */
     /* search cache: every stored embedding, loaded on first search */
     bool loaded;
     size_t count;
@@ -103,13 +103,23 @@ static glimpse_status exec(glimpse_index *index, const char *sql) {
     return GLIMPSE_STATUS_OK;
 }
 
+/* The failure to prepare one of the index's own statements: a table or
+ * column it names that is not there means the schema itself is damaged. */
+static glimpse_status prepare_error(glimpse_index *index, int code, const char *what) {
+    if (code != SQLITE_ERROR) return step_error(index, code, what);
+    char reason[160];
+    snprintf(reason, sizeof reason, "its tables are not as glimpse made them (%s)", sqlite3_errmsg(index->db));
+    return damaged(index, reason);
+}
+
 /* meta's value for key in *value (NULL when the key is not there); a read that fails is an error. */
 static glimpse_status meta_get(glimpse_index *index, const char *key, char **value) {
     *value = NULL;
     sqlite3_stmt *statement;
     int code = sqlite3_prepare_v2(index->db, "SELECT value FROM meta WHERE key = ?", -1, &statement, NULL);
-    if (code == SQLITE_ERROR) return GLIMPSE_STATUS_OK; /* no meta table: not a glimpse index */
-    if (code != SQLITE_OK) return step_error(index, code, "reading the index's model");
+    if (code == SQLITE_ERROR && strcmp(sqlite3_errmsg(index->db), "no such table: meta") == 0)
+        return GLIMPSE_STATUS_OK; /* not a glimpse index */
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index's model");
     sqlite3_bind_text(statement, 1, key, -1, SQLITE_STATIC);
     code = sqlite3_step(statement);
     if (code == SQLITE_ROW && sqlite3_column_text(statement, 0))
@@ -227,26 +237,59 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
                        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
                        "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
                        " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
-                       " embedding BLOB NOT NULL);"
+                       " embedding BLOB NOT NULL, checksum INTEGER);"
                        "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);"
                        "CREATE TABLE IF NOT EXISTS writer(id INTEGER PRIMARY KEY CHECK (id = 1),"
                        " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);");
 }
 
-/* Gives the rows of an index made before checksums theirs (and a new index
- * its format), in one transaction recorded as meta's "format". */
-static glimpse_status add_checksums(glimpse_index *index, const char *format) {
-    if (format && strcmp(format, INDEX_FORMAT) == 0) return GLIMPSE_STATUS_OK;
+/* The checksum of the model record (identity, folder, embedding size, logit
+ * scale as meta holds them) in decimal, as meta's "checksum" holds it. */
+static void model_record_checksum(const char *identity, const char *folder, const char *dim, const char *scale,
+                                  char text[24]) {
+    const char *values[] = {identity, folder, dim, scale};
+    uint64_t sum = 0;
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        const char *value = values[i] ? values[i] : "";
+        sum = (sum ^ content_hash((const uint8_t *)value, strlen(value))) * 0x100000001b3ull;
+    }
+    snprintf(text, 24, "%llu", (unsigned long long)sum);
+}
+
+/* Damage unless meta's "checksum" matches the model record read. */
+static glimpse_status check_model_record(glimpse_index *index, const char *identity, const char *dim,
+                                         const char *scale) {
+    char expected[24], *recorded = NULL;
+    model_record_checksum(identity, index->model_path, dim, scale, expected);
+    glimpse_status status = meta_get(index, "checksum", &recorded);
+    if (!status && (!recorded || strcmp(recorded, expected) != 0))
+        status = damaged(index, "its model record does not match its checksum");
+    free(recorded);
+    return status;
+}
+
+/* Whether the index's rows have checksums (an index made before them has no such column). */
+static glimpse_status has_checksums(glimpse_index *index, bool *has) {
     sqlite3_stmt *statement;
     int code = sqlite3_prepare_v2(index->db, "SELECT 1 FROM pragma_table_info('images') WHERE name = 'checksum'", -1,
                                   &statement, NULL);
-    if (code != SQLITE_OK) return step_error(index, code, "reading the index's columns");
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index's columns");
     code = sqlite3_step(statement);
     sqlite3_finalize(statement);
-    if (code != SQLITE_ROW && code != SQLITE_DONE) return step_error(index, code, "reading the index's columns");
+    *has = code == SQLITE_ROW;
+    return code == SQLITE_ROW || code == SQLITE_DONE ? GLIMPSE_STATUS_OK
+                                                     : step_error(index, code, "reading the index's columns");
+}
+
+/* Gives an index made before checksums its rows' and its model record's, in
+ * one transaction recorded as meta's "format". */
+static glimpse_status add_checksums(glimpse_index *index, const char *identity, const char *dim, const char *scale) {
+    char checksum[24];
+    model_record_checksum(identity, index->model_path, dim, scale, checksum);
     glimpse_status status = exec(index, "BEGIN IMMEDIATE");
-    if (!status && code == SQLITE_DONE) status = exec(index, "ALTER TABLE images ADD COLUMN checksum INTEGER");
+    if (!status) status = exec(index, "ALTER TABLE images ADD COLUMN checksum INTEGER");
     if (!status) status = exec(index, "UPDATE images SET checksum = glimpse_row_checksum(path, embedding)");
+    if (!status) status = meta_set(index, "checksum", checksum);
     if (!status) status = meta_set(index, "format", INDEX_FORMAT);
     if (!status) return exec(index, "COMMIT");
     sqlite3_exec(index->db, "ROLLBACK", NULL, NULL, NULL);
@@ -255,16 +298,19 @@ static glimpse_status add_checksums(glimpse_index *index, const char *format) {
 
 /* Records a new index's model: identity, folder, embedding size, logit scale. */
 static glimpse_status record_model(glimpse_index *index, const glimpse_model_info *info, const char *identity) {
-    char number[64];
+    char dim[32], scale[32], checksum[24];
     char *absolute = realpath(info->path, NULL);
     const char *folder = absolute ? absolute : info->path;
+    snprintf(dim, sizeof dim, "%d", info->embedding_dim);
+    snprintf(scale, sizeof scale, "%.9g", info->logit_scale);
+    model_record_checksum(identity, folder, dim, scale, checksum);
     glimpse_status status = exec(index, "BEGIN");
     if (!status) status = meta_set(index, "model_identity", identity);
     if (!status) status = meta_set(index, "model_path", folder);
-    snprintf(number, sizeof number, "%d", info->embedding_dim);
-    if (!status) status = meta_set(index, "dim", number);
-    snprintf(number, sizeof number, "%.9g", info->logit_scale);
-    if (!status) status = meta_set(index, "logit_scale", number);
+    if (!status) status = meta_set(index, "dim", dim);
+    if (!status) status = meta_set(index, "logit_scale", scale);
+    if (!status) status = meta_set(index, "checksum", checksum);
+    if (!status) status = meta_set(index, "format", INDEX_FORMAT);
     if (!status) status = exec(index, "COMMIT");
     free(index->model_path);
     index->model_path = strdup(folder);
@@ -328,11 +374,11 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     if (!status) status = meta_get(index, "dim", &dim);
     if (!status) status = meta_get(index, "logit_scale", &scale);
     if (!status) status = meta_get(index, "model_path", &index->model_path);
-    char *format = NULL;
-    if (!status) status = meta_get(index, "format", &format);
-    if (!status && model) status = add_checksums(index, format);
-    index->checksummed = model || (format && strcmp(format, INDEX_FORMAT) == 0);
-    free(format);
+    if (!status) status = has_checksums(index, &index->checksummed);
+    if (!status && index->checksummed && identity) status = check_model_record(index, identity, dim, scale);
+    else if (!status && index->checksummed && !model) status = damaged(index, "its model record is missing");
+    else if (!status && model && identity) status = add_checksums(index, identity, dim, scale);
+    if (!status && model) index->checksummed = true;
     if (!status && model) status = adopt_model(index, model, identity);
     else if (!status) status = read_recorded_model(index, identity, dim, scale);
     free(identity), free(dim), free(scale);
@@ -432,10 +478,11 @@ static glimpse_status stored_images_grow(stored_images *stored) {
 static glimpse_status read_stored(glimpse_index *index, stored_images *stored) {
     glimpse_status status = strmap_create(1024, &stored->by_path);
     sqlite3_stmt *statement = NULL;
-    if (!status && sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash FROM images", -1, &statement,
-                                      NULL) != SQLITE_OK)
-        status = db_error(index, "reading the index");
-    int code = SQLITE_DONE;
+    int code = status ? SQLITE_OK
+                      : sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash FROM images", -1,
+                                           &statement, NULL);
+    if (code != SQLITE_OK) status = prepare_error(index, code, "reading the index");
+    code = SQLITE_DONE;
     while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) {
         if (stored->count == stored->capacity && (status = stored_images_grow(stored))) break;
         const char *path = (const char *)sqlite3_column_text(statement, 1);
@@ -829,7 +876,7 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
 static glimpse_status row_capacity(glimpse_index *index, size_t *capacity) {
     sqlite3_stmt *statement;
     int code = sqlite3_prepare_v2(index->db, "SELECT MAX(rowid) FROM images", -1, &statement, NULL);
-    if (code != SQLITE_OK) return step_error(index, code, "reading the index");
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
     code = sqlite3_step(statement);
     int64_t max_rowid = code == SQLITE_ROW ? sqlite3_column_int64(statement, 0) : 0;
     sqlite3_finalize(statement);
@@ -886,7 +933,7 @@ static glimpse_status read_rows(glimpse_index *index) {
     const char *select = index->checksummed ? "SELECT path, embedding, checksum FROM images"
                                             : "SELECT path, embedding FROM images";
     int code = sqlite3_prepare_v2(index->db, select, -1, &statement, NULL);
-    if (code != SQLITE_OK) return step_error(index, code, "reading the index");
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
     while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) status = load_row(index, statement, capacity);
     if (!status && code != SQLITE_DONE) status = step_error(index, code, "reading the index");
     sqlite3_finalize(statement);
