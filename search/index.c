@@ -78,6 +78,13 @@ static void sql_row_checksum(sqlite3_context *call, int argc, sqlite3_value **ar
                                             embedding ? embedding : &none, embedding ? embedding_bytes : 0));
 }
 
+/* Whether SQLite's result code says the file is damaged (or no database at all). */
+static bool damage_code(int code) {
+    int primary = code & 0xff;
+    return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_FORMAT ||
+           primary == SQLITE_MISMATCH || primary == SQLITE_RANGE || primary == SQLITE_TOOBIG;
+}
+
 /* Damage found in the index file: reported as damage, never as a partial answer. */
 static glimpse_status damaged(glimpse_index *index, const char *what) {
     return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s is damaged: %s; rebuild it with glimpse index", index->path, what);
@@ -86,21 +93,18 @@ static glimpse_status damaged(glimpse_index *index, const char *what) {
 /* The failure of a statement that ended with SQLite's result code: damage
  * (a corrupt page, a file that is no database) as damage, the rest as I/O. */
 static glimpse_status step_error(glimpse_index *index, int code, const char *what) {
-    int primary = code & 0xff;
-    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_FORMAT ||
-        primary == SQLITE_MISMATCH || primary == SQLITE_RANGE || primary == SQLITE_TOOBIG)
-        return damaged(index, sqlite3_errmsg(index->db));
-    return db_error(index, what);
+    return damage_code(code) ? damaged(index, sqlite3_errmsg(index->db)) : db_error(index, what);
 }
 
 static glimpse_status exec(glimpse_index *index, const char *sql) {
     char *message = NULL;
-    if (sqlite3_exec(index->db, sql, NULL, NULL, &message) != SQLITE_OK) {
-        glimpse_status status = error_set(GLIMPSE_STATUS_IO, "%s: %s", index->path, message ? message : "SQL error");
-        sqlite3_free(message);
-        return status;
-    }
-    return GLIMPSE_STATUS_OK;
+    int code = sqlite3_exec(index->db, sql, NULL, NULL, &message);
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    const char *reason = message ? message : "SQL error";
+    if (code != SQLITE_OK && damage_code(code)) status = damaged(index, reason);
+    else if (code != SQLITE_OK) status = error_set(GLIMPSE_STATUS_IO, "%s: %s", index->path, reason);
+    sqlite3_free(message);
+    return status;
 }
 
 /* The failure to prepare one of the index's own statements: a table or
@@ -143,7 +147,16 @@ static glimpse_status check_structure(glimpse_index *index, const char *pragma) 
     const char *finding = code == SQLITE_ROW ? (const char *)sqlite3_column_text(statement, 0) : NULL;
     glimpse_status status = GLIMPSE_STATUS_OK;
     if (code != SQLITE_ROW) status = step_error(index, code, "checking the index");
-    else if (!finding || strcmp(finding, "ok") != 0) status = damaged(index, finding ? finding : "?");
+    else if (!finding || strcmp(finding, "ok") != 0) {
+        /* SQLite's finding on one line, without its "*** in database main ***" heading */
+        char reason[200];
+        const char *heading = "*** in database main ***\n";
+        if (finding && strncmp(finding, heading, strlen(heading)) == 0) finding += strlen(heading);
+        snprintf(reason, sizeof reason, "%s", finding ? finding : "?");
+        for (char *c = reason; *c; c++)
+            if (*c == '\n') *c = ' ';
+        status = damaged(index, reason);
+    }
     sqlite3_finalize(statement);
     return status;
 }
@@ -943,7 +956,8 @@ static glimpse_status read_rows(glimpse_index *index) {
 static glimpse_status load_cache(glimpse_index *index) {
     if (index->loaded) return GLIMPSE_STATUS_OK;
     glimpse_status status = exec(index, "BEGIN");
-    if (!status) status = read_rows(index);
+    if (status) return status;
+    status = read_rows(index);
     sqlite3_exec(index->db, "COMMIT", NULL, NULL, NULL);
     if (status) {
         drop_cache(index);

@@ -144,6 +144,41 @@ static void test_small_damage_at_many_offsets(void **state) {
     damage_at_offsets(150, 7);
 }
 
+/* The text of the first column of sql's first row on the index file at path; caller frees. */
+static char *query_text(const char *path, const char *sql) {
+    sqlite3 *connection;
+    sqlite3_stmt *statement;
+    assert_int_equal(sqlite3_open(path, &connection), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(connection, sql, -1, &statement, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+    assert_non_null(sqlite3_column_text(statement, 0));
+    char *text = strdup((const char *)sqlite3_column_text(statement, 0));
+    assert_non_null(text);
+    sqlite3_finalize(statement);
+    sqlite3_close(connection);
+    return text;
+}
+
+/* The images table's first page damaged: `glimpse index` reports damage too, with exit status 1. */
+static void test_index_reports_damage(void **state) {
+    (void)state;
+    char *root = query_text(db, "SELECT (rootpage - 1) * (SELECT page_size FROM pragma_page_size)"
+                                " FROM sqlite_schema WHERE name = 'images'");
+    size_t offset = strtoul(root, NULL, 10);
+    free(root);
+    char copy[700], command[4096], errors[700];
+    snprintf(copy, sizeof copy, "%s/root.db", workspace);
+    snprintf(errors, sizeof errors, "%s/root.err", workspace);
+    damage_copy(copy, offset, 2000, 7);
+    snprintf(command, sizeof command, "%s index -m %s/model --db %s --quiet %s/pictures > /dev/null 2> %s",
+             GLIMPSE_BINARY, workspace, copy, workspace, errors);
+    int status = system(command);
+    char *message = read_text(errors);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 || !strstr(message, " is damaged: "))
+        fail_msg("glimpse index of a damaged index: status %d, said: %s", status, message);
+    free(message);
+}
+
 /* Runs sql on the index file at path through SQLite. */
 static void change(const char *path, const char *sql) {
     sqlite3 *connection;
@@ -200,19 +235,10 @@ static void test_old_index_is_upgraded(void **state) {
              workspace, copy, workspace);
     assert_int_equal(system(command), 0);
     assert_int_equal(search_damaged(copy, why, sizeof why), OUTCOME_SAME);
-    sqlite3 *connection;
-    sqlite3_stmt *statement;
-    assert_int_equal(sqlite3_open(copy, &connection), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(connection,
-                                        "SELECT (SELECT value FROM meta WHERE key = 'format'),"
-                                        " (SELECT COUNT(*) FROM images WHERE checksum IS NULL)",
-                                        -1, &statement, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(statement, 0), "2");
-    assert_int_equal(sqlite3_column_int(statement, 1), 0);
-    sqlite3_finalize(statement);
-    sqlite3_close(connection);
+    char *upgrade = query_text(copy, "SELECT (SELECT value FROM meta WHERE key = 'format') || ', ' ||"
+                                     " (SELECT COUNT(*) FROM images WHERE checksum IS NULL)");
+    assert_string_equal(upgrade, "2, 0"); /* format 2, no row without its checksum */
+    free(upgrade);
     /* upgraded, it is verified: a changed vector is caught */
     change(copy, "UPDATE images SET embedding = CAST(x'00' || substr(embedding, 2) AS BLOB)"
                  " WHERE id = (SELECT MIN(id) FROM images)");
@@ -224,6 +250,7 @@ int main(void) {
         cmocka_unit_test(test_damage_at_many_offsets),
         cmocka_unit_test(test_small_damage_at_many_offsets),
         cmocka_unit_test(test_changed_vector_is_caught),
+        cmocka_unit_test(test_index_reports_damage),
         cmocka_unit_test(test_old_index_is_upgraded),
     };
     return cmocka_run_group_tests_name("index_damage", tests, setup, teardown);
