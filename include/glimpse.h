@@ -412,6 +412,11 @@ glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimp
 const char *glimpse_index_model_path(const glimpse_index *index);
 /* Images stored. */
 size_t glimpse_index_count(const glimpse_index *index);
+/* The full check of the index file: SQLite's integrity_check, then every
+ * row's shape and (*checksummed set) its checksum; an index made before
+ * checksums (*checksummed false) gets them on its next writing open.
+ * Damage is GLIMPSE_STATUS_BAD_FORMAT, "FILE is damaged: ...". */
+glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed);
 
 typedef struct glimpse_index_summary {
     size_t added, updated, moved, removed, unchanged, failed;

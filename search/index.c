@@ -1,7 +1,10 @@
 /* index.c — glimpse_index: the SQLite search index of a photo collection.
  *
  * Schema: meta(key, value) holds the model's identity and folder once;
- * images(path UNIQUE, size, mtime_ns, hash, embedding BLOB of float32);
+ * images(path UNIQUE, size, mtime_ns, hash, embedding BLOB of float32,
+ * checksum of path and embedding, verified when rows are loaded: bytes
+ * overwritten inside a vector are otherwise invisible); meta's "checksum"
+ * covers the model record, its "format" records the upgrade to checksums;
  * writer holds the process updating the index, if one is (one at a time).
  * WAL journaling: each committed batch survives a crash or kill -9, and a
  * batch in flight is rolled back whole. Embeddings are kept as float32 both
@@ -9,6 +12,7 @@
  * one sgemv reads in about 10 ms. */
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,8 @@
 #define INDEX_BUSY_TIMEOUT_MS 10000
 /* config.json's bound on projection_dim: a larger recorded size means a damaged index. */
 #define INDEX_MAX_EMBEDDING_DIM 65536
+/* meta's "format" of an index whose rows carry checksums; older ones have none (no "format", no column). */
+#define INDEX_FORMAT "2"
 
 struct glimpse_index {
     sqlite3 *db;
@@ -41,6 +47,7 @@ struct glimpse_index {
     size_t dim;
     float logit_scale, logit_bias; /* a search's score: logit_scale × cosine + logit_bias (SigLIP's; CLIP 0) */
     bool read_only; /* opened for searching: writes nothing */
+    bool checksummed; /* rows carry checksums (images.checksum), verified when loaded */
     /* search cache: every stored embedding, loaded on first search */
     bool loaded;
     size_t count;
@@ -53,26 +60,117 @@ static glimpse_status db_error(glimpse_index *index, const char *what) {
     return error_set(GLIMPSE_STATUS_IO, "%s: %s: %s", index->path, what, sqlite3_errmsg(index->db));
 }
 
-static glimpse_status exec(glimpse_index *index, const char *sql) {
-    char *message = NULL;
-    if (sqlite3_exec(index->db, sql, NULL, NULL, &message) != SQLITE_OK) {
-        glimpse_status status = error_set(GLIMPSE_STATUS_IO, "%s: %s", index->path, message ? message : "SQL error");
-        sqlite3_free(message);
-        return status;
-    }
-    return GLIMPSE_STATUS_OK;
+/* The checksum of a row: its path's bytes and its embedding's. */
+static int64_t row_checksum(const void *path, size_t path_bytes, const void *embedding, size_t embedding_bytes) {
+    uint64_t of_path = content_hash(path, path_bytes), of_embedding = content_hash(embedding, embedding_bytes);
+    return (int64_t)(of_embedding ^ (of_path * 0x9e3779b97f4a7c15ull));
 }
 
-static char *meta_get(glimpse_index *index, const char *key) {
+/* SQL glimpse_row_checksum(path, embedding): row_checksum, for the statements that write rows. */
+static void sql_row_checksum(sqlite3_context *call, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const void *path = sqlite3_value_text(argv[0]);
+    size_t path_bytes = (size_t)sqlite3_value_bytes(argv[0]);
+    const void *embedding = sqlite3_value_blob(argv[1]);
+    size_t embedding_bytes = (size_t)sqlite3_value_bytes(argv[1]);
+    static const uint8_t none = 0;
+    sqlite3_result_int64(call, row_checksum(path ? path : &none, path ? path_bytes : 0,
+                                            embedding ? embedding : &none, embedding ? embedding_bytes : 0));
+}
+
+/* Whether SQLite's result code says the file is damaged (or no database at all). */
+static bool damage_code(int code) {
+    int primary = code & 0xff;
+    return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_FORMAT ||
+           primary == SQLITE_MISMATCH || primary == SQLITE_RANGE || primary == SQLITE_TOOBIG;
+}
+
+/* Damage found in the index file: reported as damage, never as a partial answer. */
+static glimpse_status damaged(glimpse_index *index, const char *what) {
+    return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s is damaged: %s; rebuild it with glimpse index", index->path, what);
+}
+
+/* The failure of a statement that ended with SQLite's result code: damage
+ * (a corrupt page, a file that is no database) as damage, the rest as I/O. */
+static glimpse_status step_error(glimpse_index *index, int code, const char *what) {
+    return damage_code(code) ? damaged(index, sqlite3_errmsg(index->db)) : db_error(index, what);
+}
+
+static glimpse_status exec(glimpse_index *index, const char *sql) {
+    char *message = NULL;
+    int code = sqlite3_exec(index->db, sql, NULL, NULL, &message);
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    const char *reason = message ? message : "SQL error";
+    if (code != SQLITE_OK && damage_code(code)) status = damaged(index, reason);
+    else if (code != SQLITE_OK) status = error_set(GLIMPSE_STATUS_IO, "%s: %s", index->path, reason);
+    sqlite3_free(message);
+    return status;
+}
+
+/* The failure to prepare one of the index's own statements: a table or
+ * column it names that is not there means the schema itself is damaged. */
+static glimpse_status prepare_error(glimpse_index *index, int code, const char *what) {
+    if (code != SQLITE_ERROR) return step_error(index, code, what);
+    char reason[160];
+    snprintf(reason, sizeof reason, "its tables are not as glimpse made them (%s)", sqlite3_errmsg(index->db));
+    return damaged(index, reason);
+}
+
+/* meta's value for key in *value (NULL when the key is not there); a read that fails is an error. */
+static glimpse_status meta_get(glimpse_index *index, const char *key, char **value) {
+    *value = NULL;
     sqlite3_stmt *statement;
-    char *value = NULL;
-    if (sqlite3_prepare_v2(index->db, "SELECT value FROM meta WHERE key = ?", -1, &statement, NULL) != SQLITE_OK)
-        return NULL;
+    int code = sqlite3_prepare_v2(index->db, "SELECT value FROM meta WHERE key = ?", -1, &statement, NULL);
+    if (code == SQLITE_ERROR && strcmp(sqlite3_errmsg(index->db), "no such table: meta") == 0)
+        return GLIMPSE_STATUS_OK; /* not a glimpse index */
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index's model");
     sqlite3_bind_text(statement, 1, key, -1, SQLITE_STATIC);
-    if (sqlite3_step(statement) == SQLITE_ROW && sqlite3_column_text(statement, 0))
-        value = strdup((const char *)sqlite3_column_text(statement, 0));
+    code = sqlite3_step(statement);
+    if (code == SQLITE_ROW && sqlite3_column_text(statement, 0))
+        *value = strdup((const char *)sqlite3_column_text(statement, 0));
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (code == SQLITE_ROW && sqlite3_column_text(statement, 0) && !*value) status = ERROR_OOM();
+    else if (code != SQLITE_ROW && code != SQLITE_DONE) status = step_error(index, code, "reading the index's model");
     sqlite3_finalize(statement);
-    return value;
+    return status;
+}
+
+/* Index files up to this size are checked with PRAGMA quick_check when opened. */
+#define INDEX_QUICK_CHECK_MAX_BYTES ((int64_t)64 << 20)
+
+/* Runs PRAGMA pragma (quick_check or integrity_check): any finding is damage. */
+static glimpse_status check_structure(glimpse_index *index, const char *pragma) {
+    sqlite3_stmt *statement;
+    int code = sqlite3_prepare_v2(index->db, pragma, -1, &statement, NULL);
+    if (code != SQLITE_OK) return step_error(index, code, "checking the index");
+    code = sqlite3_step(statement);
+    const char *finding = code == SQLITE_ROW ? (const char *)sqlite3_column_text(statement, 0) : NULL;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (code != SQLITE_ROW) status = step_error(index, code, "checking the index");
+    else if (!finding || strcmp(finding, "ok") != 0) {
+        /* SQLite's finding on one line, without its "*** in database main ***" heading */
+        char reason[200];
+        const char *heading = "*** in database main ***\n";
+        if (finding && strncmp(finding, heading, strlen(heading)) == 0) finding += strlen(heading);
+        snprintf(reason, sizeof reason, "%s", finding ? finding : "?");
+        for (char *c = reason; *c; c++)
+            if (*c == '\n') *c = ' ';
+        status = damaged(index, reason);
+    }
+    sqlite3_finalize(statement);
+    return status;
+}
+
+/* The database's size in bytes as this connection sees it (write-ahead log included); -1 on failure. */
+static int64_t database_bytes(glimpse_index *index) {
+    sqlite3_stmt *statement;
+    int64_t bytes = -1;
+    if (sqlite3_prepare_v2(index->db, "SELECT page_count * page_size FROM pragma_page_count, pragma_page_size", -1,
+                           &statement, NULL) == SQLITE_OK) {
+        if (sqlite3_step(statement) == SQLITE_ROW) bytes = sqlite3_column_int64(statement, 0);
+        sqlite3_finalize(statement);
+    }
+    return bytes;
 }
 
 static glimpse_status meta_set(glimpse_index *index, const char *key, const char *value) {
@@ -145,30 +243,91 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
     if (sqlite3_open_v2(index->path, &index->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
         return db_error(index, "cannot open");
     sqlite3_busy_timeout(index->db, INDEX_BUSY_TIMEOUT_MS);
+    if (sqlite3_create_function(index->db, "glimpse_row_checksum", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                sql_row_checksum, NULL, NULL) != SQLITE_OK)
+        return db_error(index, "cannot open");
     return exec(index, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=4294967296;"
                        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
                        "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
                        " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
-                       " embedding BLOB NOT NULL);"
+                       " embedding BLOB NOT NULL, checksum INTEGER);"
                        "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);"
                        "CREATE TABLE IF NOT EXISTS writer(id INTEGER PRIMARY KEY CHECK (id = 1),"
                        " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);");
 }
 
+/* The checksum of the model record (identity, folder, embedding size, logit
+ * scale and bias as meta holds them; an absent one as "") in decimal, as
+ * meta's "checksum" holds it. */
+static void model_record_checksum(const char *identity, const char *folder, const char *dim, const char *scale,
+                                  const char *bias, char text[24]) {
+    const char *values[] = {identity, folder, dim, scale, bias};
+    uint64_t sum = 0;
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        const char *value = values[i] ? values[i] : "";
+        sum = (sum ^ content_hash((const uint8_t *)value, strlen(value))) * 0x100000001b3ull;
+    }
+    snprintf(text, 24, "%llu", (unsigned long long)sum);
+}
+
+/* Damage unless meta's "checksum" matches the model record read. */
+static glimpse_status check_model_record(glimpse_index *index, const char *identity, const char *dim,
+                                         const char *scale, const char *bias) {
+    char expected[24], *recorded = NULL;
+    model_record_checksum(identity, index->model_path, dim, scale, bias, expected);
+    glimpse_status status = meta_get(index, "checksum", &recorded);
+    if (!status && (!recorded || strcmp(recorded, expected) != 0))
+        status = damaged(index, "its model record does not match its checksum");
+    free(recorded);
+    return status;
+}
+
+/* Whether the index's rows have checksums (an index made before them has no such column). */
+static glimpse_status has_checksums(glimpse_index *index, bool *has) {
+    sqlite3_stmt *statement;
+    int code = sqlite3_prepare_v2(index->db, "SELECT 1 FROM pragma_table_info('images') WHERE name = 'checksum'", -1,
+                                  &statement, NULL);
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index's columns");
+    code = sqlite3_step(statement);
+    sqlite3_finalize(statement);
+    *has = code == SQLITE_ROW;
+    return code == SQLITE_ROW || code == SQLITE_DONE ? GLIMPSE_STATUS_OK
+                                                     : step_error(index, code, "reading the index's columns");
+}
+
+/* Gives an index made before checksums its rows' and its model record's, in
+ * one transaction recorded as meta's "format". */
+static glimpse_status add_checksums(glimpse_index *index, const char *identity, const char *dim, const char *scale,
+                                    const char *bias) {
+    char checksum[24];
+    model_record_checksum(identity, index->model_path, dim, scale, bias, checksum);
+    glimpse_status status = exec(index, "BEGIN IMMEDIATE");
+    if (!status) status = exec(index, "ALTER TABLE images ADD COLUMN checksum INTEGER");
+    if (!status) status = exec(index, "UPDATE images SET checksum = glimpse_row_checksum(path, embedding)");
+    if (!status) status = meta_set(index, "checksum", checksum);
+    if (!status) status = meta_set(index, "format", INDEX_FORMAT);
+    if (!status) return exec(index, "COMMIT");
+    sqlite3_exec(index->db, "ROLLBACK", NULL, NULL, NULL);
+    return status;
+}
+
 /* Records a new index's model: identity, folder, embedding size, logit scale and bias. */
 static glimpse_status record_model(glimpse_index *index, const glimpse_model_info *info, const char *identity) {
-    char number[64];
+    char dim[32], scale[32], bias[32], checksum[24];
     char *absolute = realpath(info->path, NULL);
     const char *folder = absolute ? absolute : info->path;
+    snprintf(dim, sizeof dim, "%d", info->embedding_dim);
+    snprintf(scale, sizeof scale, "%.9g", info->logit_scale);
+    snprintf(bias, sizeof bias, "%.9g", info->logit_bias);
+    model_record_checksum(identity, folder, dim, scale, bias, checksum);
     glimpse_status status = exec(index, "BEGIN");
     if (!status) status = meta_set(index, "model_identity", identity);
     if (!status) status = meta_set(index, "model_path", folder);
-    snprintf(number, sizeof number, "%d", info->embedding_dim);
-    if (!status) status = meta_set(index, "dim", number);
-    snprintf(number, sizeof number, "%.9g", info->logit_scale);
-    if (!status) status = meta_set(index, "logit_scale", number);
-    snprintf(number, sizeof number, "%.9g", info->logit_bias);
-    if (!status) status = meta_set(index, "logit_bias", number);
+    if (!status) status = meta_set(index, "dim", dim);
+    if (!status) status = meta_set(index, "logit_scale", scale);
+    if (!status) status = meta_set(index, "logit_bias", bias);
+    if (!status) status = meta_set(index, "checksum", checksum);
+    if (!status) status = meta_set(index, "format", INDEX_FORMAT);
     if (!status) status = exec(index, "COMMIT");
     free(index->model_path);
     index->model_path = strdup(folder);
@@ -208,7 +367,7 @@ static glimpse_status read_recorded_model(glimpse_index *index, const char *iden
     index->logit_scale = strtof(scale, NULL);
     index->logit_bias = bias ? strtof(bias, NULL) : 0.0f;
     if (index->dim == 0 || index->dim > INDEX_MAX_EMBEDDING_DIM)
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: damaged index (embedding size %s)", index->path, dim);
+        return damaged(index, "its embedding size is not a number of dimensions");
     return GLIMPSE_STATUS_OK;
 }
 
@@ -226,11 +385,20 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     if (!index) return ERROR_OOM();
     index->path = strdup(db_path);
     glimpse_status status = index->path ? open_database(index, model != NULL) : ERROR_OOM();
-    char *identity = status ? NULL : meta_get(index, "model_identity");
-    char *dim = status ? NULL : meta_get(index, "dim");
-    char *scale = status ? NULL : meta_get(index, "logit_scale");
-    char *bias = status ? NULL : meta_get(index, "logit_bias");
-    index->model_path = status ? NULL : meta_get(index, "model_path");
+    int64_t bytes = status ? -1 : database_bytes(index);
+    if (!status && bytes < 0) status = damaged(index, sqlite3_errmsg(index->db));
+    if (!status && bytes <= INDEX_QUICK_CHECK_MAX_BYTES) status = check_structure(index, "PRAGMA quick_check(1)");
+    char *identity = NULL, *dim = NULL, *scale = NULL, *bias = NULL;
+    if (!status) status = meta_get(index, "model_identity", &identity);
+    if (!status) status = meta_get(index, "dim", &dim);
+    if (!status) status = meta_get(index, "logit_scale", &scale);
+    if (!status) status = meta_get(index, "logit_bias", &bias);
+    if (!status) status = meta_get(index, "model_path", &index->model_path);
+    if (!status) status = has_checksums(index, &index->checksummed);
+    if (!status && index->checksummed && identity) status = check_model_record(index, identity, dim, scale, bias);
+    else if (!status && index->checksummed && !model) status = damaged(index, "its model record is missing");
+    else if (!status && model && identity) status = add_checksums(index, identity, dim, scale, bias);
+    if (!status && model) index->checksummed = true;
     if (!status && model) status = adopt_model(index, model, identity);
     else if (!status) status = read_recorded_model(index, identity, dim, scale, bias);
     free(identity), free(dim), free(scale), free(bias);
@@ -330,22 +498,29 @@ static glimpse_status stored_images_grow(stored_images *stored) {
 static glimpse_status read_stored(glimpse_index *index, stored_images *stored) {
     glimpse_status status = strmap_create(1024, &stored->by_path);
     sqlite3_stmt *statement = NULL;
-    if (!status && sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash FROM images", -1, &statement,
-                                      NULL) != SQLITE_OK)
-        status = db_error(index, "reading the index");
-    while (!status && sqlite3_step(statement) == SQLITE_ROW) {
+    int code = status ? SQLITE_OK
+                      : sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash FROM images", -1,
+                                           &statement, NULL);
+    if (code != SQLITE_OK) status = prepare_error(index, code, "reading the index");
+    code = SQLITE_DONE;
+    while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) {
         if (stored->count == stored->capacity && (status = stored_images_grow(stored))) break;
         const char *path = (const char *)sqlite3_column_text(statement, 1);
+        if (!path) {
+            status = damaged(index, "a row has no path");
+            break;
+        }
         size_t r = stored->count++;
         stored->rows[r] = (stored_row){.id = sqlite3_column_int64(statement, 0),
                                    .size = sqlite3_column_int64(statement, 2),
                                    .mtime_ns = sqlite3_column_int64(statement, 3),
                                    .hash = sqlite3_column_int64(statement, 4),
                                    .seen = false};
-        stored->paths[r] = strdup(path ? path : "");
+        stored->paths[r] = strdup(path);
         if (!stored->paths[r]) status = ERROR_OOM();
         else status = strmap_put(stored->by_path, stored->paths[r], strlen(stored->paths[r]), (int32_t)r);
     }
+    if (!status && code != SQLITE_DONE) status = step_error(index, code, "reading the index");
     sqlite3_finalize(statement);
     return status;
 }
@@ -410,7 +585,7 @@ static glimpse_status transaction_end(glimpse_index *index, sqlite3_stmt *statem
     return status;
 }
 
-/* Runs the prepared "UPDATE images SET path = ?, mtime_ns = ? WHERE id = ?" for the file f. */
+/* Runs the prepared "UPDATE images SET path, mtime_ns (and the checksum) WHERE id" for the file f. */
 static glimpse_status set_path_and_time(glimpse_index *index, sqlite3_stmt *update, const found_file *f, int64_t id,
                                         const char *what) {
     sqlite3_bind_text(update, 1, f->path, -1, SQLITE_STATIC);
@@ -479,7 +654,8 @@ static glimpse_status record_moves(glimpse_index *index, const walk_result *walk
                                    pending *work, size_t *work_count, glimpse_index_summary *summary) {
     const file_list *files = &walk->files;
     sqlite3_stmt *update;
-    glimpse_status status = transaction_begin(index, "UPDATE images SET path = ?, mtime_ns = ? WHERE id = ?",
+    glimpse_status status = transaction_begin(index, "UPDATE images SET path = ?1, mtime_ns = ?2,"
+                                              " checksum = glimpse_row_checksum(?1, embedding) WHERE id = ?3",
                                               "preparing a move", &update);
     size_t kept = 0;
     for (size_t w = 0; !status && w < *work_count; w++) {
@@ -549,9 +725,10 @@ static glimpse_status store_batch(glimpse_index *index, const file_list *files, 
     sqlite3_stmt *insert;
     glimpse_status status =
         transaction_begin(index,
-                          "INSERT INTO images(path, size, mtime_ns, hash, embedding) VALUES (?, ?, ?, ?, ?)"
+                          "INSERT INTO images(path, size, mtime_ns, hash, embedding, checksum)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, glimpse_row_checksum(?1, ?5))"
                           " ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
-                          " hash = excluded.hash, embedding = excluded.embedding",
+                          " hash = excluded.hash, embedding = excluded.embedding, checksum = excluded.checksum",
                           "preparing an insert", &insert);
     for (size_t j = 0; j < loaded && !status; j++) {
         const pending *p = &batch[which[j]];
@@ -713,20 +890,55 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
 /* ---------------------------------------------------------------- search */
 
 /* Room for the rows: MAX(rowid) is read from the b-tree's edge without a
- * scan and bounds the count from above. */
-static size_t row_capacity(glimpse_index *index) {
+ * scan and bounds the count from above (rowids are positive and distinct),
+ * as does the database's size (each row holds its embedding); a damaged file
+ * can record any rowid, so the smaller bound sizes the allocation. */
+static glimpse_status row_capacity(glimpse_index *index, size_t *capacity) {
     sqlite3_stmt *statement;
-    size_t capacity = 0;
-    if (sqlite3_prepare_v2(index->db, "SELECT MAX(rowid) FROM images", -1, &statement, NULL) == SQLITE_OK) {
-        if (sqlite3_step(statement) == SQLITE_ROW) capacity = (size_t)sqlite3_column_int64(statement, 0);
-        sqlite3_finalize(statement);
-    }
-    return capacity + 1;
+    int code = sqlite3_prepare_v2(index->db, "SELECT MAX(rowid) FROM images", -1, &statement, NULL);
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
+    code = sqlite3_step(statement);
+    int64_t max_rowid = code == SQLITE_ROW ? sqlite3_column_int64(statement, 0) : 0;
+    sqlite3_finalize(statement);
+    if (code != SQLITE_ROW) return step_error(index, code, "reading the index");
+    int64_t bytes = database_bytes(index);
+    if (max_rowid < 0 || bytes < 0) return damaged(index, "its row numbers or size are impossible");
+    uint64_t fit = (uint64_t)bytes / (index->dim * sizeof(float));
+    uint64_t rows = (uint64_t)max_rowid < fit ? (uint64_t)max_rowid : fit;
+    if (rows >= SIZE_MAX / (index->dim * sizeof(float)) - 1) return damaged(index, "its row count is impossible");
+    *capacity = (size_t)rows + 1;
+    return GLIMPSE_STATUS_OK;
 }
 
-static glimpse_status load_cache(glimpse_index *index) {
-    if (index->loaded) return GLIMPSE_STATUS_OK;
-    size_t capacity = row_capacity(index);
+/* Copies one row (path, embedding) into the cache as its index->count-th; a row of the wrong shape is damage. */
+static glimpse_status load_row(glimpse_index *index, sqlite3_stmt *row, size_t capacity) {
+    if (index->count == capacity) return damaged(index, "it holds more rows than its row numbers allow");
+    const void *blob = sqlite3_column_blob(row, 1);
+    size_t row_bytes = (size_t)sqlite3_column_bytes(row, 1);
+    const char *path = (const char *)sqlite3_column_text(row, 0);
+    if (sqlite3_column_type(row, 1) != SQLITE_BLOB || !blob || row_bytes != index->dim * sizeof(float) || !path) {
+        char what[96];
+        snprintf(what, sizeof what, "a row's embedding has %zu bytes, not %zu", row_bytes, index->dim * sizeof(float));
+        if (sqlite3_column_type(row, 1) != SQLITE_BLOB) snprintf(what, sizeof what, "a row's embedding is not binary");
+        return damaged(index, path ? what : "a row has no path");
+    }
+    if (index->checksummed && (sqlite3_column_type(row, 2) != SQLITE_INTEGER ||
+                               sqlite3_column_int64(row, 2) !=
+                                   row_checksum(path, (size_t)sqlite3_column_bytes(row, 0), blob, row_bytes)))
+        return damaged(index, "a row's path or embedding does not match its checksum");
+    index->paths[index->count] = strdup(path);
+    if (!index->paths[index->count]) return ERROR_OOM();
+    memcpy(index->matrix + index->count * index->dim, blob, row_bytes);
+    index->count++;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Reads every row into the cache within one read transaction: the bounds
+ * and the rows come from the same state of the file. */
+static glimpse_status read_rows(glimpse_index *index) {
+    size_t capacity = 0;
+    glimpse_status status = row_capacity(index, &capacity);
+    if (status) return status;
     /* one allocation, in huge pages: faulting in 200 MB by 4 KiB pages, and
      * growing by copies, cost more than reading the rows */
     const size_t huge = (size_t)2 << 20;
@@ -735,45 +947,41 @@ static glimpse_status load_cache(glimpse_index *index) {
     index->matrix = aligned_alloc(huge, rounded);
     index->paths = calloc(capacity, sizeof *index->paths);
     index->scores = malloc(capacity * sizeof(float));
-    if (!index->matrix || !index->paths || !index->scores) {
-        drop_cache(index);
-        return ERROR_OOM();
-    }
+    if (!index->matrix || !index->paths || !index->scores) return ERROR_OOM();
     madvise(index->matrix, rounded, MADV_HUGEPAGE);
     sqlite3_stmt *statement;
-    if (sqlite3_prepare_v2(index->db, "SELECT path, embedding FROM images", -1, &statement, NULL) != SQLITE_OK) {
-        drop_cache(index);
-        return db_error(index, "reading the index");
-    }
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    while (!status && sqlite3_step(statement) == SQLITE_ROW) {
-        if (index->count == capacity) { /* cannot happen: rowids bound the count */
-            status = error_set(GLIMPSE_STATUS_INTERNAL, "%s: more rows than rowids", index->path);
-            break;
-        }
-        const void *blob = sqlite3_column_blob(statement, 1);
-        size_t row_bytes = (size_t)sqlite3_column_bytes(statement, 1);
-        const char *path = (const char *)sqlite3_column_text(statement, 0);
-        if (!blob || row_bytes != index->dim * sizeof(float) || !path) {
-            status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: damaged row (embedding of %zu bytes)", index->path,
-                               row_bytes);
-            break;
-        }
-        index->paths[index->count] = strdup(path);
-        if (!index->paths[index->count]) {
-            status = ERROR_OOM();
-            break;
-        }
-        memcpy(index->matrix + index->count * index->dim, blob, row_bytes);
-        index->count++;
-    }
+    const char *select = index->checksummed ? "SELECT path, embedding, checksum FROM images"
+                                            : "SELECT path, embedding FROM images";
+    int code = sqlite3_prepare_v2(index->db, select, -1, &statement, NULL);
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
+    while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) status = load_row(index, statement, capacity);
+    if (!status && code != SQLITE_DONE) status = step_error(index, code, "reading the index");
     sqlite3_finalize(statement);
+    return status;
+}
+
+static glimpse_status load_cache(glimpse_index *index) {
+    if (index->loaded) return GLIMPSE_STATUS_OK;
+    glimpse_status status = exec(index, "BEGIN");
+    if (status) return status;
+    status = read_rows(index);
+    sqlite3_exec(index->db, "COMMIT", NULL, NULL, NULL);
     if (status) {
         drop_cache(index);
         return status;
     }
     index->loaded = true;
     return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed) {
+    if (!index || !checksummed)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_verify: NULL argument");
+    *checksummed = index->checksummed;
+    glimpse_status status = check_structure(index, "PRAGMA integrity_check(1)");
+    if (status) return status;
+    drop_cache(index);
+    return load_cache(index);
 }
 
 glimpse_status glimpse_index_search(glimpse_index *index, const float *query, size_t k,
