@@ -23,5 +23,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" 2>&1 | grep -E "warning|error" || true
+# the build's warnings are shown; a failed build stops here with its last lines
+# (a step that fails without the word "error", such as a script of the build, is not hidden)
+log=build/build.log
+if ! cmake --build build -j"$(nproc)" >"$log" 2>&1; then
+  grep -E "warning|error" "$log" || true
+  echo "setup: the build failed; its last lines ($log):" >&2
+  tail -20 "$log" >&2
+  exit 1
+fi
+grep -E "warning:|error:" "$log" || true
 test -x build/glimpse

@@ -28,7 +28,13 @@ suite() {
   local build=$1
   shift
   cmake -S . -B "$build" "$@" >/dev/null
-  cmake --build "$build" -j"$(nproc)" 2>&1 | grep -E "error:|warning:" || true
+  if ! cmake --build "$build" -j"$(nproc)" >"$build/build.log" 2>&1; then
+    grep -E "error|warning:" "$build/build.log" || true
+    echo "the build in $build failed; its last lines:" >&2
+    tail -20 "$build/build.log" >&2
+    return 1
+  fi
+  grep -E "error:|warning:" "$build/build.log" || true
   (cd "$build" && ctest --output-on-failure -j2 "${ctest_arguments[@]}")
 }
 ctest_arguments=("$@")
