@@ -16,6 +16,7 @@
 #include "core/file.h"
 #include "tests/support.h"
 #include "text/siglip_tokenizer.h"
+#include "text/utf8.h"
 
 #define LENGTH SIGLIP_TOKENIZER_DEFAULT_LENGTH
 #define CODEPOINT_END 0x110000
@@ -195,7 +196,7 @@ static void expect_spaces(FILE *out) {
     assert_int_equal(fscanf(out, "%d", &disagreements), 1);
     assert_int_equal(disagreements, 0);
     for (c = 0; c < CODEPOINT_END; c++)
-        if (siglip_is_python_space(c) != is_space[c]) fail_msg("U+%04X: isspace %d", c, is_space[c]);
+        if (utf8_is_python_space(c) != is_space[c]) fail_msg("U+%04X: isspace %d", c, is_space[c]);
 }
 
 static void expect_lowercase(FILE *out) {

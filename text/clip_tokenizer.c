@@ -130,11 +130,6 @@ size_t clip_tokenizer_vocab_size(const clip_tokenizer *t) { return t->vocab_size
 
 /* ------------------------------------------------------------ normalising */
 
-static int is_white_space(utf8proc_int32_t c) {
-    return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
 static int is_letter(utf8proc_int32_t c) {
     utf8proc_category_t category = utf8proc_category(c);
     return category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO;
@@ -180,7 +175,7 @@ static glimpse_status normalize(const char *text, utf8proc_int32_t **codepoints,
         utf8proc_ssize_t used = utf8proc_iterate(composed + at, (utf8proc_ssize_t)(length - at), &c);
         if (used <= 0) break; /* cannot happen after sanitising */
         at += (size_t)used;
-        if (is_white_space(c)) {
+        if (utf8_is_white_space(c)) {
             if (!in_space) points[n++] = ' ';
             in_space = 1;
             continue;
@@ -359,7 +354,7 @@ glimpse_status clip_tokenizer_encode(const clip_tokenizer *t, const char *text, 
             } else if (is_number(c)) {
                 end = at + 1;
             } else {
-                while (end < n && !is_white_space(points[end]) && !is_letter(points[end]) && !is_number(points[end]) &&
+                while (end < n && !utf8_is_white_space(points[end]) && !is_letter(points[end]) && !is_number(points[end]) &&
                        !match_literal(points, n, end, START_TOKEN) && !match_literal(points, n, end, END_TOKEN))
                     end++;
             }

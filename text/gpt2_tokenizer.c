@@ -332,14 +332,8 @@ const uint8_t *gpt2_tokenizer_token_bytes(const gpt2_tokenizer *t, int32_t id, s
 
 typedef enum char_class { CLASS_SPACE, CLASS_LETTER, CLASS_NUMBER, CLASS_OTHER } char_class;
 
-/* Unicode's White_Space: what \s matches in Python's regex module. */
-static int is_white_space(int32_t c) {
-    return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
 static char_class class_of(int32_t c) {
-    if (is_white_space(c)) return CLASS_SPACE;
+    if (utf8_is_white_space(c)) return CLASS_SPACE;
     utf8proc_category_t category = utf8proc_category(c);
     if (category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO) return CLASS_LETTER;
     if (category >= UTF8PROC_CATEGORY_ND && category <= UTF8PROC_CATEGORY_NO) return CLASS_NUMBER;
@@ -386,7 +380,7 @@ size_t gpt2_pretokenize_next(const char *text, size_t length, size_t at) {
     while (end < length) {
         int32_t c;
         size_t size = read_char(text, length, end, &c);
-        if (!is_white_space(c)) return last > at ? last : end;
+        if (!utf8_is_white_space(c)) return last > at ? last : end;
         last = end;
         end += size;
     }
@@ -460,16 +454,13 @@ static const special_entry *special_at(const gpt2_tokenizer *t, const char *text
     return found;
 }
 
-/* Python's str.isspace(): White_Space and the separators U+001C..U+001F. */
-static int is_python_space(int32_t c) { return is_white_space(c) || (c >= 0x1c && c <= 0x1f); }
-
 /* Length of the whitespace at the start / end of text[0..length) (valid UTF-8). */
 static size_t leading_space(const char *text, size_t length) {
     size_t at = 0;
     while (at < length) {
         int32_t c;
         size_t size = read_char(text, length, at, &c);
-        if (!is_python_space(c)) break;
+        if (!utf8_is_python_space(c)) break;
         at += size;
     }
     return at;
@@ -482,7 +473,7 @@ static size_t trailing_space(const char *text, size_t length) {
         while (start > 0 && ((uint8_t)text[start] & 0xc0) == 0x80) start--;
         int32_t c;
         read_char(text, end, start, &c);
-        if (!is_python_space(c)) break;
+        if (!utf8_is_python_space(c)) break;
         end = start;
     }
     return length - end;

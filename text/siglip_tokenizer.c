@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "text/sentencepiece.h"
+#include "text/utf8.h"
 
 #define END_TOKEN "</s>"
 #define UNKNOWN_TOKEN "<unk>"
@@ -149,12 +150,6 @@ int siglip_lowercase(int32_t codepoint, int32_t lower[2]) {
     return 1;
 }
 
-int siglip_is_python_space(int32_t c) {
-    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f ||
-           c == 0x3000;
-}
-
 /* Python's string.punctuation: the ASCII characters that are neither letters,
  * digits, whitespace nor controls. */
 static bool is_ascii_punctuation(int32_t c) {
@@ -253,7 +248,7 @@ static glimpse_status encode_text(const siglip_tokenizer *t, const int32_t *poin
     for (size_t i = begin; i < end; i++) {
         int32_t c = points[i];
         if (is_ascii_punctuation(c)) continue;
-        if (siglip_is_python_space(c)) {
+        if (utf8_is_python_space(c)) {
             pending_space = used > prefix_length;
             continue;
         }
@@ -300,9 +295,9 @@ static glimpse_status tokenize(const siglip_tokenizer *t, const int32_t *points,
         /* [text_begin, at) is text, between specials, the start or the end */
         size_t begin = text_begin, end = at;
         if (after_special)
-            while (begin < end && siglip_is_python_space(points[begin])) begin++;
+            while (begin < end && utf8_is_python_space(points[begin])) begin++;
         if (kind != SEGMENT_KIND_TEXT)
-            while (end > begin && siglip_is_python_space(points[end - 1])) end--;
+            while (end > begin && utf8_is_python_space(points[end - 1])) end--;
         if (begin < end) status = encode_text(t, points, begin, end, tokens);
         if (!status && kind != SEGMENT_KIND_TEXT && !(status = token_list_reserve(tokens, 1)))
             tokens->items[tokens->count++] =

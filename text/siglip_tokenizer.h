@@ -56,7 +56,4 @@ glimpse_status siglip_tokenizer_encode(const siglip_tokenizer *tokenizer, const 
  * final-sigma rule): writes 1 or 2 code points to lower, returns how many. */
 int siglip_lowercase(int32_t codepoint, int32_t lower[2]);
 
-/* Python's str.isspace(), which is also what re's \s and str.strip() use. */
-int siglip_is_python_space(int32_t codepoint);
-
 #endif

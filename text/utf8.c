@@ -74,3 +74,10 @@ char *utf8_repair(const uint8_t *bytes, size_t length, size_t *repaired_length) 
     *repaired_length = size;
     return repaired;
 }
+
+bool utf8_is_white_space(int32_t c) {
+    return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+bool utf8_is_python_space(int32_t c) { return utf8_is_white_space(c) || (c >= 0x1c && c <= 0x1f); }

@@ -7,6 +7,7 @@
 #ifndef GLIMPSE_TEXT_UTF8_H
 #define GLIMPSE_TEXT_UTF8_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <utf8proc.h>
@@ -22,6 +23,12 @@ size_t utf8_next(const uint8_t *bytes, size_t length, int32_t *codepoint);
  * NUL-terminated string (caller frees) of *repaired_length bytes, which may
  * hold NUL bytes of the input. NULL when out of memory or too long. */
 char *utf8_repair(const uint8_t *bytes, size_t length, size_t *repaired_length);
+
+/* Unicode's White_Space property: what \s matches in Python's regex module
+ * and in CLIP's and GPT-2's pre-tokenisation patterns. */
+bool utf8_is_white_space(int32_t codepoint);
+/* Python's str.isspace(): White_Space and the separators U+001C..U+001F. */
+bool utf8_is_python_space(int32_t codepoint);
 
 /* The code point at text[*at] (text holds length bytes, *at < length);
  * moves *at past it. An invalid byte reads as U+FFFD and only that byte is consumed. */
