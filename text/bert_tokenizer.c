@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/strmap.h"
+#include "text/clean_up.h"
 #include "text/utf8.h"
 #include "weights/config.h"
 
@@ -373,22 +374,6 @@ glimpse_status bert_tokenizer_encode(const bert_tokenizer *t, const char *text, 
 
 /* ---------------------------------------------------------------- decode */
 
-/* Replaces every occurrence of from by to, in place (to is never longer). */
-static void replace_all(char *text, const char *from, const char *to) {
-    size_t from_length = strlen(from), to_length = strlen(to);
-    char *read = text, *write = text;
-    while (*read) {
-        if (strncmp(read, from, from_length) == 0) {
-            memcpy(write, to, to_length);
-            write += to_length;
-            read += from_length;
-        } else {
-            *write++ = *read++;
-        }
-    }
-    *write = '\0';
-}
-
 glimpse_status bert_tokenizer_decode(const bert_tokenizer *t, const int32_t *ids, size_t count, char **text) {
     *text = NULL;
     size_t total = 1;
@@ -415,13 +400,7 @@ glimpse_status bert_tokenizer_decode(const bert_tokenizer *t, const int32_t *ids
         first = 0;
     }
     out[used] = '\0';
-    /* transformers' clean_up_tokenization, in its order */
-    static const char *pairs[][2] = {{" .", "."},   {" ?", "?"},     {" !", "!"},     {" ,", ","},
-                                     {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},   {" 's", "'s"},
-                                     {" 've", "'ve"}, {" 're", "'re"}};
-    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) replace_all(out, pairs[p][0], pairs[p][1]);
-    /* .strip() of the joined tokens */
-    size_t start = 0, end = strlen(out);
+    size_t start = 0, end = clean_up_tokenization(out, used); /* then .strip() of the joined tokens */
     while (start < end && (out[start] == ' ')) start++;
     while (end > start && out[end - 1] == ' ') end--;
     memmove(out, out + start, end - start);
