@@ -41,7 +41,7 @@ fi
 failed=0
 for t in $targets; do
   log=build-fuzz/$t.log
-  if ASAN_OPTIONS=detect_leaks=1 ./build-fuzz/fuzz/$t "$corpus/$t" -max_total_time="$seconds" -max_len=65536 \
+  if ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/fuzz/lsan-suppressions.txt ./build-fuzz/fuzz/$t "$corpus/$t" -max_total_time="$seconds" -max_len=65536 \
        -rss_limit_mb=3072 -timeout=20 -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/$t- >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     echo "fuzz: $t: $runs executions in ${seconds}s, no crash"
