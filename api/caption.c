@@ -161,7 +161,9 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glim
     }
     stream s = {model, p, image, generated, 0, max_length};
     size_t length = 0;
-    status = caption_generate(&model->text_decoder, ctx->bert, prompt, prompt_length, &settings,
+    bert_decoder bert = {&model->text_decoder, ctx->bert};
+    caption_decoder decoder = bert_caption_decoder(&bert);
+    status = caption_generate(&decoder, prompt, prompt_length, &settings,
                               p->on_token ? stream_token : NULL, &s, ids, &length, ctx->threads);
     free(generated);
     if (!status) status = bert_tokenizer_decode(model->wordpiece, ids, length, &out->text);

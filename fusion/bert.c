@@ -377,3 +377,30 @@ glimpse_status bert_encode(const bert_model *model, bert_state *s, const int32_t
     s->length = 0; /* an encoder pass leaves nothing to continue from */
     return GLIMPSE_STATUS_OK;
 }
+
+/* ------------------------------------------------ as caption_generate's decoder */
+
+static void bert_decoder_restart(void *self) { ((bert_decoder *)self)->state->length = 0; }
+
+static glimpse_status bert_decoder_step(void *self, const int32_t *ids, size_t sequences, size_t step, float **logits,
+                                        pool *threads) {
+    bert_decoder *d = self;
+    glimpse_status status = bert_decode_step(d->model, d->state, ids, sequences, step, threads);
+    *logits = d->state->logits;
+    return status;
+}
+
+static void bert_decoder_reorder(void *self, const size_t *from, size_t sequences) {
+    bert_decoder *d = self;
+    bert_reorder(d->model, d->state, from, sequences);
+}
+
+caption_decoder bert_caption_decoder(bert_decoder *self) {
+    return (caption_decoder){self,
+                             self->model->config.vocab_size,
+                             self->state->max_sequences,
+                             self->state->max_length,
+                             bert_decoder_restart,
+                             bert_decoder_step,
+                             bert_decoder_reorder};
+}

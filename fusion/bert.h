@@ -15,6 +15,7 @@
 #include "weights/store.h"
 #include "core/quantize.h"
 #include "core/transformer.h"
+#include "fusion/caption.h"
 
 typedef struct bert_config {
     int hidden_size, layers, heads, intermediate_size;
@@ -106,6 +107,14 @@ glimpse_status bert_decode_step(const bert_model *model, bert_state *state, cons
 
 /* Reorders the cached sequences: sequence s becomes old sequence from[s]. */
 void bert_reorder(const bert_model *model, bert_state *state, const size_t *from, size_t sequences);
+
+/* The decoder as caption_generate drives it: self points at a bert_decoder
+ * the caller keeps alive while generating. */
+typedef struct bert_decoder {
+    const bert_model *model;
+    bert_state *state;
+} bert_decoder;
+caption_decoder bert_caption_decoder(bert_decoder *self);
 
 /* Encoder pass (ITM/ITC): one sequence of `length` ids, bidirectional,
  * with cross-attention to the image set by bert_set_image when

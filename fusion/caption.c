@@ -1,5 +1,5 @@
 /* caption.c — greedy, beam and sampled decoding as transformers 4.x
- * generate() does for BLIP. Scores stay in float32 where the reference's
+ * generate() does. Scores stay in float32 where the reference's
  * are float32 (log-softmax, beam sums) so the same ids come out. */
 #include "fusion/caption.h"
 
@@ -107,19 +107,20 @@ static int32_t sample_token(float *scores, int32_t vocab, const caption_settings
 
 /* --------------------------------------------------- greedy / sampling */
 
-static glimpse_status generate_single(const bert_model *model, bert_state *state, const int32_t *prompt,
+static glimpse_status generate_single(const caption_decoder *decoder, const int32_t *prompt,
                                       size_t prompt_length, const caption_settings *s,
                                       caption_token_callback callback, void *user, int32_t *out, size_t *out_length,
                                       pool *threads) {
-    int32_t vocab = model->config.vocab_size;
+    int32_t vocab = decoder->vocab_size;
     memcpy(out, prompt, prompt_length * sizeof *out);
     size_t length = prompt_length;
     float *sorted = s->sample ? malloc((size_t)vocab * sizeof(float)) : NULL;
     if (s->sample && !sorted) return ERROR_OOM();
     uint64_t random = s->seed;
-    glimpse_status status = bert_decode_step(model, state, prompt, 1, prompt_length, threads);
+    float *logits = NULL;
+    glimpse_status status = decoder->step(decoder->self, prompt, 1, prompt_length, &logits, threads);
     while (!status && length < s->max_length) {
-        float *scores = state->logits;
+        float *scores = logits;
         apply_processors(scores, out, length, s, vocab);
         int32_t next = 0;
         if (s->sample) {
@@ -134,7 +135,7 @@ static glimpse_status generate_single(const bert_model *model, bert_state *state
             break;
         }
         if (next == s->end_id || length >= s->max_length) break;
-        status = bert_decode_step(model, state, &next, 1, 1, threads);
+        status = decoder->step(decoder->self, &next, 1, 1, &logits, threads);
     }
     free(sorted);
     *out_length = length;
@@ -327,15 +328,16 @@ static void finish_beams(beam_search *b, int is_done, int32_t end_id, int32_t *o
     if (winner->length < b->max_length) out[(*out_length)++] = end_id;
 }
 
-static glimpse_status generate_beams(const bert_model *model, bert_state *state, const int32_t *prompt,
+static glimpse_status generate_beams(const caption_decoder *decoder, const int32_t *prompt,
                                      size_t prompt_length, const caption_settings *s, int32_t *out,
                                      size_t *out_length, pool *threads) {
     beam_search b;
     glimpse_status status = beam_search_start(&b, prompt, prompt_length, s);
-    if (!status) status = bert_decode_step(model, state, b.prompt_copies, b.beams, prompt_length, threads);
+    float *logits = NULL;
+    if (!status) status = decoder->step(decoder->self, b.prompt_copies, b.beams, prompt_length, &logits, threads);
     int is_done = 0;
     while (!status) {
-        collect_candidates(&b, state->logits, model->config.vocab_size, s);
+        collect_candidates(&b, logits, decoder->vocab_size, s);
         if (select_survivors(&b, s->end_id) < b.beams) { /* cannot happen with 2·beams candidates; guard anyway */
             status = error_set(GLIMPSE_STATUS_INTERNAL, "beam search ran out of candidates");
             break;
@@ -343,34 +345,34 @@ static glimpse_status generate_beams(const bert_model *model, bert_state *state,
         is_done = is_done || hypotheses_done(&b.finished, b.top[0].score, b.length);
         advance_beams(&b);
         if (is_done || b.length >= b.max_length) break;
-        bert_reorder(model, state, b.next_from, b.beams);
-        status = bert_decode_step(model, state, b.next_tokens, b.beams, 1, threads);
+        decoder->reorder(decoder->self, b.next_from, b.beams);
+        status = decoder->step(decoder->self, b.next_tokens, b.beams, 1, &logits, threads);
     }
     if (!status) finish_beams(&b, is_done, s->end_id, out, out_length);
     beam_search_free(&b);
     return status;
 }
 
-glimpse_status caption_generate(const bert_model *model, bert_state *state, const int32_t *prompt,
+glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *prompt,
                                 size_t prompt_length, const caption_settings *settings,
                                 caption_token_callback callback, void *user, int32_t *out, size_t *out_length,
                                 pool *threads) {
     *out_length = 0;
     if (prompt_length == 0) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "a caption needs at least the start token");
-    if (settings->max_length > state->max_length)
+    if (settings->max_length > decoder->max_length)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "max length %zu is over the decoder's %zu positions",
-                         settings->max_length, state->max_length);
+                         settings->max_length, decoder->max_length);
     if (prompt_length >= settings->max_length)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt (%zu tokens with the start token) leaves no room under "
                                                    "the maximum length of %zu",
                          prompt_length, settings->max_length);
-    if (settings->beams < 1 || (size_t)settings->beams > state->max_sequences)
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "beams must be 1 to %zu", state->max_sequences);
-    state->length = 0;
+    if (settings->beams < 1 || (size_t)settings->beams > decoder->max_sequences)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "beams must be 1 to %zu", decoder->max_sequences);
+    decoder->restart(decoder->self);
     if (settings->beams == 1)
-        return generate_single(model, state, prompt, prompt_length, settings, callback, user, out, out_length, threads);
+        return generate_single(decoder, prompt, prompt_length, settings, callback, user, out, out_length, threads);
     glimpse_status status =
-        generate_beams(model, state, prompt, prompt_length, settings, out, out_length, threads);
+        generate_beams(decoder, prompt, prompt_length, settings, out, out_length, threads);
     if (!status && callback)
         for (size_t i = prompt_length; i < *out_length; i++)
             if (callback(user, out[i])) return error_set(GLIMPSE_STATUS_CANCELLED, "captioning was cancelled");

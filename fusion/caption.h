@@ -1,14 +1,16 @@
 /* caption.h — turning next-token logits into a caption: greedy search,
  * beam search with transformers' semantics, and sampling (temperature,
  * top-k, top-p, seeded), with repetition penalty and minimum and maximum
- * lengths. Drives a bert decoder; knows nothing of images or files. */
+ * lengths. Drives any decoder through caption_decoder (BERT for BLIP; each
+ * captioner family supplies its own); knows nothing of images or files. */
 #ifndef GLIMPSE_FUSION_CAPTION_H
 #define GLIMPSE_FUSION_CAPTION_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fusion/bert.h"
+#include "core/error.h"
+#include "core/pool.h"
 
 typedef struct caption_settings {
     size_t max_length;  /* whole sequence: start token + prompt + generated (transformers' max_length) */
@@ -25,16 +27,34 @@ typedef struct caption_settings {
     int32_t pad_id;
 } caption_settings;
 
+/* A decoder as generation sees it: a KV-cached language model whose image
+ * side is already set. `self` is the family's state. */
+typedef struct caption_decoder {
+    void *self;
+    int32_t vocab_size;
+    size_t max_sequences; /* sequences the state holds (beams) */
+    size_t max_length;    /* positions the state holds */
+    /* Forgets every cached token (the image side stays). */
+    void (*restart)(void *self);
+    /* Appends `step` tokens to each of `sequences` sequences (ids[s × step + j])
+     * and points *logits at each sequence's next-token logits [sequences, vocab],
+     * which generation may change in place until the next step. */
+    glimpse_status (*step)(void *self, const int32_t *ids, size_t sequences, size_t step, float **logits,
+                           pool *threads);
+    /* Sequence s becomes old sequence from[s]. */
+    void (*reorder)(void *self, const size_t *from, size_t sequences);
+} caption_decoder;
+
 /* Called with each token as it is chosen (greedy and sampling only);
  * returning non-zero stops generation (GLIMPSE_STATUS_CANCELLED). */
 typedef int (*caption_token_callback)(void *user, int32_t id);
 
 /* Generates from prompt[0..prompt_length) (the start token first), with the
- * image already set in state (bert_set_image). Writes the whole sequence —
- * prompt, generated tokens, and [SEP] when generation stopped on it — to
- * out (capacity >= max_length) and its length to *out_length. The state
- * must hold settings->beams sequences of max_length tokens. */
-glimpse_status caption_generate(const bert_model *model, bert_state *state, const int32_t *prompt,
+ * image already set in the decoder. Writes the whole sequence —
+ * prompt, generated tokens, and the end token when generation stopped on it
+ * — to out (capacity >= max_length) and its length to *out_length. The
+ * decoder must hold settings->beams sequences of max_length tokens. */
+glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *prompt,
                                 size_t prompt_length, const caption_settings *settings,
                                 caption_token_callback callback, void *user, int32_t *out, size_t *out_length,
                                 pool *threads);
