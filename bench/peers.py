@@ -89,7 +89,39 @@ class DecoderStep(nn.Module):
         return self.head(self.norm(nn.functional.gelu(self.head_dense(x))))
 
 
-def export(folder, b32, text, b16):
+class SiglipVision(nn.Module):
+    """SigLIP's vision tower: patches without a class token, pre-LN layers with
+    tanh GELU, a final LayerNorm, and the attention-pooling head (one learned
+    probe attending to every patch, then a residual MLP)."""
+
+    def __init__(self, hidden, layers, heads, inter, patch, size):
+        super().__init__()
+        gelu = lambda x: nn.functional.gelu(x, approximate="tanh")
+        self.patches = nn.Conv2d(3, hidden, patch, patch)
+        self.positions = nn.Parameter(torch.randn(1, (size // patch) ** 2, hidden) * 0.02)
+        layer = nn.TransformerEncoderLayer(hidden, heads, inter, dropout=0.0, activation=gelu, batch_first=True,
+                                           norm_first=True, layer_norm_eps=1e-6)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.post_norm = nn.LayerNorm(hidden, eps=1e-6)
+        self.probe = nn.Parameter(torch.randn(1, 1, hidden))
+        self.pool = nn.MultiheadAttention(hidden, heads, batch_first=True)
+        self.pool_norm = nn.LayerNorm(hidden, eps=1e-6)
+        self.fc1, self.fc2, self.gelu = nn.Linear(hidden, inter), nn.Linear(inter, hidden), gelu
+
+    def forward(self, pixels):
+        x = self.patches(pixels).flatten(2).transpose(1, 2) + self.positions
+        x = self.post_norm(self.encoder(x))
+        probe = self.probe.expand(x.shape[0], -1, -1)
+        pooled = self.pool(probe, x, x, need_weights=False)[0]
+        return (pooled + self.fc2(self.gelu(self.fc1(self.pool_norm(pooled)))))[:, 0]
+
+
+# SigLIP's published vision shapes: stage name -> (hidden, layers, heads, MLP, patch, size)
+SIGLIP_SHAPES = {"vision_siglip_base_224": (768, 12, 12, 3072, 16, 224),
+                 "vision_siglip_so400m_384": (1152, 27, 16, 4304, 14, 384)}
+
+
+def export(folder, b32, text, b16, siglips):
     """The same three models as ONNX files for ort_bench.js. (Exported in
     training mode, whose dropout is 0 here, because torch 1.13 cannot export
     the fused attention its inference mode uses.)"""
@@ -104,6 +136,12 @@ def export(folder, b32, text, b16):
                           output_names=["out"], dynamic_axes={"tokens": {0: "batch"}}, opset_version=14, training=torch.onnx.TrainingMode.PRESERVE)
         torch.onnx.export(b16, torch.randn(1, 3, 384, 384), os.path.join(folder, "vit_b_16_384.onnx"),
                           input_names=["pixels"], output_names=["out"], opset_version=14, training=torch.onnx.TrainingMode.PRESERVE)
+        for stage, model in siglips.items():
+            model.train()
+            size = SIGLIP_SHAPES[stage][5]
+            torch.onnx.export(model, torch.randn(1, 3, size, size), os.path.join(folder, stage + ".onnx"),
+                              input_names=["pixels"], output_names=["out"], opset_version=14,
+                              training=torch.onnx.TrainingMode.PRESERVE)
 
 
 def main():
@@ -120,6 +158,7 @@ def main():
     text = TextTower().eval()
     b16 = torchvision.models.vit_b_16(image_size=384).eval()
     step = DecoderStep().eval()
+    siglips = {stage: SiglipVision(*shape).eval() for stage, shape in SIGLIP_SHAPES.items()}
     with torch.no_grad():
         flops32 = vit_flops(50, 768, 3072, 12, 49, 3 * 32 * 32)
         for batch in (1, 8):
@@ -132,6 +171,12 @@ def main():
         x = torch.randn(1, 3, 384, 384)
         emit("pytorch", "vision_blip_384", 1, t, timed(lambda: b16(x), max(3, args.runs // 3)),
              vit_flops(577, 768, 3072, 12, 576, 3 * 16 * 16))
+        for stage, model in siglips.items():
+            hidden, layers, heads, inter, patch, size = SIGLIP_SHAPES[stage]
+            x = torch.randn(1, 3, size, size)
+            tokens = (size // patch) ** 2
+            emit("pytorch", stage, 1, t, timed(lambda: model(x), max(3, args.runs // 3)),
+                 vit_flops(tokens, hidden, inter, layers, tokens, 3 * patch * patch))
         for beams in (1, 3):
             cache = [torch.randn(beams, 20, 768) for _ in range(12)]
             cross = [torch.randn(beams, 577, 768) for _ in range(12)]
@@ -139,7 +184,7 @@ def main():
             emit("pytorch", "decoder_step", beams, t,
                  timed(lambda: step(x, cache, cache, cross, cross), args.runs) * beams, 0)
     if args.onnx_dir:
-        export(args.onnx_dir, b32, text, b16)
+        export(args.onnx_dir, b32, text, b16, siglips)
     # the roof 
     a = np.random.rand(2048, 2048).astype(np.float32)
     seconds = timed(lambda: a @ a, 5)

@@ -24,7 +24,7 @@ def find(runtime, stage, batch=None, detail=None):
 
 
 # glimpse's towers: the mean of the medians before and after the peers (both printed below the table)
-TOWERS = ("vision", "text", "vision_blip_384")
+TOWERS = ("vision", "text", "vision_blip_384", "vision_siglip_base_224", "vision_siglip_so400m_384")
 rounds = []
 for first in rows:
     if first.get("runtime") == "glimpse" and first.get("stage") in TOWERS:
@@ -43,6 +43,8 @@ if not markdown:
 cases = [("vision", 1, "ViT-B/32 vision, batch 1", None), ("vision", 8, "ViT-B/32 vision, batch 8 (per image)", None),
          ("text", 1, "CLIP text, 77 tokens", None), ("text", 8, "CLIP text, batch 8 (per text)", None),
          ("vision_blip_384", 1, "BLIP-base vision, 384 px", None),
+         ("vision_siglip_base_224", 1, "SigLIP base vision, 224 px", None),
+         ("vision_siglip_so400m_384", 1, "SigLIP so400m vision, 384 px", None),
          ("decoder_step", 1, "BLIP-base decoder step, greedy", "greedy, position 20"),
          ("decoder_step", 3, "BLIP-base decoder step, 3 beams", "3 beams, position 20")]
 for stage, batch, name, detail in cases:

@@ -25,7 +25,8 @@ if [ ! -d "$work/node/node_modules/onnxruntime-node" ]; then
   # the CPU library ships inside the npm package; its install script only fetches GPU extras
   (cd "$work/node" && npm install onnxruntime-node@1 --ignore-scripts --no-audit --no-fund >/dev/null)
 fi
-for model in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base; do
+for model in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base google--siglip-base-patch16-224 \
+  google--siglip-so400m-patch14-384; do
   [ -f "$work/$model/model.safetensors" ] || build/glimpse-make-model "$configs/$model.json" "$work/$model" >/dev/null
 done
 # the same captioner stored as float16 (its weight matrices stay 16-bit in memory)
@@ -53,8 +54,17 @@ blip() { # RUNTIME-LABEL MODEL [--int8]
     | sed "s/^{/{\"runtime\": \"$label\", /; s/\"stage\": \"vision\"/\"stage\": \"vision_blip_384\"/" >> "$results"
   bandwidth_beside "$label"
 }
+siglip_towers() { # RUNTIME-LABEL: SigLIP base 224 and so400m 384 vision towers (with the attention-pooling head)
+  local model
+  for model in base-patch16-224 so400m-patch14-384; do
+    build/glimpse bench -m "$work/google--siglip-$model" --threads "$threads" --runs 3 --json | grep '"stage": "vision"' \
+      | sed "s/^{/{\"runtime\": \"$1\", /; s/\"stage\": \"vision\"/\"stage\": \"vision_siglip_${model%%-*}_${model##*-}\"/" \
+      >> "$results"
+  done
+}
 echo "glimpse..." >&2
 clip_towers glimpse
+siglip_towers glimpse
 blip glimpse Salesforce--blip-image-captioning-base
 echo "glimpse, float16 BLIP-base..." >&2
 blip glimpse-f16 blip-base-f16
@@ -90,6 +100,7 @@ echo "onnxruntime..." >&2
 NODE_PATH=$work/node/node_modules node bench/ort_bench.js "$work/onnx" "$threads" "$runs" >> "$results"
 echo "glimpse again, after the peers..." >&2
 clip_towers glimpse-after
+siglip_towers glimpse-after
 blip glimpse-after Salesforce--blip-image-captioning-base
 echo "roof (FMA peak, read bandwidth)..." >&2
 "$work/roof" "$threads" >> "$results"
