@@ -1,7 +1,7 @@
 // ort_bench.js — ONNX Runtime (npm onnxruntime-node) on the ONNX exports of
 // peers.py, timed like glimpse bench: median over runs after a warm-up.
 // Prints JSON Lines in peers.py's format.
-//     node bench/ort_bench.js ONNX_DIR THREADS RUNS
+//     node bench/ort_bench.js ONNX_DIR THREADS RUNS [STAGE]   (STAGE: only that stage)
 const ort = require('onnxruntime-node');
 const path = require('path');
 
@@ -18,7 +18,7 @@ async function median(fn, runs) {
 }
 
 async function main() {
-  const [dir, threadsText, runsText] = process.argv.slice(2);
+  const [dir, threadsText, runsText, only] = process.argv.slice(2);
   const threads = Number(threadsText || 2), runs = Number(runsText || 10);
   const options = { intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: 'all' };
   const cases = [
@@ -28,7 +28,7 @@ async function main() {
     { file: 'vision_siglip_base_224.onnx', stage: 'vision_siglip_base_224', input: 'pixels', shape: [3, 224, 224], batches: [1], flops: 34.9e9, slow: true },
     { file: 'vision_siglip_so400m_384.onnx', stage: 'vision_siglip_so400m_384', input: 'pixels', shape: [3, 384, 384], batches: [1], flops: 666.4e9, slow: true },
   ];
-  for (const c of cases) {
+  for (const c of cases.filter((c) => !only || c.stage === only)) {
     const session = await ort.InferenceSession.create(path.join(dir, c.file), options);
     for (const batch of c.batches) {
       const size = batch * c.shape.reduce((a, b) => a * b, 1);

@@ -19,19 +19,21 @@
 
 static const char bench_help[] =
     "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--json]\n"
-    "Times each stage and prints its median over N runs (default 5) with the work\n"
-    "done (GFLOP) and the rate reached (GFLOP/s). Stages: load, decode (a 640x480 PNG),\n"
-    "preprocess, vision, text (CLIP 77 tokens, SigLIP 64), decoder_step (BLIP, one token at\n"
-    "growing positions; the median of at least 21 steps), caption (BLIP, N tokens, default\n"
-    "20, greedy and 3 beams). CLIP's vision and text stages and SigLIP's text stage run as\n"
-    "their embeddings do (the last layer for the pooled token only); BLIP's vision stage\n"
-    "keeps every token, and SigLIP's, whose attention-pooling head reads them all, adds it.\n"
+    "Times each stage and prints its median over N runs (default 5), their spread\n"
+    "(fastest-slowest), the work done (GFLOP) and the rate reached (GFLOP/s). Stages:\n"
+    "load, decode (a 640x480 PNG), preprocess, vision, text (CLIP 77 tokens, SigLIP 64),\n"
+    "decoder_step (BLIP, one token at growing positions; the median of at least 21 steps),\n"
+    "caption (BLIP, N tokens, default 20, greedy and 3 beams). CLIP's vision and text\n"
+    "stages and SigLIP's text stage run as their embeddings do (the last layer for the\n"
+    "pooled token only); BLIP's vision stage keeps every token, and SigLIP's, whose\n"
+    "attention-pooling head reads them all, adds it.\n"
     "Batch stages (decode, preprocess, vision, text) report time per image or text.\n"
     "With --search-rows N (CLIP, SigLIP), also an index of N random embeddings: opening it and\n"
     "loading its embeddings (search_load), a text query's embedding (query) and its top\n"
     "10 (search).\n"
     "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
-    "\"gflops\": G, ...} where gflops is the rate reached.\n";
+    "\"min_ms\": FASTEST, \"max_ms\": SLOWEST, \"gflops\": G, ...} where gflops is the rate\n"
+    "reached at the median.\n";
 
 /* Decoder steps timed for each median, at least (--runs when larger). */
 #define STEP_RUNS 21
@@ -57,23 +59,31 @@ static int compare_doubles(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static double median(double *values, int n) {
+/* A stage's runs: the median, which the rate is computed from, and the spread. */
+typedef struct timing {
+    double median, min, max; /* seconds */
+} timing;
+
+static timing summarize(double *values, int n) {
     qsort(values, (size_t)n, sizeof *values, compare_doubles);
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+    return (timing){n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]), values[0], values[n - 1]};
 }
 
 /* Prints one stage; per_item divides the time (and work) of a batch. */
-static void report(const bench *b, const char *stage, const char *detail, double seconds, double flops, bool per_item) {
-    double ms = seconds * 1e3 / (per_item ? b->batch : 1), work = flops / (per_item ? b->batch : 1);
-    double rate = seconds > 0 && flops > 0 ? flops / seconds / 1e9 : 0;
+static void report(const bench *b, const char *stage, const char *detail, timing t, double flops, bool per_item) {
+    double per = 1e3 / (per_item ? b->batch : 1), ms = t.median * per, work = flops / (per_item ? b->batch : 1);
+    double rate = t.median > 0 && flops > 0 ? flops / t.median / 1e9 : 0;
     if (b->options.json) {
-        printf("{\"stage\": \"%s\", \"batch\": %d, \"threads\": %d, \"median_ms\": %.3f, \"gflops\": %.1f, "
-               "\"gflop\": %.3f",
-               stage, b->batch, b->threads, ms, rate, work / 1e9);
+        printf("{\"stage\": \"%s\", \"batch\": %d, \"threads\": %d, \"median_ms\": %.3f, \"min_ms\": %.3f, "
+               "\"max_ms\": %.3f, \"gflops\": %.1f, \"gflop\": %.3f",
+               stage, b->batch, b->threads, ms, t.min * per, t.max * per, rate, work / 1e9);
         if (detail) printf(", \"detail\": \"%s\"", detail);
         printf("}\n");
     } else {
-        printf("%-13s %-22s %10.2f ms %10.2f GFLOP %8.1f GFLOP/s\n", stage, detail ? detail : "", ms, work / 1e9, rate);
+        char spread[48];
+        snprintf(spread, sizeof spread, "(%.2f-%.2f)", t.min * per, t.max * per);
+        printf("%-13s %-22s %10.2f ms %-17s %10.2f GFLOP %8.1f GFLOP/s\n", stage, detail ? detail : "", ms, spread,
+               work / 1e9, rate);
     }
     fflush(stdout);
 }
@@ -169,7 +179,7 @@ static void time_decode(bench *b, const uint8_t *png, size_t png_size, glimpse_i
         }
         b->times[r] = cli_now() - start;
     }
-    report(b, "decode", "640x480 PNG", median(b->times, b->runs), 0, true);
+    report(b, "decode", "640x480 PNG", summarize(b->times, b->runs), 0, true);
 }
 
 /* preprocess and vision: the images to pixel_values, and the vision tower over them */
@@ -179,7 +189,7 @@ static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *im
         check(bench_preprocess(ctx, images, (size_t)b->batch));
         b->times[r] = cli_now() - start;
     }
-    report(b, "preprocess", NULL, median(b->times, b->runs), 0, true);
+    report(b, "preprocess", NULL, summarize(b->times, b->runs), 0, true);
     double flops;
     bench_vision(ctx, (size_t)b->batch, &flops); /* warm */
     for (int r = 0; r < b->runs; r++) {
@@ -190,7 +200,7 @@ static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *im
     const char *detail = kind == GLIMPSE_MODEL_KIND_CLIP     ? "class tokens' last layer"
                          : kind == GLIMPSE_MODEL_KIND_SIGLIP ? "attention pooling"
                                                              : NULL;
-    report(b, "vision", detail, median(b->times, b->runs), flops, true);
+    report(b, "vision", detail, summarize(b->times, b->runs), flops, true);
 }
 
 /* text: full-length texts as the tokenizer makes them: start token, words, end token (pooled) */
@@ -215,7 +225,7 @@ static void time_text(bench *b, glimpse_context *ctx, const glimpse_model_info *
     }
     char detail[32];
     snprintf(detail, sizeof detail, "%zu tokens", positions);
-    report(b, "text", detail, median(b->times, b->runs), flops, true);
+    report(b, "text", detail, summarize(b->times, b->runs), flops, true);
     free(ids);
 }
 
@@ -227,7 +237,7 @@ static void time_cross_kv(bench *b, bench_bert *bert) {
         check(bench_cross_kv(bert, &flops));
         b->times[r] = cli_now() - start;
     }
-    report(b, "cross_kv", "once per image", median(b->times, b->runs), flops, false);
+    report(b, "cross_kv", "once per image", summarize(b->times, b->runs), flops, false);
 }
 
 /* decoder_step: one step at growing positions, greedy and 3 beams: the cost
@@ -249,7 +259,7 @@ static void time_decoder_steps(bench *b, bench_bert *bert) {
             }
             char detail[64];
             snprintf(detail, sizeof detail, "%s, position %d", sequences == 1 ? "greedy" : "3 beams", positions[p]);
-            report(b, "decoder_step", detail, median(step_times, steps), flops, false);
+            report(b, "decoder_step", detail, summarize(step_times, steps), flops, false);
         }
 }
 
@@ -268,7 +278,7 @@ static void time_captions(bench *b, glimpse_context *ctx, glimpse_image *const *
         }
         char detail[64];
         snprintf(detail, sizeof detail, "%d tokens, %s", b->tokens, beams == 1 ? "greedy" : "3 beams");
-        report(b, "caption", detail, median(b->times, b->runs), 0, false);
+        report(b, "caption", detail, summarize(b->times, b->runs), 0, false);
     }
 }
 
@@ -301,7 +311,7 @@ static void time_itm_stages(bench *b, glimpse_context *ctx, const glimpse_model 
     }
     char detail[64];
     snprintf(detail, sizeof detail, "per text, %zu tokens", count);
-    report(b, "itm_text", detail, median(b->times, b->runs), flops, false);
+    report(b, "itm_text", detail, summarize(b->times, b->runs), flops, false);
     bench_bert_free(encoder);
 }
 
@@ -360,19 +370,20 @@ static void time_search(bench *b, glimpse_context *ctx, const glimpse_model *mod
     check(glimpse_index_search(index, row, 10, results, &found)); /* loads the embeddings */
     char detail[64];
     snprintf(detail, sizeof detail, "%ld rows", b->search_rows);
-    report(b, "search_load", detail, cli_now() - start, 0, false);
+    double once = cli_now() - start;
+    report(b, "search_load", detail, (timing){once, once, once}, 0, false);
     for (int r = 0; r < b->runs; r++) {
         start = cli_now();
         check(glimpse_embed_query(ctx, "a photo of a dog on the beach", row));
         b->times[r] = cli_now() - start;
     }
-    report(b, "query", "text embedding", median(b->times, b->runs), 0, false);
+    report(b, "query", "text embedding", summarize(b->times, b->runs), 0, false);
     for (int r = 0; r < b->runs; r++) {
         start = cli_now();
         check(glimpse_index_search(index, row, 10, results, &found));
         b->times[r] = cli_now() - start;
     }
-    report(b, "search", detail, median(b->times, b->runs), 2.0 * b->search_rows * dim, false);
+    report(b, "search", detail, summarize(b->times, b->runs), 2.0 * b->search_rows * dim, false);
     glimpse_index_free(index);
     free(row);
     unlink(db);
@@ -387,7 +398,7 @@ int command_bench(int argc, char **argv) {
     glimpse_model *model = cli_load_model(&b.options, "bench", true, true);
     glimpse_context *ctx = cli_create_context(&b.options, model);
     b.threads = bench_threads(ctx);
-    report(&b, "load", NULL, median(b.times, b.runs), 0, false);
+    report(&b, "load", NULL, summarize(b.times, b.runs), 0, false);
     glimpse_model_info info;
     check(glimpse_model_get_info(model, &info));
     size_t png_size;
