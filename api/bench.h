@@ -57,4 +57,13 @@ glimpse_status bench_decoder_step(bench_bert *bert, size_t position, size_t sequ
  * glimpse_tokenize gives them). */
 glimpse_status bench_itm_text(bench_bert *bert, const int32_t *ids, size_t count, double *flops);
 
+/* --profile: the wall time the calling thread spent per kind of work since
+ * bench_profile_start, as shares of the time since then. BENCH_PROFILE_KINDS
+ * kinds, named by bench_profile_names; the last is the time waiting for the
+ * pool's workers, which is inside the others. */
+#define BENCH_PROFILE_KINDS 5
+extern const char *const bench_profile_names[BENCH_PROFILE_KINDS];
+void bench_profile_start(void);
+void bench_profile_read(double seconds[BENCH_PROFILE_KINDS]);
+
 #endif

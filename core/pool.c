@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/profile.h"
 
 struct pool {
     int threads;              /* including the caller */
@@ -181,9 +182,11 @@ void pool_for(pool *p, size_t count, pool_task task, void *argument) {
     pthread_cond_broadcast(&p->wake);    /* and wakes the sleeping ones */
     pthread_mutex_unlock(&p->lock);
     run_share(p, p->scratch);
+    uint64_t waiting = profile_start();
     if (!spin_until(workers_finished, p, 0)) {
         pthread_mutex_lock(&p->lock);
         while (!workers_finished(p, 0)) pthread_cond_wait(&p->done, &p->lock);
         pthread_mutex_unlock(&p->lock);
     }
+    profile_stop(PROFILE_THREAD_WAITS, waiting);
 }

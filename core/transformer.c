@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/profile.h"
+
 int activation_from_name(const char *name, activation *out) {
     if (strcmp(name, "gelu") == 0) {
         *out = ACTIVATION_GELU;
@@ -88,12 +90,16 @@ static void layernorm_rows(float *out, const float *in, const float *weight, con
                            size_t width, float epsilon, pool *threads) {
     rows_job job = {out,   in, weight, bias, rows, width, rows_block(rows, width, threads), width, epsilon,
                     ACTIVATION_GELU};
+    uint64_t started = profile_start();
     pool_for(threads, (rows + job.block - 1) / job.block, layernorm_task, &job);
+    profile_stop(PROFILE_NORMS, started);
 }
 
 static void activation_rows(activation act, float *x, size_t rows, size_t width, size_t stride, pool *threads) {
     rows_job job = {x, x, NULL, NULL, rows, width, rows_block(rows, width, threads), stride, 0.0f, act};
+    uint64_t started = profile_start();
     pool_for(threads, (rows + job.block - 1) / job.block, activation_task, &job);
+    profile_stop(PROFILE_ACTIVATIONS, started);
 }
 
 /* Row strides of the q|k|v and feed-forward buffers: 16 floats past their

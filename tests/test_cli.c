@@ -751,8 +751,46 @@ static void test_rank_with_blip_and_rerank(void **state) {
     free(itm), free(clip), free(caption), free(astronaut), free(cat), free(coffee);
 }
 
+/* glimpse bench: every stage's spread brackets its median; --profile adds the
+ * shares of each kind of work, which for a forward pass are mostly products
+ * and, with the rest, cover the stage's time. */
+static void test_bench_spread_and_profile(void **state) {
+    (void)state;
+    char *clip = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
+    run_result r = run("bench", "-m", clip, "--runs", "3", "--threads", "2", "--profile", "--json", NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    bool saw_vision = false;
+    for (const cJSON *line = lines->child; line; line = line->next) {
+        double median = cJSON_GetObjectItem(line, "median_ms")->valuedouble;
+        assert_true(cJSON_GetObjectItem(line, "min_ms")->valuedouble <= median);
+        assert_true(cJSON_GetObjectItem(line, "max_ms")->valuedouble >= median);
+        const cJSON *profile = cJSON_GetObjectItem(line, "profile");
+        assert_non_null(profile);
+        double sum = 0;
+        for (const cJSON *share = profile->child; share; share = share->next) {
+            assert_true(share->valuedouble >= -1e-3 && share->valuedouble <= 1 + 1e-3);
+            if (strcmp(share->string, "thread_waits") != 0) sum += share->valuedouble;
+        }
+        assert_float_equal(sum, 1.0, 1e-3);
+        if (strcmp(cJSON_GetObjectItem(line, "stage")->valuestring, "vision") == 0) {
+            saw_vision = true;
+            assert_true(cJSON_GetObjectItem(profile, "products")->valuedouble > 0.2);
+        }
+    }
+    assert_true(saw_vision);
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("bench", "-m", clip, "--runs", "1", "--json", NULL); /* no profile unless asked */
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "profile"));
+    result_free(&r);
+    free(clip);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bench_spread_and_profile),
         cmocka_unit_test(test_help_and_usage),          cmocka_unit_test(test_missing_models),
         cmocka_unit_test(test_rank_goes_on_past_bad_inputs), cmocka_unit_test(test_rank_scores_match_reference),
         cmocka_unit_test(test_embed_and_classify_json), cmocka_unit_test(test_damaged_models),

@@ -18,7 +18,7 @@
 #include "tools/commands.h"
 
 static const char bench_help[] =
-    "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--json]\n"
+    "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--profile] [--json]\n"
     "Times each stage and prints its median over N runs (default 5), their spread\n"
     "(fastest-slowest), the work done (GFLOP) and the rate reached (GFLOP/s). Stages:\n"
     "load, decode (a 640x480 PNG), preprocess, vision, text (CLIP 77 tokens, SigLIP 64),\n"
@@ -33,7 +33,11 @@ static const char bench_help[] =
     "10 (search).\n"
     "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
     "\"min_ms\": FASTEST, \"max_ms\": SLOWEST, \"gflops\": G, ...} where gflops is the rate\n"
-    "reached at the median.\n";
+    "reached at the median.\n"
+    "With --profile (or GLIMPSE_PROFILE=1), each stage is followed by the shares of its\n"
+    "wall time spent in products (linear layers), attention, norms, activations and the\n"
+    "rest (embeddings, layout, residuals, tokenizing, ...), and how much of the first four\n"
+    "was the calling thread waiting for the pool's last worker (JSON: \"profile\": {...}).\n";
 
 /* Decoder steps timed for each median, at least (--runs when larger). */
 #define STEP_RUNS 21
@@ -51,6 +55,8 @@ typedef struct bench {
     int batch, runs, threads;
     int tokens;       /* --tokens: caption length */
     long search_rows; /* --search-rows: 0 = no search stages */
+    bool profile;     /* --profile or GLIMPSE_PROFILE=1 */
+    double profiled[BENCH_PROFILE_KINDS], profiled_since; /* the counters and the clock at the last report */
     double *times;    /* [runs] */
 } bench;
 
@@ -69,8 +75,32 @@ static timing summarize(double *values, int n) {
     return (timing){n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]), values[0], values[n - 1]};
 }
 
+/* --profile: the shares of the time since the last report (the stage's runs
+ * and whatever preceded them since) spent per kind of work, and the rest;
+ * the text output leaves out stages that ran no forward pass. */
+static void report_profile(bench *b) {
+    double now = cli_now(), seconds[BENCH_PROFILE_KINDS], share[BENCH_PROFILE_KINDS], elapsed = now - b->profiled_since;
+    double counted = 0;
+    bench_profile_read(seconds);
+    for (int k = 0; k < BENCH_PROFILE_KINDS; k++) {
+        share[k] = elapsed > 0 ? (seconds[k] - b->profiled[k]) / elapsed : 0;
+        if (k < BENCH_PROFILE_KINDS - 1) counted += share[k];
+        b->profiled[k] = seconds[k];
+    }
+    b->profiled_since = now;
+    if (b->options.json) {
+        printf(", \"profile\": {");
+        for (int k = 0; k < BENCH_PROFILE_KINDS; k++) printf("\"%s\": %.3f, ", bench_profile_names[k], share[k]);
+        printf("\"other\": %.3f}", 1 - counted);
+    } else if (counted > 0) {
+        printf("%13s profile:", "");
+        for (int k = 0; k < BENCH_PROFILE_KINDS; k++) printf(" %s %.0f%%", bench_profile_names[k], 100 * share[k]);
+        printf(" other %.0f%% (thread_waits are inside the others)\n", 100 * (1 - counted));
+    }
+}
+
 /* Prints one stage; per_item divides the time (and work) of a batch. */
-static void report(const bench *b, const char *stage, const char *detail, timing t, double flops, bool per_item) {
+static void report(bench *b, const char *stage, const char *detail, timing t, double flops, bool per_item) {
     double per = 1e3 / (per_item ? b->batch : 1), ms = t.median * per, work = flops / (per_item ? b->batch : 1);
     double rate = t.median > 0 && flops > 0 ? flops / t.median / 1e9 : 0;
     if (b->options.json) {
@@ -78,12 +108,14 @@ static void report(const bench *b, const char *stage, const char *detail, timing
                "\"max_ms\": %.3f, \"gflops\": %.1f, \"gflop\": %.3f",
                stage, b->batch, b->threads, ms, t.min * per, t.max * per, rate, work / 1e9);
         if (detail) printf(", \"detail\": \"%s\"", detail);
+        if (b->profile) report_profile(b);
         printf("}\n");
     } else {
         char spread[48];
         snprintf(spread, sizeof spread, "(%.2f-%.2f)", t.min * per, t.max * per);
         printf("%-13s %-22s %10.2f ms %-17s %10.2f GFLOP %8.1f GFLOP/s\n", stage, detail ? detail : "", ms, spread,
                work / 1e9, rate);
+        if (b->profile) report_profile(b);
     }
     fflush(stdout);
 }
@@ -106,6 +138,7 @@ static bool parse_options(bench *b, int argc, char **argv) {
                                                  {"runs", required_argument, NULL, 'r'},
                                                  {"tokens", required_argument, NULL, 'n'},
                                                  {"search-rows", required_argument, NULL, 's'},
+                                                 {"profile", no_argument, NULL, 'p'},
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
@@ -115,11 +148,14 @@ static bool parse_options(bench *b, int argc, char **argv) {
         case 'r': b->runs = (int)cli_parse_long("bench", "--runs", optarg, 1, BENCH_MAX_RUNS); break;
         case 'n': b->tokens = (int)cli_parse_long("bench", "--tokens", optarg, 1, 400); break;
         case 's': b->search_rows = cli_parse_long("bench", "--search-rows", optarg, 1, 100000000); break;
+        case 'p': b->profile = true; break;
         case CLI_OPT_HELP: printf("%s\n%s", bench_help, cli_common_help); return false;
         default: cli_usage_error("bench", "unknown option");
         }
     }
     if (optind < argc) cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    const char *profile = getenv("GLIMPSE_PROFILE");
+    if (profile && strcmp(profile, "1") == 0) b->profile = true;
     return true;
 }
 
@@ -394,6 +430,10 @@ int command_bench(int argc, char **argv) {
     if (!parse_options(&b, argc, argv)) return CLI_EXIT_OK;
     b.times = calloc((size_t)b.runs, sizeof *b.times);
     if (!b.times) check(GLIMPSE_STATUS_OUT_OF_MEMORY);
+    if (b.profile) {
+        bench_profile_start();
+        b.profiled_since = cli_now();
+    }
     time_load(&b);
     glimpse_model *model = cli_load_model(&b.options, "bench", true, true);
     glimpse_context *ctx = cli_create_context(&b.options, model);
