@@ -230,9 +230,9 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     if (precision != GLIMPSE_PRECISION_INT8)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)precision);
     model->precision = precision;
-    if (!cpu_has_avx512_vnni())
-        log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has no AVX-512 VNNI: int8 products run on plain loops, "
-                                               "slower than float32");
+    if (!cpu_has_avx512_vnni() && !cpu_has_avx2())
+        log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has neither AVX-512 VNNI nor AVX2: int8 products run on "
+                                               "plain loops, slower than float32");
     glimpse_status status = GLIMPSE_STATUS_OK;
     if (model->vision.weights.layers) status = vit_model_quantize(&model->vision, &model->quantized);
     if (!status && model->text.weights.layers) status = clip_text_model_quantize(&model->text, &model->quantized);

@@ -98,6 +98,13 @@ static void linear_q8(const linear_job *job, size_t first, size_t count, float *
         return;
     }
 #endif
+#ifdef GLIMPSE_HAVE_AVX2
+    if (cpu_has_avx2() && scratch && q8_avx2_scratch_fits(q, POOL_SCRATCH_FLOATS * sizeof(float))) {
+        q8_product_avx2(job->out, job->out_stride, job->in, job->in_stride, q, job->bias, job->rows, job->accumulate,
+                        first, count, scratch, POOL_SCRATCH_FLOATS * sizeof(float));
+        return;
+    }
+#endif
     q8_product_plain(job->out, job->out_stride, job->in, job->in_stride, q, job->bias, job->rows, job->accumulate,
                      first, count);
 }

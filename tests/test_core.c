@@ -138,7 +138,8 @@ static void test_linear_q8_matches_integer_reference(void **state) {
     /* rows: one, a few (dot tiles), panels with 0, 1-4 and 5-15 rows left over;
      * depths not a multiple of 4 or of 64; columns not a multiple of 8 */
     const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {16, 300, 13},  {17, 48, 100},
-                                {29, 517, 40}, {50, 768, 96}, {77, 64, 100},  {400, 96, 24}};
+                                {29, 517, 40}, {50, 768, 96}, {77, 64, 100},  {400, 96, 24},
+                                {700, 1540, 9}}; /* (the last: rows in several scratch-sized chunks on AVX2) */
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
