@@ -22,31 +22,83 @@
  * ones: 32 × depth bytes stay in the L2 cache (96 KiB at depth 3072). */
 #define COLUMN_PANEL 32
 
+static inline int32_t sum_lanes(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* max |x[k]| over n values (a maximum: the order does not change it). */
+static float largest_magnitude(const float *x, size_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 largest8 = _mm256_setzero_ps();
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) largest8 = _mm256_max_ps(largest8, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)));
+    float lanes[8], largest = 0.0f;
+    _mm256_storeu_ps(lanes, largest8);
+    for (int i = 0; i < 8; i++) largest = fmaxf(largest, lanes[i]);
+    for (; k < n; k++) largest = fmaxf(largest, fabsf(x[k]));
+    return largest;
+}
+
+/* Eight values rounded to the nearest integer (ties to even, as nearbyintf)
+ * and clamped to [-127, 127], as 32-bit integers. */
+static inline __m256i round_clamped(__m256 values) {
+    const __m256 top = _mm256_set1_ps(127.0f), bottom = _mm256_set1_ps(-127.0f);
+    __m256 rounded = _mm256_round_ps(values, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_cvtps_epi32(_mm256_max_ps(bottom, _mm256_min_ps(top, rounded)));
+}
+
+/* Eight rows' worth of 32 int32 values in four vectors, packed to 32 int8 in order. */
+static inline __m256i pack_bytes(const __m256i quarter[4]) {
+    /* the packs interleave 128-bit lanes: 0 1 4 5 2 3 6 7 in 4-value groups, which the permute undoes */
+    __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(quarter[0], quarter[1]),
+                                        _mm256_packs_epi32(quarter[2], quarter[3]));
+    return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* A weight row as kernel_q8_quantize's plain loop makes it (scale = max |w| / 127,
+ * or 1; each value round(w / scale) by multiplying with 1 / scale); returns the
+ * row's sum and writes its scale. */
+int32_t q8_quantize_weight_row_avx2(int8_t *out, const float *row, size_t n, float *scale_out) {
+    float largest = largest_magnitude(row, n);
+    float scale = largest > 0.0f ? largest / 127.0f : 1.0f, inverse = 1.0f / scale;
+    const __m256 inverse8 = _mm256_set1_ps(inverse);
+    __m256i sums = _mm256_setzero_si256();
+    size_t k = 0;
+    for (; k + 32 <= n; k += 32) {
+        __m256i quarter[4];
+        for (int i = 0; i < 4; i++) {
+            quarter[i] = round_clamped(_mm256_mul_ps(_mm256_loadu_ps(row + k + 8 * i), inverse8));
+            sums = _mm256_add_epi32(sums, quarter[i]);
+        }
+        _mm256_storeu_si256((__m256i *)(out + k), pack_bytes(quarter));
+    }
+    int32_t sum = sum_lanes(sums);
+    for (; k < n; k++) {
+        float v = nearbyintf(row[k] * inverse);
+        int8_t value = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+        out[k] = value;
+        sum += value;
+    }
+    *scale_out = scale;
+    return sum;
+}
+
 /* One row as q8_quantize_row makes it, stored as x = u8 - 128 (int8) in
  * signs and |x| in magnitudes, padded with zeros up to depth; returns the
  * row's scale. */
 static float quantize_row_signed(int8_t *signs, uint8_t *magnitudes, const float *x, size_t in_features,
                                  size_t depth) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 largest8 = _mm256_setzero_ps();
-    size_t k = 0;
-    for (; k + 8 <= in_features; k += 8)
-        largest8 = _mm256_max_ps(largest8, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)));
-    float lanes[8], largest = 0.0f;
-    _mm256_storeu_ps(lanes, largest8);
-    for (int i = 0; i < 8; i++) largest = fmaxf(largest, lanes[i]);
-    for (; k < in_features; k++) largest = fmaxf(largest, fabsf(x[k]));
+    float largest = largest_magnitude(x, in_features);
+    size_t k;
     float scale = largest > 0.0f ? largest / 127.0f : 1.0f, inverse = 127.0f / (largest > 0.0f ? largest : 127.0f);
-    const __m256 inverse8 = _mm256_set1_ps(inverse), top = _mm256_set1_ps(127.0f), bottom = _mm256_set1_ps(-127.0f);
+    const __m256 inverse8 = _mm256_set1_ps(inverse);
     for (k = 0; k + 32 <= in_features; k += 32) {
         __m256i quarter[4];
-        for (int i = 0; i < 4; i++)
-            quarter[i] = _mm256_cvtps_epi32(_mm256_max_ps(bottom, _mm256_min_ps(top, _mm256_round_ps(
-                _mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * i), inverse8), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))));
-        /* the packs interleave 128-bit lanes: 0 1 4 5 2 3 6 7 in 4-value groups, which the permute undoes */
-        __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(quarter[0], quarter[1]),
-                                            _mm256_packs_epi32(quarter[2], quarter[3]));
-        packed = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        for (int i = 0; i < 4; i++) quarter[i] = round_clamped(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * i), inverse8));
+        __m256i packed = pack_bytes(quarter);
         _mm256_storeu_si256((__m256i *)(signs + k), packed);
         _mm256_storeu_si256((__m256i *)(magnitudes + k), _mm256_abs_epi8(packed));
     }
@@ -60,12 +112,6 @@ static float quantize_row_signed(int8_t *signs, uint8_t *magnitudes, const float
     return scale;
 }
 
-static inline int32_t sum_lanes(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
 
 /* totals[r][c] = Σ_k x[r][k] · w[c][k] for rows × columns (each at most the
  * block's): x given by its signs and magnitudes (rows `depth` bytes apart),

@@ -60,6 +60,8 @@ void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_
 void q8_product_avx2(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
                      const float *bias, size_t rows, bool accumulate, size_t first, size_t count, void *scratch,
                      size_t scratch_bytes);
+/* kernel_q8_quantize's weight row on AVX2 (identical): returns the row's sum, writes its scale. */
+int32_t q8_quantize_weight_row_avx2(int8_t *out, const float *row, size_t n, float *scale_out);
 static inline bool q8_avx2_scratch_fits(const kernel_q8 *q, size_t scratch_bytes) {
     return scratch_bytes >= q->depth * 2 + 5 * sizeof(float);
 }

@@ -772,7 +772,7 @@ static void test_bench_spread_and_profile(void **state) {
             assert_true(share->valuedouble >= -1e-3 && share->valuedouble <= 1 + 1e-3);
             if (strcmp(share->string, "thread_waits") != 0) sum += share->valuedouble;
         }
-        assert_float_equal(sum, 1.0, 1e-3);
+        assert_float_equal(sum, 1.0, 5e-3); /* (five shares printed to 3 decimals) */
         if (strcmp(cJSON_GetObjectItem(line, "stage")->valuestring, "vision") == 0) {
             saw_vision = true;
             assert_true(cJSON_GetObjectItem(profile, "products")->valuedouble > 0.2);
