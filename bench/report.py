@@ -131,3 +131,10 @@ if cold and vision and text and not markdown:
     if disk:
         print(f"  (its first run, the file read from disk: {disk['median_ms']:.0f} ms)")
 
+
+# peak resident memory of whole commands against the model file they map (8 pictures)
+if not markdown:
+    for r in rows:
+        if r.get("stage", "").startswith("memory_"):
+            print(f"peak memory, {r['stage'][7:]}: {r['peak_mb']} MB for a {r['file_mb']} MB model file "
+                  f"({r['peak_mb'] - r['file_mb']:+} MB)")

@@ -15,7 +15,7 @@ runs=${2:-10}
 work=build/bench
 mkdir -p "$work"
 configs=${GLIMPSE_CONFIGS:-../shared/configs}
-for p in python3-torch python3-torchvision python3-numpy; do
+for p in python3-torch python3-torchvision python3-numpy time; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="${missing:-} $p"
 done
 command -v npm >/dev/null || missing="${missing:-} nodejs npm"
@@ -92,6 +92,19 @@ for batch in 1 8; do
     --json | sed 's/^{/{"runtime": "glimpse-int8", /' >> "$results"
 done
 blip glimpse-int8 Salesforce--blip-image-captioning-base --int8
+echo "glimpse peak resident memory per command (against the model file it maps)..." >&2
+memory() { # STAGE MODEL COMMAND-ARGUMENTS...
+  local stage=$1 model=$2 kb
+  shift 2
+  kb=$( { /usr/bin/time -f "%M" build/glimpse "$@" -m "$work/$model" --threads "$threads" >/dev/null; } 2>&1 | tail -1)
+  echo "{\"runtime\": \"glimpse\", \"stage\": \"$stage\", \"peak_mb\": $((kb / 1024)), \"file_mb\": $(( $(stat -c %s "$work/$model/model.safetensors") / 1048576 ))}" >> "$results"
+}
+pictures=(examples/pictures/0000[0-7].png)
+memory memory_rank_vit_b32 openai--clip-vit-base-patch32 rank -t "a photo" -t "a drawing" "${pictures[@]}"
+memory memory_rank_vit_b32_int8 openai--clip-vit-base-patch32 rank --int8 -t "a photo" -t "a drawing" "${pictures[@]}"
+memory memory_caption_blip_base Salesforce--blip-image-captioning-base caption "${pictures[@]}"
+memory memory_caption_blip_base_int8 Salesforce--blip-image-captioning-base caption --int8 "${pictures[@]}"
+memory memory_caption_blip_base_f16 blip-base-f16 caption "${pictures[@]}"
 echo "pytorch..." >&2
 # OpenBLAS's Haswell override (set on some machines for old OpenBLAS builds) slows current numpy and torch
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --threads "$threads" --runs "$runs" \
