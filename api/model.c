@@ -89,7 +89,8 @@ static glimpse_status config_sections(const glimpse_model *model, bool required,
     bool text_read = cJSON_IsObject(*text) || (!required && !*text);
     if (!vision_read || !text_read)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: %s needs %s objects", model->folder,
-                         model->architecture, encoder_decoder ? "encoder and decoder" : "vision_config and text_config");
+                         model->architecture,
+                         encoder_decoder ? "encoder and decoder" : "vision_config and text_config");
     return GLIMPSE_STATUS_OK;
 }
 

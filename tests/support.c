@@ -306,8 +306,8 @@ int expect_caption_cases(const struct glimpse_model *model, const cJSON *expecte
     return cases;
 }
 
-void expect_reference_close(const float *actual, const safetensors *reference, const char *name, size_t n, const char *what,
-                  double tolerance) {
+void expect_reference_close(const float *actual, const safetensors *reference, const char *name, size_t n,
+                            const char *what, double tolerance) {
     double d = relative_difference(actual, fixture_tensor(reference, name, n), n);
     note_difference(what, d);
     if (!(d <= tolerance)) fail_msg("%s: %s differs from the reference by %g (tolerance %g)", what, name, d, tolerance);
@@ -319,4 +319,53 @@ bool record_caption_token(void *user, size_t image, int32_t id, const char *text
     if (r->count < sizeof r->ids / sizeof r->ids[0]) r->ids[r->count++] = id;
     snprintf(r->last_text, sizeof r->last_text, "%s", text);
     return r->stop_after && r->count >= r->stop_after;
+}
+
+void write_text_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) fail_msg("%s: cannot write", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+char *make_model_snapshot(const char *workspace, const char *name, const char *config_text, int half) {
+    char config_name[256], command[2048];
+    snprintf(config_name, sizeof config_name, "%s.json", name);
+    char *config = file_join(workspace, config_name), *folder = file_join(workspace, name);
+    write_text_file(config, config_text);
+    snprintf(command, sizeof command, "%s %s %s --seed 7%s > /dev/null", GLIMPSE_MAKE_MODEL, config, folder,
+             half ? " --f16" : "");
+    if (system(command) != 0) fail_msg("command failed: %s", command);
+    free(config);
+    return folder;
+}
+
+static char workspace_template[64];
+const char *snapshot_workspace = NULL;
+
+int workspace_setup(void **state) {
+    (void)state;
+    snprintf(workspace_template, sizeof workspace_template, "/tmp/glimpse-test-XXXXXX");
+    snapshot_workspace = mkdtemp(workspace_template);
+    return snapshot_workspace ? 0 : -1;
+}
+
+int workspace_teardown(void **state) {
+    (void)state;
+    if (!snapshot_workspace) return 0;
+    char command[128];
+    snprintf(command, sizeof command, "rm -rf %s", snapshot_workspace);
+    snapshot_workspace = NULL;
+    return system(command) == 0 ? 0 : -1;
+}
+
+glimpse_image *smooth_picture(void) {
+    uint8_t pixels[40][50][3];
+    for (int y = 0; y < 40; y++)
+        for (int x = 0; x < 50; x++)
+            pixels[y][x][0] = (uint8_t)(5 * x), pixels[y][x][1] = (uint8_t)(6 * y), pixels[y][x][2] = (uint8_t)(x * y);
+    glimpse_image *image;
+    assert_int_equal(glimpse_image_from_pixels(&pixels[0][0][0], 50, 40, 0, GLIMPSE_PIXEL_FORMAT_RGB8, &image),
+                     GLIMPSE_STATUS_OK);
+    return image;
 }

@@ -77,8 +77,8 @@ double relative_difference(const float *actual, const float *expected, size_t n)
 
 /* The reference tensor `name` of n values against actual: the relative difference noted under `what`, and the
  * test failed if it is over tolerance. */
-void expect_reference_close(const float *actual, const safetensors *reference, const char *name, size_t n, const char *what,
-                  double tolerance);
+void expect_reference_close(const float *actual, const safetensors *reference, const char *name, size_t n,
+                            const char *what, double tolerance);
 
 /* Records a difference under a name; printed at the end by report_differences(). */
 void note_difference(const char *what, double difference);
@@ -123,5 +123,18 @@ int expect_caption_cases(const struct glimpse_model *model, const cJSON *expecte
 /* The last hidden state of one fixture image (images/NAME) through the model's vision tower after its final
  * LayerNorm [tokens, hidden] (BLIP's image_embeds, ViT-GPT2's encoder_last_hidden_state); caller frees. */
 float *image_embeds(const struct glimpse_model *model, const char *image_name);
+
+/* Writes text to path (fails the test if it cannot). */
+void write_text_file(const char *path, const char *text);
+/* workspace/NAME written by glimpse-make-model (seed 7, float16 with half) from config_text, which goes to
+ * workspace/NAME.json first; caller frees the folder's path. */
+char *make_model_snapshot(const char *workspace, const char *name, const char *config_text, int half);
+/* A cmocka group's temporary folder for the snapshots its tests write: made by workspace_setup (mkdtemp), removed
+ * with what is in it by workspace_teardown; NULL outside. */
+extern const char *snapshot_workspace;
+int workspace_setup(void **state);
+int workspace_teardown(void **state);
+/* A 50 × 40 picture of smooth colours. */
+struct glimpse_image *smooth_picture(void);
 
 #endif

@@ -91,7 +91,8 @@ static void test_pixels_encoder_and_first_logits(void **state) {
         vit_forward(&m->vision, vision, pixels + i * plane, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
         vit_post_norm_all(&m->vision, vision, 0, encoded);
         snprintf(name, sizeof name, "encoder_last_hidden_state.%zu", i);
-        expect_reference_close(encoded, f->reference, name, tokens * hidden, "vit-gpt2 encoder_last_hidden_state", TOLERANCE);
+        expect_reference_close(encoded, f->reference, name, tokens * hidden, "vit-gpt2 encoder_last_hidden_state",
+                               TOLERANCE);
         /* the first step: the start token alone */
         assert_int_equal(gpt2_set_image(&m->gpt2, decoder, encoded, tokens, NULL), GLIMPSE_STATUS_OK);
         assert_int_equal(gpt2_decode_step(&m->gpt2, decoder, &m->start_id, 1, 1, NULL), GLIMPSE_STATUS_OK);

@@ -274,9 +274,8 @@ static void vit_gpt2_tensors(spec_list *l, const cJSON *config) {
             add_linear(l, name, vh, vh, 1);
         }
         snprintf(name, sizeof name, "encoder.encoder.layer.%d", i);
-        add_norms_and_mlp(l, name,
-                          (const char *[4]){"layernorm_before", "layernorm_after", "intermediate.dense", "output.dense"},
-                          vh, vi);
+        const char *parts[4] = {"layernorm_before", "layernorm_after", "intermediate.dense", "output.dense"};
+        add_norms_and_mlp(l, name, parts, vh, vi);
     }
     add_norm(l, "encoder.layernorm", vh);
     add_linear(l, "encoder.pooler.dense", vh, vh, 1);
