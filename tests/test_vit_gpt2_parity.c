@@ -53,6 +53,30 @@ static void test_model_kind_and_settings(void **state) {
     assert_string_equal(info.text_activation, "gelu_new");
 }
 
+/* ViTImageProcessor's newer form of the same settings ("size" as height and width, do_rescale and rescale_factor,
+ * resample left to its default, bilinear) gives the reference's pixel_values too. */
+static void test_processor_forms(void **state) {
+    parity_fixture *f = *state;
+    if (!f) skip();
+    cJSON *json = cJSON_Parse("{\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
+                              "\"image_mean\": [0.5, 0.5, 0.5], \"image_std\": [0.5, 0.5, 0.5], "
+                              "\"image_processor_type\": \"ViTImageProcessor\", "
+                              "\"rescale_factor\": 0.00392156862745098, "
+                              "\"size\": {\"height\": 60, \"width\": 60}}");
+    preprocess_config config = preprocess_default_vit(224);
+    assert_int_equal(preprocess_config_read(json, "ViTImageProcessor", 1, &config), GLIMPSE_STATUS_OK);
+    cJSON_Delete(json);
+    size_t plane = 3 * 60 * 60;
+    float *pixels = parity_pixel_values(f, &config, 60);
+    for (size_t i = 0; i < f->image_count; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "pixel_values.%zu", i);
+        if (memcmp(pixels + i * plane, fixture_tensor(f->reference, name, plane), plane * sizeof(float)) != 0)
+            fail_msg("%s: the {height, width} form gives other pixel_values", parity_image(f, i));
+    }
+    free(pixels);
+}
+
 /* The prompts' GPT-2 ids, with no start token added by the tokenizer. */
 static void test_prompt_ids(void **state) {
     parity_fixture *f = *state;
@@ -294,6 +318,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_kind_and_settings),
         cmocka_unit_test(test_prompt_ids),
+        cmocka_unit_test(test_processor_forms),
         cmocka_unit_test(test_pixels_encoder_and_first_logits),
         cmocka_unit_test(test_every_generation_case),
         cmocka_unit_test(test_encoder_attention),
