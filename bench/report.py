@@ -44,7 +44,8 @@ cases = [("vision", 1, "ViT-B/32 vision, batch 1", None), ("vision", 8, "ViT-B/3
          ("text", 1, "CLIP text, 77 tokens", None), ("text", 8, "CLIP text, batch 8 (per text)", None),
          ("vision_blip_384", 1, "BLIP-base vision, 384 px", None),
          ("decoder_step", 1, "BLIP-base decoder step, greedy", "greedy, position 20"),
-         ("decoder_step", 3, "BLIP-base decoder step, 3 beams", "3 beams, position 20")]
+         ("decoder_step", 3, "BLIP-base decoder step, 3 beams", "3 beams, position 20"),
+         ("caption_vit_gpt2", 1, "ViT-GPT2 caption, 16 tokens, greedy", "16 tokens, greedy")]
 for stage, batch, name, detail in cases:
     g = find("glimpse", stage, batch if not detail else None, detail)
     t = find("pytorch", stage, batch)

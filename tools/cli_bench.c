@@ -22,8 +22,8 @@ static const char bench_help[] =
     "Times each stage and prints its median over N runs (default 5) with the work\n"
     "done (GFLOP) and the rate reached (GFLOP/s). Stages: load, decode (a 640x480 PNG),\n"
     "preprocess, vision, text (CLIP 77 tokens, SigLIP 64), decoder_step (BLIP, one token at\n"
-    "growing positions; the median of at least 21 steps), caption (BLIP, N tokens, default\n"
-    "20, greedy and 3 beams). CLIP's vision and text stages and SigLIP's text stage run as\n"
+    "growing positions; the median of at least 21 steps), caption (BLIP and ViT-GPT2, N tokens,\n"
+    "default 20, greedy and 3 beams, the whole public call). CLIP's vision and text stages and SigLIP's text stage run as\n"
     "their embeddings do (the last layer for the pooled token only); BLIP's vision stage\n"
     "keeps every token, and SigLIP's, whose attention-pooling head reads them all, adds it.\n"
     "Batch stages (decode, preprocess, vision, text) report time per image or text.\n"
@@ -398,6 +398,7 @@ int command_bench(int argc, char **argv) {
     if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
+    if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2) time_captions(&b, ctx, images);
     if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
     for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
     free(png);
