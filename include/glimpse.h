@@ -286,7 +286,8 @@ glimpse_status glimpse_score(const glimpse_model *model, const float *image_embe
 
 /* Token ids of a text as the model's tokenizer gives them (with start and end
  * tokens, truncated to the model's context; SigLIP's padded with its end token
- * to exactly 64, as its processor pads them). Writes at most capacity ids and
+ * to exactly 64, as its processor pads them; ViT-GPT2's GPT-2 tokenizer adds
+ * none, as its encode does). Writes at most capacity ids and
  * sets *count to the full number; GLIMPSE_STATUS_TOO_LARGE if they did not fit. */
 glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, int32_t *ids, size_t capacity,
                                 size_t *count);

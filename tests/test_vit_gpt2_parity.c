@@ -77,7 +77,7 @@ static void test_processor_forms(void **state) {
     free(pixels);
 }
 
-/* The prompts' GPT-2 ids, with no start token added by the tokenizer. */
+/* The prompts' GPT-2 ids through glimpse_tokenize, with no start token added by the tokenizer. */
 static void test_prompt_ids(void **state) {
     parity_fixture *f = *state;
     if (!f) skip();
@@ -85,8 +85,7 @@ static void test_prompt_ids(void **state) {
     cJSON_ArrayForEach(prompt, cJSON_GetObjectItem(f->expected, "prompts")) {
         int32_t ids[16];
         size_t n = 0;
-        assert_int_equal(gpt2_tokenizer_encode(f->model->byte_bpe, prompt->string, 1, ids, 16, &n),
-                         GLIMPSE_STATUS_OK);
+        assert_int_equal(glimpse_tokenize(f->model, prompt->string, ids, 16, &n), GLIMPSE_STATUS_OK);
         assert_int_equal(n, (size_t)cJSON_GetArraySize(prompt));
         for (size_t i = 0; i < n; i++) assert_int_equal(ids[i], cJSON_GetArrayItem(prompt, (int)i)->valueint);
     }
