@@ -1,7 +1,7 @@
 /* test_vit_gpt2.c — ViT-GPT2 snapshots as glimpse-make-model writes them (the
  * published layout, random weights, a small config whose encoder is narrower
  * than its decoder, so enc_to_dec_proj runs): they load and caption in
- * float32, float16 and int8; the generation settings come from config.json's
+ * float32, float16 and int8; the generation  settings come from config.json's
  * top level when there is no generation_config.json; GPT-2's Conv1D weights
  * are turned, not misread; streamed text never ends in half a character;
  * other encoders and decoders, a decoder without cross-attention and a
@@ -131,18 +131,30 @@ static float *first_logits(const glimpse_model *model) {
     return logits;
 }
 
-/* The float16 file's weights are the float32 file's rounded: the first step's logits agree closely. */
-static void test_conv1d_and_float16(void **state) {
+/* The cosine of two first-step logits. */
+static double logits_cosine(const float *a, const float *b) {
+    double dot = 0, aa = 0, bb = 0;
+    for (int i = 0; i < 3000; i++) dot += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    return dot / sqrt(aa * bb);
+}
+
+/* The float16 file's weights are the float32 file's rounded, int8's quantized from them: the first step's logits
+ * agree closely. */
+static void test_conv1d_float16_int8(void **state) {
     (void)state;
     char *exact_folder = MAKE_MODEL("float32", 0), *half_folder = MAKE_MODEL("float16", 1);
     glimpse_model *exact = load_model(exact_folder, GLIMPSE_PRECISION_FLOAT32);
     glimpse_model *half = load_model(half_folder, GLIMPSE_PRECISION_FLOAT32);
     expect_turned(exact);
     expect_turned(half);
-    float *a = first_logits(exact), *b = first_logits(half);
-    double dot = 0, aa = 0, bb = 0;
-    for (int i = 0; i < 3000; i++) dot += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
-    assert_true(dot / sqrt(aa * bb) > 0.999);
+    glimpse_model *quantized = load_model(exact_folder, GLIMPSE_PRECISION_INT8);
+    float *a = first_logits(exact), *b = first_logits(half), *q = first_logits(quantized);
+    note_difference("vit-gpt2 float16 logits, 1 - cosine", 1 - logits_cosine(a, b));
+    note_difference("vit-gpt2 int8 logits, 1 - cosine", 1 - logits_cosine(a, q));
+    assert_true(logits_cosine(a, b) > 0.999);
+    assert_true(logits_cosine(a, q) > 0.99);
+    glimpse_model_free(quantized);
+    free(q);
     glimpse_caption caption = caption_picture(half, NULL);
     assert_true(caption.id_count >= 2);
     glimpse_caption_free(&caption);
@@ -248,9 +260,10 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_snapshot),
-        cmocka_unit_test(test_conv1d_and_float16),
+        cmocka_unit_test(test_conv1d_float16_int8),
         cmocka_unit_test(test_streaming_whole_characters),
         cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests_name("vit-gpt2 snapshots", tests, workspace_setup, workspace_teardown);
+    return report_differences(
+        cmocka_run_group_tests_name("vit-gpt2 snapshots", tests, workspace_setup, workspace_teardown));
 }
