@@ -284,8 +284,9 @@ static glimpse_status load_vit_gpt2(glimpse_model *model, const glimpse_load_par
     model->has_text = true;
     if ((status = read_generation_config(model))) return status;
     if (!model->generation && !(model->generation = cJSON_Duplicate(model->config, 1))) return ERROR_OOM();
-    /* transformers' _get_decoder_start_token_id; the end and pad tokens as generate takes them */
-    const cJSON *start_sources[] = {model->generation, decoder_json, model->config, decoder_json};
+    /* transformers' _get_decoder_start_token_id (the generation settings' start token, the decoder's, the
+     * generation settings' bos, the decoder's); the end and pad tokens as generate takes them */
+    const cJSON *start_sources[] = {model->generation, decoder_json, model->generation, decoder_json};
     const char *start_keys[] = {"decoder_start_token_id", "decoder_start_token_id", "bos_token_id", "bos_token_id"};
     int start = -1, end, pad;
     for (size_t i = 0; i < 4 && start < 0 && !status; i++)

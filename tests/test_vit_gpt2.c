@@ -1,7 +1,7 @@
 /* test_vit_gpt2.c — ViT-GPT2 snapshots as glimpse-make-model writes them (the
  * published layout, random weights, a small config whose encoder is narrower
  * than its decoder, so enc_to_dec_proj runs): they load and caption in
- * float32, float16 and int8; the generation  settings come from config.json's
+ * float32, float16 and int8; the generation settings come from config.json's
  * top level when there is no generation_config.json; GPT-2's Conv1D weights
  * are turned, not misread; streamed text never ends in half a character;
  * other encoders and decoders, a decoder without cross-attention and a
