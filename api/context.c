@@ -22,6 +22,7 @@ void glimpse_context_free(glimpse_context *ctx) {
     clip_text_state_free(ctx->text);
     free(ctx->pixel_values);
     bert_state_free(ctx->bert);
+    gpt2_state_free(ctx->gpt2);
     free(ctx->vision_output);
     free(ctx);
 }

@@ -7,6 +7,7 @@
 
 #include "core/pool.h"
 #include "fusion/bert.h"
+#include "fusion/gpt2.h"
 #include "glimpse.h"
 #include "text/clip_text.h"
 #include "vision/vit.h"
@@ -31,6 +32,8 @@ struct glimpse_context {
      * decoder's (beams x caption length) or the retrieval text encoder's (one
      * text at a time, for ITM and ITC) */
     bert_state *bert;
+    /* ViT-GPT2: the GPT-2 decoder's run state, made and grown as BLIP's bert is */
+    gpt2_state *gpt2;
 };
 
 /* Reports progress of a multi-image call; GLIMPSE_STATUS_CANCELLED if the

@@ -8,11 +8,13 @@
 #include <stdbool.h>
 
 #include "fusion/bert.h"
+#include "fusion/gpt2.h"
 #include "fusion/itm.h"
 #include "glimpse.h"
 #include "text/bert_tokenizer.h"
 #include "text/clip_text.h"
 #include "text/clip_tokenizer.h"
+#include "text/gpt2_tokenizer.h"
 #include "text/siglip_tokenizer.h"
 #include "vision/preprocess.h"
 #include "vision/vit.h"
@@ -39,6 +41,9 @@ struct glimpse_model {
     bert_tokenizer *wordpiece;
     int32_t start_id, end_id, pad_id; /* [DEC], [SEP], [PAD] as text_config names them */
     cJSON *generation; /* generation_config.json, when the snapshot has one */
+    /* ViT-GPT2: vision (the ViT encoder) + this; start_id, end_id, pad_id from config.json */
+    gpt2_model gpt2;
+    gpt2_tokenizer *byte_bpe;
     glimpse_precision precision;
     q8_set quantized; /* the int8 weights, with GLIMPSE_PRECISION_INT8 */
 };

@@ -121,6 +121,74 @@ SIGLIP_SHAPES = {"vision_siglip_base_224": (768, 12, 12, 3072, 16, 224),
                  "vision_siglip_so400m_384": (1152, 27, 16, 4304, 14, 384)}
 
 
+class Gpt2CrossDecoder(nn.Module):
+    """GPT-2 with a cross-attention block in every layer (ViT-GPT2's decoder,
+    transformers-free): pre-LN causal self-attention over a cache,
+    cross-attention to the image tokens' keys and values (made once per
+    image), a gelu_new MLP, ln_f and the head tied to the token table."""
+
+    def __init__(self, h, layers, heads, inner, vocab, positions):
+        super().__init__()
+        self.h, self.heads = h, heads
+        self.wte, self.wpe = nn.Embedding(vocab, h), nn.Embedding(positions, h)
+        self.layers = nn.ModuleList(
+            nn.ModuleDict({"ln_1": nn.LayerNorm(h), "c_attn": nn.Linear(h, 3 * h), "c_proj": nn.Linear(h, h),
+                           "ln_cross": nn.LayerNorm(h), "q_attn": nn.Linear(h, h), "kv_attn": nn.Linear(h, 2 * h),
+                           "cross_proj": nn.Linear(h, h), "ln_2": nn.LayerNorm(h), "c_fc": nn.Linear(h, inner),
+                           "mlp_proj": nn.Linear(inner, h)}) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(h)
+
+    def split(self, x):
+        return x.view(x.shape[0], -1, self.heads, self.h // self.heads).transpose(1, 2)
+
+    def attend(self, q, k, v):
+        d = self.h // self.heads
+        out = ((self.split(q) @ self.split(k).transpose(-1, -2)) / math.sqrt(d)).softmax(-1) @ self.split(v)
+        return out.transpose(1, 2).reshape(q.shape[0], -1, self.h)
+
+    def image(self, encoded):
+        """Each layer's cross-attention keys and values of the image tokens."""
+        return [l["kv_attn"](encoded).split(self.h, -1) for l in self.layers]
+
+    def step(self, token, position, cache, image):
+        """One token (its id [1]) at `position`; the cache is [(keys, values)] per layer, extended here."""
+        x = self.wte(token).view(1, 1, self.h) + self.wpe.weight[position]
+        for i, l in enumerate(self.layers):
+            q, k, v = l["c_attn"](l["ln_1"](x)).split(self.h, -1)
+            keys, values = (k, v) if cache[i] is None else (torch.cat([cache[i][0], k], 1),
+                                                               torch.cat([cache[i][1], v], 1))
+            cache[i] = (keys, values)
+            x = x + l["c_proj"](self.attend(q, keys, values))  # one query sees every cached key: causal
+            x = x + l["cross_proj"](self.attend(l["q_attn"](l["ln_cross"](x)), *image[i]))
+            x = x + l["mlp_proj"](nn.functional.gelu(l["c_fc"](l["ln_2"](x)), approximate="tanh"))
+        return self.ln_f(x)[0, -1] @ self.wte.weight.T
+
+
+def vit_gpt2_models(config_path):
+    """A torchvision ViT and the GPT-2 decoder of a VisionEncoderDecoderModel config's shapes."""
+    config = json.load(open(config_path))
+    e, d = config["encoder"], config["decoder"]
+    vit = torchvision.models.VisionTransformer(e.get("image_size", 224), e.get("patch_size", 16),
+                                               e.get("num_hidden_layers", 12), e.get("num_attention_heads", 12),
+                                               e.get("hidden_size", 768), e.get("intermediate_size", 3072)).eval()
+    h = d.get("n_embd", 768)
+    decoder = Gpt2CrossDecoder(h, d.get("n_layer", 12), d.get("n_head", 12), d.get("n_inner") or 4 * h,
+                               d.get("vocab_size", 50257), d.get("n_positions", 1024)).eval()
+    return vit, decoder, e.get("image_size", 224), config.get("decoder_start_token_id", 50256)
+
+
+def vit_gpt2_caption(vit, decoder, pixels, start, tokens):
+    """A greedy caption of `tokens` tokens as glimpse's caption stage makes it: the encoder's every token, the
+    image's keys and values once, then one cached step per token."""
+    x = vit._process_input(pixels)
+    x = torch.cat([vit.class_token.expand(x.shape[0], -1, -1), x], 1)
+    image = decoder.image(vit.encoder(x))
+    cache = [None] * len(decoder.layers)
+    token = torch.tensor([start])
+    for position in range(tokens):
+        token = decoder.step(token, position, cache, image).argmax().view(1)
+
+
 def export(folder, b32, text, b16, siglips):
     """The same three models as ONNX files for ort_bench.js. (Exported in
     training mode, whose dropout is 0 here, because torch 1.13 cannot export
@@ -149,10 +217,23 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--onnx-dir", help="also export the ONNX models here")
+    parser.add_argument("--vit-gpt2-config", help="a VisionEncoderDecoderModel config.json: also a ViT-GPT2 caption "
+                        "of --caption-tokens tokens")
+    parser.add_argument("--caption-tokens", type=int, default=16)
+    parser.add_argument("--only-vit-gpt2", action="store_true", help="that caption alone (checking the script)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     t = args.threads
+    if args.vit_gpt2_config:
+        vit, decoder, size, start = vit_gpt2_models(args.vit_gpt2_config)
+        pixels = torch.randn(1, 3, size, size)
+        with torch.no_grad():
+            emit("pytorch", "caption_vit_gpt2", 1, t,
+                 timed(lambda: vit_gpt2_caption(vit, decoder, pixels, start, args.caption_tokens),
+                       max(3, args.runs // 3)), 0)
+    if args.only_vit_gpt2:
+        return
     # the models are made outside inference mode so that they can be exported afterwards
     b32 = torchvision.models.vit_b_32().eval()
     text = TextTower().eval()

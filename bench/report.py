@@ -46,7 +46,8 @@ cases = [("vision", 1, "ViT-B/32 vision, batch 1", None), ("vision", 8, "ViT-B/3
          ("vision_siglip_base_224", 1, "SigLIP base vision, 224 px", None),
          ("vision_siglip_so400m_384", 1, "SigLIP so400m vision, 384 px", None),
          ("decoder_step", 1, "BLIP-base decoder step, greedy", "greedy, position 20"),
-         ("decoder_step", 3, "BLIP-base decoder step, 3 beams", "3 beams, position 20")]
+         ("decoder_step", 3, "BLIP-base decoder step, 3 beams", "3 beams, position 20"),
+         ("caption_vit_gpt2", 1, "ViT-GPT2 caption, 16 tokens, greedy", "16 tokens, greedy")]
 for stage, batch, name, detail in cases:
     g = find("glimpse", stage, batch if not detail else None, detail)
     t = find("pytorch", stage, batch)

@@ -26,7 +26,7 @@ if [ ! -d "$work/node/node_modules/onnxruntime-node" ]; then
   (cd "$work/node" && npm install onnxruntime-node@1 --ignore-scripts --no-audit --no-fund >/dev/null)
 fi
 for model in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base google--siglip-base-patch16-224 \
-  google--siglip-so400m-patch14-384; do
+  google--siglip-so400m-patch14-384 nlpconnect--vit-gpt2-image-captioning; do
   [ -f "$work/$model/model.safetensors" ] || build/glimpse-make-model "$configs/$model.json" "$work/$model" >/dev/null
 done
 # the same captioner stored as float16 (its weight matrices stay 16-bit in memory)
@@ -66,6 +66,15 @@ echo "glimpse..." >&2
 clip_towers glimpse
 siglip_towers glimpse
 blip glimpse Salesforce--blip-image-captioning-base
+echo "glimpse, ViT-GPT2 (nlpconnect/vit-gpt2-image-captioning's shapes)..." >&2
+vit_gpt2() { # RUNTIME-LABEL [--int8]: a whole caption of 16 tokens, the public call (ViT-B/16 224 px, GPT-2 small)
+  local label=$1
+  shift
+  build/glimpse bench -m "$work/${vit_gpt2_model:-nlpconnect--vit-gpt2-image-captioning}" "$@" --tokens 16 \
+    --threads "$threads" --runs 3 --json | grep '"stage": "caption"' \
+    | sed "s/^{/{\"runtime\": \"$label\", /; s/\"stage\": \"caption\"/\"stage\": \"caption_vit_gpt2\"/" >> "$results"
+}
+vit_gpt2 glimpse
 echo "glimpse, float16 BLIP-base..." >&2
 blip glimpse-f16 blip-base-f16
 echo "glimpse cold start (rank, 1 image + 1 text, a new process each time, file in the page cache)..." >&2
@@ -92,6 +101,7 @@ for batch in 1 8; do
     --json | sed 's/^{/{"runtime": "glimpse-int8", /' >> "$results"
 done
 blip glimpse-int8 Salesforce--blip-image-captioning-base --int8
+vit_gpt2 glimpse-int8 --int8
 echo "glimpse peak resident memory per command (against the model file it maps)..." >&2
 memory() { # STAGE MODEL COMMAND-ARGUMENTS...
   local stage=$1 model=$2 kb
@@ -108,7 +118,8 @@ memory memory_caption_blip_base_f16 blip-base-f16 caption "${pictures[@]}"
 echo "pytorch..." >&2
 # OpenBLAS's Haswell override (set on some machines for old OpenBLAS builds) slows current numpy and torch
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --threads "$threads" --runs "$runs" \
-  --onnx-dir "$work/onnx" 2>/dev/null >> "$results"
+  --onnx-dir "$work/onnx" --vit-gpt2-config "$configs/nlpconnect--vit-gpt2-image-captioning.json" \
+  --caption-tokens 16 2>/dev/null >> "$results"
 echo "onnxruntime..." >&2
 NODE_PATH=$work/node/node_modules node bench/ort_bench.js "$work/onnx" "$threads" "$runs" >> "$results"
 echo "glimpse again, after the peers..." >&2

@@ -284,23 +284,11 @@ static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const
                                    size_t step) {
     const bert_config *c = &model->config;
     size_t h = (size_t)c->hidden_size;
-    if (sequences > s->max_sequences || step > s->max_step || s->length + step > s->max_length)
-        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu tokens is more than the %zu this decoder state holds",
-                         s->length + step, s->max_length);
-    if (s->record && !attention_record_fits(s->record, sequences, (size_t)c->heads, s->length + step,
-                                            s->length + step, s->image_tokens))
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
-                         "the attention record has no room for %zu sequences of %zu tokens over %zu image tokens",
-                         sequences, s->length + step, s->image_tokens);
-    for (size_t q = 0; q < sequences; q++)
-        for (size_t j = 0; j < step; j++) {
-            int32_t id = ids[q * step + j];
-            if (id < 0 || id >= c->vocab_size)
-                return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
-                                 c->vocab_size);
-            kernel_weight_row_add(s->x + (q * step + j) * h, &model->word_embeddings, (size_t)id, h,
-                                  model->position_embeddings + (s->length + j) * h);
-        }
+    caption_decoder_room room = {s->max_sequences, s->max_step, s->max_length, s->length, s->record,
+                                 (size_t)c->heads, s->image_tokens};
+    glimpse_status status = caption_decoder_embed(s->x, &room, &model->word_embeddings, model->position_embeddings, h,
+                                                  c->vocab_size, ids, sequences, step);
+    if (status) return status;
     kernel_layernorm(s->x, s->x, model->embedding_norm_weight, model->embedding_norm_bias, sequences * step, h,
                      c->layer_norm_eps);
     return GLIMPSE_STATUS_OK;

@@ -29,7 +29,7 @@
  *     glimpse_context_free(ctx);
  *     glimpse_model_free(model);
  *
- * Captioning is the same with a BLIP captioning model. The default params
+ * Captioning is the same with a BLIP captioning model or a ViT-GPT2 one. The default params
  * leave the search to the model's own settings (its generation_config.json):
  *
  *     glimpse_caption_params params = glimpse_caption_default_params();
@@ -131,7 +131,8 @@ typedef enum glimpse_model_kind {
     GLIMPSE_MODEL_KIND_CLIP = 1,          /* CLIPModel: embed, rank, classify */
     GLIMPSE_MODEL_KIND_BLIP_CAPTION = 2,  /* BlipForConditionalGeneration */
     GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL = 3, /* BlipForImageTextRetrieval */
-    GLIMPSE_MODEL_KIND_SIGLIP = 4          /* SiglipModel: embed, rank, classify (sigmoid probabilities) */
+    GLIMPSE_MODEL_KIND_SIGLIP = 4,         /* SiglipModel: embed, rank, classify (sigmoid probabilities) */
+    GLIMPSE_MODEL_KIND_VIT_GPT2 = 5        /* VisionEncoderDecoderModel, ViT + GPT-2: caption */
 } glimpse_model_kind;
 
 typedef enum glimpse_precision {
@@ -285,7 +286,8 @@ glimpse_status glimpse_score(const glimpse_model *model, const float *image_embe
 
 /* Token ids of a text as the model's tokenizer gives them (with start and end
  * tokens, truncated to the model's context; SigLIP's padded with its end token
- * to exactly 64, as its processor pads them). Writes at most capacity ids and
+ * to exactly 64, as its processor pads them; ViT-GPT2's GPT-2 tokenizer adds
+ * none, as its encode does). Writes at most capacity ids and
  * sets *count to the full number; GLIMPSE_STATUS_TOO_LARGE if they did not fit. */
 glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, int32_t *ids, size_t capacity,
                                 size_t *count);
@@ -345,7 +347,7 @@ typedef struct glimpse_caption {
     size_t id_count;
 } glimpse_caption;
 
-/* Captions count (at least 1) images with a BLIP captioning model: out[i]
+/* Captions count (at least 1) images with a BLIP or ViT-GPT2 captioning model: out[i]
  * receives image i's caption; free each with glimpse_caption_free. params
  * NULL is glimpse_caption_default_params(): the model's own settings. On
  * failure every out[i] is left empty. */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "api/model.h"
 #include "core/file.h"
 #include "vision/preprocess.h"
 
@@ -204,4 +205,167 @@ void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *re
     glimpse_model_free(model);
     cJSON_Delete(expected);
     if (reference) safetensors_close(reference);
+}
+
+/* A record of every layer of the kinds asked for, its memory filled with ATTENTION_UNTOUCHED. */
+attention_record record_every_layer(int self, int cross, size_t layers, size_t sequences, size_t heads, size_t rows,
+                                    size_t self_columns, size_t cross_columns) {
+    uint64_t all = layers >= 64 ? UINT64_MAX : ((uint64_t)1 << layers) - 1;
+    attention_record r = {.layers = {self ? all : 0, cross ? all : 0}, .sequences = sequences, .heads = heads,
+                          .rows = rows, .columns = {self_columns, cross_columns}};
+    for (int kind = 0; kind < ATTENTION_KINDS; kind++) {
+        size_t n = attention_record_floats(&r, (attention_kind)kind);
+        if (!n) continue;
+        r.probabilities[kind] = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) r.probabilities[kind][i] = ATTENTION_UNTOUCHED;
+    }
+    return r;
+}
+
+void record_free(attention_record *r) {
+    for (int kind = 0; kind < ATTENTION_KINDS; kind++) free(r->probabilities[kind]);
+}
+
+/* Compares rows 0 .. compared-1 of each [heads] block of recorded [heads, rows, columns] with the reference
+ * tensor [heads, rows, columns]; rows compared .. rows-1 must be untouched. */
+void compare_rows(const float *recorded, const float *reference, size_t heads, size_t rows, size_t columns,
+                  size_t compared, const char *what) {
+    double worst = 0;
+    for (size_t h = 0; h < heads; h++)
+        for (size_t t = 0; t < rows; t++) {
+            const float *got = recorded + (h * rows + t) * columns, *want = reference + (h * rows + t) * columns;
+            for (size_t j = 0; j < columns; j++) {
+                if (t >= compared) {
+                    if (got[j] != ATTENTION_UNTOUCHED) fail_msg("%s: head %zu row %zu was written", what, h, t);
+                    continue;
+                }
+                double d = fabs((double)got[j] - (double)want[j]);
+                if (d > worst) worst = d;
+                if (d > ATTENTION_TOLERANCE)
+                    fail_msg("%s: head %zu row %zu column %zu is %g, reference %g", what, h, t, j, got[j], want[j]);
+            }
+        }
+    note_difference(what, worst);
+}
+
+void expect_caption_case(struct glimpse_context *ctx, const cJSON *item, size_t prompt_length) {
+    const char *image_name = cJSON_GetObjectItem(item, "image")->valuestring;
+    const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
+    const cJSON *params = cJSON_GetObjectItem(item, "params"), *ids = cJSON_GetObjectItem(item, "ids");
+    const cJSON *beams = cJSON_GetObjectItem(params, "num_beams"), *min = cJSON_GetObjectItem(params, "min_length");
+    glimpse_caption_params p = glimpse_caption_default_params();
+    p.prompt = prompt;
+    p.beams = beams ? beams->valueint : 1;
+    p.max_tokens = cJSON_GetObjectItem(params, "max_length")->valueint - (int)prompt_length;
+    int min_tokens = min ? min->valueint - (int)prompt_length : 0;
+    p.min_tokens = min_tokens > 0 ? min_tokens : 0;
+    glimpse_image *image = fixture_image(image_name);
+    glimpse_caption caption;
+    if (glimpse_caption_images(ctx, &image, 1, &p, &caption)) fail_msg("%s: %s", image_name, glimpse_last_error());
+    glimpse_image_free(image);
+    const char *kind = cJSON_GetObjectItem(item, "generation")->valuestring;
+    if ((int)caption.id_count != cJSON_GetArraySize(ids))
+        fail_msg("%s, prompt '%s', %s: %zu ids, expected %d", image_name, prompt, kind, caption.id_count,
+                 cJSON_GetArraySize(ids));
+    for (size_t i = 0; i < caption.id_count; i++)
+        if (caption.ids[i] != cJSON_GetArrayItem(ids, (int)i)->valueint)
+            fail_msg("%s, prompt '%s', %s: id %zu is %d, expected %d", image_name, prompt, kind, i, caption.ids[i],
+                     cJSON_GetArrayItem(ids, (int)i)->valueint);
+    assert_string_equal(caption.text, cJSON_GetObjectItem(item, "caption")->valuestring);
+    glimpse_caption_free(&caption);
+}
+
+/* image_embeds of one fixture image through the model's own vision tower. */
+float *image_embeds(const struct glimpse_model *model, const char *image_name) {
+    size_t size = (size_t)model->vision.config.image_size;
+    size_t tokens = model->vision.tokens, hidden = (size_t)model->vision.config.hidden_size;
+    float *pixels = malloc(3 * size * size * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
+    glimpse_image *image = fixture_image(image_name);
+    assert_int_equal(preprocess_image(pixels, image, &model->preprocess), GLIMPSE_STATUS_OK);
+    glimpse_image_free(image);
+    vit_state *vision;
+    assert_int_equal(vit_state_create(&model->vision, 1, &vision), GLIMPSE_STATUS_OK);
+    vit_forward(&model->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+    vit_post_norm_all(&model->vision, vision, 0, embeds);
+    vit_state_free(vision);
+    free(pixels);
+    return embeds;
+}
+
+int expect_caption_cases(const struct glimpse_model *model, const cJSON *expected,
+                         size_t (*prompt_length)(const struct glimpse_model *model, const cJSON *item)) {
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    const cJSON *item;
+    int cases = 0;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "cases")) {
+        expect_caption_case(ctx, item, prompt_length(model, item));
+        cases++;
+    }
+    glimpse_context_free(ctx);
+    return cases;
+}
+
+void expect_reference_close(const float *actual, const safetensors *reference, const char *name, size_t n,
+                            const char *what, double tolerance) {
+    double d = relative_difference(actual, fixture_tensor(reference, name, n), n);
+    note_difference(what, d);
+    if (!(d <= tolerance)) fail_msg("%s: %s differs from the reference by %g (tolerance %g)", what, name, d, tolerance);
+}
+
+bool record_caption_token(void *user, size_t image, int32_t id, const char *text) {
+    (void)image;
+    caption_recorder *r = user;
+    if (r->count < sizeof r->ids / sizeof r->ids[0]) r->ids[r->count++] = id;
+    snprintf(r->last_text, sizeof r->last_text, "%s", text);
+    return r->stop_after && r->count >= r->stop_after;
+}
+
+void write_text_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) fail_msg("%s: cannot write", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+char *make_model_snapshot(const char *workspace, const char *name, const char *config_text, int half) {
+    char config_name[256], command[2048];
+    snprintf(config_name, sizeof config_name, "%s.json", name);
+    char *config = file_join(workspace, config_name), *folder = file_join(workspace, name);
+    write_text_file(config, config_text);
+    snprintf(command, sizeof command, "%s %s %s --seed 7%s > /dev/null", GLIMPSE_MAKE_MODEL, config, folder,
+             half ? " --f16" : "");
+    if (system(command) != 0) fail_msg("command failed: %s", command);
+    free(config);
+    return folder;
+}
+
+static char workspace_template[64];
+const char *snapshot_workspace = NULL;
+
+int workspace_setup(void **state) {
+    (void)state;
+    snprintf(workspace_template, sizeof workspace_template, "/tmp/glimpse-test-XXXXXX");
+    snapshot_workspace = mkdtemp(workspace_template);
+    return snapshot_workspace ? 0 : -1;
+}
+
+int workspace_teardown(void **state) {
+    (void)state;
+    if (!snapshot_workspace) return 0;
+    char command[128];
+    snprintf(command, sizeof command, "rm -rf %s", snapshot_workspace);
+    snapshot_workspace = NULL;
+    return system(command) == 0 ? 0 : -1;
+}
+
+glimpse_image *smooth_picture(void) {
+    uint8_t pixels[40][50][3];
+    for (int y = 0; y < 40; y++)
+        for (int x = 0; x < 50; x++)
+            pixels[y][x][0] = (uint8_t)(5 * x), pixels[y][x][1] = (uint8_t)(6 * y), pixels[y][x][2] = (uint8_t)(x * y);
+    glimpse_image *image;
+    assert_int_equal(glimpse_image_from_pixels(&pixels[0][0][0], 50, 40, 0, GLIMPSE_PIXEL_FORMAT_RGB8, &image),
+                     GLIMPSE_STATUS_OK);
+    return image;
 }

@@ -658,6 +658,73 @@ static void test_caption(void **state) {
     free(model), free(cat), free(truncated), free(clip);
 }
 
+/* ViT-GPT2's captions through the CLI: each image's greedy and 4-beam case, a prompted one, the model's own
+ * defaults (greedy, 19 new tokens), and info naming the family. */
+static void test_vit_gpt2_caption(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *model = fixture("vit-gpt2-tiny");
+    cJSON *expected = fixture_json("vit-gpt2-tiny/expected.json");
+    char *images[4];
+    for (int i = 0; i < 4; i++) {
+        char relative[64];
+        snprintf(relative, sizeof relative, "images/%s",
+                 cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "images"), i)->valuestring);
+        images[i] = fixture(relative);
+    }
+    const cJSON *cases = cJSON_GetObjectItem(expected, "cases");
+    /* cases 2i and 2i + 1: image i greedy and with 4 beams, max_length 16;
+     * case 9: rocket.jpg, "a picture of", 4 beams */
+    const char *beams[] = {"1", "4"};
+    for (int b = 0; b < 2; b++) {
+        run_result r = run("caption", "-m", model, "--beams", beams[b], "--max-tokens", "15", "--json", images[0],
+                           images[1], images[2], images[3], NULL);
+        assert_int_equal(r.status, 0);
+        cJSON *lines = parse_json_lines(r.out);
+        assert_int_equal(cJSON_GetArraySize(lines), 4);
+        for (int i = 0; i < 4; i++) {
+            const cJSON *want = cJSON_GetArrayItem(cases, 2 * i + b), *line = cJSON_GetArrayItem(lines, i);
+            assert_string_equal(cJSON_GetObjectItem(line, "caption")->valuestring,
+                                cJSON_GetObjectItem(want, "caption")->valuestring);
+            char *got_ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(line, "ids"));
+            char *want_ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(want, "ids"));
+            assert_string_equal(got_ids, want_ids);
+            free(got_ids), free(want_ids);
+        }
+        cJSON_Delete(lines);
+        result_free(&r);
+    }
+    run_result r = run("caption", "-m", model, "--prompt", "a picture of", "--beams", "4", "--max-tokens", "12",
+                       "--json", images[1], NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "caption")->valuestring,
+                        cJSON_GetObjectItem(cJSON_GetArrayItem(cases, 9), "caption")->valuestring);
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("caption", "-m", model, "--json", images[0], NULL); /* max_length 20, greedy: the greedy case and more */
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    const cJSON *ids = cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "ids");
+    assert_int_equal(cJSON_GetArraySize(ids), 20);
+    const cJSON *greedy = cJSON_GetObjectItem(cJSON_GetArrayItem(cases, 0), "ids");
+    for (int i = 0; i < cJSON_GetArraySize(greedy); i++)
+        assert_int_equal(cJSON_GetArrayItem(ids, i)->valueint, cJSON_GetArrayItem(greedy, i)->valueint);
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("info", "-m", model, NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "VisionEncoderDecoderModel"));
+    assert_non_null(strstr(r.out, "ViT-GPT2"));
+    result_free(&r);
+    r = run("caption", "--help", NULL);
+    assert_non_null(strstr(r.out, "ViT-GPT2"));
+    result_free(&r);
+    for (int i = 0; i < 4; i++) free(images[i]);
+    cJSON_Delete(expected);
+    free(model);
+}
+
 /* --int8 on the demo models (no fixtures needed): the same captions and
  * embeddings within int8's error as float32, and the option in --help. */
 static void test_int8_option(void **state) {
@@ -798,6 +865,7 @@ int main(void) {
         cmocka_unit_test(test_hub_id_from_cache),
         cmocka_unit_test(test_caption),                 cmocka_unit_test(test_rank_with_blip_and_rerank), cmocka_unit_test(test_int8_option),
         cmocka_unit_test(test_siglip_commands),
+        cmocka_unit_test(test_vit_gpt2_caption),
         cmocka_unit_test(test_siglip_index),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);

@@ -23,10 +23,10 @@ static const char bench_help[] =
     "(fastest-slowest), the work done (GFLOP) and the rate reached (GFLOP/s). Stages:\n"
     "load, decode (a 640x480 PNG), preprocess, vision, text (CLIP 77 tokens, SigLIP 64),\n"
     "decoder_step (BLIP, one token at growing positions; the median of at least 21 steps),\n"
-    "caption (BLIP, N tokens, default 20, greedy and 3 beams). CLIP's vision and text\n"
-    "stages and SigLIP's text stage run as their embeddings do (the last layer for the\n"
-    "pooled token only); BLIP's vision stage keeps every token, and SigLIP's, whose\n"
-    "attention-pooling head reads them all, adds it.\n"
+    "caption (BLIP and ViT-GPT2, N tokens, default 20, greedy and 3 beams, the whole public\n"
+    "call). CLIP's vision and text stages and SigLIP's text stage run as their embeddings\n"
+    "do (the last layer for the pooled token only); BLIP's vision stage keeps every token,\n"
+    "and SigLIP's, whose attention-pooling head reads them all, adds it.\n"
     "Batch stages (decode, preprocess, vision, text) report time per image or text.\n"
     "With --search-rows N (CLIP, SigLIP), also an index of N random embeddings: opening it and\n"
     "loading its embeddings (search_load), a text query's embedding (query) and its top\n"
@@ -449,6 +449,7 @@ int command_bench(int argc, char **argv) {
     if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
+    if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2) time_captions(&b, ctx, images);
     if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
     for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
     free(png);

@@ -1,5 +1,5 @@
 /* cli_caption.c — `glimpse caption`: describes images in words with a
- * BLIP captioning model. Bad images are reported and skipped; with one
+ * BLIP or ViT-GPT2 captioning model. Bad images are reported and skipped; with one
  * image and a terminal on stdout the words appear as they are decoded. */
 #include <getopt.h>
 #include <stdbool.h>
@@ -14,12 +14,13 @@ static const char caption_help[] =
     "Usage: glimpse caption -m MODEL [--prompt TEXT] [--beams N] [--max-tokens N] [--min-tokens N]\n"
     "                       [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]\n"
     "                       [--repetition-penalty R] [--json] IMAGE...\n"
-    "Describes each image with a BLIP captioning model (BlipForConditionalGeneration,\n"
-    "e.g. Salesforce/blip-image-captioning-base).\n"
+    "Describes each image with a captioning model: BLIP (BlipForConditionalGeneration,\n"
+    "e.g. Salesforce/blip-image-captioning-base) or ViT-GPT2 (VisionEncoderDecoderModel of\n"
+    "a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning).\n"
     "  --prompt TEXT            the caption continues this text (\"a picture of\")\n"
-    "  --beams N                beam search width (default 3; 1 = greedy)\n"
-    "  --max-tokens N           at most N generated tokens, after the prompt (default 20)\n"
-    "  --min-tokens N           at least N generated tokens before it may end (default 5)\n"
+    "  --beams N                beam search width (default 3, ViT-GPT2 1; 1 = greedy)\n"
+    "  --max-tokens N           at most N generated tokens, after the prompt (default 20, ViT-GPT2 19)\n"
+    "  --min-tokens N           at least N generated tokens before it may end (default 5, ViT-GPT2 0)\n"
     "  --repetition-penalty R   > 1 discourages repeating tokens (default 1 = off)\n"
     "  --length-penalty L       beam scores are divided by length^L (default 1)\n"
     "  --sample                 draw tokens at random instead of searching (one beam)\n"
@@ -29,6 +30,8 @@ static const char caption_help[] =
     "  --seed S                 the same seed gives the same sampled caption (default 0)\n"
     "The defaults (3 beams, 5 to 20 new tokens) are BLIP's own captioning settings from\n"
     "its paper and code; they give fluent, complete captions with the released checkpoints.\n"
+    "ViT-GPT2's are those transformers' generate uses for it (greedy, max_length 20 counting\n"
+    "the start token), or its config.json's top level where it has no generation_config.json.\n"
     "A snapshot's generation_config.json (num_beams, max_length, min_length,\n"
     "repetition_penalty, length_penalty) overrides them for that model; options override both.\n"
     "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
@@ -205,11 +208,12 @@ int command_caption(int argc, char **argv) {
     int model_max_tokens = glimpse_caption_model_params(model).max_tokens;
     if (params.max_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT && params.min_tokens > model_max_tokens)
         params.min_tokens = model_max_tokens;
-    if (glimpse_model_get_kind(model) != GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
+    glimpse_model_kind kind = glimpse_model_get_kind(model);
+    if (kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && kind != GLIMPSE_MODEL_KIND_VIT_GPT2) {
         glimpse_model_info info;
         glimpse_model_get_info(model, &info);
-        cli_error("%s is a %s model; captioning needs a BLIP captioning model (BlipForConditionalGeneration)",
-                  options.model, info.architecture);
+        cli_error("%s is a %s model; captioning needs a BLIP captioning model (BlipForConditionalGeneration) or a "
+                  "ViT-GPT2 one (VisionEncoderDecoderModel of ViT and GPT-2)", options.model, info.architecture);
         glimpse_model_free(model);
         return CLI_EXIT_FAILURE;
     }

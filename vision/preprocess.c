@@ -34,6 +34,12 @@ preprocess_config preprocess_default_siglip(int image_size) {
     return config;
 }
 
+preprocess_config preprocess_default_vit(int image_size) {
+    preprocess_config config = preprocess_default_siglip(image_size);
+    config.resample = RESIZE_FILTER_BILINEAR;
+    return config;
+}
+
 static int json_flag(const cJSON *json, const char *key, int fallback) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, key);
     if (cJSON_IsBool(item)) return cJSON_IsTrue(item);

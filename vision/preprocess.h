@@ -29,6 +29,8 @@ preprocess_config preprocess_default_clip(int image_size);
 preprocess_config preprocess_default_blip(int image_size);
 /* SiglipImageProcessor's: BLIP's with mean and std 0.5. */
 preprocess_config preprocess_default_siglip(int image_size);
+/* ViTImageProcessor's: SigLIP's with Pillow's bilinear filter. */
+preprocess_config preprocess_default_vit(int image_size);
 
 /* Reads preprocessor_config.json (already parsed) over defaults.
  * square_default: how a bare integer "size" is read — as a square (BLIP) or

@@ -16,7 +16,8 @@
 typedef enum vit_variant {
     VIT_VARIANT_CLIP = 0, /* pre_layrnorm, separate q/k/v, no patch bias, projection */
     VIT_VARIANT_BLIP = 1, /* fused qkv, patch bias, post-LN over every token */
-    VIT_VARIANT_SIGLIP = 2 /* no class token, patch bias, post-LN over every token, attention-pooling head */
+    VIT_VARIANT_SIGLIP = 2, /* no class token, patch bias, post-LN over every token, attention-pooling head */
+    VIT_VARIANT_VIT = 3     /* transformers' ViTModel (ViT-GPT2's encoder): BLIP's layout, separate q/k/v */
 } vit_variant;
 
 typedef struct vit_config {
