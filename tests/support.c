@@ -205,3 +205,13 @@ void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *re
     cJSON_Delete(expected);
     if (reference) safetensors_close(reference);
 }
+
+attention_fixture attention_fixture_open(const char *name, const char *json_name) {
+    attention_fixture f = {0};
+    if (!fixtures_folder()) skip();
+    if (fixture_open(name, json_name, "attention.safetensors", &f.model, &f.json, &f.attention))
+        fail_msg("%s: no model, %s or attention.safetensors", name, json_name);
+    return f;
+}
+
+void attention_fixture_close(attention_fixture *f) { fixture_close(f->model, f->json, f->attention); }
