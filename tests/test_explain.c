@@ -425,6 +425,128 @@ static void test_refusals(void **state) {
     glimpse_model_free(clip), glimpse_model_free(captioner);
 }
 
+/* ------------------------------------------------------------------ SigLIP */
+
+/* SigLIP's attention-pooling map against the probe's attention computed here from the reference's
+ * vision_last_hidden_state and the head's stacked in_proj weights; and its rollout against full matrix products
+ * of the raw tensors, started from that map. */
+static void test_siglip_maps(void **state) {
+    (void)state;
+    parity_fixture *f = NULL;
+    if (parity_setup((void **)&f, "siglip-tiny", 1)) fail_msg("siglip-tiny cannot be read");
+    if (!f) skip();
+    safetensors *weights = fixture_tensors("siglip-tiny/model.safetensors");
+    assert_non_null(weights);
+    glimpse_model_info info;
+    glimpse_model_get_info(f->model, &info);
+    size_t hidden = (size_t)info.vision_hidden_size, heads = (size_t)info.vision_heads;
+    size_t layers = (size_t)info.vision_layers, tokens = (size_t)((info.image_size / info.patch_size) *
+                                                                  (info.image_size / info.patch_size));
+    size_t head_dim = hidden / heads;
+    const float *in_proj = fixture_tensor(weights, "vision_model.head.attention.in_proj_weight", 3 * hidden * hidden);
+    const float *in_bias = fixture_tensor(weights, "vision_model.head.attention.in_proj_bias", 3 * hidden);
+    const float *probe = fixture_tensor(weights, "vision_model.head.probe", hidden);
+    const float *states = fixture_tensor(f->reference, "vision_last_hidden_state", f->image_count * tokens * hidden);
+    glimpse_context *ctx = context_of(f->model);
+    double *q = malloc(hidden * sizeof(double)), *scores = malloc(tokens * sizeof(double));
+    float *want = malloc(tokens * sizeof(float));
+    double worst = 0;
+    for (size_t i = 0; i < f->image_count; i++) {
+        for (size_t o = 0; o < hidden; o++) {
+            q[o] = in_bias[o];
+            for (size_t k = 0; k < hidden; k++) q[o] += (double)in_proj[o * hidden + k] * probe[k];
+        }
+        memset(want, 0, tokens * sizeof(float));
+        for (size_t h = 0; h < heads; h++) {
+            double largest = -INFINITY, sum = 0;
+            for (size_t j = 0; j < tokens; j++) {
+                const float *x = states + (i * tokens + j) * hidden;
+                double score = 0;
+                for (size_t d = h * head_dim; d < (h + 1) * head_dim; d++) {
+                    double key = in_bias[hidden + d];
+                    for (size_t k = 0; k < hidden; k++) key += (double)in_proj[(hidden + d) * hidden + k] * x[k];
+                    score += q[d] * key;
+                }
+                scores[j] = score / sqrt((double)head_dim);
+                if (scores[j] > largest) largest = scores[j];
+            }
+            for (size_t j = 0; j < tokens; j++) sum += scores[j] = exp(scores[j] - largest);
+            for (size_t j = 0; j < tokens; j++) want[j] += (float)(scores[j] / sum / (double)heads);
+        }
+        glimpse_image *image = fixture_image(parity_image(f, i));
+        glimpse_explain_params params = glimpse_explain_default_params();
+        params.want_raw = true;
+        glimpse_explanation *e = NULL;
+        if (glimpse_explain_clip(ctx, image, parity_text(f, 0), &params, &e)) fail_msg("%s", glimpse_last_error());
+        assert_int_equal(e->map_count, 3);
+        assert_int_equal(e->maps[2].kind, GLIMPSE_EXPLAIN_MAP_ATTENTION_POOL);
+        double d = largest_difference(e->maps[2].grid, want, tokens);
+        if (d > worst) worst = d;
+        if (d > TOLERANCE) fail_msg("image %zu: attention-pooling map differs by %g", i, d);
+        /* rollout: pool row × Â_L ... Â_1 over the raw tensors, as matrices */
+        assert_int_equal(e->raw_count, 2);
+        assert_string_equal(e->raw[1].name, "attention_pool");
+        double *vector = malloc(tokens * sizeof(double)), *next = malloc(tokens * sizeof(double));
+        for (size_t j = 0; j < tokens; j++) vector[j] = e->maps[2].grid[j];
+        for (size_t l = layers; l-- > 0;) {
+            const float *a = e->raw[0].data + l * heads * tokens * tokens;
+            for (size_t k = 0; k < tokens; k++) next[k] = 0;
+            for (size_t r = 0; r < tokens; r++) {
+                double row[tokens], sum = 0;
+                for (size_t k = 0; k < tokens; k++) {
+                    row[k] = r == k;
+                    for (size_t h = 0; h < heads; h++) row[k] += a[(h * tokens + r) * tokens + k] / (double)heads;
+                    sum += row[k];
+                }
+                for (size_t k = 0; k < tokens; k++) next[k] += vector[r] * row[k] / sum;
+            }
+            memcpy(vector, next, tokens * sizeof(double));
+        }
+        double total = 0;
+        for (size_t j = 0; j < tokens; j++) total += vector[j];
+        for (size_t j = 0; j < tokens; j++) want[j] = (float)(vector[j] / total);
+        assert_true(largest_difference(e->maps[0].grid, want, tokens) <= TOLERANCE);
+        free(vector), free(next);
+        glimpse_explanation_free(e);
+        glimpse_image_free(image);
+    }
+    note_difference("SigLIP attention-pooling map (from the reference's hidden states)", worst);
+    free(q), free(scores), free(want);
+    glimpse_context_free(ctx);
+    safetensors_close(weights);
+    parity_teardown((void **)&f);
+}
+
+/* A picture of one colour: covering a patch with the mean colour changes nothing, every drop is 0; the score is
+ * glimpse_score's logit. */
+static void test_occlusion_of_a_flat_picture(void **state) {
+    (void)state;
+    glimpse_model *model = demo_model("demo-clip");
+    glimpse_context *ctx = context_of(model);
+    uint8_t pixels[64 * 64 * 3];
+    for (size_t i = 0; i < sizeof pixels; i++) pixels[i] = (uint8_t)(i % 3 == 0 ? 200 : 90);
+    glimpse_image *image = NULL;
+    assert_int_equal(glimpse_image_from_pixels(pixels, 64, 64, 0, GLIMPSE_PIXEL_FORMAT_RGB8, &image),
+                     GLIMPSE_STATUS_OK);
+    const char *text = "a red square";
+    glimpse_explanation *e = NULL;
+    if (glimpse_explain_clip(ctx, image, text, NULL, &e)) fail_msg("%s", glimpse_last_error());
+    assert_int_equal(e->map_count, 2);
+    /* 0 up to the rounding of a batched pass (a row's products may round one ulp apart by its place in a batch) */
+    for (int i = 0; i < e->grid_width * e->grid_height; i++)
+        assert_true(fabsf(e->maps[1].grid[i]) <= 1e-5f * fmaxf(1, fabsf(e->score)));
+    float image_embedding[64], text_embedding[64], logit;
+    assert_int_equal(glimpse_model_embedding_dim(model), 64);
+    assert_int_equal(glimpse_embed_images(ctx, &image, 1, image_embedding), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_texts(ctx, &text, 1, text_embedding), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_score(model, image_embedding, 1, text_embedding, 1, &logit), GLIMPSE_STATUS_OK);
+    assert_true(e->score == logit);
+    glimpse_explanation_free(e);
+    glimpse_image_free(image);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+}
+
 /* ------------------------------------------------ sanity on the demo models */
 
 #define TEST_SEED 20261201u /* never used by tools/train/train_demo.py (seeds 1 and 2) nor test_demo.c */
@@ -578,6 +700,8 @@ int main(void) {
                                        cmocka_unit_test(test_blip_itm_word_maps),
                                        cmocka_unit_test(test_region_and_upsampling),
                                        cmocka_unit_test(test_refusals),
+                                       cmocka_unit_test(test_siglip_maps),
+                                       cmocka_unit_test(test_occlusion_of_a_flat_picture),
                                        cmocka_unit_test(test_caption_words_fall_on_their_shapes),
                                        cmocka_unit_test(test_clip_occlusion_falls_on_the_shape)};
     return report_differences(cmocka_run_group_tests_name("explain", tests, NULL, NULL));
