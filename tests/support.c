@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/file.h"
 #include "vision/preprocess.h"
@@ -204,6 +207,36 @@ void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *re
     glimpse_model_free(model);
     cJSON_Delete(expected);
     if (reference) safetensors_close(reference);
+}
+
+static char *slurp(const char *path) {
+    uint8_t *bytes;
+    size_t size;
+    if (file_read_all(path, 1 << 26, &bytes, &size)) return strdup("");
+    return (char *)bytes;
+}
+
+int run_program(const char *const *argv, char **out, char **err) {
+    char out_path[] = "/tmp/glimpse-run-out-XXXXXX", err_path[] = "/tmp/glimpse-run-err-XXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        int null_fd = open("/dev/null", O_RDONLY);
+        dup2(null_fd, 0);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    close(out_fd);
+    close(err_fd);
+    *out = slurp(out_path);
+    *err = slurp(err_path);
+    unlink(out_path);
+    unlink(err_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 attention_fixture attention_fixture_open(const char *name, const char *json_name) {

@@ -45,6 +45,10 @@ typedef struct attention_fixture {
 attention_fixture attention_fixture_open(const char *name, const char *json_name);
 void attention_fixture_close(attention_fixture *f);
 
+/* Runs argv[0] (a path) with argv (NULL-terminated), stdin from /dev/null; *out and *err receive what it
+ * wrote (caller frees). Returns its exit status (128 + the signal if one ended it). */
+int run_program(const char *const *argv, char **out, char **err);
+
 /* A fixture image (images/NAME) decoded; fails the test if it cannot be. */
 struct glimpse_image *fixture_image(const char *name);
 

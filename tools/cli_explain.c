@@ -228,20 +228,23 @@ static void html_text(FILE *out, const char *text) {
 
 static const char html_head[] =
     "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>glimpse explain</title>\n"
-    "<style>body{font-family:'DejaVu Sans',sans-serif;margin:16px;background:#fff;color:#141414}"
-    "section{margin-bottom:24px}h2{font-size:15px;font-weight:normal}img{display:block;margin:6px 0}"
-    "button{margin:2px;padding:4px 8px;border:1px solid #888;background:#f4f4f4;border-radius:4px;cursor:pointer}"
-    "button.shown{background:#fcffa4;border-color:#000}</style></head><body>\n";
+    "<style>body{font-family:'DejaVu Sans',sans-serif;margin:0;background:#fff;color:#141414}"
+    "section{margin:0 0 24px 0}h2{font-size:15px;font-weight:normal;margin:4px 8px}img{display:block}"
+    "nav{margin:0 6px}button{margin:2px;padding:4px 8px;border:1px solid #888;background:#f4f4f4;"
+    "border-radius:4px;cursor:pointer}button.shown{background:#fcffa4;border-color:#000}</style></head><body>\n";
 
-/* Hovering or clicking a word shows its map in its section's picture; the last clicked stays when the pointer
- * leaves. */
+/* Hovering or clicking a word shows its map in its section's picture (shown at its own size: the panel the
+ * contact sheet has); the last clicked stays when the pointer leaves. The address's #show=ID clicks that map's
+ * button at load, and #selftest hovers and clicks every button and writes into <pre id="selftest"> how many
+ * switched the picture to their own map: "switched N of M". */
 static const char html_script[] =
     "<script>\n"
+    "const panel = (id) => document.getElementById(id).textContent;\n"
     "for (const section of document.querySelectorAll('section')) {\n"
     "  const picture = section.querySelector('img');\n"
     "  let chosen = section.querySelector('button');\n"
     "  const show = (button) => {\n"
-    "    picture.src = document.getElementById(button.dataset.map).textContent;\n"
+    "    picture.src = panel(button.dataset.map);\n"
     "    picture.dataset.shown = button.dataset.map;\n"
     "    for (const other of section.querySelectorAll('button')) other.classList.toggle('shown', other === button);\n"
     "  };\n"
@@ -252,26 +255,46 @@ static const char html_script[] =
     "  }\n"
     "  show(chosen);\n"
     "}\n"
+    "const asked = new URLSearchParams(location.hash.slice(1));\n"
+    "if (asked.has('selftest')) {\n"
+    "  let switched = 0, total = 0;\n"
+    "  for (const button of document.querySelectorAll('button')) {\n"
+    "    const picture = button.closest('section').querySelector('img'), id = button.dataset.map;\n"
+    "    total++;\n"
+    "    button.dispatchEvent(new MouseEvent('mouseenter'));\n"
+    "    const hovered = picture.src === panel(id) && picture.dataset.shown === id;\n"
+    "    button.dispatchEvent(new MouseEvent('mouseleave'));\n"
+    "    button.click();\n"
+    "    if (hovered && picture.src === panel(id) && picture.dataset.shown === id) switched++;\n"
+    "  }\n"
+    "  const report = document.createElement('pre');\n"
+    "  report.id = 'selftest';\n"
+    "  report.textContent = `switched ${switched} of ${total}`;\n"
+    "  document.body.append(report);\n"
+    "}\n"
+    "const button = asked.has('show') && document.querySelector(`button[data-map=\"${asked.get('show')}\"]`);\n"
+    "if (button) button.click();\n"
     "</script>\n</body></html>\n";
 
-/* One section: the title, the shown picture, a button per map (the first: the picture alone). The panels'
- * PNGs are kept as data: URIs in <script type="text/plain"> elements the buttons name. */
+/* One section: the shown picture (first, so the first section's is at the page's top left), the title, a button
+ * per map (the first: the picture alone). The panels' PNGs are kept as data: URIs in <script type="text/plain">
+ * elements the buttons name: section N's map M is "sN-mM", M = 0 the picture alone. */
 static bool html_section(FILE *out, size_t number, const char *path, const explain_request *r,
                          const glimpse_explanation *e, const glimpse_image *image) {
-    fprintf(out, "<section id=\"s%zu\"><h2>", number);
+    fprintf(out, "<section id=\"s%zu\"><img alt=\"map\"><h2>", number);
     html_text(out, path);
     if (e->text) {
         fputs(" — ", out);
         html_text(out, e->text);
     }
     if (e->score == e->score) fprintf(out, " (%.4g)", e->score);
-    fprintf(out, "</h2><img alt=\"map\" width=\"%d\">\n", r->panel ? r->panel : 256);
+    fputs("</h2><nav>", out);
     for (size_t m = 0; m <= e->map_count; m++) {
         fprintf(out, "<button data-map=\"s%zu-m%zu\">", number, m);
         html_text(out, m ? e->maps[m - 1].label : "picture");
         fputs("</button>", out);
     }
-    fputs("\n", out);
+    fputs("</nav>\n", out);
     for (size_t m = 0; m <= e->map_count; m++) {
         void *png = NULL;
         size_t size = 0;
