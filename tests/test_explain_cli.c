@@ -32,17 +32,22 @@ typedef struct result {
     char *out, *err;
 } result;
 
-/* Runs glimpse with the arguments (NULL-terminated). */
-static result glimpse(const char *first, ...) {
-    const char *argv[64] = {GLIMPSE_BINARY};
-    int argc = 1;
-    va_list args;
-    va_start(args, first);
+/* Runs argv[0 .. argc) followed by first and args up to a NULL. */
+static result run_with(const char **argv, int argc, const char *first, va_list args) {
     for (const char *a = first; a && argc < 63; a = va_arg(args, const char *)) argv[argc++] = a;
-    va_end(args);
     argv[argc] = NULL;
     result r;
     r.status = run_program(argv, &r.out, &r.err);
+    return r;
+}
+
+/* Runs glimpse with the arguments (NULL-terminated). */
+static result glimpse(const char *first, ...) {
+    const char *argv[64] = {GLIMPSE_BINARY};
+    va_list args;
+    va_start(args, first);
+    result r = run_with(argv, 1, first, args);
+    va_end(args);
     return r;
 }
 
@@ -281,19 +286,15 @@ static const char *chromium(void) {
 
 /* Runs headless chromium on the page with the given extra arguments (NULL-terminated); fills r. */
 static result browse(const char *profile, const char *first, ...) {
-    const char *argv[32] = {chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+    const char *argv[64] = {chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                             "--hide-scrollbars", "--force-device-scale-factor=1", "--enable-logging=stderr", "--v=0"};
-    int argc = 9;
     char profile_option[600];
     snprintf(profile_option, sizeof profile_option, "--user-data-dir=%s", profile);
-    argv[argc++] = profile_option;
+    argv[9] = profile_option;
     va_list args;
     va_start(args, first);
-    for (const char *a = first; a && argc < 31; a = va_arg(args, const char *)) argv[argc++] = a;
+    result r = run_with(argv, 10, first, args);
     va_end(args);
-    argv[argc] = NULL;
-    result r;
-    r.status = run_program(argv, &r.out, &r.err);
     return r;
 }
 
