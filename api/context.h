@@ -31,6 +31,9 @@ struct glimpse_context {
      * decoder's (beams x caption length) or the retrieval text encoder's (one
      * text at a time, for ITM and ITC) */
     bert_state *bert;
+    /* NULL but inside glimpse_explain_caption: what glimpse_caption_images has the decoder record as it generates
+     * (attached to bert once it is made) */
+    const attention_record *caption_record;
 };
 
 /* Reports progress of a multi-image call; GLIMPSE_STATUS_CANCELLED if the

@@ -142,7 +142,8 @@ static void recorded_pass_free(recorded_pass *pass) {
     free(pass->record.probabilities[ATTENTION_KIND_CROSS]);
 }
 
-static glimpse_status recorded_pass_create(const glimpse_context *ctx, const bert_model *bert, size_t length,
+/* The record alone, rows for `length` tokens. */
+static glimpse_status recorded_pass_record(const glimpse_context *ctx, const bert_model *bert, size_t length,
                                            const glimpse_explain_params *p, recorded_pass *pass) {
     memset(pass, 0, sizeof *pass);
     size_t layers = (size_t)bert->config.layers, image_tokens = ctx->model->vision.tokens;
@@ -160,7 +161,15 @@ static glimpse_status recorded_pass_create(const glimpse_context *ctx, const ber
         size_t floats = attention_record_floats(&pass->record, (attention_kind)kind);
         if (floats && !(pass->record.probabilities[kind] = calloc(floats, sizeof(float)))) return ERROR_OOM();
     }
-    glimpse_status status = bert_state_create(bert, 1, length, length, image_tokens, &pass->state);
+    return GLIMPSE_STATUS_OK;
+}
+
+/* The record and a state for one pass of `length` tokens over the image in ctx->vision_output. */
+static glimpse_status recorded_pass_create(const glimpse_context *ctx, const bert_model *bert, size_t length,
+                                           const glimpse_explain_params *p, recorded_pass *pass) {
+    size_t image_tokens = ctx->model->vision.tokens;
+    glimpse_status status = recorded_pass_record(ctx, bert, length, p, pass);
+    if (!status) status = bert_state_create(bert, 1, length, length, image_tokens, &pass->state);
     if (!status) status = bert_set_image(bert, pass->state, ctx->vision_output, image_tokens, ctx->threads);
     if (!status) pass->state->record = &pass->record;
     return status;
@@ -179,13 +188,39 @@ static glimpse_status keep_raw(glimpse_explanation *e, recorded_pass *pass, size
     return status;
 }
 
-/* One map per word of ids[begin .. end) (special tokens skipped; a "##" piece joins the word before it): the
- * mean of its tokens' maps, a token at position t read from cross-attention row t + row_shift. */
+/* Appends the map of the word at ids[first .. first + count): the mean of its tokens' maps, the token at
+ * position t read from cross-attention row t + row_shift of record, layers and heads as asked; then tells the
+ * caller. piece: room for one grid. */
+static glimpse_status add_word_map(glimpse_explanation *e, const glimpse_model *model, const attention_record *r,
+                                   explain_range layers, size_t first, size_t count, int row_shift,
+                                   const glimpse_explain_params *p, float *piece) {
+    size_t patches = (size_t)e->grid_width * (size_t)e->grid_height;
+    char *label = NULL;
+    glimpse_status status = bert_tokenizer_decode(model->wordpiece, e->ids + first, count, &label);
+    if (status) return status;
+    glimpse_explain_map *map = add_map(e, GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION, label, first, count);
+    free(label);
+    if (!map) return ERROR_OOM();
+    for (size_t i = 0; i < count; i++) {
+        explain_average_row(piece, r->probabilities[ATTENTION_KIND_CROSS], r->heads, r->rows,
+                            r->columns[ATTENTION_KIND_CROSS], layers, heads_of(p, r->heads),
+                            (size_t)((long)(first + i) + row_shift), 1);
+        for (size_t j = 0; j < patches; j++) map->grid[j] += piece[j] / (float)count;
+    }
+    return map_done(p, e);
+}
+
+/* Whether ids[t] continues the word before it: a "##" word piece. */
+static bool continues_word(const glimpse_model *model, int32_t id) {
+    const char *token = bert_tokenizer_token(model->wordpiece, id);
+    return !bert_tokenizer_is_special(model->wordpiece, id) && token && strncmp(token, "##", 2) == 0;
+}
+
+/* One map per word of ids[begin .. end) (special tokens skipped; a "##" piece joins the word before it), read
+ * from the pass's record. */
 static glimpse_status word_maps(glimpse_explanation *e, const glimpse_model *model, const recorded_pass *pass,
                                 size_t begin, size_t end, int row_shift, const glimpse_explain_params *p) {
-    const attention_record *r = &pass->record;
-    size_t patches = (size_t)e->grid_width * (size_t)e->grid_height;
-    float *piece = malloc(patches * sizeof(float));
+    float *piece = malloc((size_t)e->grid_width * (size_t)e->grid_height * sizeof(float));
     if (!piece) return ERROR_OOM();
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t t = begin; t < end && !status;) {
@@ -194,26 +229,8 @@ static glimpse_status word_maps(glimpse_explanation *e, const glimpse_model *mod
             continue;
         }
         size_t count = 1;
-        while (t + count < end && !bert_tokenizer_is_special(model->wordpiece, e->ids[t + count])) {
-            const char *token = bert_tokenizer_token(model->wordpiece, e->ids[t + count]);
-            if (!token || strncmp(token, "##", 2) != 0) break;
-            count++;
-        }
-        char *label = NULL;
-        if ((status = bert_tokenizer_decode(model->wordpiece, e->ids + t, count, &label))) break;
-        glimpse_explain_map *map = add_map(e, GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION, label, t, count);
-        free(label);
-        if (!map) {
-            status = ERROR_OOM();
-            break;
-        }
-        for (size_t i = 0; i < count; i++) {
-            explain_average_row(piece, r->probabilities[ATTENTION_KIND_CROSS], r->heads, r->rows,
-                                r->columns[ATTENTION_KIND_CROSS], pass->layers, heads_of(p, r->heads),
-                                (size_t)((long)(t + i) + row_shift), 1);
-            for (size_t j = 0; j < patches; j++) map->grid[j] += piece[j] / (float)count;
-        }
-        status = map_done(p, e);
+        while (t + count < end && continues_word(model, e->ids[t + count])) count++;
+        status = add_word_map(e, model, &pass->record, pass->layers, t, count, row_shift, p, piece);
         t += count;
     }
     free(piece);
@@ -237,6 +254,45 @@ static glimpse_status start_blip(glimpse_context *ctx, const glimpse_image *imag
     return check_params(resolved, (size_t)bert->config.layers, (size_t)bert->config.heads);
 }
 
+/* Greedy and sampled captions are explained as they are generated: the decoder records its steps (each step's
+ * rows are the rows one pass over the sequence computes, within rounding: test_attention_parity), and a word's
+ * map is made as soon as the token after it shows it is complete. */
+typedef struct caption_stream {
+    glimpse_explanation *e;
+    const glimpse_model *model;
+    const glimpse_explain_params *p;
+    const glimpse_caption_params *caller; /* its on_token is still called */
+    recorded_pass *pass;
+    int32_t *ids; /* the sequence so far: [DEC], the prompt, the tokens generated */
+    size_t count, capacity, word_start, word_length;
+    float *piece;
+    glimpse_status status;
+} caption_stream;
+
+/* The word being gathered, finished. */
+static void stream_word_done(caption_stream *s) {
+    if (!s->word_length || s->status) return;
+    s->e->ids = s->ids, s->e->id_count = s->count;
+    s->status = add_word_map(s->e, s->model, &s->pass->record, s->pass->layers, s->word_start, s->word_length, -1,
+                             s->p, s->piece);
+    s->word_length = 0;
+}
+
+static bool stream_token(void *user, size_t image, int32_t id, const char *text) {
+    caption_stream *s = user;
+    if (s->count >= s->capacity) return true; /* cannot happen: the record holds max_length rows */
+    bool continues = s->word_length && continues_word(s->model, id);
+    if (!continues) stream_word_done(s);
+    s->ids[s->count] = id;
+    if (!bert_tokenizer_is_special(s->model->wordpiece, id)) {
+        if (!continues) s->word_start = s->count;
+        s->word_length++;
+    }
+    s->count++;
+    bool stop = s->caller && s->caller->on_token && s->caller->on_token(s->caller->user, image, id, text);
+    return stop || s->status != GLIMPSE_STATUS_OK;
+}
+
 glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image *image,
                                        const glimpse_caption_params *caption_params,
                                        const glimpse_explain_params *params, glimpse_explanation **out) {
@@ -247,28 +303,62 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
     const glimpse_explain_params *p = &resolved;
     const glimpse_model *model = ctx->model;
     const bert_model *decoder = &model->text_decoder;
-    glimpse_caption caption = {0};
-    glimpse_image *const images[1] = {(glimpse_image *)image};
-    if ((status = glimpse_caption_images(ctx, images, 1, caption_params, &caption))) return status;
+    glimpse_caption_params search = caption_params ? *caption_params : glimpse_caption_default_params();
+    glimpse_caption_params model_search = glimpse_caption_model_params(model);
+    int beams = search.beams != GLIMPSE_CAPTION_MODEL_DEFAULT ? search.beams : search.sample ? 1 : model_search.beams;
+    int max_tokens = search.max_tokens != GLIMPSE_CAPTION_MODEL_DEFAULT ? search.max_tokens : model_search.max_tokens;
     size_t prompt_length = 0; /* [DEC] and the prompt's tokens: the words explained come after them */
-    const char *prompt = caption_params ? caption_params->prompt : NULL;
-    status = bert_tokenizer_encode(model->wordpiece, prompt ? prompt : "", NULL, 0, &prompt_length);
+    status = bert_tokenizer_encode(model->wordpiece, search.prompt ? search.prompt : "", NULL, 0, &prompt_length);
     prompt_length += 1;
     glimpse_explanation *e = NULL;
+    glimpse_caption caption = {0};
     recorded_pass pass = {0};
+    caption_stream stream = {0};
+    bool streamed = beams == 1 && max_tokens > 0; /* beam search reorders its sequences: one pass afterwards */
     if (!status) status = explanation_new(model, image, &e);
+    if (!status && streamed) {
+        size_t capacity = prompt_length + (size_t)max_tokens;
+        size_t patches = (size_t)e->grid_width * (size_t)e->grid_height;
+        stream = (caption_stream){e,        model, p, caption_params, &pass, malloc(capacity * sizeof(int32_t)), 0,
+                                  capacity, 0,     0, malloc(patches * sizeof(float)), GLIMPSE_STATUS_OK};
+        if (!stream.ids || !stream.piece) status = ERROR_OOM();
+        if (!status) { /* [DEC] and the prompt: the sequence the tokens continue */
+            stream.ids[0] = model->start_id;
+            status = bert_tokenizer_encode(model->wordpiece, search.prompt ? search.prompt : "", stream.ids + 1,
+                                           capacity - 1, &stream.count);
+            stream.count += 1;
+        }
+        if (!status) status = recorded_pass_record(ctx, decoder, capacity, p, &pass);
+        if (!status) {
+            ctx->caption_record = &pass.record;
+            search.on_token = stream_token;
+            search.user = &stream;
+        }
+    }
+    glimpse_image *const images[1] = {(glimpse_image *)image};
+    if (!status) status = glimpse_caption_images(ctx, images, 1, &search, &caption);
+    ctx->caption_record = NULL;
+    if (ctx->bert) ctx->bert->record = NULL;
+    if (status == GLIMPSE_STATUS_CANCELLED && stream.status) status = stream.status;
+    if (!status && streamed) stream_word_done(&stream); /* a caption that ran to its length ends on a word */
+    if (!status && streamed) status = stream.status;
     if (!status) {
         e->text = caption.text, e->ids = caption.ids, e->id_count = caption.id_count;
         caption = (glimpse_caption){0};
-        status = encode_image(ctx, image);
     }
-    /* one forward over the chosen sequence records every row as the reference's single pass computes it */
-    if (!status) status = recorded_pass_create(ctx, decoder, e->id_count, p, &pass);
-    if (!status) status = bert_decode_step(decoder, pass.state, e->ids, 1, e->id_count, ctx->threads);
-    if (!status) status = word_maps(e, model, &pass, prompt_length, e->id_count, -1, p);
-    if (!status && p->want_raw) status = keep_raw(e, &pass, (size_t)decoder->config.layers, true);
+    /* beam search, or the raw tensors' every row: one forward over the chosen sequence, as the reference's */
+    if (!status && (!streamed || p->want_raw)) {
+        recorded_pass_free(&pass);
+        status = encode_image(ctx, image);
+        if (!status) status = recorded_pass_create(ctx, decoder, e->id_count, p, &pass);
+        if (!status) status = bert_decode_step(decoder, pass.state, e->ids, 1, e->id_count, ctx->threads);
+        if (!status && !streamed) status = word_maps(e, model, &pass, prompt_length, e->id_count, -1, p);
+        if (!status && p->want_raw) status = keep_raw(e, &pass, (size_t)decoder->config.layers, true);
+    }
     recorded_pass_free(&pass);
     glimpse_caption_free(&caption);
+    if (e && e->ids == stream.ids) e->ids = NULL; /* a failure before the caption was kept */
+    free(stream.ids), free(stream.piece);
     if (status) {
         glimpse_explanation_free(e);
         return status;

@@ -553,7 +553,10 @@ typedef struct glimpse_explanation {
 } glimpse_explanation;
 
 /* Called as each map is finished (explanation and map valid during the call; the explanation is still being
- * filled: only maps[0 .. map] are complete). Return true to cancel (GLIMPSE_STATUS_CANCELLED). */
+ * filled: only maps[0 .. map] and ids[0 .. maps[map].first_token + maps[map].token_count] are complete, and text
+ * is not set yet). A greedy or sampled caption's words come while it is generated: each as soon as the token
+ * after it is chosen (before the caption params' on_token hears of that token), the last when the caption ends.
+ * Return true to cancel (GLIMPSE_STATUS_CANCELLED). */
 typedef bool (*glimpse_explain_map_callback)(void *user, const glimpse_explanation *explanation, size_t map);
 
 typedef struct glimpse_explain_params {
@@ -567,10 +570,12 @@ typedef struct glimpse_explain_params {
 
 glimpse_explain_params glimpse_explain_default_params(void);
 
-/* Captions one image with a BLIP captioning model (caption_params as glimpse_caption_images takes them; NULL:
- * the model's own settings) and explains every generated word. The caption is the one glimpse_caption_images
- * gives; its maps come from one extra decoder pass over the whole chosen sequence, recording (exact, whatever
- * the search). On success *out is the caller's, freed with glimpse_explanation_free; on failure NULL. */
+/* Captions one image with a BLIP captioning model (caption_params as glimpse_caption_images takes them, their
+ * on_token still called; NULL: the model's own settings) and explains every generated word (the prompt's are not
+ * explained). The caption is the one glimpse_caption_images gives. Greedy and sampled captions record their
+ * decoder steps as they go; beam search, which reorders its sequences, and want_raw's every row get one more
+ * decoder pass over the chosen sequence, recording (both equal the reference's one pass within 1e-5). On
+ * success *out is the caller's, freed with glimpse_explanation_free; on failure NULL. */
 glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image *image,
                                        const glimpse_caption_params *caption_params,
                                        const glimpse_explain_params *params, glimpse_explanation **out);

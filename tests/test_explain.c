@@ -303,6 +303,12 @@ static void test_blip_itm_word_maps(void **state) {
 
 /* ----------------------------------------------- geometry and pictures */
 
+static glimpse_image *decode_picture(const char *path) {
+    glimpse_image *image = NULL;
+    if (glimpse_image_load_file(path, NULL, &image)) fail_msg("%s: %s", path, glimpse_last_error());
+    return image;
+}
+
 static glimpse_model *demo_model(const char *name) {
     char *path = file_join(GLIMPSE_SOURCE_DIR "/models", name);
     glimpse_model *model = load_model(path, GLIMPSE_PRECISION_FLOAT32);
@@ -423,6 +429,78 @@ static void test_refusals(void **state) {
     glimpse_image_free(image);
     glimpse_context_free(clip_ctx), glimpse_context_free(caption_ctx);
     glimpse_model_free(clip), glimpse_model_free(captioner);
+}
+
+/* Events of a streamed explanation: each map's grid as it came, and how many tokens had come by then. */
+typedef struct stream_log {
+    size_t tokens, maps, tokens_at_map[64];
+    float grids[64][16];
+    bool in_order;
+} stream_log;
+
+static bool log_token(void *user, size_t image, int32_t id, const char *text) {
+    (void)image, (void)id, (void)text;
+    ((stream_log *)user)->tokens++;
+    return false;
+}
+
+static bool log_map(void *user, const glimpse_explanation *e, size_t map) {
+    stream_log *log = user;
+    log->in_order &= map == log->maps && map + 1 == e->map_count && e->grid_width * e->grid_height == 16;
+    if (log->maps < 64) {
+        log->tokens_at_map[log->maps] = log->tokens;
+        memcpy(log->grids[log->maps], e->maps[map].grid, sizeof log->grids[0]);
+    }
+    log->maps++;
+    return false;
+}
+
+/* A greedy caption's words come as they are generated (a word's map before the caption ends, once the token after
+ * it has come), equal to the final maps; the caller's token callback still runs. Beam search's maps (one pass
+ * after the search) equal maps made here from its raw tensors. */
+static void test_caption_maps_stream(void **state) {
+    (void)state;
+    glimpse_model *model = demo_model("demo-blip-caption");
+    glimpse_context *ctx = context_of(model);
+    glimpse_image *image = decode_picture(GLIMPSE_SOURCE_DIR "/examples/pictures/00000.png");
+    stream_log log = {.in_order = true};
+    glimpse_caption_params caption = glimpse_caption_default_params();
+    caption.beams = 1;
+    caption.on_token = log_token;
+    caption.user = &log;
+    glimpse_explain_params params = glimpse_explain_default_params();
+    params.on_map = log_map;
+    params.user = &log;
+    glimpse_explanation *e = NULL;
+    if (glimpse_explain_caption(ctx, image, &caption, &params, &e)) fail_msg("%s", glimpse_last_error());
+    assert_true(log.in_order);
+    assert_int_equal(log.maps, e->map_count);
+    assert_int_equal(log.tokens, e->id_count - 1); /* every token after [DEC] */
+    assert_true(e->map_count >= 4);
+    for (size_t m = 0; m < e->map_count; m++) {
+        assert_memory_equal(log.grids[m], e->maps[m].grid, sizeof log.grids[0]);
+        /* word m came as soon as the token after it was chosen, before the caller heard of that token */
+        assert_int_equal(log.tokens_at_map[m], e->maps[m].first_token + e->maps[m].token_count - 1);
+    }
+    assert_true(log.tokens_at_map[0] < log.tokens);
+    glimpse_explanation_free(e);
+
+    caption = glimpse_caption_default_params();
+    caption.beams = 3;
+    params = glimpse_explain_default_params();
+    params.want_raw = true;
+    if (glimpse_explain_caption(ctx, image, &caption, &params, &e)) fail_msg("%s", glimpse_last_error());
+    glimpse_caption plain;
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, &caption, &plain), GLIMPSE_STATUS_OK);
+    assert_string_equal(plain.text, e->text); /* the caption glimpse_caption_images gives */
+    glimpse_caption_free(&plain);
+    const glimpse_explain_tensor *cross = &e->raw[0];
+    assert_true(check_word_maps(e, model, cross->data, cross->shape[0], cross->shape[1], cross->shape[3], 1, -1) <=
+                TOLERANCE);
+    glimpse_explanation_free(e);
+    glimpse_image_free(image);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
 }
 
 /* ------------------------------------------------------------------ SigLIP */
@@ -700,6 +778,7 @@ int main(void) {
                                        cmocka_unit_test(test_blip_itm_word_maps),
                                        cmocka_unit_test(test_region_and_upsampling),
                                        cmocka_unit_test(test_refusals),
+                                       cmocka_unit_test(test_caption_maps_stream),
                                        cmocka_unit_test(test_siglip_maps),
                                        cmocka_unit_test(test_occlusion_of_a_flat_picture),
                                        cmocka_unit_test(test_caption_words_fall_on_their_shapes),
