@@ -18,10 +18,6 @@
 #include "vision/image.h"
 #include "vision/resize.h"
 
-/* Floats of vision self-attention one rollout pass may record when the raw tensors are not asked for: layers
- * are recorded in groups that fit (ViT-B/16: 12 layers in one pass; so400m at 384: 4 layers a pass). */
-#define EXPLAIN_ROLLOUT_BUDGET ((size_t)32 << 20)
-
 glimpse_explain_params glimpse_explain_default_params(void) {
     return (glimpse_explain_params){
         .layer = -1, .head = -1, .want_raw = false, .occlusion = true, .on_map = NULL, .user = NULL};
@@ -477,7 +473,7 @@ static glimpse_status vision_rollout(glimpse_context *ctx, const rollout_job *jo
     const vit_model *vision = &ctx->model->vision;
     size_t tokens = vision->tokens, heads = (size_t)vision->config.heads, layers = (size_t)vision->config.layers;
     size_t per_layer = heads * tokens * tokens;
-    size_t group = job->keep_everything ? layers : EXPLAIN_ROLLOUT_BUDGET / per_layer;
+    size_t group = job->keep_everything ? layers : ctx->rollout_budget / per_layer;
     if (group < 1) group = 1;
     float *scratch = malloc(tokens * sizeof(float));
     if (!scratch) return ERROR_OOM();

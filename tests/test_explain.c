@@ -17,6 +17,7 @@
 #include "glimpse.h"
 #include "tests/support.h"
 #include "text/bert_tokenizer.h"
+#include "api/context.h"
 #include "api/model.h"
 #include "tools/pictures.h"
 
@@ -95,7 +96,7 @@ static void test_clip_rollout_parity(void **state) {
     float *want = malloc(tokens * sizeof(float));
     struct variant {
         int layer, head;
-    } variants[] = {{-1, -1}, {0, -1}, {(int)layers - 1, 1}, {-1, 0}};
+    } variants[] = {{-1, -1}, {0, -1}, {(int)layers - 1, 1}, {-1, 0}, {-1, -1}};
     double worst = 0;
     for (size_t i = 0; i < count; i++) {
         glimpse_image *image = fixture_image(cJSON_GetArrayItem(images, (int)i)->valuestring);
@@ -103,7 +104,8 @@ static void test_clip_rollout_parity(void **state) {
             glimpse_explain_params params = glimpse_explain_default_params();
             params.layer = variants[v].layer;
             params.head = variants[v].head;
-            params.want_raw = v == 3; /* every layer in one pass, kept */
+            params.want_raw = v == 3;                      /* every layer in one pass, kept */
+            ctx->rollout_budget = v == 4 ? 1 : CONTEXT_ROLLOUT_BUDGET; /* one layer a pass */
             glimpse_explanation *e = NULL;
             if (glimpse_explain_clip(ctx, image, NULL, &params, &e)) fail_msg("%s", glimpse_last_error());
             assert_int_equal(e->map_count, 1);
@@ -129,7 +131,7 @@ static void test_clip_rollout_parity(void **state) {
         }
         glimpse_image_free(image);
     }
-    note_difference("CLIP rollout (4 variants, 9 images)", worst);
+    note_difference("CLIP rollout (5 variants, 9 images)", worst);
     free(want);
     glimpse_context_free(ctx);
     attention_fixture_close(&f);
@@ -557,6 +559,15 @@ static void test_siglip_maps(void **state) {
         glimpse_explanation *e = NULL;
         if (glimpse_explain_clip(ctx, image, parity_text(f, 0), &params, &e)) fail_msg("%s", glimpse_last_error());
         assert_int_equal(e->map_count, 3);
+        glimpse_explanation *by_layer = NULL; /* the same maps with one layer recorded a pass */
+        params.want_raw = false;
+        ctx->rollout_budget = 1;
+        if (glimpse_explain_clip(ctx, image, parity_text(f, 0), &params, &by_layer))
+            fail_msg("%s", glimpse_last_error());
+        ctx->rollout_budget = CONTEXT_ROLLOUT_BUDGET;
+        for (size_t m = 0; m < 3; m++)
+            assert_true(largest_difference(by_layer->maps[m].grid, e->maps[m].grid, tokens) <= 1e-6);
+        glimpse_explanation_free(by_layer);
         assert_int_equal(e->maps[2].kind, GLIMPSE_EXPLAIN_MAP_ATTENTION_POOL);
         double d = largest_difference(e->maps[2].grid, want, tokens);
         if (d > worst) worst = d;
