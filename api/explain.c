@@ -132,10 +132,12 @@ typedef struct recorded_pass {
     explain_range layers; /* the recorded slots the maps average */
 } recorded_pass;
 
+/* Frees what the pass holds and leaves it empty (freeing it again does nothing). */
 static void recorded_pass_free(recorded_pass *pass) {
     bert_state_free(pass->state);
     free(pass->record.probabilities[ATTENTION_KIND_SELF]);
     free(pass->record.probabilities[ATTENTION_KIND_CROSS]);
+    memset(pass, 0, sizeof *pass);
 }
 
 /* The record alone, rows for `length` tokens. */
@@ -176,11 +178,13 @@ static glimpse_status keep_raw(glimpse_explanation *e, recorded_pass *pass, size
     const attention_record *r = &pass->record;
     size_t cross_shape[4] = {layers, r->heads, r->rows, r->columns[ATTENTION_KIND_CROSS]};
     size_t self_shape[4] = {layers, r->heads, r->rows, r->columns[ATTENTION_KIND_SELF]};
+    /* add_raw takes the memory, or frees it when it fails */
     glimpse_status status = add_raw(e, "cross_attentions", 4, cross_shape, r->probabilities[ATTENTION_KIND_CROSS]);
     pass->record.probabilities[ATTENTION_KIND_CROSS] = NULL;
-    if (!status && with_self)
+    if (!status && with_self) {
         status = add_raw(e, "self_attentions", 4, self_shape, r->probabilities[ATTENTION_KIND_SELF]);
-    if (with_self) pass->record.probabilities[ATTENTION_KIND_SELF] = NULL;
+        pass->record.probabilities[ATTENTION_KIND_SELF] = NULL;
+    }
     return status;
 }
 
@@ -664,7 +668,7 @@ glimpse_status glimpse_explain_render_png(const glimpse_explanation *e, const gl
     if (!status) {
         memset(canvas.pixels, 255, (size_t)canvas.width * (size_t)canvas.height * 3);
         static const uint8_t ink[3] = {20, 20, 20};
-        for (size_t panel = 0; panel < panels; panel++) {
+        for (size_t panel = 0; panel < panels && !status; panel++) {
             int x = (int)(panel % (size_t)columns) * cell_width + PANEL_MARGIN;
             int y = (int)(panel / (size_t)columns) * cell_height + PANEL_MARGIN;
             /* the sheet's first panel is the picture alone, labelled with the text explained */
@@ -680,9 +684,9 @@ glimpse_status glimpse_explain_render_png(const glimpse_explanation *e, const gl
             explain_draw_heat(&canvas, x, y, scaled->pixels, m ? values : NULL, width, height, maximum,
                               HEAT_OPACITY);
             const char *label = m ? m->label : e->text ? e->text : "";
-            explain_draw_text(&canvas, font, label, x, y + height + 4, width, PANEL_FONT_PIXELS, ink);
+            status = explain_draw_text(&canvas, font, label, x, y + height + 4, width, PANEL_FONT_PIXELS, ink);
         }
-        status = explain_png_encode(&canvas, png, size);
+        if (!status) status = explain_png_encode(&canvas, png, size);
     }
     explain_font_free(font);
     glimpse_image_free(scaled);

@@ -64,7 +64,7 @@ static float text_width(const explain_font *font, const char *text, float scale)
     return width;
 }
 
-void explain_draw_text(explain_canvas *canvas, const explain_font *font, const char *text, int x, int y,
+glimpse_status explain_draw_text(explain_canvas *canvas, const explain_font *font, const char *text, int x, int y,
                        int box_width, int pixel_height, const uint8_t colour[3]) {
     float scale = stbtt_ScaleForPixelHeight(&font->info, (float)pixel_height);
     int ascent, descent, gap;
@@ -85,7 +85,7 @@ void explain_draw_text(explain_canvas *canvas, const explain_font *font, const c
         int glyph_width = x1 - x0, glyph_height = y1 - y0;
         if (glyph_width > 0 && glyph_height > 0) {
             uint8_t *coverage = malloc((size_t)glyph_width * (size_t)glyph_height);
-            if (!coverage) return; /* a label missing, nothing worse */
+            if (!coverage) return ERROR_OOM();
             stbtt_MakeCodepointBitmap(&font->info, coverage, glyph_width, glyph_height, glyph_width, scale, scale,
                                       codepoint);
             int left = (int)lroundf(pen) + x0, top = baseline + y0;
@@ -104,6 +104,7 @@ void explain_draw_text(explain_canvas *canvas, const explain_font *font, const c
         pen += scale * (float)advance;
         previous = codepoint;
     }
+    return GLIMPSE_STATUS_OK;
 }
 
 void explain_draw_heat(explain_canvas *canvas, int x, int y, const uint8_t *picture, const float *values, int width,

@@ -27,8 +27,9 @@ typedef struct explain_canvas {
 } explain_canvas;
 
 /* Writes text (UTF-8) pixel_height pixels tall, in colour, centred in the box [x, x + box_width) whose top is
- * y; what falls outside the canvas or the box is clipped. */
-void explain_draw_text(explain_canvas *canvas, const explain_font *font, const char *text, int x, int y,
+ * y; what falls outside the canvas or the box is clipped. GLIMPSE_STATUS_OUT_OF_MEMORY if a glyph could not be
+ * drawn. */
+glimpse_status explain_draw_text(explain_canvas *canvas, const explain_font *font, const char *text, int x, int y,
                        int box_width, int pixel_height, const uint8_t colour[3]);
 
 /* Copies picture [height × width × 3] to the canvas at (x, y) and blends values [height × width] over it:
