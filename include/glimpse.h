@@ -530,6 +530,7 @@ typedef struct glimpse_explain_tensor {
     float *data;
 } glimpse_explain_tensor;
 
+/* An explanation owns everything it points to; glimpse_explanation_free frees it all. */
 typedef struct glimpse_explanation {
     char *text;      /* the caption (decoded as glimpse_caption's) or the text explained */
     int32_t *ids;    /* the token ids the maps index: the caption's whole sequence, or the text's */
