@@ -585,7 +585,8 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
 glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *image, const char *text,
                                      const glimpse_explain_params *params, glimpse_explanation **out);
 /* One image and one text with a CLIP or SigLIP model: the logit, the rollout map, the occlusion map (when
- * asked) and SigLIP's attention-pooling map. text NULL: the rollout (and SigLIP's pool map) alone. */
+ * asked) and SigLIP's attention-pooling map. text NULL: the rollout (and SigLIP's pool map) alone. The
+ * context's on_progress counts the occluded copies done (the grid's patches) and may cancel. */
 glimpse_status glimpse_explain_clip(glimpse_context *ctx, const glimpse_image *image, const char *text,
                                     const glimpse_explain_params *params, glimpse_explanation **out);
 void glimpse_explanation_free(glimpse_explanation *explanation);
