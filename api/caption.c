@@ -276,6 +276,7 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
         status = bert_state_create(&model->text_decoder, (size_t)p->beams, max_length, max_length, model->vision.tokens,
                                    &ctx->bert);
     }
+    if (!status && ctx->caption_record) ctx->bert->record = ctx->caption_record; /* glimpse_explain_caption's */
     for (size_t first = 0; first < count && !status; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;

@@ -40,6 +40,7 @@ glimpse_status glimpse_context_create(const glimpse_model *model, const glimpse_
     if (!ctx) return ERROR_OOM();
     ctx->model = model;
     ctx->params = *params;
+    ctx->rollout_budget = CONTEXT_ROLLOUT_BUDGET;
     glimpse_status status = pool_create(params->threads, &ctx->threads);
     if (!status && model->has_vision) {
         size_t size = (size_t)model->vision.config.image_size;

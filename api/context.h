@@ -34,7 +34,16 @@ struct glimpse_context {
     bert_state *bert;
     /* ViT-GPT2: the GPT-2 decoder's run state, made and grown as BLIP's bert is */
     gpt2_state *gpt2;
+    /* NULL but inside glimpse_explain_caption: what glimpse_caption_images has the decoder record as it generates
+     * (attached to bert once it is made) */
+    const attention_record *caption_record;
+    /* Floats of vision self-attention one rollout pass of glimpse_explain_clip may record (without want_raw):
+     * layers are recorded in groups that fit, one tower pass each (ViT-B/16: all 12 in one; so400m at 384: 4 a
+     * pass). CONTEXT_ROLLOUT_BUDGET as created. */
+    size_t rollout_budget;
 };
+
+#define CONTEXT_ROLLOUT_BUDGET ((size_t)32 << 20)
 
 /* Reports progress of a multi-image call; GLIMPSE_STATUS_CANCELLED if the
  * application's callback asks to stop. */

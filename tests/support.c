@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "api/model.h"
 #include "core/file.h"
@@ -369,3 +372,42 @@ glimpse_image *smooth_picture(void) {
                      GLIMPSE_STATUS_OK);
     return image;
 }
+static char *slurp(const char *path) {
+    uint8_t *bytes;
+    size_t size;
+    if (file_read_all(path, 1 << 26, &bytes, &size)) return strdup("");
+    return (char *)bytes;
+}
+
+int run_program(const char *const *argv, char **out, char **err) {
+    char out_path[] = "/tmp/glimpse-run-out-XXXXXX", err_path[] = "/tmp/glimpse-run-err-XXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        int null_fd = open("/dev/null", O_RDONLY);
+        dup2(null_fd, 0);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    close(out_fd);
+    close(err_fd);
+    *out = slurp(out_path);
+    *err = slurp(err_path);
+    unlink(out_path);
+    unlink(err_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+attention_fixture attention_fixture_open(const char *name, const char *json_name) {
+    attention_fixture f = {0};
+    if (!fixtures_folder()) skip();
+    if (fixture_open(name, json_name, "attention.safetensors", &f.model, &f.json, &f.attention))
+        fail_msg("%s: no model, %s or attention.safetensors", name, json_name);
+    return f;
+}
+
+void attention_fixture_close(attention_fixture *f) { fixture_close(f->model, f->json, f->attention); }

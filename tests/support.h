@@ -38,6 +38,20 @@ int fixture_open(const char *name, const char *json_file, const char *tensors_fi
                  cJSON **expected, safetensors **reference);
 void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *reference);
 
+/* A fixture model with a JSON file of its folder (attention.json, expected.json) and its attention.safetensors. */
+typedef struct attention_fixture {
+    struct glimpse_model *model;
+    cJSON *json;
+    safetensors *attention;
+} attention_fixture;
+/* Opens fixtures/NAME's; skips the test when there are no fixtures, fails it when they cannot be read. */
+attention_fixture attention_fixture_open(const char *name, const char *json_name);
+void attention_fixture_close(attention_fixture *f);
+
+/* Runs argv[0] (a path) with argv (NULL-terminated), stdin from /dev/null; *out and *err receive what it
+ * wrote (caller frees). Returns its exit status (128 + the signal if one ended it). */
+int run_program(const char *const *argv, char **out, char **err);
+
 /* A fixture image (images/NAME) decoded; fails the test if it cannot be. */
 struct glimpse_image *fixture_image(const char *name);
 

@@ -19,28 +19,12 @@
 
 #define TOLERANCE ATTENTION_TOLERANCE
 
-/* A fixture model with a JSON file of its folder and its attention.safetensors. */
-typedef struct fixture {
-    glimpse_model *model;
-    cJSON *json;
-    safetensors *attention;
-} fixture;
-
-static fixture open_fixture(const char *name, const char *json_name) {
-    fixture f = {0};
-    if (fixture_open(name, json_name, "attention.safetensors", &f.model, &f.json, &f.attention))
-        fail_msg("%s: no model, %s or attention.safetensors", name, json_name);
-    return f;
-}
-
-static void close_fixture(fixture *f) { fixture_close(f->model, f->json, f->attention); }
 
 /* ------------------------------------------------------------------ CLIP */
 
 static void test_clip_vision_self_attention(void **state) {
     (void)state;
-    if (!fixtures_folder()) skip();
-    fixture f = open_fixture("clip-tiny", "expected.json");
+    attention_fixture f = attention_fixture_open("clip-tiny", "expected.json");
     const glimpse_model *model = f.model;
     const safetensors *attention = f.attention;
     const vit_model *vision = &model->vision;
@@ -97,7 +81,7 @@ static void test_clip_vision_self_attention(void **state) {
     vit_state_free(run);
     pool_free(threads);
     free(pixels), free(unrecorded);
-    close_fixture(&f);
+    attention_fixture_close(&f);
 }
 
 /* ---------------------------------------------------------- BLIP caption */
@@ -189,8 +173,7 @@ static void caption_step_by_step(const glimpse_model *model, const safetensors *
 
 static void test_blip_caption_attention(void **state) {
     (void)state;
-    if (!fixtures_folder()) skip();
-    fixture f = open_fixture("blip-caption-tiny", "attention.json");
+    attention_fixture f = attention_fixture_open("blip-caption-tiny", "attention.json");
     const cJSON *item;
     int count = 0;
     cJSON_ArrayForEach(item, cJSON_GetObjectItem(f.json, "cases")) {
@@ -204,15 +187,14 @@ static void test_blip_caption_attention(void **state) {
         count++;
     }
     assert_int_equal(count, 5); /* four greedy cases and the prompted one */
-    close_fixture(&f);
+    attention_fixture_close(&f);
 }
 
 /* --------------------------------------------------------------- BLIP ITM */
 
 static void test_blip_itm_attention(void **state) {
     (void)state;
-    if (!fixtures_folder()) skip();
-    fixture f = open_fixture("blip-itm-tiny", "attention.json");
+    attention_fixture f = attention_fixture_open("blip-itm-tiny", "attention.json");
     const bert_model *encoder = &f.model->text_encoder;
     size_t layers = (size_t)encoder->config.layers, heads = (size_t)encoder->config.heads;
     size_t image_tokens = f.model->vision.tokens;
@@ -259,7 +241,7 @@ static void test_blip_itm_attention(void **state) {
     }
     s->record = NULL;
     bert_state_free(s);
-    close_fixture(&f);
+    attention_fixture_close(&f);
 }
 
 int main(void) {

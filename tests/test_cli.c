@@ -28,38 +28,14 @@ typedef struct run_result {
     char *out, *err;
 } run_result;
 
-static char *slurp(const char *path) {
-    uint8_t *bytes;
-    size_t size;
-    if (file_read_all(path, 1 << 26, &bytes, &size)) return strdup("");
-    return (char *)bytes;
-}
-
 /* Runs the glimpse binary with the arguments first, then args up to a NULL. */
 static run_result run_arguments(const char *first, va_list args) {
     const char *argv[64] = {GLIMPSE_BINARY};
     int argc = 1;
     for (const char *a = first; a && argc < 63; a = va_arg(args, const char *)) argv[argc++] = a;
     argv[argc] = NULL;
-    char out_path[] = "/tmp/glimpse-cli-out-XXXXXX", err_path[] = "/tmp/glimpse-cli-err-XXXXXX";
-    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
-    pid_t child = fork();
-    if (child == 0) {
-        dup2(out_fd, 1);
-        dup2(err_fd, 2);
-        int null_fd = open("/dev/null", O_RDONLY);
-        dup2(null_fd, 0);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(child, &status, 0);
-    close(out_fd);
-    close(err_fd);
-    run_result result = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out_path),
-                         slurp(err_path)};
-    unlink(out_path);
-    unlink(err_path);
+    run_result result;
+    result.status = run_program(argv, &result.out, &result.err);
     return result;
 }
 

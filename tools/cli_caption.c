@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tools/cli_caption.h"
 #include "tools/cli_common.h"
 #include "tools/commands.h"
 
@@ -17,6 +18,12 @@ static const char caption_help[] =
     "Describes each image with a captioning model: BLIP (BlipForConditionalGeneration,\n"
     "e.g. Salesforce/blip-image-captioning-base) or ViT-GPT2 (VisionEncoderDecoderModel of\n"
     "a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning).\n"
+    "%s"
+    "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
+    "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
+    "generate returns them (start token, prompt, generated tokens).\n";
+
+const char cli_caption_options_help[] =
     "  --prompt TEXT            the caption continues this text (\"a picture of\")\n"
     "  --beams N                beam search width (default 3, ViT-GPT2 1; 1 = greedy)\n"
     "  --max-tokens N           at most N generated tokens, after the prompt (default 20, ViT-GPT2 19)\n"
@@ -33,87 +40,82 @@ static const char caption_help[] =
     "ViT-GPT2's are those transformers' generate uses for it (greedy, max_length 20 counting\n"
     "the start token), or its config.json's top level where it has no generation_config.json.\n"
     "A snapshot's generation_config.json (num_beams, max_length, min_length,\n"
-    "repetition_penalty, length_penalty) overrides them for that model; options override both.\n"
-    "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
-    "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
-    "generate returns them (start token, prompt, generated tokens).\n";
-
-enum {
-    OPT_PROMPT = CLI_OPT_FIRST_FREE,
-    OPT_BEAMS,
-    OPT_MAX_TOKENS,
-    OPT_MIN_TOKENS,
-    OPT_SAMPLE,
-    OPT_TEMPERATURE,
-    OPT_TOP_K,
-    OPT_TOP_P,
-    OPT_SEED,
-    OPT_REPETITION,
-    OPT_LENGTH_PENALTY
-};
+    "repetition_penalty, length_penalty) overrides them for that model; options override both.\n";
 
 /* The most --max-tokens and --min-tokens. */
 #define CAPTION_MAX_TOKENS 500
 
-static float parse_float(const char *option, const char *text, float minimum, float maximum) {
+static float parse_float(const char *command, const char *option, const char *text, float minimum, float maximum) {
     char *end;
     float value = strtof(text, &end);
     if (end == text || *end || !(value >= minimum && value <= maximum))
-        cli_usage_error("caption", "%s takes a number from %g to %g, not '%s'", option, minimum, maximum, text);
+        cli_usage_error(command, "%s takes a number from %g to %g, not '%s'", option, minimum, maximum, text);
     return value;
+}
+
+bool cli_caption_option(glimpse_caption_params *params, int code, const char *argument, const char *command) {
+    switch (code) {
+    case CLI_OPT_PROMPT: params->prompt = argument; break;
+    case CLI_OPT_BEAMS:
+        params->beams = (int)cli_parse_long(command, "--beams", argument, 1, GLIMPSE_CAPTION_MAX_BEAMS);
+        break;
+    case CLI_OPT_MAX_TOKENS:
+        params->max_tokens = (int)cli_parse_long(command, "--max-tokens", argument, 1, CAPTION_MAX_TOKENS);
+        break;
+    case CLI_OPT_MIN_TOKENS:
+        params->min_tokens = (int)cli_parse_long(command, "--min-tokens", argument, 0, CAPTION_MAX_TOKENS);
+        break;
+    case CLI_OPT_SAMPLE: params->sample = true; break;
+    case CLI_OPT_TEMPERATURE: params->temperature = parse_float(command, "--temperature", argument, 1e-3f, 100); break;
+    case CLI_OPT_TOP_K: params->top_k = (int)cli_parse_long(command, "--top-k", argument, 0, 1 << 24); break;
+    case CLI_OPT_TOP_P: params->top_p = parse_float(command, "--top-p", argument, 1e-6f, 1); break;
+    case CLI_OPT_SEED:
+        params->seed = (uint64_t)cli_parse_long(command, "--seed", argument, 0, 0x7fffffffffffffffL);
+        break;
+    case CLI_OPT_REPETITION:
+        params->repetition_penalty = parse_float(command, "--repetition-penalty", argument, 1e-3f, 100);
+        break;
+    case CLI_OPT_LENGTH_PENALTY:
+        params->length_penalty = parse_float(command, "--length-penalty", argument, -10, 10);
+        break;
+    default: return false;
+    }
+    return true;
+}
+
+void cli_caption_check(const glimpse_caption_params *params, const char *command) {
+    bool beams_given = params->beams != GLIMPSE_CAPTION_MODEL_DEFAULT;
+    if (params->sample && beams_given && params->beams != 1)
+        cli_usage_error(command, "--sample draws one caption: drop --beams");
+    if (params->max_tokens != GLIMPSE_CAPTION_MODEL_DEFAULT && params->min_tokens > params->max_tokens)
+        cli_usage_error(command, "--min-tokens (%d) is more than --max-tokens (%d)", params->min_tokens,
+                        params->max_tokens);
+}
+
+void cli_caption_fit_model(glimpse_caption_params *params, const glimpse_model *model) {
+    /* --min-tokens above the model's own maximum is lowered to it, as --max-tokens lowers the model's minimum */
+    int model_max_tokens = glimpse_caption_model_params(model).max_tokens;
+    if (params->max_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT && params->min_tokens > model_max_tokens)
+        params->min_tokens = model_max_tokens;
 }
 
 /* Parses the command line into options and params: what is not given stays
  * as glimpse_caption_default_params() leaves it, to the model. False after --help. */
 static bool parse_options(int argc, char **argv, cli_options *options, glimpse_caption_params *params) {
-    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
-                                                 {"prompt", required_argument, NULL, OPT_PROMPT},
-                                                 {"beams", required_argument, NULL, OPT_BEAMS},
-                                                 {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
-                                                 {"min-tokens", required_argument, NULL, OPT_MIN_TOKENS},
-                                                 {"sample", no_argument, NULL, OPT_SAMPLE},
-                                                 {"temperature", required_argument, NULL, OPT_TEMPERATURE},
-                                                 {"top-k", required_argument, NULL, OPT_TOP_K},
-                                                 {"top-p", required_argument, NULL, OPT_TOP_P},
-                                                 {"seed", required_argument, NULL, OPT_SEED},
-                                                 {"repetition-penalty", required_argument, NULL, OPT_REPETITION},
-                                                 {"length-penalty", required_argument, NULL, OPT_LENGTH_PENALTY},
+    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_CAPTION_LONG_OPTIONS,
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
         if (cli_common_option(options, code, optarg, "caption")) continue;
-        switch (code) {
-        case OPT_PROMPT: params->prompt = optarg; break;
-        case OPT_BEAMS:
-            params->beams = (int)cli_parse_long("caption", "--beams", optarg, 1, GLIMPSE_CAPTION_MAX_BEAMS);
-            break;
-        case OPT_MAX_TOKENS:
-            params->max_tokens = (int)cli_parse_long("caption", "--max-tokens", optarg, 1, CAPTION_MAX_TOKENS);
-            break;
-        case OPT_MIN_TOKENS:
-            params->min_tokens = (int)cli_parse_long("caption", "--min-tokens", optarg, 0, CAPTION_MAX_TOKENS);
-            break;
-        case OPT_SAMPLE: params->sample = true; break;
-        case OPT_TEMPERATURE: params->temperature = parse_float("--temperature", optarg, 1e-3f, 100); break;
-        case OPT_TOP_K: params->top_k = (int)cli_parse_long("caption", "--top-k", optarg, 0, 1 << 24); break;
-        case OPT_TOP_P: params->top_p = parse_float("--top-p", optarg, 1e-6f, 1); break;
-        case OPT_SEED:
-            params->seed = (uint64_t)cli_parse_long("caption", "--seed", optarg, 0, 0x7fffffffffffffffL);
-            break;
-        case OPT_REPETITION:
-            params->repetition_penalty = parse_float("--repetition-penalty", optarg, 1e-3f, 100);
-            break;
-        case OPT_LENGTH_PENALTY: params->length_penalty = parse_float("--length-penalty", optarg, -10, 10); break;
-        case CLI_OPT_HELP: printf("%s\n%s", caption_help, cli_common_help); return false;
-        default: cli_usage_error("caption", "unknown option");
+        if (cli_caption_option(params, code, optarg, "caption")) continue;
+        if (code == CLI_OPT_HELP) {
+            printf(caption_help, cli_caption_options_help);
+            printf("\n%s", cli_common_help);
+            return false;
         }
+        cli_usage_error("caption", "unknown option");
     }
-    bool beams_given = params->beams != GLIMPSE_CAPTION_MODEL_DEFAULT;
-    if (params->sample && beams_given && params->beams != 1)
-        cli_usage_error("caption", "--sample draws one caption: drop --beams");
-    if (params->max_tokens != GLIMPSE_CAPTION_MODEL_DEFAULT && params->min_tokens > params->max_tokens)
-        cli_usage_error("caption", "--min-tokens (%d) is more than --max-tokens (%d)", params->min_tokens,
-                        params->max_tokens);
+    cli_caption_check(params, "caption");
     return true;
 }
 
@@ -139,18 +141,23 @@ static bool print_as_decoded(void *user, size_t image, int32_t id, const char *t
     return false;
 }
 
+void cli_print_caption_fields(const char *path, const char *text, const int32_t *ids, size_t count) {
+    printf("{\"image\": ");
+    json_string(stdout, path);
+    printf(", \"caption\": ");
+    json_string(stdout, text);
+    printf(", \"ids\": [");
+    for (size_t j = 0; j < count; j++) printf(j ? ", %d" : "%d", ids[j]);
+    printf("]");
+}
+
 /* One result: a JSON line, the end of the streamed words, the caption alone
  * (one image), or PATH, a tab, the caption. */
 static void print_caption(const cli_options *options, const streaming *stream, size_t count, const char *path,
                           const glimpse_caption *caption) {
     if (options->json) {
-        printf("{\"image\": ");
-        json_string(stdout, path);
-        printf(", \"caption\": ");
-        json_string(stdout, caption->text);
-        printf(", \"ids\": [");
-        for (size_t j = 0; j < caption->id_count; j++) printf(j ? ", %d" : "%d", caption->ids[j]);
-        printf("]}\n");
+        cli_print_caption_fields(path, caption->text, caption->ids, caption->id_count);
+        printf("}\n");
     } else if (stream->active) {
         if (stream->broken) printf("\r\033[K%s", caption->text);
         printf("\n");
@@ -204,10 +211,7 @@ int command_caption(int argc, char **argv) {
     char **paths = argv + optind;
     if (!count) cli_usage_error("caption", "no images to caption");
     glimpse_model *model = cli_load_model(&options, "caption", true, true);
-    /* --min-tokens above the model's own maximum is lowered to it, as --max-tokens lowers the model's minimum */
-    int model_max_tokens = glimpse_caption_model_params(model).max_tokens;
-    if (params.max_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT && params.min_tokens > model_max_tokens)
-        params.min_tokens = model_max_tokens;
+    cli_caption_fit_model(&params, model);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
     if (kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && kind != GLIMPSE_MODEL_KIND_VIT_GPT2) {
         glimpse_model_info info;

@@ -42,6 +42,12 @@ glimpse_status preprocess_config_read(const cJSON *json, const char *where, int 
 void preprocess_output_size(const preprocess_config *config, int image_width, int image_height, int *height,
                             int *width);
 
+/* Where pixel_values come from in an image_width × image_height picture: the size it is resized to, and the
+ * offset in the resized picture of pixel_values' top-left pixel (the centre crop's; negative where the crop
+ * pads). */
+void preprocess_geometry(const preprocess_config *config, int image_width, int image_height, int *resized_width,
+                         int *resized_height, int *left, int *top);
+
 /* Writes pixel_values [3, height, width] (height, width from
  * preprocess_output_size) for one image. */
 glimpse_status preprocess_image(float *pixel_values, const glimpse_image *image, const preprocess_config *config);

@@ -194,8 +194,8 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
     if (w->head_probe) {
         kernel_layernorm(state->hidden, state->hidden, w->post_norm_weight, w->post_norm_bias, batch * tokens, hidden,
                          c->layer_norm_eps);
-        encoder_attention_pool(state->pooled, state->hidden, &w->head, w->head_probe, &shape, state->lengths, batch,
-                               &state->scratch, threads);
+        encoder_attention_pool(state->pooled, state->record, (size_t)c->layers, state->hidden, &w->head, w->head_probe,
+                               &shape, state->lengths, batch, &state->scratch, threads);
     }
 }
 

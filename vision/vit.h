@@ -73,7 +73,9 @@ typedef struct vit_state {
     encoder_scratch scratch;
     size_t *lengths;
     size_t *class_rows; /* [max_batch] zeros: the row each image pools */
-    const attention_record *record; /* NULL as created; else vit_forward records self-attention (image b: sequence b) */
+    /* NULL as created; else vit_forward records self-attention (image b: sequence b); SigLIP's attention-pooling
+     * head is self-attention layer `layers` (one past the last), its probe's one query written as row 0 */
+    const attention_record *record;
 } vit_state;
 
 glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_state **out);
