@@ -20,6 +20,7 @@ static const char usage[] =
     "  index     build or refresh a search index of a photo collection\n"
     "  search    search an index with texts, images or combinations\n"
     "  bench     time each stage of a model (developers)\n"
+    "  serve     serve the models over HTTP (embed, rank, caption, search; immich's /predict)\n"
     "\n"
     "MODEL is a Hugging Face snapshot folder (config.json, model.safetensors, tokenizer\n"
     "files), or a hub id such as openai/clip-vit-base-patch32 already downloaded into\n"
@@ -34,7 +35,8 @@ int main(int argc, char **argv) {
     static const command commands[] = {
         {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
         {"caption", command_caption}, {"bench", command_bench},
-        {"index", command_index},     {"search", command_search}};
+        {"index", command_index},     {"search", command_search},
+        {"serve", command_serve}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
