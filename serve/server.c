@@ -260,11 +260,23 @@ static bool receives_images(serve_route route) {
     return route == SERVE_ROUTE_EMBED || route == SERVE_ROUTE_PREDICT || route == SERVE_ROUTE_SEARCH;
 }
 
+/* Counts the headers named Host, and those with an empty name. */
+static enum MHD_Result count_odd_headers(void *user, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind, (void)value;
+    int *counts = user;
+    if (!key || !key[0]) counts[1]++;
+    else if (strcasecmp(key, "Host") == 0) counts[0]++;
+    return MHD_YES;
+}
+
 /* The checks made on the headers, before any of the body is read. */
 static enum MHD_Result begin_request(serve_server *server, serve_request *request, const char *url,
                                      const char *method) {
     struct MHD_Connection *connection = request->connection;
     if (atomic_load(&server->draining)) return refuse(request, 503, 5, "the server is shutting down");
+    int odd[2] = {0, 0}; /* libmicrohttpd takes these; RFC 9112 says 400 */
+    MHD_get_connection_values(connection, MHD_HEADER_KIND, count_odd_headers, odd);
+    if (odd[0] > 1 || odd[1]) return refuse(request, 400, 0, "malformed headers: two Host headers, or a nameless one");
     const route_entry *entry = find_route(url);
     if (!entry) {
         request->route = SERVE_ROUTE_UNKNOWN;
@@ -501,7 +513,7 @@ glimpse_status serve_start(const serve_config *config, serve_server **out) {
                      MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
     server->daemon = MHD_start_daemon(
         flags, (uint16_t)config->port, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, log_from_microhttpd,
-        server, MHD_OPTION_SOCK_ADDR, &address,
+        server, MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_STRICT_FOR_CLIENT, 1, /* Host required, no spaces in URLs */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config->timeout_seconds, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)config->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_END);
     if (!server->daemon) {
