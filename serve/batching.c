@@ -21,7 +21,7 @@ static void finish(serve_queue *queue, serve_job *job, glimpse_status status) {
     if (status) snprintf(job->error, sizeof job->error, "%s", glimpse_last_error());
     pthread_mutex_lock(&queue->lock);
     job->done = true;
-    pthread_cond_broadcast(&queue->done);
+    pthread_cond_signal(&job->finished); /* its waiter owns the job again once this lock is released */
     pthread_mutex_unlock(&queue->lock);
 }
 
@@ -108,7 +108,6 @@ glimpse_status queue_start(serve_queue *queue, const glimpse_model *model, int t
     memset(queue, 0, sizeof *queue);
     pthread_mutex_init(&queue->lock, NULL);
     pthread_cond_init(&queue->work, NULL);
-    pthread_cond_init(&queue->done, NULL);
     queue->embedding_dim = glimpse_model_embedding_dim(model);
     queue->max_batch = max_batch < 1 ? 1 : max_batch > SERVE_MAX_BATCH ? SERVE_MAX_BATCH : max_batch;
     queue->batch_wait_seconds = batch_wait_ms > 0 ? batch_wait_ms / 1e3 : 0;
@@ -133,6 +132,7 @@ bool queue_submit(serve_queue *queue, serve_job *job) {
     }
     job->done = false;
     job->next = NULL;
+    pthread_cond_init(&job->finished, NULL);
     pthread_mutex_lock(&queue->lock);
     if (queue->tail)
         queue->tail->next = job;
@@ -146,8 +146,9 @@ bool queue_submit(serve_queue *queue, serve_job *job) {
 
 void queue_wait(serve_queue *queue, serve_job *job) {
     pthread_mutex_lock(&queue->lock);
-    while (!job->done) pthread_cond_wait(&queue->done, &queue->lock);
+    while (!job->done) pthread_cond_wait(&job->finished, &queue->lock);
     pthread_mutex_unlock(&queue->lock);
+    pthread_cond_destroy(&job->finished);
 }
 
 void queue_stop(serve_queue *queue) {
@@ -164,5 +165,4 @@ void queue_stop(serve_queue *queue) {
     queue->ctx = NULL;
     pthread_mutex_destroy(&queue->lock);
     pthread_cond_destroy(&queue->work);
-    pthread_cond_destroy(&queue->done);
 }

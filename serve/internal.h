@@ -72,6 +72,7 @@ struct serve_job {
     glimpse_status status; /* set when done */
     char error[512];       /* glimpse_last_error() of the worker when status is not OK */
     bool done;
+    pthread_cond_t finished; /* signalled to the one request waiting for this job */
     serve_job *next;
 };
 
@@ -89,7 +90,7 @@ typedef struct serve_load {
  * batch of image embeddings at a time) on the worker's context. */
 typedef struct serve_queue {
     pthread_mutex_t lock;
-    pthread_cond_t work, done;
+    pthread_cond_t work;
     serve_job *head, *tail;
     bool stopping, started;
     pthread_t thread;
