@@ -560,13 +560,14 @@ static void answer_predict(serve_server *server, serve_request *request, serve_r
     glimpse_image *image = NULL;
     float *embedding = NULL;
     const cJSON *clip = cJSON_GetObjectItemCaseSensitive(json, "clip"), *task;
+    if (cJSON_IsObject(json))
+        cJSON_ArrayForEach(task, json) if (strcmp(task->string, "clip") != 0) {
+            reply_error(reply, 422, "this server does immich's clip task only, not '%s'", task->string);
+            goto done;
+        }
     if (!cJSON_IsObject(json) || !cJSON_IsObject(clip) || cJSON_GetArraySize(clip) != 1) {
         reply_error(reply, 422, "Invalid request format: entries must be {\"clip\": {\"visual\" or \"textual\": "
                                 "{\"modelName\": ...}}}");
-        goto done;
-    }
-    cJSON_ArrayForEach(task, json) if (strcmp(task->string, "clip") != 0) {
-        reply_error(reply, 422, "this server does immich's clip task only, not '%s'", task->string);
         goto done;
     }
     const cJSON *entry = clip->child, *model_name = cJSON_GetObjectItemCaseSensitive(entry, "modelName");
