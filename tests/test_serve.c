@@ -92,7 +92,7 @@ static bool start_server(server_process *process, const char *const *arguments) 
         execv(GLIMPSE_BINARY, (char *const *)argv);
         _exit(127);
     }
-    for (int attempt = 0; attempt < 300; attempt++) {
+    for (int attempt = 0; attempt < 3000; attempt++) { /* 60 s: a sanitizer build loads slowly */
         uint8_t *text;
         size_t size;
         if (file_read_all(process->log, 1 << 20, &text, &size) == GLIMPSE_STATUS_OK) {
@@ -1030,11 +1030,23 @@ static void test_sigterm_drains(void **state) {
                      picture_sizes[5]);
     send_all(fd, head, (size_t)n);
     send_all(fd, pictures[5], picture_sizes[5] / 2);
-    usleep(300000);
+    /* until the server counts it in flight (beside the /metrics request asking) */
+    double started = now_seconds();
+    for (bool counted = false; !counted && now_seconds() - started < 30;) {
+        response r = exchange("GET", "/metrics", NULL, NULL, 0);
+        counted = strstr(r.body, "glimpse_requests_in_flight 2") != NULL;
+        response_free(&r);
+        if (!counted) usleep(20000);
+    }
     kill(server.pid, SIGTERM);
-    usleep(300000);
-    int refused = connect_to(server.port);
-    assert_int_equal(refused, -1);
+    /* until new connections are refused (one that gets in first is answered 503 or closed) */
+    bool refused = false;
+    for (started = now_seconds(); !refused && now_seconds() - started < 30;) {
+        int probe = connect_to(server.port);
+        refused = probe < 0;
+        if (probe >= 0) close(probe), usleep(20000);
+    }
+    assert_true(refused);
     send_all(fd, pictures[5] + picture_sizes[5] / 2, picture_sizes[5] - picture_sizes[5] / 2);
     response r = read_response(fd);
     close(fd);
@@ -1042,7 +1054,7 @@ static void test_sigterm_drains(void **state) {
     assert_floats_equal(cJSON_GetObjectItem(json, "embedding"), expected, glimpse_model_embedding_dim(clip));
     cJSON_Delete(json), response_free(&r);
     int status = 0;
-    double started = now_seconds();
+    started = now_seconds();
     while (waitpid(server.pid, &status, WNOHANG) == 0 && now_seconds() - started < 10) usleep(20000);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);

@@ -67,7 +67,7 @@ static char *read_api_key(const char *path) {
     char *key = (char *)bytes;
     while (size && (key[size - 1] == '\n' || key[size - 1] == '\r' || key[size - 1] == ' ' || key[size - 1] == '\t'))
         key[--size] = '\0';
-    if (size < 16 || strlen(key) != size) {
+    if (size < 16 || strlen(key) != size || strpbrk(key, "\r\n")) {
         cli_error("--api-key-file %s: the key must be one line of at least 16 characters", path);
         exit(CLI_EXIT_FAILURE);
     }
