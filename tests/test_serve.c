@@ -51,8 +51,9 @@ typedef struct server_process {
 static char folder[64];
 static char index_path[128];
 static server_process server;
-static glimpse_model *clip, *captioner;
-static glimpse_context *clip_ctx, *caption_ctx;
+static glimpse_model *clip, *captioner, *matcher;
+static glimpse_context *clip_ctx, *caption_ctx, *match_ctx;
+static char *matcher_path; /* the blip-itm-tiny fixture, also served when the fixtures are here */
 static uint8_t *pictures[PICTURE_COUNT];
 static size_t picture_sizes[PICTURE_COUNT];
 
@@ -289,8 +290,10 @@ static int set_up(void **state) {
         snprintf(path, sizeof path, PICTURES "/%05d.png", i);
         if (file_read_all(path, 1 << 24, &pictures[i], &picture_sizes[i])) return -1;
     }
+    matcher_path = fixture_path("blip-itm-tiny");
     const char *arguments[] = {"-m", CLIP_MODEL, "-m", CAPTION_MODEL, "--db", index_path, "--threads", "2",
-                               "--timeout", "2", "--max-body", "4000000", "--queue", "64", NULL};
+                               "--timeout", "2", "--max-body", "4000000", "--queue", "64",
+                               matcher_path ? "-m" : NULL, matcher_path, NULL};
     if (!start_server(&server, arguments)) {
         fprintf(stderr, "glimpse serve did not start (log: %s)\n", server.log);
         return -1;
@@ -300,14 +303,18 @@ static int set_up(void **state) {
     if (glimpse_model_load(CLIP_MODEL, NULL, &clip) || glimpse_model_load(CAPTION_MODEL, NULL, &captioner) ||
         glimpse_context_create(clip, &params, &clip_ctx) || glimpse_context_create(captioner, &params, &caption_ctx))
         return -1;
+    if (matcher_path &&
+        (glimpse_model_load(matcher_path, NULL, &matcher) || glimpse_context_create(matcher, &params, &match_ctx)))
+        return -1;
     return 0;
 }
 
 static int tear_down(void **state) {
     (void)state;
     if (server.pid > 0) stop_server(&server);
-    glimpse_context_free(clip_ctx), glimpse_context_free(caption_ctx);
-    glimpse_model_free(clip), glimpse_model_free(captioner);
+    glimpse_context_free(clip_ctx), glimpse_context_free(caption_ctx), glimpse_context_free(match_ctx);
+    glimpse_model_free(clip), glimpse_model_free(captioner), glimpse_model_free(matcher);
+    free(matcher_path);
     for (int i = 0; i < PICTURE_COUNT; i++) free(pictures[i]);
     char command[256];
     snprintf(command, sizeof command, "rm -rf %s", folder);
@@ -451,6 +458,31 @@ static void test_rank_equals_library(void **state) {
     glimpse_image_free(images[0]), glimpse_image_free(images[1]);
 }
 
+/* BLIP retrieval (the blip-itm-tiny fixture): ITM probabilities and ITC cosines as glimpse_match's. */
+static void test_rank_blip_retrieval(void **state) {
+    (void)state;
+    if (!matcher) skip();
+    const char *texts[] = {"a green square", "a yellow triangle"};
+    glimpse_image *images[] = {decode(1), decode(2)};
+    form f = {0};
+    form_add(&f, "image", "1.png", pictures[1], picture_sizes[1]);
+    form_add(&f, "image", "2.png", pictures[2], picture_sizes[2]);
+    for (int t = 0; t < 2; t++) form_text(&f, "text", texts[t]);
+    form_end(&f);
+    for (int mode = 0; mode < 2; mode++) {
+        float expected[4];
+        assert_int_equal(glimpse_match(match_ctx, images, 2, texts, 2, mode ? GLIMPSE_MATCH_MODE_ITC : GLIMPSE_MATCH_MODE_ITM,
+                                       expected), 0);
+        response r = post_form(mode ? "/v1/rank?model=blip-itm-tiny&mode=itc" : "/v1/rank?model=blip-itm-tiny", &f);
+        cJSON *json = expect_json(&r, 200);
+        const cJSON *scores = cJSON_GetObjectItem(json, "scores");
+        for (int i = 0; i < 2; i++) assert_floats_equal(cJSON_GetArrayItem(scores, i), expected + i * 2, 2);
+        cJSON_Delete(json), response_free(&r);
+    }
+    free(f.bytes);
+    glimpse_image_free(images[0]), glimpse_image_free(images[1]);
+}
+
 /* One caption through the server (options in the query string) against the library's. */
 static void check_caption(size_t picture, const char *query, const glimpse_caption_params *params) {
     glimpse_image *image = decode(picture);
@@ -563,7 +595,7 @@ static void test_service_endpoints(void **state) {
     r = exchange("GET", "/v1/models", NULL, NULL, 0);
     json = expect_json(&r, 200);
     const cJSON *models = cJSON_GetObjectItem(json, "models");
-    assert_int_equal(cJSON_GetArraySize(models), 2);
+    assert_int_equal(cJSON_GetArraySize(models), matcher ? 3 : 2);
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 0), "name")->valuestring, "demo-clip");
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 0), "architecture")->valuestring, "CLIPModel");
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 0), "embedding_dim")->valueint,
@@ -1064,7 +1096,8 @@ static void test_sigterm_drains(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed_equals_library),   cmocka_unit_test(test_concurrent_embeddings_equal_alone),
-        cmocka_unit_test(test_rank_equals_library),    cmocka_unit_test(test_caption_equals_library),
+        cmocka_unit_test(test_rank_equals_library),    cmocka_unit_test(test_rank_blip_retrieval),
+        cmocka_unit_test(test_caption_equals_library),
         cmocka_unit_test(test_search_equals_library),  cmocka_unit_test(test_immich_predict),
         cmocka_unit_test(test_service_endpoints),      cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_faulty_clients),         cmocka_unit_test(test_malformed_requests),
