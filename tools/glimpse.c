@@ -35,8 +35,8 @@ int main(int argc, char **argv) {
     static const command commands[] = {
         {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
         {"caption", command_caption}, {"bench", command_bench},
-        {"index", command_index},     {"search", command_search},
-        {"serve", command_serve}};
+        {"serve", command_serve},
+        {"index", command_index},     {"search", command_search}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
