@@ -10,6 +10,7 @@ packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-
           libwebp-dev libtiff-dev libheif-dev  # WebP, TIFF, HEIC/AVIF decoding (libheif brings libde265, dav1d, aom)
           libnuma-dev             # -lnuma: libheif's static link line names it (x265; test_install)
           python3-pil libheif-examples webp libtiff-tools  # test_image_formats' references: Pillow 9.4, heif-convert, tiffcp
+          libmicrohttpd-dev       # glimpse serve's HTTP server
           clang libclang-rt-14-dev  # clang: the libFuzzer targets
           fonts-dejavu-core chromium)  # explain: the labels' font; the --html page's browser test
 missing=()

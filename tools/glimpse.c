@@ -21,6 +21,7 @@ static const char usage[] =
     "  search    search an index with texts, images or combinations\n"
     "  bench     time each stage of a model (developers)\n"
     "  explain   show which parts of a picture each word or match attended to\n"
+    "  serve     serve the models over HTTP (embed, rank, caption, search; immich's /predict)\n"
     "\n"
     "MODEL is a Hugging Face snapshot folder (config.json, model.safetensors, tokenizer\n"
     "files), or a hub id such as openai/clip-vit-base-patch32 already downloaded into\n"
@@ -35,6 +36,7 @@ int main(int argc, char **argv) {
     static const command commands[] = {
         {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
         {"caption", command_caption}, {"bench", command_bench},
+        {"serve", command_serve},
         {"index", command_index},     {"search", command_search},
         {"explain", command_explain}};
     if (argc < 2) {
