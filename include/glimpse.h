@@ -194,6 +194,11 @@ typedef struct glimpse_model_info {
      * too), and tensors stored at unaligned offsets. Int8 weights not counted. */
     size_t copied_bytes;
     float logit_bias; /* SigLIP's, added to every logit; 0 for CLIP */
+    glimpse_precision precision; /* as loaded (glimpse_load_params) */
+    /* true when the snapshot has no preprocessor_config.json and images are
+     * preprocessed with the family's defaults (a warning is logged): they may
+     * not be the checkpoint's, and a search index refuses such a model */
+    bool preprocessor_defaults;
 } glimpse_model_info;
 
 glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out);
@@ -417,6 +422,13 @@ size_t glimpse_index_count(const glimpse_index *index);
  * checksums (*checksummed false) gets them on its next writing open.
  * Damage is GLIMPSE_STATUS_BAD_FORMAT, "FILE is damaged: ...". */
 glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed);
+/* The precision of the embeddings the index holds (recorded when it was
+ * built; an index from before the record: float32 until its next update).
+ * A model loaded at another precision is refused by glimpse_index_open and
+ * glimpse_index_check_model (GLIMPSE_STATUS_WRONG_MODEL), as is a model
+ * without preprocessor_config.json (glimpse_model_info.preprocessor_defaults)
+ * when it would embed images. */
+glimpse_precision glimpse_index_precision(const glimpse_index *index);
 
 typedef struct glimpse_index_summary {
     size_t added, updated, moved, removed, unchanged, failed;
@@ -427,7 +439,9 @@ typedef struct glimpse_index_params {
     /* progress over the files that need embedding; return true to stop
      * (what was committed stays; GLIMPSE_STATUS_CANCELLED) */
     bool (*on_progress)(void *user, size_t done, size_t total);
-    /* an unreadable or broken file, skipped */
+    /* an unreadable or broken file, skipped; one stored before keeps its
+     * entry, marked failed: left out of search results, tried again by the
+     * next update (summary->failed counts both) */
     void (*on_failure)(void *user, const char *path, const char *reason);
     void *user;
     uint64_t max_pixels; /* 0 = the default image limit */

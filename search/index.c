@@ -48,6 +48,8 @@ struct glimpse_index {
     float logit_scale, logit_bias; /* a search's score: logit_scale × cosine + logit_bias (SigLIP's; CLIP 0) */
     bool read_only; /* opened for searching: writes nothing */
     bool checksummed; /* rows carry checksums (images.checksum), verified when loaded */
+    bool failed_column; /* images.failed exists (an index made before it has none) */
+    glimpse_precision precision; /* of the embeddings stored (meta's "precision"; float32 if not recorded) */
     /* search cache: every stored embedding, loaded on first search */
     bool loaded;
     size_t count;
@@ -250,7 +252,7 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
                        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
                        "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
                        " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
-                       " embedding BLOB NOT NULL, checksum INTEGER);"
+                       " embedding BLOB NOT NULL, checksum INTEGER, failed TEXT);"
                        "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);"
                        "CREATE TABLE IF NOT EXISTS writer(id INTEGER PRIMARY KEY CHECK (id = 1),"
                        " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);");
@@ -282,12 +284,13 @@ static glimpse_status check_model_record(glimpse_index *index, const char *ident
     return status;
 }
 
-/* Whether the index's rows have checksums (an index made before them has no such column). */
-static glimpse_status has_checksums(glimpse_index *index, bool *has) {
+/* Whether the table images has the column (an index made before checksums, or before failed entries, lacks it). */
+static glimpse_status has_column(glimpse_index *index, const char *column, bool *has) {
     sqlite3_stmt *statement;
-    int code = sqlite3_prepare_v2(index->db, "SELECT 1 FROM pragma_table_info('images') WHERE name = 'checksum'", -1,
+    int code = sqlite3_prepare_v2(index->db, "SELECT 1 FROM pragma_table_info('images') WHERE name = ?", -1,
                                   &statement, NULL);
     if (code != SQLITE_OK) return prepare_error(index, code, "reading the index's columns");
+    sqlite3_bind_text(statement, 1, column, -1, SQLITE_STATIC);
     code = sqlite3_step(statement);
     sqlite3_finalize(statement);
     *has = code == SQLITE_ROW;
@@ -336,18 +339,48 @@ static glimpse_status record_model(glimpse_index *index, const glimpse_model_inf
     return status;
 }
 
-/* Opened with a model: an index built with another is refused, a new one records this one. */
-static glimpse_status adopt_model(glimpse_index *index, const glimpse_model *model, const char *recorded) {
+static const char *precision_name(glimpse_precision precision) {
+    return precision == GLIMPSE_PRECISION_INT8 ? "int8" : "float32";
+}
+
+/* WRONG_MODEL unless the model (identity mine, info) gives the embeddings
+ * the index holds (recorded: its identity, NULL for a new index): the same
+ * weights, the same precision, and the checkpoint's own preprocessing when
+ * images are embedded (a snapshot without preprocessor_config.json falls
+ * back to defaults that may differ). */
+static glimpse_status refuse_other_model(const glimpse_index *index, const char *recorded, const char *mine,
+                                         const glimpse_model_info *info) {
+    if (recorded && strcmp(recorded, mine) != 0)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s was built with another model (%s, from %s); give that model, or a new --db", index->path,
+                         recorded, index->model_path ? index->model_path : "?");
+    if (info->image_size && info->preprocessor_defaults)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s has no preprocessor_config.json: its images would be preprocessed with defaults that "
+                         "may not be the checkpoint's, and an index must not mix them; add the snapshot's file",
+                         info->path);
+    if (recorded && info->precision != index->precision)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s holds %s embeddings and the model was loaded as %s; %s, or use a new --db", index->path,
+                         precision_name(index->precision), precision_name(info->precision),
+                         index->precision == GLIMPSE_PRECISION_INT8 ? "give --int8" : "leave out --int8");
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Opened with a model: an index built with another (or with the same at
+ * another precision) is refused, a new one records this one; an index
+ * older than the precision record takes the model's. */
+static glimpse_status adopt_model(glimpse_index *index, const glimpse_model *model, const char *recorded,
+                                  bool precision_recorded) {
     char mine[MODEL_IDENTITY_CAPACITY];
     glimpse_model_info info;
     glimpse_status status = model_identity(model, mine, sizeof mine);
     if (!status) status = glimpse_model_get_info(model, &info);
     if (status) return status;
-    if (recorded && strcmp(recorded, mine) != 0)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
-                         "%s was built with another model (%s, from %s); give that model, or a new --db", index->path,
-                         recorded, index->model_path ? index->model_path : "?");
+    if (!precision_recorded) index->precision = info.precision;
+    if ((status = refuse_other_model(index, recorded, mine, &info))) return status;
     if (!recorded && (status = record_model(index, &info, mine))) return status;
+    if (!precision_recorded && (status = meta_set(index, "precision", precision_name(info.precision)))) return status;
     index->identity = strdup(mine);
     if (!index->identity) return ERROR_OOM();
     index->dim = (size_t)info.embedding_dim;
@@ -388,20 +421,26 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     int64_t bytes = status ? -1 : database_bytes(index);
     if (!status && bytes < 0) status = damaged(index, sqlite3_errmsg(index->db));
     if (!status && bytes <= INDEX_QUICK_CHECK_MAX_BYTES) status = check_structure(index, "PRAGMA quick_check(1)");
-    char *identity = NULL, *dim = NULL, *scale = NULL, *bias = NULL;
+    char *identity = NULL, *dim = NULL, *scale = NULL, *bias = NULL, *precision = NULL;
     if (!status) status = meta_get(index, "model_identity", &identity);
     if (!status) status = meta_get(index, "dim", &dim);
     if (!status) status = meta_get(index, "logit_scale", &scale);
     if (!status) status = meta_get(index, "logit_bias", &bias);
     if (!status) status = meta_get(index, "model_path", &index->model_path);
-    if (!status) status = has_checksums(index, &index->checksummed);
+    if (!status) status = has_column(index, "checksum", &index->checksummed);
+    if (!status) status = has_column(index, "failed", &index->failed_column);
+    if (!status && model && !index->failed_column) status = exec(index, "ALTER TABLE images ADD COLUMN failed TEXT");
+    if (!status && model) index->failed_column = true;
+    if (!status) status = meta_get(index, "precision", &precision);
     if (!status && index->checksummed && identity) status = check_model_record(index, identity, dim, scale, bias);
     else if (!status && index->checksummed && !model) status = damaged(index, "its model record is missing");
     else if (!status && model && identity) status = add_checksums(index, identity, dim, scale, bias);
     if (!status && model) index->checksummed = true;
-    if (!status && model) status = adopt_model(index, model, identity);
+    if (!status) index->precision = precision && strcmp(precision, "int8") == 0 ? GLIMPSE_PRECISION_INT8
+                                                                                 : GLIMPSE_PRECISION_FLOAT32;
+    if (!status && model) status = adopt_model(index, model, identity, precision != NULL);
     else if (!status) status = read_recorded_model(index, identity, dim, scale, bias);
-    free(identity), free(dim), free(scale), free(bias);
+    free(identity), free(dim), free(scale), free(bias), free(precision);
     if (status)
         glimpse_index_free(index);
     else
@@ -428,13 +467,14 @@ void glimpse_index_free(glimpse_index *index) {
 glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimpse_model *model) {
     if (!index || !model) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_check_model: NULL argument");
     char mine[MODEL_IDENTITY_CAPACITY];
+    glimpse_model_info info;
     glimpse_status status = model_identity(model, mine, sizeof mine);
-    if (status) return status;
-    if (strcmp(index->identity, mine) != 0)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
-                         "%s was built with another model (%s, from %s); give that model, or a new --db", index->path,
-                         index->identity, index->model_path ? index->model_path : "?");
-    return GLIMPSE_STATUS_OK;
+    if (!status) status = glimpse_model_get_info(model, &info);
+    return status ? status : refuse_other_model(index, index->identity, mine, &info);
+}
+
+glimpse_precision glimpse_index_precision(const glimpse_index *index) {
+    return index ? index->precision : GLIMPSE_PRECISION_FLOAT32;
 }
 
 const char *glimpse_index_model_path(const glimpse_index *index) { return index ? index->model_path : NULL; }
@@ -458,7 +498,8 @@ size_t glimpse_index_count(const glimpse_index *index) {
 /* One image the index holds. */
 typedef struct stored_row {
     int64_t id, size, mtime_ns, hash;
-    bool seen; /* among the files walked, or claimed by one of them as moved */
+    bool seen;   /* among the files walked, or claimed by one of them as moved */
+    bool failed; /* its file failed to read or decode when last tried: tried again */
 } stored_row;
 
 /* What the index holds when an update starts. */
@@ -499,7 +540,7 @@ static glimpse_status read_stored(glimpse_index *index, stored_images *stored) {
     glimpse_status status = strmap_create(1024, &stored->by_path);
     sqlite3_stmt *statement = NULL;
     int code = status ? SQLITE_OK
-                      : sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash FROM images", -1,
+                      : sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash, failed IS NOT NULL FROM images", -1,
                                            &statement, NULL);
     if (code != SQLITE_OK) status = prepare_error(index, code, "reading the index");
     code = SQLITE_DONE;
@@ -515,7 +556,8 @@ static glimpse_status read_stored(glimpse_index *index, stored_images *stored) {
                                    .size = sqlite3_column_int64(statement, 2),
                                    .mtime_ns = sqlite3_column_int64(statement, 3),
                                    .hash = sqlite3_column_int64(statement, 4),
-                                   .seen = false};
+                                   .seen = false,
+                                   .failed = sqlite3_column_int(statement, 5) != 0};
         stored->paths[r] = strdup(path);
         if (!stored->paths[r]) status = ERROR_OOM();
         else status = strmap_put(stored->by_path, stored->paths[r], strlen(stored->paths[r]), (int32_t)r);
@@ -535,8 +577,9 @@ static glimpse_status map_stored_content(stored_images *stored) {
     return status;
 }
 
-/* Counts the walked files stored with their size and time unchanged; the
- * others go to work (*work_count of them). */
+/* Counts the walked files stored with their size and time unchanged, and
+ * still readable, that did not fail last time; the others go to work
+ * (*work_count of them). */
 static void find_changed(const file_list *files, stored_images *stored, pending *work, size_t *work_count,
                          glimpse_index_summary *summary) {
     for (size_t i = 0; i < files->count; i++) {
@@ -547,7 +590,8 @@ static void find_changed(const file_list *files, stored_images *stored, pending 
             continue;
         }
         stored->rows[r].seen = true;
-        if (stored->rows[r].size == f->size && stored->rows[r].mtime_ns == f->mtime_ns)
+        const stored_row *row = &stored->rows[r];
+        if (row->size == f->size && row->mtime_ns == f->mtime_ns && !row->failed && access(f->path, R_OK) == 0)
             summary->unchanged++;
         else
             work[(*work_count)++] = (pending){.file = i, .stored_id = stored->rows[r].id};
@@ -585,7 +629,7 @@ static glimpse_status transaction_end(glimpse_index *index, sqlite3_stmt *statem
     return status;
 }
 
-/* Runs the prepared "UPDATE images SET path, mtime_ns (and the checksum) WHERE id" for the file f. */
+/* Runs the prepared "UPDATE images SET path, mtime_ns (the checksum, failed cleared) WHERE id" for the file f. */
 static glimpse_status set_path_and_time(glimpse_index *index, sqlite3_stmt *update, const found_file *f, int64_t id,
                                         const char *what) {
     sqlite3_bind_text(update, 1, f->path, -1, SQLITE_STATIC);
@@ -655,7 +699,8 @@ static glimpse_status record_moves(glimpse_index *index, const walk_result *walk
     const file_list *files = &walk->files;
     sqlite3_stmt *update;
     glimpse_status status = transaction_begin(index, "UPDATE images SET path = ?1, mtime_ns = ?2,"
-                                              " checksum = glimpse_row_checksum(?1, embedding) WHERE id = ?3",
+                                              " checksum = glimpse_row_checksum(?1, embedding), failed = NULL"
+                                              " WHERE id = ?3",
                                               "preparing a move", &update);
     size_t kept = 0;
     for (size_t w = 0; !status && w < *work_count; w++) {
@@ -689,15 +734,43 @@ static glimpse_status forget_deleted(glimpse_index *index, const stored_images *
     return transaction_end(index, remove, status);
 }
 
+/* A stored file that no longer reads or decodes: its old embedding is
+ * stale, so its entry leaves the search results (images.failed holds the
+ * reason) until a later run reads the file again. */
+static glimpse_status mark_failed(glimpse_index *index, int64_t id, const char *reason) {
+    sqlite3_stmt *update;
+    if (sqlite3_prepare_v2(index->db, "UPDATE images SET failed = ? WHERE id = ?", -1, &update, NULL) != SQLITE_OK)
+        return db_error(index, "recording a failed file");
+    sqlite3_bind_text(update, 1, reason, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(update, 2, id);
+    glimpse_status status = sqlite3_step(update) == SQLITE_DONE ? GLIMPSE_STATUS_OK
+                                                                 : db_error(index, "recording a failed file");
+    sqlite3_finalize(update);
+    return status;
+}
+
+/* Reports a file of the batch that failed (and marks its stored entry failed, if it has one). */
+static glimpse_status batch_failure(glimpse_index *index, const pending *p, const char *path,
+                                    const glimpse_index_params *params, glimpse_index_summary *summary) {
+    summary->failed++;
+    char reason[1024];
+    snprintf(reason, sizeof reason, "%s%s", glimpse_last_error(),
+             p->stored_id ? "; its entry is left out of search results until the file reads again" : "");
+    glimpse_status status = p->stored_id ? mark_failed(index, p->stored_id, glimpse_last_error()) : GLIMPSE_STATUS_OK;
+    if (params && params->on_failure) params->on_failure(params->user, path, reason);
+    return status;
+}
+
 /* Reads, hashes and decodes batch[0..count); the files that fail are
- * counted and reported. Returns how many loaded: images[j] and hashes[j]
+ * counted and reported. *loaded of them loaded: images[j] and hashes[j]
  * are batch[which[j]]'s. */
-static size_t load_batch(const file_list *files, const pending *batch, size_t count,
-                         const glimpse_index_params *params, glimpse_image **images, int64_t *hashes, size_t *which,
-                         glimpse_index_summary *summary) {
+static glimpse_status load_batch(glimpse_index *index, const file_list *files, const pending *batch, size_t count,
+                                 const glimpse_index_params *params, glimpse_image **images, int64_t *hashes,
+                                 size_t *which, size_t *loaded_count, glimpse_index_summary *summary) {
     uint64_t max_pixels = params && params->max_pixels ? params->max_pixels : glimpse_image_default_params().max_pixels;
     size_t loaded = 0;
-    for (size_t i = 0; i < count; i++) {
+    glimpse_status marked = GLIMPSE_STATUS_OK;
+    for (size_t i = 0; i < count && !marked; i++) {
         const found_file *f = &files->items[batch[i].file];
         uint8_t *bytes;
         size_t size;
@@ -708,13 +781,15 @@ static size_t load_batch(const file_list *files, const pending *batch, size_t co
             free(bytes);
         }
         if (status) {
-            summary->failed++;
-            if (params && params->on_failure) params->on_failure(params->user, f->path, glimpse_last_error());
+            marked = batch_failure(index, &batch[i], f->path, params, summary);
             continue;
         }
         which[loaded++] = i;
     }
-    return loaded;
+    *loaded_count = loaded;
+    if (marked)
+        for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
+    return marked;
 }
 
 /* Stores the embeddings of the loaded files of a batch. One transaction:
@@ -728,7 +803,8 @@ static glimpse_status store_batch(glimpse_index *index, const file_list *files, 
                           "INSERT INTO images(path, size, mtime_ns, hash, embedding, checksum)"
                           " VALUES (?1, ?2, ?3, ?4, ?5, glimpse_row_checksum(?1, ?5))"
                           " ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
-                          " hash = excluded.hash, embedding = excluded.embedding, checksum = excluded.checksum",
+                          " hash = excluded.hash, embedding = excluded.embedding, checksum = excluded.checksum,"
+                          " failed = NULL",
                           "preparing an insert", &insert);
     for (size_t j = 0; j < loaded && !status; j++) {
         const pending *p = &batch[which[j]];
@@ -754,15 +830,15 @@ static glimpse_status embed_batch(glimpse_index *index, glimpse_context *ctx, co
                                   glimpse_index_summary *summary) {
     glimpse_image *images[INDEX_BATCH];
     int64_t hashes[INDEX_BATCH];
-    size_t which[INDEX_BATCH];
-    size_t loaded = load_batch(files, batch, count, params, images, hashes, which, summary);
-    if (!loaded) return GLIMPSE_STATUS_OK;
+    size_t which[INDEX_BATCH], loaded = 0;
+    glimpse_status status = load_batch(index, files, batch, count, params, images, hashes, which, &loaded, summary);
+    if (status || !loaded) return status;
     float *embeddings = malloc(loaded * index->dim * sizeof(float));
     if (!embeddings) {
         for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
         return ERROR_OOM();
     }
-    glimpse_status status = glimpse_embed_images(ctx, images, loaded, embeddings);
+    status = glimpse_embed_images(ctx, images, loaded, embeddings);
     for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
     if (!status) status = store_batch(index, files, batch, which, hashes, embeddings, loaded, summary);
     free(embeddings);
@@ -950,8 +1026,12 @@ static glimpse_status read_rows(glimpse_index *index) {
     if (!index->matrix || !index->paths || !index->scores) return ERROR_OOM();
     madvise(index->matrix, rounded, MADV_HUGEPAGE);
     sqlite3_stmt *statement;
-    const char *select = index->checksummed ? "SELECT path, embedding, checksum FROM images"
-                                            : "SELECT path, embedding FROM images";
+    /* failed entries (stale embeddings of files that no longer read) are left out */
+    const char *select = index->checksummed && index->failed_column
+                             ? "SELECT path, embedding, checksum FROM images WHERE failed IS NULL"
+                         : index->checksummed ? "SELECT path, embedding, checksum FROM images"
+                         : index->failed_column ? "SELECT path, embedding FROM images WHERE failed IS NULL"
+                                                : "SELECT path, embedding FROM images";
     int code = sqlite3_prepare_v2(index->db, select, -1, &statement, NULL);
     if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
     while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) status = load_row(index, statement, capacity);

@@ -670,6 +670,139 @@ static void test_command_line(void **state) {
     run_or_fail(command);
 }
 
+/* The path of the search's best result for the stored picture's own embedding (NULL if none). */
+static char *best_match(glimpse_index *index, glimpse_context *ctx, const char *picture) {
+    glimpse_image *image;
+    float query[32];
+    assert_int_equal(glimpse_image_load_file(picture, NULL, &image), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_images(ctx, &image, 1, query), GLIMPSE_STATUS_OK);
+    glimpse_image_free(image);
+    glimpse_search_result result;
+    size_t found = 0;
+    assert_int_equal(glimpse_index_search(index, query, 1, &result, &found), GLIMPSE_STATUS_OK);
+    return found ? strdup(result.path) : NULL;
+}
+
+/* A stored file that no longer decodes (or reads) is reported, left out of
+ * search results while its entry is kept, and tried again by the next run:
+ * back as it was, it is found again without being embedded again. */
+static void test_stale_entries(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4 * PATH_CAPACITY], picture[PATH_CAPACITY + 16];
+    make_library("stale", "stale.db", 31, 4, library, db);
+    snprintf(picture, sizeof picture, "%s/00002.png", library);
+    indexer x = open_indexer(db);
+    failures f = {0};
+    glimpse_index_summary s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 4, 0, 0, 0, 0, 0);
+    char *real = realpath(picture, NULL), *best = best_match(x.index, x.ctx, picture);
+    assert_string_equal(best, real);
+    free(best);
+    /* the file is damaged: reported, kept, no longer returned */
+    snprintf(command, sizeof command, "cp %s %s.good && head -c 200 %s.good > %s", picture, picture, picture, picture);
+    run_or_fail(command);
+    s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 0, 0, 0, 0, 3, 1);
+    assert_non_null(strstr(f.all, "00002.png | "));
+    assert_non_null(strstr(f.all, "left out of search results"));
+    assert_int_equal(glimpse_index_count(x.index), 4);
+    assert_int_equal(rows_in(db), 4);
+    snprintf(command, sizeof command, "%s.good", picture);
+    best = best_match(x.index, x.ctx, command);
+    assert_non_null(best);
+    assert_string_not_equal(best, real);
+    free(best);
+    /* still failing: tried again, still out */
+    s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 0, 0, 0, 0, 3, 1);
+    /* repaired with the same bytes: back, not embedded again */
+    snprintf(command, sizeof command, "mv %s.good %s", picture, picture);
+    run_or_fail(command);
+    s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 0, 0, 0, 0, 4, 0);
+    best = best_match(x.index, x.ctx, picture);
+    assert_string_equal(best, real);
+    free(best);
+    if (geteuid() != 0) { /* unreadable, size and time unchanged (root reads every file) */
+        snprintf(command, sizeof command, "chmod 000 %s", picture);
+        run_or_fail(command);
+        s = update(x.index, x.ctx, library, &f);
+        EXPECT(s, 0, 0, 0, 0, 3, 1);
+        snprintf(command, sizeof command, "chmod 644 %s", picture);
+        run_or_fail(command);
+    }
+    free(real);
+    close_indexer(&x);
+}
+
+static void note_log(void *user, glimpse_log_level level, const char *message) {
+    failures *f = user;
+    if (level < GLIMPSE_LOG_LEVEL_WARNING) return;
+    f->count++;
+    size_t used = strlen(f->all);
+    snprintf(f->all + used, sizeof f->all - used, "%s\n", message);
+}
+
+/* Silent changes of meaning are refused: a snapshot without
+ * preprocessor_config.json (loudly preprocessed with defaults) cannot
+ * index, and an index keeps the precision it was built at. */
+static void test_meaning_is_kept(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], bare[PATH_CAPACITY], command[4 * PATH_CAPACITY];
+    make_library("meaning", "meaning.db", 32, 3, library, db);
+    snprintf(bare, sizeof bare, "%s/model-bare", workspace);
+    snprintf(command, sizeof command, "cp -r %s %s && rm %s/preprocessor_config.json", model_a, bare, bare);
+    run_or_fail(command);
+    failures logged = {0};
+    glimpse_set_log_callback(note_log, &logged);
+    glimpse_model *model;
+    assert_int_equal(glimpse_model_load(bare, NULL, &model), GLIMPSE_STATUS_OK);
+    glimpse_set_log_callback(NULL, NULL);
+    assert_int_equal(logged.count, 1);
+    assert_non_null(strstr(logged.all, "no preprocessor_config.json"));
+    glimpse_model_info info;
+    assert_int_equal(glimpse_model_get_info(model, &info), GLIMPSE_STATUS_OK);
+    assert_true(info.preprocessor_defaults);
+    glimpse_index *index;
+    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_WRONG_MODEL);
+    assert_non_null(strstr(glimpse_last_error(), "preprocessor_config.json"));
+    glimpse_model_free(model);
+    /* float32 index: an int8 model is refused, and the reverse */
+    indexer x = open_indexer(db);
+    failures f = {0};
+    update(x.index, x.ctx, library, &f);
+    assert_int_equal(glimpse_index_precision(x.index), GLIMPSE_PRECISION_FLOAT32);
+    close_indexer(&x);
+    glimpse_load_params params = glimpse_load_default_params();
+    params.precision = GLIMPSE_PRECISION_INT8;
+    assert_int_equal(glimpse_model_load(model_a, &params, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_WRONG_MODEL);
+    assert_non_null(strstr(glimpse_last_error(), "holds float32 embeddings"));
+    assert_int_equal(glimpse_index_open(db, NULL, &index), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_check_model(index, model), GLIMPSE_STATUS_WRONG_MODEL);
+    glimpse_index_free(index);
+    char int8_db[PATH_CAPACITY + 8];
+    snprintf(int8_db, sizeof int8_db, "%s-int8", db);
+    assert_int_equal(glimpse_index_open(int8_db, model, &index), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_precision(index), GLIMPSE_PRECISION_INT8);
+    glimpse_index_free(index);
+    glimpse_model_free(model);
+    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_open(int8_db, model, &index), GLIMPSE_STATUS_WRONG_MODEL);
+    assert_non_null(strstr(glimpse_last_error(), "holds int8 embeddings"));
+    glimpse_model_free(model);
+    /* the command line: index refuses the bare snapshot; search takes the index's precision by itself */
+    snprintf(command, sizeof command, "%s index -m %s --db %s %s 2>&1 | grep -q 'no preprocessor_config.json'",
+             GLIMPSE_BINARY, bare, db, library);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index -m %s --int8 --db %s --quiet %s > /dev/null && %s search --db %s -k 1 "
+             "'a red circle' > /dev/null", GLIMPSE_BINARY, model_a, int8_db, library, GLIMPSE_BINARY, int8_db);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index -m %s --db %s --quiet %s 2>&1 | grep -q 'holds int8 embeddings'",
+             GLIMPSE_BINARY, model_a, int8_db, library);
+    run_or_fail(command);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
@@ -681,6 +814,8 @@ int main(void) {
         cmocka_unit_test(test_one_writer_at_a_time),
         cmocka_unit_test(test_read_only_index),
         cmocka_unit_test(test_command_line),
+        cmocka_unit_test(test_stale_entries),
+        cmocka_unit_test(test_meaning_is_kept),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);
 }

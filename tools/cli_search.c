@@ -31,7 +31,10 @@ static const char index_help[] =
     "committed, and the next run carries on. Broken files are reported and skipped.\n"
     "Only the paths given are judged: files gone from other folders stay in the\n"
     "index. A path that is missing or unreadable is reported and its entries kept;\n"
-    "the others are indexed and the exit status is 1.\n"
+    "the others are indexed and the exit status is 1. A stored file that no longer\n"
+    "reads or decodes is reported, left out of search results and tried again by\n"
+    "the next run. The index records the model's precision (--int8 or not) and\n"
+    "refuses the other; a model folder without preprocessor_config.json is refused.\n"
     "      --db FILE        the index database (created if missing)\n"
     "      --check          check FILE whole (SQLite's integrity check and every\n"
     "                       row's checksum) and report; exit status 1 if damaged\n"
@@ -180,6 +183,8 @@ int command_search(int argc, char **argv) {
     bool images = false;
     for (int i = optind; i < argc; i++) images |= glimpse_query_needs_images(argv[i]);
     if (!options.model) options.model = glimpse_index_model_path(index);
+    /* the index's precision unless --int8 was asked (another is refused below) */
+    if (options.precision == GLIMPSE_PRECISION_FLOAT32) options.precision = glimpse_index_precision(index);
     /* a text query needs only the text tower */
     glimpse_model *model = cli_load_model(&options, "search", images, true);
     if (glimpse_index_check_model(index, model) != GLIMPSE_STATUS_OK) { /* refuses another model */
