@@ -451,6 +451,13 @@ typedef struct glimpse_index_params {
      * paths are indexed and the call still returns GLIMPSE_STATUS_OK; one
      * call per such path (path and reason valid during the call) */
     void (*on_root_failure)(void *user, const char *path, glimpse_status status, const char *reason);
+    /* glob patterns (fnmatch) of files and folders to leave out: one without
+     * a slash matches a file or folder name ("*.gif", ".thumbnails"), one
+     * with a slash the whole absolute path (a star in it crosses slashes);
+     * stored entries they take under the paths given are forgotten. May be
+     * NULL (count 0). */
+    const char *const *exclude;
+    size_t exclude_count;
 } glimpse_index_params;
 
 /* Brings the index up to date with the given files and folders (walked
@@ -467,6 +474,36 @@ typedef struct glimpse_index_params {
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
                                     size_t count, const glimpse_index_params *params,
                                     glimpse_index_summary *summary);
+
+/* What an index holds, for `glimpse index --stats`. */
+typedef struct glimpse_index_stats {
+    size_t images; /* entries stored */
+    size_t failed; /* of them, files that failed to read or decode when last tried: left out of search results */
+    size_t dim;    /* embedding size */
+    glimpse_precision precision;
+    const char *model_path, *model_identity; /* owned by the index */
+    uint64_t file_bytes;                     /* the database's size */
+} glimpse_index_stats;
+glimpse_status glimpse_index_get_stats(glimpse_index *index, glimpse_index_stats *out);
+
+/* A file or folder given to an update (every one ever given, until removed
+ * or pruned): the entries stored under it, and whether it exists now. */
+typedef void (*glimpse_index_root_callback)(void *user, const char *path, size_t images, bool present);
+/* Calls on_root for each such path, sorted. */
+glimpse_status glimpse_index_list_roots(glimpse_index *index, glimpse_index_root_callback on_root, void *user);
+/* An entry: its path, and why its file failed when last tried (NULL if it did not). Valid during the call. */
+typedef void (*glimpse_index_entry_callback)(void *user, const char *path, const char *failure);
+/* Calls on_entry for every entry, sorted by path. */
+glimpse_status glimpse_index_list(glimpse_index *index, glimpse_index_entry_callback on_entry, void *user);
+/* Forgets the entry of the file at path, or every entry under the folder
+ * at path (which need not exist any more; relative to the working folder
+ * unless absolute); *removed counts them. Needs a handle opened with the
+ * model, and the writer's turn (GLIMPSE_STATUS_BUSY as for an update). */
+glimpse_status glimpse_index_remove(glimpse_index *index, const char *path, size_t *removed);
+/* Forgets every entry whose file no longer exists, wherever it was (a
+ * drive unplugged too: only on request), and the paths given to updates
+ * that are gone. Needs a handle opened with the model. */
+glimpse_status glimpse_index_prune(glimpse_index *index, size_t *removed);
 
 typedef struct glimpse_search_result {
     const char *path; /* owned by the index; valid until the next update or close */

@@ -80,6 +80,14 @@ static void sql_row_checksum(sqlite3_context *call, int argc, sqlite3_value **ar
                                             embedding ? embedding : &none, embedding ? embedding_bytes : 0));
 }
 
+/* SQL glimpse_file_exists(path): whether a file or folder is at path (pruning). */
+static void sql_file_exists(sqlite3_context *call, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const char *path = (const char *)sqlite3_value_text(argv[0]);
+    struct stat info;
+    sqlite3_result_int(call, path && stat(path, &info) == 0);
+}
+
 /* Whether SQLite's result code says the file is damaged (or no database at all). */
 static bool damage_code(int code) {
     int primary = code & 0xff;
@@ -246,7 +254,9 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
         return db_error(index, "cannot open");
     sqlite3_busy_timeout(index->db, INDEX_BUSY_TIMEOUT_MS);
     if (sqlite3_create_function(index->db, "glimpse_row_checksum", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
-                                sql_row_checksum, NULL, NULL) != SQLITE_OK)
+                                sql_row_checksum, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_function(index->db, "glimpse_file_exists", 1, SQLITE_UTF8, NULL, sql_file_exists, NULL,
+                                NULL) != SQLITE_OK)
         return db_error(index, "cannot open");
     return exec(index, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=4294967296;"
                        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -255,7 +265,9 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
                        " embedding BLOB NOT NULL, checksum INTEGER, failed TEXT);"
                        "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);"
                        "CREATE TABLE IF NOT EXISTS writer(id INTEGER PRIMARY KEY CHECK (id = 1),"
-                       " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);");
+                       " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);"
+                       "CREATE TABLE IF NOT EXISTS roots(path TEXT PRIMARY KEY, folder INTEGER NOT NULL,"
+                       " updated INTEGER NOT NULL);");
 }
 
 /* The checksum of the model record (identity, folder, embedding size, logit
@@ -716,16 +728,19 @@ static glimpse_status record_moves(glimpse_index *index, const walk_result *walk
     return transaction_end(index, update, status);
 }
 
-/* Forgets the stored files under the roots walked that no longer exist;
- * entries under other roots, or under folders that could not be read, are
- * not judged by this run and stay. One transaction. */
+/* Forgets the stored files under the roots walked that no longer exist, or
+ * that an exclude pattern now takes; entries under other roots, or under
+ * folders that could not be read, are not judged by this run and stay. One
+ * transaction. */
 static glimpse_status forget_deleted(glimpse_index *index, const stored_images *stored, const walk_result *walk,
                                      glimpse_index_summary *summary) {
     sqlite3_stmt *remove;
     glimpse_status status =
         transaction_begin(index, "DELETE FROM images WHERE id = ?", "preparing a removal", &remove);
     for (size_t r = 0; !status && r < stored->count; r++) {
-        if (stored->rows[r].seen || !walk_judges(walk, stored->paths[r]) || file_exists(stored->paths[r])) continue;
+        const char *path = stored->paths[r];
+        if (stored->rows[r].seen || !walk_judges(walk, path) || (file_exists(path) && !walk_excludes(walk, path)))
+            continue;
         sqlite3_bind_int64(remove, 1, stored->rows[r].id);
         if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "removing a deleted file");
         sqlite3_reset(remove);
@@ -850,6 +865,9 @@ static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, con
                                  const pending *work, size_t work_count, const glimpse_index_params *params,
                                  glimpse_index_summary *summary) {
     glimpse_status status = GLIMPSE_STATUS_OK;
+    /* the start, so that a progress display times the first batch from here */
+    if (work_count && params && params->on_progress && params->on_progress(params->user, 0, work_count))
+        status = error_set(GLIMPSE_STATUS_CANCELLED, "indexing was stopped");
     for (size_t first = 0; !status && first < work_count; first += INDEX_BATCH) {
         size_t n = work_count - first < INDEX_BATCH ? work_count - first : INDEX_BATCH;
         status = embed_batch(index, ctx, files, work + first, n, params, summary);
@@ -905,6 +923,21 @@ static glimpse_status writer_lock(glimpse_index *index) {
     return transaction_end(index, statement, status);
 }
 
+/* Records the roots an update judged (for glimpse_index_list_roots). */
+static glimpse_status record_roots(glimpse_index *index, const root_list *judged) {
+    sqlite3_stmt *insert;
+    glimpse_status status = transaction_begin(index, "INSERT OR REPLACE INTO roots(path, folder, updated) VALUES (?, ?, ?)",
+                                              "recording the paths indexed", &insert);
+    for (size_t i = 0; !status && i < judged->count; i++) {
+        sqlite3_bind_text(insert, 1, judged->items[i].path, -1, SQLITE_STATIC);
+        sqlite3_bind_int(insert, 2, judged->items[i].folder);
+        sqlite3_bind_int64(insert, 3, (int64_t)time(NULL));
+        if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "recording the paths indexed");
+        sqlite3_reset(insert);
+    }
+    return transaction_end(index, insert, status);
+}
+
 /* Leaves the index to other writers. */
 static void writer_unlock(glimpse_index *index) {
     sqlite3_stmt *statement;
@@ -933,7 +966,8 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     drop_cache(index);
     if ((status = writer_lock(index))) return status;
     walk_result walk;
-    if ((status = walk_paths(paths, count, &walk))) {
+    if ((status = walk_paths(paths, count, params ? params->exclude : NULL, params ? params->exclude_count : 0,
+                             &walk))) {
         writer_unlock(index);
         return status;
     }
@@ -948,6 +982,7 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     size_t work_count = 0;
     pending *work = calloc(files->count + 1, sizeof *work);
     if (!work && !status) status = ERROR_OOM();
+    if (!status) status = record_roots(index, &walk.judged);
     if (!status) status = read_stored(index, &stored);
     if (!status) find_changed(files, &stored, work, &work_count, summary);
     if (!status) status = map_stored_content(&stored);
@@ -960,6 +995,166 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     stored_images_free(&stored);
     free(work);
     walk_result_free(&walk);
+    return status;
+}
+
+/* ------------------------------------------------------------ management */
+
+/* SQL: whether the row's path (column path) is ?1 or lies below the folder ?2 (?1 with a slash), byte for byte. */
+#define PATH_IS_OR_UNDER "(path = ?1 OR substr(CAST(path AS BLOB), 1, length(CAST(?2 AS BLOB))) = CAST(?2 AS BLOB))"
+
+/* Runs a statement of the form "... WHERE PATH_IS_OR_UNDER" for path (and
+ * path/), stepping it once; SQLite's result code in *code. */
+static glimpse_status step_under(glimpse_index *index, sqlite3_stmt *statement, const char *path, int *code) {
+    size_t length = strlen(path);
+    char *folder = malloc(length + 2);
+    if (!folder) return ERROR_OOM();
+    memcpy(folder, path, length);
+    strcpy(folder + length, length && path[length - 1] == '/' ? "" : "/");
+    sqlite3_bind_text(statement, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(statement, 2, folder, -1, SQLITE_TRANSIENT);
+    free(folder);
+    *code = sqlite3_step(statement);
+    return *code == SQLITE_ROW || *code == SQLITE_DONE ? GLIMPSE_STATUS_OK : step_error(index, *code, "reading the index");
+}
+
+/* The number of rows "SELECT COUNT(*) FROM images WHERE condition" gives (0 when the column is missing). */
+static size_t count_where(glimpse_index *index, const char *condition) {
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM images WHERE %s", condition);
+    sqlite3_stmt *statement;
+    size_t count = 0;
+    if (sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL) == SQLITE_OK) {
+        if (sqlite3_step(statement) == SQLITE_ROW) count = (size_t)sqlite3_column_int64(statement, 0);
+        sqlite3_finalize(statement);
+    }
+    return count;
+}
+
+glimpse_status glimpse_index_get_stats(glimpse_index *index, glimpse_index_stats *out) {
+    if (!index || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_get_stats: NULL argument");
+    memset(out, 0, sizeof *out);
+    int64_t bytes = database_bytes(index);
+    if (bytes < 0) return db_error(index, "reading its size");
+    out->images = glimpse_index_count(index);
+    out->failed = index->failed_column ? count_where(index, "failed IS NOT NULL") : 0;
+    out->dim = index->dim;
+    out->precision = index->precision;
+    out->model_path = index->model_path;
+    out->model_identity = index->identity;
+    out->file_bytes = (uint64_t)bytes;
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status glimpse_index_list_roots(glimpse_index *index, glimpse_index_root_callback on_root, void *user) {
+    if (!index || !on_root) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_list_roots: NULL argument");
+    sqlite3_stmt *roots, *count;
+    int code = sqlite3_prepare_v2(index->db, "SELECT path FROM roots ORDER BY path", -1, &roots, NULL);
+    if (code == SQLITE_ERROR && strcmp(sqlite3_errmsg(index->db), "no such table: roots") == 0)
+        return GLIMPSE_STATUS_OK; /* an index from before roots were recorded */
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the paths indexed");
+    code = sqlite3_prepare_v2(index->db, "SELECT COUNT(*) FROM images WHERE " PATH_IS_OR_UNDER, -1, &count, NULL);
+    glimpse_status status = code == SQLITE_OK ? GLIMPSE_STATUS_OK : prepare_error(index, code, "counting images");
+    while (!status && (code = sqlite3_step(roots)) == SQLITE_ROW) {
+        const char *path = (const char *)sqlite3_column_text(roots, 0);
+        if (!path) continue;
+        int counted;
+        status = step_under(index, count, path, &counted);
+        if (!status) on_root(user, path, (size_t)sqlite3_column_int64(count, 0), file_exists(path));
+        sqlite3_reset(count);
+    }
+    if (!status && code != SQLITE_DONE) status = step_error(index, code, "reading the paths indexed");
+    sqlite3_finalize(count);
+    sqlite3_finalize(roots);
+    return status;
+}
+
+glimpse_status glimpse_index_list(glimpse_index *index, glimpse_index_entry_callback on_entry, void *user) {
+    if (!index || !on_entry) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_list: NULL argument");
+    sqlite3_stmt *statement;
+    const char *sql = index->failed_column ? "SELECT path, failed FROM images ORDER BY path"
+                                           : "SELECT path, NULL FROM images ORDER BY path";
+    int code = sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL);
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
+    while ((code = sqlite3_step(statement)) == SQLITE_ROW)
+        if (sqlite3_column_text(statement, 0))
+            on_entry(user, (const char *)sqlite3_column_text(statement, 0),
+                     (const char *)sqlite3_column_text(statement, 1));
+    glimpse_status status = code == SQLITE_DONE ? GLIMPSE_STATUS_OK : step_error(index, code, "reading the index");
+    sqlite3_finalize(statement);
+    return status;
+}
+
+/* A writing operation on a handle that may be read-only: refused, else the writer's lock taken. */
+static glimpse_status begin_change(glimpse_index *index, const char *what) {
+    if (index->read_only)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s: %s needs the index opened with its model", index->path,
+                         what);
+    drop_cache(index);
+    return writer_lock(index);
+}
+
+/* Deletes the rows of table whose path is path or lies below it; *removed counts them. */
+static glimpse_status delete_under(glimpse_index *index, const char *table, const char *path, size_t *removed) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "DELETE FROM %s WHERE " PATH_IS_OR_UNDER, table);
+    sqlite3_stmt *remove;
+    int code;
+    glimpse_status status = transaction_begin(index, sql, "removing entries", &remove);
+    if (!status) status = step_under(index, remove, path, &code);
+    if (!status && removed) *removed = (size_t)sqlite3_changes(index->db);
+    return transaction_end(index, remove, status);
+}
+
+glimpse_status glimpse_index_remove(glimpse_index *index, const char *path, size_t *removed) {
+    if (!index || !path || !removed) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_remove: NULL argument");
+    *removed = 0;
+    /* the form stored: absolute, links resolved when the path still exists */
+    char *absolute = realpath(path, NULL);
+    if (!absolute && path[0] != '/') {
+        char *here = getcwd(NULL, 0);
+        absolute = here ? file_join(here, path) : NULL;
+        free(here);
+    } else if (!absolute) {
+        absolute = strdup(path);
+    }
+    if (!absolute) return ERROR_OOM();
+    size_t length = strlen(absolute);
+    while (length > 1 && absolute[length - 1] == '/') absolute[--length] = '\0';
+    glimpse_status status = begin_change(index, "removing entries");
+    if (status) {
+        free(absolute);
+        return status;
+    }
+    status = delete_under(index, "images", absolute, removed);
+    if (!status) status = delete_under(index, "roots", absolute, NULL);
+    writer_unlock(index);
+    free(absolute);
+    return status;
+}
+
+glimpse_status glimpse_index_prune(glimpse_index *index, size_t *removed) {
+    if (!index || !removed) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_prune: NULL argument");
+    *removed = 0;
+    glimpse_status status = begin_change(index, "pruning");
+    if (status) return status;
+    stored_images stored = {0};
+    status = read_stored(index, &stored);
+    sqlite3_stmt *remove = NULL;
+    if (!status) status = transaction_begin(index, "DELETE FROM images WHERE id = ?", "pruning", &remove);
+    for (size_t r = 0; !status && r < stored.count; r++) {
+        if (file_exists(stored.paths[r])) continue;
+        sqlite3_bind_int64(remove, 1, stored.rows[r].id);
+        if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "pruning");
+        sqlite3_reset(remove);
+        (*removed)++;
+    }
+    if (remove) status = transaction_end(index, remove, status);
+    if (status) *removed = 0; /* rolled back */
+    /* the roots that are gone go too */
+    if (!status) status = exec(index, "DELETE FROM roots WHERE NOT glimpse_file_exists(path)");
+    writer_unlock(index);
+    stored_images_free(&stored);
     return status;
 }
 

@@ -803,6 +803,172 @@ static void test_meaning_is_kept(void **state) {
     run_or_fail(command);
 }
 
+static void count_root(void *user, const char *path, size_t images, bool present) {
+    failures *f = user;
+    f->count++;
+    size_t used = strlen(f->all);
+    snprintf(f->all + used, sizeof f->all - used, "%s | %zu | %d\n", strrchr(path, '/') + 1, images, (int)present);
+}
+
+typedef struct progress_record {
+    failures failed; /* first: note_failure takes the same user */
+    size_t calls, first_done, first_total;
+} progress_record;
+
+static bool record_progress(void *user, size_t done, size_t total) {
+    progress_record *p = user;
+    if (!p->calls++) p->first_done = done, p->first_total = total;
+    return false;
+}
+
+/* Management: other extensions and cases, --exclude, stats and roots, remove, prune. */
+static void test_library_management(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], other[PATH_CAPACITY], command[8 * PATH_CAPACITY];
+    make_library("manage", "manage.db", 33, 4, library, db);
+    make_library("manage-other", "manage.db", 34, 2, other, db);
+    /* the decoders go by the bytes: a PNG saved as .JFIF, .JPG or .gif is a picture all the same */
+    snprintf(command, sizeof command,
+             "cd %s && cp 00000.png browser.JFIF && cp 00001.png camera.JPG && cp 00002.png anim.gif && "
+             "mkdir .thumbnails && cp 00003.png .thumbnails/small.png",
+             library);
+    run_or_fail(command);
+    indexer x = open_indexer(db);
+    progress_record progress = {0};
+    const char *exclude[2] = {"*.gif", ".thumbnails"};
+    const char *both[2] = {library, other};
+    glimpse_index_params params = {.on_progress = record_progress, .on_failure = note_failure, .user = &progress,
+                                   .exclude = exclude, .exclude_count = 2};
+    glimpse_index_summary s;
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 2, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 8, 0, 0, 0, 0, 0);
+    /* progress starts at 0 of the total, so that a display times the first batch from the start */
+    assert_true(progress.calls >= 2);
+    assert_int_equal(progress.first_done, 0);
+    assert_int_equal(progress.first_total, 8);
+    /* without the patterns the two come in; with them again they go */
+    params.on_progress = NULL;
+    params.exclude_count = 0;
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 1, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 2, 0, 0, 0, 6, 0);
+    params.exclude_count = 2;
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 1, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 0, 0, 0, 2, 6, 0);
+    glimpse_index_stats stats;
+    assert_int_equal(glimpse_index_get_stats(x.index, &stats), GLIMPSE_STATUS_OK);
+    assert_int_equal(stats.images, 8);
+    assert_int_equal(stats.failed, 0);
+    assert_int_equal(stats.dim, 32);
+    assert_int_equal(stats.precision, GLIMPSE_PRECISION_FLOAT32);
+    assert_true(stats.file_bytes > 0);
+    failures roots = {0};
+    assert_int_equal(glimpse_index_list_roots(x.index, count_root, &roots), GLIMPSE_STATUS_OK);
+    assert_int_equal(roots.count, 2);
+    assert_non_null(strstr(roots.all, "manage | 6 | 1\n"));
+    assert_non_null(strstr(roots.all, "manage-other | 2 | 1\n"));
+    /* remove a file, then a folder (a prefix of another folder's name takes nothing from it) */
+    size_t removed;
+    snprintf(command, sizeof command, "%s/browser.JFIF", library);
+    assert_int_equal(glimpse_index_remove(x.index, command, &removed), GLIMPSE_STATUS_OK);
+    assert_int_equal(removed, 1);
+    assert_int_equal(glimpse_index_remove(x.index, library, &removed), GLIMPSE_STATUS_OK);
+    assert_int_equal(removed, 5);
+    assert_int_equal(glimpse_index_count(x.index), 2);
+    /* the library indexed again (all 6 back); the other unplugged: kept by updates, forgotten by prune only */
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 1, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 6, 0, 0, 0, 0, 0);
+    snprintf(command, sizeof command, "mv %s %s-away", other, other);
+    run_or_fail(command);
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 1, &params, &s), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_count(x.index), 8);
+    memset(&roots, 0, sizeof roots);
+    assert_int_equal(glimpse_index_list_roots(x.index, count_root, &roots), GLIMPSE_STATUS_OK);
+    assert_non_null(strstr(roots.all, "manage-other | 2 | 0\n"));
+    assert_int_equal(glimpse_index_prune(x.index, &removed), GLIMPSE_STATUS_OK);
+    assert_int_equal(removed, 2);
+    assert_int_equal(glimpse_index_count(x.index), 6);
+    memset(&roots, 0, sizeof roots);
+    assert_int_equal(glimpse_index_list_roots(x.index, count_root, &roots), GLIMPSE_STATUS_OK);
+    assert_int_equal(roots.count, 1);
+    close_indexer(&x);
+    /* a read-only handle refuses changes */
+    glimpse_index *reader;
+    assert_int_equal(glimpse_index_open(db, NULL, &reader), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_prune(reader, &removed), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    glimpse_index_free(reader);
+}
+
+/* The command line's management, JSON error objects and non-UTF-8 names. */
+static void test_management_command_line(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[8 * PATH_CAPACITY], output[PATH_CAPACITY + 8];
+    make_library("manage-cli", "manage-cli.db", 35, 3, library, db);
+    snprintf(output, sizeof output, "%s.out", db);
+    /* a name that is not UTF-8 (Latin-1 e-acute), and a broken file */
+    snprintf(command, sizeof command, "cd %s && cp 00000.png \"$(printf 'caf\\351.png')\" && echo no > broken.jpg",
+             library);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index -m %s --db %s --json %s > %s", GLIMPSE_BINARY, model_a, db, library,
+             output);
+    assert_int_not_equal(system(command), 0); /* a broken file: exit status 1 */
+    uint8_t *text;
+    size_t size;
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    char *newline = strchr((char *)text, '\n');
+    assert_non_null(newline);
+    cJSON *error = cJSON_ParseWithLength((char *)text, (size_t)(newline - (char *)text));
+    assert_non_null(error);
+    assert_non_null(strstr(cJSON_GetObjectItem(error, "image")->valuestring, "broken.jpg"));
+    assert_non_null(cJSON_GetObjectItem(error, "error"));
+    cJSON_Delete(error);
+    assert_non_null(strstr(newline + 1, "\"added\": 4"));
+    free(text);
+    /* the search result of the Latin-1 name carries its bytes */
+    snprintf(command, sizeof command, "%s search --db %s -k 4 --json 'a red circle' > %s", GLIMPSE_BINARY, db, output);
+    run_or_fail(command);
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    cJSON *json = cJSON_Parse((char *)text);
+    assert_non_null(json);
+    int with_bytes = 0;
+    const cJSON *result;
+    cJSON_ArrayForEach(result, cJSON_GetObjectItem(json, "results")) {
+        const cJSON *bytes = cJSON_GetObjectItem(result, "path_bytes");
+        if (!bytes) continue;
+        with_bytes++;
+        char name[PATH_CAPACITY * 2] = "";
+        int n = 0;
+        const cJSON *byte;
+        cJSON_ArrayForEach(byte, bytes) name[n++] = (char)byte->valueint;
+        name[n] = '\0';
+        assert_true(access(name, R_OK) == 0); /* the bytes reopen the file */
+        assert_non_null(strstr(name, "caf\351.png"));
+    }
+    assert_int_equal(with_bytes, 1);
+    cJSON_Delete(json);
+    free(text);
+    /* --stats, --list, --remove, --prune */
+    snprintf(command, sizeof command, "%s index --db %s --stats --json > %s", GLIMPSE_BINARY, db, output);
+    run_or_fail(command);
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    json = cJSON_Parse((char *)text);
+    assert_non_null(json);
+    assert_int_equal(cJSON_GetObjectItem(json, "images")->valueint, 4);
+    assert_string_equal(cJSON_GetObjectItem(json, "precision")->valuestring, "float32");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "roots")), 1);
+    cJSON_Delete(json);
+    free(text);
+    snprintf(command, sizeof command, "%s index --db %s --list | grep -c png | grep -qx 4", GLIMPSE_BINARY, db);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index --db %s --remove %s/00001.png | grep -q 'removed 1; 3 images'",
+             GLIMPSE_BINARY, db, library);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "rm %s/00002.png && %s index --db %s --prune | grep -q 'removed 1; 2 images'",
+             library, GLIMPSE_BINARY, db);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index --db %s --stats %s > /dev/null 2>&1", GLIMPSE_BINARY, db, library);
+    assert_int_equal(WEXITSTATUS(system(command)), 2); /* --stats takes no paths */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
@@ -816,6 +982,8 @@ int main(void) {
         cmocka_unit_test(test_command_line),
         cmocka_unit_test(test_stale_entries),
         cmocka_unit_test(test_meaning_is_kept),
+        cmocka_unit_test(test_library_management),
+        cmocka_unit_test(test_management_command_line),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);
 }

@@ -15,14 +15,24 @@ static const struct option db_long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", 
 
 /* ----------------------------------------------------------------- index */
 
-static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-                                                   {"check", no_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
+enum { INDEX_OPT_STATS = CLI_OPT_FIRST_FREE, INDEX_OPT_LIST, INDEX_OPT_PRUNE, INDEX_OPT_REMOVE, INDEX_OPT_EXCLUDE };
+
+static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS,
+                                                   {"db", required_argument, NULL, 'd'},
+                                                   {"check", no_argument, NULL, 'c'},
+                                                   {"stats", no_argument, NULL, INDEX_OPT_STATS},
+                                                   {"list", no_argument, NULL, INDEX_OPT_LIST},
+                                                   {"prune", no_argument, NULL, INDEX_OPT_PRUNE},
+                                                   {"remove", required_argument, NULL, INDEX_OPT_REMOVE},
+                                                   {"exclude", required_argument, NULL, INDEX_OPT_EXCLUDE},
+                                                   {NULL, 0, NULL, 0}};
 
 static const char index_help[] =
-    "Usage: glimpse index -m MODEL --db FILE PATH...\n"
-    "       glimpse index --check --db FILE\n"
+    "Usage: glimpse index -m MODEL --db FILE [--exclude GLOB...] PATH...\n"
+    "       glimpse index --db FILE --stats | --list | --check | --prune | --remove PATH...\n"
     "Builds or refreshes a search index of image files: folders are walked\n"
-    "recursively for JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA and PNM files. Each\n"
+    "recursively for JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA and PNM files\n"
+    "(by their extensions in any case: .jpg, .JPG, .jpeg, .jfif, .heic, .hif, ...). Each\n"
     "file's path, size, modification time, content hash and CLIP or SigLIP embedding are\n"
     "stored in FILE (SQLite), with the model's identity: an index takes one model only.\n"
     "Running it again embeds only new or changed files, recognises moved or renamed\n"
@@ -36,15 +46,38 @@ static const char index_help[] =
     "the next run. The index records the model's precision (--int8 or not) and\n"
     "refuses the other; a model folder without preprocessor_config.json is refused.\n"
     "      --db FILE        the index database (created if missing)\n"
+    "      --exclude GLOB   leave out files and folders whose name matches GLOB\n"
+    "                       (\"*.gif\", \".thumbnails\"; a GLOB with a slash matches\n"
+    "                       the whole path); their entries under PATH are forgotten.\n"
+    "                       Repeatable\n"
+    "      --stats          what the index holds: images, failed ones, model,\n"
+    "                       precision, size, and the paths indexed (present or not)\n"
+    "      --list           every entry's path, and why it failed if it did\n"
     "      --check          check FILE whole (SQLite's integrity check and every\n"
     "                       row's checksum) and report; exit status 1 if damaged\n"
+    "      --prune          forget the entries whose files are gone, wherever they\n"
+    "                       were (an unplugged drive's too: only when asked)\n"
+    "      --remove PATH    forget the entry of a file, or every entry under a\n"
+    "                       folder (repeatable)\n"
+    "--stats, --list, --prune and --remove take the model the index records.\n"
     "A summary line on stdout counts added, updated, moved, removed, unchanged and\n"
-    "failed files (with --json, one object).\n";
+    "failed files (with --json, one object, after an object {\"image\": PATH,\n"
+    "\"error\": REASON} or {\"path\": PATH, \"error\": REASON} per failure).\n";
 
 typedef struct index_progress {
     cli_progress bar;
     const cli_options *options;
 } index_progress;
+
+/* A failure as a JSON Lines object, {"KEY": PATH, "error": REASON}, for --json readers. */
+static void print_json_error(const cli_options *options, const char *key, const char *path, const char *reason) {
+    if (!options->json) return;
+    printf("{\"%s\": ", key);
+    json_path(stdout, path);
+    printf(", \"error\": ");
+    json_string(stdout, reason);
+    printf("}\n");
+}
 
 static bool on_progress(void *user, size_t done, size_t total) {
     index_progress *p = user;
@@ -56,13 +89,17 @@ static bool on_progress(void *user, size_t done, size_t total) {
 static void on_failure(void *user, const char *path, const char *reason) {
     index_progress *p = user;
     cli_progress_end(&p->bar);
-    (void)path; /* the reason names the file */
-    cli_error("%s", reason);
+    cli_error("%s", reason); /* the reason names the file */
+    print_json_error(p->options, "image", path, reason);
 }
 
 static void on_root_failure(void *user, const char *path, glimpse_status status, const char *reason) {
-    (void)user, (void)status;
-    cli_error("%s: %s; not indexed, its entries in the index are kept", path, reason);
+    index_progress *p = user;
+    (void)status;
+    char message[1024];
+    snprintf(message, sizeof message, "%s; not indexed, its entries in the index are kept", reason);
+    cli_error("%s: %s", path, message);
+    print_json_error(p->options, "path", path, message);
 }
 
 /* `glimpse index --check`: the full check of the index at db, reported. */
@@ -82,47 +119,163 @@ static int check_index(const char *db) {
     return CLI_EXIT_OK;
 }
 
-int command_index(int argc, char **argv) {
-    cli_options options;
-    cli_options_init(&options);
-    const char *db = NULL;
-    bool check = false;
-    int code;
-    while ((code = getopt_long(argc, argv, "m:", index_long_options, NULL)) != -1) {
-        if (cli_common_option(&options, code, optarg, "index")) continue;
-        switch (code) {
-        case 'd': db = optarg; break;
-        case 'c': check = true; break;
-        case CLI_OPT_HELP: printf("%s\n%s", index_help, cli_common_help); return CLI_EXIT_OK;
-        default: cli_usage_error("index", "unknown option");
-        }
-    }
-    if (!db) cli_usage_error("index", "no index file: give --db FILE");
-    if (check && optind < argc) cli_usage_error("index", "--check takes no paths");
-    if (check) return check_index(db);
-    if (optind >= argc) cli_usage_error("index", "no files or folders to index");
-    glimpse_model *model = cli_load_model(&options, "index", true, false);
+/* The index at db opened read-only, or exit 1 with the reason. */
+static glimpse_index *open_for_reading(const char *db) {
     glimpse_index *index;
-    if (glimpse_index_open(db, model, &index) != GLIMPSE_STATUS_OK) {
+    if (glimpse_index_open(db, NULL, &index) == GLIMPSE_STATUS_OK) return index;
+    cli_error("%s", glimpse_last_error());
+    exit(CLI_EXIT_FAILURE);
+}
+
+static void print_root(void *user, const char *path, size_t images, bool present) {
+    cli_options *options = user; /* its failures count the roots printed */
+    if (options->json) {
+        printf(options->failures++ ? ", {\"path\": " : "{\"path\": ");
+        json_path(stdout, path);
+        printf(", \"images\": %zu, \"present\": %s}", images, present ? "true" : "false");
+    } else {
+        printf("  %s: %zu images%s\n", path, images, present ? "" : " (missing: glimpse index --prune forgets them)");
+    }
+}
+
+/* `glimpse index --stats`. */
+static int show_stats(const char *db, const cli_options *options) {
+    glimpse_index *index = open_for_reading(db);
+    glimpse_index_stats stats;
+    if (glimpse_index_get_stats(index, &stats) != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
-    glimpse_context *ctx = cli_create_context(&options, model);
-    index_progress progress = {.bar = {0}, .options = &options};
+    const char *precision = stats.precision == GLIMPSE_PRECISION_INT8 ? "int8" : "float32";
+    if (options->json) {
+        printf("{\"db\": ");
+        json_path(stdout, db);
+        printf(", \"images\": %zu, \"failed\": %zu, \"bytes\": %llu, \"model\": ", stats.images, stats.failed,
+               (unsigned long long)stats.file_bytes);
+        json_path(stdout, stats.model_path ? stats.model_path : "");
+        printf(", \"identity\": ");
+        json_string(stdout, stats.model_identity);
+        printf(", \"precision\": \"%s\", \"dim\": %zu, \"roots\": [", precision, stats.dim);
+    } else {
+        double bytes = (double)stats.file_bytes;
+        printf("%s: %zu images, %.1f %s\n", db, stats.images, bytes < 1e6 ? bytes / 1e3 : bytes / 1e6,
+               bytes < 1e6 ? "kB" : "MB");
+        if (stats.failed)
+            printf("failed: %zu (files that no longer read or decode: left out of results, tried again by the next "
+                   "glimpse index; --list names them)\n", stats.failed);
+        printf("model: %s (%s), %s, %zu dimensions\npaths indexed:\n", stats.model_path ? stats.model_path : "?",
+               stats.model_identity, precision, stats.dim);
+    }
+    cli_options counter = *options;
+    counter.failures = 0; /* counts the roots printed, for the commas */
+    glimpse_status status = glimpse_index_list_roots(index, print_root, &counter);
+    if (options->json) printf("]}\n");
+    if (status) cli_error("%s", glimpse_last_error());
+    glimpse_index_free(index);
+    return status ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
+static void print_entry(void *user, const char *path, const char *failure) {
+    const cli_options *options = user;
+    if (options->json) {
+        printf("{\"image\": ");
+        json_path(stdout, path);
+        if (failure) printf(", \"failed\": "), json_string(stdout, failure);
+        printf("}\n");
+    } else {
+        printf(failure ? "%s  (failed: %s)\n" : "%s\n", path, failure);
+    }
+}
+
+/* `glimpse index --list`. */
+static int list_entries(const char *db, cli_options *options) {
+    glimpse_index *index = open_for_reading(db);
+    glimpse_status status = glimpse_index_list(index, print_entry, options);
+    if (status) cli_error("%s", glimpse_last_error());
+    glimpse_index_free(index);
+    return status ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
+/* The model folder an index records, while a command uses it as -m. */
+static char *recorded_model;
+
+/* The index at db opened for changes with the model it records (text tower
+ * only: nothing is embedded), at its precision. */
+static glimpse_index *open_with_recorded_model(const char *db, cli_options *options, glimpse_model **model) {
+    glimpse_index *index = open_for_reading(db);
+    recorded_model = strdup(glimpse_index_model_path(index) ? glimpse_index_model_path(index) : "");
+    if (!options->model) options->model = recorded_model;
+    if (options->precision == GLIMPSE_PRECISION_FLOAT32) options->precision = glimpse_index_precision(index);
+    glimpse_index_free(index);
+    *model = cli_load_model(options, "index", false, true);
+    if (glimpse_index_open(db, *model, &index) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        exit(CLI_EXIT_FAILURE);
+    }
+    return index;
+}
+
+/* `glimpse index --prune` and `--remove PATH...`. */
+static int change_index(const char *db, cli_options *options, bool prune, char **removals, size_t removal_count) {
+    glimpse_model *model;
+    glimpse_index *index = open_with_recorded_model(db, options, &model);
+    size_t total = 0, removed = 0;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t i = 0; i < removal_count && !status; i++) {
+        status = glimpse_index_remove(index, removals[i], &removed);
+        if (!status && !removed) cli_error("%s: no entry in %s", removals[i], db), options->failures++;
+        total += removed;
+    }
+    if (!status && prune) status = glimpse_index_prune(index, &removed);
+    if (!status && prune) total += removed;
+    if (status) cli_error("%s", glimpse_last_error()), options->failures++;
+    if (options->json)
+        printf("{\"removed\": %zu, \"indexed\": %zu}\n", total, glimpse_index_count(index));
+    else
+        printf("removed %zu; %zu images in the index\n", total, glimpse_index_count(index));
+    glimpse_index_free(index);
+    int exit_status = cli_finish(options, NULL, model);
+    free(recorded_model);
+    return exit_status;
+}
+
+/* What `glimpse index` was asked to do. */
+typedef struct index_request {
+    const char *db;
+    bool check, stats, list, prune;
+    char **removals, **excluded; /* --remove and --exclude arguments */
+    size_t removal_count, excluded_count;
+    const char *const *paths; /* to index */
+    size_t path_count;
+} index_request;
+
+/* Indexes the paths asked: the summary on stdout, the exit status returned. */
+static int index_paths(const index_request *request, cli_options *options) {
+    glimpse_model *model = cli_load_model(options, "index", true, false);
+    glimpse_index *index;
+    if (glimpse_index_open(request->db, model, &index) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        glimpse_model_free(model);
+        return CLI_EXIT_FAILURE;
+    }
+    glimpse_context *ctx = cli_create_context(options, model);
+    index_progress progress = {.bar = {0}, .options = options};
     glimpse_index_params params = {
         .on_progress = on_progress,
         .on_failure = on_failure,
         .user = &progress,
-        .max_pixels = options.max_pixels,
-        .on_root_failure = on_root_failure};
+        .max_pixels = options->max_pixels,
+        .on_root_failure = on_root_failure,
+        .exclude = (const char *const *)request->excluded,
+        .exclude_count = request->excluded_count};
     glimpse_index_summary summary;
     double started = cli_now();
-    glimpse_status status = glimpse_index_update(index, ctx, (const char *const *)(argv + optind),
-                                                 (size_t)(argc - optind), &params, &summary);
+    glimpse_status status =
+        glimpse_index_update(index, ctx, request->paths, request->path_count, &params, &summary);
     cli_progress_end(&progress.bar);
     if (status) cli_error("%s", glimpse_last_error());
     double seconds = cli_now() - started;
-    if (options.json)
+    if (options->json)
         printf("{\"added\": %zu, \"updated\": %zu, \"moved\": %zu, \"removed\": %zu, \"unchanged\": %zu, "
                "\"failed\": %zu, \"paths_failed\": %zu, \"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
@@ -137,6 +290,51 @@ int command_index(int argc, char **argv) {
     glimpse_index_free(index);
     glimpse_model_free(model);
     return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
+/* Does what was asked, after checking the options go together. */
+static int run_index(const index_request *request, cli_options *options) {
+    if (!request->db) cli_usage_error("index", "no index file: give --db FILE");
+    bool changes = request->prune || request->removal_count;
+    int modes = request->check + request->stats + request->list + changes;
+    if (modes > 1) cli_usage_error("index", "--check, --stats, --list and --prune/--remove go one at a time");
+    if (modes && request->path_count)
+        cli_usage_error("index", "--check, --stats, --list, --prune and --remove take no paths");
+    if (modes && request->excluded_count) cli_usage_error("index", "--exclude goes with paths to index");
+    if (request->check) return check_index(request->db);
+    if (request->stats) return show_stats(request->db, options);
+    if (request->list) return list_entries(request->db, options);
+    if (changes) return change_index(request->db, options, request->prune, request->removals, request->removal_count);
+    if (!request->path_count) cli_usage_error("index", "no files or folders to index");
+    return index_paths(request, options);
+}
+
+int command_index(int argc, char **argv) {
+    cli_options options;
+    cli_options_init(&options);
+    index_request request = {.removals = cli_calloc((size_t)argc, sizeof(char *)),
+                             .excluded = cli_calloc((size_t)argc, sizeof(char *))};
+    int code;
+    while ((code = getopt_long(argc, argv, "m:", index_long_options, NULL)) != -1) {
+        if (cli_common_option(&options, code, optarg, "index")) continue;
+        switch (code) {
+        case 'd': request.db = optarg; break;
+        case 'c': request.check = true; break;
+        case INDEX_OPT_STATS: request.stats = true; break;
+        case INDEX_OPT_LIST: request.list = true; break;
+        case INDEX_OPT_PRUNE: request.prune = true; break;
+        case INDEX_OPT_REMOVE: request.removals[request.removal_count++] = optarg; break;
+        case INDEX_OPT_EXCLUDE: request.excluded[request.excluded_count++] = optarg; break;
+        case CLI_OPT_HELP: printf("%s\n%s", index_help, cli_common_help); break;
+        default: cli_usage_error("index", "unknown option");
+        }
+        if (code == CLI_OPT_HELP) break;
+    }
+    request.paths = (const char *const *)(argv + optind);
+    request.path_count = (size_t)(argc - optind);
+    int exit_status = code == CLI_OPT_HELP ? CLI_EXIT_OK : run_index(&request, &options);
+    free(request.removals), free(request.excluded);
+    return exit_status;
 }
 
 /* ---------------------------------------------------------------- search */
@@ -202,6 +400,7 @@ int command_search(int argc, char **argv) {
         if (glimpse_embed_query(ctx, argv[i], query) != GLIMPSE_STATUS_OK ||
             glimpse_index_search(index, query, (size_t)k, results, &found) != GLIMPSE_STATUS_OK) {
             cli_error("%s", glimpse_last_error());
+            print_json_error(&options, "text", argv[i], glimpse_last_error());
             options.failures++;
             continue;
         }
