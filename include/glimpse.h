@@ -528,6 +528,30 @@ glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, floa
  * its vision tower. */
 bool glimpse_query_needs_images(const char *query);
 
+/* The embedding stored for the file at path (relative to the working
+ * folder, links resolved as the index stores them) into out (dim floats),
+ * checked against its row's checksum: a picture's neighbours without
+ * embedding it again (glimpse search --like). GLIMPSE_STATUS_NOT_FOUND if the
+ * index has no entry for it (or only a failed one). */
+glimpse_status glimpse_index_embedding(glimpse_index *index, const char *path, float *out);
+
+/* The default of glimpse_index_duplicates' min_cosine, measured with the
+ * demo CLIP on its pictures and their re-encoded, resized, cropped and
+ * brightened copies (bench/duplicate_threshold.py; README). */
+#define GLIMPSE_INDEX_DUPLICATE_COSINE 0.95f
+
+/* A group of near-identical pictures: paths (owned by the index, valid
+ * until the next update or close) and each one's cosine to the first. */
+typedef void (*glimpse_index_group_callback)(void *user, const char *const *paths, const float *similarity,
+                                             size_t count);
+/* Groups the stored pictures whose embeddings' cosine is at least
+ * min_cosine, joined transitively (a chain of near-identical pairs is one
+ * group); calls on_group once per group of two or more, and counts them in
+ * *groups. GLIMPSE_INDEX_DUPLICATE_COSINE is the default threshold. Scores
+ * every pair: count² × dim / 2 multiply-adds (100,000 pictures of 512: 2.6e12). */
+glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, glimpse_index_group_callback on_group,
+                                        void *user, size_t *groups);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1106,10 +1106,9 @@ static glimpse_status delete_under(glimpse_index *index, const char *table, cons
     return transaction_end(index, remove, status);
 }
 
-glimpse_status glimpse_index_remove(glimpse_index *index, const char *path, size_t *removed) {
-    if (!index || !path || !removed) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_remove: NULL argument");
-    *removed = 0;
-    /* the form stored: absolute, links resolved when the path still exists */
+/* A path given by a caller in the form the index stores: absolute, links
+ * resolved when it exists, no trailing slash. NULL when out of memory; caller frees. */
+static char *stored_form(const char *path) {
     char *absolute = realpath(path, NULL);
     if (!absolute && path[0] != '/') {
         char *here = getcwd(NULL, 0);
@@ -1118,9 +1117,16 @@ glimpse_status glimpse_index_remove(glimpse_index *index, const char *path, size
     } else if (!absolute) {
         absolute = strdup(path);
     }
-    if (!absolute) return ERROR_OOM();
-    size_t length = strlen(absolute);
+    size_t length = absolute ? strlen(absolute) : 0;
     while (length > 1 && absolute[length - 1] == '/') absolute[--length] = '\0';
+    return absolute;
+}
+
+glimpse_status glimpse_index_remove(glimpse_index *index, const char *path, size_t *removed) {
+    if (!index || !path || !removed) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_remove: NULL argument");
+    *removed = 0;
+    char *absolute = stored_form(path);
+    if (!absolute) return ERROR_OOM();
     glimpse_status status = begin_change(index, "removing entries");
     if (status) {
         free(absolute);
@@ -1181,9 +1187,9 @@ static glimpse_status row_capacity(glimpse_index *index, size_t *capacity) {
     return GLIMPSE_STATUS_OK;
 }
 
-/* Copies one row (path, embedding) into the cache as its index->count-th; a row of the wrong shape is damage. */
-static glimpse_status load_row(glimpse_index *index, sqlite3_stmt *row, size_t capacity) {
-    if (index->count == capacity) return damaged(index, "it holds more rows than its row numbers allow");
+/* Damage unless the row (path, embedding, checksum if the index has them)
+ * has the index's shape and matches its checksum. */
+static glimpse_status check_row(glimpse_index *index, sqlite3_stmt *row) {
     const void *blob = sqlite3_column_blob(row, 1);
     size_t row_bytes = (size_t)sqlite3_column_bytes(row, 1);
     const char *path = (const char *)sqlite3_column_text(row, 0);
@@ -1197,6 +1203,17 @@ static glimpse_status load_row(glimpse_index *index, sqlite3_stmt *row, size_t c
                                sqlite3_column_int64(row, 2) !=
                                    row_checksum(path, (size_t)sqlite3_column_bytes(row, 0), blob, row_bytes)))
         return damaged(index, "a row's path or embedding does not match its checksum");
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Copies one row (path, embedding) into the cache as its index->count-th; a row of the wrong shape is damage. */
+static glimpse_status load_row(glimpse_index *index, sqlite3_stmt *row, size_t capacity) {
+    if (index->count == capacity) return damaged(index, "it holds more rows than its row numbers allow");
+    glimpse_status status = check_row(index, row);
+    if (status) return status;
+    const char *path = (const char *)sqlite3_column_text(row, 0);
+    const void *blob = sqlite3_column_blob(row, 1);
+    size_t row_bytes = (size_t)sqlite3_column_bytes(row, 1);
     index->paths[index->count] = strdup(path);
     if (!index->paths[index->count]) return ERROR_OOM();
     memcpy(index->matrix + index->count * index->dim, blob, row_bytes);
@@ -1284,4 +1301,102 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
     }
     *found = n;
     return GLIMPSE_STATUS_OK;
+}
+
+/* ------------------------------------------------- similar pictures */
+
+glimpse_status glimpse_index_embedding(glimpse_index *index, const char *path, float *out) {
+    if (!index || !path || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_embedding: NULL argument");
+    char *stored = stored_form(path);
+    if (!stored) return ERROR_OOM();
+    const char *sql = index->checksummed && index->failed_column
+                          ? "SELECT path, embedding, checksum FROM images WHERE path = ? AND failed IS NULL"
+                      : index->checksummed ? "SELECT path, embedding, checksum FROM images WHERE path = ?"
+                      : index->failed_column ? "SELECT path, embedding FROM images WHERE path = ? AND failed IS NULL"
+                                             : "SELECT path, embedding FROM images WHERE path = ?";
+    sqlite3_stmt *statement;
+    int code = sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL);
+    glimpse_status status = code == SQLITE_OK ? GLIMPSE_STATUS_OK : prepare_error(index, code, "reading the index");
+    if (!status) {
+        sqlite3_bind_text(statement, 1, stored, -1, SQLITE_STATIC);
+        code = sqlite3_step(statement);
+        if (code == SQLITE_ROW && !(status = check_row(index, statement)))
+            memcpy(out, sqlite3_column_blob(statement, 1), index->dim * sizeof(float));
+        else if (code == SQLITE_DONE)
+            status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s is not in %s", stored, index->path);
+        else if (code != SQLITE_ROW)
+            status = step_error(index, code, "reading the index");
+    }
+    sqlite3_finalize(statement);
+    free(stored);
+    return status;
+}
+
+/* Union-find over the cached rows: the root of row r, paths halved on the way. */
+static size_t group_root(size_t *parent, size_t r) {
+    while (parent[r] != r) r = parent[r] = parent[parent[r]];
+    return r;
+}
+
+/* Joins every pair of cached rows whose cosine is at least min_cosine
+ * (parent: one group per row to start with). The pairs are scored a block
+ * of rows at a time against the rows after the block's first, one product each. */
+static glimpse_status join_similar(glimpse_index *index, float min_cosine, size_t *parent) {
+    const size_t n = index->count, dim = index->dim;
+    size_t block = n ? ((size_t)16 << 20) / n : 1; /* about 64 MB of scores at a time */
+    block = block < 1 ? 1 : block > 256 ? 256 : block;
+    float *scores = malloc(block * (n ? n : 1) * sizeof(float));
+    if (!scores) return ERROR_OOM();
+    for (size_t first = 0; first < n; first += block) {
+        size_t rows = n - first < block ? n - first : block, columns = n - first;
+        const kernel_weight after = kernel_weight_f32(index->matrix + first * dim);
+        kernel_linear(scores, columns, index->matrix + first * dim, dim, &after, NULL, rows, dim, columns, false,
+                      NULL);
+        for (size_t i = 0; i < rows; i++)
+            for (size_t j = i + 1; j < columns; j++)
+                if (scores[i * columns + j] >= min_cosine)
+                    parent[group_root(parent, first + i)] = group_root(parent, first + j);
+    }
+    free(scores);
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, glimpse_index_group_callback on_group,
+                                        void *user, size_t *groups) {
+    if (!index || !on_group || !groups)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_duplicates: NULL argument");
+    *groups = 0;
+    glimpse_status status = load_cache(index);
+    if (status) return status;
+    const size_t n = index->count, dim = index->dim;
+    size_t *parent = malloc((n + 1) * sizeof *parent), *members = malloc((n + 1) * sizeof *members);
+    const char **paths = malloc((n + 1) * sizeof *paths);
+    float *similarity = malloc((n + 1) * sizeof *similarity);
+    if (!parent || !members || !paths || !similarity) status = ERROR_OOM();
+    for (size_t r = 0; !status && r < n; r++) parent[r] = r;
+    if (!status) status = join_similar(index, min_cosine, parent);
+    /* each group's rows in order, gathered by a counting sort on their roots */
+    size_t *start = status ? NULL : calloc(n + 1, sizeof *start);
+    if (!status && !start) status = ERROR_OOM();
+    for (size_t r = 0; !status && r < n; r++) start[group_root(parent, r) + 1]++;
+    for (size_t r = 0; !status && r < n; r++) start[r + 1] += start[r];
+    for (size_t r = 0; !status && r < n; r++) members[start[group_root(parent, r)]++] = r;
+    for (size_t root = 0, from = 0; !status && root < n; root++) {
+        size_t to = start[root], count = to - from; /* start[root] moved to the group's end */
+        if (count >= 2) {
+            const float *first = index->matrix + members[from] * dim;
+            for (size_t m = 0; m < count; m++) {
+                const float *row = index->matrix + members[from + m] * dim;
+                double dot = 0;
+                for (size_t d = 0; d < dim; d++) dot += (double)first[d] * row[d];
+                paths[m] = index->paths[members[from + m]];
+                similarity[m] = (float)dot;
+            }
+            on_group(user, paths, similarity, count);
+            (*groups)++;
+        }
+        from = to;
+    }
+    free(start), free(parent), free(members), free(paths), free(similarity);
+    return status;
 }

@@ -969,6 +969,116 @@ static void test_management_command_line(void **state) {
     assert_int_equal(WEXITSTATUS(system(command)), 2); /* --stats takes no paths */
 }
 
+#define DEMO_FILES 10
+
+typedef struct groups_seen {
+    int count;
+    int group_of[DEMO_FILES]; /* -1: in no group */
+    const char *const *names; /* real paths of the files, in order */
+} groups_seen;
+
+static void note_group(void *user, const char *const *paths, const float *similarity, size_t count) {
+    groups_seen *g = user;
+    assert_float_equal(similarity[0], 1.0f, 1e-5);
+    for (size_t m = 0; m < count; m++) {
+        int i = 0;
+        while (i < DEMO_FILES && strcmp(g->names[i], paths[m]) != 0) i++;
+        assert_true(i < DEMO_FILES);
+        assert_int_equal(g->group_of[i], -1); /* in one group only */
+        g->group_of[i] = g->count;
+    }
+    g->count++;
+}
+
+/* Near-duplicates and --like with the demo CLIP: copies re-encoded and
+ * resized by Pillow join their originals; the groups are exactly the
+ * connected pairs at the threshold, computed here from the embeddings. */
+static void test_similar_pictures(void **state) {
+    (void)state;
+    if (system("/usr/bin/python3 -c 'import PIL' 2> /dev/null") != 0) {
+        skip(); /* Pillow makes the copies */
+        return;
+    }
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4 * PATH_CAPACITY], demo[PATH_CAPACITY];
+    make_library("similar", "similar.db", 36, 8, library, db);
+    snprintf(demo, sizeof demo, "%s/models/demo-clip", GLIMPSE_SOURCE_DIR);
+    snprintf(command, sizeof command,
+             "cd %s && /usr/bin/python3 -c \"from PIL import Image\n"
+             "Image.open('00000.png').convert('RGB').save('00000-copy.jpg', quality=70)\n"
+             "Image.open('00001.png').resize((150, 150), Image.BICUBIC).save('00001-small.png')\"",
+             library);
+    run_or_fail(command);
+    const char *names[DEMO_FILES] = {"00000.png", "00001.png", "00002.png", "00003.png",     "00004.png",
+                                     "00005.png", "00006.png", "00007.png", "00000-copy.jpg", "00001-small.png"};
+    glimpse_model *model;
+    glimpse_context *ctx;
+    glimpse_index *index;
+    assert_int_equal(glimpse_model_load(demo, NULL, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_OK);
+    failures f = {0};
+    glimpse_index_summary s = update(index, ctx, library, &f);
+    EXPECT(s, DEMO_FILES, 0, 0, 0, 0, 0);
+    size_t dim = glimpse_model_embedding_dim(model);
+    float embeddings[DEMO_FILES * 64], stored[64];
+    assert_true(dim <= 64);
+    char *real[DEMO_FILES];
+    for (int i = 0; i < DEMO_FILES; i++) {
+        char path[PATH_CAPACITY + 32];
+        snprintf(path, sizeof path, "%s/%s", library, names[i]);
+        real[i] = realpath(path, NULL);
+        glimpse_image *image;
+        assert_int_equal(glimpse_image_load_file(path, NULL, &image), GLIMPSE_STATUS_OK);
+        assert_int_equal(glimpse_embed_images(ctx, &image, 1, embeddings + i * dim), GLIMPSE_STATUS_OK);
+        glimpse_image_free(image);
+        /* the stored embedding, found by any spelling of the path */
+        assert_int_equal(glimpse_index_embedding(index, path, stored), GLIMPSE_STATUS_OK);
+        for (size_t d = 0; d < dim; d++) assert_float_equal(stored[d], embeddings[i * dim + d], 1e-6);
+    }
+    assert_int_equal(glimpse_index_embedding(index, "/nonexistent.png", stored), GLIMPSE_STATUS_NOT_FOUND);
+    const float thresholds[2] = {GLIMPSE_INDEX_DUPLICATE_COSINE, 0.999f};
+    for (int t = 0; t < 2; t++) {
+        /* the expected groups: connected components of the pairs at the threshold */
+        int component[DEMO_FILES];
+        for (int i = 0; i < DEMO_FILES; i++) component[i] = i;
+        for (bool changed = true; changed;) {
+            changed = false;
+            for (int i = 0; i < DEMO_FILES; i++)
+                for (int j = 0; j < DEMO_FILES; j++) {
+                    double dot = 0;
+                    for (size_t d = 0; d < dim; d++) dot += (double)embeddings[i * dim + d] * embeddings[j * dim + d];
+                    if (dot >= thresholds[t] && component[j] < component[i]) component[i] = component[j], changed = true;
+                }
+        }
+        groups_seen seen = {.count = 0, .names = (const char *const *)real};
+        for (int i = 0; i < DEMO_FILES; i++) seen.group_of[i] = -1;
+        size_t groups = 0;
+        assert_int_equal(glimpse_index_duplicates(index, thresholds[t], note_group, &seen, &groups), GLIMPSE_STATUS_OK);
+        assert_int_equal(groups, (size_t)seen.count);
+        for (int i = 0; i < DEMO_FILES; i++)
+            for (int j = 0; j < DEMO_FILES; j++) {
+                bool together = component[i] == component[j];
+                if (i != j) assert_int_equal(together, seen.group_of[i] >= 0 && seen.group_of[i] == seen.group_of[j]);
+            }
+        /* the copies are with their originals at both thresholds */
+        assert_true(seen.group_of[8] >= 0 && seen.group_of[8] == seen.group_of[0]);
+        assert_true(seen.group_of[9] >= 0 && seen.group_of[9] == seen.group_of[1]);
+    }
+    glimpse_index_free(index);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    /* the command line: --like a stored picture leaves it out and finds its copy first; duplicates as JSON */
+    snprintf(command, sizeof command,
+             "%s search --db %s -k 1 --like %s/00000.png | grep -q '00000-copy.jpg' && "
+             "%s duplicates --db %s --threshold 0.999 --json | grep -q '00001-small.png'",
+             GLIMPSE_BINARY, db, library, GLIMPSE_BINARY, db);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s search --db %s -k 1 --like %s/00000.png | grep -q ' [^ ]*/00000.png$'",
+             GLIMPSE_BINARY, db, library);
+    assert_int_not_equal(system(command), 0); /* not itself */
+    for (int i = 0; i < DEMO_FILES; i++) free(real[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
@@ -984,6 +1094,7 @@ int main(void) {
         cmocka_unit_test(test_meaning_is_kept),
         cmocka_unit_test(test_library_management),
         cmocka_unit_test(test_management_command_line),
+        cmocka_unit_test(test_similar_pictures),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);
 }

@@ -1,6 +1,6 @@
-/* cli_search.c — `glimpse index` (build or refresh a search index of a
- * photo collection) and `glimpse search` (query it with texts, images or
- * combinations). */
+/* cli_search.c — `glimpse index` (build, refresh or manage a search index
+ * of a photo collection), `glimpse search` (query it with texts, images,
+ * combinations or a picture's neighbours) and `glimpse duplicates`. */
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -8,10 +8,6 @@
 
 #include "tools/cli_common.h"
 #include "tools/commands.h"
-
-/* Both commands take the common options and --db FILE. */
-static const struct option db_long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-                                                {NULL, 0, NULL, 0}};
 
 /* ----------------------------------------------------------------- index */
 
@@ -339,8 +335,15 @@ int command_index(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- search */
 
+enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD };
+
+static const struct option search_long_options[] = {CLI_COMMON_LONG_OPTIONS,
+                                                    {"db", required_argument, NULL, 'd'},
+                                                    {"like", required_argument, NULL, SEARCH_OPT_LIKE},
+                                                    {NULL, 0, NULL, 0}};
+
 static const char search_help[] =
-    "Usage: glimpse search --db FILE [-m MODEL] [-k N] [--json] QUERY...\n"
+    "Usage: glimpse search --db FILE [-m MODEL] [-k N] [--json] [--like PHOTO...] QUERY...\n"
     "Finds the indexed images closest to each query, best first.\n"
     "A query is a text, an image file, or a combination: parts joined by \" + \" and\n"
     "\" - \", each optionally weighted: \"beach + sunset - people\", \"2:sunset + beach\",\n"
@@ -353,8 +356,66 @@ static const char search_help[] =
     "  -m, --model MODEL    the model (default: the one the index was built with;\n"
     "                       another model is refused)\n"
     "  -k N                 how many results per query (default 10)\n"
+    "      --like PHOTO     the pictures most like PHOTO, itself left out: its stored\n"
+    "                       embedding if the index holds it (no model is loaded),\n"
+    "                       else PHOTO embedded now. Repeatable; no QUERY needed\n"
     "Scores are the model's logits: logit_scale x cosine, + logit_bias for SigLIP.\n"
-    "JSON: {\"text\": QUERY, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per query.\n";
+    "JSON: {\"text\": QUERY, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per query\n"
+    "(\"text\": \"@PHOTO\" for --like; a name that is not UTF-8 has \"path_bytes\" too);\n"
+    "a query that fails: {\"text\": QUERY, \"error\": REASON}.\n";
+
+/* One query's embedding and how to print its results. */
+typedef struct search_query {
+    const char *label; /* the query, or @PHOTO for --like */
+    const char *like;  /* --like's PHOTO, else NULL */
+    bool stored;       /* --like's PHOTO found in the index: its embedding is there already */
+} search_query;
+
+/* Searches with one embedded query and prints its results, --like's photo itself left out. */
+static void search_and_print(cli_options *options, glimpse_index *index, const search_query *q,
+                             const float *embedding, size_t k, glimpse_search_result *results, const char **paths,
+                             float *scores) {
+    size_t found = 0;
+    char *itself = q->like ? realpath(q->like, NULL) : NULL;
+    if (glimpse_index_search(index, embedding, k + (q->like != NULL), results, &found) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        print_json_error(options, "text", q->label, glimpse_last_error());
+        options->failures++;
+        free(itself);
+        return;
+    }
+    size_t shown = 0;
+    for (size_t r = 0; r < found && shown < k; r++) {
+        if (itself && strcmp(results[r].path, itself) == 0) continue;
+        paths[shown] = results[r].path, scores[shown++] = results[r].score;
+    }
+    cli_print_results(options, q->label, paths, scores, NULL, shown);
+    free(itself);
+}
+
+/* Embeds the query: a stored picture's embedding, an image file, or a combined query. */
+static bool embed_search_query(const cli_options *options, glimpse_index *index, glimpse_context *ctx,
+                               const search_query *q, float *embedding) {
+    glimpse_status status;
+    if (q->stored) {
+        status = glimpse_index_embedding(index, q->like, embedding);
+    } else if (q->like) {
+        glimpse_image *image;
+        if (!cli_load_image(options, q->like, NULL, &image)) {
+            print_json_error(options, "text", q->label, glimpse_last_error());
+            return false;
+        }
+        status = glimpse_embed_images(ctx, &image, 1, embedding);
+        glimpse_image_free(image);
+    } else {
+        status = glimpse_embed_query(ctx, q->label, embedding);
+    }
+    if (status) {
+        cli_error("%s", glimpse_last_error());
+        print_json_error(options, "text", q->label, glimpse_last_error());
+    }
+    return !status;
+}
 
 int command_search(int argc, char **argv) {
     cli_options options;
@@ -362,52 +423,138 @@ int command_search(int argc, char **argv) {
     const char *db = NULL;
     long k = 10;
     int code;
-    while ((code = getopt_long(argc, argv, "m:k:", db_long_options, NULL)) != -1) {
+    search_query *queries = cli_calloc((size_t)argc, sizeof *queries);
+    size_t query_count = 0;
+    while ((code = getopt_long(argc, argv, "m:k:", search_long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "search")) continue;
         switch (code) {
         case 'd': db = optarg; break;
         case 'k': k = cli_parse_long("search", "-k", optarg, 1, 1L << 30); break;
-        case CLI_OPT_HELP: printf("%s\n%s", search_help, cli_common_help); return CLI_EXIT_OK;
+        case SEARCH_OPT_LIKE: queries[query_count++] = (search_query){.label = NULL, .like = optarg}; break;
+        case CLI_OPT_HELP: printf("%s\n%s", search_help, cli_common_help); free(queries); return CLI_EXIT_OK;
         default: cli_usage_error("search", "unknown option");
         }
     }
     if (!db) cli_usage_error("search", "no index file: give --db FILE");
-    if (optind >= argc) cli_usage_error("search", "no query");
-    glimpse_index *index;
-    if (glimpse_index_open(db, NULL, &index) != GLIMPSE_STATUS_OK) {
+    if (optind >= argc && !query_count) cli_usage_error("search", "no query (give QUERY or --like PHOTO)");
+    glimpse_index *index = open_for_reading(db);
+    glimpse_index_stats stats;
+    if (glimpse_index_get_stats(index, &stats) != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
-    bool images = false;
-    for (int i = optind; i < argc; i++) images |= glimpse_query_needs_images(argv[i]);
-    if (!options.model) options.model = glimpse_index_model_path(index);
-    /* the index's precision unless --int8 was asked (another is refused below) */
-    if (options.precision == GLIMPSE_PRECISION_FLOAT32) options.precision = glimpse_index_precision(index);
-    /* a text query needs only the text tower */
-    glimpse_model *model = cli_load_model(&options, "search", images, true);
-    if (glimpse_index_check_model(index, model) != GLIMPSE_STATUS_OK) { /* refuses another model */
-        cli_error("%s", glimpse_last_error());
-        return CLI_EXIT_FAILURE;
+    float *embedding = cli_calloc(stats.dim, sizeof(float));
+    /* which towers: a text for the text queries, the vision tower for images not stored */
+    bool images = false, texts = optind < argc;
+    size_t like_count = query_count;
+    char **labels = cli_calloc(like_count + 1, sizeof *labels);
+    for (size_t i = 0; i < like_count; i++) {
+        search_query *q = &queries[i];
+        labels[i] = cli_calloc(strlen(q->like) + 2, 1);
+        labels[i][0] = '@', strcpy(labels[i] + 1, q->like);
+        q->label = labels[i];
+        q->stored = glimpse_index_embedding(index, q->like, embedding) == GLIMPSE_STATUS_OK;
+        images |= !q->stored;
     }
-    glimpse_context *ctx = cli_create_context(&options, model);
-    size_t dim = glimpse_model_embedding_dim(model);
-    float *query = cli_calloc(dim, sizeof(float));
-    glimpse_search_result *results = cli_calloc((size_t)k, sizeof *results);
-    const char **paths = cli_calloc((size_t)k, sizeof *paths);
-    float *scores = cli_calloc((size_t)k, sizeof *scores);
     for (int i = optind; i < argc; i++) {
-        size_t found = 0;
-        if (glimpse_embed_query(ctx, argv[i], query) != GLIMPSE_STATUS_OK ||
-            glimpse_index_search(index, query, (size_t)k, results, &found) != GLIMPSE_STATUS_OK) {
-            cli_error("%s", glimpse_last_error());
-            print_json_error(&options, "text", argv[i], glimpse_last_error());
-            options.failures++;
-            continue;
-        }
-        for (size_t r = 0; r < found; r++) paths[r] = results[r].path, scores[r] = results[r].score;
-        cli_print_results(&options, argv[i], paths, scores, NULL, found);
+        queries[query_count++] = (search_query){.label = argv[i]};
+        images |= glimpse_query_needs_images(argv[i]);
     }
-    free(query), free(results), free(paths), free(scores);
+    glimpse_model *model = NULL;
+    glimpse_context *ctx = NULL;
+    if (images || texts) {
+        if (!options.model) options.model = glimpse_index_model_path(index);
+        /* the index's precision unless --int8 was asked (another is refused below) */
+        if (options.precision == GLIMPSE_PRECISION_FLOAT32) options.precision = glimpse_index_precision(index);
+        /* a text query needs only the text tower */
+        model = cli_load_model(&options, "search", images, texts);
+        if (glimpse_index_check_model(index, model) != GLIMPSE_STATUS_OK) { /* refuses another model */
+            cli_error("%s", glimpse_last_error());
+            return CLI_EXIT_FAILURE;
+        }
+        ctx = cli_create_context(&options, model);
+    }
+    glimpse_search_result *results = cli_calloc((size_t)k + 1, sizeof *results);
+    const char **paths = cli_calloc((size_t)k + 1, sizeof *paths);
+    float *scores = cli_calloc((size_t)k + 1, sizeof *scores);
+    for (size_t i = 0; i < query_count; i++) {
+        if (embed_search_query(&options, index, ctx, &queries[i], embedding))
+            search_and_print(&options, index, &queries[i], embedding, (size_t)k, results, paths, scores);
+        else
+            options.failures++;
+    }
+    for (size_t i = 0; i < like_count; i++) free(labels[i]);
+    free(labels), free(queries), free(embedding), free(results), free(paths), free(scores);
     glimpse_index_free(index);
     return cli_finish(&options, ctx, model);
+}
+
+/* ------------------------------------------------------------ duplicates */
+
+static const struct option duplicates_long_options[] = {
+    CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
+    {"threshold", required_argument, NULL, DUPLICATES_OPT_THRESHOLD}, {NULL, 0, NULL, 0}};
+
+static const char duplicates_help[] =
+    "Usage: glimpse duplicates --db FILE [--threshold T] [--json]\n"
+    "Lists groups of near-identical pictures in an index (resized, re-encoded or\n"
+    "lightly edited copies) from the embeddings it stores: pictures whose cosine\n"
+    "is at least T are one group, and so are chains of them. No model is loaded.\n"
+    "      --db FILE        the index built by glimpse index\n"
+    "      --threshold T    the cosine from 0 to 1 (default 0.95: measured on the demo\n"
+    "                       pictures with re-encoded, resized, cropped and brightened\n"
+    "                       copies, see the README)\n"
+    "Each group: its pictures and their cosine to the first. JSON: one object per\n"
+    "group, {\"group\": [{\"image\": PATH, \"similarity\": S}, ...]}.\n";
+
+static void print_group(void *user, const char *const *paths, const float *similarity, size_t count) {
+    cli_options *options = user; /* its failures count the groups printed */
+    options->failures++;
+    if (options->json) printf("{\"group\": [");
+    else printf("group %d, %zu pictures\n", options->failures, count);
+    for (size_t i = 0; i < count; i++) {
+        if (options->json) {
+            printf(i ? ", {\"image\": " : "{\"image\": ");
+            json_path(stdout, paths[i]);
+            printf(", \"similarity\": ");
+            json_float(stdout, similarity[i]);
+            printf("}");
+        } else {
+            printf("  %.4f  %s\n", similarity[i], paths[i]);
+        }
+    }
+    if (options->json) printf("]}\n");
+}
+
+int command_duplicates(int argc, char **argv) {
+    cli_options options;
+    cli_options_init(&options);
+    const char *db = NULL;
+    float threshold = GLIMPSE_INDEX_DUPLICATE_COSINE;
+    int code;
+    while ((code = getopt_long(argc, argv, "", duplicates_long_options, NULL)) != -1) {
+        if (cli_common_option(&options, code, optarg, "duplicates")) continue;
+        char *end;
+        switch (code) {
+        case 'd': db = optarg; break;
+        case DUPLICATES_OPT_THRESHOLD:
+            threshold = strtof(optarg, &end);
+            if (end == optarg || *end || !(threshold >= 0.0f && threshold <= 1.0f))
+                cli_usage_error("duplicates", "--threshold takes a cosine from 0 to 1, not '%s'", optarg);
+            break;
+        case CLI_OPT_HELP: printf("%s\n%s", duplicates_help, cli_common_help); return CLI_EXIT_OK;
+        default: cli_usage_error("duplicates", "unknown option");
+        }
+    }
+    if (!db) cli_usage_error("duplicates", "no index file: give --db FILE");
+    if (optind < argc) cli_usage_error("duplicates", "takes no paths: give the index with --db");
+    glimpse_index *index = open_for_reading(db);
+    cli_options counter = options;
+    counter.failures = 0;
+    size_t groups = 0;
+    glimpse_status status = glimpse_index_duplicates(index, threshold, print_group, &counter, &groups);
+    if (status) cli_error("%s", glimpse_last_error());
+    else if (!options.json) printf("%zu groups of near-identical pictures (cosine >= %.3g)\n", groups, threshold);
+    glimpse_index_free(index);
+    return status ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }

@@ -12,5 +12,6 @@ int command_caption(int argc, char **argv);
 int command_bench(int argc, char **argv);
 int command_index(int argc, char **argv);
 int command_search(int argc, char **argv);
+int command_duplicates(int argc, char **argv);
 
 #endif

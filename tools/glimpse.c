@@ -19,6 +19,7 @@ static const char usage[] =
     "  caption   describe images in words (BLIP)\n"
     "  index     build or refresh a search index of a photo collection\n"
     "  search    search an index with texts, images or combinations\n"
+    "  duplicates  list groups of near-identical pictures in an index\n"
     "  bench     time each stage of a model (developers)\n"
     "\n"
     "MODEL is a Hugging Face snapshot folder (config.json, model.safetensors, tokenizer\n"
@@ -34,7 +35,8 @@ int main(int argc, char **argv) {
     static const command commands[] = {
         {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
         {"caption", command_caption}, {"bench", command_bench},
-        {"index", command_index},     {"search", command_search}};
+        {"index", command_index},     {"search", command_search},
+        {"duplicates", command_duplicates}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
