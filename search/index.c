@@ -28,8 +28,11 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/kernels.h"
+#include "core/pool.h"
+#include "core/quantize.h"
 #include "core/strmap.h"
 #include "search/index.h"
+#include "search/vectors.h"
 #include "vision/image.h"
 
 /* Milliseconds a write waits for another process's to finish before failing. */
@@ -56,7 +59,16 @@ struct glimpse_index {
     char **paths;
     float *matrix; /* [count, dim] */
     float *scores; /* [count] */
+    /* or the vector file (FILE.vectors), mapped, when it is the index's current one */
+    bool vectors_open;
+    vector_file vectors;
+    char **fetched;       /* [vectors.count]: the paths of rows returned so far, read from SQLite when first needed */
+    float *vector_scores; /* [2, vectors.count]: the query's int8 scores, and the integrity row's */
+    pool *threads;        /* the scan's, created with the first search */
 };
+
+static glimpse_status check_row(glimpse_index *index, sqlite3_stmt *row);
+static size_t count_where(glimpse_index *index, const char *condition);
 
 static glimpse_status db_error(glimpse_index *index, const char *what) {
     return error_set(GLIMPSE_STATUS_IO, "%s: %s: %s", index->path, what, sqlite3_errmsg(index->db));
@@ -196,6 +208,12 @@ static glimpse_status meta_set(glimpse_index *index, const char *key, const char
 }
 
 static void drop_cache(glimpse_index *index) {
+    if (index->vectors_open)
+        for (size_t i = 0; i < index->vectors.count; i++) free(index->fetched[i]);
+    free(index->fetched), free(index->vector_scores);
+    index->fetched = NULL, index->vector_scores = NULL;
+    vector_file_close(&index->vectors);
+    index->vectors_open = false;
     for (size_t i = 0; i < index->count; i++) free(index->paths[i]);
     free(index->paths);
     free(index->matrix);
@@ -463,6 +481,7 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
 void glimpse_index_free(glimpse_index *index) {
     if (!index) return;
     drop_cache(index);
+    pool_free(index->threads);
     /* leave the file in rollback-journal mode when no one else has it open,
      * so that readers of it need no -wal or -shm file (read-only media) */
     if (index->db && !index->read_only) {
@@ -920,6 +939,8 @@ static glimpse_status writer_lock(glimpse_index *index) {
         sqlite3_bind_int64(statement, 3, (int64_t)time(NULL));
         if (sqlite3_step(statement) != SQLITE_DONE) status = db_error(index, "recording the index's writer");
     }
+    /* from now on the vector file is not the index's: rewritten when the change is done */
+    if (!status) status = exec(index, "DELETE FROM meta WHERE key = 'vectors'");
     return transaction_end(index, statement, status);
 }
 
@@ -936,6 +957,65 @@ static glimpse_status record_roots(glimpse_index *index, const root_list *judged
         sqlite3_reset(insert);
     }
     return transaction_end(index, insert, status);
+}
+
+/* Rows copied to the vector file at a time. */
+#define VECTOR_CHUNK_ROWS 4096
+
+/* Copies the rows that searches see (not failed), each checked, into w (a chunk at a time). */
+static glimpse_status copy_rows(glimpse_index *index, vector_writer *w, size_t count) {
+    const char *sql = index->failed_column
+                          ? "SELECT path, embedding, checksum, id FROM images WHERE failed IS NULL ORDER BY id"
+                          : "SELECT path, embedding, checksum, id FROM images ORDER BY id";
+    sqlite3_stmt *statement;
+    int code = sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL);
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
+    int64_t *ids = malloc(VECTOR_CHUNK_ROWS * sizeof *ids);
+    float *rows = malloc(VECTOR_CHUNK_ROWS * index->dim * sizeof *rows);
+    glimpse_status status = ids && rows ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    size_t n = 0, copied = 0;
+    while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) {
+        if (++copied > count) status = damaged(index, "its row count changed while it was read");
+        if (!status) status = check_row(index, statement);
+        if (status) break;
+        ids[n] = sqlite3_column_int64(statement, 3);
+        memcpy(rows + n * index->dim, sqlite3_column_blob(statement, 1), index->dim * sizeof(float));
+        if (++n == VECTOR_CHUNK_ROWS) status = vector_writer_add(w, ids, rows, n), n = 0;
+    }
+    if (!status && code != SQLITE_DONE) status = step_error(index, code, "reading the index");
+    if (!status && n) status = vector_writer_add(w, ids, rows, n);
+    sqlite3_finalize(statement);
+    free(ids), free(rows);
+    return status;
+}
+
+/* Writes the vector file of the index as it now is, and records its stamp.
+ * A file that cannot be written (a read-only folder, a full disk) leaves
+ * the index without one: searches then read the rows from SQLite. Damage
+ * met on the way is returned. */
+static glimpse_status write_vectors(glimpse_index *index) {
+    char *path = vector_file_path(index->path);
+    if (!path) return ERROR_OOM();
+    static uint64_t calls;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t seed[4] = {(uint64_t)now.tv_sec, (uint64_t)now.tv_nsec, (uint64_t)getpid(), ++calls};
+    uint64_t stamp = content_hash((const uint8_t *)seed, sizeof seed);
+    vector_writer w;
+    glimpse_status status = exec(index, "BEGIN"), written = GLIMPSE_STATUS_OK;
+    size_t count = status ? 0 : count_where(index, index->failed_column ? "failed IS NULL" : "1");
+    if (!status) written = vector_writer_start(&w, path, stamp, count, index->dim);
+    if (!status && !written) {
+        status = copy_rows(index, &w, count);
+        written = status;
+    }
+    sqlite3_exec(index->db, "COMMIT", NULL, NULL, NULL);
+    if (!status) written = vector_writer_finish(&w, written);
+    char text[24];
+    snprintf(text, sizeof text, "%016llx", (unsigned long long)stamp);
+    if (!status && !written) status = meta_set(index, "vectors", text);
+    free(path);
+    return status;
 }
 
 /* Leaves the index to other writers. */
@@ -989,6 +1069,7 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     if (!status && work_count) status = record_moves(index, &walk, &stored, work, &work_count, summary);
     if (!status) status = forget_deleted(index, &stored, &walk, summary);
     if (!status) status = embed_work(index, ctx, files, work, work_count, params, summary);
+    if (!status) status = write_vectors(index);
     /* fold the write-ahead log into the database: later reads come straight from it */
     writer_unlock(index);
     if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
@@ -1134,6 +1215,7 @@ glimpse_status glimpse_index_remove(glimpse_index *index, const char *path, size
     }
     status = delete_under(index, "images", absolute, removed);
     if (!status) status = delete_under(index, "roots", absolute, NULL);
+    if (!status) status = write_vectors(index);
     writer_unlock(index);
     free(absolute);
     return status;
@@ -1159,6 +1241,7 @@ glimpse_status glimpse_index_prune(glimpse_index *index, size_t *removed) {
     if (status) *removed = 0; /* rolled back */
     /* the roots that are gone go too */
     if (!status) status = exec(index, "DELETE FROM roots WHERE NOT glimpse_file_exists(path)");
+    if (!status) status = write_vectors(index);
     writer_unlock(index);
     stored_images_free(&stored);
     return status;
@@ -1240,10 +1323,10 @@ static glimpse_status read_rows(glimpse_index *index) {
     sqlite3_stmt *statement;
     /* failed entries (stale embeddings of files that no longer read) are left out */
     const char *select = index->checksummed && index->failed_column
-                             ? "SELECT path, embedding, checksum FROM images WHERE failed IS NULL"
-                         : index->checksummed ? "SELECT path, embedding, checksum FROM images"
-                         : index->failed_column ? "SELECT path, embedding FROM images WHERE failed IS NULL"
-                                                : "SELECT path, embedding FROM images";
+                             ? "SELECT path, embedding, checksum FROM images WHERE failed IS NULL ORDER BY id"
+                         : index->checksummed ? "SELECT path, embedding, checksum FROM images ORDER BY id"
+                         : index->failed_column ? "SELECT path, embedding FROM images WHERE failed IS NULL ORDER BY id"
+                                                : "SELECT path, embedding FROM images ORDER BY id";
     int code = sqlite3_prepare_v2(index->db, select, -1, &statement, NULL);
     if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
     while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) status = load_row(index, statement, capacity);
@@ -1276,31 +1359,163 @@ glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed) {
     return load_cache(index);
 }
 
+/* Maps the vector file if it is the index's current one (its stamp is the
+ * one meta records), within a read transaction so that both come from the
+ * same state; *usable false when there is none. */
+static glimpse_status open_vectors(glimpse_index *index, bool *usable) {
+    *usable = false;
+    char *path = vector_file_path(index->path), *stamp = NULL;
+    if (!path) return ERROR_OOM();
+    glimpse_status status = exec(index, "BEGIN");
+    if (!status) status = meta_get(index, "vectors", &stamp);
+    if (!status && stamp) status = vector_file_open(&index->vectors, path, strtoull(stamp, NULL, 16), index->dim, usable);
+    sqlite3_exec(index->db, "COMMIT", NULL, NULL, NULL);
+    size_t count = index->vectors.count;
+    if (!status && *usable) {
+        index->fetched = calloc(count + 1, sizeof *index->fetched);
+        index->vector_scores = malloc((2 * count + 1) * sizeof(float));
+        if (!index->fetched || !index->vector_scores) status = ERROR_OOM();
+        index->vectors_open = true;
+    }
+    if (!status && !index->threads) status = pool_create(0, &index->threads);
+    free(path), free(stamp);
+    return status;
+}
+
+/* Row r of the vector file checked against its SQLite row (path, embedding
+ * and checksum, the same floats); its path kept in index->fetched[r]. */
+static glimpse_status check_vector_row(glimpse_index *index, sqlite3_stmt *lookup, size_t r) {
+    const vector_file *v = &index->vectors;
+    sqlite3_bind_int64(lookup, 1, v->ids[r]);
+    int code = sqlite3_step(lookup);
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (code == SQLITE_ROW) status = check_row(index, lookup);
+    else if (code == SQLITE_DONE) status = damaged(index, "its vector file names a row it does not hold");
+    else status = step_error(index, code, "reading the index");
+    if (!status && memcmp(sqlite3_column_blob(lookup, 1), v->rows + r * v->dim, v->dim * sizeof(float)) != 0)
+        status = damaged(index, "its vector file's embeddings are not its rows'");
+    if (!status && !index->fetched[r] && !(index->fetched[r] = strdup((const char *)sqlite3_column_text(lookup, 0))))
+        status = ERROR_OOM();
+    sqlite3_reset(lookup);
+    return status;
+}
+
+/* Inserts (score, row) into the best-first list results[0..*n) of at most k. */
+static void keep_best(glimpse_search_result *results, size_t *rows, size_t *n, size_t k, float score, size_t row,
+                      const char *path) {
+    if (*n == k && !(score > results[*n - 1].score)) return;
+    size_t at = *n < k ? (*n)++ : k - 1;
+    while (at > 0 && score > results[at - 1].score) {
+        results[at] = results[at - 1];
+        if (rows) rows[at] = rows[at - 1];
+        at--;
+    }
+    results[at] = (glimpse_search_result){path, score};
+    if (rows) rows[at] = row;
+}
+
+/* Candidates taken from a scan for exact scoring: for the int8 scan, enough
+ * for the top k to be the exact search's (see the README's measurement). */
+static size_t candidate_count(size_t k) { return k * 8 < 256 ? 256 : k * 8; }
+
+/* A candidate's score as both searches give it: its cosine summed in double
+ * (the same number whichever scan found it), then the model's scale and bias. */
+static float exact_score(const glimpse_index *index, const float *query, const float *row) {
+    double dot = 0;
+    for (size_t d = 0; d < index->dim; d++) dot += (double)query[d] * row[d];
+    return (float)dot * index->logit_scale + index->logit_bias;
+}
+
+/* The search on the vector file: one int8 scan of every row (kernel_linear
+ * on the q8 twin; with it, a row of ones whose scores must come out as the
+ * stored sums say, so that damaged codes are found), then the best
+ * candidates scored exactly in float32, each checked against its SQLite row. */
+static glimpse_status search_vectors(glimpse_index *index, const float *query, size_t k, glimpse_search_result *results,
+                                     size_t *found) {
+    const vector_file *v = &index->vectors;
+    const size_t n = v->count, dim = v->dim;
+    float *in = malloc(2 * dim * sizeof(float));
+    uint8_t *ones_codes = malloc(v->q8.depth);
+    size_t wanted = candidate_count(k) < n ? candidate_count(k) : n;
+    glimpse_search_result *candidates = malloc((wanted + 1) * sizeof *candidates);
+    size_t *rows = malloc((wanted + 1) * sizeof *rows);
+    glimpse_status status = in && ones_codes && candidates && rows ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    if (!status) {
+        memcpy(in, query, dim * sizeof(float));
+        for (size_t d = 0; d < dim; d++) in[dim + d] = 1.0f;
+        const kernel_weight weight = {.data = v->rows, .type = WEIGHT_TYPE_F32, .q8 = &v->q8};
+        kernel_linear(index->vector_scores, n, in, dim, &weight, NULL, 2, dim, n, false, index->threads);
+        float ones_scale = q8_quantize_row(ones_codes, in + dim, dim, v->q8.depth);
+        const float *scores = index->vector_scores, *integrity = index->vector_scores + n;
+        size_t taken = 0;
+        for (size_t r = 0; r < n; r++) {
+            if (integrity[r] != q8_finish(255 * v->q8.sum[r], v->q8.sum[r], ones_scale, v->q8.scale[r], NULL)) {
+                status = damaged(index, "its vector file's int8 rows do not match their sums");
+                break;
+            }
+            keep_best(candidates, rows, &taken, wanted, scores[r], r, NULL);
+        }
+        sqlite3_stmt *lookup = NULL;
+        int code = status ? SQLITE_OK
+                          : sqlite3_prepare_v2(index->db, index->checksummed
+                                                              ? "SELECT path, embedding, checksum FROM images WHERE id = ?"
+                                                              : "SELECT path, embedding FROM images WHERE id = ?",
+                                               -1, &lookup, NULL);
+        if (code != SQLITE_OK) status = prepare_error(index, code, "reading the index");
+        size_t kept = 0;
+        for (size_t c = 0; !status && c < taken; c++) {
+            status = check_vector_row(index, lookup, rows[c]);
+            float score = exact_score(index, query, v->rows + rows[c] * dim);
+            if (!status) keep_best(results, NULL, &kept, k, score, rows[c], index->fetched[rows[c]]);
+        }
+        sqlite3_finalize(lookup);
+        *found = status ? 0 : kept;
+    }
+    free(in), free(ones_codes), free(candidates), free(rows);
+    return status;
+}
+
+/* The exact search over the rows loaded from SQLite: every score in one
+ * float32 matrix-vector product, the best candidates scored as exact_score. */
+static glimpse_status search_loaded(glimpse_index *index, const float *query, size_t k, glimpse_search_result *results,
+                                    size_t *found) {
+    glimpse_status status = load_cache(index);
+    if (status || !k) return status;
+    const kernel_weight matrix = kernel_weight_f32(index->matrix);
+    kernel_linear(index->scores, index->count, query, index->dim, &matrix, NULL, 1, index->dim, index->count, false,
+                  NULL);
+    size_t wanted = candidate_count(k), taken = 0, n = 0;
+    glimpse_search_result *candidates = malloc(wanted * sizeof *candidates);
+    size_t *rows = malloc(wanted * sizeof *rows);
+    if (!candidates || !rows) status = ERROR_OOM();
+    for (size_t i = 0; !status && i < index->count; i++) keep_best(candidates, rows, &taken, wanted, index->scores[i], i, NULL);
+    for (size_t c = 0; !status && c < taken; c++)
+        keep_best(results, NULL, &n, k, exact_score(index, query, index->matrix + rows[c] * index->dim), rows[c],
+                  index->paths[rows[c]]);
+    free(candidates), free(rows);
+    *found = n;
+    return status;
+}
+
 glimpse_status glimpse_index_search(glimpse_index *index, const float *query, size_t k,
                                     glimpse_search_result *results, size_t *found) {
     if (!index || !query || !found || (k && !results))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_search: NULL argument");
     *found = 0;
-    glimpse_status status = load_cache(index);
-    if (status) return status;
-    /* all scores in one matrix-vector product */
-    const kernel_weight matrix = kernel_weight_f32(index->matrix);
-    kernel_linear(index->scores, index->count, query, index->dim, &matrix, NULL, 1, index->dim, index->count, false,
-                  NULL);
-    /* top k by insertion into a sorted list: k is small */
-    size_t n = 0;
-    for (size_t i = 0; i < index->count && k; i++) {
-        float score = index->scores[i] * index->logit_scale + index->logit_bias;
-        if (n == k && !(score > results[n - 1].score)) continue;
-        size_t at = n < k ? n++ : k - 1;
-        while (at > 0 && score > results[at - 1].score) {
-            results[at] = results[at - 1];
-            at--;
-        }
-        results[at] = (glimpse_search_result){index->paths[i], score};
+    bool usable = index->vectors_open;
+    if (!index->loaded && !usable) {
+        glimpse_status status = open_vectors(index, &usable);
+        if (status) return status;
     }
-    *found = n;
-    return GLIMPSE_STATUS_OK;
+    if (usable && !k) return GLIMPSE_STATUS_OK;
+    return usable ? search_vectors(index, query, k, results, found) : search_loaded(index, query, k, results, found);
+}
+
+/* The exact search, on the rows read from SQLite whether or not a vector file is there (benchmarks compare). */
+glimpse_status index_search_exact(glimpse_index *index, const float *query, size_t k, glimpse_search_result *results,
+                                  size_t *found) {
+    *found = 0;
+    return search_loaded(index, query, k, results, found);
 }
 
 /* ------------------------------------------------- similar pictures */

@@ -1079,6 +1079,56 @@ static void test_similar_pictures(void **state) {
     for (int i = 0; i < DEMO_FILES; i++) free(real[i]);
 }
 
+/* The search's top 5 for the query, as "path score" lines. */
+static void top_five(const char *db, glimpse_context *ctx, const char *query_text, char *out, size_t size) {
+    glimpse_index *index;
+    assert_int_equal(glimpse_index_open(db, NULL, &index), GLIMPSE_STATUS_OK);
+    float query[32];
+    assert_int_equal(glimpse_embed_query(ctx, query_text, query), GLIMPSE_STATUS_OK);
+    glimpse_search_result results[5];
+    size_t found;
+    assert_int_equal(glimpse_index_search(index, query, 5, results, &found), GLIMPSE_STATUS_OK);
+    out[0] = '\0';
+    for (size_t r = 0; r < found; r++) {
+        size_t used = strlen(out);
+        snprintf(out + used, size - used, "%s %.9g\n", results[r].path, results[r].score);
+    }
+    glimpse_index_free(index);
+}
+
+/* The vector file beside the index (FILE.vectors) gives the same answers as
+ * the rows in SQLite, and one that is not the index's current one (an
+ * update since, a crash in the middle) is not used. */
+static void test_vector_file(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], vectors[PATH_CAPACITY + 16], command[4 * PATH_CAPACITY];
+    make_library("vectors", "vectors.db", 37, 20, library, db);
+    snprintf(vectors, sizeof vectors, "%s.vectors", db);
+    indexer x = open_indexer(db);
+    failures f = {0};
+    update(x.index, x.ctx, library, &f);
+    assert_true(file_is_regular(vectors));
+    char with[2048], without[2048];
+    top_five(db, x.ctx, "a red circle", with, sizeof with);
+    snprintf(command, sizeof command, "mv %s %s.old", vectors, vectors);
+    run_or_fail(command);
+    top_five(db, x.ctx, "a red circle", without, sizeof without);
+    assert_string_equal(with, without);
+    /* a new picture that ranks first; the old vector file put back is stale and not used */
+    snprintf(command, sizeof command, "cp %s/00003.png %s/extra.png", library, library);
+    run_or_fail(command);
+    update(x.index, x.ctx, library, &f);
+    char picture[PATH_CAPACITY + 16];
+    snprintf(picture, sizeof picture, "@%s/extra.png", library);
+    top_five(db, x.ctx, picture, with, sizeof with);
+    assert_non_null(strstr(with, "extra.png"));
+    snprintf(command, sizeof command, "mv %s.old %s", vectors, vectors);
+    run_or_fail(command);
+    top_five(db, x.ctx, picture, without, sizeof without);
+    assert_string_equal(with, without);
+    close_indexer(&x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
@@ -1095,6 +1145,7 @@ int main(void) {
         cmocka_unit_test(test_library_management),
         cmocka_unit_test(test_management_command_line),
         cmocka_unit_test(test_similar_pictures),
+        cmocka_unit_test(test_vector_file),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);
 }
