@@ -415,8 +415,10 @@ glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimp
 
 /* The model folder the index was built with (owned by the index). */
 const char *glimpse_index_model_path(const glimpse_index *index);
-/* Images stored. */
+/* Images stored (a count over the whole table: slow on a large index). */
 size_t glimpse_index_count(const glimpse_index *index);
+/* The size of the embeddings the index holds (read when it was opened). */
+size_t glimpse_index_embedding_dim(const glimpse_index *index);
 /* The full check of the index file: SQLite's integrity_check, then every
  * row's shape and (*checksummed set) its checksum; an index made before
  * checksums (*checksummed false) gets them on its next writing open.

@@ -10,6 +10,7 @@
  * batch in flight is rolled back whole. Embeddings are kept as float32 both
  * on disk and in memory: exact, and a 100,000 × 512 table is 200 MB, which
  * one sgemv reads in about 10 ms. */
+#include <math.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,6 +32,7 @@
 #include "core/pool.h"
 #include "core/quantize.h"
 #include "core/strmap.h"
+#include "search/bench.h"
 #include "search/index.h"
 #include "search/vectors.h"
 #include "vision/image.h"
@@ -63,7 +65,7 @@ struct glimpse_index {
     bool vectors_open;
     vector_file vectors;
     char **fetched;       /* [vectors.count]: the paths of rows returned so far, read from SQLite when first needed */
-    float *vector_scores; /* [2, vectors.count]: the query's int8 scores, and the integrity row's */
+    int32_t *scan;        /* [2, vectors.count]: the int8 scan's dot products and code sums */
     pool *threads;        /* the scan's, created with the first search */
 };
 
@@ -210,8 +212,8 @@ static glimpse_status meta_set(glimpse_index *index, const char *key, const char
 static void drop_cache(glimpse_index *index) {
     if (index->vectors_open)
         for (size_t i = 0; i < index->vectors.count; i++) free(index->fetched[i]);
-    free(index->fetched), free(index->vector_scores);
-    index->fetched = NULL, index->vector_scores = NULL;
+    free(index->fetched), free(index->scan);
+    index->fetched = NULL, index->scan = NULL;
     vector_file_close(&index->vectors);
     index->vectors_open = false;
     for (size_t i = 0; i < index->count; i++) free(index->paths[i]);
@@ -509,6 +511,8 @@ glimpse_precision glimpse_index_precision(const glimpse_index *index) {
 }
 
 const char *glimpse_index_model_path(const glimpse_index *index) { return index ? index->model_path : NULL; }
+
+size_t glimpse_index_embedding_dim(const glimpse_index *index) { return index ? index->dim : 0; }
 
 size_t glimpse_index_count(const glimpse_index *index) {
     if (!index) return 0;
@@ -1373,8 +1377,8 @@ static glimpse_status open_vectors(glimpse_index *index, bool *usable) {
     size_t count = index->vectors.count;
     if (!status && *usable) {
         index->fetched = calloc(count + 1, sizeof *index->fetched);
-        index->vector_scores = malloc((2 * count + 1) * sizeof(float));
-        if (!index->fetched || !index->vector_scores) status = ERROR_OOM();
+        index->scan = malloc((2 * count + 1) * sizeof *index->scan);
+        if (!index->fetched || !index->scan) status = ERROR_OOM();
         index->vectors_open = true;
     }
     if (!status && !index->threads) status = pool_create(0, &index->threads);
@@ -1420,41 +1424,85 @@ static size_t candidate_count(size_t k) { return k * 8 < 256 ? 256 : k * 8; }
 
 /* A candidate's score as both searches give it: its cosine summed in double
  * (the same number whichever scan found it), then the model's scale and bias. */
-static float exact_score(const glimpse_index *index, const float *query, const float *row) {
-    double dot = 0;
-    for (size_t d = 0; d < index->dim; d++) dot += (double)query[d] * row[d];
-    return (float)dot * index->logit_scale + index->logit_bias;
+static float exact_score(const glimpse_index *index, double cosine) {
+    return (float)cosine * index->logit_scale + index->logit_bias;
 }
 
-/* The search on the vector file: one int8 scan of every row (kernel_linear
- * on the q8 twin; with it, a row of ones whose scores must come out as the
- * stored sums say, so that damaged codes are found), then the best
- * candidates scored exactly in float32, each checked against its SQLite row. */
+/* query · row in double, and (row_l1 not NULL) Σ|row|. */
+static double row_dot(const float *query, const float *row, size_t dim, double *row_l1) {
+    double dot = 0, l1 = 0;
+    for (size_t d = 0; d < dim; d++) dot += (double)query[d] * row[d], l1 += fabs((double)row[d]);
+    if (row_l1) *row_l1 = l1;
+    return dot;
+}
+
+/* Whether an int8 score is as far from the float32 cosine as quantization
+ * allows at most: q·w − q̂·ŵ = e_q·w + q̂·e_w, each error at most half its
+ * row's step; beyond it, the file's float32 row is not its int8 twin's. */
+static bool within_quantization(double cosine, float int8_score, double query_l1, double row_l1, float query_step,
+                                float row_step, size_t dim) {
+    double bound = query_step / 2.0 * row_l1 + row_step / 2.0 * (query_l1 + dim * query_step / 2.0);
+    return fabs(cosine - int8_score) <= bound * 1.001 + 1e-5;
+}
+
+/* Rows of the vector file per task of the scan. */
+#define SCAN_BLOCK_ROWS 8192
+
+typedef struct scan_job {
+    const glimpse_index *index;
+    const int8_t *query; /* [depth] signed codes */
+} scan_job;
+
+static void scan_task(void *argument, size_t task, float *scratch) {
+    (void)scratch;
+    const scan_job *job = argument;
+    const vector_file *v = &job->index->vectors;
+    size_t first = task * SCAN_BLOCK_ROWS, count = v->count - first < SCAN_BLOCK_ROWS ? v->count - first : SCAN_BLOCK_ROWS;
+    vector_scan(job->index->scan, job->index->scan + v->count, job->query, v, first, count);
+}
+
+/* The search on the vector file: one int8 scan of every row (each code
+ * read once, over the pool's threads), whose code sums must be the stored
+ * ones (damaged codes show there), then the best candidates scored exactly
+ * in float32, each as near its int8 score as quantization allows, and the
+ * results checked against their SQLite rows. */
 static glimpse_status search_vectors(glimpse_index *index, const float *query, size_t k, glimpse_search_result *results,
                                      size_t *found) {
     const vector_file *v = &index->vectors;
     const size_t n = v->count, dim = v->dim;
-    float *in = malloc(2 * dim * sizeof(float));
-    uint8_t *ones_codes = malloc(v->q8.depth);
+    uint8_t *query_u8 = malloc(v->q8.depth);
+    int8_t *query_codes = malloc(v->q8.depth);
     size_t wanted = candidate_count(k) < n ? candidate_count(k) : n;
     glimpse_search_result *candidates = malloc((wanted + 1) * sizeof *candidates);
-    size_t *rows = malloc((wanted + 1) * sizeof *rows);
-    glimpse_status status = in && ones_codes && candidates && rows ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    size_t *rows = malloc((wanted + k + 1) * sizeof *rows);
+    glimpse_status status = query_u8 && query_codes && candidates && rows ? GLIMPSE_STATUS_OK : ERROR_OOM();
     if (!status) {
-        memcpy(in, query, dim * sizeof(float));
-        for (size_t d = 0; d < dim; d++) in[dim + d] = 1.0f;
-        const kernel_weight weight = {.data = v->rows, .type = WEIGHT_TYPE_F32, .q8 = &v->q8};
-        kernel_linear(index->vector_scores, n, in, dim, &weight, NULL, 2, dim, n, false, index->threads);
-        float ones_scale = q8_quantize_row(ones_codes, in + dim, dim, v->q8.depth);
-        const float *scores = index->vector_scores, *integrity = index->vector_scores + n;
+        float query_step = q8_quantize_row(query_u8, query, dim, v->q8.depth);
+        for (size_t d = 0; d < v->q8.depth; d++) query_codes[d] = (int8_t)(query_u8[d] - 128);
+        scan_job job = {.index = index, .query = query_codes};
+        pool_for(index->threads, (n + SCAN_BLOCK_ROWS - 1) / SCAN_BLOCK_ROWS, scan_task, &job);
+        const int32_t *dots = index->scan, *sums = index->scan + n;
         size_t taken = 0;
         for (size_t r = 0; r < n; r++) {
-            if (integrity[r] != q8_finish(255 * v->q8.sum[r], v->q8.sum[r], ones_scale, v->q8.scale[r], NULL)) {
+            if (sums[r] != v->q8.sum[r]) {
                 status = damaged(index, "its vector file's int8 rows do not match their sums");
                 break;
             }
-            keep_best(candidates, rows, &taken, wanted, scores[r], r, NULL);
+            keep_best(candidates, rows, &taken, wanted, (float)dots[r] * (query_step * v->q8.scale[r]), r, NULL);
         }
+        /* the candidates scored exactly; each float32 row as near its int8 twin's score as quantization allows */
+        double query_l1 = 0;
+        for (size_t d = 0; d < dim; d++) query_l1 += fabs((double)query[d]);
+        size_t kept = 0, *best = rows + wanted; /* the k best rows, after the candidates' */
+        for (size_t c = 0; !status && c < taken; c++) {
+            double row_l1, cosine = row_dot(query, v->rows + rows[c] * dim, dim, &row_l1);
+            if (!within_quantization(cosine, candidates[c].score, query_l1, row_l1, query_step, v->q8.scale[rows[c]],
+                                     dim))
+                status = damaged(index, "its vector file's embeddings are not their int8 twins");
+            else
+                keep_best(results, best, &kept, k, exact_score(index, cosine), rows[c], NULL);
+        }
+        /* the results checked against their SQLite rows, which give their paths */
         sqlite3_stmt *lookup = NULL;
         int code = status ? SQLITE_OK
                           : sqlite3_prepare_v2(index->db, index->checksummed
@@ -1462,16 +1510,14 @@ static glimpse_status search_vectors(glimpse_index *index, const float *query, s
                                                               : "SELECT path, embedding FROM images WHERE id = ?",
                                                -1, &lookup, NULL);
         if (code != SQLITE_OK) status = prepare_error(index, code, "reading the index");
-        size_t kept = 0;
-        for (size_t c = 0; !status && c < taken; c++) {
-            status = check_vector_row(index, lookup, rows[c]);
-            float score = exact_score(index, query, v->rows + rows[c] * dim);
-            if (!status) keep_best(results, NULL, &kept, k, score, rows[c], index->fetched[rows[c]]);
+        for (size_t r = 0; !status && r < kept; r++) {
+            status = check_vector_row(index, lookup, best[r]);
+            results[r].path = index->fetched[best[r]];
         }
         sqlite3_finalize(lookup);
         *found = status ? 0 : kept;
     }
-    free(in), free(ones_codes), free(candidates), free(rows);
+    free(query_u8), free(query_codes), free(candidates), free(rows);
     return status;
 }
 
@@ -1490,8 +1536,9 @@ static glimpse_status search_loaded(glimpse_index *index, const float *query, si
     if (!candidates || !rows) status = ERROR_OOM();
     for (size_t i = 0; !status && i < index->count; i++) keep_best(candidates, rows, &taken, wanted, index->scores[i], i, NULL);
     for (size_t c = 0; !status && c < taken; c++)
-        keep_best(results, NULL, &n, k, exact_score(index, query, index->matrix + rows[c] * index->dim), rows[c],
-                  index->paths[rows[c]]);
+        keep_best(results, NULL, &n, k, exact_score(index, row_dot(query, index->matrix + rows[c] * index->dim,
+                                                                    index->dim, NULL)),
+                  rows[c], index->paths[rows[c]]);
     free(candidates), free(rows);
     *found = n;
     return status;
@@ -1511,11 +1558,35 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
     return usable ? search_vectors(index, query, k, results, found) : search_loaded(index, query, k, results, found);
 }
 
-/* The exact search, on the rows read from SQLite whether or not a vector file is there (benchmarks compare). */
-glimpse_status index_search_exact(glimpse_index *index, const float *query, size_t k, glimpse_search_result *results,
-                                  size_t *found) {
+/* ------------------------------------------------------ benchmark hooks */
+
+glimpse_status index_bench_search_exact(glimpse_index *index, const float *query, size_t k,
+                                        glimpse_search_result *results, size_t *found) {
     *found = 0;
     return search_loaded(index, query, k, results, found);
+}
+
+glimpse_status index_bench_insert(glimpse_index *index, const char *const *paths, const float *rows, size_t count) {
+    sqlite3_stmt *insert;
+    glimpse_status status = transaction_begin(index,
+                                              "INSERT INTO images(path, size, mtime_ns, hash, embedding, checksum)"
+                                              " VALUES (?1, 1, 1, ?2, ?3, glimpse_row_checksum(?1, ?3))",
+                                              "storing rows", &insert);
+    for (size_t r = 0; !status && r < count; r++) {
+        sqlite3_bind_text(insert, 1, paths[r], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(insert, 2, (int64_t)r);
+        sqlite3_bind_blob(insert, 3, rows + r * index->dim, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
+        if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "storing rows");
+        sqlite3_reset(insert);
+    }
+    drop_cache(index);
+    return transaction_end(index, insert, status);
+}
+
+glimpse_status index_bench_write_vectors(glimpse_index *index) {
+    glimpse_status status = write_vectors(index);
+    if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    return status;
 }
 
 /* ------------------------------------------------- similar pictures */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api/bench.h"
+#include "search/bench.h"
 #include "tools/cli_common.h"
 #include "tools/commands.h"
 
@@ -305,40 +306,15 @@ static void time_itm_stages(bench *b, glimpse_context *ctx, const glimpse_model 
     bench_bert_free(encoder);
 }
 
-/* Fills the new index db (made for model) with rows random unit vectors,
- * written straight into its SQLite table; leaves the last one in row. */
+/* Fills the new index db (made for model) with rows random unit vectors
+ * (uniform on the sphere, through the index's own insert); leaves one of
+ * the same kind, not stored, in row. */
 static void write_random_index(const char *db, const glimpse_model *model, long rows, float *row) {
     glimpse_index *index;
     check(glimpse_index_open(db, model, &index));
+    check(index_bench_fill(index, (size_t)rows, 0, 1));
+    index_bench_random_row(row, glimpse_model_embedding_dim(model), 0, 1, (uint64_t)rows);
     glimpse_index_free(index);
-    size_t dim = glimpse_model_embedding_dim(model);
-    sqlite3 *handle;
-    sqlite3_stmt *insert;
-    sqlite3_open(db, &handle);
-    sqlite3_exec(handle, "BEGIN", NULL, NULL, NULL);
-    sqlite3_prepare_v2(handle, "INSERT INTO images(path, size, mtime_ns, hash, embedding) VALUES (?, 1, 1, ?, ?)", -1,
-                       &insert, NULL);
-    uint64_t random = 88172645463325252ull; /* xorshift64, with the seed of Marsaglia's paper */
-    for (long r = 0; r < rows; r++) {
-        double norm = 0;
-        for (size_t d = 0; d < dim; d++) {
-            random ^= random << 13, random ^= random >> 7, random ^= random << 17;
-            row[d] = (float)((random >> 11) / 0x1p53 - 0.5); /* the top 53 bits, uniform in [-0.5, 0.5) */
-            norm += (double)row[d] * row[d];
-        }
-        for (size_t d = 0; d < dim; d++) row[d] = (float)(row[d] / sqrt(norm));
-        char path[64];
-        snprintf(path, sizeof path, "/photos/%08ld.jpg", r);
-        sqlite3_bind_text(insert, 1, path, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(insert, 2, r);
-        sqlite3_bind_blob(insert, 3, row, (int)(dim * sizeof(float)), SQLITE_STATIC);
-        sqlite3_step(insert);
-        sqlite3_reset(insert);
-    }
-    sqlite3_finalize(insert);
-    sqlite3_exec(handle, "COMMIT", NULL, NULL, NULL);
-    sqlite3_exec(handle, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL); /* as glimpse index leaves it */
-    sqlite3_close(handle);
 }
 
 /* CLIP or SigLIP with --search-rows: opening an index and loading its embeddings, a

@@ -438,12 +438,7 @@ int command_search(int argc, char **argv) {
     if (!db) cli_usage_error("search", "no index file: give --db FILE");
     if (optind >= argc && !query_count) cli_usage_error("search", "no query (give QUERY or --like PHOTO)");
     glimpse_index *index = open_for_reading(db);
-    glimpse_index_stats stats;
-    if (glimpse_index_get_stats(index, &stats) != GLIMPSE_STATUS_OK) {
-        cli_error("%s", glimpse_last_error());
-        return CLI_EXIT_FAILURE;
-    }
-    float *embedding = cli_calloc(stats.dim, sizeof(float));
+    float *embedding = cli_calloc(glimpse_index_embedding_dim(index), sizeof(float));
     /* which towers: a text for the text queries, the vision tower for images not stored */
     bool images = false, texts = optind < argc;
     size_t like_count = query_count;
