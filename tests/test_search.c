@@ -1077,6 +1077,24 @@ static void test_similar_pictures(void **state) {
     snprintf(command, sizeof command, "%s search --db %s -k 1 --like %s/00000.png | grep -q ' [^ ]*/00000.png$'",
              GLIMPSE_BINARY, db, library);
     assert_int_not_equal(system(command), 0); /* not itself */
+    /* --html: the page's two thumbnails are Pillow's bicubic resizes of their pictures to 200 pixels, bit for bit */
+    snprintf(command, sizeof command,
+             "%s search --db %s -k 2 --html %s/page.html 'a red circle' > /dev/null && "
+             "%s duplicates --db %s --html %s/groups.html > /dev/null && grep -q '00000-copy.jpg' %s/groups.html && "
+             "/usr/bin/python3 -c \"import re, base64, io, sys\n"
+             "from PIL import Image\n"
+             "page = open(sys.argv[1]).read()\n"
+             "same = []\n"
+             "for data, path in re.findall(r'base64,([^\\\"]+)\\\".*?<br>([^<]+)</figcaption>', page, re.S):\n"
+             "    thumbnail = Image.open(io.BytesIO(base64.b64decode(data))).convert('RGB')\n"
+             "    picture = Image.open(path).convert('RGB')\n"
+             "    w, h = picture.size\n"
+             "    side = max(w, h)\n"
+             "    expected = picture.resize((w * 200 // side, h * 200 // side), Image.BICUBIC) if side > 200 else picture\n"
+             "    same.append(list(thumbnail.getdata()) == list(expected.getdata()))\n"
+             "sys.exit(0 if len(same) == 2 and all(same) else 1)\" %s/page.html",
+             GLIMPSE_BINARY, db, workspace, GLIMPSE_BINARY, db, workspace, workspace, workspace);
+    run_or_fail(command);
     for (int i = 0; i < DEMO_FILES; i++) free(real[i]);
 }
 

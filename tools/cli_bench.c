@@ -16,6 +16,7 @@
 #include "api/bench.h"
 #include "search/bench.h"
 #include "tools/cli_common.h"
+#include "tools/cli_html.h"
 #include "tools/commands.h"
 
 static const char bench_help[] =
@@ -124,40 +125,22 @@ static void time_load(bench *b) {
     }
 }
 
-static void write_png_bytes(png_structp png, png_bytep data, png_size_t length) {
-    uint8_t **buffer = png_get_io_ptr(png);
-    size_t *size = (size_t *)(buffer + 1);
-    *buffer = realloc(*buffer, *size + length);
-    memcpy(*buffer + *size, data, length);
-    *size += length;
-}
-static void flush_png(png_structp png) { (void)png; }
-
 /* An encoded PNG_WIDTH x PNG_HEIGHT PNG of a smooth pattern, to time decoding. */
 static uint8_t *make_png(size_t *size) {
-    struct {
-        uint8_t *bytes;
-        size_t size;
-    } out = {NULL, 0};
-    uint8_t row[PNG_WIDTH * 3];
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png_create_info_struct(png);
-    png_set_write_fn(png, &out, write_png_bytes, flush_png);
-    png_set_IHDR(png, info, PNG_WIDTH, PNG_HEIGHT, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_write_info(png, info);
+    uint8_t *pixels = malloc((size_t)PNG_WIDTH * PNG_HEIGHT * 3);
+    if (!pixels) check(GLIMPSE_STATUS_OUT_OF_MEMORY);
     for (int y = 0; y < PNG_HEIGHT; y++) {
+        uint8_t *row = pixels + (size_t)y * PNG_WIDTH * 3;
         for (int x = 0; x < PNG_WIDTH; x++) {
             row[3 * x] = (uint8_t)(x * 255 / (PNG_WIDTH - 1));
             row[3 * x + 1] = (uint8_t)(y * 255 / (PNG_HEIGHT - 1));
             row[3 * x + 2] = (uint8_t)((x * y) % 251);
         }
-        png_write_row(png, row);
     }
-    png_write_end(png, info);
-    png_destroy_write_struct(&png, &info);
-    *size = out.size;
-    return out.bytes;
+    uint8_t *png = cli_png_encode(pixels, PNG_WIDTH, PNG_HEIGHT, size);
+    free(pixels);
+    if (!png) check(GLIMPSE_STATUS_OUT_OF_MEMORY);
+    return png;
 }
 
 /* decode: b->batch images from the PNG's bytes, left in images */

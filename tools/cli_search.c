@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tools/cli_common.h"
+#include "tools/cli_html.h"
 #include "tools/commands.h"
 
 /* ----------------------------------------------------------------- index */
@@ -335,11 +336,12 @@ int command_index(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- search */
 
-enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD };
+enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD, OPT_HTML };
 
 static const struct option search_long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                     {"db", required_argument, NULL, 'd'},
                                                     {"like", required_argument, NULL, SEARCH_OPT_LIKE},
+                                                    {"html", required_argument, NULL, OPT_HTML},
                                                     {NULL, 0, NULL, 0}};
 
 static const char search_help[] =
@@ -359,6 +361,8 @@ static const char search_help[] =
     "      --like PHOTO     the pictures most like PHOTO, itself left out: its stored\n"
     "                       embedding if the index holds it (no model is loaded),\n"
     "                       else PHOTO embedded now. Repeatable; no QUERY needed\n"
+    "      --html FILE      also write FILE, one self-contained page of the results'\n"
+    "                       thumbnails with their scores and paths\n"
     "Scores are the model's logits: logit_scale x cosine, + logit_bias for SigLIP.\n"
     "JSON: {\"text\": QUERY, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per query\n"
     "(\"text\": \"@PHOTO\" for --like; a name that is not UTF-8 has \"path_bytes\" too);\n"
@@ -374,7 +378,7 @@ typedef struct search_query {
 /* Searches with one embedded query and prints its results, --like's photo itself left out. */
 static void search_and_print(cli_options *options, glimpse_index *index, const search_query *q,
                              const float *embedding, size_t k, glimpse_search_result *results, const char **paths,
-                             float *scores) {
+                             float *scores, FILE *page) {
     size_t found = 0;
     char *itself = q->like ? realpath(q->like, NULL) : NULL;
     if (glimpse_index_search(index, embedding, k + (q->like != NULL), results, &found) != GLIMPSE_STATUS_OK) {
@@ -390,6 +394,15 @@ static void search_and_print(cli_options *options, glimpse_index *index, const s
         paths[shown] = results[r].path, scores[shown++] = results[r].score;
     }
     cli_print_results(options, q->label, paths, scores, NULL, shown);
+    if (page) {
+        cli_html_row(page, q->label);
+        for (size_t r = 0; r < shown; r++) {
+            char caption[32];
+            snprintf(caption, sizeof caption, "%.4f", scores[r]);
+            cli_html_picture(page, options, paths[r], caption);
+        }
+        cli_html_row_end(page);
+    }
     free(itself);
 }
 
@@ -420,7 +433,7 @@ static bool embed_search_query(const cli_options *options, glimpse_index *index,
 int command_search(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
-    const char *db = NULL;
+    const char *db = NULL, *html = NULL;
     long k = 10;
     int code;
     search_query *queries = cli_calloc((size_t)argc, sizeof *queries);
@@ -431,6 +444,7 @@ int command_search(int argc, char **argv) {
         case 'd': db = optarg; break;
         case 'k': k = cli_parse_long("search", "-k", optarg, 1, 1L << 30); break;
         case SEARCH_OPT_LIKE: queries[query_count++] = (search_query){.label = NULL, .like = optarg}; break;
+        case OPT_HTML: html = optarg; break;
         case CLI_OPT_HELP: printf("%s\n%s", search_help, cli_common_help); free(queries); return CLI_EXIT_OK;
         default: cli_usage_error("search", "unknown option");
         }
@@ -472,12 +486,14 @@ int command_search(int argc, char **argv) {
     glimpse_search_result *results = cli_calloc((size_t)k + 1, sizeof *results);
     const char **paths = cli_calloc((size_t)k + 1, sizeof *paths);
     float *scores = cli_calloc((size_t)k + 1, sizeof *scores);
+    FILE *page = html ? cli_html_open(html, "glimpse search") : NULL;
     for (size_t i = 0; i < query_count; i++) {
         if (embed_search_query(&options, index, ctx, &queries[i], embedding))
-            search_and_print(&options, index, &queries[i], embedding, (size_t)k, results, paths, scores);
+            search_and_print(&options, index, &queries[i], embedding, (size_t)k, results, paths, scores, page);
         else
             options.failures++;
     }
+    if (page && !cli_html_close(page, html)) options.failures++;
     for (size_t i = 0; i < like_count; i++) free(labels[i]);
     free(labels), free(queries), free(embedding), free(results), free(paths), free(scores);
     glimpse_index_free(index);
@@ -488,10 +504,11 @@ int command_search(int argc, char **argv) {
 
 static const struct option duplicates_long_options[] = {
     CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-    {"threshold", required_argument, NULL, DUPLICATES_OPT_THRESHOLD}, {NULL, 0, NULL, 0}};
+    {"threshold", required_argument, NULL, DUPLICATES_OPT_THRESHOLD}, {"html", required_argument, NULL, OPT_HTML},
+    {NULL, 0, NULL, 0}};
 
 static const char duplicates_help[] =
-    "Usage: glimpse duplicates --db FILE [--threshold T] [--json]\n"
+    "Usage: glimpse duplicates --db FILE [--threshold T] [--json] [--html PAGE]\n"
     "Lists groups of near-identical pictures in an index (resized, re-encoded or\n"
     "lightly edited copies) from the embeddings it stores: pictures whose cosine\n"
     "is at least T are one group, and so are chains of them. No model is loaded.\n"
@@ -499,12 +516,29 @@ static const char duplicates_help[] =
     "      --threshold T    the cosine from 0 to 1 (default 0.95: measured on the demo\n"
     "                       pictures with re-encoded, resized, cropped and brightened\n"
     "                       copies, see the README)\n"
+    "      --html PAGE      also write PAGE, each group's thumbnails side by side\n"
     "Each group: its pictures and their cosine to the first. JSON: one object per\n"
     "group, {\"group\": [{\"image\": PATH, \"similarity\": S}, ...]}.\n";
 
+typedef struct group_printer {
+    cli_options options; /* its failures count the groups printed */
+    FILE *page;          /* --html's, or NULL */
+} group_printer;
+
 static void print_group(void *user, const char *const *paths, const float *similarity, size_t count) {
-    cli_options *options = user; /* its failures count the groups printed */
+    group_printer *printer = user;
+    cli_options *options = &printer->options;
     options->failures++;
+    if (printer->page) {
+        char heading[64], caption[32];
+        snprintf(heading, sizeof heading, "group %d, %zu pictures", options->failures, count);
+        cli_html_row(printer->page, heading);
+        for (size_t i = 0; i < count; i++) {
+            snprintf(caption, sizeof caption, "cosine %.4f", similarity[i]);
+            cli_html_picture(printer->page, options, paths[i], caption);
+        }
+        cli_html_row_end(printer->page);
+    }
     if (options->json) printf("{\"group\": [");
     else printf("group %d, %zu pictures\n", options->failures, count);
     for (size_t i = 0; i < count; i++) {
@@ -524,7 +558,7 @@ static void print_group(void *user, const char *const *paths, const float *simil
 int command_duplicates(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
-    const char *db = NULL;
+    const char *db = NULL, *html = NULL;
     float threshold = GLIMPSE_INDEX_DUPLICATE_COSINE;
     int code;
     while ((code = getopt_long(argc, argv, "", duplicates_long_options, NULL)) != -1) {
@@ -537,6 +571,7 @@ int command_duplicates(int argc, char **argv) {
             if (end == optarg || *end || !(threshold >= 0.0f && threshold <= 1.0f))
                 cli_usage_error("duplicates", "--threshold takes a cosine from 0 to 1, not '%s'", optarg);
             break;
+        case OPT_HTML: html = optarg; break;
         case CLI_OPT_HELP: printf("%s\n%s", duplicates_help, cli_common_help); return CLI_EXIT_OK;
         default: cli_usage_error("duplicates", "unknown option");
         }
@@ -544,12 +579,13 @@ int command_duplicates(int argc, char **argv) {
     if (!db) cli_usage_error("duplicates", "no index file: give --db FILE");
     if (optind < argc) cli_usage_error("duplicates", "takes no paths: give the index with --db");
     glimpse_index *index = open_for_reading(db);
-    cli_options counter = options;
-    counter.failures = 0;
+    group_printer printer = {.options = options, .page = html ? cli_html_open(html, "glimpse duplicates") : NULL};
+    printer.options.failures = 0;
     size_t groups = 0;
-    glimpse_status status = glimpse_index_duplicates(index, threshold, print_group, &counter, &groups);
+    glimpse_status status = glimpse_index_duplicates(index, threshold, print_group, &printer, &groups);
     if (status) cli_error("%s", glimpse_last_error());
     else if (!options.json) printf("%zu groups of near-identical pictures (cosine >= %.3g)\n", groups, threshold);
+    if (printer.page && !cli_html_close(printer.page, html)) status = GLIMPSE_STATUS_IO;
     glimpse_index_free(index);
     return status ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
