@@ -1353,16 +1353,6 @@ static glimpse_status load_cache(glimpse_index *index) {
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed) {
-    if (!index || !checksummed)
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_verify: NULL argument");
-    *checksummed = index->checksummed;
-    glimpse_status status = check_structure(index, "PRAGMA integrity_check(1)");
-    if (status) return status;
-    drop_cache(index);
-    return load_cache(index);
-}
-
 /* Maps the vector file if it is the index's current one (its stamp is the
  * one meta records), within a read transaction so that both come from the
  * same state; *usable false when there is none. */
@@ -1461,6 +1451,18 @@ static void scan_task(void *argument, size_t task, float *scratch) {
     vector_scan(job->index->scan, job->index->scan + v->count, job->query, v, first, count);
 }
 
+/* The int8 scan of the whole vector file for the query's codes (index->scan),
+ * and the codes' sums checked: damage if a row's are not the stored sum. */
+static glimpse_status scan_codes(glimpse_index *index, const int8_t *query_codes) {
+    const vector_file *v = &index->vectors;
+    scan_job job = {.index = index, .query = query_codes};
+    pool_for(index->threads, (v->count + SCAN_BLOCK_ROWS - 1) / SCAN_BLOCK_ROWS, scan_task, &job);
+    const int32_t *sums = index->scan + v->count;
+    for (size_t r = 0; r < v->count; r++)
+        if (sums[r] != v->q8.sum[r]) return damaged(index, "its vector file's int8 rows do not match their sums");
+    return GLIMPSE_STATUS_OK;
+}
+
 /* The search on the vector file: one int8 scan of every row (each code
  * read once, over the pool's threads), whose code sums must be the stored
  * ones (damaged codes show there), then the best candidates scored exactly
@@ -1479,17 +1481,11 @@ static glimpse_status search_vectors(glimpse_index *index, const float *query, s
     if (!status) {
         float query_step = q8_quantize_row(query_u8, query, dim, v->q8.depth);
         for (size_t d = 0; d < v->q8.depth; d++) query_codes[d] = (int8_t)(query_u8[d] - 128);
-        scan_job job = {.index = index, .query = query_codes};
-        pool_for(index->threads, (n + SCAN_BLOCK_ROWS - 1) / SCAN_BLOCK_ROWS, scan_task, &job);
-        const int32_t *dots = index->scan, *sums = index->scan + n;
+        status = scan_codes(index, query_codes);
+        const int32_t *dots = index->scan;
         size_t taken = 0;
-        for (size_t r = 0; r < n; r++) {
-            if (sums[r] != v->q8.sum[r]) {
-                status = damaged(index, "its vector file's int8 rows do not match their sums");
-                break;
-            }
+        for (size_t r = 0; !status && r < n; r++)
             keep_best(candidates, rows, &taken, wanted, (float)dots[r] * (query_step * v->q8.scale[r]), r, NULL);
-        }
         /* the candidates scored exactly; each float32 row as near its int8 twin's score as quantization allows */
         double query_l1 = 0;
         for (size_t d = 0; d < dim; d++) query_l1 += fabs((double)query[d]);
@@ -1556,6 +1552,30 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
     }
     if (usable && !k) return GLIMPSE_STATUS_OK;
     return usable ? search_vectors(index, query, k, results, found) : search_loaded(index, query, k, results, found);
+}
+
+glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed) {
+    if (!index || !checksummed)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_verify: NULL argument");
+    *checksummed = index->checksummed;
+    glimpse_status status = check_structure(index, "PRAGMA integrity_check(1)");
+    if (status) return status;
+    drop_cache(index);
+    status = load_cache(index);
+    /* the vector file, if it is the index's current one: the same rows, and every code's sum */
+    bool usable = false;
+    if (!status) status = open_vectors(index, &usable);
+    if (!status && usable) {
+        const vector_file *v = &index->vectors;
+        int8_t *zeros = calloc(v->q8.depth + 1, 1);
+        if (!zeros) status = ERROR_OOM();
+        else if (v->count != index->count || memcmp(v->rows, index->matrix, v->count * v->dim * sizeof(float)) != 0)
+            status = damaged(index, "its vector file's embeddings are not its rows'");
+        else
+            status = scan_codes(index, zeros);
+        free(zeros);
+    }
+    return status;
 }
 
 /* ------------------------------------------------------ benchmark hooks */
