@@ -64,7 +64,7 @@ static glimpse_status read_preprocessor(glimpse_model *model, int square_default
     bool present = file_is_regular(path);
     free(path);
     if (!present) {
-        /* said loudly: the family's defaults may not be the checkpoint's (the demo CLIP scores 13.82, not 24.45) */
+        /* said loudly: the family's defaults may not be the checkpoint's, and give other scores silently */
         const preprocess_config *p = &model->preprocess;
         model->preprocessor_defaults = true;
         log_message(GLIMPSE_LOG_LEVEL_WARNING,
