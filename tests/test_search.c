@@ -1095,6 +1095,13 @@ static void test_similar_pictures(void **state) {
              "sys.exit(0 if len(same) == 2 and all(same) else 1)\" %s/page.html",
              GLIMPSE_BINARY, db, workspace, GLIMPSE_BINARY, db, workspace, workspace, workspace);
     run_or_fail(command);
+    /* rank --html: a row of the ranking's thumbnails per text */
+    snprintf(command, sizeof command,
+             "%s rank -m %s -t 'a red circle' -t 'a blue square' --top 2 --html %s/rank.html %s/00000.png "
+             "%s/00001.png %s/00002.png > /dev/null && test $(grep -o '<img' %s/rank.html | wc -l) -eq 4 && "
+             "test $(grep -o '<h2>' %s/rank.html | wc -l) -eq 2",
+             GLIMPSE_BINARY, demo, workspace, library, library, library, workspace, workspace);
+    run_or_fail(command);
     for (int i = 0; i < DEMO_FILES; i++) free(real[i]);
 }
 
