@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tools/cli_common.h"
+#include "tools/cli_html.h"
 #include "tools/commands.h"
 
 /* A growable list of borrowed strings (argv entries). */
@@ -122,6 +123,8 @@ static const char rank_help[] =
     "      --itc            BLIP retrieval models: score by ITC cosine instead of ITM\n"
     "      --rerank MODEL   re-rank CLIP's shortlist with this BLIP retrieval model\n"
     "      --rerank-top K   how many images CLIP shortlists for re-ranking (default 10)\n"
+    "      --html FILE      also write FILE, one self-contained page of each text's\n"
+    "                       ranking: thumbnails with their scores and paths\n"
     "JSON: {\"text\": TEXT, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per text;\n"
     "re-ranked results also carry \"clip_score\" and \"itm_score\" (score is the final one).\n";
 
@@ -142,12 +145,24 @@ static size_t sort_by_score(size_t *order, const float *scores, const bool *ok, 
     return n;
 }
 
+/* --html's page while rank writes it, else NULL. */
+static FILE *rank_page;
+
 /* One text's ranking: paths[order[r]] with scores[r] for r < n, and CLIP's scores before re-ranking if given. */
 static void print_ranking(const cli_options *options, const char *text, char **paths, const size_t *order, size_t n,
                           const float *scores, const float *clip_scores) {
     const char **ranked = cli_calloc(n, sizeof *ranked);
     for (size_t r = 0; r < n; r++) ranked[r] = paths[order[r]];
     cli_print_results(options, text, ranked, scores, clip_scores, n);
+    if (rank_page) {
+        cli_html_row(rank_page, text);
+        for (size_t r = 0; r < n; r++) {
+            char caption[32];
+            snprintf(caption, sizeof caption, "%.4f", scores[r]);
+            cli_html_picture(rank_page, options, ranked[r], caption);
+        }
+        cli_html_row_end(rank_page);
+    }
     fflush(stdout);
     free(ranked);
 }
@@ -205,17 +220,19 @@ typedef struct rank_request {
     bool itc;                 /* --itc: BLIP's ITC cosines instead of ITM */
     const char *rerank_model; /* --rerank: the BLIP retrieval model re-ranking CLIP's shortlist */
     long rerank_top;          /* --rerank-top: the shortlist's length */
+    const char *html;         /* --html: the page of the rankings, or NULL */
 } rank_request;
 
 /* Parses the command line into request; false after --help. */
 static bool parse_rank_options(int argc, char **argv, rank_request *request) {
-    enum { OPT_TOP = CLI_OPT_FIRST_FREE, OPT_ITC, OPT_RERANK, OPT_RERANK_TOP };
+    enum { OPT_TOP = CLI_OPT_FIRST_FREE, OPT_ITC, OPT_RERANK, OPT_RERANK_TOP, OPT_HTML };
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"text", required_argument, NULL, 't'},
                                                  {"top", required_argument, NULL, OPT_TOP},
                                                  {"itc", no_argument, NULL, OPT_ITC},
                                                  {"rerank", required_argument, NULL, OPT_RERANK},
                                                  {"rerank-top", required_argument, NULL, OPT_RERANK_TOP},
+                                                 {"html", required_argument, NULL, OPT_HTML},
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:t:k:", long_options, NULL)) != -1) {
@@ -227,6 +244,7 @@ static bool parse_rank_options(int argc, char **argv, rank_request *request) {
         case OPT_ITC: request->itc = true; break;
         case OPT_RERANK: request->rerank_model = optarg; break;
         case OPT_RERANK_TOP: request->rerank_top = cli_parse_long("rank", "--rerank-top", optarg, 1, 1L << 20); break;
+        case OPT_HTML: request->html = optarg; break;
         case CLI_OPT_HELP: printf("%s\n%s", rank_help, cli_common_help); return false;
         default: cli_usage_error("rank", "unknown option");
         }
@@ -334,6 +352,7 @@ int command_rank(int argc, char **argv) {
     score_images(&request, model, ctx, scores, ok);
     float *column = cli_calloc(image_count, sizeof(float)), *sorted = cli_calloc(image_count, sizeof(float));
     size_t *order = cli_calloc(image_count, sizeof(size_t));
+    rank_page = request.html ? cli_html_open(request.html, "glimpse rank") : NULL;
     for (size_t t = 0; t < text_count; t++) {
         for (size_t i = 0; i < image_count; i++) column[i] = scores[i * text_count + t];
         size_t n = sort_by_score(order, column, ok, image_count);
@@ -345,6 +364,8 @@ int command_rank(int argc, char **argv) {
         for (size_t r = 0; r < n; r++) sorted[r] = column[order[r]];
         print_ranking(options, request.texts.items[t], request.image_paths, order, n, sorted, NULL);
     }
+    if (rank_page && !cli_html_close(rank_page, request.html)) options->failures++;
+    rank_page = NULL;
     free(column), free(sorted), free(order);
     free(scores);
     free(ok);

@@ -233,7 +233,7 @@ void cli_print_results(const cli_options *options, const char *text, const char 
         printf(", \"results\": [");
         for (size_t r = 0; r < count; r++) {
             printf(r ? ", {\"image\": " : "{\"image\": ");
-            json_string(stdout, paths[r]);
+            json_path(stdout, paths[r]);
             printf(", \"score\": ");
             json_float(stdout, scores[r]);
             if (clip_scores) {
@@ -258,8 +258,9 @@ void cli_print_results(const cli_options *options, const char *text, const char 
 
 /* ------------------------------------------------------------------ JSON */
 
-void json_string(FILE *out, const char *text) {
+bool json_string(FILE *out, const char *text) {
     const unsigned char *s = (const unsigned char *)text;
+    bool all_valid = true;
     fputc('"', out);
     while (*s) {
         unsigned char c = *s;
@@ -291,10 +292,19 @@ void json_string(FILE *out, const char *text) {
             } else {
                 fputs("\\ufffd", out);
                 s++;
+                all_valid = false;
             }
         }
     }
     fputc('"', out);
+    return all_valid;
+}
+
+void json_path(FILE *out, const char *path) {
+    if (json_string(out, path)) return;
+    fputs(", \"path_bytes\": [", out);
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) fprintf(out, c[1] ? "%u, " : "%u", *c);
+    fputc(']', out);
 }
 
 void json_float(FILE *out, float value) {

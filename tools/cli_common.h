@@ -105,7 +105,10 @@ void cli_print_results(const cli_options *options, const char *text, const char 
 
 /* JSON writing: strings escaped (invalid UTF-8 becomes U+FFFD), floats
  * printed with 9 significant digits (enough to round-trip a float). */
-void json_string(FILE *out, const char *text);
+bool json_string(FILE *out, const char *text); /* false if some byte was not UTF-8 (written as U+FFFD) */
+/* A file name as a JSON string and, when it is not UTF-8, the field
+ * `, "path_bytes": [bytes...]` after it, so that a program can reopen it. */
+void json_path(FILE *out, const char *path);
 void json_float(FILE *out, float value);
 void json_floats(FILE *out, const float *values, size_t count);
 

@@ -19,6 +19,7 @@ static const char usage[] =
     "  caption   describe images in words (BLIP)\n"
     "  index     build or refresh a search index of a photo collection\n"
     "  search    search an index with texts, images or combinations\n"
+    "  duplicates  list groups of near-identical pictures in an index\n"
     "  bench     time each stage of a model (developers)\n"
     "  explain   show which parts of a picture each word or match attended to\n"
     "  serve     serve the models over HTTP (embed, rank, caption, search; immich's /predict)\n"
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
         {"caption", command_caption}, {"bench", command_bench},
         {"serve", command_serve},
         {"index", command_index},     {"search", command_search},
+        {"duplicates", command_duplicates},
         {"explain", command_explain}};
     if (argc < 2) {
         fputs(usage, stderr);
