@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh BUILD_DIR [PYTEST ARGS...] — runs the Python package's tests (pytest) against the libglimpse and
 # glimpse program of BUILD_DIR, with Debian's python3 (pytest, numpy, Pillow). Exit 77 (skipped) without them.
-build=$1
+build=$(cd "$1" && pwd) || exit 1
 shift
 python=${GLIMPSE_PYTHON:-/usr/bin/python3}
 if ! "$python" -c "import pytest, numpy, PIL" 2>/dev/null; then
