@@ -162,7 +162,8 @@ class Image(_Handle):
                              f"{array.shape}")
         channels = array.shape[2]
         # rows may be apart (a crop of a larger array); pixels within a row must be packed
-        if not (array.strides[2] == 1 and array.strides[1] == channels and array.strides[0] >= channels * array.shape[1]):
+        packed_rows = array.strides[2] == 1 and array.strides[1] == channels
+        if not (packed_rows and array.strides[0] >= channels * array.shape[1]):
             array = np.ascontiguousarray(array)
         pixel_format = _c.PIXEL_FORMAT_RGB8 if channels == 3 else _c.PIXEL_FORMAT_RGBA8
         return _lib.glimpse_image_from_pixels(array.ctypes.data, array.shape[1], array.shape[0], array.strides[0],

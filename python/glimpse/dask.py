@@ -9,8 +9,10 @@ Workers read the pictures themselves, so every worker must see the roots and the
 shards run again elsewhere by Dask; a run that stops is resumed by running the same command again."""
 
 import argparse
+import contextlib
 import hashlib
 import os
+import subprocess
 import sys
 import time
 
@@ -229,6 +231,45 @@ def finish(out, manifest):
     manifest.update(complete=True, pictures=pictures, broken=len(broken))
     shards.write_json(os.path.join(out, "manifest.json"), manifest)
     return manifest
+
+
+@contextlib.contextmanager
+def local_cluster(folder, workers=2, threads_per_worker=1, environment=None, timeout=60):
+    """A real cluster on this machine, for tests and benchmarks: dask-scheduler and `workers` dask-worker
+    processes (without nanny: a killed worker stays dead) talking TCP on 127.0.0.1, from the Dask found
+    beside this Python. Yields (address, worker Popen objects); stops what it started. Logs go to folder."""
+    from distributed import Client
+    programs = os.path.dirname(sys.executable)
+    scheduler_file = os.path.join(folder, "scheduler.json")
+    started = []
+
+    def start(program, *arguments):
+        log = open(os.path.join(folder, f"{program}-{len(started)}.log"), "w")
+        started.append(subprocess.Popen([os.path.join(programs, program), *arguments, "--no-dashboard"],
+                                        env=environment, cwd=folder, stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+        return started[-1]
+    try:
+        start("dask-scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file", scheduler_file)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(scheduler_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        processes = [start("dask-worker", "--scheduler-file", scheduler_file, "--nthreads", str(threads_per_worker),
+                           "--no-nanny", "--name", f"worker-{n}") for n in range(workers)]
+        with Client(scheduler_file=scheduler_file, timeout=timeout) as client:
+            client.wait_for_workers(workers, timeout=timeout)
+            address = client.scheduler.address
+        yield address, processes
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.terminate()
+        for process in started:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def main(argv=None):

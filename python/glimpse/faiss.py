@@ -75,22 +75,32 @@ def write_paths(folder, paths):
 
 
 def build(embeddings, out, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=None, keep_vectors=True):
-    """Builds the index folder out from the complete embedding folder embeddings: index.faiss, the id -> path
-    table, vectors.npy (the exact float32 vectors for re-scoring; keep_vectors False leaves it out) and
-    params.json (what was chosen, and the build's time). Returns the parameters."""
-    import faiss
+    """Builds the index folder out from the complete embedding folder embeddings (see write_index). Returns
+    the parameters."""
     started = time.perf_counter()
     vectors, pictures, manifest = shards.load_embeddings(embeddings)
+    parameters = write_index(out, vectors, [picture["path"] for picture in pictures], manifest["model"], kind,
+                             nlist, pq_sub_vectors, nprobe, keep_vectors, started)
+    return parameters
+
+
+def write_index(out, vectors, paths, model, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=None,
+                keep_vectors=True, started=None):
+    """Writes the index folder out: index.faiss, the id -> path table, vectors.npy (the exact float32
+    vectors for re-scoring: written when keep_vectors, kept if already there) and params.json (what was
+    chosen, model: the manifest's model record, and the build's time)."""
+    import faiss
+    started = time.perf_counter() if started is None else started
     os.makedirs(out, exist_ok=True)
     index, parameters = make_index(vectors, kind, nlist, pq_sub_vectors, nprobe)
     temporary = os.path.join(out, "index.faiss.tmp")
     faiss.write_index(index, temporary)
     os.replace(temporary, os.path.join(out, "index.faiss"))
-    write_paths(out, [picture["path"] for picture in pictures])
+    write_paths(out, paths)
     if keep_vectors:
         shards.write_atomically(os.path.join(out, "vectors.npy"), lambda file: np.save(file, vectors))
     parameters.update(count=len(vectors), dim=int(vectors.shape[1]), metric="inner product",
-                      rescore=keep_vectors, rescore_factor=10, model=manifest["model"], source=os.path.abspath(embeddings),
+                      rescore=os.path.exists(os.path.join(out, "vectors.npy")), rescore_factor=10, model=model,
                       build_seconds=round(time.perf_counter() - started, 3))
     shards.write_json(os.path.join(out, "params.json"), parameters)
     return parameters
@@ -129,10 +139,11 @@ class FaissIndex:
     def embed(self, query):
         if self.model is None:
             import glimpse
-            self.model = glimpse.Model(self.parameters["model"]["path"], precision=self.parameters["model"]["precision"])
+            model = self.parameters["model"]
+            self.model = glimpse.Model(model["path"], precision=model["precision"])
         return self.model.embed_query(query)
 
-    def search_vectors(self, queries, k=10, nprobe=None, rescore=True):
+    def search_vectors(self, queries, k=10, nprobe=None, rescore=True, rescore_factor=None):
         """(rows int64 [q, k], cosines float32 [q, k]) of the k nearest vectors to each query (float32 [q,
         dim]); -1 where fewer exist. With rescore and vectors.npy, the index's k × rescore_factor candidates
         are re-scored with the exact vectors."""
@@ -143,7 +154,7 @@ class FaissIndex:
         if nprobe and self.parameters["kind"] == "ivfpq":
             faiss.extract_index_ivf(self.index).nprobe = int(nprobe)
         exact = rescore and self.vectors is not None and self.parameters["kind"] != "flat"
-        candidates = k * self.parameters.get("rescore_factor", 10) if exact else k
+        candidates = k * (rescore_factor or self.parameters.get("rescore_factor", 10)) if exact else k
         scores, rows = self.index.search(queries, min(candidates, max(len(self), 1)))
         if not exact:
             return rows[:, :k], scores[:, :k]
@@ -167,7 +178,8 @@ class FaissIndex:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m glimpse.faiss", description="FAISS indexes of glimpse.dask shards.")
+    parser = argparse.ArgumentParser(prog="python -m glimpse.faiss",
+                                     description="FAISS indexes of glimpse.dask shards.")
     commands = parser.add_subparsers(dest="command", required=True)
     command = commands.add_parser("build", help="build an index folder from an embedding folder")
     command.add_argument("embeddings", metavar="DIR", help="the output folder of glimpse.dask embed")

@@ -49,7 +49,8 @@ def test_captions_equal_the_cli_and_stream_tokens(demo_caption, pictures):
     expected = glimpse_cli("caption", "-m", DEMO_CAPTION, "--json", *pictures)
     assert [(c.text, c.ids) for c in demo_caption.caption(pictures)] == [(e["caption"], e["ids"]) for e in expected]
     tokens = []
-    greedy = demo_caption.caption(pictures[:2], beams=1, on_token=lambda image, id, text: tokens.append((image, id, text)))
+    greedy = demo_caption.caption(pictures[:2], beams=1,
+                                  on_token=lambda image, id, text: tokens.append((image, id, text)))
     for image, caption in enumerate(greedy):
         mine = [t for t in tokens if t[0] == image]
         assert [t[1] for t in mine] == caption.ids[1:]  # every token after the start token, in order

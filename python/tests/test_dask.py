@@ -22,6 +22,7 @@ DASK_BIN = os.path.dirname(sys.executable)
 if not os.path.exists(os.path.join(DASK_BIN, "dask-scheduler")):
     pytest.skip(f"no dask-scheduler beside {sys.executable}", allow_module_level=True)
 
+from glimpse import dask as glimpse_dask  # noqa: E402
 from glimpse import faiss as glimpse_faiss  # noqa: E402
 from glimpse import shards  # noqa: E402
 
@@ -31,38 +32,10 @@ SHARD_SIZE = 8  # a multiple of glimpse embed's batch of 8, so that the batches 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A scheduler and two single-threaded workers (no nanny: a killed worker stays dead); yields
-    (address, worker processes), and stops what it started."""
-    folder = tmp_path_factory.mktemp("cluster")
+    """A scheduler and two single-threaded workers over TCP: (address, worker processes)."""
     environment = dict(os.environ, PYTHONPATH=str(SOURCE / "python"), PYTHONDONTWRITEBYTECODE="1")
-    scheduler_file = folder / "scheduler.json"
-    started = []
-
-    def start(program, *arguments):
-        log = open(folder / f"{program}-{len(started)}.log", "w")
-        started.append(subprocess.Popen([os.path.join(DASK_BIN, program), *arguments, "--no-dashboard"], env=environment,
-                                        cwd=folder, stdout=log, stderr=subprocess.STDOUT))
-        return started[-1]
-    try:
-        start("dask-scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(scheduler_file))
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        workers = [start("dask-worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1", "--no-nanny",
-                         "--name", f"worker-{n}") for n in range(2)]
-        with distributed.Client(scheduler_file=str(scheduler_file), timeout=60) as client:
-            client.wait_for_workers(2, timeout=60)
-            address = client.scheduler.address
-        yield address, workers
-    finally:
-        for process in started:
-            if process.poll() is None:
-                process.terminate()
-        for process in started:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    with glimpse_dask.local_cluster(str(tmp_path_factory.mktemp("cluster")), 2, 1, environment) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
