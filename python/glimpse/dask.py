@@ -118,7 +118,11 @@ def embed_shard(shard, paths, batch_size):
     """The task run on a worker: the shard's (shard, vectors, pictures, broken, seconds)."""
     from distributed import get_worker
     started = time.perf_counter()
-    model = get_worker().plugins[PLUGIN_NAME].model
+    worker = get_worker()
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    if plugin is None or plugin.model is None:
+        raise RuntimeError(f"glimpse.dask: worker {worker.name} has no model loaded (did its plugin fail?)")
+    model = plugin.model
     vectors, pictures, broken = embed_pictures(model, paths, batch_size)
     return shard, vectors, pictures, broken, time.perf_counter() - started
 

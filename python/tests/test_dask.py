@@ -107,6 +107,7 @@ def test_a_killed_worker_loses_nothing_and_a_rerun_resumes(cluster, collection, 
     again, _, _ = shards.load_embeddings(out)
     np.testing.assert_array_equal(again, vectors)
 
+
     # FAISS: the exact flat index and an IVF-PQ index (re-scored) find what a brute-force search finds
     model = __import__("glimpse").Model(DEMO_CLIP)
     query = model.embed_texts(["a red circle above a blue square"])[0]
@@ -121,3 +122,14 @@ def test_a_killed_worker_loses_nothing_and_a_rerun_resumes(cluster, collection, 
     params = json.loads((tmp_path / "ivfpq" / "params.json").read_text())
     assert params["kind"] == "ivfpq" and params["count"] == PICTURES and params["rescore"]
     shutil.rmtree(tmp_path / "flat")
+
+    # a picture added since is appended as a new shard (the last planned one padded), the rest kept
+    shutil.copy(collection / "a" / "00000.png", collection / "zz-new.png")
+    rerun = run_embed(address, out, collection)
+    _, errors = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, errors
+    grown, grown_pictures, manifest = shards.load_embeddings(out)
+    assert manifest["shards"] == shard_count + 1 and manifest["pictures"] == PICTURES + 1
+    assert grown_pictures[-1]["path"] == str(collection / "zz-new.png") and len(shards.read_plan(out)) % 8 == 1
+    np.testing.assert_array_equal(grown[:-1], vectors)
+    os.unlink(collection / "zz-new.png")
