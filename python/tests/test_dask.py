@@ -119,6 +119,11 @@ def test_a_killed_worker_loses_nothing_and_a_rerun_resumes(cluster, collection, 
         assert [path for path, _ in found] == [paths[i] for i in best], kind
         np.testing.assert_allclose([score for _, score in found], model.logit_scale * (vectors[best] @ query),
                                    rtol=1e-5)
+    command = subprocess.run([sys.executable, "-m", "glimpse.faiss", "search", str(tmp_path / "ivfpq"), "-k", "5",
+                              "--json", "a red circle above a blue square"], capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(SOURCE / "python")))
+    assert command.returncode == 0, command.stderr
+    assert [r["image"] for r in json.loads(command.stdout)["results"]] == [paths[i] for i in best]
     params = json.loads((tmp_path / "ivfpq" / "params.json").read_text())
     assert params["kind"] == "ivfpq" and params["count"] == PICTURES and params["rescore"]
     shutil.rmtree(tmp_path / "flat")
@@ -133,3 +138,21 @@ def test_a_killed_worker_loses_nothing_and_a_rerun_resumes(cluster, collection, 
     assert grown_pictures[-1]["path"] == str(collection / "zz-new.png") and len(shards.read_plan(out)) % 8 == 1
     np.testing.assert_array_equal(grown[:-1], vectors)
     os.unlink(collection / "zz-new.png")
+
+
+def test_an_incomplete_run_is_not_indexed(tmp_path):
+    """A folder whose run has not completed, or whose shard is damaged, is refused by glimpse.faiss."""
+    out = tmp_path / "embeddings"
+    out.mkdir()
+    model = {"path": "m", "embedding_dim": 4, "precision": "float32", "sha256": "0", "logit_scale": 1.0,
+             "logit_bias": 0.0}
+    manifest = {"format": shards.MANIFEST_FORMAT, "model": model, "shard_size": 8, "shards": 2, "complete": False}
+    shards.write_json(str(out / "manifest.json"), manifest)
+    shards.write_shard(str(out), 0, np.eye(4, dtype=np.float32)[:2], [{"path": "a"}, {"path": "b"}], [])
+    with pytest.raises(ValueError, match="not complete"):
+        glimpse_faiss.build(str(out), str(tmp_path / "index"))
+    shards.write_json(str(out / "manifest.json"), dict(manifest, complete=True))
+    with pytest.raises(ValueError, match="shard 1 is missing"):
+        glimpse_faiss.build(str(out), str(tmp_path / "index"))
+    np.save(out / "part-00000.npy", np.eye(4, dtype=np.float32)[:3])  # 3 rows for 2 pictures: damaged
+    assert not shards.shard_is_complete(str(out), 0)
