@@ -16,14 +16,8 @@ def _candidates():
     explicit = os.environ.get("GLIMPSE_LIBRARY")
     if explicit:
         return [explicit]
-    found = []
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "build" / SONAME
-        if candidate.is_file():
-            found.append(str(candidate))
-            break
-    found.append(SONAME)
-    return found
+    source_build = Path(__file__).resolve().parents[2] / "build" / SONAME  # SOURCE/python/glimpse/_library.py
+    return ([str(source_build)] if source_build.is_file() else []) + [SONAME]
 
 
 def _load():
