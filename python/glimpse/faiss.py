@@ -100,7 +100,7 @@ def write_index(out, vectors, paths, model, kind="auto", nlist=None, pq_sub_vect
     if keep_vectors:
         shards.write_atomically(os.path.join(out, "vectors.npy"), lambda file: np.save(file, vectors))
     parameters.update(count=len(vectors), dim=int(vectors.shape[1]), metric="inner product",
-                      rescore=os.path.exists(os.path.join(out, "vectors.npy")), rescore_factor=10, model=model,
+                      rescore=os.path.exists(os.path.join(out, "vectors.npy")), rescore_factor=50, model=model,
                       build_seconds=round(time.perf_counter() - started, 3))
     shards.write_json(os.path.join(out, "params.json"), parameters)
     return parameters
@@ -154,7 +154,7 @@ class FaissIndex:
         if nprobe and self.parameters["kind"] == "ivfpq":
             faiss.extract_index_ivf(self.index).nprobe = int(nprobe)
         exact = rescore and self.vectors is not None and self.parameters["kind"] != "flat"
-        candidates = k * (rescore_factor or self.parameters.get("rescore_factor", 10)) if exact else k
+        candidates = k * (rescore_factor or self.parameters.get("rescore_factor", 50)) if exact else k
         scores, rows = self.index.search(queries, min(candidates, max(len(self), 1)))
         if not exact:
             return rows[:, :k], scores[:, :k]
