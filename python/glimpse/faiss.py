@@ -75,13 +75,20 @@ def write_paths(folder, paths):
 
 
 def build(embeddings, out, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=None, keep_vectors=True):
-    """Builds the index folder out from the complete embedding folder embeddings (see write_index). Returns
-    the parameters."""
+    """Builds the index folder out from the complete embedding folder embeddings (see write_index), the
+    vectors copied shard by shard into out/vectors.npy (mapped, so the collection may exceed memory; removed
+    after the build when not keep_vectors). Returns the parameters."""
     started = time.perf_counter()
-    vectors, pictures, manifest = shards.load_embeddings(embeddings)
-    parameters = write_index(out, vectors, [picture["path"] for picture in pictures], manifest["model"], kind,
-                             nlist, pq_sub_vectors, nprobe, keep_vectors, started)
-    return parameters
+    os.makedirs(out, exist_ok=True)
+    # the vectors go straight to a mapped file (vectors.npy itself when kept), not into memory
+    vectors_path = os.path.join(out, "vectors.npy" if keep_vectors else "vectors.building.npy")
+    try:
+        vectors, pictures, manifest = shards.load_embeddings(embeddings, vectors_path)
+        return write_index(out, vectors, [picture["path"] for picture in pictures], manifest["model"], kind,
+                           nlist, pq_sub_vectors, nprobe, False, started)
+    finally:
+        if not keep_vectors and os.path.exists(vectors_path):
+            os.unlink(vectors_path)
 
 
 def write_index(out, vectors, paths, model, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=None,

@@ -97,8 +97,10 @@ def read_manifest(folder):
     return manifest
 
 
-def load_embeddings(folder):
-    """Every complete shard of folder in order: (vectors float32 [n, dim], pictures [metadata dicts]).
+def load_embeddings(folder, vectors_path=None):
+    """Every complete shard of folder in order: (vectors float32 [n, dim], pictures [metadata dicts],
+    manifest). With vectors_path, the vectors are copied shard by shard into that .npy file and returned
+    memory-mapped from it (a collection larger than memory); else they are concatenated in memory.
     Refuses a folder whose run is not complete: the missing shards would be missing pictures."""
     manifest = read_manifest(folder)
     if not manifest.get("complete"):
@@ -111,5 +113,12 @@ def load_embeddings(folder):
         parts.append(found[0])
         pictures.extend(found[1]["pictures"])
     dim = manifest["model"]["embedding_dim"]
-    vectors = np.concatenate(parts) if parts else np.empty((0, dim), np.float32)
+    if vectors_path is None:
+        return (np.concatenate(parts) if parts else np.empty((0, dim), np.float32)), pictures, manifest
+    vectors = np.lib.format.open_memmap(vectors_path, mode="w+", dtype=np.float32, shape=(len(pictures), dim))
+    first = 0
+    for part in parts:
+        vectors[first:first + len(part)] = part
+        first += len(part)
+    vectors.flush()
     return vectors, pictures, manifest
