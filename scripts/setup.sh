@@ -10,7 +10,7 @@ packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-
           libwebp-dev libtiff-dev libheif-dev  # WebP, TIFF, HEIC/AVIF decoding (libheif brings libde265, dav1d, aom)
           libnuma-dev             # -lnuma: libheif's static link line names it (x265; test_install)
           python3-pil libheif-examples webp libtiff-tools  # test_image_formats' references: Pillow 9.4, heif-convert, tiffcp
-          python3-numpy python3-pytest python3-setuptools python3-pip python3-venv  # the Python package (python/): its tests, pip install ./python
+          python3-numpy python3-pytest python3-setuptools python3-pip python3-venv  # python/: its tests, pip install
           python3-distributed python3-faiss  # glimpse.dask (dask-scheduler, dask-worker) and glimpse.faiss
           clang libclang-rt-14-dev)  # clang: the libFuzzer targets
 missing=()
