@@ -11,6 +11,8 @@ packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-
           libnuma-dev             # -lnuma: libheif's static link line names it (x265; test_install)
           python3-pil libheif-examples webp libtiff-tools  # test_image_formats' references: Pillow 9.4, heif-convert, tiffcp
           libmicrohttpd-dev       # glimpse serve's HTTP server
+          python3-numpy python3-pytest python3-setuptools python3-pip python3-venv  # python/: its tests, pip install
+          python3-distributed python3-faiss  # glimpse.dask (dask-scheduler, dask-worker) and glimpse.faiss
           clang libclang-rt-14-dev  # clang: the libFuzzer targets
           fonts-dejavu-core chromium)  # explain: the labels' font; the --html page's browser test
 missing=()
