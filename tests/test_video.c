@@ -51,6 +51,7 @@ static const video_case cases[] = {
     {"h265_10bit.mp4", "-c:v libx265 -preset ultrafast -pix_fmt yuv420p10le -x265-params log-level=none", NULL, 0},
     {"h265_10bit_rotate270.mp4", NULL, "h265_10bit.mp4", 270},
     {"vp9.webm", "-c:v libvpx-vp9 -deadline realtime -cpu-used 8 -pix_fmt yuv420p", NULL, 0},
+    {"vp9_odd.webm", "-vf scale=223:149 -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -pix_fmt yuv420p", NULL, 0},
     {"av1.mkv", "-c:v libaom-av1 -cpu-used 8 -pix_fmt yuv420p", NULL, 0},
     {"mjpeg.avi", "-c:v mjpeg -pix_fmt yuvj420p", NULL, 0},
     {"mjpeg_422.mov", "-vf scale=222:150 -c:v mjpeg -pix_fmt yuvj422p", NULL, 0},
@@ -214,10 +215,169 @@ static void test_times_equal_ffmpeg_seek(void **state) {
     }
 }
 
+/* ------------------------------------------------------------- hostile */
+
+static uint8_t *read_case(const char *name, size_t *size) {
+    char *path = case_path(name);
+    uint8_t *bytes;
+    assert_int_equal(file_read_all(path, (size_t)1 << 30, &bytes, size), GLIMPSE_STATUS_OK);
+    free(path);
+    return bytes;
+}
+
+static void write_case(const char *name, const uint8_t *bytes, size_t size) {
+    char *path = case_path(name);
+    FILE *file = fopen(path, "wb");
+    assert_non_null(file);
+    assert_int_equal(fwrite(bytes, 1, size, file), size);
+    fclose(file);
+    free(path);
+}
+
+static void put_le32(uint8_t *at, uint32_t value) {
+    for (int i = 0; i < 4; i++) at[i] = (uint8_t)(value >> (8 * i));
+}
+
+/* The offset of the first occurrence of needle (of length n) at or after from, or size. */
+static size_t find_bytes(const uint8_t *bytes, size_t size, size_t from, const void *needle, size_t n) {
+    for (size_t i = from; i + n <= size; i++)
+        if (memcmp(bytes + i, needle, n) == 0) return i;
+    return size;
+}
+
+/* Reads every frame (every 0.1 s) within 30 seconds of wall time (SIGALRM
+ * ends the test otherwise): either an error that names the file, or at
+ * most max_frames frames. */
+static size_t expect_bounded(const char *name, size_t max_frames, bool must_fail) {
+    char *path = case_path(name);
+    alarm(30);
+    sampled s;
+    glimpse_status status = sample(path, 0.1, 0, &s);
+    alarm(0);
+    if (status)
+        printf("%-28s %s: %s\n", name, glimpse_status_string(status), glimpse_last_error());
+    else
+        printf("%-28s read, %zu frames\n", name, s.count);
+    if (status) assert_non_null(strstr(glimpse_last_error(), path));
+    if (must_fail) assert_int_not_equal(status, GLIMPSE_STATUS_OK);
+    assert_true(s.count <= max_frames);
+    sampled_free(&s);
+    free(path);
+    return s.count;
+}
+
+/* Tiny videos (32×32, 10 frames at 5 a second) and ways of breaking them. */
+static void test_hostile_videos(void **state) {
+    (void)state;
+    assert_int_equal(system("cd " CASES " && ffmpeg -nostdin -hide_banner -loglevel error -y -f lavfi "
+                            "-i testsrc=size=32x32:rate=5:duration=2 -c:v mjpeg tiny.avi && "
+                            "ffmpeg -nostdin -hide_banner -loglevel error -y -i tiny.avi -c:v libx264 -preset "
+                            "ultrafast tiny.mkv && ffmpeg -nostdin -hide_banner -loglevel error -y -i tiny.avi "
+                            "-c:v libx264 -preset ultrafast tiny.mp4 && ffmpeg -nostdin -hide_banner -loglevel "
+                            "error -y -i tiny.avi -c:v libx264 -preset ultrafast -movflags +faststart fast.mp4"),
+                     0);
+    expect_bounded("tiny.avi", 10, false);
+    size_t size, fast_size, mkv_size;
+    uint8_t *avi = read_case("tiny.avi", &size);
+    uint8_t *fast = read_case("fast.mp4", &fast_size);
+    uint8_t *mkv = read_case("tiny.mkv", &mkv_size);
+    uint8_t *copy = malloc(size + 65536);
+
+    /* cut short: the index at the end is gone; the index first, the frames cut */
+    size_t mp4_size;
+    uint8_t *mp4 = read_case("tiny.mp4", &mp4_size);
+    write_case("cut_no_index.mp4", mp4, mp4_size * 6 / 10);
+    expect_bounded("cut_no_index.mp4", 0, true);
+    write_case("cut_frames.mp4", fast, fast_size * 85 / 100);
+    assert_true(expect_bounded("cut_frames.mp4", 9, false) >= 1); /* the frames before the cut */
+    write_case("cut_first_frame.mp4", fast, fast_size * 6 / 10);
+    expect_bounded("cut_first_frame.mp4", 0, true);
+    write_case("cut_header.mkv", mkv, 300);
+    expect_bounded("cut_header.mkv", 0, true);
+    write_case("cut_avi.avi", avi, size / 2);
+    expect_bounded("cut_avi.avi", 10, false);
+
+    /* garbage after a valid header */
+    uint32_t noise = 12345;
+    for (size_t i = 0; i < 65536; i++) copy[i] = (uint8_t)((noise = noise * 1103515245 + 12345) >> 16);
+    memcpy(copy, mkv, 400);
+    write_case("garbage.mkv", copy, 65536);
+    expect_bounded("garbage.mkv", 10, false);
+    memcpy(copy, avi, 0x200);
+    write_case("garbage.avi", copy, 65536);
+    expect_bounded("garbage.avi", 10, false);
+
+    /* absurd sizes: every JPEG frame and the AVI headers claim 65500×65500 */
+    memcpy(copy, avi, size);
+    put_le32(copy + 0x40, 65500), put_le32(copy + 0x44, 65500);
+    int patched = 0;
+    for (size_t at = 0; (at = find_bytes(copy, size, at, "\xff\xc0", 2)) + 9 <= size; at += 2, patched++)
+        copy[at + 5] = copy[at + 6] = copy[at + 7] = copy[at + 8] = 0xff;
+    assert_true(patched >= 10);
+    write_case("huge_frames.avi", copy, size);
+    expect_bounded("huge_frames.avi", 0, true);
+
+    /* frame rates of zero and of four billion a second; four billion frames (years) */
+    size_t vids = find_bytes(avi, size, 0, "vids", 4);
+    assert_true(vids + 36 <= size);
+    memcpy(copy, avi, size);
+    put_le32(copy + vids + 24, 0);
+    put_le32(copy + 0x20, 0);
+    write_case("rate_zero.avi", copy, size);
+    expect_bounded("rate_zero.avi", 10, false);
+    memcpy(copy, avi, size);
+    put_le32(copy + vids + 20, 1), put_le32(copy + vids + 24, 0xffffffffu);
+    write_case("rate_huge.avi", copy, size);
+    expect_bounded("rate_huge.avi", 10, false);
+    memcpy(copy, avi, size);
+    put_le32(copy + vids + 32, 0xffffffffu), put_le32(copy + 0x30, 0xffffffffu);
+    put_le32(copy + vids + 20, 1000000), put_le32(copy + vids + 24, 1);
+    write_case("years.avi", copy, size);
+    expect_bounded("years.avi", 10, false);
+    /* a Matroska duration of 31 million years */
+    size_t duration = find_bytes(mkv, mkv_size, 0, "\x44\x89\x88", 3);
+    assert_true(duration + 11 <= mkv_size);
+    memcpy(copy, mkv, mkv_size);
+    const uint8_t huge_double[8] = {0x46, 0x0b, 0xc1, 0x6d, 0x67, 0x4e, 0xc8, 0x00}; /* 1e15 (milliseconds), big endian */
+    memcpy(copy + duration + 3, huge_double, 8);
+    write_case("years.mkv", copy, mkv_size);
+    expect_bounded("years.mkv", 10, false);
+
+    /* a thousand video streams */
+    char command[16384] = "cd " CASES " && ffmpeg -nostdin -hide_banner -loglevel error -y -i tiny.mkv";
+    for (int i = 0; i < 1000; i++) strcat(command, " -map 0:v");
+    strcat(command, " -c copy many_streams.mkv");
+    assert_int_equal(system(command), 0);
+    expect_bounded("many_streams.mkv", 0, true);
+    assert_non_null(strstr(glimpse_last_error(), "streams"));
+
+    /* a limit on pixels below the video's size is refused from the header */
+    char *path = case_path("tiny.mkv");
+    video_params params = video_default_params();
+    params.max_pixels = 1000;
+    video_reader *reader;
+    assert_int_equal(video_open(mkv, mkv_size, path, &params, &reader), GLIMPSE_STATUS_TOO_LARGE);
+    printf("tiny.mkv under 1000 pixels: %s\n", glimpse_last_error());
+    free(path);
+
+    /* images are not videos; videos are */
+    assert_true(video_probe(mkv, mkv_size) && video_probe(avi, size) && video_probe(fast, fast_size));
+    glimpse_image *picture;
+    assert_int_equal(glimpse_image_load_file(GLIMPSE_SOURCE_DIR "/examples/pictures/00000.png", NULL, &picture), 0);
+    glimpse_image_free(picture);
+    size_t png_size;
+    uint8_t *png;
+    assert_int_equal(file_read_all(GLIMPSE_SOURCE_DIR "/examples/pictures/00000.png", 1 << 24, &png, &png_size), 0);
+    assert_false(video_probe(png, png_size));
+    free(png);
+    free(mp4), free(fast), free(mkv), free(avi), free(copy);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frames_equal_ffmpeg),
         cmocka_unit_test(test_times_equal_ffmpeg_seek),
+        cmocka_unit_test(test_hostile_videos),
     };
     if (!have_ffmpeg()) {
         fprintf(stderr, "test_video: no ffmpeg tool, skipped\n");

@@ -65,6 +65,7 @@ struct video_reader {
     double next_time;
     int64_t decoded;
     bool draining, finished, read_failed, have_taken;
+    int decode_error; /* the last error the decoder gave, 0 for none */
     uint8_t last_thumbnail[VIDEO_THUMBNAIL_SIDE * VIDEO_THUMBNAIL_SIDE];
     uint8_t thumbnail_pixels[VIDEO_THUMBNAIL_SIDE * VIDEO_THUMBNAIL_SIDE];
 };
@@ -181,9 +182,10 @@ static video_orientation orientation_of(const AVStream *stream) {
 
 static glimpse_status open_failure(video_reader *reader, glimpse_status status, const char *what, int code) {
     char text[128];
-    if (reader->format && reader->format->nb_streams >= VIDEO_MAX_STREAMS)
-        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%s: more than %d streams, over the limit", reader->label,
-                         VIDEO_MAX_STREAMS);
+    /* libavformat says only "Cannot allocate memory" when a file has more streams than max_streams */
+    if (code == AVERROR(ENOMEM))
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%s: %s: more than %d streams, or out of memory", reader->label,
+                         what, VIDEO_MAX_STREAMS);
     return error_set(status, "%s: %s: %s", reader->label, what, ffmpeg_error(code, text, sizeof text));
 }
 
@@ -515,7 +517,8 @@ static void feed(video_reader *reader) {
         }
         bool ours = reader->packet->stream_index == reader->stream;
         /* a damaged packet is skipped, as the ffmpeg tool goes on past it */
-        if (ours) avcodec_send_packet(reader->decoder, reader->packet);
+        int sent = ours ? avcodec_send_packet(reader->decoder, reader->packet) : 0;
+        if (sent < 0 && sent != AVERROR(EAGAIN)) reader->decode_error = sent;
         av_packet_unref(reader->packet);
         if (ours) return;
     }
@@ -541,7 +544,10 @@ glimpse_status video_next(video_reader *reader, glimpse_image **out, double *sec
             reader->finished = true;
             break;
         }
-        if (code < 0) continue; /* a frame that failed to decode: the next may not */
+        if (code < 0) { /* a frame that failed to decode: the next may not */
+            reader->decode_error = code;
+            continue;
+        }
         AVFrame *frame = reader->frame;
         reader->decoded++;
         glimpse_status status =
@@ -563,9 +569,12 @@ glimpse_status video_next(video_reader *reader, glimpse_image **out, double *sec
             return GLIMPSE_STATUS_OK;
         }
     }
-    if (reader->decoded == 0)
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: no frame of its video could be decoded%s", reader->label,
-                         reader->read_failed ? " (the file is damaged or cut short)" : "");
+    if (reader->decoded == 0) {
+        char text[128] = "";
+        if (reader->decode_error) ffmpeg_error(reader->decode_error, text, sizeof text);
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: no frame of its video could be decoded%s%s%s", reader->label,
+                         reader->read_failed ? " (the file is damaged or cut short)" : "", text[0] ? ": " : "", text);
+    }
     if (reader->read_failed)
         log_message(GLIMPSE_LOG_LEVEL_WARNING, "%s: the video is damaged or cut short after %lld frames",
                     reader->label, (long long)reader->decoded);
