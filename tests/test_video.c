@@ -175,7 +175,8 @@ static void test_frames_equal_ffmpeg(void **state) {
         size_t frame_bytes = (size_t)glimpse_image_width(s.frames[0]) * (size_t)glimpse_image_height(s.frames[0]) * 3;
         assert_int_equal(size, frame_bytes * s.count);
         int differing = 0;
-        for (size_t f = 0; f < s.count; f++) differing += !same_frame(s.frames[f], reference + f * frame_bytes, frame_bytes);
+        for (size_t f = 0; f < s.count; f++)
+            differing += !same_frame(s.frames[f], reference + f * frame_bytes, frame_bytes);
         printf("%-26s %dx%d, %zu frames at %.1f..%.1f s: %d differ from ffmpeg's rgb24\n", cases[i].name,
                glimpse_image_width(s.frames[0]), glimpse_image_height(s.frames[0]), s.count, s.seconds[0],
                s.seconds[s.count - 1], differing);
@@ -334,11 +335,12 @@ static void test_hostile_videos(void **state) {
     put_le32(copy + vids + 20, 1000000), put_le32(copy + vids + 24, 1);
     write_case("years.avi", copy, size);
     expect_bounded("years.avi", 10, false);
-    /* a Matroska duration of 31 million years */
+    /* a Matroska duration of 31,700 years */
     size_t duration = find_bytes(mkv, mkv_size, 0, "\x44\x89\x88", 3);
     assert_true(duration + 11 <= mkv_size);
     memcpy(copy, mkv, mkv_size);
-    const uint8_t huge_double[8] = {0x46, 0x0b, 0xc1, 0x6d, 0x67, 0x4e, 0xc8, 0x00}; /* 1e15 (milliseconds), big endian */
+    /* 1e15 milliseconds, a big-endian double */
+    const uint8_t huge_double[8] = {0x43, 0x0c, 0x6b, 0xf5, 0x26, 0x34, 0x00, 0x00};
     memcpy(copy + duration + 3, huge_double, 8);
     write_case("years.mkv", copy, mkv_size);
     expect_bounded("years.mkv", 10, false);

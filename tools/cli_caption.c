@@ -8,13 +8,14 @@
 #include <unistd.h>
 
 #include "tools/cli_common.h"
+#include "tools/cli_inputs.h"
 #include "tools/commands.h"
 
 static const char caption_help[] =
     "Usage: glimpse caption -m MODEL [--prompt TEXT] [--beams N] [--max-tokens N] [--min-tokens N]\n"
     "                       [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]\n"
-    "                       [--repetition-penalty R] [--json] IMAGE...\n"
-    "Describes each image with a BLIP captioning model (BlipForConditionalGeneration,\n"
+    "                       [--repetition-penalty R] [--every SECONDS | --scenes] [--json] IMAGE|VIDEO|FOLDER|-...\n"
+    "Describes each image, and frames of each video, with a BLIP captioning model (BlipForConditionalGeneration,\n"
     "e.g. Salesforce/blip-image-captioning-base).\n"
     "  --prompt TEXT            the caption continues this text (\"a picture of\")\n"
     "  --beams N                beam search width (default 3; 1 = greedy)\n"
@@ -31,9 +32,11 @@ static const char caption_help[] =
     "its paper and code; they give fluent, complete captions with the released checkpoints.\n"
     "A snapshot's generation_config.json (num_beams, max_length, min_length,\n"
     "repetition_penalty, length_penalty) overrides them for that model; options override both.\n"
-    "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
+    "Plain output: the caption alone for one image, else PATH (PATH @ M:SS.s for a video's\n"
+    "frame), a tab, the caption.\n"
     "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
-    "generate returns them (start token, prompt, generated tokens).\n";
+    "generate returns them (start token, prompt, generated tokens); a video's frames also\n"
+    "carry \"time\": SECONDS.\n";
 
 enum {
     OPT_PROMPT = CLI_OPT_FIRST_FREE,
@@ -53,17 +56,15 @@ enum {
 #define CAPTION_MAX_TOKENS 500
 
 static float parse_float(const char *option, const char *text, float minimum, float maximum) {
-    char *end;
-    float value = strtof(text, &end);
-    if (end == text || *end || !(value >= minimum && value <= maximum))
-        cli_usage_error("caption", "%s takes a number from %g to %g, not '%s'", option, minimum, maximum, text);
-    return value;
+    return (float)cli_parse_double("caption", option, text, minimum, maximum);
 }
 
 /* Parses the command line into options and params: what is not given stays
  * as glimpse_caption_default_params() leaves it, to the model. False after --help. */
-static bool parse_options(int argc, char **argv, cli_options *options, glimpse_caption_params *params) {
+static bool parse_options(int argc, char **argv, cli_options *options, glimpse_caption_params *params,
+                          video_params *video) {
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
+                                                 CLI_VIDEO_LONG_OPTIONS,
                                                  {"prompt", required_argument, NULL, OPT_PROMPT},
                                                  {"beams", required_argument, NULL, OPT_BEAMS},
                                                  {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
@@ -79,6 +80,7 @@ static bool parse_options(int argc, char **argv, cli_options *options, glimpse_c
     int code;
     while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
         if (cli_common_option(options, code, optarg, "caption")) continue;
+        if (cli_video_option(video, code, optarg, "caption")) continue;
         switch (code) {
         case OPT_PROMPT: params->prompt = optarg; break;
         case OPT_BEAMS:
@@ -101,7 +103,9 @@ static bool parse_options(int argc, char **argv, cli_options *options, glimpse_c
             params->repetition_penalty = parse_float("--repetition-penalty", optarg, 1e-3f, 100);
             break;
         case OPT_LENGTH_PENALTY: params->length_penalty = parse_float("--length-penalty", optarg, -10, 10); break;
-        case CLI_OPT_HELP: printf("%s\n%s", caption_help, cli_common_help); return false;
+        case CLI_OPT_HELP:
+            printf("%s\n%s\n%s\n%s", caption_help, cli_inputs_help, cli_video_help, cli_common_help);
+            return false;
         default: cli_usage_error("caption", "unknown option");
         }
     }
@@ -138,11 +142,10 @@ static bool print_as_decoded(void *user, size_t image, int32_t id, const char *t
 
 /* One result: a JSON line, the end of the streamed words, the caption alone
  * (one image), or PATH, a tab, the caption. */
-static void print_caption(const cli_options *options, const streaming *stream, size_t count, const char *path,
-                          const glimpse_caption *caption) {
+static void print_caption(const cli_options *options, const streaming *stream, size_t count,
+                          const cli_picture *picture, const glimpse_caption *caption) {
     if (options->json) {
-        printf("{\"image\": ");
-        json_string(stdout, path);
+        cli_json_picture(stdout, picture);
         printf(", \"caption\": ");
         json_string(stdout, caption->text);
         printf(", \"ids\": [");
@@ -151,55 +154,54 @@ static void print_caption(const cli_options *options, const streaming *stream, s
     } else if (stream->active) {
         if (stream->broken) printf("\r\033[K%s", caption->text);
         printf("\n");
-    } else if (count == 1) {
+    } else if (count == 1 && picture->seconds < 0) {
         printf("%s\n", caption->text);
     } else {
-        printf("%s\t%s\n", path, caption->text);
+        cli_print_picture(stdout, picture);
+        printf("\t%s\n", caption->text);
     }
     fflush(stdout);
 }
 
-/* Captions the images one at a time; each that fails is named on stderr
- * and counted, and the others go on. */
+/* Captions the images, and the sampled frames of videos, one at a time;
+ * each input that fails is named on stderr and counted, and the others go on. */
 static void caption_files(cli_options *options, glimpse_context *ctx, char *const *paths, size_t count,
-                          glimpse_caption_params *params) {
+                          glimpse_caption_params *params, const video_params *video) {
     streaming stream = {.active = count == 1 && !options->json && isatty(STDOUT_FILENO), .printed = 0, .broken = false};
-    if (stream.active) {
-        params->on_token = print_as_decoded;
-        params->user = &stream;
-    }
-    cli_progress progress;
-    cli_progress_start(&progress, options, count, "images");
-    for (size_t i = 0; i < count; i++) {
-        glimpse_image *image;
-        if (!cli_load_image(options, paths[i], &progress, &image)) {
-            options->failures++;
-            continue;
-        }
+    cli_pictures pictures;
+    cli_pictures_start(&pictures, options, video, paths, count);
+    cli_picture picture;
+    while (cli_pictures_next(&pictures, &picture)) {
+        /* words appear as they come for one image, not for a video's frames */
+        if (picture.seconds >= 0) stream.active = false;
+        params->on_token = stream.active ? print_as_decoded : NULL;
+        params->user = stream.active ? &stream : NULL;
         glimpse_caption caption;
-        glimpse_status status = glimpse_caption_images(ctx, &image, 1, params, &caption);
-        glimpse_image_free(image);
-        cli_progress_end(&progress);
+        glimpse_status status = glimpse_caption_images(ctx, &picture.image, 1, params, &caption);
+        glimpse_image_free(picture.image);
+        cli_progress_end(&pictures.progress);
         if (status) {
-            cli_error("%s: %s", paths[i], glimpse_last_error());
+            cli_error("%s: %s", picture.path, glimpse_last_error());
             options->failures++;
             continue;
         }
-        print_caption(options, &stream, count, paths[i], &caption);
+        print_caption(options, &stream, count, &picture, &caption);
         glimpse_caption_free(&caption);
-        cli_progress_step(&progress, i + 1);
+        cli_progress_step(&pictures.progress, pictures.progress.done);
     }
-    cli_progress_end(&progress);
+    cli_pictures_end(&pictures);
 }
 
 int command_caption(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
     glimpse_caption_params params = glimpse_caption_default_params();
-    if (!parse_options(argc, argv, &options, &params)) return CLI_EXIT_OK;
-    size_t count = (size_t)(argc - optind);
-    char **paths = argv + optind;
-    if (!count) cli_usage_error("caption", "no images to caption");
+    video_params video = video_default_params();
+    if (!parse_options(argc, argv, &options, &params, &video)) return CLI_EXIT_OK;
+    if (argc == optind) cli_usage_error("caption", "no images to caption");
+    size_t count;
+    char **paths = cli_expand_inputs(&options, "caption", argv + optind, (size_t)(argc - optind), &count);
+    if (!count) return CLI_EXIT_FAILURE; /* folders without images, said on stderr */
     glimpse_model *model = cli_load_model(&options, "caption", true, true);
     /* --min-tokens above the model's own maximum is lowered to it, as --max-tokens lowers the model's minimum */
     int model_max_tokens = glimpse_caption_model_params(model).max_tokens;
@@ -211,9 +213,11 @@ int command_caption(int argc, char **argv) {
         cli_error("%s is a %s model; captioning needs a BLIP captioning model (BlipForConditionalGeneration)",
                   options.model, info.architecture);
         glimpse_model_free(model);
+        cli_inputs_free(paths, count);
         return CLI_EXIT_FAILURE;
     }
     glimpse_context *ctx = cli_create_context(&options, model);
-    caption_files(&options, ctx, paths, count, &params);
+    caption_files(&options, ctx, paths, count, &params, &video);
+    cli_inputs_free(paths, count);
     return cli_finish(&options, ctx, model);
 }

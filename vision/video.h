@@ -18,8 +18,8 @@
 #define VIDEO_DEFAULT_EVERY_SECONDS 2.0
 /* With scene sampling: a frame is taken when its 64×64 grey thumbnail
  * differs from the last frame taken by this mean absolute difference (of
- * full scale); a cut between two shots is usually over 0.2, a still scene
- * with noise under 0.02. */
+ * full scale). Between two unrelated photographs (the fixtures' nine) it is
+ * 0.27 at the median; between examples/pictures' drawings 0.04 to 0.16. */
 #define VIDEO_DEFAULT_SCENE_THRESHOLD 0.1
 /* Streams a container may have (more is refused): a home video has two or three. */
 #define VIDEO_MAX_STREAMS 64
