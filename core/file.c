@@ -35,7 +35,7 @@ static glimpse_status open_regular(const char *path, int *fd_out, size_t *size_o
     if (!S_ISREG(info.st_mode)) {
         close(fd);
         if (S_ISFIFO(info.st_mode))
-            return error_set(GLIMPSE_STATUS_IO, "%s: a named pipe, not a regular file (give it as '-' < %s)", path,
+            return error_set(GLIMPSE_STATUS_IO, "%s: a named pipe, not a regular file (not read: it may never end)",
                              path);
         return error_set(GLIMPSE_STATUS_IO, "%s: not a regular file", path);
     }

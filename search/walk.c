@@ -196,6 +196,6 @@ glimpse_status walk_folder_files(const char *folder, walk_result *out) {
         walk_result_free(out);
         return status;
     }
-    qsort(out->files.items, out->files.count, sizeof *out->files.items, compare_paths);
+    if (out->files.count) qsort(out->files.items, out->files.count, sizeof *out->files.items, compare_paths);
     return GLIMPSE_STATUS_OK;
 }

@@ -234,6 +234,8 @@ static void test_named_pipes_never_wait(void **state) {
     assert_int_equal(r.status, 1); /* not 124: timeout's code */
     assert_non_null(strstr(r.err, "waiting.png: a named pipe"));
     shell_free(&r);
+    /* index, given it by name, refuses it too */
+    expect_shell(shell("$G index -m %s --db pipe.db waiting.png", CLIP), 1, "failed 1", NULL);
     /* with a writer: read through '-' */
     expect_shell(shell("cat %s > waiting.png & $G embed -m %s --json - < waiting.png", PICTURE(0), CLIP), 0,
                  "\"image\": \"-\"", NULL);
