@@ -216,6 +216,43 @@ static void test_times_equal_ffmpeg_seek(void **state) {
     }
 }
 
+/* Scene sampling takes the first frame and each cut of the slideshow (a new
+ * picture every half second; the cuts' thumbnails differ by 0.04 to 0.16),
+ * and nothing in between: the same frames as the ffmpeg tool's own scene
+ * detection (select='gt(scene,0.02)') finds. */
+static void test_scenes(void **state) {
+    (void)state;
+    char *path = case_path("h264.mp4");
+    sampled s;
+    assert_int_equal(sample(path, 1, 0.03, &s), GLIMPSE_STATUS_OK);
+    char command[1024];
+    snprintf(command, sizeof command,
+             "ffmpeg -hide_banner -nostdin -i %s -vf \"select='gt(scene\\,0.02)',showinfo\" -f null - 2>&1 | "
+             "grep -o 'pts_time:[0-9.]*' | cut -d: -f2",
+             path);
+    size_t size;
+    char *cuts = (char *)command_output(command, &size);
+    assert_non_null(cuts);
+    cuts = realloc(cuts, size + 1);
+    cuts[size] = '\0';
+    size_t found = 1;
+    for (char *line = strtok(cuts, "\n"); line; line = strtok(NULL, "\n"), found++) {
+        assert_true(found < s.count);
+        assert_true(fabs(s.seconds[found] - atof(line)) < 1e-6);
+    }
+    printf("scenes: %zu frames, at 0 and where ffmpeg's scene detection finds the %zu cuts\n", s.count, found - 1);
+    assert_int_equal(found, s.count);
+    assert_int_equal(s.count, 6);
+    assert_true(s.seconds[0] == 0);
+    free(cuts);
+    sampled_free(&s);
+    /* a threshold over every cut's change from the first picture: the first frame only */
+    assert_int_equal(sample(path, 1, 0.9, &s), GLIMPSE_STATUS_OK);
+    assert_int_equal(s.count, 1);
+    sampled_free(&s);
+    free(path);
+}
+
 /* ------------------------------------------------------------- hostile */
 
 static uint8_t *read_case(const char *name, size_t *size) {
@@ -379,6 +416,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frames_equal_ffmpeg),
         cmocka_unit_test(test_times_equal_ffmpeg_seek),
+        cmocka_unit_test(test_scenes),
         cmocka_unit_test(test_hostile_videos),
     };
     if (!have_ffmpeg()) {
