@@ -289,7 +289,7 @@ void cli_json_picture(FILE *out, const cli_picture *picture) {
     json_string(out, picture->path);
     if (picture->seconds >= 0) {
         fputs(", \"time\": ", out);
-        fprintf(out, "%.6g", picture->seconds);
+        fprintf(out, "%.10g", picture->seconds); /* ten digits: to 10 us for a video a day long */
     }
 }
 
