@@ -62,6 +62,13 @@ bool walk_judges(const walk_result *walk, const char *path);
 /* Whether the name ends in an extension of an image we decode (case-insensitive). */
 bool path_has_image_extension(const char *name);
 
+/* The image files under one folder as walk_paths finds them (same names,
+ * same rules), sorted, but named from the folder as given (a relative folder
+ * gives relative paths): for commands that take folders as well as files.
+ * Folders that cannot be read go to out->skipped; only running out of
+ * memory fails. */
+glimpse_status walk_folder_files(const char *folder, walk_result *out);
+
 /* A 64-bit hash of bytes (content identity for moved files). */
 uint64_t content_hash(const uint8_t *bytes, size_t size);
 

@@ -218,3 +218,14 @@ uint64_t content_hash(const uint8_t *bytes, size_t size) {
     hash = (hash ^ (tail * 0xbf58476d1ce4e5b9ull)) * 0x94d049bb133111ebull;
     return hash ^ (hash >> 32);
 }
+
+glimpse_status walk_folder_files(const char *folder, walk_result *out) {
+    memset(out, 0, sizeof *out);
+    glimpse_status status = walk_folder(folder, out, 0);
+    if (status) {
+        walk_result_free(out);
+        return status;
+    }
+    if (out->files.count) qsort(out->files.items, out->files.count, sizeof *out->files.items, compare_paths);
+    return GLIMPSE_STATUS_OK;
+}

@@ -9,19 +9,23 @@
 
 #include "tools/cli_caption.h"
 #include "tools/cli_common.h"
+#include "tools/cli_inputs.h"
 #include "tools/commands.h"
 
 static const char caption_help[] =
     "Usage: glimpse caption -m MODEL [--prompt TEXT] [--beams N] [--max-tokens N] [--min-tokens N]\n"
     "                       [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]\n"
-    "                       [--repetition-penalty R] [--json] IMAGE...\n"
-    "Describes each image with a captioning model: BLIP (BlipForConditionalGeneration,\n"
-    "e.g. Salesforce/blip-image-captioning-base) or ViT-GPT2 (VisionEncoderDecoderModel of\n"
-    "a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning).\n"
+    "                       [--repetition-penalty R] [--every SECONDS | --scenes] [--json]\n"
+    "                       IMAGE|VIDEO|FOLDER|-...\n"
+    "Describes each image, and frames of each video, with a captioning model: BLIP\n"
+    "(BlipForConditionalGeneration, e.g. Salesforce/blip-image-captioning-base) or ViT-GPT2\n"
+    "(VisionEncoderDecoderModel of a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning).\n"
     "%s"
-    "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
+    "Plain output: the caption alone for one image, else PATH (PATH @ M:SS.s for a video's\n"
+    "frame), a tab, the caption.\n"
     "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
-    "generate returns them (start token, prompt, generated tokens).\n";
+    "generate returns them (start token, prompt, generated tokens); a video's frames also\n"
+    "carry \"time\": SECONDS.\n";
 
 const char cli_caption_options_help[] =
     "  --prompt TEXT            the caption continues this text (\"a picture of\")\n"
@@ -46,11 +50,7 @@ const char cli_caption_options_help[] =
 #define CAPTION_MAX_TOKENS 500
 
 static float parse_float(const char *command, const char *option, const char *text, float minimum, float maximum) {
-    char *end;
-    float value = strtof(text, &end);
-    if (end == text || *end || !(value >= minimum && value <= maximum))
-        cli_usage_error(command, "%s takes a number from %g to %g, not '%s'", option, minimum, maximum, text);
-    return value;
+    return (float)cli_parse_double(command, option, text, minimum, maximum);
 }
 
 bool cli_caption_option(glimpse_caption_params *params, int code, const char *argument, const char *command) {
@@ -101,16 +101,19 @@ void cli_caption_fit_model(glimpse_caption_params *params, const glimpse_model *
 
 /* Parses the command line into options and params: what is not given stays
  * as glimpse_caption_default_params() leaves it, to the model. False after --help. */
-static bool parse_options(int argc, char **argv, cli_options *options, glimpse_caption_params *params) {
+static bool parse_options(int argc, char **argv, cli_options *options, glimpse_caption_params *params,
+                          video_params *video) {
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_CAPTION_LONG_OPTIONS,
+                                                 CLI_VIDEO_LONG_OPTIONS,
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
         if (cli_common_option(options, code, optarg, "caption")) continue;
         if (cli_caption_option(params, code, optarg, "caption")) continue;
+        if (cli_video_option(video, code, optarg, "caption")) continue;
         if (code == CLI_OPT_HELP) {
             printf(caption_help, cli_caption_options_help);
-            printf("\n%s", cli_common_help);
+            printf("\n%s\n%s\n%s", cli_inputs_help, cli_video_help, cli_common_help);
             return false;
         }
         cli_usage_error("caption", "unknown option");
@@ -141,9 +144,7 @@ static bool print_as_decoded(void *user, size_t image, int32_t id, const char *t
     return false;
 }
 
-void cli_print_caption_fields(const char *path, const char *text, const int32_t *ids, size_t count) {
-    printf("{\"image\": ");
-    json_string(stdout, path);
+void cli_print_caption_result(const char *text, const int32_t *ids, size_t count) {
     printf(", \"caption\": ");
     json_string(stdout, text);
     printf(", \"ids\": [");
@@ -151,65 +152,71 @@ void cli_print_caption_fields(const char *path, const char *text, const int32_t 
     printf("]");
 }
 
+void cli_print_caption_fields(const char *path, const char *text, const int32_t *ids, size_t count) {
+    printf("{\"image\": ");
+    json_string(stdout, path);
+    cli_print_caption_result(text, ids, count);
+}
+
 /* One result: a JSON line, the end of the streamed words, the caption alone
  * (one image), or PATH, a tab, the caption. */
-static void print_caption(const cli_options *options, const streaming *stream, size_t count, const char *path,
-                          const glimpse_caption *caption) {
+static void print_caption(const cli_options *options, const streaming *stream, size_t count,
+                          const cli_picture *picture, const glimpse_caption *caption) {
     if (options->json) {
-        cli_print_caption_fields(path, caption->text, caption->ids, caption->id_count);
+        cli_json_picture(stdout, picture);
+        cli_print_caption_result(caption->text, caption->ids, caption->id_count);
         printf("}\n");
     } else if (stream->active) {
         if (stream->broken) printf("\r\033[K%s", caption->text);
         printf("\n");
-    } else if (count == 1) {
+    } else if (count == 1 && picture->seconds < 0) {
         printf("%s\n", caption->text);
     } else {
-        printf("%s\t%s\n", path, caption->text);
+        cli_print_picture(stdout, picture);
+        printf("\t%s\n", caption->text);
     }
     fflush(stdout);
 }
 
-/* Captions the images one at a time; each that fails is named on stderr
- * and counted, and the others go on. */
+/* Captions the images, and the sampled frames of videos, one at a time;
+ * each input that fails is named on stderr and counted, and the others go on. */
 static void caption_files(cli_options *options, glimpse_context *ctx, char *const *paths, size_t count,
-                          glimpse_caption_params *params) {
+                          glimpse_caption_params *params, const video_params *video) {
     streaming stream = {.active = count == 1 && !options->json && isatty(STDOUT_FILENO), .printed = 0, .broken = false};
-    if (stream.active) {
-        params->on_token = print_as_decoded;
-        params->user = &stream;
-    }
-    cli_progress progress;
-    cli_progress_start(&progress, options, count, "images");
-    for (size_t i = 0; i < count; i++) {
-        glimpse_image *image;
-        if (!cli_load_image(options, paths[i], &progress, &image)) {
-            options->failures++;
-            continue;
-        }
+    cli_pictures pictures;
+    cli_pictures_start(&pictures, options, video, paths, count);
+    cli_picture picture;
+    while (cli_pictures_next(&pictures, &picture)) {
+        /* words appear as they come for one image, not for a video's frames */
+        if (picture.seconds >= 0) stream.active = false;
+        params->on_token = stream.active ? print_as_decoded : NULL;
+        params->user = stream.active ? &stream : NULL;
         glimpse_caption caption;
-        glimpse_status status = glimpse_caption_images(ctx, &image, 1, params, &caption);
-        glimpse_image_free(image);
-        cli_progress_end(&progress);
+        glimpse_status status = glimpse_caption_images(ctx, &picture.image, 1, params, &caption);
+        glimpse_image_free(picture.image);
+        cli_progress_end(&pictures.progress);
         if (status) {
-            cli_error("%s: %s", paths[i], glimpse_last_error());
+            cli_error("%s: %s", picture.path, glimpse_last_error());
             options->failures++;
             continue;
         }
-        print_caption(options, &stream, count, paths[i], &caption);
+        print_caption(options, &stream, count, &picture, &caption);
         glimpse_caption_free(&caption);
-        cli_progress_step(&progress, i + 1);
+        cli_progress_step(&pictures.progress, pictures.progress.done);
     }
-    cli_progress_end(&progress);
+    cli_pictures_end(&pictures);
 }
 
 int command_caption(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
     glimpse_caption_params params = glimpse_caption_default_params();
-    if (!parse_options(argc, argv, &options, &params)) return CLI_EXIT_OK;
-    size_t count = (size_t)(argc - optind);
-    char **paths = argv + optind;
-    if (!count) cli_usage_error("caption", "no images to caption");
+    video_params video = video_default_params();
+    if (!parse_options(argc, argv, &options, &params, &video)) return CLI_EXIT_OK;
+    if (argc == optind) cli_usage_error("caption", "no images to caption");
+    size_t count;
+    char **paths = cli_expand_inputs(&options, "caption", argv + optind, (size_t)(argc - optind), &count);
+    if (!count) return CLI_EXIT_FAILURE; /* folders without images, said on stderr */
     glimpse_model *model = cli_load_model(&options, "caption", true, true);
     cli_caption_fit_model(&params, model);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
@@ -219,9 +226,11 @@ int command_caption(int argc, char **argv) {
         cli_error("%s is a %s model; captioning needs a BLIP captioning model (BlipForConditionalGeneration) or a "
                   "ViT-GPT2 one (VisionEncoderDecoderModel of ViT and GPT-2)", options.model, info.architecture);
         glimpse_model_free(model);
+        cli_inputs_free(paths, count);
         return CLI_EXIT_FAILURE;
     }
     glimpse_context *ctx = cli_create_context(&options, model);
-    caption_files(&options, ctx, paths, count, &params);
+    caption_files(&options, ctx, paths, count, &params, &video);
+    cli_inputs_free(paths, count);
     return cli_finish(&options, ctx, model);
 }

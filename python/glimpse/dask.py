@@ -85,9 +85,10 @@ class ModelPlugin:
 
 
 def embed_pictures(model, paths, batch_size=8):
-    """Embeds paths batch_size at a time, as `glimpse embed` does (a batch's pictures that fail to
-    decode are left out of it, the others embedded together), so the vectors equal the CLI's bit for bit
-    when the paths are aligned on its batches. Returns (vectors, pictures, broken)."""
+    """Embeds paths batch_size at a time (a batch's pictures that fail to decode are left out of it, the
+    others embedded together), so the vectors equal `glimpse embed`'s bit for bit when it is given the same
+    pictures in the same batches (it fills each batch with the next pictures that decode). Returns
+    (vectors, pictures, broken)."""
     import glimpse
     vectors, pictures, broken = [], [], []
     for first in range(0, len(paths), batch_size):

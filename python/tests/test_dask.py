@@ -84,13 +84,21 @@ def test_a_killed_worker_loses_nothing_and_a_rerun_resumes(cluster, collection, 
     assert len(paths) == len(set(paths)) == PICTURES and sorted(paths) == expected
     assert manifest["complete"] and manifest["pictures"] == PICTURES and manifest["broken"] == 1
     assert (out / "broken.tsv").read_text().startswith(str(collection / "a" / "broken.png") + "\t")
-    # the CLI given the same list, broken file included (it skips it, as the shards do, and fails at the end)
-    listing = [a for p in sorted(paths + [str(collection / "a" / "broken.png")]) for a in ("-i", p)]
-    embedded = subprocess.run([str(BUILD / "glimpse"), "embed", "-m", str(DEMO_CLIP), "--threads", "1", "--json",
-                               *listing], capture_output=True, text=True)
-    assert embedded.returncode != 0 and "broken.png" in embedded.stderr
-    cli = {row["image"]: row["embedding"] for row in map(json.loads, embedded.stdout.splitlines())}
+    # the CLI given each shard's pictures (its batches then hold the same pictures as the shard's: glimpse
+    # embed fills a batch with the next pictures that decode, and an embedding can differ in its last bit with
+    # its batch's company), and once all of them with the broken file, which it skips and fails on at the end
+    cli = {}
+    for shard in sorted(out.glob("part-*.json")):
+        listing = [a for p in (picture["path"] for picture in json.loads(shard.read_text())["pictures"])
+                   for a in ("-i", p)]
+        embedded = subprocess.run([str(BUILD / "glimpse"), "embed", "-m", str(DEMO_CLIP), "--threads", "1",
+                                   "--json", *listing], capture_output=True, text=True)
+        assert embedded.returncode == 0, embedded.stderr
+        cli.update({row["image"]: row["embedding"] for row in map(json.loads, embedded.stdout.splitlines())})
     np.testing.assert_array_equal(vectors, np.array([cli[p] for p in paths], dtype=np.float32))
+    broken = subprocess.run([str(BUILD / "glimpse"), "embed", "-m", str(DEMO_CLIP), "-i", paths[0], "-i",
+                             str(collection / "a" / "broken.png")], capture_output=True, text=True)
+    assert broken.returncode != 0 and "broken.png" in broken.stderr
     import hashlib
     first = pictures[0]
     assert first["sha256"] == hashlib.sha256(open(first["path"], "rb").read()).hexdigest()
