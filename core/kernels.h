@@ -71,7 +71,9 @@ void kernel_layernorm_reference(float *out, const float *in, const float *weight
 
 /* In place over n values. */
 void kernel_gelu(float *x, size_t n);       /* exact: 0.5·x·(1 + erf(x/√2)) */
-void kernel_gelu_tanh(float *x, size_t n);  /* the tanh approximation ("gelu_new"); plain loop only */
+void kernel_gelu_tanh(float *x, size_t n);  /* the tanh approximation ("gelu_new"); AVX2 where it runs */
+void kernel_gelu_tanh_reference(float *x, size_t n);
+void kernel_gelu_tanh_avx2(float *x, size_t n); /* (activations_avx2.c; x86-64 builds, where cpu_has_avx2()) */
 void kernel_quick_gelu(float *x, size_t n); /* x·sigmoid(1.702·x), OpenAI CLIP */
 void kernel_gelu_reference(float *x, size_t n);
 void kernel_quick_gelu_reference(float *x, size_t n);

@@ -498,7 +498,7 @@ static void test_row_kernels_match_reference(void **state) {
     const size_t widths[] = {1, 7, 15, 16, 17, 31, 33, 64, 77, 577, 768, 1003, 3072};
     const size_t rows = 4;
     bool exact = !cpu_has_avx512();
-    double gelu = 0, quick = 0, softmax = 0, layernorm = 0;
+    double gelu = 0, quick = 0, softmax = 0, layernorm = 0, gelu_tanh = 0;
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
         size_t n = widths[w], count = rows * n;
         float *x = random_array(count), *fast = malloc(count * sizeof *fast), *slow = malloc(count * sizeof *slow);
@@ -512,6 +512,10 @@ static void test_row_kernels_match_reference(void **state) {
         memcpy(fast, x, count * sizeof *fast), memcpy(slow, x, count * sizeof *slow);
         kernel_quick_gelu(fast, count), kernel_quick_gelu_reference(slow, count);
         quick = fmax(quick, largest_difference(fast, slow, count, 1.0));
+
+        memcpy(fast, x, count * sizeof *fast), memcpy(slow, x, count * sizeof *slow); /* (AVX2 wherever it runs) */
+        kernel_gelu_tanh(fast, count), kernel_gelu_tanh_reference(slow, count);
+        gelu_tanh = fmax(gelu_tanh, largest_difference(fast, slow, count, 1.0));
 
         /* row 0 as it comes, row 1 causally masked past its middle, row 2 with every
          * other key masked, row 3 all masked (all zeros by definition) */
@@ -531,8 +535,11 @@ static void test_row_kernels_match_reference(void **state) {
         assert_memory_equal(x, fast, count * sizeof *x);
         free(x), free(fast), free(slow), free(scale), free(shift);
     }
-    fprintf(stderr, "row kernels vs reference (%s): gelu %.3g, quick_gelu %.3g, softmax %.3g, layernorm %.3g\n",
-            exact ? "reference path" : "AVX-512", gelu, quick, softmax, layernorm);
+    fprintf(stderr, "row kernels vs reference (%s): gelu %.3g, quick_gelu %.3g, softmax %.3g, layernorm %.3g, "
+            "gelu_tanh %.3g (%s)\n", exact ? "reference path" : "AVX-512", gelu, quick, softmax, layernorm, gelu_tanh,
+            cpu_has_avx2() ? "AVX2" : "reference path");
+    if (!cpu_has_avx2()) assert_true(gelu_tanh == 0);
+    if (gelu_tanh > 4e-7) fail_msg("gelu_tanh differs from its reference by %g", gelu_tanh);
     if (exact) {
         assert_true(gelu == 0 && quick == 0 && softmax == 0 && layernorm == 0);
     } else {
