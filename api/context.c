@@ -23,6 +23,9 @@ void glimpse_context_free(glimpse_context *ctx) {
     free(ctx->pixel_values);
     bert_state_free(ctx->bert);
     free(ctx->vision_output);
+    bert_state_free(ctx->qformer);
+    opt_state_free(ctx->language);
+    free(ctx->prefix);
     free(ctx);
 }
 

@@ -46,6 +46,11 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
         snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
         return GLIMPSE_STATUS_OK;
     }
+    if ((name && strcmp(name, "Blip2ForConditionalGeneration") == 0) || (!name && strcmp(type, "blip-2") == 0)) {
+        model->kind = GLIMPSE_MODEL_KIND_BLIP2;
+        snprintf(model->architecture, sizeof model->architecture, "Blip2ForConditionalGeneration");
+        return GLIMPSE_STATUS_OK;
+    }
     if ((name && strcmp(name, "SiglipModel") == 0) || (!name && strcmp(type, "siglip") == 0)) {
         model->kind = GLIMPSE_MODEL_KIND_SIGLIP;
         snprintf(model->architecture, sizeof model->architecture, "SiglipModel");
@@ -53,12 +58,13 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
     }
     return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                      "%s/config.json: architecture \"%s\" (model_type \"%s\") is not one glimpse runs; "
-                     "supported: CLIPModel, BlipForConditionalGeneration, BlipForImageTextRetrieval, SiglipModel",
+                     "supported: CLIPModel, BlipForConditionalGeneration, BlipForImageTextRetrieval, SiglipModel, "
+                     "Blip2ForConditionalGeneration",
                      folder, name ? name : "?", type);
 }
 
 /* The preprocessor settings of the snapshot over the defaults, if the file is there. */
-static glimpse_status read_preprocessor(glimpse_model *model, int square_default) {
+glimpse_status read_preprocessor(glimpse_model *model, int square_default) {
     char *path = file_join(model->folder, "preprocessor_config.json");
     if (!path) return ERROR_OOM();
     bool present = file_is_regular(path);
@@ -86,7 +92,7 @@ static glimpse_status config_sections(const glimpse_model *model, bool required,
 }
 
 /* A tokenizer whose ids (tokens of them, read from `file`) the model's embedding table holds. */
-static glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size) {
+glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size) {
     if (tokens > (size_t)vocab_size)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: %s has %zu tokens but the model only %d", model->folder, file,
                          tokens, vocab_size);
@@ -238,6 +244,9 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     if (!status && model->text.weights.layers) status = clip_text_model_quantize(&model->text, &model->quantized);
     if (!status && model->text_decoder.layers) status = bert_model_quantize(&model->text_decoder, &model->quantized);
     if (!status && model->text_encoder.layers) status = bert_model_quantize(&model->text_encoder, &model->quantized);
+    if (!status && model->qformer.bert.layers) status = blip2_qformer_quantize(&model->qformer, &model->quantized);
+    if (!status && model->language_model.layers)
+        status = opt_model_quantize(&model->language_model, &model->quantized);
     return status;
 }
 
@@ -260,6 +269,8 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
             status = load_clip(model, params, vision_json, text_json);
         else if (model->kind == GLIMPSE_MODEL_KIND_SIGLIP)
             status = load_siglip(model, params, vision_json, text_json);
+        else if (model->kind == GLIMPSE_MODEL_KIND_BLIP2)
+            status = load_blip2(model, vision_json, text_json);
         else
             status = load_blip(model, params, vision_json, text_json);
     }
@@ -286,6 +297,9 @@ void glimpse_model_free(glimpse_model *model) {
     bert_model_free(&model->text_decoder);
     bert_model_free(&model->text_encoder);
     bert_tokenizer_free(model->wordpiece);
+    blip2_qformer_free(&model->qformer);
+    opt_model_free(&model->language_model);
+    gpt2_tokenizer_free(model->opt_tokenizer);
     q8_set_free(&model->quantized);
     weight_store_free(model->store);
     cJSON_Delete(model->config);
@@ -333,7 +347,10 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
         out->vision_heads = v->heads;
         out->vision_activation = v->act_name;
     }
-    if (model->has_text && !model_embeds(model)) {
+    if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) {
+        const opt_config *t = &model->language_model.config;
+        set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
+    } else if (model->has_text && !model_embeds(model)) {
         const bert_config *t = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL ? &model->text_encoder.config
                                                                                 : &model->text_decoder.config;
         set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);

@@ -8,6 +8,9 @@
 #include <stdbool.h>
 
 #include "fusion/bert.h"
+#include "fusion/blip2.h"
+#include "fusion/opt.h"
+#include "text/gpt2_tokenizer.h"
 #include "fusion/itm.h"
 #include "glimpse.h"
 #include "text/bert_tokenizer.h"
@@ -38,7 +41,11 @@ struct glimpse_model {
     itm_heads itm;
     bert_tokenizer *wordpiece;
     int32_t start_id, end_id, pad_id; /* [DEC], [SEP], [PAD] as text_config names them */
-    cJSON *generation; /* generation_config.json, when the snapshot has one */
+    cJSON *generation; /* generation_config.json, when the snapshot has one (BLIP-2: else its text_config) */
+    /* BLIP-2 (api/blip2.c): vision above, then the Q-Former with the language projection, and OPT */
+    blip2_qformer qformer;
+    opt_model language_model;
+    gpt2_tokenizer *opt_tokenizer;
     glimpse_precision precision;
     q8_set quantized; /* the int8 weights, with GLIMPSE_PRECISION_INT8 */
 };
@@ -46,5 +53,18 @@ struct glimpse_model {
 /* CLIP and SigLIP: image and text towers embedding into one space
  * (glimpse_embed_*, glimpse_score, the search index). */
 bool model_embeds(const glimpse_model *model);
+
+/* model.c's steps that every family's loader takes: the snapshot's
+ * preprocessor_config.json over model->preprocess (square_default: a bare
+ * "size" number means size × size), and a tokenizer of `tokens` ids checked
+ * against the model's embedding table. */
+glimpse_status read_preprocessor(glimpse_model *model, int square_default);
+glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size);
+
+/* BLIP-2 (api/blip2.c): the loader model.c's dispatch calls, and the captions
+ * glimpse_caption_images hands over, its params resolved and checked. */
+glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json);
+glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                    const glimpse_caption_params *params, glimpse_caption *out);
 
 #endif

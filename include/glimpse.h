@@ -131,7 +131,8 @@ typedef enum glimpse_model_kind {
     GLIMPSE_MODEL_KIND_CLIP = 1,          /* CLIPModel: embed, rank, classify */
     GLIMPSE_MODEL_KIND_BLIP_CAPTION = 2,  /* BlipForConditionalGeneration */
     GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL = 3, /* BlipForImageTextRetrieval */
-    GLIMPSE_MODEL_KIND_SIGLIP = 4          /* SiglipModel: embed, rank, classify (sigmoid probabilities) */
+    GLIMPSE_MODEL_KIND_SIGLIP = 4,         /* SiglipModel: embed, rank, classify (sigmoid probabilities) */
+    GLIMPSE_MODEL_KIND_BLIP2 = 6           /* Blip2ForConditionalGeneration (OPT): caption, ask */
 } glimpse_model_kind;
 
 typedef enum glimpse_precision {
@@ -352,6 +353,20 @@ typedef struct glimpse_caption {
 glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                       const glimpse_caption_params *params, glimpse_caption *out);
 void glimpse_caption_free(glimpse_caption *caption);
+
+/* Visual question answering with a BLIP-2 model: each image's answer to
+ * `question`, generated after BLIP-2's prompt "Question: QUESTION Answer:"
+ * (the prompt its paper and model card use), with params as for
+ * glimpse_caption_images but for params.prompt, which must be NULL (free
+ * prompts go through glimpse_caption_images' prompt). A separate call rather
+ * than a field of the params: the prompt's wording is BLIP-2's, and other
+ * captioners cannot answer (GLIMPSE_STATUS_WRONG_MODEL). With BLIP-2, here
+ * and in glimpse_caption_images, ids are as its generate returns them: the
+ * start token 2 and the generated tokens, not the prompt; a BLIP-2 model
+ * without generation_config.json takes its text_config's settings (greedy,
+ * max_length 20: 19 new tokens, no minimum). */
+glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                  const char *question, const glimpse_caption_params *params, glimpse_caption *out);
 
 /* --------------------------------------------------- image-text matching */
 

@@ -205,3 +205,18 @@ void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *re
     cJSON_Delete(expected);
     if (reference) safetensors_close(reference);
 }
+
+void expect_caption_case(const glimpse_caption *caption, const cJSON *item) {
+    const char *image = cJSON_GetObjectItem(item, "image")->valuestring;
+    const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
+    const char *kind = cJSON_GetObjectItem(item, "generation")->valuestring;
+    const cJSON *ids = cJSON_GetObjectItem(item, "ids");
+    if ((int)caption->id_count != cJSON_GetArraySize(ids))
+        fail_msg("%s, prompt '%s', %s: %zu ids, expected %d", image, prompt, kind, caption->id_count,
+                 cJSON_GetArraySize(ids));
+    for (size_t i = 0; i < caption->id_count; i++)
+        if (caption->ids[i] != cJSON_GetArrayItem(ids, (int)i)->valueint)
+            fail_msg("%s, prompt '%s', %s: id %zu is %d, expected %d", image, prompt, kind, i, caption->ids[i],
+                     cJSON_GetArrayItem(ids, (int)i)->valueint);
+    assert_string_equal(caption->text, cJSON_GetObjectItem(item, "caption")->valuestring);
+}

@@ -66,6 +66,11 @@ void parity_embed_and_score(const parity_fixture *f, float **image_embeds, float
 float *parity_pixel_values(const parity_fixture *f, const struct preprocess_config *config, size_t size);
 
 
+struct glimpse_caption;
+/* A caption against a generation case of expected.json ({"image", "prompt", "generation", "ids", "caption"}):
+ * the same ids and text exactly; a difference fails the test naming the case and the first differing id. */
+void expect_caption_case(const struct glimpse_caption *caption, const cJSON *item);
+
 /* A model loaded with that precision (glimpse_precision); fails the test if it cannot be. */
 struct glimpse_model *load_model(const char *path, int precision);
 

@@ -1,0 +1,166 @@
+/* blip2.c — BLIP-2 (Blip2ForConditionalGeneration with OPT) through the
+ * public API: loading its parts, captioning as transformers 4.27's
+ * Blip2ForConditionalGeneration.generate does (the image side — vision
+ * tower, Q-Former, projection — once per image, then OPT continuing from
+ * those vectors and the prompt), and glimpse_ask_images, its visual
+ * question answering with BLIP-2's prompt. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/context.h"
+#include "api/model.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "fusion/caption.h"
+#include "weights/config.h"
+
+/* The prompt BLIP-2's model card and paper ask questions with. */
+#define BLIP2_QUESTION_FORMAT "Question: %s Answer:"
+
+glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json) {
+    const char *folder = model->folder;
+    const cJSON *qformer_json = cJSON_GetObjectItemCaseSensitive(model->config, "qformer_config");
+    if (!cJSON_IsObject(qformer_json))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: %s needs a qformer_config object", folder,
+                         model->architecture);
+    glimpse_status status;
+    vit_config vision;
+    opt_config text;
+    if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_BLIP, &vision)) ||
+        (status = opt_config_read(text_json, "config.json: text_config", &text)) ||
+        (status = blip2_qformer_config_read(model->config, qformer_json, vision.hidden_size, text.hidden_size,
+                                            &model->qformer)))
+        return status;
+    if (text.word_embed_proj_dim != text.hidden_size) /* transformers concatenates the two: they must agree */
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s/config.json: the language projection gives %d values but "
+                         "OPT's word embeddings have %d", folder, text.hidden_size, text.word_embed_proj_dim);
+    if (model->qformer.config.encoder_hidden_size != vision.hidden_size)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: the Q-Former reads image tokens of %d values, "
+                         "the vision tower makes %d", folder, model->qformer.config.encoder_hidden_size,
+                         vision.hidden_size);
+    if ((status = vit_model_load(&model->vision, &vision, names_blip2.vision, model->store))) return status;
+    model->has_vision = true;
+    model->preprocess = preprocess_default_blip(vision.image_size); /* BlipImageProcessor */
+    if ((status = read_preprocessor(model, 1)) ||
+        (status = blip2_qformer_load(&model->qformer, &names_blip2, model->store)) ||
+        (status = opt_model_load(&model->language_model, &text, &names_blip2.language_model, model->store)))
+        return status;
+    model->has_text = true;
+    model->start_id = text.bos_id, model->end_id = text.eos_id, model->pad_id = text.pad_id;
+    if ((status = gpt2_tokenizer_load(folder, &model->opt_tokenizer)) ||
+        (status = check_vocabulary(model, "vocab.json", gpt2_tokenizer_vocab_size(model->opt_tokenizer),
+                                   text.vocab_size)))
+        return status;
+    /* generate's settings: generation_config.json, else (4.27 writes none for this class) the language model's
+     * config, as the language model's generate takes them */
+    char *generation = file_join(folder, "generation_config.json");
+    if (!generation) return ERROR_OOM();
+    bool has_generation = file_is_regular(generation);
+    free(generation);
+    if (has_generation) return config_read_json(folder, "generation_config.json", &model->generation);
+    model->generation = cJSON_Duplicate(text_json, 1);
+    return model->generation ? GLIMPSE_STATUS_OK : ERROR_OOM();
+}
+
+/* The language model's prompt: the tokenizer's ids of the text (OPT's "</s>" first), or that start token alone. */
+static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
+    *ids = NULL;
+    if (!prompt || !prompt[0]) {
+        *ids = malloc(sizeof **ids);
+        if (!*ids) return ERROR_OOM();
+        (*ids)[0] = model->start_id;
+        *count = 1;
+        return GLIMPSE_STATUS_OK;
+    }
+    size_t n = 0;
+    glimpse_status status = gpt2_tokenizer_encode(model->opt_tokenizer, prompt, 1, NULL, 0, &n);
+    if (status && status != GLIMPSE_STATUS_TOO_LARGE) return status;
+    *ids = malloc((n ? n : 1) * sizeof **ids);
+    if (!*ids) return ERROR_OOM();
+    status = gpt2_tokenizer_encode(model->opt_tokenizer, prompt, 1, *ids, n, count);
+    if (!status && !*count) { /* a tokenizer without a start token and a prompt of nothing */
+        (*ids)[0] = model->start_id;
+        *count = 1;
+    }
+    return status;
+}
+
+static glimpse_status bpe_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
+    return gpt2_tokenizer_decode(model->opt_tokenizer, ids, count, 1, 1, text, NULL);
+}
+
+/* Makes or grows the context's run states for `sequences` of `positions`. */
+static glimpse_status prepare_states(glimpse_context *ctx, size_t sequences, size_t positions) {
+    const glimpse_model *model = ctx->model;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (!ctx->qformer) status = blip2_qformer_state_create(&model->qformer, model->vision.tokens, &ctx->qformer);
+    if (!status && !ctx->prefix) {
+        ctx->prefix = malloc((size_t)model->qformer.queries * (size_t)model->qformer.projection_dim * sizeof(float));
+        if (!ctx->prefix) status = ERROR_OOM();
+    }
+    opt_state *state = ctx->language;
+    if (!status && (!state || state->max_sequences < sequences || state->max_length < positions)) {
+        opt_state_free(ctx->language);
+        ctx->language = NULL;
+        status = opt_state_create(&model->language_model, sequences, positions, positions, &ctx->language);
+    }
+    return status;
+}
+
+/* One image, its vision tokens in ctx->vision_output: the prefix, then generation from generate's placeholder. */
+static glimpse_status caption_one(glimpse_context *ctx, size_t image, const caption_request *request,
+                                  glimpse_caption *out) {
+    const glimpse_model *model = ctx->model;
+    glimpse_status status = blip2_qformer_forward(&model->qformer, ctx->qformer, ctx->vision_output,
+                                                  model->vision.tokens, ctx->prefix, ctx->threads);
+    if (status) return status;
+    opt_decoder opt = {&model->language_model, ctx->language,  ctx->prefix, (size_t)model->qformer.queries,
+                       request->prompt,        request->prompt_length};
+    caption_decoder decoder = opt_caption_decoder(&opt);
+    int32_t start = model->start_id;
+    return caption_decode_text(ctx, image, request->params, &decoder, &start, 1, bpe_decode, out);
+}
+
+glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                    const glimpse_caption_params *p, glimpse_caption *out) {
+    const glimpse_model *model = ctx->model;
+    int32_t *prompt = NULL;
+    size_t prompt_length = 0;
+    glimpse_status status = prompt_ids(model, p->prompt, &prompt, &prompt_length);
+    /* the queries and the prompt, then each new token but the last is fed back: one spare position */
+    size_t positions = (size_t)model->qformer.queries + prompt_length + (size_t)p->max_tokens;
+    size_t model_positions = (size_t)model->language_model.config.max_positions;
+    if (!status && positions > model_positions)
+        status = error_set(GLIMPSE_STATUS_TOO_LARGE, "the %d query tokens, the prompt (%zu tokens) and %d new tokens "
+                           "exceed the language model's %zu positions", model->qformer.queries, prompt_length,
+                           p->max_tokens, model_positions);
+    if (!status) status = prepare_states(ctx, (size_t)p->beams, positions);
+    caption_request request = {p, prompt, prompt_length};
+    if (!status) status = caption_each_image(ctx, images, count, caption_one, &request, out);
+    free(prompt);
+    return status;
+}
+
+glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                  const char *question, const glimpse_caption_params *params, glimpse_caption *out) {
+    if (!ctx || !images || !question || !out)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_images: NULL argument");
+    for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
+    if (ctx->model->kind != GLIMPSE_MODEL_KIND_BLIP2)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "answering questions needs a BLIP-2 model "
+                                                     "(Blip2ForConditionalGeneration), this is %s",
+                         ctx->model->architecture);
+    glimpse_caption_params asked = params ? *params : glimpse_caption_default_params();
+    if (asked.prompt)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_images makes the prompt from the question: "
+                                                          "leave params.prompt NULL (or caption with the prompt)");
+    int length = snprintf(NULL, 0, BLIP2_QUESTION_FORMAT, question);
+    char *prompt = length >= 0 ? malloc((size_t)length + 1) : NULL;
+    if (!prompt) return ERROR_OOM();
+    snprintf(prompt, (size_t)length + 1, BLIP2_QUESTION_FORMAT, question);
+    asked.prompt = prompt;
+    glimpse_status status = glimpse_caption_images(ctx, images, count, &asked, out);
+    free(prompt);
+    return status;
+}
