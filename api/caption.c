@@ -197,9 +197,9 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
     for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
     const glimpse_model *model = ctx->model;
     if (model->kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && model->kind != GLIMPSE_MODEL_KIND_BLIP2)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "captioning needs a BLIP or BLIP-2 captioning model "
-                                                     "(BlipForConditionalGeneration, Blip2ForConditionalGeneration), "
-                                                     "this is %s",
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "captioning needs a BLIP captioning model "
+                                                     "(BlipForConditionalGeneration) or BLIP-2 "
+                                                     "(Blip2ForConditionalGeneration), this is %s",
                          model->architecture);
     glimpse_caption_params defaults = glimpse_caption_default_params();
     glimpse_caption_params resolved = resolve_params(model, params ? params : &defaults);

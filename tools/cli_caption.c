@@ -1,5 +1,6 @@
 /* cli_caption.c — `glimpse caption`: describes images in words with a
- * BLIP captioning model. Bad images are reported and skipped; with one
+ * BLIP or BLIP-2 captioning model; and `glimpse ask`: BLIP-2 answers a
+ * question about each image. Bad images are reported and skipped; with one
  * image and a terminal on stdout the words appear as they are decoded. */
 #include <getopt.h>
 #include <stdbool.h>
@@ -15,7 +16,8 @@ static const char caption_help[] =
     "                       [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]\n"
     "                       [--repetition-penalty R] [--json] IMAGE...\n"
     "Describes each image with a BLIP captioning model (BlipForConditionalGeneration,\n"
-    "e.g. Salesforce/blip-image-captioning-base).\n"
+    "e.g. Salesforce/blip-image-captioning-base) or BLIP-2 (Blip2ForConditionalGeneration,\n"
+    "e.g. Salesforce/blip2-opt-2.7b).\n"
     "  --prompt TEXT            the caption continues this text (\"a picture of\")\n"
     "  --beams N                beam search width (default 3; 1 = greedy)\n"
     "  --max-tokens N           at most N generated tokens, after the prompt (default 20)\n"
@@ -27,13 +29,32 @@ static const char caption_help[] =
     "  --top-k K                sample among the K most likely tokens (default 50; 0 = all)\n"
     "  --top-p P                sample among the most likely tokens holding probability P (default 1)\n"
     "  --seed S                 the same seed gives the same sampled caption (default 0)\n"
-    "The defaults (3 beams, 5 to 20 new tokens) are BLIP's own captioning settings from\n"
+    "BLIP's defaults (3 beams, 5 to 20 new tokens) are its own captioning settings from\n"
     "its paper and code; they give fluent, complete captions with the released checkpoints.\n"
-    "A snapshot's generation_config.json (num_beams, max_length, min_length,\n"
-    "repetition_penalty, length_penalty) overrides them for that model; options override both.\n"
+    "BLIP-2's are its text_config's, as transformers' generate takes them (greedy, 19 new\n"
+    "tokens, no minimum). A snapshot's generation_config.json (num_beams, max_length,\n"
+    "min_length, repetition_penalty, length_penalty) overrides them for that model; options\n"
+    "override both.\n"
     "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
     "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
-    "generate returns them (start token, prompt, generated tokens).\n";
+    "generate returns them: BLIP's start token, prompt and generated tokens; BLIP-2's start\n"
+    "token 2 and the generated tokens (its prompt goes in as embeddings, not in the ids).\n";
+
+static const char ask_help[] =
+    "Usage: glimpse ask -m BLIP2 (-q QUESTION | --prompt TEXT) [--beams N] [--max-tokens N] ... [--json] IMAGE...\n"
+    "Answers a question about each image with a BLIP-2 model (Blip2ForConditionalGeneration,\n"
+    "e.g. Salesforce/blip2-opt-2.7b): visual question answering with BLIP-2's prompt\n"
+    "\"Question: QUESTION Answer:\".\n"
+    "  -q, --question QUESTION  the question\n"
+    "  --prompt TEXT            a free prompt instead, given to the model as it is\n"
+    "  --beams, --max-tokens, --min-tokens, --sample ...  as for glimpse caption\n"
+    "Defaults: the model's own settings (without generation_config.json, its text_config's:\n"
+    "greedy, at most 19 new tokens, ending at a new line).\n"
+    "Plain output: the answer alone for one image, else PATH, a tab, the answer; the answer is\n"
+    "the decoded text with the spaces at its ends removed, as BLIP-2's model card prints it.\n"
+    "JSON: {\"image\": PATH, \"question\": QUESTION, \"answer\": TEXT, \"ids\": [...]} (\"prompt\"\n"
+    "in place of \"question\" with --prompt), ids as BLIP-2's generate returns them: its\n"
+    "start token 2 and the generated tokens.\n";
 
 enum {
     OPT_PROMPT = CLI_OPT_FIRST_FREE,
@@ -46,7 +67,8 @@ enum {
     OPT_TOP_P,
     OPT_SEED,
     OPT_REPETITION,
-    OPT_LENGTH_PENALTY
+    OPT_LENGTH_PENALTY,
+    OPT_QUESTION
 };
 
 /* The most --max-tokens and --min-tokens. */
@@ -60,9 +82,11 @@ static float parse_float(const char *option, const char *text, float minimum, fl
     return value;
 }
 
-/* Parses the command line into options and params: what is not given stays
- * as glimpse_caption_default_params() leaves it, to the model. False after --help. */
-static bool parse_options(int argc, char **argv, cli_options *options, glimpse_caption_params *params) {
+/* Parses the command line of `command` ("caption", or "ask" which takes a question) into options and params:
+ * what is not given stays as glimpse_caption_default_params() leaves it, to the model. False after --help. */
+static bool parse_options(const char *command, int argc, char **argv, cli_options *options,
+                          glimpse_caption_params *params, const char **question) {
+    bool asking = strcmp(command, "ask") == 0;
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"prompt", required_argument, NULL, OPT_PROMPT},
                                                  {"beams", required_argument, NULL, OPT_BEAMS},
@@ -75,41 +99,49 @@ static bool parse_options(int argc, char **argv, cli_options *options, glimpse_c
                                                  {"seed", required_argument, NULL, OPT_SEED},
                                                  {"repetition-penalty", required_argument, NULL, OPT_REPETITION},
                                                  {"length-penalty", required_argument, NULL, OPT_LENGTH_PENALTY},
+                                                 {"question", required_argument, NULL, OPT_QUESTION},
                                                  {NULL, 0, NULL, 0}};
     int code;
-    while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
-        if (cli_common_option(options, code, optarg, "caption")) continue;
+    while ((code = getopt_long(argc, argv, asking ? "m:q:" : "m:", long_options, NULL)) != -1) {
+        if (cli_common_option(options, code, optarg, command)) continue;
         switch (code) {
+        case 'q':
+        case OPT_QUESTION:
+            if (!asking) cli_usage_error(command, "--question is glimpse ask's: glimpse ask -m BLIP2 -q QUESTION");
+            *question = optarg;
+            break;
         case OPT_PROMPT: params->prompt = optarg; break;
         case OPT_BEAMS:
-            params->beams = (int)cli_parse_long("caption", "--beams", optarg, 1, GLIMPSE_CAPTION_MAX_BEAMS);
+            params->beams = (int)cli_parse_long(command, "--beams", optarg, 1, GLIMPSE_CAPTION_MAX_BEAMS);
             break;
         case OPT_MAX_TOKENS:
-            params->max_tokens = (int)cli_parse_long("caption", "--max-tokens", optarg, 1, CAPTION_MAX_TOKENS);
+            params->max_tokens = (int)cli_parse_long(command, "--max-tokens", optarg, 1, CAPTION_MAX_TOKENS);
             break;
         case OPT_MIN_TOKENS:
-            params->min_tokens = (int)cli_parse_long("caption", "--min-tokens", optarg, 0, CAPTION_MAX_TOKENS);
+            params->min_tokens = (int)cli_parse_long(command, "--min-tokens", optarg, 0, CAPTION_MAX_TOKENS);
             break;
         case OPT_SAMPLE: params->sample = true; break;
         case OPT_TEMPERATURE: params->temperature = parse_float("--temperature", optarg, 1e-3f, 100); break;
-        case OPT_TOP_K: params->top_k = (int)cli_parse_long("caption", "--top-k", optarg, 0, 1 << 24); break;
+        case OPT_TOP_K: params->top_k = (int)cli_parse_long(command, "--top-k", optarg, 0, 1 << 24); break;
         case OPT_TOP_P: params->top_p = parse_float("--top-p", optarg, 1e-6f, 1); break;
         case OPT_SEED:
-            params->seed = (uint64_t)cli_parse_long("caption", "--seed", optarg, 0, 0x7fffffffffffffffL);
+            params->seed = (uint64_t)cli_parse_long(command, "--seed", optarg, 0, 0x7fffffffffffffffL);
             break;
         case OPT_REPETITION:
             params->repetition_penalty = parse_float("--repetition-penalty", optarg, 1e-3f, 100);
             break;
         case OPT_LENGTH_PENALTY: params->length_penalty = parse_float("--length-penalty", optarg, -10, 10); break;
-        case CLI_OPT_HELP: printf("%s\n%s", caption_help, cli_common_help); return false;
-        default: cli_usage_error("caption", "unknown option");
+        case CLI_OPT_HELP: printf("%s\n%s", asking ? ask_help : caption_help, cli_common_help); return false;
+        default: cli_usage_error(command, "unknown option");
         }
     }
+    if (asking && !*question == !params->prompt)
+        cli_usage_error(command, "give a question (-q QUESTION) or a free prompt (--prompt TEXT), one of the two");
     bool beams_given = params->beams != GLIMPSE_CAPTION_MODEL_DEFAULT;
     if (params->sample && beams_given && params->beams != 1)
-        cli_usage_error("caption", "--sample draws one caption: drop --beams");
+        cli_usage_error(command, "--sample draws one caption: drop --beams");
     if (params->max_tokens != GLIMPSE_CAPTION_MODEL_DEFAULT && params->min_tokens > params->max_tokens)
-        cli_usage_error("caption", "--min-tokens (%d) is more than --max-tokens (%d)", params->min_tokens,
+        cli_usage_error(command, "--min-tokens (%d) is more than --max-tokens (%d)", params->min_tokens,
                         params->max_tokens);
     return true;
 }
@@ -136,14 +168,33 @@ static bool print_as_decoded(void *user, size_t image, int32_t id, const char *t
     return false;
 }
 
+/* What `glimpse ask` asked: the question, or a free prompt (NULL both for `glimpse caption`). */
+typedef struct asked {
+    const char *question, *prompt;
+} asked;
+
+/* The answer as BLIP-2's model card prints it: the decoded text without the whitespace at its ends, in place. */
+static void strip_ends(char *text) {
+    size_t start = strspn(text, " \t\n\r"), length = strlen(text + start);
+    while (length && strchr(" \t\n\r", text[start + length - 1])) length--;
+    memmove(text, text + start, length);
+    text[length] = '\0';
+}
+
 /* One result: a JSON line, the end of the streamed words, the caption alone
  * (one image), or PATH, a tab, the caption. */
 static void print_caption(const cli_options *options, const streaming *stream, size_t count, const char *path,
-                          const glimpse_caption *caption) {
+                          const asked *ask, const glimpse_caption *caption) {
     if (options->json) {
         printf("{\"image\": ");
         json_string(stdout, path);
-        printf(", \"caption\": ");
+        if (ask->question || ask->prompt) {
+            printf(ask->question ? ", \"question\": " : ", \"prompt\": ");
+            json_string(stdout, ask->question ? ask->question : ask->prompt);
+            printf(", \"answer\": ");
+        } else {
+            printf(", \"caption\": ");
+        }
         json_string(stdout, caption->text);
         printf(", \"ids\": [");
         for (size_t j = 0; j < caption->id_count; j++) printf(j ? ", %d" : "%d", caption->ids[j]);
@@ -162,7 +213,7 @@ static void print_caption(const cli_options *options, const streaming *stream, s
 /* Captions the images one at a time; each that fails is named on stderr
  * and counted, and the others go on. */
 static void caption_files(cli_options *options, glimpse_context *ctx, char *const *paths, size_t count,
-                          glimpse_caption_params *params) {
+                          glimpse_caption_params *params, const asked *ask) {
     streaming stream = {.active = count == 1 && !options->json && isatty(STDOUT_FILENO), .printed = 0, .broken = false};
     if (stream.active) {
         params->on_token = print_as_decoded;
@@ -177,43 +228,57 @@ static void caption_files(cli_options *options, glimpse_context *ctx, char *cons
             continue;
         }
         glimpse_caption caption;
-        glimpse_status status = glimpse_caption_images(ctx, &image, 1, params, &caption);
+        glimpse_status status = ask->question ? glimpse_ask_images(ctx, &image, 1, ask->question, params, &caption)
+                                              : glimpse_caption_images(ctx, &image, 1, params, &caption);
         glimpse_image_free(image);
+        if (!status && (ask->question || ask->prompt)) strip_ends(caption.text);
         cli_progress_end(&progress);
         if (status) {
             cli_error("%s: %s", paths[i], glimpse_last_error());
             options->failures++;
             continue;
         }
-        print_caption(options, &stream, count, paths[i], &caption);
+        print_caption(options, &stream, count, paths[i], ask, &caption);
         glimpse_caption_free(&caption);
         cli_progress_step(&progress, i + 1);
     }
     cli_progress_end(&progress);
 }
 
-int command_caption(int argc, char **argv) {
+/* `glimpse caption` and `glimpse ask`: the same options and output, ask with its question. */
+static int caption_command(const char *command, int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
     glimpse_caption_params params = glimpse_caption_default_params();
-    if (!parse_options(argc, argv, &options, &params)) return CLI_EXIT_OK;
+    asked ask = {NULL, NULL};
+    if (!parse_options(command, argc, argv, &options, &params, &ask.question)) return CLI_EXIT_OK;
+    if (strcmp(command, "ask") == 0) ask.prompt = params.prompt;
     size_t count = (size_t)(argc - optind);
     char **paths = argv + optind;
-    if (!count) cli_usage_error("caption", "no images to caption");
-    glimpse_model *model = cli_load_model(&options, "caption", true, true);
+    if (!count) cli_usage_error(command, "no images given");
+    glimpse_model *model = cli_load_model(&options, command, true, true);
     /* --min-tokens above the model's own maximum is lowered to it, as --max-tokens lowers the model's minimum */
     int model_max_tokens = glimpse_caption_model_params(model).max_tokens;
     if (params.max_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT && params.min_tokens > model_max_tokens)
         params.min_tokens = model_max_tokens;
-    if (glimpse_model_get_kind(model) != GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
+    glimpse_model_kind kind = glimpse_model_get_kind(model);
+    bool fits = kind == GLIMPSE_MODEL_KIND_BLIP2 || (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION && !ask.question);
+    if (!fits) {
         glimpse_model_info info;
         glimpse_model_get_info(model, &info);
-        cli_error("%s is a %s model; captioning needs a BLIP captioning model (BlipForConditionalGeneration)",
+        cli_error(ask.question ? "%s is a %s model; answering questions needs a BLIP-2 model "
+                                 "(Blip2ForConditionalGeneration)"
+                               : "%s is a %s model; captioning needs a BLIP captioning model "
+                                 "(BlipForConditionalGeneration) or BLIP-2 (Blip2ForConditionalGeneration)",
                   options.model, info.architecture);
         glimpse_model_free(model);
         return CLI_EXIT_FAILURE;
     }
     glimpse_context *ctx = cli_create_context(&options, model);
-    caption_files(&options, ctx, paths, count, &params);
+    caption_files(&options, ctx, paths, count, &params, &ask);
     return cli_finish(&options, ctx, model);
 }
+
+int command_caption(int argc, char **argv) { return caption_command("caption", argc, argv); }
+
+int command_ask(int argc, char **argv) { return caption_command("ask", argc, argv); }

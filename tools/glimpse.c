@@ -16,7 +16,8 @@ static const char usage[] =
     "  rank      rank images against texts\n"
     "  classify  zero-shot classification of images over labels\n"
     "  info      describe a model\n"
-    "  caption   describe images in words (BLIP)\n"
+    "  caption   describe images in words (BLIP, BLIP-2)\n"
+    "  ask       answer a question about images (BLIP-2)\n"
     "  index     build or refresh a search index of a photo collection\n"
     "  search    search an index with texts, images or combinations\n"
     "  bench     time each stage of a model (developers)\n"
@@ -34,7 +35,8 @@ int main(int argc, char **argv) {
     static const command commands[] = {
         {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
         {"caption", command_caption}, {"bench", command_bench},
-        {"index", command_index},     {"search", command_search}};
+        {"index", command_index},     {"search", command_search},
+        {"ask", command_ask}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
