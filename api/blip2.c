@@ -60,7 +60,15 @@ glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const 
     free(generation);
     if (has_generation) return config_read_json(folder, "generation_config.json", &model->generation);
     model->generation = cJSON_Duplicate(text_json, 1);
-    return model->generation ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    if (!model->generation) return ERROR_OOM();
+    /* what PretrainedConfig gives a config that leaves them out */
+    const char *keys[] = {"num_beams", "max_length", "min_length"};
+    const double defaults[] = {1, 20, 0};
+    for (size_t i = 0; i < 3; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(model->generation, keys[i]) &&
+            !cJSON_AddNumberToObject(model->generation, keys[i], defaults[i]))
+            return ERROR_OOM();
+    return GLIMPSE_STATUS_OK;
 }
 
 /* The language model's prompt: the tokenizer's ids of the text (OPT's "</s>" first), or that start token alone. */
@@ -86,8 +94,17 @@ static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt,
     return status;
 }
 
+/* decode(ids, skip_special_tokens=True). Ids the model has but vocab.json lacks (OPT's embedding rows past the
+ * tokenizer's 50,265, padding) stand for no text and are left out, where transformers' decode fails on them. */
 static glimpse_status bpe_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
-    return gpt2_tokenizer_decode(model->opt_tokenizer, ids, count, 1, 1, text, NULL);
+    int32_t *known = malloc((count ? count : 1) * sizeof *known);
+    if (!known) return ERROR_OOM();
+    size_t kept = 0, vocab = gpt2_tokenizer_vocab_size(model->opt_tokenizer);
+    for (size_t i = 0; i < count; i++)
+        if (ids[i] >= 0 && (size_t)ids[i] < vocab) known[kept++] = ids[i];
+    glimpse_status status = gpt2_tokenizer_decode(model->opt_tokenizer, known, kept, 1, 1, text, NULL);
+    free(known);
+    return status;
 }
 
 /* Makes or grows the context's run states for `sequences` of `positions`. */

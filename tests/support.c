@@ -220,3 +220,48 @@ void expect_caption_case(const glimpse_caption *caption, const cJSON *item) {
                      cJSON_GetArrayItem(ids, (int)i)->valueint);
     assert_string_equal(caption->text, cJSON_GetObjectItem(item, "caption")->valuestring);
 }
+
+void write_text_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+char *snapshot_from_config(const char *workspace, const char *config_text, const char *name, const char *options) {
+    char config_name[256], command[4096];
+    snprintf(config_name, sizeof config_name, "%s.json", name);
+    char *config = file_join(workspace, config_name), *folder = file_join(workspace, name);
+    write_text_file(config, config_text);
+    snprintf(command, sizeof command, "%s %s %s --seed 7%s > /dev/null", GLIMPSE_MAKE_MODEL, config, folder, options);
+    if (system(command) != 0) fail_msg("command failed: %s", command);
+    free(config);
+    return folder;
+}
+
+glimpse_image *smooth_picture(void) {
+    uint8_t pixels[40][50][3];
+    for (int y = 0; y < 40; y++)
+        for (int x = 0; x < 50; x++)
+            pixels[y][x][0] = (uint8_t)(5 * x), pixels[y][x][1] = (uint8_t)(6 * y), pixels[y][x][2] = (uint8_t)(x * y);
+    glimpse_image *image;
+    assert_int_equal(glimpse_image_from_pixels(&pixels[0][0][0], 50, 40, 0, GLIMPSE_PIXEL_FORMAT_RGB8, &image),
+                     GLIMPSE_STATUS_OK);
+    return image;
+}
+
+static char workspace[] = "/tmp/glimpse-test-XXXXXX";
+
+int workspace_setup(void **state) {
+    *state = workspace;
+    return mkdtemp(workspace) ? 0 : -1;
+}
+
+int workspace_teardown(void **state) {
+    (void)state;
+    char command[512];
+    snprintf(command, sizeof command, "rm -rf '%s'", workspace);
+    return system(command) == 0 ? 0 : -1;
+}
+
+const char *test_workspace(void) { return workspace; }

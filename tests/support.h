@@ -66,6 +66,21 @@ void parity_embed_and_score(const parity_fixture *f, float **image_embeds, float
 float *parity_pixel_values(const parity_fixture *f, const struct preprocess_config *config, size_t size);
 
 
+/* A cmocka group's setup and teardown that make a scratch folder under /tmp (its path in *state, and from
+ * test_workspace()) and remove it with all it holds. */
+int workspace_setup(void **state);
+int workspace_teardown(void **state);
+const char *test_workspace(void);
+
+/* Writes text to path (fails the test if it cannot). */
+void write_text_file(const char *path, const char *text);
+/* glimpse-make-model run on config_text (written to workspace/NAME.json) into workspace/NAME, with `options`
+ * added to its command line ("", " --f16", ...): the new folder's path (caller frees). Fails the test if the
+ * tool fails. */
+char *snapshot_from_config(const char *workspace, const char *config_text, const char *name, const char *options);
+/* A 50 × 40 picture of smooth colours (a made-up model's input). */
+struct glimpse_image *smooth_picture(void);
+
 struct glimpse_caption;
 /* A caption against a generation case of expected.json ({"image", "prompt", "generation", "ids", "caption"}):
  * the same ids and text exactly; a difference fails the test naming the case and the first differing id. */

@@ -20,7 +20,6 @@
 #include "tests/support.h"
 #include "weights/names.h"
 
-static char workspace[] = "/tmp/glimpse-siglip-XXXXXX";
 
 /* 36 pixels in patches of 8: 4 × 4 patches and 4 pixels left at the right and bottom edges. */
 static const char small_config[] =
@@ -30,49 +29,12 @@ static const char small_config[] =
     " \"vision_config\": {\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2,"
     " \"num_attention_heads\": 4, \"image_size\": 36, \"patch_size\": 8, \"model_type\": \"siglip_vision_model\"}}";
 
-static char *workspace_path(const char *name) { return file_join(workspace, name); }
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* workspace/NAME from the small config, float16 with half. */
 static char *make_model(const char *name, int half) {
-    char *config = workspace_path("config.json"), *folder = workspace_path(name), command[2048];
-    write_text(config, small_config);
-    snprintf(command, sizeof command, "%s %s %s --seed 7%s > /dev/null", GLIMPSE_MAKE_MODEL, config, folder,
-             half ? " --f16" : "");
-    if (system(command) != 0) fail_msg("command failed: %s", command);
-    free(config);
-    return folder;
+    return snapshot_from_config(test_workspace(), small_config, name, half ? " --f16" : "");
 }
 
-static int setup(void **state) {
-    (void)state;
-    return mkdtemp(workspace) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char command[256];
-    snprintf(command, sizeof command, "rm -rf %s", workspace);
-    return system(command) == 0 ? 0 : -1;
-}
-
-/* A 50 × 40 picture of smooth colours. */
-static glimpse_image *picture(void) {
-    uint8_t pixels[40][50][3];
-    for (int y = 0; y < 40; y++)
-        for (int x = 0; x < 50; x++)
-            pixels[y][x][0] = (uint8_t)(5 * x), pixels[y][x][1] = (uint8_t)(6 * y), pixels[y][x][2] = (uint8_t)(x * y);
-    glimpse_image *image;
-    assert_int_equal(glimpse_image_from_pixels(&pixels[0][0][0], 50, 40, 0, GLIMPSE_PIXEL_FORMAT_RGB8, &image),
-                     GLIMPSE_STATUS_OK);
-    return image;
-}
+static glimpse_image *picture(void) { return smooth_picture(); }
 
 /* out[0 .. dim) the image's embedding, out[dim .. 2·dim) the text's. */
 static void embed_both(const glimpse_model *model, const char *text, float *out) {
@@ -170,7 +132,7 @@ static void test_towers_must_agree(void **state) {
     char *folder = make_model("float32", 0), *config = file_join(folder, "config.json");
     char *changed = strdup(small_config);
     memcpy(strstr(changed, "\"hidden_size\": 32"), "\"hidden_size\": 48", 17); /* the text tower's */
-    write_text(config, changed);
+    write_text_file(config, changed);
     glimpse_model *model = NULL;
     assert_int_equal(glimpse_model_load(folder, NULL, &model), GLIMPSE_STATUS_UNSUPPORTED);
     assert_null(model);
@@ -183,5 +145,5 @@ int main(void) {
         cmocka_unit_test(test_random_snapshot), cmocka_unit_test(test_float16_snapshot),
         cmocka_unit_test(test_patch_remainder), cmocka_unit_test(test_towers_must_agree),
     };
-    return cmocka_run_group_tests_name("siglip", tests, setup, teardown);
+    return cmocka_run_group_tests_name("siglip", tests, workspace_setup, workspace_teardown);
 }
