@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/bench.h"
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
@@ -180,4 +181,89 @@ glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *im
     glimpse_status status = glimpse_caption_images(ctx, images, count, &asked, out);
     free(prompt);
     return status;
+}
+
+/* ------------------------------------------------------------ bench hooks (api/bench.h) */
+
+/* The bench's prompt: start tokens in place of a tokenized text (their ids do not change the time); and the
+ * positions its states hold after the prefix and the prompt. */
+#define BENCH_PROMPT_CAPACITY 64
+#define BENCH_GENERATED 64
+
+glimpse_status bench_blip2_qformer(glimpse_context *ctx, size_t sequences, double *flops) {
+    const glimpse_model *model = ctx->model;
+    size_t queries = (size_t)model->qformer.queries;
+    glimpse_status status = prepare_states(ctx, sequences, queries + BENCH_PROMPT_CAPACITY + BENCH_GENERATED);
+    if (status) return status;
+    vit_post_norm_all(&model->vision, ctx->vision, 0, ctx->vision_output);
+    status = blip2_qformer_forward(&model->qformer, ctx->qformer, ctx->vision_output, model->vision.tokens,
+                                   ctx->prefix, ctx->threads);
+    const bert_config *c = &model->qformer.config;
+    double h = c->hidden_size, inter = c->intermediate_size, q = (double)queries, e = c->encoder_hidden_size;
+    double image = (double)model->vision.tokens, cross_layers = 0;
+    for (int l = 0; l < c->layers; l++) cross_layers += model->qformer.bert.layers[l].cross_key_weight.data != NULL;
+    *flops = c->layers * (2 * q * (4 * h * h + 2 * h * inter) + 4 * q * q * h) +
+             cross_layers * (2 * q * 2 * h * h + 2 * image * 2 * e * h + 4 * q * image * h) +
+             2 * q * h * model->qformer.projection_dim;
+    return status;
+}
+
+/* FLOPs of OPT over `rows` new positions after `cached` ones, with the head on one row per sequence. */
+static double opt_flops(const opt_config *t, double rows, double cached, double sequences) {
+    double h = t->hidden_size, ffn = t->ffn_dim;
+    return t->layers * (2 * rows * (4 * h * h + 2 * h * ffn) + 4 * rows * (cached + rows) * h) +
+           sequences * 2 * (double)t->word_embed_proj_dim * t->vocab_size;
+}
+
+glimpse_status bench_blip2_prefill(glimpse_context *ctx, size_t prompt_length, double *flops) {
+    const glimpse_model *model = ctx->model;
+    int32_t prompt[BENCH_PROMPT_CAPACITY];
+    if (prompt_length < 1 || prompt_length > BENCH_PROMPT_CAPACITY)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "bench_blip2_prefill: 1 to %d prompt ids",
+                         BENCH_PROMPT_CAPACITY);
+    for (size_t i = 0; i < prompt_length; i++) prompt[i] = model->start_id;
+    opt_decoder opt = {&model->language_model, ctx->language, ctx->prefix, (size_t)model->qformer.queries, prompt,
+                       prompt_length};
+    caption_decoder decoder = opt_caption_decoder(&opt);
+    float *logits;
+    decoder.restart(decoder.self);
+    glimpse_status status = decoder.step(decoder.self, prompt, 1, 1, &logits, ctx->threads);
+    *flops = opt_flops(&model->language_model.config, (double)(model->qformer.queries + (int)prompt_length), 0, 1);
+    return status;
+}
+
+glimpse_status bench_blip2_step(glimpse_context *ctx, size_t prompt_length, size_t generated, size_t sequences,
+                                double *flops) {
+    const glimpse_model *model = ctx->model;
+    opt_state *s = ctx->language;
+    size_t position = (size_t)model->qformer.queries + prompt_length + generated;
+    if (!s || sequences > s->max_sequences || sequences > GLIMPSE_CAPTION_MAX_BEAMS || position >= s->max_length)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "bench_blip2_step: position %zu, %zu sequences: more "
+                         "than the state bench_blip2_qformer made", position, sequences);
+    int32_t ids[GLIMPSE_CAPTION_MAX_BEAMS];
+    for (size_t q = 0; q < sequences; q++) ids[q] = model->start_id;
+    s->length = position;
+    glimpse_status status = opt_embed(&model->language_model, ids, sequences, s->embedded);
+    if (!status) status = opt_forward(&model->language_model, s, s->embedded, sequences, 1, ctx->threads);
+    *flops = opt_flops(&model->language_model.config, (double)sequences, (double)position, (double)sequences);
+    return status;
+}
+
+/* Bytes a product reads of a weight [out, in]: its int8 twin with a scale and a sum per row, or its stored values. */
+static double weight_bytes(const kernel_weight *w, double out, double in) {
+    if (w->q8) return out * ((double)w->q8->depth + 8);
+    return out * in * (double)weight_type_bytes(w->type);
+}
+
+double bench_blip2_step_bytes(const glimpse_context *ctx) {
+    const opt_model *m = &ctx->model->language_model;
+    const opt_config *t = &m->config;
+    double h = t->hidden_size, ffn = t->ffn_dim, bytes = 0;
+    for (int l = 0; l < t->layers; l++) {
+        const encoder_layer *layer = &m->layers[l];
+        const kernel_weight *square[] = {&layer->q_weight, &layer->k_weight, &layer->v_weight, &layer->out_weight};
+        for (int i = 0; i < 4; i++) bytes += weight_bytes(square[i], h, h);
+        bytes += weight_bytes(&layer->fc1_weight, ffn, h) + weight_bytes(&layer->fc2_weight, h, ffn);
+    }
+    return bytes + weight_bytes(&m->lm_head, t->vocab_size, t->word_embed_proj_dim);
 }
