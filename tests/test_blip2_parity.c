@@ -4,7 +4,8 @@
  * logits (with and without the prompt) within tolerance; every generation
  * case (greedy, beams, the question prompt) with identical ids and text
  * through glimpse_caption_images and glimpse_ask_images; the Q-Former's
- * self- and cross-attention within 1e-5. */
+ * self- and cross-attention within 1e-5; OPT's self-attention recorded in
+ * generation equal to one pass's. */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -267,6 +268,54 @@ static void test_qformer_attention(void **state) {
     fixture_close(NULL, json, reference);
 }
 
+/* OPT's self-attention recorded step by step in generation (the query vectors and [2] first, then each
+ * generated token over the cache) equals one pass over the whole sequence, and each row sums to 1: which
+ * query vectors each generated word attended to. (The fixture stores no OPT attention to compare with.) */
+static void test_language_model_attention(void **state) {
+    parity_fixture *f = *state;
+    if (!f) skip();
+    const glimpse_model *m = f->model;
+    const cJSON *first_case = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "cases"), 0);
+    const cJSON *ids_json = cJSON_GetObjectItem(first_case, "ids");
+    size_t generated = (size_t)cJSON_GetArraySize(ids_json), queries = (size_t)m->qformer.queries;
+    size_t positions = queries + generated - 1, proj = (size_t)m->language_model.config.word_embed_proj_dim;
+    size_t heads = (size_t)m->language_model.config.heads, layers = (size_t)m->language_model.config.layers;
+    int32_t ids[64];
+    for (size_t i = 0; i < generated; i++) ids[i] = cJSON_GetArrayItem(ids_json, (int)i)->valueint;
+    attention_record stepped = {.layers = {(1ull << layers) - 1, 0}, .sequences = 1, .heads = heads,
+                                .rows = positions, .columns = {positions, 0}};
+    attention_record whole = stepped;
+    size_t floats = attention_record_floats(&stepped, ATTENTION_KIND_SELF);
+    stepped.probabilities[ATTENTION_KIND_SELF] = calloc(floats, sizeof(float));
+    whole.probabilities[ATTENTION_KIND_SELF] = calloc(floats, sizeof(float));
+    float *prefix = malloc(queries * proj * sizeof(float)), *embeddings = malloc(positions * proj * sizeof(float));
+    for (size_t i = 0; i < queries * proj; i++) prefix[i] = (float)((i * 7919) % 101) / 101.0f - 0.5f;
+    opt_state *a, *b;
+    assert_int_equal(opt_state_create(&m->language_model, 1, positions, positions, &a), GLIMPSE_STATUS_OK);
+    assert_int_equal(opt_state_create(&m->language_model, 1, positions, positions, &b), GLIMPSE_STATUS_OK);
+    a->record = &stepped, b->record = &whole;
+    opt_decoder d = {&m->language_model, a, prefix, queries, ids, 1};
+    caption_decoder decoder = opt_caption_decoder(&d);
+    float *logits;
+    decoder.restart(decoder.self);
+    assert_int_equal(decoder.step(decoder.self, ids, 1, 1, &logits, NULL), GLIMPSE_STATUS_OK);
+    for (size_t t = 1; t + 1 < generated; t++)
+        assert_int_equal(decoder.step(decoder.self, ids + t, 1, 1, &logits, NULL), GLIMPSE_STATUS_OK);
+    memcpy(embeddings, prefix, queries * proj * sizeof(float));
+    assert_int_equal(opt_embed(&m->language_model, ids, generated - 1, embeddings + queries * proj), GLIMPSE_STATUS_OK);
+    assert_int_equal(opt_forward(&m->language_model, b, embeddings, 1, positions, NULL), GLIMPSE_STATUS_OK);
+    double d_max = relative_difference(stepped.probabilities[0], whole.probabilities[0], floats);
+    note_difference("blip2 OPT self-attention, steps vs one pass", d_max);
+    assert_true(d_max <= ATTENTION_TOLERANCE);
+    for (size_t row = 0; row < floats / positions; row++) {
+        double sum = 0;
+        for (size_t k = 0; k < positions; k++) sum += stepped.probabilities[0][row * positions + k];
+        assert_float_equal(sum, 1.0, 1e-5);
+    }
+    opt_state_free(a), opt_state_free(b);
+    free(stepped.probabilities[0]), free(whole.probabilities[0]), free(prefix), free(embeddings);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_and_prompt),
@@ -274,6 +323,7 @@ int main(void) {
         cmocka_unit_test(test_every_generation_case),
         cmocka_unit_test(test_defaults_streaming_refusals),
         cmocka_unit_test(test_qformer_attention),
+        cmocka_unit_test(test_language_model_attention),
     };
     return report_differences(cmocka_run_group_tests_name("blip2 parity", tests, setup, teardown));
 }
