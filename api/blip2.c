@@ -53,16 +53,18 @@ glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const 
         (status = check_vocabulary(model, "vocab.json", gpt2_tokenizer_vocab_size(model->opt_tokenizer),
                                    text.vocab_size)))
         return status;
-    /* generate's settings: generation_config.json, else (4.27 writes none for this class) the language model's
-     * config, as the language model's generate takes them */
+    /* generate's settings: generation_config.json (later hub revisions have one), else (4.27 writes none for
+     * this class) the language model's config, as the language model's generate takes them */
     char *generation = file_join(folder, "generation_config.json");
     if (!generation) return ERROR_OOM();
     bool has_generation = file_is_regular(generation);
     free(generation);
-    if (has_generation) return config_read_json(folder, "generation_config.json", &model->generation);
-    model->generation = cJSON_Duplicate(text_json, 1);
-    if (!model->generation) return ERROR_OOM();
-    /* what PretrainedConfig gives a config that leaves them out */
+    if (has_generation && (status = config_read_json(folder, "generation_config.json", &model->generation)))
+        return status;
+    if (!has_generation && !(model->generation = cJSON_Duplicate(text_json, 1))) return ERROR_OOM();
+    if (!cJSON_IsObject(model->generation))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/generation_config.json is not a JSON object", folder);
+    /* what GenerationConfig and PretrainedConfig give where the file leaves them out (not BLIP's own) */
     const char *keys[] = {"num_beams", "max_length", "min_length"};
     const double defaults[] = {1, 20, 0};
     for (size_t i = 0; i < 3; i++)

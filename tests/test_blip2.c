@@ -83,6 +83,26 @@ static void test_random_snapshots(void **state) {
     free(exact), free(half);
 }
 
+/* A generation_config.json that names none of the search settings (as later hub revisions of
+ * Salesforce/blip2-opt-2.7b have it) leaves generate's defaults, not BLIP's: greedy, max_length 20, no minimum. */
+static void test_generation_config_defaults(void **state) {
+    (void)state;
+    char *folder = snapshot_from_config(test_workspace(), SMALL_CONFIG("float32", "16"), "generation", " --shards 1");
+    char *path = file_join(folder, "generation_config.json");
+    write_text_file(path, "{\"bos_token_id\": 2, \"eos_token_id\": 50118, \"pad_token_id\": 1}");
+    glimpse_model *model = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
+    glimpse_caption_params p = glimpse_caption_model_params(model);
+    assert_int_equal(p.beams, 1);
+    assert_int_equal(p.max_tokens, 19);
+    assert_int_equal(p.min_tokens, 0);
+    glimpse_model_free(model);
+    write_text_file(path, "[1, 2]");
+    model = NULL;
+    assert_int_equal(glimpse_model_load(folder, NULL, &model), GLIMPSE_STATUS_BAD_FORMAT);
+    assert_non_null(strstr(glimpse_last_error(), "not a JSON object"));
+    free(path), free(folder);
+}
+
 /* transformers puts the projected queries and OPT's word embeddings in one sequence: their widths must agree. */
 static void test_projection_must_fit(void **state) {
     (void)state;
@@ -98,6 +118,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_snapshots),
         cmocka_unit_test(test_projection_must_fit),
+        cmocka_unit_test(test_generation_config_defaults),
     };
     return cmocka_run_group_tests_name("blip2", tests, workspace_setup, workspace_teardown);
 }
