@@ -247,6 +247,19 @@ void opt_reorder(const opt_model *model, opt_state *s, const size_t *from, size_
 
 static void opt_decoder_restart(void *self) { ((opt_decoder *)self)->state->length = 0; }
 
+/* Sequences 1 .. sequences-1 become copies of sequence 0: its cache and its logits. */
+static void copy_first_sequence(const opt_model *model, opt_state *s, size_t sequences) {
+    size_t h = (size_t)model->config.hidden_size, vocab = (size_t)model->config.vocab_size;
+    for (size_t q = 1; q < sequences; q++) {
+        for (size_t l = 0; l < (size_t)model->config.layers; l++) {
+            memcpy(cache_at(model, s, s->keys, q, l), cache_at(model, s, s->keys, 0, l), s->length * h * sizeof(float));
+            memcpy(cache_at(model, s, s->values, q, l), cache_at(model, s, s->values, 0, l),
+                   s->length * h * sizeof(float));
+        }
+        memcpy(s->logits + q * vocab, s->logits, vocab * sizeof(float));
+    }
+}
+
 static glimpse_status opt_decoder_step(void *self, const int32_t *ids, size_t sequences, size_t step, float **logits,
                                        pool *threads) {
     opt_decoder *d = self;
@@ -259,16 +272,22 @@ static glimpse_status opt_decoder_step(void *self, const int32_t *ids, size_t se
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu positions is more than the %zu this decoder state holds",
                          rows_each, s->max_step);
     glimpse_status status = GLIMPSE_STATUS_OK;
-    for (size_t q = 0; q < sequences && !status; q++) {
-        float *rows = s->embedded + q * rows_each * proj;
-        if (s->length == 0) { /* generate's placeholder ids stand for the prefix and the prompt */
+    if (s->length == 0) {
+        /* generate's placeholder ids stand for the prefix and the prompt, the same in every sequence (beams): run
+         * once and copied, unless a record wants each sequence's rows */
+        size_t run = s->record ? sequences : 1;
+        for (size_t q = 0; q < run && !status; q++) {
+            float *rows = s->embedded + q * rows_each * proj;
             memcpy(rows, d->prefix, d->prefix_rows * proj * sizeof(float));
             status = opt_embed(d->model, d->prompt, d->prompt_length, rows + d->prefix_rows * proj);
-        } else {
-            status = opt_embed(d->model, ids + q * step, step, rows);
         }
+        if (!status) status = opt_forward(d->model, s, s->embedded, run, rows_each, threads);
+        if (!status && run < sequences) copy_first_sequence(d->model, s, sequences);
+        return status;
     }
-    return status ? status : opt_forward(d->model, s, s->embedded, sequences, rows_each, threads);
+    for (size_t q = 0; q < sequences && !status; q++)
+        status = opt_embed(d->model, ids + q * step, step, s->embedded + q * step * proj);
+    return status ? status : opt_forward(d->model, s, s->embedded, sequences, step, threads);
 }
 
 static void opt_decoder_reorder(void *self, const size_t *from, size_t sequences) {

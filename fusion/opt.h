@@ -84,7 +84,9 @@ void opt_reorder(const opt_model *model, opt_state *state, const size_t *from, s
  * step's ids (generate's placeholder start token, one per sequence) are not
  * embedded; each sequence gets prefix [prefix_rows, word_embed_proj_dim]
  * followed by the embeddings of prompt[0..prompt_length) instead, at
- * positions 0 ..; later steps embed their ids. self points at an opt_decoder
+ * positions 0 ..; later steps embed their ids. That first pass is the same
+ * for every sequence (beams): it runs once and is copied (unless
+ * state->record asks for each sequence's rows). self points at an opt_decoder
  * the caller keeps alive while generating. */
 typedef struct opt_decoder {
     const opt_model *model;
