@@ -696,7 +696,7 @@ static void test_blip2_caption_and_ask(void **state) {
     lines = parse_json_lines(r.out);
     const cJSON *line = cJSON_GetArrayItem(lines, 0);
     assert_string_equal(cJSON_GetObjectItem(line, "question")->valuestring, "what is in the picture?");
-    const char *answer = cJSON_GetObjectItem(line, "answer")->valuestring;
+    char *answer = strdup(cJSON_GetObjectItem(line, "answer")->valuestring);
     assert_true(answer[0] != ' ' && answer[strlen(answer) - 1] != ' '); /* stripped, as the model card prints it */
     expect_ids(line, blip2_case(expected, "chelsea.png", true, "greedy"));
     cJSON_Delete(lines);
@@ -719,7 +719,7 @@ static void test_blip2_caption_and_ask(void **state) {
     assert_non_null(strstr(r.out, "Question: QUESTION Answer:"));
     result_free(&r);
     cJSON_Delete(expected);
-    free(model), free(cat), free(blip);
+    free(answer), free(model), free(cat), free(blip);
 }
 
 /* --int8 on the demo models (no fixtures needed): the same captions and
