@@ -15,7 +15,7 @@ runs=${2:-10}
 work=build/bench
 mkdir -p "$work"
 configs=${GLIMPSE_CONFIGS:-../shared/configs}
-for p in python3-torch python3-torchvision python3-numpy; do
+for p in python3-torch python3-torchvision python3-numpy time; do # time: the BLIP-2 process's peak memory
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="${missing:-} $p"
 done
 command -v npm >/dev/null || missing="${missing:-} nodejs npm"
