@@ -20,7 +20,8 @@
 
 
 /* 28 pixels in patches of 14, 4 queries, Q-Former cross-attention in layers 0 and 2, OPT of 2 layers. */
-#define SMALL_CONFIG(DTYPE, PROJ)                                                                                     \
+#define SMALL_CONFIG(DTYPE, PROJ) SMALL_CONFIG_LN(DTYPE, PROJ, "true")
+#define SMALL_CONFIG_LN(DTYPE, PROJ, PRE_LN)                                                                                     \
     "{\"architectures\": [\"Blip2ForConditionalGeneration\"], \"model_type\": \"blip-2\", \"num_query_tokens\": 4,"  \
     " \"torch_dtype\": \"" DTYPE "\","                                                                                \
     " \"vision_config\": {\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2,"                  \
@@ -29,7 +30,7 @@
     " \"num_attention_heads\": 2, \"cross_attention_frequency\": 2, \"encoder_hidden_size\": 32},"                    \
     " \"text_config\": {\"hidden_size\": 16, \"ffn_dim\": 32, \"num_hidden_layers\": 2, \"num_attention_heads\": 2,"  \
     " \"vocab_size\": 300, \"max_position_embeddings\": 64, \"word_embed_proj_dim\": " PROJ ","                       \
-    " \"bos_token_id\": 2, \"eos_token_id\": 2, \"pad_token_id\": 1, \"do_layer_norm_before\": true}}"
+    " \"bos_token_id\": 2, \"eos_token_id\": 2, \"pad_token_id\": 1, \"do_layer_norm_before\": " PRE_LN "}}"
 
 static void caption_and_ask(const glimpse_model *model) {
     glimpse_context *ctx;
@@ -103,6 +104,20 @@ static void test_generation_config_defaults(void **state) {
     free(path), free(folder);
 }
 
+/* OPT with do_layer_norm_before false (facebook/opt-350m's post-LN layers): no final LayerNorm is read, and
+ * it captions. */
+static void test_post_layer_norm(void **state) {
+    (void)state;
+    char *folder =
+        snapshot_from_config(test_workspace(), SMALL_CONFIG_LN("float32", "16", "false"), "post-ln", " --shards 1");
+    glimpse_model *model = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
+    assert_false(model->language_model.config.layer_norm_before);
+    assert_null(model->language_model.final_norm_weight);
+    caption_and_ask(model);
+    glimpse_model_free(model);
+    free(folder);
+}
+
 /* transformers puts the projected queries and OPT's word embeddings in one sequence: their widths must agree. */
 static void test_projection_must_fit(void **state) {
     (void)state;
@@ -119,6 +134,7 @@ int main(void) {
         cmocka_unit_test(test_random_snapshots),
         cmocka_unit_test(test_projection_must_fit),
         cmocka_unit_test(test_generation_config_defaults),
+        cmocka_unit_test(test_post_layer_norm),
     };
     return cmocka_run_group_tests_name("blip2", tests, workspace_setup, workspace_teardown);
 }
