@@ -21,7 +21,7 @@
 
 /* 28 pixels in patches of 14, 4 queries, Q-Former cross-attention in layers 0 and 2, OPT of 2 layers. */
 #define SMALL_CONFIG(DTYPE, PROJ) SMALL_CONFIG_LN(DTYPE, PROJ, "true")
-#define SMALL_CONFIG_LN(DTYPE, PROJ, PRE_LN)                                                                                     \
+#define SMALL_CONFIG_LN(DTYPE, PROJ, PRE_LN)                                                                           \
     "{\"architectures\": [\"Blip2ForConditionalGeneration\"], \"model_type\": \"blip-2\", \"num_query_tokens\": 4,"  \
     " \"torch_dtype\": \"" DTYPE "\","                                                                                \
     " \"vision_config\": {\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2,"                  \
