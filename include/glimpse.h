@@ -342,11 +342,12 @@ glimpse_caption_params glimpse_caption_model_params(const glimpse_model *model);
 
 typedef struct glimpse_caption {
     char *text;     /* decoded as transformers' decode(ids, skip_special_tokens=True); caller frees */
-    int32_t *ids;   /* the whole sequence: start token, prompt, generated tokens ([SEP] if it ended on it) */
+    int32_t *ids;   /* the whole sequence: start token, prompt, generated tokens ([SEP] if it ended on it);
+                       BLIP-2: start token 2 and the generated tokens, as its generate returns them */
     size_t id_count;
 } glimpse_caption;
 
-/* Captions count (at least 1) images with a BLIP captioning model: out[i]
+/* Captions count (at least 1) images with a BLIP or BLIP-2 captioning model: out[i]
  * receives image i's caption; free each with glimpse_caption_free. params
  * NULL is glimpse_caption_default_params(): the model's own settings. On
  * failure every out[i] is left empty. */
