@@ -12,7 +12,6 @@
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
-#include "core/file.h"
 #include "fusion/caption.h"
 #include "weights/config.h"
 
@@ -55,13 +54,8 @@ glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const 
         return status;
     /* generate's settings: generation_config.json (later hub revisions have one), else (4.27 writes none for
      * this class) the language model's config, as the language model's generate takes them */
-    char *generation = file_join(folder, "generation_config.json");
-    if (!generation) return ERROR_OOM();
-    bool has_generation = file_is_regular(generation);
-    free(generation);
-    if (has_generation && (status = config_read_json(folder, "generation_config.json", &model->generation)))
-        return status;
-    if (!has_generation && !(model->generation = cJSON_Duplicate(text_json, 1))) return ERROR_OOM();
+    if ((status = read_generation_config(model))) return status;
+    if (!model->generation && !(model->generation = cJSON_Duplicate(text_json, 1))) return ERROR_OOM();
     if (!cJSON_IsObject(model->generation))
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/generation_config.json is not a JSON object", folder);
     /* what GenerationConfig and PretrainedConfig give where the file leaves them out (not BLIP's own) */

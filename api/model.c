@@ -78,6 +78,15 @@ glimpse_status read_preprocessor(glimpse_model *model, int square_default) {
     return status;
 }
 
+glimpse_status read_generation_config(glimpse_model *model) {
+    char *generation = file_join(model->folder, "generation_config.json");
+    if (!generation) return ERROR_OOM();
+    bool has_generation = file_is_regular(generation);
+    free(generation);
+    return has_generation ? config_read_json(model->folder, "generation_config.json", &model->generation)
+                          : GLIMPSE_STATUS_OK;
+}
+
 /* config.json's vision_config and text_config: objects, or (unless required) absent, NULL: all defaults. */
 static glimpse_status config_sections(const glimpse_model *model, bool required, const cJSON **vision,
                                       const cJSON **text) {
@@ -221,12 +230,7 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
                                 &pad)))
         return status;
     model->start_id = start, model->end_id = end, model->pad_id = pad;
-    if ((status = bert_tokenizer_load(folder, &model->wordpiece))) return status;
-    char *generation = file_join(folder, "generation_config.json");
-    if (!generation) return ERROR_OOM();
-    bool has_generation = file_is_regular(generation);
-    free(generation);
-    if (has_generation && (status = config_read_json(folder, "generation_config.json", &model->generation)))
+    if ((status = bert_tokenizer_load(folder, &model->wordpiece)) || (status = read_generation_config(model)))
         return status;
     return check_vocabulary(model, "the tokenizer", bert_tokenizer_vocab_size(model->wordpiece), text.vocab_size);
 }

@@ -60,6 +60,8 @@ bool model_embeds(const glimpse_model *model);
  * against the model's embedding table. */
 glimpse_status read_preprocessor(glimpse_model *model, int square_default);
 glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size);
+/* The snapshot's generation_config.json into model->generation, when it has one (else left NULL). */
+glimpse_status read_generation_config(glimpse_model *model);
 
 /* BLIP-2 (api/blip2.c): the loader model.c's dispatch calls, and the captions
  * glimpse_caption_images hands over, its params resolved and checked. */
