@@ -74,11 +74,11 @@ enum {
 /* The most --max-tokens and --min-tokens. */
 #define CAPTION_MAX_TOKENS 500
 
-static float parse_float(const char *option, const char *text, float minimum, float maximum) {
+static float parse_float(const char *command, const char *option, const char *text, float minimum, float maximum) {
     char *end;
     float value = strtof(text, &end);
     if (end == text || *end || !(value >= minimum && value <= maximum))
-        cli_usage_error("caption", "%s takes a number from %g to %g, not '%s'", option, minimum, maximum, text);
+        cli_usage_error(command, "%s takes a number from %g to %g, not '%s'", option, minimum, maximum, text);
     return value;
 }
 
@@ -121,16 +121,18 @@ static bool parse_options(const char *command, int argc, char **argv, cli_option
             params->min_tokens = (int)cli_parse_long(command, "--min-tokens", optarg, 0, CAPTION_MAX_TOKENS);
             break;
         case OPT_SAMPLE: params->sample = true; break;
-        case OPT_TEMPERATURE: params->temperature = parse_float("--temperature", optarg, 1e-3f, 100); break;
+        case OPT_TEMPERATURE: params->temperature = parse_float(command, "--temperature", optarg, 1e-3f, 100); break;
         case OPT_TOP_K: params->top_k = (int)cli_parse_long(command, "--top-k", optarg, 0, 1 << 24); break;
-        case OPT_TOP_P: params->top_p = parse_float("--top-p", optarg, 1e-6f, 1); break;
+        case OPT_TOP_P: params->top_p = parse_float(command, "--top-p", optarg, 1e-6f, 1); break;
         case OPT_SEED:
             params->seed = (uint64_t)cli_parse_long(command, "--seed", optarg, 0, 0x7fffffffffffffffL);
             break;
         case OPT_REPETITION:
-            params->repetition_penalty = parse_float("--repetition-penalty", optarg, 1e-3f, 100);
+            params->repetition_penalty = parse_float(command, "--repetition-penalty", optarg, 1e-3f, 100);
             break;
-        case OPT_LENGTH_PENALTY: params->length_penalty = parse_float("--length-penalty", optarg, -10, 10); break;
+        case OPT_LENGTH_PENALTY:
+            params->length_penalty = parse_float(command, "--length-penalty", optarg, -10, 10);
+            break;
         case CLI_OPT_HELP: printf("%s\n%s", asking ? ask_help : caption_help, cli_common_help); return false;
         default: cli_usage_error(command, "unknown option");
         }
