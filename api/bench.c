@@ -9,6 +9,7 @@
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
+#include "core/profile.h"
 
 _Static_assert(BENCH_MAX_BATCH == CONTEXT_IMAGE_BATCH, "the bench's batches are the context's");
 
@@ -119,3 +120,11 @@ glimpse_status bench_itm_text(bench_bert *bert, const int32_t *ids, size_t count
     *flops = c->layers * (2 * t * (6 * h * h + 2 * h * inter) + 4 * t * t * h + 4 * t * h * image_tokens);
     return status;
 }
+
+_Static_assert(BENCH_PROFILE_KINDS == PROFILE_KINDS, "bench_profile_names follows profile_kind");
+const char *const bench_profile_names[BENCH_PROFILE_KINDS] = {"products", "attention", "norms", "activations",
+                                                             "thread_waits"};
+
+void bench_profile_start(void) { profile_enable(true); }
+
+void bench_profile_read(double seconds[BENCH_PROFILE_KINDS]) { profile_read(seconds); }

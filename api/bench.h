@@ -70,4 +70,13 @@ glimpse_status bench_blip2_step(glimpse_context *ctx, size_t prompt_length, size
                                 double *flops);
 double bench_blip2_step_bytes(const glimpse_context *ctx);
 
+/* --profile: the wall time the calling thread spent per kind of work since
+ * bench_profile_start, as shares of the time since then. BENCH_PROFILE_KINDS
+ * kinds, named by bench_profile_names; the last is the time waiting for the
+ * pool's workers, which is inside the others. */
+#define BENCH_PROFILE_KINDS 5
+extern const char *const bench_profile_names[BENCH_PROFILE_KINDS];
+void bench_profile_start(void);
+void bench_profile_read(double seconds[BENCH_PROFILE_KINDS]);
+
 #endif

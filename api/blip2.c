@@ -48,8 +48,8 @@ glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const 
         return status;
     model->has_text = true;
     model->start_id = text.bos_id, model->end_id = text.eos_id, model->pad_id = text.pad_id;
-    if ((status = gpt2_tokenizer_load(folder, &model->opt_tokenizer)) ||
-        (status = check_vocabulary(model, "vocab.json", gpt2_tokenizer_vocab_size(model->opt_tokenizer),
+    if ((status = gpt2_tokenizer_load(folder, &model->byte_bpe)) ||
+        (status = check_vocabulary(model, "vocab.json", gpt2_tokenizer_vocab_size(model->byte_bpe),
                                    text.vocab_size)))
         return status;
     /* generate's settings: generation_config.json (later hub revisions have one), else (4.27 writes none for
@@ -79,11 +79,11 @@ static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt,
         return GLIMPSE_STATUS_OK;
     }
     size_t n = 0;
-    glimpse_status status = gpt2_tokenizer_encode(model->opt_tokenizer, prompt, 1, NULL, 0, &n);
+    glimpse_status status = gpt2_tokenizer_encode(model->byte_bpe, prompt, 1, NULL, 0, &n);
     if (status && status != GLIMPSE_STATUS_TOO_LARGE) return status;
     *ids = malloc((n ? n : 1) * sizeof **ids);
     if (!*ids) return ERROR_OOM();
-    status = gpt2_tokenizer_encode(model->opt_tokenizer, prompt, 1, *ids, n, count);
+    status = gpt2_tokenizer_encode(model->byte_bpe, prompt, 1, *ids, n, count);
     if (!status && !*count) { /* a tokenizer without a start token and a prompt of nothing */
         (*ids)[0] = model->start_id;
         *count = 1;
@@ -96,10 +96,10 @@ static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt,
 static glimpse_status bpe_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
     int32_t *known = malloc((count ? count : 1) * sizeof *known);
     if (!known) return ERROR_OOM();
-    size_t kept = 0, vocab = gpt2_tokenizer_vocab_size(model->opt_tokenizer);
+    size_t kept = 0, vocab = gpt2_tokenizer_vocab_size(model->byte_bpe);
     for (size_t i = 0; i < count; i++)
         if (ids[i] >= 0 && (size_t)ids[i] < vocab) known[kept++] = ids[i];
-    glimpse_status status = gpt2_tokenizer_decode(model->opt_tokenizer, known, kept, 1, 1, text, NULL);
+    glimpse_status status = gpt2_tokenizer_decode(model->byte_bpe, known, kept, 1, 1, text, NULL);
     free(known);
     return status;
 }

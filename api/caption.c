@@ -1,4 +1,4 @@
-/* caption.c — glimpse_caption_images: BLIP captioning through the public
+/* caption.c — glimpse_caption_images: BLIP, ViT-GPT2 and BLIP-2 captioning through the public
  * API. Images are encoded in batches; each image's tokens are handed to
  * the decoder once (cross-attention keys and values computed once), then
  * the caption is searched for token by token. */
@@ -37,6 +37,11 @@ glimpse_caption_params glimpse_caption_default_params(void) {
 /* generation_config.json lengths above this are taken as malformed. */
 #define CAPTION_LENGTH_LIMIT 100000
 
+/* ViT-GPT2's where its snapshot gives none: transformers' GenerationConfig
+ * defaults (max_length 20 with the start token, min_length 0, greedy), which
+ * its generate uses. */
+#define CAPTION_VIT_GPT2_MAX_TOKENS 19
+
 /* The search settings of the model: the snapshot's generation_config.json
  * over glimpse's own; fields missing or malformed keep glimpse's. */
 static glimpse_caption_params model_settings(const glimpse_model *model) {
@@ -45,6 +50,8 @@ static glimpse_caption_params model_settings(const glimpse_model *model) {
                                      .beams = CAPTION_BEAMS,
                                      .length_penalty = 1.0f,
                                      .repetition_penalty = 1.0f};
+    if (model && model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2)
+        params.max_tokens = CAPTION_VIT_GPT2_MAX_TOKENS, params.min_tokens = 0, params.beams = 1;
     const cJSON *g = model ? model->generation : NULL;
     if (!g) return params;
     const char *where = "generation_config.json";
@@ -103,17 +110,56 @@ static glimpse_status check_params(const glimpse_caption_params *p) {
     return GLIMPSE_STATUS_OK;
 }
 
-/* [DEC] followed by the prompt's WordPiece ids (BLIP drops the [SEP]). */
+/* The prompt's ids after the start token: WordPiece (BLIP drops the [SEP]), or GPT-2's BPE without special
+ * tokens. With capacity 0 only *count is set. */
+static glimpse_status encode_prompt(const glimpse_model *model, const char *prompt, int32_t *ids, size_t capacity,
+                                    size_t *count) {
+    if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
+        glimpse_status status = gpt2_tokenizer_encode(model->byte_bpe, prompt, 0, ids, capacity, count);
+        return status == GLIMPSE_STATUS_TOO_LARGE && !capacity ? GLIMPSE_STATUS_OK : status;
+    }
+    return bert_tokenizer_encode(model->wordpiece, prompt, ids, capacity, count);
+}
+
+/* The start token ([DEC], or ViT-GPT2's decoder_start_token_id) followed by the prompt's ids. */
 static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
     size_t n = 0;
-    glimpse_status status = bert_tokenizer_encode(model->wordpiece, prompt ? prompt : "", NULL, 0, &n);
+    glimpse_status status = encode_prompt(model, prompt ? prompt : "", NULL, 0, &n);
     if (status) return status;
     *ids = malloc((n + 1) * sizeof **ids);
     if (!*ids) return ERROR_OOM();
     (*ids)[0] = model->start_id;
-    status = bert_tokenizer_encode(model->wordpiece, prompt ? prompt : "", *ids + 1, n, &n);
+    status = encode_prompt(model, prompt ? prompt : "", *ids + 1, n, &n);
     *count = n + 1;
     return status;
+}
+
+/* decode(ids, skip_special_tokens=True) with BLIP's WordPiece, and with ViT-GPT2's byte-level BPE. */
+static glimpse_status wordpiece_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
+    return bert_tokenizer_decode(model->wordpiece, ids, count, text);
+}
+static glimpse_status byte_bpe_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
+    return gpt2_tokenizer_decode(model->byte_bpe, ids, count, 1, 1, text, NULL);
+}
+
+/* 1 if the bytes GPT-2's tokens ids[0..count) stand for end inside a character: decoding then ends in the
+ * U+FFFD that the rest of the character, still to come, will replace. */
+static bool ends_inside_character(const gpt2_tokenizer *tokenizer, const int32_t *ids, size_t count) {
+    uint8_t tail[4];
+    size_t have = 0; /* the last bytes, at most 4, backwards */
+    for (size_t i = count; i-- > 0 && have < 4;) {
+        size_t length = 0;
+        const uint8_t *bytes = gpt2_tokenizer_is_special(tokenizer, ids[i])
+                                   ? NULL
+                                   : gpt2_tokenizer_token_bytes(tokenizer, ids[i], &length);
+        while (bytes && length > 0 && have < 4) tail[have++] = bytes[--length];
+    }
+    size_t continuation = 0;
+    while (continuation < have && (tail[continuation] & 0xC0) == 0x80) continuation++;
+    if (continuation == have) return false;
+    uint8_t lead = tail[continuation];
+    size_t needs = (lead & 0xE0) == 0xC0 ? 1 : (lead & 0xF0) == 0xE0 ? 2 : (lead & 0xF8) == 0xF0 ? 3 : 0;
+    return continuation < needs;
 }
 
 typedef struct stream {
@@ -130,6 +176,10 @@ static int stream_token(void *user, int32_t id) {
     if (s->count < s->capacity) s->ids[s->count++] = id;
     char *text = NULL;
     if (s->decode(s->model, s->ids, s->count, &text)) return 1;
+    size_t length = strlen(text);
+    if (s->model->byte_bpe && ends_inside_character(s->model->byte_bpe, s->ids, s->count) && length >= 3 &&
+        memcmp(text + length - 3, "\xEF\xBF\xBD", 3) == 0)
+        text[length - 3] = '\0'; /* words stream whole: a character split over tokens waits for its last byte */
     bool stop = s->params->on_token(s->params->user, s->image, id, text);
     free(text);
     return stop;
@@ -173,20 +223,22 @@ glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const gli
     return GLIMPSE_STATUS_OK;
 }
 
-static glimpse_status wordpiece_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
-    return bert_tokenizer_decode(model->wordpiece, ids, count, text);
-}
-
+/* One image of BLIP or ViT-GPT2, its vision tokens in ctx->vision_output: the decoder's image side, then the
+ * caption. */
 static glimpse_status caption_one(glimpse_context *ctx, size_t image, const caption_request *request,
                                   glimpse_caption *out) {
     const glimpse_model *model = ctx->model;
-    glimpse_status status = bert_set_image(&model->text_decoder, ctx->bert, ctx->vision_output, model->vision.tokens,
-                                           ctx->threads);
-    if (status) return status;
     bert_decoder bert = {&model->text_decoder, ctx->bert};
-    caption_decoder decoder = bert_caption_decoder(&bert);
+    gpt2_decoder gpt2 = {&model->gpt2, ctx->gpt2};
+    bool vit_gpt2 = model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2;
+    glimpse_status status =
+        vit_gpt2 ? gpt2_set_image(&model->gpt2, ctx->gpt2, ctx->vision_output, model->vision.tokens, ctx->threads)
+                 : bert_set_image(&model->text_decoder, ctx->bert, ctx->vision_output, model->vision.tokens,
+                                  ctx->threads);
+    if (status) return status;
+    caption_decoder decoder = vit_gpt2 ? gpt2_caption_decoder(&gpt2) : bert_caption_decoder(&bert);
     return caption_decode_text(ctx, image, request->params, &decoder, request->prompt, request->prompt_length,
-                               wordpiece_decode, out);
+                               vit_gpt2 ? byte_bpe_decode : wordpiece_decode, out);
 }
 
 glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
@@ -196,10 +248,11 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
     if (!count) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_caption_images: no images");
     for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
     const glimpse_model *model = ctx->model;
-    if (model->kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && model->kind != GLIMPSE_MODEL_KIND_BLIP2)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "captioning needs a BLIP captioning model "
-                                                     "(BlipForConditionalGeneration) or BLIP-2 "
-                                                     "(Blip2ForConditionalGeneration), this is %s",
+    if (model->kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && model->kind != GLIMPSE_MODEL_KIND_VIT_GPT2 &&
+        model->kind != GLIMPSE_MODEL_KIND_BLIP2)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "captioning needs a captioning model "
+                                                     "(BlipForConditionalGeneration, VisionEncoderDecoderModel, "
+                                                     "Blip2ForConditionalGeneration), this is %s",
                          model->architecture);
     glimpse_caption_params defaults = glimpse_caption_default_params();
     glimpse_caption_params resolved = resolve_params(model, params ? params : &defaults);
@@ -211,7 +264,8 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
     size_t prompt_length = 0;
     if ((status = prompt_ids(model, p->prompt, &prompt, &prompt_length))) return status;
     size_t max_length = prompt_length + (size_t)p->max_tokens;
-    size_t positions = (size_t)model->text_decoder.config.max_positions;
+    size_t positions = (size_t)(model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? model->gpt2.config.max_positions
+                                                                            : model->text_decoder.config.max_positions);
     if (max_length > positions) {
         free(prompt);
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt (%zu tokens) and %d new tokens exceed the model's %zu "
@@ -219,13 +273,25 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
                          prompt_length, p->max_tokens, positions);
     }
     /* the decoder state grows to the largest request and is then reused */
+    if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
+        gpt2_state *state = ctx->gpt2;
+        if (!state || state->max_sequences < (size_t)p->beams || state->max_length < max_length) {
+            gpt2_state_free(ctx->gpt2);
+            ctx->gpt2 = NULL;
+            status = gpt2_state_create(&model->gpt2, (size_t)p->beams, max_length, max_length, model->vision.tokens,
+                                       &ctx->gpt2);
+        }
+    }
     bert_state *state = ctx->bert;
-    if (!state || state->max_sequences < (size_t)p->beams || state->max_length < max_length) {
+    if (model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION &&
+        (!state || state->max_sequences < (size_t)p->beams || state->max_length < max_length)) {
         bert_state_free(ctx->bert);
         ctx->bert = NULL;
         status = bert_state_create(&model->text_decoder, (size_t)p->beams, max_length, max_length, model->vision.tokens,
                                    &ctx->bert);
     }
+    if (!status && ctx->caption_record && model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION)
+        ctx->bert->record = ctx->caption_record; /* glimpse_explain_caption's */
     caption_request request = {p, prompt, prompt_length};
     if (!status) status = caption_each_image(ctx, images, count, caption_one, &request, out);
     free(prompt);

@@ -22,6 +22,7 @@ void glimpse_context_free(glimpse_context *ctx) {
     clip_text_state_free(ctx->text);
     free(ctx->pixel_values);
     bert_state_free(ctx->bert);
+    gpt2_state_free(ctx->gpt2);
     free(ctx->vision_output);
     bert_state_free(ctx->qformer);
     opt_state_free(ctx->language);
@@ -42,6 +43,7 @@ glimpse_status glimpse_context_create(const glimpse_model *model, const glimpse_
     if (!ctx) return ERROR_OOM();
     ctx->model = model;
     ctx->params = *params;
+    ctx->rollout_budget = CONTEXT_ROLLOUT_BUDGET;
     glimpse_status status = pool_create(params->threads, &ctx->threads);
     if (!status && model->has_vision) {
         size_t size = (size_t)model->vision.config.image_size;

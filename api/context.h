@@ -9,6 +9,7 @@
 #include "fusion/bert.h"
 #include "fusion/caption.h"
 #include "fusion/opt.h"
+#include "fusion/gpt2.h"
 #include "glimpse.h"
 #include "text/clip_text.h"
 #include "vision/vit.h"
@@ -39,6 +40,15 @@ struct glimpse_context {
     bert_state *qformer;
     opt_state *language;
     float *prefix;
+    /* ViT-GPT2: the GPT-2 decoder's run state, made and grown as BLIP's bert is */
+    gpt2_state *gpt2;
+    /* NULL but inside glimpse_explain_caption: what glimpse_caption_images has the decoder record as it generates
+     * (attached to bert once it is made) */
+    const attention_record *caption_record;
+    /* Floats of vision self-attention one rollout pass of glimpse_explain_clip may record (without want_raw):
+     * layers are recorded in groups that fit, one tower pass each (ViT-B/16: all 12 in one; so400m at 384: 4 a
+     * pass). CONTEXT_ROLLOUT_BUDGET as created. */
+    size_t rollout_budget;
 };
 
 /* One caption request: resolved params and the prompt's ids as the family's decoder takes them. */
@@ -64,6 +74,8 @@ typedef glimpse_status (*caption_decode_fn)(const glimpse_model *model, const in
 glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const glimpse_caption_params *params,
                                    const caption_decoder *decoder, const int32_t *prompt, size_t prompt_length,
                                    caption_decode_fn decode, glimpse_caption *out);
+
+#define CONTEXT_ROLLOUT_BUDGET ((size_t)32 << 20)
 
 /* Reports progress of a multi-image call; GLIMPSE_STATUS_CANCELLED if the
  * application's callback asks to stop. */

@@ -103,6 +103,8 @@ glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, in
         ids[n + 1] = bert_tokenizer_id(model->wordpiece, "[SEP]");
         return GLIMPSE_STATUS_OK;
     }
+    if (model->byte_bpe) /* ViT-GPT2: GPT-2's BPE, which adds no start or end token */
+        return gpt2_tokenizer_encode(model->byte_bpe, text, 1, ids, capacity, count);
     if (!model->tokenizer && !model->sentencepiece)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without its tokenizer");
     size_t positions = (size_t)model->text.config.max_positions;

@@ -56,10 +56,16 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
         snprintf(model->architecture, sizeof model->architecture, "SiglipModel");
         return GLIMPSE_STATUS_OK;
     }
+    if ((name && strcmp(name, "VisionEncoderDecoderModel") == 0) ||
+        (!name && strcmp(type, "vision-encoder-decoder") == 0)) { /* which encoder and decoder: load_vit_gpt2 */
+        model->kind = GLIMPSE_MODEL_KIND_VIT_GPT2;
+        snprintf(model->architecture, sizeof model->architecture, "VisionEncoderDecoderModel");
+        return GLIMPSE_STATUS_OK;
+    }
     return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                      "%s/config.json: architecture \"%s\" (model_type \"%s\") is not one glimpse runs; "
                      "supported: CLIPModel, BlipForConditionalGeneration, BlipForImageTextRetrieval, SiglipModel, "
-                     "Blip2ForConditionalGeneration",
+                     "VisionEncoderDecoderModel (ViT + GPT-2), Blip2ForConditionalGeneration",
                      folder, name ? name : "?", type);
 }
 
@@ -90,13 +96,15 @@ glimpse_status read_generation_config(glimpse_model *model) {
 /* config.json's vision_config and text_config: objects, or (unless required) absent, NULL: all defaults. */
 static glimpse_status config_sections(const glimpse_model *model, bool required, const cJSON **vision,
                                       const cJSON **text) {
-    *vision = cJSON_GetObjectItemCaseSensitive(model->config, "vision_config");
-    *text = cJSON_GetObjectItemCaseSensitive(model->config, "text_config");
+    bool encoder_decoder = model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2; /* VisionEncoderDecoderConfig's sections */
+    *vision = cJSON_GetObjectItemCaseSensitive(model->config, encoder_decoder ? "encoder" : "vision_config");
+    *text = cJSON_GetObjectItemCaseSensitive(model->config, encoder_decoder ? "decoder" : "text_config");
     bool vision_read = cJSON_IsObject(*vision) || (!required && !*vision);
     bool text_read = cJSON_IsObject(*text) || (!required && !*text);
     if (!vision_read || !text_read)
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: %s needs vision_config and text_config objects",
-                         model->folder, model->architecture);
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: %s needs %s objects", model->folder,
+                         model->architecture,
+                         encoder_decoder ? "encoder and decoder" : "vision_config and text_config");
     return GLIMPSE_STATUS_OK;
 }
 
@@ -235,14 +243,78 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
     return check_vocabulary(model, "the tokenizer", bert_tokenizer_vocab_size(model->wordpiece), text.vocab_size);
 }
 
+/* The first of the config objects (NULL where absent) that names token `key` (an id in [0, vocab)): *id, or
+ * fallback when none does. */
+static glimpse_status token_id(const cJSON *const *objects, size_t count, const char *key, int vocab, int fallback,
+                               int *id) {
+    *id = fallback;
+    for (size_t i = 0; i < count; i++) {
+        const cJSON *item = objects[i] ? cJSON_GetObjectItemCaseSensitive(objects[i], key) : NULL;
+        if (item && !cJSON_IsNull(item)) return config_int(objects[i], "config.json", key, 0, vocab - 1, id);
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
+/* VisionEncoderDecoderModel with a ViT encoder and a GPT-2 decoder
+ * (nlpconnect/vit-gpt2-image-captioning): the encoder and decoder sections,
+ * the GPT-2 tokenizer, ViTImageProcessor, and the generation settings of
+ * generation_config.json, or of config.json's top level where the snapshot
+ * has none (as transformers' GenerationConfig.from_model_config). */
+static glimpse_status load_vit_gpt2(glimpse_model *model, const glimpse_load_params *params,
+                                    const cJSON *encoder_json, const cJSON *decoder_json) {
+    (void)params; /* captioning needs both */
+    glimpse_status status;
+    const char *encoder_type, *decoder_type;
+    if ((status = config_string_or(encoder_json, "config.json: encoder", "model_type", "vit", &encoder_type)) ||
+        (status = config_string_or(decoder_json, "config.json: decoder", "model_type", "gpt2", &decoder_type)))
+        return status;
+    const cJSON *qkv_bias = cJSON_GetObjectItemCaseSensitive(encoder_json, "qkv_bias");
+    if (strcmp(encoder_type, "vit") != 0 || strcmp(decoder_type, "gpt2") != 0 || cJSON_IsFalse(qkv_bias))
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s/config.json: a VisionEncoderDecoderModel of %s and %s%s; "
+                         "glimpse runs ViT (with qkv_bias) and GPT-2", model->folder, encoder_type, decoder_type,
+                         cJSON_IsFalse(qkv_bias) ? " without qkv_bias" : "");
+    vit_config vision;
+    gpt2_config text;
+    if ((status = vit_config_read(encoder_json, "config.json: encoder", VIT_VARIANT_VIT, &vision)) ||
+        (status = vit_model_load(&model->vision, &vision, &names_vit_gpt2.encoder, model->store)))
+        return status;
+    model->has_vision = true;
+    model->preprocess = preprocess_default_vit(vision.image_size);
+    if ((status = read_preprocessor(model, 1))) return status;
+    if ((status = gpt2_config_read(decoder_json, "config.json: decoder", vision.hidden_size, &text)) ||
+        (status = gpt2_model_load(&model->gpt2, &text, &names_vit_gpt2.decoder, names_vit_gpt2.encoder_to_decoder,
+                                  model->store)))
+        return status;
+    model->has_text = true;
+    if ((status = read_generation_config(model))) return status;
+    if (!model->generation && !(model->generation = cJSON_Duplicate(model->config, 1))) return ERROR_OOM();
+    /* transformers' _get_decoder_start_token_id (the generation settings' start token, the decoder's, the
+     * generation settings' bos, the decoder's); the end and pad tokens as generate takes them */
+    const cJSON *start_sources[] = {model->generation, decoder_json, model->generation, decoder_json};
+    const char *start_keys[] = {"decoder_start_token_id", "decoder_start_token_id", "bos_token_id", "bos_token_id"};
+    int start = -1, end, pad;
+    for (size_t i = 0; i < 4 && start < 0 && !status; i++)
+        status = token_id(start_sources + i, 1, start_keys[i], text.vocab_size, -1, &start);
+    if (!status && start < 0)
+        status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: no decoder_start_token_id or bos_token_id",
+                           model->folder);
+    const cJSON *sources[] = {model->generation, model->config};
+    if (!status) status = token_id(sources, 2, "eos_token_id", text.vocab_size, -1, &end);
+    if (!status) status = token_id(sources, 2, "pad_token_id", text.vocab_size, end, &pad);
+    if (status) return status;
+    model->start_id = start, model->end_id = end, model->pad_id = pad;
+    if ((status = gpt2_tokenizer_load(model->folder, &model->byte_bpe))) return status;
+    return check_vocabulary(model, "vocab.json", gpt2_tokenizer_vocab_size(model->byte_bpe), text.vocab_size);
+}
+
 /* int8 twins of every tower's projections (each tower that was loaded). */
 static glimpse_status quantize(glimpse_model *model, glimpse_precision precision) {
     if (precision != GLIMPSE_PRECISION_INT8)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)precision);
     model->precision = precision;
-    if (!cpu_has_avx512_vnni())
-        log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has no AVX-512 VNNI: int8 products run on plain loops, "
-                                               "slower than float32");
+    if (!cpu_has_avx512_vnni() && !cpu_has_avx2())
+        log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has neither AVX-512 VNNI nor AVX2: int8 products run on "
+                                               "plain loops, slower than float32");
     glimpse_status status = GLIMPSE_STATUS_OK;
     if (model->vision.weights.layers) status = vit_model_quantize(&model->vision, &model->quantized);
     if (!status && model->text.weights.layers) status = clip_text_model_quantize(&model->text, &model->quantized);
@@ -251,6 +323,7 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     if (!status && model->qformer.bert.layers) status = blip2_qformer_quantize(&model->qformer, &model->quantized);
     if (!status && model->language_model.layers)
         status = opt_model_quantize(&model->language_model, &model->quantized);
+    if (!status && model->gpt2.layers) status = gpt2_model_quantize(&model->gpt2, &model->quantized);
     return status;
 }
 
@@ -275,6 +348,8 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
             status = load_siglip(model, params, vision_json, text_json);
         else if (model->kind == GLIMPSE_MODEL_KIND_BLIP2)
             status = load_blip2(model, vision_json, text_json);
+        else if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2)
+            status = load_vit_gpt2(model, params, vision_json, text_json);
         else
             status = load_blip(model, params, vision_json, text_json);
     }
@@ -303,7 +378,8 @@ void glimpse_model_free(glimpse_model *model) {
     bert_tokenizer_free(model->wordpiece);
     blip2_qformer_free(&model->qformer);
     opt_model_free(&model->language_model);
-    gpt2_tokenizer_free(model->opt_tokenizer);
+    gpt2_model_free(&model->gpt2);
+    gpt2_tokenizer_free(model->byte_bpe);
     q8_set_free(&model->quantized);
     weight_store_free(model->store);
     cJSON_Delete(model->config);
@@ -353,6 +429,9 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     }
     if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) {
         const opt_config *t = &model->language_model.config;
+        set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
+    } else if (model->has_text && model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
+        const gpt2_config *t = &model->gpt2.config;
         set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
     } else if (model->has_text && !model_embeds(model)) {
         const bert_config *t = model->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL ? &model->text_encoder.config

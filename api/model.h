@@ -9,6 +9,7 @@
 
 #include "fusion/bert.h"
 #include "fusion/blip2.h"
+#include "fusion/gpt2.h"
 #include "fusion/opt.h"
 #include "text/gpt2_tokenizer.h"
 #include "fusion/itm.h"
@@ -16,6 +17,7 @@
 #include "text/bert_tokenizer.h"
 #include "text/clip_text.h"
 #include "text/clip_tokenizer.h"
+#include "text/gpt2_tokenizer.h"
 #include "text/siglip_tokenizer.h"
 #include "vision/preprocess.h"
 #include "vision/vit.h"
@@ -42,10 +44,13 @@ struct glimpse_model {
     bert_tokenizer *wordpiece;
     int32_t start_id, end_id, pad_id; /* [DEC], [SEP], [PAD] as text_config names them */
     cJSON *generation; /* generation_config.json, when the snapshot has one (BLIP-2: else its text_config) */
+    /* ViT-GPT2: vision (the ViT encoder) + this; start_id, end_id, pad_id from config.json */
+    gpt2_model gpt2;
+    /* GPT-2's byte-level BPE: ViT-GPT2's, and BLIP-2's OPT tokenizer */
+    gpt2_tokenizer *byte_bpe;
     /* BLIP-2 (api/blip2.c): vision above, then the Q-Former with the language projection, and OPT */
     blip2_qformer qformer;
     opt_model language_model;
-    gpt2_tokenizer *opt_tokenizer;
     glimpse_precision precision;
     q8_set quantized; /* the int8 weights, with GLIMPSE_PRECISION_INT8 */
 };

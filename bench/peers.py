@@ -130,7 +130,107 @@ def blip2_peers(t, runs):
         emit("pytorch", "decoder_step_blip2", 1, t, seconds, 0)
 
 
-def export(folder, b32, text, b16):
+class SiglipVision(nn.Module):
+    """SigLIP's vision tower: patches without a class token, pre-LN layers with
+    tanh GELU, a final LayerNorm, and the attention-pooling head (one learned
+    probe attending to every patch, then a residual MLP)."""
+
+    def __init__(self, hidden, layers, heads, inter, patch, size):
+        super().__init__()
+        gelu = lambda x: nn.functional.gelu(x, approximate="tanh")
+        self.patches = nn.Conv2d(3, hidden, patch, patch)
+        self.positions = nn.Parameter(torch.randn(1, (size // patch) ** 2, hidden) * 0.02)
+        layer = nn.TransformerEncoderLayer(hidden, heads, inter, dropout=0.0, activation=gelu, batch_first=True,
+                                           norm_first=True, layer_norm_eps=1e-6)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.post_norm = nn.LayerNorm(hidden, eps=1e-6)
+        self.probe = nn.Parameter(torch.randn(1, 1, hidden))
+        self.pool = nn.MultiheadAttention(hidden, heads, batch_first=True)
+        self.pool_norm = nn.LayerNorm(hidden, eps=1e-6)
+        self.fc1, self.fc2, self.gelu = nn.Linear(hidden, inter), nn.Linear(inter, hidden), gelu
+
+    def forward(self, pixels):
+        x = self.patches(pixels).flatten(2).transpose(1, 2) + self.positions
+        x = self.post_norm(self.encoder(x))
+        probe = self.probe.expand(x.shape[0], -1, -1)
+        pooled = self.pool(probe, x, x, need_weights=False)[0]
+        return (pooled + self.fc2(self.gelu(self.fc1(self.pool_norm(pooled)))))[:, 0]
+
+
+# SigLIP's published vision shapes: stage name -> (hidden, layers, heads, MLP, patch, size)
+SIGLIP_SHAPES = {"vision_siglip_base_224": (768, 12, 12, 3072, 16, 224),
+                 "vision_siglip_so400m_384": (1152, 27, 16, 4304, 14, 384)}
+
+
+class Gpt2CrossDecoder(nn.Module):
+    """GPT-2 with a cross-attention block in every layer (ViT-GPT2's decoder,
+    transformers-free): pre-LN causal self-attention over a cache,
+    cross-attention to the image tokens' keys and values (made once per
+    image), a gelu_new MLP, ln_f and the head tied to the token table."""
+
+    def __init__(self, h, layers, heads, inner, vocab, positions):
+        super().__init__()
+        self.h, self.heads = h, heads
+        self.wte, self.wpe = nn.Embedding(vocab, h), nn.Embedding(positions, h)
+        self.layers = nn.ModuleList(
+            nn.ModuleDict({"ln_1": nn.LayerNorm(h), "c_attn": nn.Linear(h, 3 * h), "c_proj": nn.Linear(h, h),
+                           "ln_cross": nn.LayerNorm(h), "q_attn": nn.Linear(h, h), "kv_attn": nn.Linear(h, 2 * h),
+                           "cross_proj": nn.Linear(h, h), "ln_2": nn.LayerNorm(h), "c_fc": nn.Linear(h, inner),
+                           "mlp_proj": nn.Linear(inner, h)}) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(h)
+
+    def split(self, x):
+        return x.view(x.shape[0], -1, self.heads, self.h // self.heads).transpose(1, 2)
+
+    def attend(self, q, k, v):
+        d = self.h // self.heads
+        out = ((self.split(q) @ self.split(k).transpose(-1, -2)) / math.sqrt(d)).softmax(-1) @ self.split(v)
+        return out.transpose(1, 2).reshape(q.shape[0], -1, self.h)
+
+    def image(self, encoded):
+        """Each layer's cross-attention keys and values of the image tokens."""
+        return [l["kv_attn"](encoded).split(self.h, -1) for l in self.layers]
+
+    def step(self, token, position, cache, image):
+        """One token (its id [1]) at `position`; the cache is [(keys, values)] per layer, extended here."""
+        x = self.wte(token).view(1, 1, self.h) + self.wpe.weight[position]
+        for i, l in enumerate(self.layers):
+            q, k, v = l["c_attn"](l["ln_1"](x)).split(self.h, -1)
+            keys, values = (k, v) if cache[i] is None else (torch.cat([cache[i][0], k], 1),
+                                                               torch.cat([cache[i][1], v], 1))
+            cache[i] = (keys, values)
+            x = x + l["c_proj"](self.attend(q, keys, values))  # one query sees every cached key: causal
+            x = x + l["cross_proj"](self.attend(l["q_attn"](l["ln_cross"](x)), *image[i]))
+            x = x + l["mlp_proj"](nn.functional.gelu(l["c_fc"](l["ln_2"](x)), approximate="tanh"))
+        return self.ln_f(x)[0, -1] @ self.wte.weight.T
+
+
+def vit_gpt2_models(config_path):
+    """A torchvision ViT and the GPT-2 decoder of a VisionEncoderDecoderModel config's shapes."""
+    config = json.load(open(config_path))
+    e, d = config["encoder"], config["decoder"]
+    vit = torchvision.models.VisionTransformer(e.get("image_size", 224), e.get("patch_size", 16),
+                                               e.get("num_hidden_layers", 12), e.get("num_attention_heads", 12),
+                                               e.get("hidden_size", 768), e.get("intermediate_size", 3072)).eval()
+    h = d.get("n_embd", 768)
+    decoder = Gpt2CrossDecoder(h, d.get("n_layer", 12), d.get("n_head", 12), d.get("n_inner") or 4 * h,
+                               d.get("vocab_size", 50257), d.get("n_positions", 1024)).eval()
+    return vit, decoder, e.get("image_size", 224), config.get("decoder_start_token_id", 50256)
+
+
+def vit_gpt2_caption(vit, decoder, pixels, start, tokens):
+    """A greedy caption of `tokens` tokens as glimpse's caption stage makes it: the encoder's every token, the
+    image's keys and values once, then one cached step per token."""
+    x = vit._process_input(pixels)
+    x = torch.cat([vit.class_token.expand(x.shape[0], -1, -1), x], 1)
+    image = decoder.image(vit.encoder(x))
+    cache = [None] * len(decoder.layers)
+    token = torch.tensor([start])
+    for position in range(tokens):
+        token = decoder.step(token, position, cache, image).argmax().view(1)
+
+
+def export(folder, b32, text, b16, siglips):
     """The same three models as ONNX files for ort_bench.js. (Exported in
     training mode, whose dropout is 0 here, because torch 1.13 cannot export
     the fused attention its inference mode uses.)"""
@@ -145,6 +245,12 @@ def export(folder, b32, text, b16):
                           output_names=["out"], dynamic_axes={"tokens": {0: "batch"}}, opset_version=14, training=torch.onnx.TrainingMode.PRESERVE)
         torch.onnx.export(b16, torch.randn(1, 3, 384, 384), os.path.join(folder, "vit_b_16_384.onnx"),
                           input_names=["pixels"], output_names=["out"], opset_version=14, training=torch.onnx.TrainingMode.PRESERVE)
+        for stage, model in siglips.items():
+            model.train()
+            size = SIGLIP_SHAPES[stage][5]
+            torch.onnx.export(model, torch.randn(1, 3, size, size), os.path.join(folder, stage + ".onnx"),
+                              input_names=["pixels"], output_names=["out"], opset_version=14,
+                              training=torch.onnx.TrainingMode.PRESERVE)
 
 
 def main():
@@ -153,15 +259,29 @@ def main():
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--onnx-dir", help="also export the ONNX models here")
     parser.add_argument("--blip2", action="store_true", help="also BLIP-2 OPT-2.7B's vision tower and decoder step")
+    parser.add_argument("--vit-gpt2-config", help="a VisionEncoderDecoderModel config.json: also a ViT-GPT2 caption "
+                        "of --caption-tokens tokens")
+    parser.add_argument("--caption-tokens", type=int, default=16)
+    parser.add_argument("--only-vit-gpt2", action="store_true", help="that caption alone (checking the script)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     t = args.threads
+    if args.vit_gpt2_config:
+        vit, decoder, size, start = vit_gpt2_models(args.vit_gpt2_config)
+        pixels = torch.randn(1, 3, size, size)
+        with torch.no_grad():
+            emit("pytorch", "caption_vit_gpt2", 1, t,
+                 timed(lambda: vit_gpt2_caption(vit, decoder, pixels, start, args.caption_tokens),
+                       max(3, args.runs // 3)), 0)
+    if args.only_vit_gpt2:
+        return
     # the models are made outside inference mode so that they can be exported afterwards
     b32 = torchvision.models.vit_b_32().eval()
     text = TextTower().eval()
     b16 = torchvision.models.vit_b_16(image_size=384).eval()
     step = DecoderStep().eval()
+    siglips = {stage: SiglipVision(*shape).eval() for stage, shape in SIGLIP_SHAPES.items()}
     with torch.no_grad():
         flops32 = vit_flops(50, 768, 3072, 12, 49, 3 * 32 * 32)
         for batch in (1, 8):
@@ -174,6 +294,12 @@ def main():
         x = torch.randn(1, 3, 384, 384)
         emit("pytorch", "vision_blip_384", 1, t, timed(lambda: b16(x), max(3, args.runs // 3)),
              vit_flops(577, 768, 3072, 12, 576, 3 * 16 * 16))
+        for stage, model in siglips.items():
+            hidden, layers, heads, inter, patch, size = SIGLIP_SHAPES[stage]
+            x = torch.randn(1, 3, size, size)
+            tokens = (size // patch) ** 2
+            emit("pytorch", stage, 1, t, timed(lambda: model(x), max(3, args.runs // 3)),
+                 vit_flops(tokens, hidden, inter, layers, tokens, 3 * patch * patch))
         for beams in (1, 3):
             cache = [torch.randn(beams, 20, 768) for _ in range(12)]
             cross = [torch.randn(beams, 577, 768) for _ in range(12)]
@@ -183,7 +309,7 @@ def main():
     if args.blip2:
         blip2_peers(t, args.runs)
     if args.onnx_dir:
-        export(args.onnx_dir, b32, text, b16)
+        export(args.onnx_dir, b32, text, b16, siglips)
     # the roof 
     a = np.random.rand(2048, 2048).astype(np.float32)
     seconds = timed(lambda: a @ a, 5)

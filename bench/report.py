@@ -24,7 +24,7 @@ def find(runtime, stage, batch=None, detail=None):
 
 
 # glimpse's towers: the mean of the medians before and after the peers (both printed below the table)
-TOWERS = ("vision", "text", "vision_blip_384")
+TOWERS = ("vision", "text", "vision_blip_384", "vision_siglip_base_224", "vision_siglip_so400m_384")
 rounds = []
 for first in rows:
     if first.get("runtime") == "glimpse" and first.get("stage") in TOWERS:
@@ -43,8 +43,11 @@ if not markdown:
 cases = [("vision", 1, "ViT-B/32 vision, batch 1", None), ("vision", 8, "ViT-B/32 vision, batch 8 (per image)", None),
          ("text", 1, "CLIP text, 77 tokens", None), ("text", 8, "CLIP text, batch 8 (per text)", None),
          ("vision_blip_384", 1, "BLIP-base vision, 384 px", None),
+         ("vision_siglip_base_224", 1, "SigLIP base vision, 224 px", None),
+         ("vision_siglip_so400m_384", 1, "SigLIP so400m vision, 384 px", None),
          ("decoder_step", 1, "BLIP-base decoder step, greedy", "greedy, position 20"),
-         ("decoder_step", 3, "BLIP-base decoder step, 3 beams", "3 beams, position 20")]
+         ("decoder_step", 3, "BLIP-base decoder step, 3 beams", "3 beams, position 20"),
+         ("caption_vit_gpt2", 1, "ViT-GPT2 caption, 16 tokens, greedy", "16 tokens, greedy")]
 for stage, batch, name, detail in cases:
     g = find("glimpse", stage, batch if not detail else None, detail)
     t = find("pytorch", stage, batch)
@@ -164,3 +167,10 @@ if not markdown:
             print(f"{runtime}: `glimpse caption` of 20 tokens, whole process: {process['median_ms'] / 1e3:.1f} s, peak "
                   f"resident {process['peak_rss_bytes'] / 1e9:.2f} GB for {process['mapped_bytes'] / 1e9:.2f} GB mapped "
                   f"({process['peak_rss_bytes'] / process['mapped_bytes']:.2f}x; at most 1.10 asked)")
+
+# peak resident memory of whole commands against the model file they map (8 pictures)
+if not markdown:
+    for r in rows:
+        if r.get("stage", "").startswith("memory_"):
+            print(f"peak memory, {r['stage'][7:]}: {r['peak_mb']} MB for a {r['file_mb']} MB model file "
+                  f"({r['peak_mb'] - r['file_mb']:+} MB)")

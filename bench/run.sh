@@ -25,7 +25,8 @@ if [ ! -d "$work/node/node_modules/onnxruntime-node" ]; then
   # the CPU library ships inside the npm package; its install script only fetches GPU extras
   (cd "$work/node" && npm install onnxruntime-node@1 --ignore-scripts --no-audit --no-fund >/dev/null)
 fi
-for model in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base; do
+for model in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base google--siglip-base-patch16-224 \
+  google--siglip-so400m-patch14-384 nlpconnect--vit-gpt2-image-captioning; do
   [ -f "$work/$model/model.safetensors" ] || build/glimpse-make-model "$configs/$model.json" "$work/$model" >/dev/null
 done
 # the same captioner stored as float16 (its weight matrices stay 16-bit in memory)
@@ -53,9 +54,27 @@ blip() { # RUNTIME-LABEL MODEL [--int8]
     | sed "s/^{/{\"runtime\": \"$label\", /; s/\"stage\": \"vision\"/\"stage\": \"vision_blip_384\"/" >> "$results"
   bandwidth_beside "$label"
 }
+siglip_towers() { # RUNTIME-LABEL: SigLIP base 224 and so400m 384 vision towers (with the attention-pooling head)
+  local model
+  for model in base-patch16-224 so400m-patch14-384; do
+    build/glimpse bench -m "$work/google--siglip-$model" --threads "$threads" --runs 3 --json | grep '"stage": "vision"' \
+      | sed "s/^{/{\"runtime\": \"$1\", /; s/\"stage\": \"vision\"/\"stage\": \"vision_siglip_${model%%-*}_${model##*-}\"/" \
+      >> "$results"
+  done
+}
 echo "glimpse..." >&2
 clip_towers glimpse
+siglip_towers glimpse
 blip glimpse Salesforce--blip-image-captioning-base
+echo "glimpse, ViT-GPT2 (nlpconnect/vit-gpt2-image-captioning's shapes)..." >&2
+vit_gpt2() { # RUNTIME-LABEL [--int8]: a whole caption of 16 tokens, the public call (ViT-B/16 224 px, GPT-2 small)
+  local label=$1
+  shift
+  build/glimpse bench -m "$work/${vit_gpt2_model:-nlpconnect--vit-gpt2-image-captioning}" "$@" --tokens 16 \
+    --threads "$threads" --runs 3 --json | grep '"stage": "caption"' \
+    | sed "s/^{/{\"runtime\": \"$label\", /; s/\"stage\": \"caption\"/\"stage\": \"caption_vit_gpt2\"/" >> "$results"
+}
+vit_gpt2 glimpse
 echo "glimpse, float16 BLIP-base..." >&2
 blip glimpse-f16 blip-base-f16
 echo "glimpse cold start (rank, 1 image + 1 text, a new process each time, file in the page cache)..." >&2
@@ -108,14 +127,30 @@ for precision in "" --int8; do
     "\"median_ms\": $(( ($(date +%s%N) - start) / 1000000 )), \"peak_rss_bytes\": $((peak_kb * 1024))," \
     "\"mapped_bytes\": $(cat "$work/$blip2"/*.safetensors | wc -c)}" >> "$results"
 done
+vit_gpt2 glimpse-int8 --int8
+echo "glimpse peak resident memory per command (against the model file it maps)..." >&2
+memory() { # STAGE MODEL COMMAND-ARGUMENTS...
+  local stage=$1 model=$2 kb
+  shift 2
+  kb=$( { /usr/bin/time -f "%M" build/glimpse "$@" -m "$work/$model" --threads "$threads" >/dev/null; } 2>&1 | tail -1)
+  echo "{\"runtime\": \"glimpse\", \"stage\": \"$stage\", \"peak_mb\": $((kb / 1024)), \"file_mb\": $(( $(stat -c %s "$work/$model/model.safetensors") / 1048576 ))}" >> "$results"
+}
+pictures=(examples/pictures/0000[0-7].png)
+memory memory_rank_vit_b32 openai--clip-vit-base-patch32 rank -t "a photo" -t "a drawing" "${pictures[@]}"
+memory memory_rank_vit_b32_int8 openai--clip-vit-base-patch32 rank --int8 -t "a photo" -t "a drawing" "${pictures[@]}"
+memory memory_caption_blip_base Salesforce--blip-image-captioning-base caption "${pictures[@]}"
+memory memory_caption_blip_base_int8 Salesforce--blip-image-captioning-base caption --int8 "${pictures[@]}"
+memory memory_caption_blip_base_f16 blip-base-f16 caption "${pictures[@]}"
 echo "pytorch..." >&2
 # OpenBLAS's Haswell override (set on some machines for old OpenBLAS builds) slows current numpy and torch
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --threads "$threads" --runs "$runs" \
-  --onnx-dir "$work/onnx" --blip2 2>/dev/null >> "$results"
+  --onnx-dir "$work/onnx" --vit-gpt2-config "$configs/nlpconnect--vit-gpt2-image-captioning.json" \
+  --caption-tokens 16 --blip2 2>/dev/null >> "$results"
 echo "onnxruntime..." >&2
 NODE_PATH=$work/node/node_modules node bench/ort_bench.js "$work/onnx" "$threads" "$runs" >> "$results"
 echo "glimpse again, after the peers..." >&2
 clip_towers glimpse-after
+siglip_towers glimpse-after
 blip glimpse-after Salesforce--blip-image-captioning-base
 echo "roof (FMA peak, read bandwidth)..." >&2
 "$work/roof" "$threads" >> "$results"

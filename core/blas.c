@@ -15,6 +15,7 @@
 #include "core/cpu.h"
 #include "core/kernels.h"
 #include "core/kernels_avx512.h"
+#include "core/profile.h"
 #include "core/quantize.h"
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
@@ -97,6 +98,13 @@ static void linear_q8(const linear_job *job, size_t first, size_t count, float *
         return;
     }
 #endif
+#ifdef GLIMPSE_HAVE_AVX2
+    if (cpu_has_avx2() && scratch && q8_avx2_scratch_fits(q, POOL_SCRATCH_FLOATS * sizeof(float))) {
+        q8_product_avx2(job->out, job->out_stride, job->in, job->in_stride, q, job->bias, job->rows, job->accumulate,
+                        first, count, scratch, POOL_SCRATCH_FLOATS * sizeof(float));
+        return;
+    }
+#endif
     q8_product_plain(job->out, job->out_stride, job->in, job->in_stride, q, job->bias, job->rows, job->accumulate,
                      first, count);
 }
@@ -155,7 +163,9 @@ void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_str
                       .bias = bias, .rows = rows, .in_features = in_features, .out_features = out_features,
                       .block = block, .accumulate = accumulate};
     size_t tasks = (out_features + block - 1) / block;
+    uint64_t started = profile_start();
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
+    profile_stop(PROFILE_PRODUCTS, started);
 }
 
 typedef struct attention_job {
@@ -276,7 +286,9 @@ void kernel_attention(float *out, size_t out_stride, const kernel_attention_rows
                          .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .scale = scale,
                          .mask = mask, .scratch = scratch, .probabilities = probabilities};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
+    uint64_t started = profile_start();
     pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, attention_head, &job);
+    profile_stop(PROFILE_ATTENTION, started);
 }
 
 static void transposed_head(void *argument, size_t head, float *scratch) {
@@ -301,5 +313,7 @@ void kernel_attention_keys_transposed(float *out, size_t out_stride, const kerne
                          .mask = KERNEL_MASK_NONE, .scratch = scratch, .key_stride = key_stride,
                          .probabilities = probabilities};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
+    uint64_t started = profile_start();
     pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, transposed_head, &job);
+    profile_stop(PROFILE_ATTENTION, started);
 }

@@ -1,5 +1,6 @@
 /* cpu.h — which of the tuned kernels this processor runs, asked once per
- * process: AVX-512 F (the float kernels) and AVX-512 VNNI (the int8 ones).
+ * process: AVX-512 F (the float kernels), AVX-512 VNNI (the int8 ones) and
+ * AVX2 (the int8 kernel of processors without VNNI).
  * The dispatching kernels and the few places that shape data for them ask
  * here; nothing else needs to know. No model knowledge. */
 #ifndef GLIMPSE_CORE_CPU_H
@@ -16,5 +17,10 @@ bool cpu_has_avx512(void);
 /* true if the int8 VNNI kernels run here: cpu_has_avx512() and the CPU has
  * AVX-512 BW and VNNI too. */
 bool cpu_has_avx512_vnni(void);
+
+/* true if the AVX2 int8 kernel runs here (x86-64 builds, the CPU has AVX2;
+ * GLIMPSE_NO_AVX512 turns it off too, so that variable still means "the
+ * plain loops everywhere"). */
+bool cpu_has_avx2(void);
 
 #endif

@@ -104,6 +104,18 @@ void file_unmap(const uint8_t *map, size_t size) {
     if (map && size) munmap((void *)map, size);
 }
 
+void file_release_pages(const uint8_t *start, size_t length) {
+#ifdef MADV_DONTNEED
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || !start) return;
+    uintptr_t size = (uintptr_t)page, first = ((uintptr_t)start + size - 1) / size * size;
+    uintptr_t end = ((uintptr_t)start + length) / size * size;
+    if (end > first) madvise((void *)first, end - first, MADV_DONTNEED);
+#else
+    (void)start, (void)length;
+#endif
+}
+
 int file_is_directory(const char *path) {
     struct stat info;
     return stat(path, &info) == 0 && S_ISDIR(info.st_mode);

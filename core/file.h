@@ -18,6 +18,12 @@ glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes
 glimpse_status file_map(const char *path, const uint8_t **map, size_t *size);
 void file_unmap(const uint8_t *map, size_t size);
 
+/* Gives back the whole pages inside [start, start + length) of a file_map mapping that will not be read again
+ * soon (a tensor copied at load): they leave the process's resident memory and, if read after all, come back
+ * from the page cache unchanged. Only for file_map's mappings (memory of any other kind would lose its
+ * contents); a hint, ignored where unsupported. */
+void file_release_pages(const uint8_t *start, size_t length);
+
 /* 1 if path names an existing directory / regular file. */
 int file_is_directory(const char *path);
 int file_is_regular(const char *path);

@@ -1,10 +1,15 @@
-/* pool.c — fixed thread pool with a parallel-for. Tasks are handed out by an
- * atomic counter so uneven tasks balance themselves. Between jobs a worker
- * first spins for a short while (POOL_SPIN_NS) watching for the next one,
- * then sleeps on a condition variable; the caller waits for the last worker
- * the same way. A forward pass is a chain of short parallel steps (a ViT-B/32
- * image: ~60 of 0.1–1 ms), and a futex sleep and wake-up at each step cost
- * 9% of the time in a virtual machine. */
+/* pool.c — fixed thread pool with a parallel-for. Tasks are handed out by a
+ * ticket (the job's number and the next index, taken by compare-and-swap) so
+ * uneven tasks balance themselves and a worker that wakes late can never take
+ * a task of a job it did not read. The caller returns as soon as every task
+ * has finished: it never waits for a worker that took none (one the system
+ * had not yet run, or had put on the caller's own core), which made whole
+ * forward passes two to three times slower in such runs. Between jobs a
+ * worker first spins for a short while (POOL_SPIN_NS) watching for the next
+ * one, then sleeps on a condition variable; the caller waits for the last
+ * task the same way. A forward pass is a chain of short parallel steps (a
+ * ViT-B/32 image: ~60 of 0.1–1 ms), and a futex sleep and wake-up at each
+ * step cost 9% of the time in a virtual machine. */
 #include "core/pool.h"
 
 #include <pthread.h>
@@ -15,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/profile.h"
 
 struct pool {
     int threads;              /* including the caller */
@@ -24,22 +30,35 @@ struct pool {
     int started;              /* workers that took their scratch slot */
     pthread_mutex_t lock;
     pthread_cond_t wake;      /* a new job or shutdown */
-    pthread_cond_t done;      /* a worker finished its share */
-    atomic_ulong generation; /* bumped for every job */
+    pthread_cond_t done;      /* the current job's last task finished */
+    atomic_ulong generation;  /* the current job's number, published after its fields */
     atomic_int shutting_down;
-    atomic_int busy_workers;
-    /* the current job */
-    pool_task task;
-    void *argument;
-    size_t count;
-    atomic_size_t next;
+    /* the current job: written by the caller only while its ticket is closed */
+    _Atomic(pool_task) task;
+    _Atomic(void *) argument;
+    atomic_size_t count;
+    atomic_uint_least64_t ticket; /* (job number mod 2^32) << 32 | next index; TICKET_CLOSED while written */
+    atomic_size_t finished;       /* tasks of the current job done */
 };
 
-static void run_share(pool *p, float *scratch) {
+#define TICKET_CLOSED 0xffffffffu
+
+/* Takes and runs tasks of job `job` (task, argument and count as read for
+ * it) until none is left. A stale reading (the caller has moved on to a later
+ * job) takes nothing: the ticket's job number no longer matches. */
+static void run_tasks(pool *p, uint32_t job, pool_task task, void *argument, size_t count, float *scratch) {
+    uint64_t ticket = atomic_load(&p->ticket);
     for (;;) {
-        size_t index = atomic_fetch_add(&p->next, 1);
-        if (index >= p->count) break;
-        p->task(p->argument, index, scratch);
+        uint64_t index = ticket & 0xffffffffu;
+        if ((uint32_t)(ticket >> 32) != job || index >= count) return;
+        if (!atomic_compare_exchange_weak(&p->ticket, &ticket, ticket + 1)) continue; /* (ticket reloaded) */
+        task(argument, (size_t)index, scratch);
+        if (atomic_fetch_add(&p->finished, 1) + 1 == count) {
+            pthread_mutex_lock(&p->lock); /* the caller checks finished under the lock before it sleeps */
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->lock);
+        }
+        ticket = atomic_load(&p->ticket);
     }
 }
 
@@ -79,10 +98,7 @@ static int job_or_shutdown(pool *p, unsigned long seen) {
     return atomic_load(&p->shutting_down) || atomic_load(&p->generation) != seen;
 }
 
-static int workers_finished(pool *p, unsigned long unused) {
-    (void)unused;
-    return atomic_load(&p->busy_workers) == 0;
-}
+static int job_finished(pool *p, unsigned long count) { return atomic_load(&p->finished) == count; }
 
 static void *worker_main(void *argument) {
     pool *p = argument;
@@ -98,12 +114,8 @@ static void *worker_main(void *argument) {
         }
         if (atomic_load(&p->shutting_down)) break;
         seen = atomic_load(&p->generation);
-        run_share(p, scratch);
-        if (atomic_fetch_sub(&p->busy_workers, 1) == 1) {
-            pthread_mutex_lock(&p->lock); /* the caller checks busy_workers under the lock before it sleeps */
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->lock);
-        }
+        run_tasks(p, (uint32_t)seen, atomic_load(&p->task), atomic_load(&p->argument), atomic_load(&p->count),
+                  scratch);
     }
     return NULL;
 }
@@ -167,23 +179,30 @@ int pool_threads(const pool *p) { return p ? p->threads : 1; }
 
 void pool_for(pool *p, size_t count, pool_task task, void *argument) {
     if (count == 0) return;
-    if (!p || p->threads == 1 || count == 1) {
+    if (!p || p->threads == 1 || count == 1 || count >= TICKET_CLOSED) { /* (no parallel step has 2^32 tasks) */
         for (size_t i = 0; i < count; i++) task(argument, i, p ? p->scratch : NULL);
         return;
     }
+    /* every task of the last job has finished (pool_for returned): close the ticket, so that a worker still
+     * holding a stale reading takes nothing, then write the job and publish it */
     pthread_mutex_lock(&p->lock);
-    p->task = task;
-    p->argument = argument;
-    p->count = count;
-    atomic_store(&p->next, 0);
-    atomic_store(&p->busy_workers, p->threads - 1);
-    atomic_fetch_add(&p->generation, 1); /* publishes the job to spinning workers */
-    pthread_cond_broadcast(&p->wake);    /* and wakes the sleeping ones */
+    unsigned long generation = atomic_load(&p->generation) + 1;
+    uint64_t job = (uint32_t)generation;
+    atomic_store(&p->ticket, job << 32 | TICKET_CLOSED);
+    atomic_store(&p->task, task);
+    atomic_store(&p->argument, argument);
+    atomic_store(&p->count, count);
+    atomic_store(&p->finished, 0);
+    atomic_store(&p->ticket, job << 32);
+    atomic_store(&p->generation, generation); /* publishes the job to spinning workers */
+    pthread_cond_broadcast(&p->wake);         /* and wakes the sleeping ones */
     pthread_mutex_unlock(&p->lock);
-    run_share(p, p->scratch);
-    if (!spin_until(workers_finished, p, 0)) {
+    run_tasks(p, (uint32_t)job, task, argument, count, p->scratch);
+    uint64_t waiting = profile_start();
+    if (!spin_until(job_finished, p, count)) {
         pthread_mutex_lock(&p->lock);
-        while (!workers_finished(p, 0)) pthread_cond_wait(&p->done, &p->lock);
+        while (!job_finished(p, count)) pthread_cond_wait(&p->done, &p->lock);
         pthread_mutex_unlock(&p->lock);
     }
+    profile_stop(PROFILE_THREAD_WAITS, waiting);
 }

@@ -39,6 +39,12 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, siz
             continue;
         }
 #endif
+#ifdef GLIMPSE_HAVE_AVX2
+        if (cpu_has_avx2()) {
+            q->sum[o] = q8_quantize_weight_row_avx2(q->weight + o * depth, row, in_features, &q->scale[o]);
+            continue;
+        }
+#endif
         float largest = 0.0f;
         for (size_t k = 0; k < in_features; k++) largest = fmaxf(largest, fabsf(row[k]));
         float scale = largest > 0.0f ? largest / 127.0f : 1.0f, inverse = 1.0f / scale;

@@ -54,6 +54,17 @@ static inline float q8_finish(int32_t total, int32_t weight_sum, float row_scale
  * oracle of the VNNI kernels and their stand-in on other CPUs. */
 void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
                       const float *bias, size_t rows, bool accumulate, size_t first, size_t count);
+/* The same on AVX2 (linear_q8_avx2.c; x86-64 builds, where cpu_has_avx2()):
+ * identical outputs. scratch (64-byte aligned) must hold at least one input
+ * row twice over (signs and magnitudes) plus 5 floats: q8_avx2_scratch_fits. */
+void q8_product_avx2(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
+                     const float *bias, size_t rows, bool accumulate, size_t first, size_t count, void *scratch,
+                     size_t scratch_bytes);
+/* kernel_q8_quantize's weight row on AVX2 (identical): returns the row's sum, writes its scale. */
+int32_t q8_quantize_weight_row_avx2(int8_t *out, const float *row, size_t n, float *scale_out);
+static inline bool q8_avx2_scratch_fits(const kernel_q8 *q, size_t scratch_bytes) {
+    return scratch_bytes >= q->depth * 2 + 5 * sizeof(float);
+}
 /* Bytes of scratch the VNNI kernels need for q (64-byte aligned). */
 size_t q8_scratch_bytes(const kernel_q8 *q);
 

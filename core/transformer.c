@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/profile.h"
+
 int activation_from_name(const char *name, activation *out) {
     if (strcmp(name, "gelu") == 0) {
         *out = ACTIVATION_GELU;
@@ -102,12 +104,16 @@ static void layernorm_rows(float *out, const float *in, const float *weight, con
                            size_t width, float epsilon, pool *threads) {
     rows_job job = {out,   in, weight, bias, rows, width, rows_block(rows, width, threads), width, epsilon,
                     ACTIVATION_GELU};
+    uint64_t started = profile_start();
     pool_for(threads, (rows + job.block - 1) / job.block, layernorm_task, &job);
+    profile_stop(PROFILE_NORMS, started);
 }
 
 static void activation_rows(activation act, float *x, size_t rows, size_t width, size_t stride, pool *threads) {
     rows_job job = {x, x, NULL, NULL, rows, width, rows_block(rows, width, threads), stride, 0.0f, act};
+    uint64_t started = profile_start();
     pool_for(threads, (rows + job.block - 1) / job.block, activation_task, &job);
+    profile_stop(PROFILE_ACTIVATIONS, started);
 }
 
 /* Row strides of the q|k|v and feed-forward buffers: 16 floats past their
@@ -243,9 +249,9 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
         memcpy(x + (start + pooled[s]) * hidden, kept + s * hidden, hidden * sizeof(float));
 }
 
-void encoder_attention_pool(float *out, const float *x, const encoder_layer *layer, const float *probe,
-                            const encoder_shape *shape, const size_t *lengths, size_t sequences,
-                            const encoder_scratch *scratch, pool *threads) {
+void encoder_attention_pool(float *out, const attention_record *record, size_t layer_index, const float *x,
+                            const encoder_layer *layer, const float *probe, const encoder_shape *shape,
+                            const size_t *lengths, size_t sequences, const encoder_scratch *scratch, pool *threads) {
     size_t hidden = shape->hidden, rows = 0, qs = scratch->qkv_stride;
     for (size_t s = 0; s < sequences; s++) rows += lengths[s];
     size_t head_dim = hidden / shape->heads;
@@ -256,8 +262,12 @@ void encoder_attention_pool(float *out, const float *x, const encoder_layer *lay
     kernel_linear(query, hidden, probe, hidden, &layer->q_weight, layer->q_bias, 1, hidden, hidden, false, threads);
     for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++) {
         const float *k = scratch->qkv + start * qs;
-        kernel_attention(scratch->context + s * hidden, hidden, NULL, query, hidden, k + hidden, k + 2 * hidden, qs,
-                         1, lengths[s], shape->heads, head_dim, scale, KERNEL_MASK_NONE, scratch->scores, threads);
+        kernel_attention_rows place;
+        const kernel_attention_rows *probabilities =
+            attention_record_rows(record, ATTENTION_KIND_SELF, layer_index, s, shape->heads, 0, 1, lengths[s], &place);
+        kernel_attention(scratch->context + s * hidden, hidden, probabilities, query, hidden, k + hidden,
+                         k + 2 * hidden, qs, 1, lengths[s], shape->heads, head_dim, scale, KERNEL_MASK_NONE,
+                         scratch->scores, threads);
     }
     kernel_linear(out, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, sequences, hidden, hidden,
                   false, threads);

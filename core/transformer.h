@@ -89,10 +89,12 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
  *     out[s] = a + fc2(act(fc1(LN2(a))))
  * with the layer's q, k, v, out, norm2, fc1 and fc2, and no LayerNorm before
  * the attention (its norm1 is NULL: keys and values come from x as it is).
- * out [sequences, hidden]; x is only read. */
-void encoder_attention_pool(float *out, const float *x, const encoder_layer *layer, const float *probe,
-                            const encoder_shape *shape, const size_t *lengths, size_t sequences,
-                            const encoder_scratch *scratch, pool *threads);
+ * out [sequences, hidden]; x is only read. With a record (NULL: none) asking for
+ * self-attention of layer layer_index, sequence s's probabilities (the probe's
+ * one query over its keys) go to its sequence s, row 0. */
+void encoder_attention_pool(float *out, const attention_record *record, size_t layer_index, const float *x,
+                            const encoder_layer *layer, const float *probe, const encoder_shape *shape,
+                            const size_t *lengths, size_t sequences, const encoder_scratch *scratch, pool *threads);
 
 /* A decoder's key/value cache, *keys and *values each [sequences][layers][max_length][hidden], with spares of
  * the same size: sequence s becomes old sequence from[s] (its first `length` positions of every layer), and

@@ -280,35 +280,20 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
     }
 }
 
-/* Whether step more rows of each of `sequences` sequences fit the state and its attention record. */
-static glimpse_status check_room(const bert_model *model, const bert_state *s, size_t sequences, size_t step) {
-    const bert_config *c = &model->config;
-    if (sequences > s->max_sequences || step > s->max_step || s->length + step > s->max_length)
-        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu tokens is more than the %zu this decoder state holds",
-                         s->length + step, s->max_length);
-    if (s->record && !attention_record_fits(s->record, sequences, (size_t)c->heads, s->length + step,
-                                            s->length + step, s->image_tokens))
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
-                         "the attention record has no room for %zu sequences of %zu tokens over %zu image tokens",
-                         sequences, s->length + step, s->image_tokens);
-    return GLIMPSE_STATUS_OK;
+/* What the state holds, as caption_decoder_check_room and caption_decoder_embed check it. */
+static caption_decoder_room state_room(const bert_model *model, const bert_state *s) {
+    return (caption_decoder_room){s->max_sequences, s->max_step, s->max_length, s->length, s->record,
+                                  (size_t)model->config.heads, s->image_tokens};
 }
 
 static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const int32_t *ids, size_t sequences,
                                    size_t step) {
     const bert_config *c = &model->config;
     size_t h = (size_t)c->hidden_size;
-    glimpse_status status = check_room(model, s, sequences, step);
+    caption_decoder_room room = state_room(model, s);
+    glimpse_status status = caption_decoder_embed(s->x, &room, &model->word_embeddings, model->position_embeddings, h,
+                                                  c->vocab_size, ids, sequences, step);
     if (status) return status;
-    for (size_t q = 0; q < sequences; q++)
-        for (size_t j = 0; j < step; j++) {
-            int32_t id = ids[q * step + j];
-            if (id < 0 || id >= c->vocab_size)
-                return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
-                                 c->vocab_size);
-            kernel_weight_row_add(s->x + (q * step + j) * h, &model->word_embeddings, (size_t)id, h,
-                                  model->position_embeddings + (s->length + j) * h);
-        }
     kernel_layernorm(s->x, s->x, model->embedding_norm_weight, model->embedding_norm_bias, sequences * step, h,
                      c->layer_norm_eps);
     return GLIMPSE_STATUS_OK;
@@ -379,7 +364,8 @@ glimpse_status bert_encode(const bert_model *model, bert_state *s, const int32_t
 glimpse_status bert_encode_embedded(const bert_model *model, bert_state *s, const float *embeddings, size_t length,
                                     int with_image, pool *threads) {
     s->length = 0;
-    glimpse_status status = check_room(model, s, 1, length);
+    caption_decoder_room room = state_room(model, s);
+    glimpse_status status = caption_decoder_check_room(&room, 1, length);
     if (status) return status;
     kernel_layernorm(s->x, embeddings, model->embedding_norm_weight, model->embedding_norm_bias, length,
                      (size_t)model->config.hidden_size, model->config.layer_norm_eps);

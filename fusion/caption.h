@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/attention_record.h"
 #include "core/error.h"
 #include "core/pool.h"
 
@@ -44,6 +45,24 @@ typedef struct caption_decoder {
     /* Sequence s becomes old sequence from[s]. */
     void (*reorder)(void *self, const size_t *from, size_t sequences);
 } caption_decoder;
+
+/* What a cached decoder's state holds: max_sequences sequences of max_length positions, length of them filled,
+ * steps of max_step tokens, and (record not NULL) an attention record for `heads` heads over image_tokens. */
+typedef struct caption_decoder_room {
+    size_t max_sequences, max_step, max_length, length;
+    const attention_record *record;
+    size_t heads, image_tokens;
+} caption_decoder_room;
+
+/* Whether `sequences` sequences of `step` more tokens fit the room (and its attention record). */
+glimpse_status caption_decoder_check_room(const caption_decoder_room *room, size_t sequences, size_t step);
+
+/* The start of every cached decoder step: checks that `sequences` sequences of `step` new tokens
+ * (ids[s × step + j]) fit the room and the vocabulary, then x[s·step + j] = token_embeddings row id +
+ * position_embeddings row length + j, each [hidden]. */
+glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room, const kernel_weight *token_embeddings,
+                                     const float *position_embeddings, size_t hidden, int32_t vocab_size,
+                                     const int32_t *ids, size_t sequences, size_t step);
 
 /* Called with each token as it is chosen (greedy and sampling only);
  * returning non-zero stops generation (GLIMPSE_STATUS_CANCELLED). */

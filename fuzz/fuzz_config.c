@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "fusion/bert.h"
+#include "fusion/gpt2.h"
 #include "text/clip_text.h"
 #include "vision/preprocess.h"
 #include "vision/vit.h"
@@ -24,6 +25,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     clip_text_config_read(text ? text : json, "fuzz", CLIP_TEXT_VARIANT_CLIP, 512, &t);
     clip_text_config_read(text ? text : json, "fuzz", CLIP_TEXT_VARIANT_SIGLIP, 512, &t);
     bert_config_read(text ? text : json, "fuzz", 768, &b);
+    const cJSON *encoder = cJSON_GetObjectItemCaseSensitive(json, "encoder"); /* VisionEncoderDecoderConfig's */
+    const cJSON *decoder = cJSON_GetObjectItemCaseSensitive(json, "decoder");
+    gpt2_config g;
+    vit_config_read(encoder ? encoder : json, "fuzz", VIT_VARIANT_VIT, &v);
+    gpt2_config_read(decoder ? decoder : json, "fuzz", 768, &g);
+    preprocess_config vit = preprocess_default_vit(224);
+    preprocess_config_read(json, "fuzz", 1, &vit);
     preprocess_config_read(json, "fuzz", 0, &p);
     preprocess_config_read(json, "fuzz", 1, &p);
     cJSON_Delete(json);

@@ -29,7 +29,7 @@
  *     glimpse_context_free(ctx);
  *     glimpse_model_free(model);
  *
- * Captioning is the same with a BLIP captioning model. The default params
+ * Captioning is the same with a BLIP captioning model or a ViT-GPT2 one. The default params
  * leave the search to the model's own settings (its generation_config.json):
  *
  *     glimpse_caption_params params = glimpse_caption_default_params();
@@ -132,6 +132,7 @@ typedef enum glimpse_model_kind {
     GLIMPSE_MODEL_KIND_BLIP_CAPTION = 2,  /* BlipForConditionalGeneration */
     GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL = 3, /* BlipForImageTextRetrieval */
     GLIMPSE_MODEL_KIND_SIGLIP = 4,         /* SiglipModel: embed, rank, classify (sigmoid probabilities) */
+    GLIMPSE_MODEL_KIND_VIT_GPT2 = 5,       /* VisionEncoderDecoderModel, ViT + GPT-2: caption */
     GLIMPSE_MODEL_KIND_BLIP2 = 6           /* Blip2ForConditionalGeneration (OPT): caption, ask */
 } glimpse_model_kind;
 
@@ -286,7 +287,8 @@ glimpse_status glimpse_score(const glimpse_model *model, const float *image_embe
 
 /* Token ids of a text as the model's tokenizer gives them (with start and end
  * tokens, truncated to the model's context; SigLIP's padded with its end token
- * to exactly 64, as its processor pads them). Writes at most capacity ids and
+ * to exactly 64, as its processor pads them; ViT-GPT2's GPT-2 tokenizer adds
+ * none, as its encode does). Writes at most capacity ids and
  * sets *count to the full number; GLIMPSE_STATUS_TOO_LARGE if they did not fit. */
 glimpse_status glimpse_tokenize(const glimpse_model *model, const char *text, int32_t *ids, size_t capacity,
                                 size_t *count);
@@ -347,7 +349,7 @@ typedef struct glimpse_caption {
     size_t id_count;
 } glimpse_caption;
 
-/* Captions count (at least 1) images with a BLIP or BLIP-2 captioning model: out[i]
+/* Captions count (at least 1) images with a BLIP, ViT-GPT2 or BLIP-2 captioning model: out[i]
  * receives image i's caption; free each with glimpse_caption_free. params
  * NULL is glimpse_caption_default_params(): the model's own settings. On
  * failure every out[i] is left empty. */
@@ -492,6 +494,137 @@ glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, floa
 /* Whether some part of the query is an image (@PATH), so the model needs
  * its vision tower. */
 bool glimpse_query_needs_images(const char *query);
+
+/* ---------------------------------------------------------- explanation */
+
+/* What a model looked at, as maps over the grid of image patches it saw:
+ * per word of a caption (BLIP captioning: the decoder's cross-attention),
+ * per word of a text and for the whole text (BLIP ITM: the text encoder's
+ * cross-attention), or per image and text (CLIP, SigLIP: the vision tower's
+ * attention rollout, an occlusion map, and SigLIP's attention-pooling head).
+ * Attention is recorded only inside these calls; the other calls record
+ * nothing and cost nothing more.
+ *
+ * Conventions (the same in every call):
+ * - A word's attention map is the attention of the query that chose it
+ *   (caption: the row of the position before the word, whose logits picked
+ *   it; ITM: the row of the word's own token), averaged over every layer and
+ *   head (or the one layer / head asked for), over the patch columns only
+ *   (the class token's column dropped) and renormalised to sum 1.
+ * - A word made of several word pieces ("sk", "##ate") gets the mean of its
+ *   pieces' maps (each sums to 1, so the mean does too).
+ * - ITM's whole-text map is the [CLS] row: the token the match head reads.
+ * - Rollout (Abnar and Zuidema 2020): per layer the heads' mean A, then
+ *   (A + I) with rows renormalised, multiplied through the layers (last layer
+ *   on the left); the map is the class token's row (CLIP) or, for SigLIP, which
+ *   has none, the attention-pooling head's (heads averaged) times the rollout.
+ *   layer L rolls out layers 0..L; head H takes that head instead of the mean.
+ * - Occlusion: the drop of the image-text logit when one patch of the
+ *   model's input is replaced by the input's mean colour (one patch at a
+ *   time, all occluded copies run as batches); positive = the patch helped.
+ */
+
+typedef enum glimpse_explain_map_kind {
+    GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION = 0, /* a word's or the text's cross-attention (BLIP) */
+    GLIMPSE_EXPLAIN_MAP_ROLLOUT = 1,         /* vision attention rollout (CLIP, SigLIP) */
+    GLIMPSE_EXPLAIN_MAP_OCCLUSION = 2,       /* logit drop per occluded patch (CLIP, SigLIP) */
+    GLIMPSE_EXPLAIN_MAP_ATTENTION_POOL = 3   /* SigLIP's attention-pooling head, heads averaged */
+} glimpse_explain_map_kind;
+
+typedef struct glimpse_explain_map {
+    glimpse_explain_map_kind kind;
+    char *label;        /* the word, "[text]" for ITM's whole-text map, or "rollout", "occlusion", "attention pool" */
+    size_t first_token; /* the word's tokens: ids[first_token .. first_token + token_count) (0, 0: no word) */
+    size_t token_count;
+    float *grid; /* [grid_height × grid_width], row-major: grid[row × grid_width + column] is the patch at
+                    that row and column of the model's input; attention maps sum to 1 */
+} glimpse_explain_map;
+
+/* A raw tensor, float32, row-major. */
+typedef struct glimpse_explain_tensor {
+    char name[32]; /* "vision_attentions", "attention_pool", "cross_attentions", "self_attentions" */
+    size_t rank;
+    size_t shape[4];
+    float *data;
+} glimpse_explain_tensor;
+
+/* An explanation owns everything it points to; glimpse_explanation_free frees it all. */
+typedef struct glimpse_explanation {
+    char *text;      /* the caption (decoded as glimpse_caption's) or the text explained */
+    int32_t *ids;    /* the token ids the maps index: the caption's whole sequence, or the text's */
+    size_t id_count;
+    float score;     /* ITM: match probability; CLIP, SigLIP: logit (with SigLIP's bias); caption: NAN */
+    int grid_width, grid_height; /* patches across and down */
+    int image_width, image_height; /* the picture given */
+    /* Where the grid lies on the picture given, in its pixel coordinates (pixel x spans x .. x+1): left, top,
+     * right, bottom of what the preprocessing's resize and crop kept; it extends past the picture where the
+     * crop padded it. Cropped-away margins are outside it. */
+    float region[4];
+    glimpse_explain_map *maps; /* map_count maps: per word in text order, then the whole-image/text maps */
+    size_t map_count;
+    /* With want_raw: the recorded attention probabilities, as one forward pass over `ids` (or the image)
+     * computes them. Caption: cross_attentions [layers, heads, id_count, image_tokens] and self_attentions
+     * [layers, heads, id_count, id_count]; ITM: cross_attentions [layers, heads, id_count, image_tokens]; CLIP,
+     * SigLIP: vision_attentions [layers, heads, tokens, tokens], SigLIP also attention_pool [heads, tokens].
+     * Image token columns are the vision tower's tokens in order (class token first where there is one). */
+    glimpse_explain_tensor *raw;
+    size_t raw_count;
+} glimpse_explanation;
+
+/* Called as each map is finished (explanation and map valid during the call; the explanation is still being
+ * filled: only maps[0 .. map] and ids[0 .. maps[map].first_token + maps[map].token_count] are complete, and text
+ * is not set yet). A greedy or sampled caption's words come while it is generated: each as soon as the token
+ * after it is chosen (before the caption params' on_token hears of that token), the last when the caption ends.
+ * Return true to cancel (GLIMPSE_STATUS_CANCELLED). */
+typedef bool (*glimpse_explain_map_callback)(void *user, const glimpse_explanation *explanation, size_t map);
+
+typedef struct glimpse_explain_params {
+    int layer;      /* -1 (default): every layer averaged; else that layer alone (rollout: layers 0 .. layer) */
+    int head;       /* -1 (default): every head averaged; else that head alone */
+    bool want_raw;  /* keep the raw probabilities (default false; they can be large: every layer and head) */
+    bool occlusion; /* CLIP, SigLIP: make the occlusion map (default true; one tower pass per patch) */
+    glimpse_explain_map_callback on_map; /* optional */
+    void *user;
+} glimpse_explain_params;
+
+glimpse_explain_params glimpse_explain_default_params(void);
+
+/* Captions one image with a BLIP captioning model (caption_params as glimpse_caption_images takes them, their
+ * on_token still called; NULL: the model's own settings) and explains every generated word (the prompt's are not
+ * explained). The caption is the one glimpse_caption_images gives. Greedy and sampled captions record their
+ * decoder steps as they go; beam search, which reorders its sequences, and want_raw's every row get one more
+ * decoder pass over the chosen sequence, recording (both equal the reference's one pass within 1e-5). On
+ * success *out is the caller's, freed with glimpse_explanation_free; on failure NULL. */
+glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image *image,
+                                       const glimpse_caption_params *caption_params,
+                                       const glimpse_explain_params *params, glimpse_explanation **out);
+/* One image and one text with a BLIP retrieval model: the ITM match probability, a map per word and the
+ * whole-text map. */
+glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *image, const char *text,
+                                     const glimpse_explain_params *params, glimpse_explanation **out);
+/* One image and one text with a CLIP or SigLIP model: the logit, the rollout map, the occlusion map (when
+ * asked) and SigLIP's attention-pooling map. text NULL: the rollout (and SigLIP's pool map) alone. The
+ * context's on_progress counts the occluded copies done (the grid's patches) and may cancel. */
+glimpse_status glimpse_explain_clip(glimpse_context *ctx, const glimpse_image *image, const char *text,
+                                    const glimpse_explain_params *params, glimpse_explanation **out);
+void glimpse_explanation_free(glimpse_explanation *explanation);
+
+/* The map upsampled onto the picture: out[height × width] (any size; the picture's own for full resolution)
+ * receives the grid bilinearly interpolated at each pixel's centre through the region, NAN outside it. */
+glimpse_status glimpse_explain_upsample(const glimpse_explanation *explanation, size_t map, int width, int height,
+                                        float *out);
+
+/* A PNG of the explanation over image (the picture it explains): map = GLIMPSE_EXPLAIN_SHEET for the contact
+ * sheet (the picture, then one panel per map, each labelled), or a map index for that map's panel alone.
+ * Panels are panel_size pixels on their longest side (0: 256). Heat maps are scaled to their largest value
+ * (occlusion: negative drops shown as 0), coloured with inferno and blended over the picture; labels use
+ * font_path (a TrueType file; NULL: DejaVu Sans from fonts-dejavu-core). *png is the caller's (free()). */
+#define GLIMPSE_EXPLAIN_SHEET ((size_t)-1)
+glimpse_status glimpse_explain_render_png(const glimpse_explanation *explanation, const glimpse_image *image,
+                                          size_t map, int panel_size, const char *font_path, void **png,
+                                          size_t *size);
+/* Writes the raw tensors (want_raw) to a safetensors file any reader opens; metadata holds the text. */
+glimpse_status glimpse_explain_write_safetensors(const glimpse_explanation *explanation, const char *path);
 
 #ifdef __cplusplus
 }

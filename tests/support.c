@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "api/model.h"
 #include "core/file.h"
 #include "vision/preprocess.h"
 
@@ -206,7 +210,7 @@ void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *re
     if (reference) safetensors_close(reference);
 }
 
-void expect_caption_case(const glimpse_caption *caption, const cJSON *item) {
+void expect_caption_matches(const glimpse_caption *caption, const cJSON *item) {
     const char *image = cJSON_GetObjectItem(item, "image")->valuestring;
     const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
     const char *kind = cJSON_GetObjectItem(item, "generation")->valuestring;
@@ -223,7 +227,7 @@ void expect_caption_case(const glimpse_caption *caption, const cJSON *item) {
 
 void write_text_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
-    assert_non_null(f);
+    if (!f) fail_msg("%s: cannot write", path);
     assert_true(fputs(text, f) >= 0);
     assert_int_equal(fclose(f), 0);
 }
@@ -265,3 +269,149 @@ int workspace_teardown(void **state) {
 }
 
 const char *test_workspace(void) { return workspace; }
+
+/* A record of every layer of the kinds asked for, its memory filled with ATTENTION_UNTOUCHED. */
+attention_record record_every_layer(int self, int cross, size_t layers, size_t sequences, size_t heads, size_t rows,
+                                    size_t self_columns, size_t cross_columns) {
+    uint64_t all = layers >= 64 ? UINT64_MAX : ((uint64_t)1 << layers) - 1;
+    attention_record r = {.layers = {self ? all : 0, cross ? all : 0}, .sequences = sequences, .heads = heads,
+                          .rows = rows, .columns = {self_columns, cross_columns}};
+    for (int kind = 0; kind < ATTENTION_KINDS; kind++) {
+        size_t n = attention_record_floats(&r, (attention_kind)kind);
+        if (!n) continue;
+        r.probabilities[kind] = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) r.probabilities[kind][i] = ATTENTION_UNTOUCHED;
+    }
+    return r;
+}
+
+void record_free(attention_record *r) {
+    for (int kind = 0; kind < ATTENTION_KINDS; kind++) free(r->probabilities[kind]);
+}
+
+/* Compares rows 0 .. compared-1 of each [heads] block of recorded [heads, rows, columns] with the reference
+ * tensor [heads, rows, columns]; rows compared .. rows-1 must be untouched. */
+void compare_rows(const float *recorded, const float *reference, size_t heads, size_t rows, size_t columns,
+                  size_t compared, const char *what) {
+    double worst = 0;
+    for (size_t h = 0; h < heads; h++)
+        for (size_t t = 0; t < rows; t++) {
+            const float *got = recorded + (h * rows + t) * columns, *want = reference + (h * rows + t) * columns;
+            for (size_t j = 0; j < columns; j++) {
+                if (t >= compared) {
+                    if (got[j] != ATTENTION_UNTOUCHED) fail_msg("%s: head %zu row %zu was written", what, h, t);
+                    continue;
+                }
+                double d = fabs((double)got[j] - (double)want[j]);
+                if (d > worst) worst = d;
+                if (d > ATTENTION_TOLERANCE)
+                    fail_msg("%s: head %zu row %zu column %zu is %g, reference %g", what, h, t, j, got[j], want[j]);
+            }
+        }
+    note_difference(what, worst);
+}
+
+void expect_caption_case(struct glimpse_context *ctx, const cJSON *item, size_t prompt_length) {
+    const char *image_name = cJSON_GetObjectItem(item, "image")->valuestring;
+    const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
+    const cJSON *params = cJSON_GetObjectItem(item, "params");
+    const cJSON *beams = cJSON_GetObjectItem(params, "num_beams"), *min = cJSON_GetObjectItem(params, "min_length");
+    glimpse_caption_params p = glimpse_caption_default_params();
+    p.prompt = prompt;
+    p.beams = beams ? beams->valueint : 1;
+    p.max_tokens = cJSON_GetObjectItem(params, "max_length")->valueint - (int)prompt_length;
+    int min_tokens = min ? min->valueint - (int)prompt_length : 0;
+    p.min_tokens = min_tokens > 0 ? min_tokens : 0;
+    glimpse_image *image = fixture_image(image_name);
+    glimpse_caption caption;
+    if (glimpse_caption_images(ctx, &image, 1, &p, &caption)) fail_msg("%s: %s", image_name, glimpse_last_error());
+    glimpse_image_free(image);
+    expect_caption_matches(&caption, item);
+    glimpse_caption_free(&caption);
+}
+
+/* image_embeds of one fixture image through the model's own vision tower. */
+float *image_embeds(const struct glimpse_model *model, const char *image_name) {
+    size_t size = (size_t)model->vision.config.image_size;
+    size_t tokens = model->vision.tokens, hidden = (size_t)model->vision.config.hidden_size;
+    float *pixels = malloc(3 * size * size * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
+    glimpse_image *image = fixture_image(image_name);
+    assert_int_equal(preprocess_image(pixels, image, &model->preprocess), GLIMPSE_STATUS_OK);
+    glimpse_image_free(image);
+    vit_state *vision;
+    assert_int_equal(vit_state_create(&model->vision, 1, &vision), GLIMPSE_STATUS_OK);
+    vit_forward(&model->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+    vit_post_norm_all(&model->vision, vision, 0, embeds);
+    vit_state_free(vision);
+    free(pixels);
+    return embeds;
+}
+
+int expect_caption_cases(const struct glimpse_model *model, const cJSON *expected,
+                         size_t (*prompt_length)(const struct glimpse_model *model, const cJSON *item)) {
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    const cJSON *item;
+    int cases = 0;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "cases")) {
+        expect_caption_case(ctx, item, prompt_length(model, item));
+        cases++;
+    }
+    glimpse_context_free(ctx);
+    return cases;
+}
+
+void expect_reference_close(const float *actual, const safetensors *reference, const char *name, size_t n,
+                            const char *what, double tolerance) {
+    double d = relative_difference(actual, fixture_tensor(reference, name, n), n);
+    note_difference(what, d);
+    if (!(d <= tolerance)) fail_msg("%s: %s differs from the reference by %g (tolerance %g)", what, name, d, tolerance);
+}
+
+bool record_caption_token(void *user, size_t image, int32_t id, const char *text) {
+    (void)image;
+    caption_recorder *r = user;
+    if (r->count < sizeof r->ids / sizeof r->ids[0]) r->ids[r->count++] = id;
+    snprintf(r->last_text, sizeof r->last_text, "%s", text);
+    return r->stop_after && r->count >= r->stop_after;
+}
+
+static char *slurp(const char *path) {
+    uint8_t *bytes;
+    size_t size;
+    if (file_read_all(path, 1 << 26, &bytes, &size)) return strdup("");
+    return (char *)bytes;
+}
+
+int run_program(const char *const *argv, char **out, char **err) {
+    char out_path[] = "/tmp/glimpse-run-out-XXXXXX", err_path[] = "/tmp/glimpse-run-err-XXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        int null_fd = open("/dev/null", O_RDONLY);
+        dup2(null_fd, 0);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    close(out_fd);
+    close(err_fd);
+    *out = slurp(out_path);
+    *err = slurp(err_path);
+    unlink(out_path);
+    unlink(err_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+attention_fixture attention_fixture_open(const char *name, const char *json_name) {
+    attention_fixture f = {0};
+    if (!fixtures_folder()) skip();
+    if (fixture_open(name, json_name, "attention.safetensors", &f.model, &f.json, &f.attention))
+        fail_msg("%s: no model, %s or attention.safetensors", name, json_name);
+    return f;
+}
+
+void attention_fixture_close(attention_fixture *f) { fixture_close(f->model, f->json, f->attention); }

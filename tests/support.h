@@ -6,8 +6,11 @@
 #define GLIMPSE_TESTS_SUPPORT_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "core/attention_record.h"
 #include "weights/safetensors.h"
 
 struct glimpse_model;
@@ -34,6 +37,20 @@ const float *fixture_tensor(const safetensors *file, const char *name, size_t el
 int fixture_open(const char *name, const char *json_file, const char *tensors_file, struct glimpse_model **model,
                  cJSON **expected, safetensors **reference);
 void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *reference);
+
+/* A fixture model with a JSON file of its folder (attention.json, expected.json) and its attention.safetensors. */
+typedef struct attention_fixture {
+    struct glimpse_model *model;
+    cJSON *json;
+    safetensors *attention;
+} attention_fixture;
+/* Opens fixtures/NAME's; skips the test when there are no fixtures, fails it when they cannot be read. */
+attention_fixture attention_fixture_open(const char *name, const char *json_name);
+void attention_fixture_close(attention_fixture *f);
+
+/* Runs argv[0] (a path) with argv (NULL-terminated), stdin from /dev/null; *out and *err receive what it
+ * wrote (caller frees). Returns its exit status (128 + the signal if one ended it). */
+int run_program(const char *const *argv, char **out, char **err);
 
 /* A fixture image (images/NAME) decoded; fails the test if it cannot be. */
 struct glimpse_image *fixture_image(const char *name);
@@ -84,7 +101,7 @@ struct glimpse_image *smooth_picture(void);
 struct glimpse_caption;
 /* A caption against a generation case of expected.json ({"image", "prompt", "generation", "ids", "caption"}):
  * the same ids and text exactly; a difference fails the test naming the case and the first differing id. */
-void expect_caption_case(const struct glimpse_caption *caption, const cJSON *item);
+void expect_caption_matches(const struct glimpse_caption *caption, const cJSON *item);
 
 /* A model loaded with that precision (glimpse_precision); fails the test if it cannot be. */
 struct glimpse_model *load_model(const char *path, int precision);
@@ -92,10 +109,53 @@ struct glimpse_model *load_model(const char *path, int precision);
 /* max |a - b| / max(1, |b|) over n values. */
 double relative_difference(const float *actual, const float *expected, size_t n);
 
+/* The reference tensor `name` of n values against actual: the relative difference noted under `what`, and the
+ * test failed if it is over tolerance. */
+void expect_reference_close(const float *actual, const safetensors *reference, const char *name, size_t n,
+                            const char *what, double tolerance);
+
 /* Records a difference under a name; printed at the end by report_differences(). */
 void note_difference(const char *what, double difference);
 /* Prints the differences noted and returns failed, so that a parity test's
  * main ends: return report_differences(cmocka_run_group_tests_name(...)); */
 int report_differences(int failed);
+
+/* Attention parity (attention.safetensors): probabilities within this of the reference's. */
+#define ATTENTION_TOLERANCE 1e-5
+/* What recorded memory is filled with first: rows no pass reached keep it. */
+#define ATTENTION_UNTOUCHED -7.0f
+/* A record of every layer of the kinds asked for, its memory filled with ATTENTION_UNTOUCHED; free with record_free. */
+attention_record record_every_layer(int self, int cross, size_t layers, size_t sequences, size_t heads, size_t rows,
+                                    size_t self_columns, size_t cross_columns);
+void record_free(attention_record *r);
+/* Compares rows 0 .. compared-1 of each [heads] block of recorded [heads, rows, columns] with the reference
+ * tensor [heads, rows, columns] within ATTENTION_TOLERANCE (noted under `what`); rows compared .. rows-1 must be
+ * untouched. Fails the test otherwise. */
+void compare_rows(const float *recorded, const float *reference, size_t heads, size_t rows, size_t columns,
+                  size_t compared, const char *what);
+
+/* Runs one generation case of a captioning fixture's expected.json (its image, prompt and params: num_beams,
+ * max_length and min_length counting the start token and the prompt's prompt_length - 1 tokens) through
+ * glimpse_caption_images and checks its ids and caption exactly (expect_caption_matches). */
+struct glimpse_context;
+void expect_caption_case(struct glimpse_context *ctx, const cJSON *item, size_t prompt_length);
+/* A glimpse_token_callback's record of the tokens it was called with and the last text; it cancels after
+ * stop_after tokens (0: never). */
+typedef struct caption_recorder {
+    int32_t ids[64];
+    size_t count;
+    size_t stop_after;
+    char last_text[512];
+} caption_recorder;
+bool record_caption_token(void *user, size_t image, int32_t id, const char *text); /* user: a caption_recorder */
+
+/* Every case of expected.json's "cases" through expect_caption_case with a context of the model, each case's
+ * prompt_length given by the function; returns how many ran. */
+int expect_caption_cases(const struct glimpse_model *model, const cJSON *expected,
+                         size_t (*prompt_length)(const struct glimpse_model *model, const cJSON *item));
+
+/* The last hidden state of one fixture image (images/NAME) through the model's vision tower after its final
+ * LayerNorm [tokens, hidden] (BLIP's image_embeds, ViT-GPT2's encoder_last_hidden_state); caller frees. */
+float *image_embeds(const struct glimpse_model *model, const char *image_name);
 
 #endif

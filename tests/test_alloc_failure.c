@@ -155,6 +155,33 @@ static glimpse_status load_and_embed(void) {
     return status;
 }
 
+/* Explanations: a greedy caption's streamed maps with its raw tensors, a beam search's, a CLIP match's, and
+ * their pictures and file. */
+static glimpse_status load_and_explain(void) {
+    demo captioner, clip;
+    glimpse_explanation *greedy = NULL, *beams = NULL, *match = NULL;
+    void *png = NULL;
+    size_t size = 0;
+    glimpse_explain_params params = glimpse_explain_default_params();
+    params.want_raw = true;
+    glimpse_caption_params search = glimpse_caption_default_params();
+    search.beams = 1;
+    glimpse_status status = demo_open("models/demo-blip-caption", "examples/pictures/00000.png", &captioner);
+    if (!status) status = glimpse_explain_caption(captioner.ctx, captioner.image, &search, &params, &greedy);
+    search.beams = 2;
+    if (!status) status = glimpse_explain_caption(captioner.ctx, captioner.image, &search, NULL, &beams);
+    if (!status)
+        status = glimpse_explain_render_png(beams, captioner.image, GLIMPSE_EXPLAIN_SHEET, 64, NULL, &png, &size);
+    free(png);
+    if (!status) status = demo_open("models/demo-clip", "examples/pictures/00001.png", &clip);
+    else clip = (demo){NULL, NULL, NULL};
+    if (!status) status = glimpse_explain_clip(clip.ctx, clip.image, "a green square", &params, &match);
+    if (!status) status = glimpse_explain_write_safetensors(match, "/dev/null");
+    glimpse_explanation_free(greedy), glimpse_explanation_free(beams), glimpse_explanation_free(match);
+    demo_close(&captioner), demo_close(&clip);
+    return status;
+}
+
 static void fail_each_allocation(scenario run, const char *name) {
     live = __real_calloc(LIVE_CAPACITY, sizeof *live);
     countdown = -1;
@@ -196,7 +223,14 @@ static void test_load_and_embed(void **state) {
     fail_each_allocation(load_and_embed, "load and embed");
 }
 
+static void test_load_and_explain(void **state) {
+    (void)state;
+    fail_each_allocation(load_and_explain, "load and explain");
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_load_and_caption), cmocka_unit_test(test_load_and_embed)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_load_and_caption),
+                                       cmocka_unit_test(test_load_and_embed),
+                                       cmocka_unit_test(test_load_and_explain)};
     return cmocka_run_group_tests_name("allocation failure", tests, NULL, NULL);
 }

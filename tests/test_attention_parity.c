@@ -17,72 +17,14 @@
 #include "api/model.h"
 #include "tests/support.h"
 
-#define TOLERANCE 1e-5
-#define UNTOUCHED -7.0f /* what recorded memory is filled with first: rows no pass reached keep it */
+#define TOLERANCE ATTENTION_TOLERANCE
 
-/* A fixture model with a JSON file of its folder and its attention.safetensors. */
-typedef struct fixture {
-    glimpse_model *model;
-    cJSON *json;
-    safetensors *attention;
-} fixture;
-
-static fixture open_fixture(const char *name, const char *json_name) {
-    fixture f = {0};
-    if (fixture_open(name, json_name, "attention.safetensors", &f.model, &f.json, &f.attention))
-        fail_msg("%s: no model, %s or attention.safetensors", name, json_name);
-    return f;
-}
-
-static void close_fixture(fixture *f) { fixture_close(f->model, f->json, f->attention); }
-
-/* A record of every layer of the kinds asked for, its memory filled with UNTOUCHED. */
-static attention_record record_every_layer(int self, int cross, size_t layers, size_t sequences, size_t heads,
-                                           size_t rows, size_t self_columns, size_t cross_columns) {
-    uint64_t all = layers >= 64 ? UINT64_MAX : ((uint64_t)1 << layers) - 1;
-    attention_record r = {.layers = {self ? all : 0, cross ? all : 0}, .sequences = sequences, .heads = heads,
-                          .rows = rows, .columns = {self_columns, cross_columns}};
-    for (int kind = 0; kind < ATTENTION_KINDS; kind++) {
-        size_t n = attention_record_floats(&r, (attention_kind)kind);
-        if (!n) continue;
-        r.probabilities[kind] = malloc(n * sizeof(float));
-        for (size_t i = 0; i < n; i++) r.probabilities[kind][i] = UNTOUCHED;
-    }
-    return r;
-}
-
-static void record_free(attention_record *r) {
-    for (int kind = 0; kind < ATTENTION_KINDS; kind++) free(r->probabilities[kind]);
-}
-
-/* Compares rows 0 .. compared-1 of each [heads] block of recorded [heads, rows, columns] with the reference
- * tensor [heads, rows, columns]; rows compared .. rows-1 must be untouched. */
-static void compare_rows(const float *recorded, const float *reference, size_t heads, size_t rows, size_t columns,
-                         size_t compared, const char *what) {
-    double worst = 0;
-    for (size_t h = 0; h < heads; h++)
-        for (size_t t = 0; t < rows; t++) {
-            const float *got = recorded + (h * rows + t) * columns, *want = reference + (h * rows + t) * columns;
-            for (size_t j = 0; j < columns; j++) {
-                if (t >= compared) {
-                    if (got[j] != UNTOUCHED) fail_msg("%s: head %zu row %zu was written", what, h, t);
-                    continue;
-                }
-                double d = fabs((double)got[j] - (double)want[j]);
-                if (d > worst) worst = d;
-                if (d > TOLERANCE)
-                    fail_msg("%s: head %zu row %zu column %zu is %g, reference %g", what, h, t, j, got[j], want[j]);
-            }
-        }
-    note_difference(what, worst);
-}
 
 /* ------------------------------------------------------------------ CLIP */
 
 static void test_clip_vision_self_attention(void **state) {
     (void)state;
-    if (!fixtures_folder()) skip();
-    fixture f = open_fixture("clip-tiny", "expected.json");
+    attention_fixture f = attention_fixture_open("clip-tiny", "expected.json");
     const glimpse_model *model = f.model;
     const safetensors *attention = f.attention;
     const vit_model *vision = &model->vision;
@@ -139,27 +81,10 @@ static void test_clip_vision_self_attention(void **state) {
     vit_state_free(run);
     pool_free(threads);
     free(pixels), free(unrecorded);
-    close_fixture(&f);
+    attention_fixture_close(&f);
 }
 
 /* ---------------------------------------------------------- BLIP caption */
-
-/* image_embeds of one fixture image through the model's own vision tower. */
-static float *image_embeds(const glimpse_model *model, const char *image_name) {
-    size_t size = (size_t)model->vision.config.image_size;
-    size_t tokens = model->vision.tokens, hidden = (size_t)model->vision.config.hidden_size;
-    float *pixels = malloc(3 * size * size * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
-    glimpse_image *image = fixture_image(image_name);
-    assert_int_equal(preprocess_image(pixels, image, &model->preprocess), GLIMPSE_STATUS_OK);
-    glimpse_image_free(image);
-    vit_state *vision;
-    assert_int_equal(vit_state_create(&model->vision, 1, &vision), GLIMPSE_STATUS_OK);
-    vit_forward(&model->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-    vit_post_norm_all(&model->vision, vision, 0, embeds);
-    vit_state_free(vision);
-    free(pixels);
-    return embeds;
-}
 
 /* One decoder forward over the case's whole ids: every row against the reference. */
 static void caption_one_forward(const glimpse_model *model, const safetensors *attention, const cJSON *item,
@@ -248,8 +173,7 @@ static void caption_step_by_step(const glimpse_model *model, const safetensors *
 
 static void test_blip_caption_attention(void **state) {
     (void)state;
-    if (!fixtures_folder()) skip();
-    fixture f = open_fixture("blip-caption-tiny", "attention.json");
+    attention_fixture f = attention_fixture_open("blip-caption-tiny", "attention.json");
     const cJSON *item;
     int count = 0;
     cJSON_ArrayForEach(item, cJSON_GetObjectItem(f.json, "cases")) {
@@ -263,15 +187,14 @@ static void test_blip_caption_attention(void **state) {
         count++;
     }
     assert_int_equal(count, 5); /* four greedy cases and the prompted one */
-    close_fixture(&f);
+    attention_fixture_close(&f);
 }
 
 /* --------------------------------------------------------------- BLIP ITM */
 
 static void test_blip_itm_attention(void **state) {
     (void)state;
-    if (!fixtures_folder()) skip();
-    fixture f = open_fixture("blip-itm-tiny", "attention.json");
+    attention_fixture f = attention_fixture_open("blip-itm-tiny", "attention.json");
     const bert_model *encoder = &f.model->text_encoder;
     size_t layers = (size_t)encoder->config.layers, heads = (size_t)encoder->config.heads;
     size_t image_tokens = f.model->vision.tokens;
@@ -318,7 +241,7 @@ static void test_blip_itm_attention(void **state) {
     }
     s->record = NULL;
     bert_state_free(s);
-    close_fixture(&f);
+    attention_fixture_close(&f);
 }
 
 int main(void) {

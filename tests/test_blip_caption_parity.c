@@ -71,54 +71,19 @@ static void test_image_embeds_and_first_logits(void **state) {
     free(pixels), free(embeds);
 }
 
+/* The prompt's length with the start token, to turn max_length into new tokens. */
+static size_t prompt_length(const glimpse_model *model, const cJSON *item) {
+    size_t length = 0;
+    assert_int_equal(bert_tokenizer_encode(model->wordpiece, cJSON_GetObjectItem(item, "prompt")->valuestring, NULL,
+                                           0, &length),
+                     GLIMPSE_STATUS_OK);
+    return length + 1;
+}
+
 static void test_every_generation_case(void **state) {
     blip_fixture *f = *state;
     if (!f) skip();
-    glimpse_context *ctx;
-    assert_int_equal(glimpse_context_create(f->model, NULL, &ctx), GLIMPSE_STATUS_OK);
-    const cJSON *item;
-    int cases = 0;
-    cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "cases")) {
-        const char *image_name = cJSON_GetObjectItem(item, "image")->valuestring;
-        const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
-        const cJSON *params = cJSON_GetObjectItem(item, "params");
-        const cJSON *beams = cJSON_GetObjectItem(params, "num_beams"), *min = cJSON_GetObjectItem(params, "min_length");
-        /* the prompt's length with the start token, to turn max_length into new tokens */
-        size_t prompt_length = 0;
-        assert_int_equal(bert_tokenizer_encode(f->model->wordpiece, prompt, NULL, 0, &prompt_length), GLIMPSE_STATUS_OK);
-        prompt_length += 1;
-        glimpse_caption_params p = glimpse_caption_default_params();
-        p.prompt = prompt;
-        p.beams = beams ? beams->valueint : 1;
-        p.max_tokens = cJSON_GetObjectItem(params, "max_length")->valueint - (int)prompt_length;
-        int min_tokens = min ? min->valueint - (int)prompt_length : 0;
-        p.min_tokens = min_tokens > 0 ? min_tokens : 0;
-        glimpse_image *image = fixture_image(image_name);
-        glimpse_caption caption;
-        if (glimpse_caption_images(ctx, &image, 1, &p, &caption))
-            fail_msg("%s: %s", image_name, glimpse_last_error());
-        glimpse_image_free(image);
-        expect_caption_case(&caption, item);
-        glimpse_caption_free(&caption);
-        cases++;
-    }
-    assert_true(cases >= 16);
-    glimpse_context_free(ctx);
-}
-
-typedef struct recorder {
-    int32_t ids[64];
-    size_t count;
-    size_t stop_after;
-    char last_text[512];
-} recorder;
-
-static bool record_token(void *user, size_t image, int32_t id, const char *text) {
-    (void)image;
-    recorder *r = user;
-    r->ids[r->count++] = id;
-    snprintf(r->last_text, sizeof r->last_text, "%s", text);
-    return r->stop_after && r->count >= r->stop_after;
+    assert_true(expect_caption_cases(f->model, f->expected, prompt_length) >= 16);
 }
 
 /* Streaming sees every generated token and the text so far; a callback can
@@ -132,9 +97,9 @@ static void test_streaming_cancelling_sampling(void **state) {
     glimpse_image *image = fixture_image("chelsea.png");
     glimpse_image *const *images = &image;
     glimpse_caption_params p = glimpse_caption_default_params();
-    recorder r = {.count = 0};
+    caption_recorder r = {.count = 0};
     p.beams = 1;
-    p.on_token = record_token;
+    p.on_token = record_caption_token;
     p.user = &r;
     glimpse_caption caption;
     assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_STATUS_OK);
@@ -143,7 +108,7 @@ static void test_streaming_cancelling_sampling(void **state) {
     assert_string_equal(r.last_text, caption.text);
     glimpse_caption_free(&caption);
     /* cancel after three tokens */
-    recorder stop = {.stop_after = 3};
+    caption_recorder stop = {.stop_after = 3};
     p.user = &stop;
     assert_int_equal(glimpse_caption_images(ctx, images, 1, &p, &caption), GLIMPSE_STATUS_CANCELLED);
     assert_int_equal(stop.count, 3);

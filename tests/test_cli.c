@@ -28,38 +28,14 @@ typedef struct run_result {
     char *out, *err;
 } run_result;
 
-static char *slurp(const char *path) {
-    uint8_t *bytes;
-    size_t size;
-    if (file_read_all(path, 1 << 26, &bytes, &size)) return strdup("");
-    return (char *)bytes;
-}
-
 /* Runs the glimpse binary with the arguments first, then args up to a NULL. */
 static run_result run_arguments(const char *first, va_list args) {
     const char *argv[64] = {GLIMPSE_BINARY};
     int argc = 1;
     for (const char *a = first; a && argc < 63; a = va_arg(args, const char *)) argv[argc++] = a;
     argv[argc] = NULL;
-    char out_path[] = "/tmp/glimpse-cli-out-XXXXXX", err_path[] = "/tmp/glimpse-cli-err-XXXXXX";
-    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
-    pid_t child = fork();
-    if (child == 0) {
-        dup2(out_fd, 1);
-        dup2(err_fd, 2);
-        int null_fd = open("/dev/null", O_RDONLY);
-        dup2(null_fd, 0);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(child, &status, 0);
-    close(out_fd);
-    close(err_fd);
-    run_result result = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out_path),
-                         slurp(err_path)};
-    unlink(out_path);
-    unlink(err_path);
+    run_result result;
+    result.status = run_program(argv, &result.out, &result.err);
     return result;
 }
 
@@ -722,6 +698,73 @@ static void test_blip2_caption_and_ask(void **state) {
     free(answer), free(model), free(cat), free(blip);
 }
 
+/* ViT-GPT2's captions through the CLI: each image's greedy and 4-beam case, a prompted one, the model's own
+ * defaults (greedy, 19 new tokens), and info naming the family. */
+static void test_vit_gpt2_caption(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *model = fixture("vit-gpt2-tiny");
+    cJSON *expected = fixture_json("vit-gpt2-tiny/expected.json");
+    char *images[4];
+    for (int i = 0; i < 4; i++) {
+        char relative[64];
+        snprintf(relative, sizeof relative, "images/%s",
+                 cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "images"), i)->valuestring);
+        images[i] = fixture(relative);
+    }
+    const cJSON *cases = cJSON_GetObjectItem(expected, "cases");
+    /* cases 2i and 2i + 1: image i greedy and with 4 beams, max_length 16;
+     * case 9: rocket.jpg, "a picture of", 4 beams */
+    const char *beams[] = {"1", "4"};
+    for (int b = 0; b < 2; b++) {
+        run_result r = run("caption", "-m", model, "--beams", beams[b], "--max-tokens", "15", "--json", images[0],
+                           images[1], images[2], images[3], NULL);
+        assert_int_equal(r.status, 0);
+        cJSON *lines = parse_json_lines(r.out);
+        assert_int_equal(cJSON_GetArraySize(lines), 4);
+        for (int i = 0; i < 4; i++) {
+            const cJSON *want = cJSON_GetArrayItem(cases, 2 * i + b), *line = cJSON_GetArrayItem(lines, i);
+            assert_string_equal(cJSON_GetObjectItem(line, "caption")->valuestring,
+                                cJSON_GetObjectItem(want, "caption")->valuestring);
+            char *got_ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(line, "ids"));
+            char *want_ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(want, "ids"));
+            assert_string_equal(got_ids, want_ids);
+            free(got_ids), free(want_ids);
+        }
+        cJSON_Delete(lines);
+        result_free(&r);
+    }
+    run_result r = run("caption", "-m", model, "--prompt", "a picture of", "--beams", "4", "--max-tokens", "12",
+                       "--json", images[1], NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "caption")->valuestring,
+                        cJSON_GetObjectItem(cJSON_GetArrayItem(cases, 9), "caption")->valuestring);
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("caption", "-m", model, "--json", images[0], NULL); /* max_length 20, greedy: the greedy case and more */
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    const cJSON *ids = cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "ids");
+    assert_int_equal(cJSON_GetArraySize(ids), 20);
+    const cJSON *greedy = cJSON_GetObjectItem(cJSON_GetArrayItem(cases, 0), "ids");
+    for (int i = 0; i < cJSON_GetArraySize(greedy); i++)
+        assert_int_equal(cJSON_GetArrayItem(ids, i)->valueint, cJSON_GetArrayItem(greedy, i)->valueint);
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("info", "-m", model, NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "VisionEncoderDecoderModel"));
+    assert_non_null(strstr(r.out, "ViT-GPT2"));
+    result_free(&r);
+    r = run("caption", "--help", NULL);
+    assert_non_null(strstr(r.out, "ViT-GPT2"));
+    result_free(&r);
+    for (int i = 0; i < 4; i++) free(images[i]);
+    cJSON_Delete(expected);
+    free(model);
+}
+
 /* --int8 on the demo models (no fixtures needed): the same captions and
  * embeddings within int8's error as float32, and the option in --help. */
 static void test_int8_option(void **state) {
@@ -754,12 +797,12 @@ static void test_int8_option(void **state) {
     run_result help = run("embed", "--help", NULL);
     assert_non_null(strstr(help.out, "--int8"));
     result_free(&help);
-    /* without VNNI (forced off here) it still works, and says it will be slow */
+    /* without VNNI and AVX2 (forced off here) it still works, and says it will be slow */
     setenv("GLIMPSE_NO_AVX512", "1", 1);
     quantized = run("embed", "-m", clip, "--int8", "-t", "a red circle", "--json", NULL);
     unsetenv("GLIMPSE_NO_AVX512");
     assert_int_equal(quantized.status, 0);
-    assert_non_null(strstr(quantized.err, "no AVX-512 VNNI"));
+    assert_non_null(strstr(quantized.err, "neither AVX-512 VNNI nor AVX2"));
     result_free(&quantized);
     free(captioner), free(clip), free(picture);
 }
@@ -815,8 +858,46 @@ static void test_rank_with_blip_and_rerank(void **state) {
     free(itm), free(clip), free(caption), free(astronaut), free(cat), free(coffee);
 }
 
+/* glimpse bench: every stage's spread brackets its median; --profile adds the
+ * shares of each kind of work, which for a forward pass are mostly products
+ * and, with the rest, cover the stage's time. */
+static void test_bench_spread_and_profile(void **state) {
+    (void)state;
+    char *clip = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
+    run_result r = run("bench", "-m", clip, "--runs", "3", "--threads", "2", "--profile", "--json", NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    bool saw_vision = false;
+    for (const cJSON *line = lines->child; line; line = line->next) {
+        double median = cJSON_GetObjectItem(line, "median_ms")->valuedouble;
+        assert_true(cJSON_GetObjectItem(line, "min_ms")->valuedouble <= median);
+        assert_true(cJSON_GetObjectItem(line, "max_ms")->valuedouble >= median);
+        const cJSON *profile = cJSON_GetObjectItem(line, "profile");
+        assert_non_null(profile);
+        double sum = 0;
+        for (const cJSON *share = profile->child; share; share = share->next) {
+            assert_true(share->valuedouble >= -1e-3 && share->valuedouble <= 1 + 1e-3);
+            if (strcmp(share->string, "thread_waits") != 0) sum += share->valuedouble;
+        }
+        assert_float_equal(sum, 1.0, 5e-3); /* (five shares printed to 3 decimals) */
+        if (strcmp(cJSON_GetObjectItem(line, "stage")->valuestring, "vision") == 0) {
+            saw_vision = true;
+            assert_true(cJSON_GetObjectItem(profile, "products")->valuedouble > 0.2);
+        }
+    }
+    assert_true(saw_vision);
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("bench", "-m", clip, "--runs", "1", "--json", NULL); /* no profile unless asked */
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "profile"));
+    result_free(&r);
+    free(clip);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bench_spread_and_profile),
         cmocka_unit_test(test_help_and_usage),          cmocka_unit_test(test_missing_models),
         cmocka_unit_test(test_rank_goes_on_past_bad_inputs), cmocka_unit_test(test_rank_scores_match_reference),
         cmocka_unit_test(test_embed_and_classify_json), cmocka_unit_test(test_damaged_models),
@@ -825,6 +906,7 @@ int main(void) {
         cmocka_unit_test(test_caption),                 cmocka_unit_test(test_rank_with_blip_and_rerank), cmocka_unit_test(test_int8_option),
         cmocka_unit_test(test_siglip_commands),
         cmocka_unit_test(test_blip2_caption_and_ask),
+        cmocka_unit_test(test_vit_gpt2_caption),
         cmocka_unit_test(test_siglip_index),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);

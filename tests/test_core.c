@@ -2,6 +2,8 @@
  * values, the thread pool, the string map and error messages. Needs no
  * fixtures. */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "core/cpu.h"
@@ -138,7 +141,8 @@ static void test_linear_q8_matches_integer_reference(void **state) {
     /* rows: one, a few (dot tiles), panels with 0, 1-4 and 5-15 rows left over;
      * depths not a multiple of 4 or of 64; columns not a multiple of 8 */
     const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {16, 300, 13},  {17, 48, 100},
-                                {29, 517, 40}, {50, 768, 96}, {77, 64, 100},  {400, 96, 24}};
+                                {29, 517, 40}, {50, 768, 96}, {77, 64, 100},  {400, 96, 24},
+                                {700, 1540, 9}}; /* (the last: rows in several scratch-sized chunks on AVX2) */
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -578,6 +582,45 @@ static void test_pool_runs_every_index_once(void **state) {
     assert_int_not_equal(pool_create(100000, &(pool *){NULL}), GLIMPSE_STATUS_OK);
 }
 
+/* Jobs of different tasks, arguments and sizes one after another, some tasks
+ * slow (a worker still busy, or not yet awake, when the caller runs out of
+ * tasks): each job's tasks run once each, with that job's argument, and all
+ * of them have finished when pool_for returns. */
+typedef struct stress_job {
+    int id;
+    atomic_int runs[64];
+} stress_job;
+
+static void stress_task(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    stress_job *job = argument;
+    if ((index + (size_t)job->id) % 7 == 0) usleep(50);
+    atomic_fetch_add(&job->runs[index], 1);
+}
+
+static void stress_task_other(void *argument, size_t index, float *scratch) {
+    stress_task(argument, index, scratch);
+    atomic_fetch_add(&((stress_job *)argument)->runs[index], 1); /* twice: tells the two tasks apart */
+}
+
+static void test_pool_jobs_never_mix(void **state) {
+    (void)state;
+    for (int threads = 2; threads <= 3; threads++) {
+        pool *p;
+        assert_int_equal(pool_create(threads, &p), GLIMPSE_STATUS_OK);
+        for (int round = 0; round < 600; round++) {
+            stress_job job = {.id = round};
+            for (int i = 0; i < 64; i++) atomic_init(&job.runs[i], 0);
+            size_t count = 2 + (size_t)(round * 37 % 62);
+            bool other = round % 3 == 0;
+            pool_for(p, count, other ? stress_task_other : stress_task, &job);
+            for (size_t i = 0; i < 64; i++)
+                assert_int_equal(atomic_load(&job.runs[i]), i < count ? (other ? 2 : 1) : 0);
+        }
+        pool_free(p);
+    }
+}
+
 static void test_strmap(void **state) {
     (void)state;
     strmap *map;
@@ -620,7 +663,8 @@ int main(void) {
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
         cmocka_unit_test(test_vector_maths_against_double), cmocka_unit_test(test_row_kernels_match_reference),
-        cmocka_unit_test(test_pool_runs_every_index_once), cmocka_unit_test(test_strmap),
+        cmocka_unit_test(test_pool_runs_every_index_once),
+        cmocka_unit_test(test_pool_jobs_never_mix), cmocka_unit_test(test_strmap),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);

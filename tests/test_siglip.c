@@ -34,12 +34,10 @@ static char *make_model(const char *name, int half) {
     return snapshot_from_config(test_workspace(), small_config, name, half ? " --f16" : "");
 }
 
-static glimpse_image *picture(void) { return smooth_picture(); }
-
 /* out[0 .. dim) the image's embedding, out[dim .. 2·dim) the text's. */
 static void embed_both(const glimpse_model *model, const char *text, float *out) {
     glimpse_context *ctx;
-    glimpse_image *image = picture();
+    glimpse_image *image = smooth_picture();
     assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
     assert_int_equal(glimpse_embed_images(ctx, &image, 1, out), GLIMPSE_STATUS_OK);
     assert_int_equal(glimpse_embed_texts(ctx, &text, 1, out + glimpse_model_embedding_dim(model)), GLIMPSE_STATUS_OK);

@@ -18,23 +18,30 @@
 #include "tools/commands.h"
 
 static const char bench_help[] =
-    "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--json]\n"
-    "Times each stage and prints its median over N runs (default 5) with the work\n"
-    "done (GFLOP) and the rate reached (GFLOP/s). Stages: load, decode (a 640x480 PNG),\n"
-    "preprocess, vision, text (CLIP 77 tokens, SigLIP 64), decoder_step (BLIP, one token at\n"
-    "growing positions; the median of at least 21 steps), caption (BLIP, N tokens, default\n"
-    "20, greedy and 3 beams). BLIP-2 adds qformer (the Q-Former and the projection, once per\n"
-    "image), first_token (vision, Q-Former and the language model over the query vectors and an\n"
+    "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--profile] [--json]\n"
+    "Times each stage and prints its median over N runs (default 5), their spread\n"
+    "(fastest-slowest), the work done (GFLOP) and the rate reached (GFLOP/s). Stages:\n"
+    "load, decode (a 640x480 PNG), preprocess, vision, text (CLIP 77 tokens, SigLIP 64),\n"
+    "decoder_step (BLIP, one token at growing positions; the median of at least 21 steps),\n"
+    "caption (BLIP, ViT-GPT2 and BLIP-2, N tokens, default 20, greedy and 3 beams, the whole\n"
+    "public call). BLIP-2 adds qformer (the Q-Former and the projection, once per image),\n"
+    "first_token (vision, Q-Former and the language model over the query vectors and an\n"
     "11-token prompt) and decoder_step_bytes (the weights a step reads: its time's bound is\n"
-    "those bytes over the read bandwidth); its decoder_step positions count after that prefix. CLIP's vision and text stages and SigLIP's text stage run as\n"
-    "their embeddings do (the last layer for the pooled token only); BLIP's vision stage\n"
-    "keeps every token, and SigLIP's, whose attention-pooling head reads them all, adds it.\n"
+    "those bytes over the read bandwidth); its decoder_step positions count after that prefix.\n"
+    "CLIP's vision and text stages and SigLIP's text stage run as their embeddings\n"
+    "do (the last layer for the pooled token only); BLIP's vision stage keeps every token,\n"
+    "and SigLIP's, whose attention-pooling head reads them all, adds it.\n"
     "Batch stages (decode, preprocess, vision, text) report time per image or text.\n"
     "With --search-rows N (CLIP, SigLIP), also an index of N random embeddings: opening it and\n"
     "loading its embeddings (search_load), a text query's embedding (query) and its top\n"
     "10 (search).\n"
     "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
-    "\"gflops\": G, ...} where gflops is the rate reached.\n";
+    "\"min_ms\": FASTEST, \"max_ms\": SLOWEST, \"gflops\": G, ...} where gflops is the rate\n"
+    "reached at the median.\n"
+    "With --profile (or GLIMPSE_PROFILE=1), each stage is followed by the shares of its\n"
+    "wall time spent in products (linear layers), attention, norms, activations and the\n"
+    "rest (embeddings, layout, residuals, tokenizing, ...), and how much of the first four\n"
+    "was the calling thread waiting for the pool's last worker (JSON: \"profile\": {...}).\n";
 
 /* Decoder steps timed for each median, at least (--runs when larger). */
 #define STEP_RUNS 21
@@ -52,6 +59,8 @@ typedef struct bench {
     int batch, runs, threads;
     int tokens;       /* --tokens: caption length */
     long search_rows; /* --search-rows: 0 = no search stages */
+    bool profile;     /* --profile or GLIMPSE_PROFILE=1 */
+    double profiled[BENCH_PROFILE_KINDS], profiled_since; /* the counters and the clock at the last report */
     double *times;    /* [runs] */
 } bench;
 
@@ -60,23 +69,57 @@ static int compare_doubles(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static double median(double *values, int n) {
+/* A stage's runs: the median, which the rate is computed from, and the spread. */
+typedef struct timing {
+    double median, min, max; /* seconds */
+} timing;
+
+static timing summarize(double *values, int n) {
     qsort(values, (size_t)n, sizeof *values, compare_doubles);
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+    return (timing){n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]), values[0], values[n - 1]};
+}
+
+/* --profile: the shares of the time since the last report (the stage's runs
+ * and whatever preceded them since) spent per kind of work, and the rest;
+ * the text output leaves out stages that ran no forward pass. */
+static void report_profile(bench *b) {
+    double now = cli_now(), seconds[BENCH_PROFILE_KINDS], share[BENCH_PROFILE_KINDS], elapsed = now - b->profiled_since;
+    double counted = 0;
+    bench_profile_read(seconds);
+    for (int k = 0; k < BENCH_PROFILE_KINDS; k++) {
+        share[k] = elapsed > 0 ? (seconds[k] - b->profiled[k]) / elapsed : 0;
+        if (k < BENCH_PROFILE_KINDS - 1) counted += share[k];
+        b->profiled[k] = seconds[k];
+    }
+    b->profiled_since = now;
+    if (b->options.json) {
+        printf(", \"profile\": {");
+        for (int k = 0; k < BENCH_PROFILE_KINDS; k++) printf("\"%s\": %.3f, ", bench_profile_names[k], share[k]);
+        printf("\"other\": %.3f}", 1 - counted);
+    } else if (counted > 0) {
+        printf("%13s profile:", "");
+        for (int k = 0; k < BENCH_PROFILE_KINDS; k++) printf(" %s %.0f%%", bench_profile_names[k], 100 * share[k]);
+        printf(" other %.0f%% (thread_waits are inside the others)\n", 100 * (1 - counted));
+    }
 }
 
 /* Prints one stage; per_item divides the time (and work) of a batch. */
-static void report(const bench *b, const char *stage, const char *detail, double seconds, double flops, bool per_item) {
-    double ms = seconds * 1e3 / (per_item ? b->batch : 1), work = flops / (per_item ? b->batch : 1);
-    double rate = seconds > 0 && flops > 0 ? flops / seconds / 1e9 : 0;
+static void report(bench *b, const char *stage, const char *detail, timing t, double flops, bool per_item) {
+    double per = 1e3 / (per_item ? b->batch : 1), ms = t.median * per, work = flops / (per_item ? b->batch : 1);
+    double rate = t.median > 0 && flops > 0 ? flops / t.median / 1e9 : 0;
     if (b->options.json) {
-        printf("{\"stage\": \"%s\", \"batch\": %d, \"threads\": %d, \"median_ms\": %.3f, \"gflops\": %.1f, "
-               "\"gflop\": %.3f",
-               stage, b->batch, b->threads, ms, rate, work / 1e9);
+        printf("{\"stage\": \"%s\", \"batch\": %d, \"threads\": %d, \"median_ms\": %.3f, \"min_ms\": %.3f, "
+               "\"max_ms\": %.3f, \"gflops\": %.1f, \"gflop\": %.3f",
+               stage, b->batch, b->threads, ms, t.min * per, t.max * per, rate, work / 1e9);
         if (detail) printf(", \"detail\": \"%s\"", detail);
+        if (b->profile) report_profile(b);
         printf("}\n");
     } else {
-        printf("%-13s %-22s %10.2f ms %10.2f GFLOP %8.1f GFLOP/s\n", stage, detail ? detail : "", ms, work / 1e9, rate);
+        char spread[48];
+        snprintf(spread, sizeof spread, "(%.2f-%.2f)", t.min * per, t.max * per);
+        printf("%-13s %-22s %10.2f ms %-17s %10.2f GFLOP %8.1f GFLOP/s\n", stage, detail ? detail : "", ms, spread,
+               work / 1e9, rate);
+        if (b->profile) report_profile(b);
     }
     fflush(stdout);
 }
@@ -99,6 +142,7 @@ static bool parse_options(bench *b, int argc, char **argv) {
                                                  {"runs", required_argument, NULL, 'r'},
                                                  {"tokens", required_argument, NULL, 'n'},
                                                  {"search-rows", required_argument, NULL, 's'},
+                                                 {"profile", no_argument, NULL, 'p'},
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
@@ -108,11 +152,14 @@ static bool parse_options(bench *b, int argc, char **argv) {
         case 'r': b->runs = (int)cli_parse_long("bench", "--runs", optarg, 1, BENCH_MAX_RUNS); break;
         case 'n': b->tokens = (int)cli_parse_long("bench", "--tokens", optarg, 1, 400); break;
         case 's': b->search_rows = cli_parse_long("bench", "--search-rows", optarg, 1, 100000000); break;
+        case 'p': b->profile = true; break;
         case CLI_OPT_HELP: printf("%s\n%s", bench_help, cli_common_help); return false;
         default: cli_usage_error("bench", "unknown option");
         }
     }
     if (optind < argc) cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    const char *profile = getenv("GLIMPSE_PROFILE");
+    if (profile && strcmp(profile, "1") == 0) b->profile = true;
     return true;
 }
 
@@ -172,7 +219,7 @@ static void time_decode(bench *b, const uint8_t *png, size_t png_size, glimpse_i
         }
         b->times[r] = cli_now() - start;
     }
-    report(b, "decode", "640x480 PNG", median(b->times, b->runs), 0, true);
+    report(b, "decode", "640x480 PNG", summarize(b->times, b->runs), 0, true);
 }
 
 /* preprocess and vision: the images to pixel_values, and the vision tower over them */
@@ -182,7 +229,7 @@ static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *im
         check(bench_preprocess(ctx, images, (size_t)b->batch));
         b->times[r] = cli_now() - start;
     }
-    report(b, "preprocess", NULL, median(b->times, b->runs), 0, true);
+    report(b, "preprocess", NULL, summarize(b->times, b->runs), 0, true);
     double flops;
     bench_vision(ctx, (size_t)b->batch, &flops); /* warm */
     for (int r = 0; r < b->runs; r++) {
@@ -193,7 +240,7 @@ static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *im
     const char *detail = kind == GLIMPSE_MODEL_KIND_CLIP     ? "class tokens' last layer"
                          : kind == GLIMPSE_MODEL_KIND_SIGLIP ? "attention pooling"
                                                              : NULL;
-    report(b, "vision", detail, median(b->times, b->runs), flops, true);
+    report(b, "vision", detail, summarize(b->times, b->runs), flops, true);
 }
 
 /* text: full-length texts as the tokenizer makes them: start token, words, end token (pooled) */
@@ -218,7 +265,7 @@ static void time_text(bench *b, glimpse_context *ctx, const glimpse_model_info *
     }
     char detail[32];
     snprintf(detail, sizeof detail, "%zu tokens", positions);
-    report(b, "text", detail, median(b->times, b->runs), flops, true);
+    report(b, "text", detail, summarize(b->times, b->runs), flops, true);
     free(ids);
 }
 
@@ -230,7 +277,7 @@ static void time_cross_kv(bench *b, bench_bert *bert) {
         check(bench_cross_kv(bert, &flops));
         b->times[r] = cli_now() - start;
     }
-    report(b, "cross_kv", "once per image", median(b->times, b->runs), flops, false);
+    report(b, "cross_kv", "once per image", summarize(b->times, b->runs), flops, false);
 }
 
 /* decoder_step: one step at growing positions, greedy and 3 beams: the cost
@@ -252,7 +299,7 @@ static void time_decoder_steps(bench *b, bench_bert *bert) {
             }
             char detail[64];
             snprintf(detail, sizeof detail, "%s, position %d", sequences == 1 ? "greedy" : "3 beams", positions[p]);
-            report(b, "decoder_step", detail, median(step_times, steps), flops, false);
+            report(b, "decoder_step", detail, summarize(step_times, steps), flops, false);
         }
 }
 
@@ -271,7 +318,7 @@ static void time_captions(bench *b, glimpse_context *ctx, glimpse_image *const *
         }
         char detail[64];
         snprintf(detail, sizeof detail, "%d tokens, %s", b->tokens, beams == 1 ? "greedy" : "3 beams");
-        report(b, "caption", detail, median(b->times, b->runs), 0, false);
+        report(b, "caption", detail, summarize(b->times, b->runs), 0, false);
     }
 }
 
@@ -299,7 +346,7 @@ static void time_blip2_stages(bench *b, glimpse_context *ctx, glimpse_image *con
         check(bench_blip2_qformer(ctx, 3, &flops));
         b->times[r] = cli_now() - start;
     }
-    report(b, "qformer", "once per image", median(b->times, b->runs), flops, false);
+    report(b, "qformer", "once per image", summarize(b->times, b->runs), flops, false);
     for (int r = 0; r < b->runs; r++) {
         double start = cli_now();
         bench_vision(ctx, 1, &vision_flops);
@@ -307,7 +354,7 @@ static void time_blip2_stages(bench *b, glimpse_context *ctx, glimpse_image *con
         check(bench_blip2_prefill(ctx, prompt, &prefill_flops));
         b->times[r] = cli_now() - start;
     }
-    report(b, "first_token", "vision+Q-Former+prompt", median(b->times, b->runs),
+    report(b, "first_token", "vision+Q-Former+prompt", summarize(b->times, b->runs),
            vision_flops + flops + prefill_flops, false);
     int steps = b->runs > STEP_RUNS ? b->runs : STEP_RUNS;
     double step_times[BENCH_MAX_RUNS];
@@ -321,7 +368,7 @@ static void time_blip2_stages(bench *b, glimpse_context *ctx, glimpse_image *con
             }
             char detail[64];
             snprintf(detail, sizeof detail, "%s, position %d", sequences == 1 ? "greedy" : "3 beams", positions[p]);
-            report(b, "decoder_step", detail, median(step_times, steps), flops, false);
+            report(b, "decoder_step", detail, summarize(step_times, steps), flops, false);
         }
     double bytes = bench_blip2_step_bytes(ctx);
     if (b->options.json)
@@ -348,7 +395,7 @@ static void time_itm_stages(bench *b, glimpse_context *ctx, const glimpse_model 
     }
     char detail[64];
     snprintf(detail, sizeof detail, "per text, %zu tokens", count);
-    report(b, "itm_text", detail, median(b->times, b->runs), flops, false);
+    report(b, "itm_text", detail, summarize(b->times, b->runs), flops, false);
     bench_bert_free(encoder);
 }
 
@@ -407,19 +454,20 @@ static void time_search(bench *b, glimpse_context *ctx, const glimpse_model *mod
     check(glimpse_index_search(index, row, 10, results, &found)); /* loads the embeddings */
     char detail[64];
     snprintf(detail, sizeof detail, "%ld rows", b->search_rows);
-    report(b, "search_load", detail, cli_now() - start, 0, false);
+    double once = cli_now() - start;
+    report(b, "search_load", detail, (timing){once, once, once}, 0, false);
     for (int r = 0; r < b->runs; r++) {
         start = cli_now();
         check(glimpse_embed_query(ctx, "a photo of a dog on the beach", row));
         b->times[r] = cli_now() - start;
     }
-    report(b, "query", "text embedding", median(b->times, b->runs), 0, false);
+    report(b, "query", "text embedding", summarize(b->times, b->runs), 0, false);
     for (int r = 0; r < b->runs; r++) {
         start = cli_now();
         check(glimpse_index_search(index, row, 10, results, &found));
         b->times[r] = cli_now() - start;
     }
-    report(b, "search", detail, median(b->times, b->runs), 2.0 * b->search_rows * dim, false);
+    report(b, "search", detail, summarize(b->times, b->runs), 2.0 * b->search_rows * dim, false);
     glimpse_index_free(index);
     free(row);
     unlink(db);
@@ -430,11 +478,15 @@ int command_bench(int argc, char **argv) {
     if (!parse_options(&b, argc, argv)) return CLI_EXIT_OK;
     b.times = calloc((size_t)b.runs, sizeof *b.times);
     if (!b.times) check(GLIMPSE_STATUS_OUT_OF_MEMORY);
+    if (b.profile) {
+        bench_profile_start();
+        b.profiled_since = cli_now();
+    }
     time_load(&b);
     glimpse_model *model = cli_load_model(&b.options, "bench", true, true);
     glimpse_context *ctx = cli_create_context(&b.options, model);
     b.threads = bench_threads(ctx);
-    report(&b, "load", NULL, median(b.times, b.runs), 0, false);
+    report(&b, "load", NULL, summarize(b.times, b.runs), 0, false);
     glimpse_model_info info;
     check(glimpse_model_get_info(model, &info));
     size_t png_size;
@@ -446,6 +498,7 @@ int command_bench(int argc, char **argv) {
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP2) time_blip2_stages(&b, ctx, images);
+    if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2) time_captions(&b, ctx, images);
     if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
     for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
     free(png);

@@ -1,5 +1,5 @@
 /* cli_caption.c — `glimpse caption`: describes images in words with a
- * BLIP or BLIP-2 captioning model; and `glimpse ask`: BLIP-2 answers a
+ * BLIP, ViT-GPT2 or BLIP-2 captioning model; and `glimpse ask`: BLIP-2 answers a
  * question about each image. Bad images are reported and skipped; with one
  * image and a terminal on stdout the words appear as they are decoded. */
 #include <getopt.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tools/cli_caption.h"
 #include "tools/cli_common.h"
 #include "tools/commands.h"
 
@@ -15,13 +16,22 @@ static const char caption_help[] =
     "Usage: glimpse caption -m MODEL [--prompt TEXT] [--beams N] [--max-tokens N] [--min-tokens N]\n"
     "                       [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]\n"
     "                       [--repetition-penalty R] [--json] IMAGE...\n"
-    "Describes each image with a BLIP captioning model (BlipForConditionalGeneration,\n"
-    "e.g. Salesforce/blip-image-captioning-base) or BLIP-2 (Blip2ForConditionalGeneration,\n"
-    "e.g. Salesforce/blip2-opt-2.7b).\n"
+    "Describes each image with a captioning model: BLIP (BlipForConditionalGeneration,\n"
+    "e.g. Salesforce/blip-image-captioning-base), ViT-GPT2 (VisionEncoderDecoderModel of\n"
+    "a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning) or BLIP-2\n"
+    "(Blip2ForConditionalGeneration, e.g. Salesforce/blip2-opt-2.7b).\n"
+    "%s"
+    "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
+    "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
+    "generate returns them: BLIP's and ViT-GPT2's start token, prompt and generated tokens;\n"
+    "BLIP-2's start token 2 and the generated tokens (its prompt goes in as embeddings, not in\n"
+    "the ids).\n";
+
+const char cli_caption_options_help[] =
     "  --prompt TEXT            the caption continues this text (\"a picture of\")\n"
-    "  --beams N                beam search width (default 3; 1 = greedy)\n"
-    "  --max-tokens N           at most N generated tokens, after the prompt (default 20)\n"
-    "  --min-tokens N           at least N generated tokens before it may end (default 5)\n"
+    "  --beams N                beam search width (default 3, ViT-GPT2 and BLIP-2 1; 1 = greedy)\n"
+    "  --max-tokens N           at most N generated tokens, after the prompt (default 20, ViT-GPT2 and BLIP-2 19)\n"
+    "  --min-tokens N           at least N generated tokens before it may end (default 5, ViT-GPT2 and BLIP-2 0)\n"
     "  --repetition-penalty R   > 1 discourages repeating tokens (default 1 = off)\n"
     "  --length-penalty L       beam scores are divided by length^L (default 1)\n"
     "  --sample                 draw tokens at random instead of searching (one beam)\n"
@@ -31,14 +41,12 @@ static const char caption_help[] =
     "  --seed S                 the same seed gives the same sampled caption (default 0)\n"
     "BLIP's defaults (3 beams, 5 to 20 new tokens) are its own captioning settings from\n"
     "its paper and code; they give fluent, complete captions with the released checkpoints.\n"
+    "ViT-GPT2's are those transformers' generate uses for it (greedy, max_length 20 counting\n"
+    "the start token), or its config.json's top level where it has no generation_config.json.\n"
     "BLIP-2's are its text_config's, as transformers' generate takes them (greedy, 19 new\n"
-    "tokens, no minimum). A snapshot's generation_config.json (num_beams, max_length,\n"
-    "min_length, repetition_penalty, length_penalty) overrides them for that model; options\n"
-    "override both.\n"
-    "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
-    "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
-    "generate returns them: BLIP's start token, prompt and generated tokens; BLIP-2's start\n"
-    "token 2 and the generated tokens (its prompt goes in as embeddings, not in the ids).\n";
+    "tokens, no minimum).\n"
+    "A snapshot's generation_config.json (num_beams, max_length, min_length,\n"
+    "repetition_penalty, length_penalty) overrides them for that model; options override both.\n";
 
 static const char ask_help[] =
     "Usage: glimpse ask -m BLIP2 (-q QUESTION | --prompt TEXT) [--beams N] [--max-tokens N] ... [--json] IMAGE...\n"
@@ -56,20 +64,7 @@ static const char ask_help[] =
     "in place of \"question\" with --prompt), ids as BLIP-2's generate returns them: its\n"
     "start token 2 and the generated tokens.\n";
 
-enum {
-    OPT_PROMPT = CLI_OPT_FIRST_FREE,
-    OPT_BEAMS,
-    OPT_MAX_TOKENS,
-    OPT_MIN_TOKENS,
-    OPT_SAMPLE,
-    OPT_TEMPERATURE,
-    OPT_TOP_K,
-    OPT_TOP_P,
-    OPT_SEED,
-    OPT_REPETITION,
-    OPT_LENGTH_PENALTY,
-    OPT_QUESTION
-};
+enum { OPT_QUESTION = CLI_OPT_CAPTION_END };
 
 /* The most --max-tokens and --min-tokens. */
 #define CAPTION_MAX_TOKENS 500
@@ -82,69 +77,82 @@ static float parse_float(const char *command, const char *option, const char *te
     return value;
 }
 
-/* Parses the command line of `command` ("caption", or "ask" which takes a question) into options and params:
- * what is not given stays as glimpse_caption_default_params() leaves it, to the model. False after --help. */
-static bool parse_options(const char *command, int argc, char **argv, cli_options *options,
-                          glimpse_caption_params *params, const char **question) {
-    bool asking = strcmp(command, "ask") == 0;
-    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
-                                                 {"prompt", required_argument, NULL, OPT_PROMPT},
-                                                 {"beams", required_argument, NULL, OPT_BEAMS},
-                                                 {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
-                                                 {"min-tokens", required_argument, NULL, OPT_MIN_TOKENS},
-                                                 {"sample", no_argument, NULL, OPT_SAMPLE},
-                                                 {"temperature", required_argument, NULL, OPT_TEMPERATURE},
-                                                 {"top-k", required_argument, NULL, OPT_TOP_K},
-                                                 {"top-p", required_argument, NULL, OPT_TOP_P},
-                                                 {"seed", required_argument, NULL, OPT_SEED},
-                                                 {"repetition-penalty", required_argument, NULL, OPT_REPETITION},
-                                                 {"length-penalty", required_argument, NULL, OPT_LENGTH_PENALTY},
-                                                 {"question", required_argument, NULL, OPT_QUESTION},
-                                                 {NULL, 0, NULL, 0}};
-    int code;
-    while ((code = getopt_long(argc, argv, asking ? "m:q:" : "m:", long_options, NULL)) != -1) {
-        if (cli_common_option(options, code, optarg, command)) continue;
-        switch (code) {
-        case 'q':
-        case OPT_QUESTION:
-            if (!asking) cli_usage_error(command, "--question is glimpse ask's: glimpse ask -m BLIP2 -q QUESTION");
-            *question = optarg;
-            break;
-        case OPT_PROMPT: params->prompt = optarg; break;
-        case OPT_BEAMS:
-            params->beams = (int)cli_parse_long(command, "--beams", optarg, 1, GLIMPSE_CAPTION_MAX_BEAMS);
-            break;
-        case OPT_MAX_TOKENS:
-            params->max_tokens = (int)cli_parse_long(command, "--max-tokens", optarg, 1, CAPTION_MAX_TOKENS);
-            break;
-        case OPT_MIN_TOKENS:
-            params->min_tokens = (int)cli_parse_long(command, "--min-tokens", optarg, 0, CAPTION_MAX_TOKENS);
-            break;
-        case OPT_SAMPLE: params->sample = true; break;
-        case OPT_TEMPERATURE: params->temperature = parse_float(command, "--temperature", optarg, 1e-3f, 100); break;
-        case OPT_TOP_K: params->top_k = (int)cli_parse_long(command, "--top-k", optarg, 0, 1 << 24); break;
-        case OPT_TOP_P: params->top_p = parse_float(command, "--top-p", optarg, 1e-6f, 1); break;
-        case OPT_SEED:
-            params->seed = (uint64_t)cli_parse_long(command, "--seed", optarg, 0, 0x7fffffffffffffffL);
-            break;
-        case OPT_REPETITION:
-            params->repetition_penalty = parse_float(command, "--repetition-penalty", optarg, 1e-3f, 100);
-            break;
-        case OPT_LENGTH_PENALTY:
-            params->length_penalty = parse_float(command, "--length-penalty", optarg, -10, 10);
-            break;
-        case CLI_OPT_HELP: printf("%s\n%s", asking ? ask_help : caption_help, cli_common_help); return false;
-        default: cli_usage_error(command, "unknown option");
-        }
+bool cli_caption_option(glimpse_caption_params *params, int code, const char *argument, const char *command) {
+    switch (code) {
+    case CLI_OPT_PROMPT: params->prompt = argument; break;
+    case CLI_OPT_BEAMS:
+        params->beams = (int)cli_parse_long(command, "--beams", argument, 1, GLIMPSE_CAPTION_MAX_BEAMS);
+        break;
+    case CLI_OPT_MAX_TOKENS:
+        params->max_tokens = (int)cli_parse_long(command, "--max-tokens", argument, 1, CAPTION_MAX_TOKENS);
+        break;
+    case CLI_OPT_MIN_TOKENS:
+        params->min_tokens = (int)cli_parse_long(command, "--min-tokens", argument, 0, CAPTION_MAX_TOKENS);
+        break;
+    case CLI_OPT_SAMPLE: params->sample = true; break;
+    case CLI_OPT_TEMPERATURE: params->temperature = parse_float(command, "--temperature", argument, 1e-3f, 100); break;
+    case CLI_OPT_TOP_K: params->top_k = (int)cli_parse_long(command, "--top-k", argument, 0, 1 << 24); break;
+    case CLI_OPT_TOP_P: params->top_p = parse_float(command, "--top-p", argument, 1e-6f, 1); break;
+    case CLI_OPT_SEED:
+        params->seed = (uint64_t)cli_parse_long(command, "--seed", argument, 0, 0x7fffffffffffffffL);
+        break;
+    case CLI_OPT_REPETITION:
+        params->repetition_penalty = parse_float(command, "--repetition-penalty", argument, 1e-3f, 100);
+        break;
+    case CLI_OPT_LENGTH_PENALTY:
+        params->length_penalty = parse_float(command, "--length-penalty", argument, -10, 10);
+        break;
+    default: return false;
     }
-    if (asking && !*question == !params->prompt)
-        cli_usage_error(command, "give a question (-q QUESTION) or a free prompt (--prompt TEXT), one of the two");
+    return true;
+}
+
+void cli_caption_check(const glimpse_caption_params *params, const char *command) {
     bool beams_given = params->beams != GLIMPSE_CAPTION_MODEL_DEFAULT;
     if (params->sample && beams_given && params->beams != 1)
         cli_usage_error(command, "--sample draws one caption: drop --beams");
     if (params->max_tokens != GLIMPSE_CAPTION_MODEL_DEFAULT && params->min_tokens > params->max_tokens)
         cli_usage_error(command, "--min-tokens (%d) is more than --max-tokens (%d)", params->min_tokens,
                         params->max_tokens);
+}
+
+void cli_caption_fit_model(glimpse_caption_params *params, const glimpse_model *model) {
+    /* --min-tokens above the model's own maximum is lowered to it, as --max-tokens lowers the model's minimum */
+    int model_max_tokens = glimpse_caption_model_params(model).max_tokens;
+    if (params->max_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT && params->min_tokens > model_max_tokens)
+        params->min_tokens = model_max_tokens;
+}
+
+/* Parses the command line of `command` ("caption", or "ask" which takes a question) into options and params:
+ * what is not given stays as glimpse_caption_default_params() leaves it, to the model. False after --help. */
+static bool parse_options(const char *command, int argc, char **argv, cli_options *options,
+                          glimpse_caption_params *params, const char **question) {
+    bool asking = strcmp(command, "ask") == 0;
+    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_CAPTION_LONG_OPTIONS,
+                                                 {"question", required_argument, NULL, OPT_QUESTION},
+                                                 {NULL, 0, NULL, 0}};
+    int code;
+    while ((code = getopt_long(argc, argv, asking ? "m:q:" : "m:", long_options, NULL)) != -1) {
+        if (cli_common_option(options, code, optarg, command)) continue;
+        if (cli_caption_option(params, code, optarg, command)) continue;
+        if (code == 'q' || code == OPT_QUESTION) {
+            if (!asking) cli_usage_error(command, "--question is glimpse ask's: glimpse ask -m BLIP2 -q QUESTION");
+            *question = optarg;
+            continue;
+        }
+        if (code == CLI_OPT_HELP) {
+            if (asking)
+                printf("%s", ask_help);
+            else
+                printf(caption_help, cli_caption_options_help);
+            printf("\n%s", cli_common_help);
+            return false;
+        }
+        cli_usage_error(command, "unknown option");
+    }
+    if (asking && !*question == !params->prompt)
+        cli_usage_error(command, "give a question (-q QUESTION) or a free prompt (--prompt TEXT), one of the two");
+    cli_caption_check(params, command);
     return true;
 }
 
@@ -183,24 +191,37 @@ static void strip_ends(char *text) {
     text[length] = '\0';
 }
 
+/* {"image": PATH, then ASKED_KEY: ASKED when asked_key is not NULL, TEXT_KEY: TEXT, "ids": [...] (left open). */
+static void print_fields(const char *path, const char *asked_key, const char *asked_text, const char *text_key,
+                         const char *text, const int32_t *ids, size_t count) {
+    printf("{\"image\": ");
+    json_string(stdout, path);
+    if (asked_key) {
+        printf(", \"%s\": ", asked_key);
+        json_string(stdout, asked_text);
+    }
+    printf(", \"%s\": ", text_key);
+    json_string(stdout, text);
+    printf(", \"ids\": [");
+    for (size_t j = 0; j < count; j++) printf(j ? ", %d" : "%d", ids[j]);
+    printf("]");
+}
+
+void cli_print_caption_fields(const char *path, const char *text, const int32_t *ids, size_t count) {
+    print_fields(path, NULL, NULL, "caption", text, ids, count);
+}
+
 /* One result: a JSON line, the end of the streamed words, the caption alone
  * (one image), or PATH, a tab, the caption. */
 static void print_caption(const cli_options *options, const streaming *stream, size_t count, const char *path,
                           const asked *ask, const glimpse_caption *caption) {
     if (options->json) {
-        printf("{\"image\": ");
-        json_string(stdout, path);
-        if (ask->question || ask->prompt) {
-            printf(ask->question ? ", \"question\": " : ", \"prompt\": ");
-            json_string(stdout, ask->question ? ask->question : ask->prompt);
-            printf(", \"answer\": ");
-        } else {
-            printf(", \"caption\": ");
-        }
-        json_string(stdout, caption->text);
-        printf(", \"ids\": [");
-        for (size_t j = 0; j < caption->id_count; j++) printf(j ? ", %d" : "%d", caption->ids[j]);
-        printf("]}\n");
+        if (ask->question || ask->prompt)
+            print_fields(path, ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt,
+                         "answer", caption->text, caption->ids, caption->id_count);
+        else
+            cli_print_caption_fields(path, caption->text, caption->ids, caption->id_count);
+        printf("}\n");
     } else if (stream->active) {
         if (stream->broken) printf("\r\033[K%s", caption->text);
         printf("\n");
@@ -259,19 +280,18 @@ static int caption_command(const char *command, int argc, char **argv) {
     char **paths = argv + optind;
     if (!count) cli_usage_error(command, "no images given");
     glimpse_model *model = cli_load_model(&options, command, true, true);
-    /* --min-tokens above the model's own maximum is lowered to it, as --max-tokens lowers the model's minimum */
-    int model_max_tokens = glimpse_caption_model_params(model).max_tokens;
-    if (params.max_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT && params.min_tokens > model_max_tokens)
-        params.min_tokens = model_max_tokens;
+    cli_caption_fit_model(&params, model);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
-    bool fits = kind == GLIMPSE_MODEL_KIND_BLIP2 || (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION && !ask.question);
+    bool captions = kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION || kind == GLIMPSE_MODEL_KIND_VIT_GPT2;
+    bool fits = kind == GLIMPSE_MODEL_KIND_BLIP2 || (captions && !ask.question);
     if (!fits) {
         glimpse_model_info info;
         glimpse_model_get_info(model, &info);
         cli_error(ask.question ? "%s is a %s model; answering questions needs a BLIP-2 model "
                                  "(Blip2ForConditionalGeneration)"
                                : "%s is a %s model; captioning needs a BLIP captioning model "
-                                 "(BlipForConditionalGeneration) or BLIP-2 (Blip2ForConditionalGeneration)",
+                                 "(BlipForConditionalGeneration), a ViT-GPT2 one (VisionEncoderDecoderModel of ViT "
+                                 "and GPT-2) or BLIP-2 (Blip2ForConditionalGeneration)",
                   options.model, info.architecture);
         glimpse_model_free(model);
         return CLI_EXIT_FAILURE;

@@ -524,6 +524,8 @@ int command_info(int argc, char **argv) {
         printf("}\n");
     } else {
         printf("architecture   %s\n", info.architecture);
+        if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2)
+            printf("family         ViT-GPT2: a ViT encoder and a GPT-2 decoder that cross-attends to it (caption)\n");
         printf("folder         %s\n", info.path);
         printf("vision tower   %d layers, hidden %d, %d heads, %s; %dx%d pixels in %dx%d patches\n",
                info.vision_layers, info.vision_hidden_size, info.vision_heads, info.vision_activation,

@@ -13,5 +13,6 @@ int command_ask(int argc, char **argv);
 int command_bench(int argc, char **argv);
 int command_index(int argc, char **argv);
 int command_search(int argc, char **argv);
+int command_explain(int argc, char **argv);
 
 #endif

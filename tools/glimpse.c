@@ -21,6 +21,7 @@ static const char usage[] =
     "  index     build or refresh a search index of a photo collection\n"
     "  search    search an index with texts, images or combinations\n"
     "  bench     time each stage of a model (developers)\n"
+    "  explain   show which parts of a picture each word or match attended to\n"
     "\n"
     "MODEL is a Hugging Face snapshot folder (config.json, model.safetensors, tokenizer\n"
     "files), or a hub id such as openai/clip-vit-base-patch32 already downloaded into\n"
@@ -36,7 +37,7 @@ int main(int argc, char **argv) {
         {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
         {"caption", command_caption}, {"bench", command_bench},
         {"index", command_index},     {"search", command_search},
-        {"ask", command_ask}};
+        {"ask", command_ask},         {"explain", command_explain}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;

@@ -90,6 +90,21 @@ static void add_norms(spec_list *l, const char *parent, const char *const *names
     }
 }
 
+/* A pre-LN encoder layer's two LayerNorms and feed-forward block below `layer`: names[0..3] are its norm1,
+ * norm2, fc1 [intermediate, hidden] and fc2 [hidden, intermediate] modules. */
+static void add_norms_and_mlp(spec_list *l, const char *layer, const char *const names[4], size_t hidden,
+                              size_t intermediate) {
+    char name[160];
+    for (int n = 0; n < 2; n++) {
+        snprintf(name, sizeof name, "%s.%s", layer, names[n]);
+        add_norm(l, name, hidden);
+    }
+    snprintf(name, sizeof name, "%s.%s", layer, names[2]);
+    add_linear(l, name, intermediate, hidden, 1);
+    snprintf(name, sizeof name, "%s.%s", layer, names[3]);
+    add_linear(l, name, hidden, intermediate, 1);
+}
+
 static int get_int(const cJSON *json, const char *key, int fallback) {
     int value;
     if (config_int_or(json, "config", key, 0, 1 << 24, fallback, &value)) die("config: %s", glimpse_last_error());
@@ -156,14 +171,8 @@ static void blip_vision_tensors(spec_list *l, const cJSON *v) {
         add_linear(l, name, 3 * h, h, 1);
         snprintf(name, sizeof name, "vision_model.encoder.layers.%d.self_attn.projection", i);
         add_linear(l, name, h, h, 1);
-        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.layer_norm1", i);
-        add_norm(l, name, h);
-        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.layer_norm2", i);
-        add_norm(l, name, h);
-        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.mlp.fc1", i);
-        add_linear(l, name, inter, h, 1);
-        snprintf(name, sizeof name, "vision_model.encoder.layers.%d.mlp.fc2", i);
-        add_linear(l, name, h, inter, 1);
+        snprintf(name, sizeof name, "vision_model.encoder.layers.%d", i);
+        add_norms_and_mlp(l, name, (const char *[4]){"layer_norm1", "layer_norm2", "mlp.fc1", "mlp.fc2"}, h, inter);
     }
     add_norm(l, "vision_model.post_layernorm", h);
 }
@@ -310,6 +319,64 @@ static void blip2_tensors(spec_list *l, const cJSON *config) {
     add_norm(l, name, h);
 }
 
+/* A GPT-2 Conv1D layer: weight [in, out], bias [out]. */
+static void add_conv1d(spec_list *l, const char *prefix, size_t in, size_t out) {
+    add(l, FILL_NORMAL, STD, 2, in, out, 0, 0, "%s.weight", prefix);
+    add(l, FILL_NORMAL, STD, 1, out, 0, 0, 0, "%s.bias", prefix);
+}
+
+/* VisionEncoderDecoderModel of transformers' ViTModel and GPT2LMHeadModel with
+ * cross-attention (nlpconnect/vit-gpt2-image-captioning): the LM head tied to
+ * wte and left out, GPT-2's causal-mask buffers left out too (nothing reads them). */
+static void vit_gpt2_tensors(spec_list *l, const cJSON *config) {
+    const cJSON *v = cJSON_GetObjectItem(config, "encoder"), *t = cJSON_GetObjectItem(config, "decoder");
+    size_t vh = (size_t)get_int(v, "hidden_size", 768), vi = (size_t)get_int(v, "intermediate_size", 3072);
+    size_t patch = (size_t)get_int(v, "patch_size", 16), image = (size_t)get_int(v, "image_size", 224);
+    size_t tokens = (image / patch) * (image / patch) + 1;
+    char name[160];
+    add(l, FILL_NORMAL, STD, 3, 1, 1, vh, 0, "encoder.embeddings.cls_token");
+    add(l, FILL_NORMAL, STD, 3, 1, tokens, vh, 0, "encoder.embeddings.position_embeddings");
+    add(l, FILL_NORMAL, STD, 4, vh, 3, patch, patch, "encoder.embeddings.patch_embeddings.projection.weight");
+    add(l, FILL_NORMAL, STD, 1, vh, 0, 0, 0, "encoder.embeddings.patch_embeddings.projection.bias");
+    for (int i = 0; i < get_int(v, "num_hidden_layers", 12); i++) {
+        const char *square[] = {"attention.attention.query", "attention.attention.key", "attention.attention.value",
+                                "attention.output.dense"};
+        for (int p = 0; p < 4; p++) {
+            snprintf(name, sizeof name, "encoder.encoder.layer.%d.%s", i, square[p]);
+            add_linear(l, name, vh, vh, 1);
+        }
+        snprintf(name, sizeof name, "encoder.encoder.layer.%d", i);
+        const char *parts[4] = {"layernorm_before", "layernorm_after", "intermediate.dense", "output.dense"};
+        add_norms_and_mlp(l, name, parts, vh, vi);
+    }
+    add_norm(l, "encoder.layernorm", vh);
+    add_linear(l, "encoder.pooler.dense", vh, vh, 1);
+    size_t h = (size_t)get_int(t, "n_embd", 768), inner = (size_t)get_int(t, "n_inner", 4 * (int)h);
+    size_t vocab = (size_t)get_int(t, "vocab_size", 50257), positions = (size_t)get_int(t, "n_positions", 1024);
+    if (vh != h) add_linear(l, "enc_to_dec_proj", h, vh, 1);
+    add(l, FILL_NORMAL, STD, 2, vocab, h, 0, 0, "decoder.transformer.wte.weight");
+    add(l, FILL_NORMAL, 0.01f, 2, positions, h, 0, 0, "decoder.transformer.wpe.weight");
+    for (int i = 0; i < get_int(t, "n_layer", 12); i++) {
+        const char *norms[] = {"ln_1", "ln_cross_attn", "ln_2"};
+        for (int p = 0; p < 3; p++) {
+            snprintf(name, sizeof name, "decoder.transformer.h.%d.%s", i, norms[p]);
+            add_norm(l, name, h);
+        }
+        const struct {
+            const char *name;
+            size_t in, out;
+        } conv1d[] = {{"attn.c_attn", h, 3 * h},         {"attn.c_proj", h, h},
+                      {"crossattention.q_attn", h, h},   {"crossattention.c_attn", h, 2 * h},
+                      {"crossattention.c_proj", h, h},   {"mlp.c_fc", h, inner},
+                      {"mlp.c_proj", inner, h}};
+        for (size_t p = 0; p < sizeof conv1d / sizeof conv1d[0]; p++) {
+            snprintf(name, sizeof name, "decoder.transformer.h.%d.%s", i, conv1d[p].name);
+            add_conv1d(l, name, conv1d[p].in, conv1d[p].out);
+        }
+    }
+    add_norm(l, "decoder.transformer.ln_f", h);
+}
+
 /* ---------------------------------------------------------------- output */
 
 static void write_text(const char *folder, const char *name, const char *text);
@@ -441,35 +508,25 @@ static void write_text(const char *folder, const char *name, const char *text) {
     free(path);
 }
 
-/* A CLIP-format vocabulary of our own: the 256 byte stand-ins, each also
- * with "</w>", then the special tokens at the ids the config implies. */
-/* GPT-2's printable stand-in of byte b (bytes_to_unicode), as UTF-8 into utf8[8]; *next numbers the
- * stand-ins of the unprintable bytes (from 256, bytes taken in order). */
-static void byte_stand_in(int b, int *next, char *utf8) {
-    int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-    int codepoint = printable ? b : (*next)++;
-    memset(utf8, 0, 8);
-    if (codepoint < 0x80) {
-        utf8[0] = (char)codepoint;
-    } else {
-        utf8[0] = (char)(0xc0 | (codepoint >> 6));
-        utf8[1] = (char)(0x80 | (codepoint & 0x3f));
+/* The byte-level BPE's stand-in of each byte, as UTF-8: printable bytes stand
+ * for themselves, the others for 256, 257, ... in order. */
+static void byte_stand_ins(char out[256][4]) {
+    int next = 256;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        int codepoint = printable ? b : next++;
+        memset(out[b], 0, 4);
+        if (codepoint < 0x80) {
+            out[b][0] = (char)codepoint;
+        } else {
+            out[b][0] = (char)(0xc0 | (codepoint >> 6));
+            out[b][1] = (char)(0x80 | (codepoint & 0x3f));
+        }
     }
 }
 
-static void write_clip_tokenizer(const char *folder, int vocab_size) {
-    cJSON *vocab = cJSON_CreateObject();
-    int next = 256;
-    for (int b = 0; b < 256; b++) {
-        char utf8[8];
-        byte_stand_in(b, &next, utf8);
-        char word_end[16];
-        snprintf(word_end, sizeof word_end, "%s</w>", utf8);
-        cJSON_AddNumberToObject(vocab, utf8, b);
-        cJSON_AddNumberToObject(vocab, word_end, 256 + b);
-    }
-    cJSON_AddNumberToObject(vocab, "<|startoftext|>", vocab_size - 2);
-    cJSON_AddNumberToObject(vocab, "<|endoftext|>", vocab_size - 1);
+/* vocab.json from vocab (deleted here) and a merges.txt without merges: text encodes byte by byte. */
+static void write_byte_bpe_files(const char *folder, cJSON *vocab) {
     char *text = cJSON_PrintUnformatted(vocab);
     write_text(folder, "vocab.json", text);
     free(text);
@@ -483,22 +540,32 @@ static void write_opt_tokenizer(const char *folder) {
     cJSON *vocab = cJSON_CreateObject();
     const char *specials[] = {"<s>", "<pad>", "</s>", "<unk>"};
     for (int i = 0; i < 4; i++) cJSON_AddNumberToObject(vocab, specials[i], i);
-    int next = 256;
-    for (int b = 0; b < 256; b++) {
-        char utf8[8];
-        byte_stand_in(b, &next, utf8);
-        cJSON_AddNumberToObject(vocab, utf8, 4 + b);
-    }
-    char *text = cJSON_PrintUnformatted(vocab);
-    write_text(folder, "vocab.json", text);
-    free(text);
-    cJSON_Delete(vocab);
-    write_text(folder, "merges.txt", "#version: 0.2\n");
+    char stand_ins[256][4];
+    byte_stand_ins(stand_ins);
+    for (int b = 0; b < 256; b++) cJSON_AddNumberToObject(vocab, stand_ins[b], 4 + b);
+    write_byte_bpe_files(folder, vocab);
     write_text(folder, "tokenizer_config.json",
                "{\"add_bos_token\": true, \"add_prefix_space\": false, \"tokenizer_class\": \"GPT2Tokenizer\"}\n");
     write_text(folder, "special_tokens_map.json",
                "{\"bos_token\": \"</s>\", \"eos_token\": \"</s>\", \"pad_token\": \"<pad>\", "
                "\"unk_token\": \"</s>\"}\n");
+}
+
+/* A CLIP-format vocabulary of our own: the 256 byte stand-ins, each also
+ * with "</w>", then the special tokens at the ids the config implies. */
+static void write_clip_tokenizer(const char *folder, int vocab_size) {
+    cJSON *vocab = cJSON_CreateObject();
+    char stand_ins[256][4];
+    byte_stand_ins(stand_ins);
+    for (int b = 0; b < 256; b++) {
+        char word_end[16];
+        snprintf(word_end, sizeof word_end, "%s</w>", stand_ins[b]);
+        cJSON_AddNumberToObject(vocab, stand_ins[b], b);
+        cJSON_AddNumberToObject(vocab, word_end, 256 + b);
+    }
+    cJSON_AddNumberToObject(vocab, "<|startoftext|>", vocab_size - 2);
+    cJSON_AddNumberToObject(vocab, "<|endoftext|>", vocab_size - 1);
+    write_byte_bpe_files(folder, vocab);
 }
 
 /* A BERT-format vocabulary of our own: the special tokens at BERT's ids,
@@ -631,6 +698,31 @@ static void write_blip_preprocessor(const char *folder, int image) {
     write_text(folder, "preprocessor_config.json", preprocessor);
 }
 
+/* A GPT-2-format vocabulary of our own: the 256 byte stand-ins, then
+ * tokens of two or three printable ASCII characters (every id the model can
+ * produce decodes), then <|endoftext|> last; no merges (text encodes byte by
+ * byte). GPT-2's special tokens and flags. */
+static void write_gpt2_tokenizer(const char *folder, int vocab_size) {
+    cJSON *vocab = cJSON_CreateObject();
+    char stand_ins[256][4];
+    byte_stand_ins(stand_ins);
+    for (int b = 0; b < 256; b++) cJSON_AddNumberToObject(vocab, stand_ins[b], b);
+    for (int id = 256; id < vocab_size - 1; id++) {
+        char token[4] = {0};
+        int n = id - 256, length = n < 94 * 94 ? 2 : 3;
+        n = length == 2 ? n : n - 94 * 94;
+        for (int c = length - 1; c >= 0; c--, n /= 94) token[c] = (char)(33 + n % 94);
+        cJSON_AddNumberToObject(vocab, token, id);
+    }
+    cJSON_AddNumberToObject(vocab, "<|endoftext|>", vocab_size - 1);
+    write_byte_bpe_files(folder, vocab);
+    write_text(folder, "special_tokens_map.json",
+               "{\"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\", \"unk_token\": \"<|endoftext|>\"}\n");
+    write_text(folder, "tokenizer_config.json",
+               "{\"add_bos_token\": false, \"add_prefix_space\": false, \"errors\": \"replace\", "
+               "\"model_max_length\": 1024, \"tokenizer_class\": \"GPT2Tokenizer\"}\n");
+}
+
 static const char usage[] =
     "Usage: glimpse-make-model CONFIG.json OUTPUT_FOLDER [--f16] [--shards N] [--seed N]\n"
     "Writes a snapshot folder with random weights shaped as CONFIG describes\n"
@@ -716,9 +808,21 @@ int main(int argc, char **argv) {
         write_opt_tokenizer(folder);
         write_blip_preprocessor(folder, get_int(cJSON_GetObjectItem(config, "vision_config"), "image_size", 224));
         if (!shards) shards = 2; /* Salesforce/blip2-opt-2.7b's two files */
+    } else if (strcmp(architecture, "VisionEncoderDecoderModel") == 0) {
+        vit_gpt2_tensors(&tensors, config);
+        write_gpt2_tokenizer(folder, get_int(cJSON_GetObjectItem(config, "decoder"), "vocab_size", 50257));
+        int image = get_int(cJSON_GetObjectItem(config, "encoder"), "image_size", 224);
+        char preprocessor[1024];
+        snprintf(preprocessor, sizeof preprocessor,
+                 "{\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
+                 "\"image_mean\": [0.5, 0.5, 0.5], \"image_std\": [0.5, 0.5, 0.5], "
+                 "\"image_processor_type\": \"ViTImageProcessor\", \"resample\": 2, "
+                 "\"rescale_factor\": 0.00392156862745098, \"size\": {\"height\": %d, \"width\": %d}}\n",
+                 image, image);
+        write_text(folder, "preprocessor_config.json", preprocessor);
     } else {
         die("%s: architecture '%s' is not one this tool writes (CLIPModel, BlipForConditionalGeneration, "
-            "BlipForImageTextRetrieval, SiglipModel, Blip2ForConditionalGeneration)",
+            "BlipForImageTextRetrieval, SiglipModel, VisionEncoderDecoderModel, Blip2ForConditionalGeneration)",
             config_path, architecture);
     }
     const cJSON *dtype = cJSON_GetObjectItem(config, "torch_dtype");

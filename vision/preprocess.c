@@ -34,6 +34,12 @@ preprocess_config preprocess_default_siglip(int image_size) {
     return config;
 }
 
+preprocess_config preprocess_default_vit(int image_size) {
+    preprocess_config config = preprocess_default_siglip(image_size);
+    config.resample = RESIZE_FILTER_BILINEAR;
+    return config;
+}
+
 static int json_flag(const cJSON *json, const char *key, int fallback) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, key);
     if (cJSON_IsBool(item)) return cJSON_IsTrue(item);
@@ -137,6 +143,13 @@ void preprocess_output_size(const preprocess_config *config, int image_width, in
 }
 
 static int floor_half(int value) { return value >= 0 ? value / 2 : -((-value + 1) / 2); }
+
+void preprocess_geometry(const preprocess_config *config, int image_width, int image_height, int *resized_width,
+                         int *resized_height, int *left, int *top) {
+    resized_size(config, image_width, image_height, resized_width, resized_height);
+    *left = config->do_center_crop ? floor_half(*resized_width - config->crop_width) : 0;
+    *top = config->do_center_crop ? floor_half(*resized_height - config->crop_height) : 0;
+}
 
 glimpse_status preprocess_image(float *pixel_values, const glimpse_image *image, const preprocess_config *config) {
     int width, height;

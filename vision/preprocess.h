@@ -29,6 +29,8 @@ preprocess_config preprocess_default_clip(int image_size);
 preprocess_config preprocess_default_blip(int image_size);
 /* SiglipImageProcessor's: BLIP's with mean and std 0.5. */
 preprocess_config preprocess_default_siglip(int image_size);
+/* ViTImageProcessor's: SigLIP's with Pillow's bilinear filter. */
+preprocess_config preprocess_default_vit(int image_size);
 
 /* Reads preprocessor_config.json (already parsed) over defaults.
  * square_default: how a bare integer "size" is read — as a square (BLIP) or
@@ -39,6 +41,12 @@ glimpse_status preprocess_config_read(const cJSON *json, const char *where, int 
 /* The final height and width pixel_values will have. */
 void preprocess_output_size(const preprocess_config *config, int image_width, int image_height, int *height,
                             int *width);
+
+/* Where pixel_values come from in an image_width × image_height picture: the size it is resized to, and the
+ * offset in the resized picture of pixel_values' top-left pixel (the centre crop's; negative where the crop
+ * pads). */
+void preprocess_geometry(const preprocess_config *config, int image_width, int image_height, int *resized_width,
+                         int *resized_height, int *left, int *top);
 
 /* Writes pixel_values [3, height, width] (height, width from
  * preprocess_output_size) for one image. */

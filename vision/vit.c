@@ -19,6 +19,7 @@ static const struct vit_defaults {
     [VIT_VARIANT_CLIP] = {{768, 12, 12, 3072, 1e-5f, ACTIVATION_QUICK_GELU, "quick_gelu"}, 224, 32},
     [VIT_VARIANT_BLIP] = {{768, 12, 12, 3072, 1e-5f, ACTIVATION_GELU, "gelu"}, 384, 16},
     [VIT_VARIANT_SIGLIP] = {{768, 12, 12, 3072, 1e-6f, ACTIVATION_GELU_TANH, "gelu_pytorch_tanh"}, 224, 16},
+    [VIT_VARIANT_VIT] = {{768, 12, 12, 3072, 1e-12f, ACTIVATION_GELU, "gelu"}, 224, 16},
 };
 
 glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant variant, vit_config *config) {
@@ -58,7 +59,7 @@ glimpse_status vit_model_load(vit_model *model, const vit_config *config, const 
     model->patches_per_side = (size_t)(config->image_size / config->patch_size);
     model->tokens = model->patches_per_side * model->patches_per_side + (names->class_embedding ? 1 : 0);
     vit_weights *w = &model->weights;
-    int blip = config->variant == VIT_VARIANT_BLIP;
+    int blip = config->variant == VIT_VARIANT_BLIP || config->variant == VIT_VARIANT_VIT; /* [1, ...] shapes */
     size_t patch_shape[4] = {hidden, (size_t)config->channels, patch, patch}, bias_shape[1] = {hidden};
     /* BLIP's class and position embeddings; CLIP's and SigLIP's are the same without the leading 1s */
     size_t class_shape[3] = {1, 1, hidden}, position_shape[3] = {1, model->tokens, hidden};
@@ -193,8 +194,8 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
     if (w->head_probe) {
         kernel_layernorm(state->hidden, state->hidden, w->post_norm_weight, w->post_norm_bias, batch * tokens, hidden,
                          c->layer_norm_eps);
-        encoder_attention_pool(state->pooled, state->hidden, &w->head, w->head_probe, &shape, state->lengths, batch,
-                               &state->scratch, threads);
+        encoder_attention_pool(state->pooled, state->record, (size_t)c->layers, state->hidden, &w->head, w->head_probe,
+                               &shape, state->lengths, batch, &state->scratch, threads);
     }
 }
 

@@ -16,7 +16,8 @@
 typedef enum vit_variant {
     VIT_VARIANT_CLIP = 0, /* pre_layrnorm, separate q/k/v, no patch bias, projection */
     VIT_VARIANT_BLIP = 1, /* fused qkv, patch bias, post-LN over every token */
-    VIT_VARIANT_SIGLIP = 2 /* no class token, patch bias, post-LN over every token, attention-pooling head */
+    VIT_VARIANT_SIGLIP = 2, /* no class token, patch bias, post-LN over every token, attention-pooling head */
+    VIT_VARIANT_VIT = 3     /* transformers' ViTModel (ViT-GPT2's encoder): BLIP's layout, separate q/k/v */
 } vit_variant;
 
 typedef struct vit_config {
@@ -72,7 +73,9 @@ typedef struct vit_state {
     encoder_scratch scratch;
     size_t *lengths;
     size_t *class_rows; /* [max_batch] zeros: the row each image pools */
-    const attention_record *record; /* NULL as created; else vit_forward records self-attention (image b: sequence b) */
+    /* NULL as created; else vit_forward records self-attention (image b: sequence b); SigLIP's attention-pooling
+     * head is self-attention layer `layers` (one past the last), its probe's one query written as row 0 */
+    const attention_record *record;
 } vit_state;
 
 glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_state **out);

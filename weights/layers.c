@@ -79,18 +79,38 @@ glimpse_status layers_load_projection(weight_store *store, const char *module, s
     return status ? status : load_bias(store, module, out_features, bias);
 }
 
-glimpse_status layers_load_projections(weight_store *store, const char *parent, const projection_slot *slots,
-                                       size_t count) {
+glimpse_status layers_load_conv1d(weight_store *store, const char *module, size_t out_features, size_t in_features,
+                                  kernel_weight *weight, const float **bias) {
+    char name[LAYERS_NAME_CAPACITY];
+    glimpse_status status = layers_name(name, "%s.weight", module);
+    if (!status) status = weight_store_get_matrix_transposed(store, weight, out_features, in_features, name);
+    return status ? status : load_bias(store, module, out_features, bias);
+}
+
+typedef glimpse_status (*projection_loader)(weight_store *store, const char *module, size_t out_features,
+                                           size_t in_features, kernel_weight *weight, const float **bias);
+
+static glimpse_status load_slots(weight_store *store, const char *parent, const projection_slot *slots, size_t count,
+                                 projection_loader load) {
     char module[LAYERS_NAME_CAPACITY];
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t i = 0; !status && i < count; i++) {
         if (!slots[i].module) continue;
         status = layers_name(module, "%s.%s", parent, slots[i].module);
         if (!status)
-            status = layers_load_projection(store, module, slots[i].out_features, slots[i].in_features,
-                                            slots[i].weight, slots[i].bias);
+            status = load(store, module, slots[i].out_features, slots[i].in_features, slots[i].weight, slots[i].bias);
     }
     return status;
+}
+
+glimpse_status layers_load_projections(weight_store *store, const char *parent, const projection_slot *slots,
+                                       size_t count) {
+    return load_slots(store, parent, slots, count, layers_load_projection);
+}
+
+glimpse_status layers_load_conv1ds(weight_store *store, const char *parent, const projection_slot *slots,
+                                   size_t count) {
+    return load_slots(store, parent, slots, count, layers_load_conv1d);
 }
 
 glimpse_status layers_load_norms(weight_store *store, const char *parent, size_t dim, const norm_slot *slots,

@@ -83,6 +83,9 @@ glimpse_status layers_load_projections(weight_store *store, const char *parent, 
                                        size_t count);
 glimpse_status layers_load_norms(weight_store *store, const char *parent, size_t dim, const norm_slot *slots,
                                  size_t count);
+/* The same as layers_load_projections for Conv1D layers (layers_load_conv1d): GPT-2's. */
+glimpse_status layers_load_conv1ds(weight_store *store, const char *parent, const projection_slot *slots,
+                                   size_t count);
 
 /* One encoder layer named `layer` ("vision_model.encoder.layers.3"). */
 glimpse_status layers_load_encoder(weight_store *store, const encoder_layer_names *names, const char *layer,
@@ -107,6 +110,10 @@ glimpse_status layers_load_norm(weight_store *store, const char *module, size_t 
  * type (weight_store_get_matrix) and MODULE.bias [out] as float32. */
 glimpse_status layers_load_projection(weight_store *store, const char *module, size_t out_features,
                                       size_t in_features, kernel_weight *weight, const float **bias);
+/* A Conv1D layer (GPT-2's), y = x·W + b with MODULE.weight stored [in, out], into the same fields as
+ * layers_load_projection fills: the weight turned to [out, in] at load (weight_store_get_matrix_transposed). */
+glimpse_status layers_load_conv1d(weight_store *store, const char *module, size_t out_features, size_t in_features,
+                                  kernel_weight *weight, const float **bias);
 /* A linear layer as float32: MODULE.weight [out, in] and MODULE.bias [out] (bias NULL = none expected). */
 glimpse_status layers_load_linear(weight_store *store, const char *module, size_t out_features, size_t in_features,
                                   const float **weight, const float **bias);

@@ -132,4 +132,37 @@ extern const siglip_names names_siglip; /* weights/names_siglip.c */
 extern const blip_names names_blip; /* weights/names_blip.c */
 extern const blip2_names names_blip2; /* weights/names_blip2.c */
 
+/* A GPT-2 block with cross-attention (fusion/gpt2.h's gpt2_layer), relative
+ * to the block. Projections are Conv1D modules: MODULE.weight stored
+ * [in, out] (transposed against a Linear's) and MODULE.bias [out]; the
+ * norms LayerNorms. */
+typedef struct gpt2_layer_names {
+    const char *norm1;                  /* ln_1 */
+    const char *qkv, *out;              /* attn.c_attn [h, 3h] (q | k | v), attn.c_proj [h, h] */
+    const char *cross_norm;             /* ln_cross_attn */
+    const char *cross_query, *cross_kv; /* crossattention.q_attn [h, h], crossattention.c_attn [h, 2h] (k | v) */
+    const char *cross_out;              /* crossattention.c_proj [h, h] */
+    const char *norm2;                  /* ln_2 */
+    const char *fc1, *fc2;              /* mlp.c_fc [h, inner], mlp.c_proj [inner, h] */
+} gpt2_layer_names;
+
+/* GPT2LMHeadModel (the decoder of a VisionEncoderDecoderModel). */
+typedef struct gpt2_names {
+    const char *token_embedding;    /* tensor [vocab, h] (wte) */
+    const char *position_embedding; /* tensor [positions, h] (wpe) */
+    const char *layers;             /* stack of blocks named by `layer` */
+    gpt2_layer_names layer;
+    const char *final_norm; /* module (ln_f) */
+    const char *head;       /* tensor [vocab, h] (lm_head.weight); absent: tied to token_embedding */
+} gpt2_names;
+
+/* VisionEncoderDecoderModel with a ViT encoder and a GPT-2 decoder. */
+typedef struct vit_gpt2_names {
+    vit_names encoder;
+    gpt2_names decoder;
+    const char *encoder_to_decoder; /* module [decoder h, encoder h] (enc_to_dec_proj): only when the widths differ */
+} vit_gpt2_names;
+
+extern const vit_gpt2_names names_vit_gpt2; /* weights/names_vit_gpt2.c */
+
 #endif

@@ -289,6 +289,48 @@ glimpse_status weight_store_get_matrix_optional(weight_store *store, kernel_weig
     return get_matrix(store, out, rows, columns, 1, name);
 }
 
+/* Stored rows turned at a time: each output row then takes this many consecutive values. */
+#define TRANSPOSE_BLOCK 16
+
+glimpse_status weight_store_get_matrix_transposed(weight_store *store, kernel_weight *out, size_t rows,
+                                                  size_t columns, const char *name) {
+    *out = (kernel_weight){0};
+    size_t shape[2] = {columns, rows};
+    const tensor_entry *entry;
+    glimpse_status status = find_checked(store, &entry, 2, shape, 0, name);
+    if (status) return status;
+    weight_type stored = type_of(entry), type = cpu_has_avx512() ? stored : WEIGHT_TYPE_F32;
+    size_t element = weight_type_bytes(type);
+    if (rows && columns > SIZE_MAX / element / rows) return ERROR_OOM();
+    char *turned = owned(store, rows * columns * element);
+    float *widened = malloc(TRANSPOSE_BLOCK * rows * sizeof(float));
+    if (!turned || !widened) {
+        free(widened);
+        return ERROR_OOM();
+    }
+    const uint8_t *data = entry->data;
+    size_t stored_row = rows * weight_type_bytes(stored);
+    for (size_t c0 = 0; c0 < columns; c0 += TRANSPOSE_BLOCK) {
+        size_t block = columns - c0 < TRANSPOSE_BLOCK ? columns - c0 : TRANSPOSE_BLOCK;
+        if (type == WEIGHT_TYPE_F32) { /* stored rows c0.. widened (or copied: the file may misalign them) */
+            kernel_widen(widened, data + c0 * stored_row, stored, block * rows);
+            for (size_t r = 0; r < rows; r++)
+                for (size_t c = 0; c < block; c++)
+                    ((float *)turned)[r * columns + c0 + c] = widened[c * rows + r];
+        } else { /* 16-bit values moved as they are */
+            for (size_t r = 0; r < rows; r++)
+                for (size_t c = 0; c < block; c++)
+                    memcpy(turned + (r * columns + c0 + c) * 2, data + (c0 + c) * stored_row + r * 2, 2);
+        }
+    }
+    free(widened);
+    *out = (kernel_weight){turned, type, NULL};
+    const safetensors *file = NULL;
+    find_with_file(store, name, &file);
+    if (file && file->owns_mapping) file_release_pages(entry->data, entry->bytes); /* only the copy is read now */
+    return GLIMPSE_STATUS_OK;
+}
+
 size_t weight_store_parameters(const weight_store *store) { return store->parameters; }
 size_t weight_store_copied_bytes(const weight_store *store) { return store->copied_bytes; }
 size_t weight_store_bytes(const weight_store *store) { return store->bytes; }

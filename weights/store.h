@@ -43,6 +43,13 @@ glimpse_status weight_store_get_matrix(weight_store *store, kernel_weight *out, 
 glimpse_status weight_store_get_matrix_optional(weight_store *store, kernel_weight *out, size_t rows, size_t columns,
                                                 const char *name);
 
+/* A weight matrix stored transposed, [columns, rows] (GPT-2's Conv1D keeps
+ * [in, out]), handed out as weight_store_get_matrix hands out [rows,
+ * columns]: turned once, at load, into a copy the store owns (16-bit kept
+ * 16-bit where the AVX-512 kernels run, as weight_store_get_matrix keeps it). */
+glimpse_status weight_store_get_matrix_transposed(weight_store *store, kernel_weight *out, size_t rows,
+                                                  size_t columns, const char *name);
+
 /* Counts of what was handed out so far (for `glimpse info`). */
 size_t weight_store_parameters(const weight_store *store);
 /* Bytes the store allocated for widened or realigned copies (the rest is the mapped files). */
