@@ -75,7 +75,18 @@ glimpse_status read_preprocessor(glimpse_model *model, int square_default) {
     if (!path) return ERROR_OOM();
     bool present = file_is_regular(path);
     free(path);
-    if (!present) return GLIMPSE_STATUS_OK;
+    if (!present) {
+        /* said loudly: the family's defaults may not be the checkpoint's, and give other scores silently */
+        const preprocess_config *p = &model->preprocess;
+        model->preprocessor_defaults = true;
+        log_message(GLIMPSE_LOG_LEVEL_WARNING,
+                    "%s has no preprocessor_config.json: images are preprocessed with %s's defaults (resize %d, "
+                    "crop %dx%d, mean %.4g %.4g %.4g, std %.4g %.4g %.4g), which may not be the checkpoint's",
+                    model->folder, model->architecture, p->shortest_edge > 0 ? p->shortest_edge : p->resize_height,
+                    p->crop_height, p->crop_width, p->mean[0], p->mean[1], p->mean[2], p->std[0], p->std[1],
+                    p->std[2]);
+        return GLIMPSE_STATUS_OK;
+    }
     cJSON *preprocessor = NULL;
     glimpse_status status = config_read_json(model->folder, "preprocessor_config.json", &preprocessor);
     if (!status)
@@ -448,6 +459,8 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     out->copied_bytes = weight_store_copied_bytes(model->store);
     out->logit_scale = model->logit_scale;
     out->logit_bias = model->logit_bias;
+    out->precision = model->precision;
+    out->preprocessor_defaults = model->preprocessor_defaults;
     return GLIMPSE_STATUS_OK;
 }
 

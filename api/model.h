@@ -53,6 +53,7 @@ struct glimpse_model {
     opt_model language_model;
     glimpse_precision precision;
     q8_set quantized; /* the int8 weights, with GLIMPSE_PRECISION_INT8 */
+    bool preprocessor_defaults; /* no preprocessor_config.json: the family's default preprocessing */
 };
 
 /* CLIP and SigLIP: image and text towers embedding into one space

@@ -155,3 +155,8 @@ blip glimpse-after Salesforce--blip-image-captioning-base
 echo "roof (FMA peak, read bandwidth)..." >&2
 "$work/roof" "$threads" >> "$results"
 /usr/bin/python3 bench/report.py "$results"
+echo "glimpse serve: 16 clients, 10,000 requests; then the batching gain (demo CLIP, then ViT-B/32)..." >&2
+/usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --requests 10000 --max-rss-growth 5
+/usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --batching --requests 2000
+/usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --batching --requests 400 \
+  --model "$work/openai--clip-vit-base-patch32"

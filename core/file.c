@@ -13,7 +13,10 @@
 #include "core/error.h"
 
 static glimpse_status open_regular(const char *path, int *fd_out, size_t *size_out) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a named pipe that no one writes to returns at once
+     * (and is then refused below) instead of waiting for a writer forever;
+     * it changes nothing for a regular file */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         int code = errno;
         return error_set(code == ENOENT ? GLIMPSE_STATUS_NOT_FOUND : GLIMPSE_STATUS_IO, "%s: %s", path,
@@ -31,6 +34,9 @@ static glimpse_status open_regular(const char *path, int *fd_out, size_t *size_o
     }
     if (!S_ISREG(info.st_mode)) {
         close(fd);
+        if (S_ISFIFO(info.st_mode))
+            return error_set(GLIMPSE_STATUS_IO, "%s: a named pipe, not a regular file (not read: it may never end)",
+                             path);
         return error_set(GLIMPSE_STATUS_IO, "%s: not a regular file", path);
     }
     *fd_out = fd;
@@ -67,6 +73,48 @@ glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes
         done += (size_t)got;
     }
     close(fd);
+    buffer[length] = 0;
+    *bytes = buffer;
+    *size = length;
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status file_read_stream(int fd, const char *label, size_t max_bytes, uint8_t **bytes, size_t *size) {
+    *bytes = NULL;
+    *size = 0;
+    size_t length = 0, capacity = 0;
+    uint8_t *buffer = NULL;
+    for (;;) {
+        if (length == capacity) {
+            if (capacity > max_bytes) {
+                free(buffer);
+                return error_set(GLIMPSE_STATUS_TOO_LARGE, "%s: more than %zu bytes, over the limit", label, max_bytes);
+            }
+            size_t grown = capacity ? capacity * 2 : 65536;
+            if (grown > max_bytes) grown = max_bytes + 1; /* one byte past the limit tells an overlong stream */
+            uint8_t *larger = realloc(buffer, grown + 1);
+            if (!larger) {
+                free(buffer);
+                return ERROR_OOM();
+            }
+            buffer = larger;
+            capacity = grown;
+        }
+        ssize_t got = read(fd, buffer + length, capacity - length);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int code = errno;
+            free(buffer);
+            return error_set(GLIMPSE_STATUS_IO, "%s: %s", label, strerror(code));
+        }
+        if (got == 0) break;
+        length += (size_t)got;
+    }
+    if (length > max_bytes) {
+        free(buffer);
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%s: more than %zu bytes, over the limit", label, max_bytes);
+    }
+    if (!buffer && !(buffer = malloc(1))) return ERROR_OOM();
     buffer[length] = 0;
     *bytes = buffer;
     *size = length;

@@ -13,6 +13,13 @@
  * Caller frees *bytes with free(). */
 glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes, size_t *size);
 
+/* Reads an open descriptor (a pipe, standard input) to its end into a new
+ * buffer with one NUL byte after the data, refusing more than max_bytes
+ * (TOO_LARGE, after reading at most max_bytes + 1). Blocks as read() does:
+ * the caller decides what it may wait on. label names it in errors.
+ * Caller frees *bytes with free(). */
+glimpse_status file_read_stream(int fd, const char *label, size_t max_bytes, uint8_t **bytes, size_t *size);
+
 /* Maps a file read-only. Caller releases with file_unmap(*map, *size).
  * An empty file maps to (NULL, 0) successfully. */
 glimpse_status file_map(const char *path, const uint8_t **map, size_t *size);

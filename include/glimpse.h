@@ -196,6 +196,11 @@ typedef struct glimpse_model_info {
      * too), and tensors stored at unaligned offsets. Int8 weights not counted. */
     size_t copied_bytes;
     float logit_bias; /* SigLIP's, added to every logit; 0 for CLIP */
+    glimpse_precision precision; /* as loaded (glimpse_load_params) */
+    /* true when the snapshot has no preprocessor_config.json and images are
+     * preprocessed with the family's defaults (a warning is logged): they may
+     * not be the checkpoint's, and a search index refuses such a model */
+    bool preprocessor_defaults;
 } glimpse_model_info;
 
 glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out);
@@ -428,13 +433,22 @@ glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimp
 
 /* The model folder the index was built with (owned by the index). */
 const char *glimpse_index_model_path(const glimpse_index *index);
-/* Images stored. */
+/* Images stored (a count over the whole table: slow on a large index). */
 size_t glimpse_index_count(const glimpse_index *index);
+/* The size of the embeddings the index holds (read when it was opened). */
+size_t glimpse_index_embedding_dim(const glimpse_index *index);
 /* The full check of the index file: SQLite's integrity_check, then every
  * row's shape and (*checksummed set) its checksum; an index made before
  * checksums (*checksummed false) gets them on its next writing open.
  * Damage is GLIMPSE_STATUS_BAD_FORMAT, "FILE is damaged: ...". */
 glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed);
+/* The precision of the embeddings the index holds (recorded when it was
+ * built; an index from before the record: float32 until its next update).
+ * A model loaded at another precision is refused by glimpse_index_open and
+ * glimpse_index_check_model (GLIMPSE_STATUS_WRONG_MODEL), as is a model
+ * without preprocessor_config.json (glimpse_model_info.preprocessor_defaults)
+ * when it would embed images. */
+glimpse_precision glimpse_index_precision(const glimpse_index *index);
 
 typedef struct glimpse_index_summary {
     size_t added, updated, moved, removed, unchanged, failed;
@@ -445,7 +459,9 @@ typedef struct glimpse_index_params {
     /* progress over the files that need embedding; return true to stop
      * (what was committed stays; GLIMPSE_STATUS_CANCELLED) */
     bool (*on_progress)(void *user, size_t done, size_t total);
-    /* an unreadable or broken file, skipped */
+    /* an unreadable or broken file, skipped; one stored before keeps its
+     * entry, marked failed: left out of search results, tried again by the
+     * next update (summary->failed counts both) */
     void (*on_failure)(void *user, const char *path, const char *reason);
     void *user;
     uint64_t max_pixels; /* 0 = the default image limit */
@@ -455,6 +471,13 @@ typedef struct glimpse_index_params {
      * paths are indexed and the call still returns GLIMPSE_STATUS_OK; one
      * call per such path (path and reason valid during the call) */
     void (*on_root_failure)(void *user, const char *path, glimpse_status status, const char *reason);
+    /* glob patterns (fnmatch) of files and folders to leave out: one without
+     * a slash matches a file or folder name ("*.gif", ".thumbnails"), one
+     * with a slash the whole absolute path (a star in it crosses slashes);
+     * stored entries they take under the paths given are forgotten. May be
+     * NULL (count 0). */
+    const char *const *exclude;
+    size_t exclude_count;
 } glimpse_index_params;
 
 /* Brings the index up to date with the given files and folders (walked
@@ -471,6 +494,36 @@ typedef struct glimpse_index_params {
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
                                     size_t count, const glimpse_index_params *params,
                                     glimpse_index_summary *summary);
+
+/* What an index holds, for `glimpse index --stats`. */
+typedef struct glimpse_index_stats {
+    size_t images; /* entries stored */
+    size_t failed; /* of them, files that failed to read or decode when last tried: left out of search results */
+    size_t dim;    /* embedding size */
+    glimpse_precision precision;
+    const char *model_path, *model_identity; /* owned by the index */
+    uint64_t file_bytes;                     /* the database's size */
+} glimpse_index_stats;
+glimpse_status glimpse_index_get_stats(glimpse_index *index, glimpse_index_stats *out);
+
+/* A file or folder given to an update (every one ever given, until removed
+ * or pruned): the entries stored under it, and whether it exists now. */
+typedef void (*glimpse_index_root_callback)(void *user, const char *path, size_t images, bool present);
+/* Calls on_root for each such path, sorted. */
+glimpse_status glimpse_index_list_roots(glimpse_index *index, glimpse_index_root_callback on_root, void *user);
+/* An entry: its path, and why its file failed when last tried (NULL if it did not). Valid during the call. */
+typedef void (*glimpse_index_entry_callback)(void *user, const char *path, const char *failure);
+/* Calls on_entry for every entry, sorted by path. */
+glimpse_status glimpse_index_list(glimpse_index *index, glimpse_index_entry_callback on_entry, void *user);
+/* Forgets the entry of the file at path, or every entry under the folder
+ * at path (which need not exist any more; relative to the working folder
+ * unless absolute); *removed counts them. Needs a handle opened with the
+ * model, and the writer's turn (GLIMPSE_STATUS_BUSY as for an update). */
+glimpse_status glimpse_index_remove(glimpse_index *index, const char *path, size_t *removed);
+/* Forgets every entry whose file no longer exists, wherever it was (a
+ * drive unplugged too: only on request), and the paths given to updates
+ * that are gone. Needs a handle opened with the model. */
+glimpse_status glimpse_index_prune(glimpse_index *index, size_t *removed);
 
 typedef struct glimpse_search_result {
     const char *path; /* owned by the index; valid until the next update or close */
@@ -495,6 +548,29 @@ glimpse_status glimpse_embed_query(glimpse_context *ctx, const char *query, floa
  * its vision tower. */
 bool glimpse_query_needs_images(const char *query);
 
+/* The embedding stored for the file at path (relative to the working
+ * folder, links resolved as the index stores them) into out (dim floats),
+ * checked against its row's checksum: a picture's neighbours without
+ * embedding it again (glimpse search --like). GLIMPSE_STATUS_NOT_FOUND if the
+ * index has no entry for it (or only a failed one). */
+glimpse_status glimpse_index_embedding(glimpse_index *index, const char *path, float *out);
+
+/* The default of glimpse_index_duplicates' min_cosine, measured with the
+ * demo CLIP on its pictures and their re-encoded, resized, cropped and
+ * brightened copies (bench/duplicate_threshold.py; README). */
+#define GLIMPSE_INDEX_DUPLICATE_COSINE 0.95f
+
+/* A group of near-identical pictures: paths (owned by the index, valid
+ * until the next update or close) and each one's cosine to the first. */
+typedef void (*glimpse_index_group_callback)(void *user, const char *const *paths, const float *similarity,
+                                             size_t count);
+/* Groups the stored pictures whose embeddings' cosine is at least
+ * min_cosine, joined transitively (a chain of near-identical pairs is one
+ * group); calls on_group once per group of two or more, and counts them in
+ * *groups. GLIMPSE_INDEX_DUPLICATE_COSINE is the default threshold. Scores
+ * every pair: count² × dim / 2 multiply-adds (100,000 pictures of 512: 2.6e12). */
+glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, glimpse_index_group_callback on_group,
+                                        void *user, size_t *groups);
 /* ---------------------------------------------------------- explanation */
 
 /* What a model looked at, as maps over the grid of image patches it saw:

@@ -14,7 +14,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGLIMPSE_FUZZ=ON -DCMAKE_BUILD_TY
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
   >/dev/null
-targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images"
+targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images fuzz_video"
 cmake --build build-fuzz -j"$(nproc)" --target $targets 2>&1 | grep -E "error|warning" || true
 
 corpus=build-fuzz/corpus
@@ -36,6 +36,16 @@ done
 # every format and EXIF layout test_image_formats checks, when Pillow is there to make them
 if /usr/bin/python3 tests/data/make_image_cases.py build-fuzz/image_cases 2>/dev/null; then
   find build-fuzz/image_cases -type f ! -name '*.ppm' ! -name '*.tsv' -size -64k -exec cp {} "$corpus/fuzz_images/" \;
+fi
+# small videos of each container and codec the reader takes, made by the ffmpeg tool
+if command -v ffmpeg >/dev/null; then
+  make_video() { ffmpeg -nostdin -hide_banner -loglevel error -y -f lavfi -i testsrc=size=16x16:rate=5:duration=0.6 "$@"; }
+  make_video -c:v libx264 -preset ultrafast "$corpus/fuzz_video/h264.mp4" || true
+  make_video -c:v libx265 -preset ultrafast -x265-params log-level=none "$corpus/fuzz_video/h265.mkv" || true
+  make_video -c:v libvpx-vp9 -deadline realtime "$corpus/fuzz_video/vp9.webm" || true
+  make_video -c:v libaom-av1 -cpu-used 8 "$corpus/fuzz_video/av1.mkv" || true
+  make_video -c:v mjpeg "$corpus/fuzz_video/mjpeg.avi" || true
+  make_video -c:v mpeg2video -f mpegts "$corpus/fuzz_video/mpeg2.ts" || true
 fi
 
 failed=0

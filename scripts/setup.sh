@@ -10,8 +10,12 @@ packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-
           libwebp-dev libtiff-dev libheif-dev  # WebP, TIFF, HEIC/AVIF decoding (libheif brings libde265, dav1d, aom)
           libnuma-dev             # -lnuma: libheif's static link line names it (x265; test_install)
           python3-pil libheif-examples webp libtiff-tools  # test_image_formats' references: Pillow 9.4, heif-convert, tiffcp
+          libmicrohttpd-dev       # glimpse serve's HTTP server
+          python3-numpy python3-pytest python3-setuptools python3-pip python3-venv  # python/: its tests, pip install
+          python3-distributed python3-faiss  # glimpse.dask (dask-scheduler, dask-worker) and glimpse.faiss
           clang libclang-rt-14-dev  # clang: the libFuzzer targets
-          fonts-dejavu-core chromium)  # explain: the labels' font; the --html page's browser test
+          fonts-dejavu-core chromium  # explain: the labels' font; the --html page's browser test
+          libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg)  # video; ffmpeg: test_video's reference
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -10,6 +10,7 @@
  * batch in flight is rolled back whole. Embeddings are kept as float32 both
  * on disk and in memory: exact, and a 100,000 × 512 table is 200 MB, which
  * one sgemv reads in about 10 ms. */
+#include <math.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,8 +29,12 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/kernels.h"
+#include "core/pool.h"
+#include "core/quantize.h"
 #include "core/strmap.h"
+#include "search/bench.h"
 #include "search/index.h"
+#include "search/vectors.h"
 #include "vision/image.h"
 
 /* Milliseconds a write waits for another process's to finish before failing. */
@@ -48,13 +53,24 @@ struct glimpse_index {
     float logit_scale, logit_bias; /* a search's score: logit_scale × cosine + logit_bias (SigLIP's; CLIP 0) */
     bool read_only; /* opened for searching: writes nothing */
     bool checksummed; /* rows carry checksums (images.checksum), verified when loaded */
+    bool failed_column; /* images.failed exists (an index made before it has none) */
+    glimpse_precision precision; /* of the embeddings stored (meta's "precision"; float32 if not recorded) */
     /* search cache: every stored embedding, loaded on first search */
     bool loaded;
     size_t count;
     char **paths;
     float *matrix; /* [count, dim] */
     float *scores; /* [count] */
+    /* or the vector file (FILE.vectors), mapped, when it is the index's current one */
+    bool vectors_open;
+    vector_file vectors;
+    char **fetched;       /* [vectors.count]: the paths of rows returned so far, read from SQLite when first needed */
+    int32_t *scan;        /* [2, vectors.count]: the int8 scan's dot products and code sums */
+    pool *threads;        /* the scan's, created with the first search */
 };
+
+static glimpse_status check_row(glimpse_index *index, sqlite3_stmt *row);
+static size_t count_where(glimpse_index *index, const char *condition);
 
 static glimpse_status db_error(glimpse_index *index, const char *what) {
     return error_set(GLIMPSE_STATUS_IO, "%s: %s: %s", index->path, what, sqlite3_errmsg(index->db));
@@ -76,6 +92,14 @@ static void sql_row_checksum(sqlite3_context *call, int argc, sqlite3_value **ar
     static const uint8_t none = 0;
     sqlite3_result_int64(call, row_checksum(path ? path : &none, path ? path_bytes : 0,
                                             embedding ? embedding : &none, embedding ? embedding_bytes : 0));
+}
+
+/* SQL glimpse_file_exists(path): whether a file or folder is at path (pruning). */
+static void sql_file_exists(sqlite3_context *call, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const char *path = (const char *)sqlite3_value_text(argv[0]);
+    struct stat info;
+    sqlite3_result_int(call, path && stat(path, &info) == 0);
 }
 
 /* Whether SQLite's result code says the file is damaged (or no database at all). */
@@ -186,6 +210,12 @@ static glimpse_status meta_set(glimpse_index *index, const char *key, const char
 }
 
 static void drop_cache(glimpse_index *index) {
+    if (index->vectors_open)
+        for (size_t i = 0; i < index->vectors.count; i++) free(index->fetched[i]);
+    free(index->fetched), free(index->scan);
+    index->fetched = NULL, index->scan = NULL;
+    vector_file_close(&index->vectors);
+    index->vectors_open = false;
     for (size_t i = 0; i < index->count; i++) free(index->paths[i]);
     free(index->paths);
     free(index->matrix);
@@ -244,16 +274,20 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
         return db_error(index, "cannot open");
     sqlite3_busy_timeout(index->db, INDEX_BUSY_TIMEOUT_MS);
     if (sqlite3_create_function(index->db, "glimpse_row_checksum", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
-                                sql_row_checksum, NULL, NULL) != SQLITE_OK)
+                                sql_row_checksum, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_function(index->db, "glimpse_file_exists", 1, SQLITE_UTF8, NULL, sql_file_exists, NULL,
+                                NULL) != SQLITE_OK)
         return db_error(index, "cannot open");
     return exec(index, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=4294967296;"
                        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
                        "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
                        " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
-                       " embedding BLOB NOT NULL, checksum INTEGER);"
+                       " embedding BLOB NOT NULL, checksum INTEGER, failed TEXT);"
                        "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);"
                        "CREATE TABLE IF NOT EXISTS writer(id INTEGER PRIMARY KEY CHECK (id = 1),"
-                       " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);");
+                       " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);"
+                       "CREATE TABLE IF NOT EXISTS roots(path TEXT PRIMARY KEY, folder INTEGER NOT NULL,"
+                       " updated INTEGER NOT NULL);");
 }
 
 /* The checksum of the model record (identity, folder, embedding size, logit
@@ -282,12 +316,13 @@ static glimpse_status check_model_record(glimpse_index *index, const char *ident
     return status;
 }
 
-/* Whether the index's rows have checksums (an index made before them has no such column). */
-static glimpse_status has_checksums(glimpse_index *index, bool *has) {
+/* Whether the table images has the column (an index made before checksums, or before failed entries, lacks it). */
+static glimpse_status has_column(glimpse_index *index, const char *column, bool *has) {
     sqlite3_stmt *statement;
-    int code = sqlite3_prepare_v2(index->db, "SELECT 1 FROM pragma_table_info('images') WHERE name = 'checksum'", -1,
+    int code = sqlite3_prepare_v2(index->db, "SELECT 1 FROM pragma_table_info('images') WHERE name = ?", -1,
                                   &statement, NULL);
     if (code != SQLITE_OK) return prepare_error(index, code, "reading the index's columns");
+    sqlite3_bind_text(statement, 1, column, -1, SQLITE_STATIC);
     code = sqlite3_step(statement);
     sqlite3_finalize(statement);
     *has = code == SQLITE_ROW;
@@ -336,18 +371,48 @@ static glimpse_status record_model(glimpse_index *index, const glimpse_model_inf
     return status;
 }
 
-/* Opened with a model: an index built with another is refused, a new one records this one. */
-static glimpse_status adopt_model(glimpse_index *index, const glimpse_model *model, const char *recorded) {
+static const char *precision_name(glimpse_precision precision) {
+    return precision == GLIMPSE_PRECISION_INT8 ? "int8" : "float32";
+}
+
+/* WRONG_MODEL unless the model (identity mine, info) gives the embeddings
+ * the index holds (recorded: its identity, NULL for a new index): the same
+ * weights, the same precision, and the checkpoint's own preprocessing when
+ * images are embedded (a snapshot without preprocessor_config.json falls
+ * back to defaults that may differ). */
+static glimpse_status refuse_other_model(const glimpse_index *index, const char *recorded, const char *mine,
+                                         const glimpse_model_info *info) {
+    if (recorded && strcmp(recorded, mine) != 0)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s was built with another model (%s, from %s); give that model, or a new --db", index->path,
+                         recorded, index->model_path ? index->model_path : "?");
+    if (info->image_size && info->preprocessor_defaults)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s has no preprocessor_config.json: its images would be preprocessed with defaults that "
+                         "may not be the checkpoint's, and an index must not mix them; add the snapshot's file",
+                         info->path);
+    if (recorded && info->precision != index->precision)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s holds %s embeddings and the model was loaded as %s; %s, or use a new --db", index->path,
+                         precision_name(index->precision), precision_name(info->precision),
+                         index->precision == GLIMPSE_PRECISION_INT8 ? "give --int8" : "leave out --int8");
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Opened with a model: an index built with another (or with the same at
+ * another precision) is refused, a new one records this one; an index
+ * older than the precision record takes the model's. */
+static glimpse_status adopt_model(glimpse_index *index, const glimpse_model *model, const char *recorded,
+                                  bool precision_recorded) {
     char mine[MODEL_IDENTITY_CAPACITY];
     glimpse_model_info info;
     glimpse_status status = model_identity(model, mine, sizeof mine);
     if (!status) status = glimpse_model_get_info(model, &info);
     if (status) return status;
-    if (recorded && strcmp(recorded, mine) != 0)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
-                         "%s was built with another model (%s, from %s); give that model, or a new --db", index->path,
-                         recorded, index->model_path ? index->model_path : "?");
+    if (!precision_recorded) index->precision = info.precision;
+    if ((status = refuse_other_model(index, recorded, mine, &info))) return status;
     if (!recorded && (status = record_model(index, &info, mine))) return status;
+    if (!precision_recorded && (status = meta_set(index, "precision", precision_name(info.precision)))) return status;
     index->identity = strdup(mine);
     if (!index->identity) return ERROR_OOM();
     index->dim = (size_t)info.embedding_dim;
@@ -388,20 +453,26 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     int64_t bytes = status ? -1 : database_bytes(index);
     if (!status && bytes < 0) status = damaged(index, sqlite3_errmsg(index->db));
     if (!status && bytes <= INDEX_QUICK_CHECK_MAX_BYTES) status = check_structure(index, "PRAGMA quick_check(1)");
-    char *identity = NULL, *dim = NULL, *scale = NULL, *bias = NULL;
+    char *identity = NULL, *dim = NULL, *scale = NULL, *bias = NULL, *precision = NULL;
     if (!status) status = meta_get(index, "model_identity", &identity);
     if (!status) status = meta_get(index, "dim", &dim);
     if (!status) status = meta_get(index, "logit_scale", &scale);
     if (!status) status = meta_get(index, "logit_bias", &bias);
     if (!status) status = meta_get(index, "model_path", &index->model_path);
-    if (!status) status = has_checksums(index, &index->checksummed);
+    if (!status) status = has_column(index, "checksum", &index->checksummed);
+    if (!status) status = has_column(index, "failed", &index->failed_column);
+    if (!status && model && !index->failed_column) status = exec(index, "ALTER TABLE images ADD COLUMN failed TEXT");
+    if (!status && model) index->failed_column = true;
+    if (!status) status = meta_get(index, "precision", &precision);
     if (!status && index->checksummed && identity) status = check_model_record(index, identity, dim, scale, bias);
     else if (!status && index->checksummed && !model) status = damaged(index, "its model record is missing");
     else if (!status && model && identity) status = add_checksums(index, identity, dim, scale, bias);
     if (!status && model) index->checksummed = true;
-    if (!status && model) status = adopt_model(index, model, identity);
+    if (!status) index->precision = precision && strcmp(precision, "int8") == 0 ? GLIMPSE_PRECISION_INT8
+                                                                                 : GLIMPSE_PRECISION_FLOAT32;
+    if (!status && model) status = adopt_model(index, model, identity, precision != NULL);
     else if (!status) status = read_recorded_model(index, identity, dim, scale, bias);
-    free(identity), free(dim), free(scale), free(bias);
+    free(identity), free(dim), free(scale), free(bias), free(precision);
     if (status)
         glimpse_index_free(index);
     else
@@ -412,6 +483,7 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
 void glimpse_index_free(glimpse_index *index) {
     if (!index) return;
     drop_cache(index);
+    pool_free(index->threads);
     /* leave the file in rollback-journal mode when no one else has it open,
      * so that readers of it need no -wal or -shm file (read-only media) */
     if (index->db && !index->read_only) {
@@ -428,16 +500,19 @@ void glimpse_index_free(glimpse_index *index) {
 glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimpse_model *model) {
     if (!index || !model) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_check_model: NULL argument");
     char mine[MODEL_IDENTITY_CAPACITY];
+    glimpse_model_info info;
     glimpse_status status = model_identity(model, mine, sizeof mine);
-    if (status) return status;
-    if (strcmp(index->identity, mine) != 0)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
-                         "%s was built with another model (%s, from %s); give that model, or a new --db", index->path,
-                         index->identity, index->model_path ? index->model_path : "?");
-    return GLIMPSE_STATUS_OK;
+    if (!status) status = glimpse_model_get_info(model, &info);
+    return status ? status : refuse_other_model(index, index->identity, mine, &info);
+}
+
+glimpse_precision glimpse_index_precision(const glimpse_index *index) {
+    return index ? index->precision : GLIMPSE_PRECISION_FLOAT32;
 }
 
 const char *glimpse_index_model_path(const glimpse_index *index) { return index ? index->model_path : NULL; }
+
+size_t glimpse_index_embedding_dim(const glimpse_index *index) { return index ? index->dim : 0; }
 
 size_t glimpse_index_count(const glimpse_index *index) {
     if (!index) return 0;
@@ -458,7 +533,8 @@ size_t glimpse_index_count(const glimpse_index *index) {
 /* One image the index holds. */
 typedef struct stored_row {
     int64_t id, size, mtime_ns, hash;
-    bool seen; /* among the files walked, or claimed by one of them as moved */
+    bool seen;   /* among the files walked, or claimed by one of them as moved */
+    bool failed; /* its file failed to read or decode when last tried: tried again */
 } stored_row;
 
 /* What the index holds when an update starts. */
@@ -499,7 +575,7 @@ static glimpse_status read_stored(glimpse_index *index, stored_images *stored) {
     glimpse_status status = strmap_create(1024, &stored->by_path);
     sqlite3_stmt *statement = NULL;
     int code = status ? SQLITE_OK
-                      : sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash FROM images", -1,
+                      : sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash, failed IS NOT NULL FROM images", -1,
                                            &statement, NULL);
     if (code != SQLITE_OK) status = prepare_error(index, code, "reading the index");
     code = SQLITE_DONE;
@@ -515,7 +591,8 @@ static glimpse_status read_stored(glimpse_index *index, stored_images *stored) {
                                    .size = sqlite3_column_int64(statement, 2),
                                    .mtime_ns = sqlite3_column_int64(statement, 3),
                                    .hash = sqlite3_column_int64(statement, 4),
-                                   .seen = false};
+                                   .seen = false,
+                                   .failed = sqlite3_column_int(statement, 5) != 0};
         stored->paths[r] = strdup(path);
         if (!stored->paths[r]) status = ERROR_OOM();
         else status = strmap_put(stored->by_path, stored->paths[r], strlen(stored->paths[r]), (int32_t)r);
@@ -535,8 +612,9 @@ static glimpse_status map_stored_content(stored_images *stored) {
     return status;
 }
 
-/* Counts the walked files stored with their size and time unchanged; the
- * others go to work (*work_count of them). */
+/* Counts the walked files stored with their size and time unchanged, and
+ * still readable, that did not fail last time; the others go to work
+ * (*work_count of them). */
 static void find_changed(const file_list *files, stored_images *stored, pending *work, size_t *work_count,
                          glimpse_index_summary *summary) {
     for (size_t i = 0; i < files->count; i++) {
@@ -547,7 +625,8 @@ static void find_changed(const file_list *files, stored_images *stored, pending 
             continue;
         }
         stored->rows[r].seen = true;
-        if (stored->rows[r].size == f->size && stored->rows[r].mtime_ns == f->mtime_ns)
+        const stored_row *row = &stored->rows[r];
+        if (row->size == f->size && row->mtime_ns == f->mtime_ns && !row->failed && access(f->path, R_OK) == 0)
             summary->unchanged++;
         else
             work[(*work_count)++] = (pending){.file = i, .stored_id = stored->rows[r].id};
@@ -585,7 +664,7 @@ static glimpse_status transaction_end(glimpse_index *index, sqlite3_stmt *statem
     return status;
 }
 
-/* Runs the prepared "UPDATE images SET path, mtime_ns (and the checksum) WHERE id" for the file f. */
+/* Runs the prepared "UPDATE images SET path, mtime_ns (the checksum, failed cleared) WHERE id" for the file f. */
 static glimpse_status set_path_and_time(glimpse_index *index, sqlite3_stmt *update, const found_file *f, int64_t id,
                                         const char *what) {
     sqlite3_bind_text(update, 1, f->path, -1, SQLITE_STATIC);
@@ -655,7 +734,8 @@ static glimpse_status record_moves(glimpse_index *index, const walk_result *walk
     const file_list *files = &walk->files;
     sqlite3_stmt *update;
     glimpse_status status = transaction_begin(index, "UPDATE images SET path = ?1, mtime_ns = ?2,"
-                                              " checksum = glimpse_row_checksum(?1, embedding) WHERE id = ?3",
+                                              " checksum = glimpse_row_checksum(?1, embedding), failed = NULL"
+                                              " WHERE id = ?3",
                                               "preparing a move", &update);
     size_t kept = 0;
     for (size_t w = 0; !status && w < *work_count; w++) {
@@ -671,16 +751,19 @@ static glimpse_status record_moves(glimpse_index *index, const walk_result *walk
     return transaction_end(index, update, status);
 }
 
-/* Forgets the stored files under the roots walked that no longer exist;
- * entries under other roots, or under folders that could not be read, are
- * not judged by this run and stay. One transaction. */
+/* Forgets the stored files under the roots walked that no longer exist, or
+ * that an exclude pattern now takes; entries under other roots, or under
+ * folders that could not be read, are not judged by this run and stay. One
+ * transaction. */
 static glimpse_status forget_deleted(glimpse_index *index, const stored_images *stored, const walk_result *walk,
                                      glimpse_index_summary *summary) {
     sqlite3_stmt *remove;
     glimpse_status status =
         transaction_begin(index, "DELETE FROM images WHERE id = ?", "preparing a removal", &remove);
     for (size_t r = 0; !status && r < stored->count; r++) {
-        if (stored->rows[r].seen || !walk_judges(walk, stored->paths[r]) || file_exists(stored->paths[r])) continue;
+        const char *path = stored->paths[r];
+        if (stored->rows[r].seen || !walk_judges(walk, path) || (file_exists(path) && !walk_excludes(walk, path)))
+            continue;
         sqlite3_bind_int64(remove, 1, stored->rows[r].id);
         if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "removing a deleted file");
         sqlite3_reset(remove);
@@ -689,15 +772,43 @@ static glimpse_status forget_deleted(glimpse_index *index, const stored_images *
     return transaction_end(index, remove, status);
 }
 
+/* A stored file that no longer reads or decodes: its old embedding is
+ * stale, so its entry leaves the search results (images.failed holds the
+ * reason) until a later run reads the file again. */
+static glimpse_status mark_failed(glimpse_index *index, int64_t id, const char *reason) {
+    sqlite3_stmt *update;
+    if (sqlite3_prepare_v2(index->db, "UPDATE images SET failed = ? WHERE id = ?", -1, &update, NULL) != SQLITE_OK)
+        return db_error(index, "recording a failed file");
+    sqlite3_bind_text(update, 1, reason, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(update, 2, id);
+    glimpse_status status = sqlite3_step(update) == SQLITE_DONE ? GLIMPSE_STATUS_OK
+                                                                 : db_error(index, "recording a failed file");
+    sqlite3_finalize(update);
+    return status;
+}
+
+/* Reports a file of the batch that failed (and marks its stored entry failed, if it has one). */
+static glimpse_status batch_failure(glimpse_index *index, const pending *p, const char *path,
+                                    const glimpse_index_params *params, glimpse_index_summary *summary) {
+    summary->failed++;
+    char reason[1024];
+    snprintf(reason, sizeof reason, "%s%s", glimpse_last_error(),
+             p->stored_id ? "; its entry is left out of search results until the file reads again" : "");
+    glimpse_status status = p->stored_id ? mark_failed(index, p->stored_id, glimpse_last_error()) : GLIMPSE_STATUS_OK;
+    if (params && params->on_failure) params->on_failure(params->user, path, reason);
+    return status;
+}
+
 /* Reads, hashes and decodes batch[0..count); the files that fail are
- * counted and reported. Returns how many loaded: images[j] and hashes[j]
+ * counted and reported. *loaded of them loaded: images[j] and hashes[j]
  * are batch[which[j]]'s. */
-static size_t load_batch(const file_list *files, const pending *batch, size_t count,
-                         const glimpse_index_params *params, glimpse_image **images, int64_t *hashes, size_t *which,
-                         glimpse_index_summary *summary) {
+static glimpse_status load_batch(glimpse_index *index, const file_list *files, const pending *batch, size_t count,
+                                 const glimpse_index_params *params, glimpse_image **images, int64_t *hashes,
+                                 size_t *which, size_t *loaded_count, glimpse_index_summary *summary) {
     uint64_t max_pixels = params && params->max_pixels ? params->max_pixels : glimpse_image_default_params().max_pixels;
     size_t loaded = 0;
-    for (size_t i = 0; i < count; i++) {
+    glimpse_status marked = GLIMPSE_STATUS_OK;
+    for (size_t i = 0; i < count && !marked; i++) {
         const found_file *f = &files->items[batch[i].file];
         uint8_t *bytes;
         size_t size;
@@ -708,13 +819,15 @@ static size_t load_batch(const file_list *files, const pending *batch, size_t co
             free(bytes);
         }
         if (status) {
-            summary->failed++;
-            if (params && params->on_failure) params->on_failure(params->user, f->path, glimpse_last_error());
+            marked = batch_failure(index, &batch[i], f->path, params, summary);
             continue;
         }
         which[loaded++] = i;
     }
-    return loaded;
+    *loaded_count = loaded;
+    if (marked)
+        for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
+    return marked;
 }
 
 /* Stores the embeddings of the loaded files of a batch. One transaction:
@@ -728,7 +841,8 @@ static glimpse_status store_batch(glimpse_index *index, const file_list *files, 
                           "INSERT INTO images(path, size, mtime_ns, hash, embedding, checksum)"
                           " VALUES (?1, ?2, ?3, ?4, ?5, glimpse_row_checksum(?1, ?5))"
                           " ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
-                          " hash = excluded.hash, embedding = excluded.embedding, checksum = excluded.checksum",
+                          " hash = excluded.hash, embedding = excluded.embedding, checksum = excluded.checksum,"
+                          " failed = NULL",
                           "preparing an insert", &insert);
     for (size_t j = 0; j < loaded && !status; j++) {
         const pending *p = &batch[which[j]];
@@ -754,15 +868,15 @@ static glimpse_status embed_batch(glimpse_index *index, glimpse_context *ctx, co
                                   glimpse_index_summary *summary) {
     glimpse_image *images[INDEX_BATCH];
     int64_t hashes[INDEX_BATCH];
-    size_t which[INDEX_BATCH];
-    size_t loaded = load_batch(files, batch, count, params, images, hashes, which, summary);
-    if (!loaded) return GLIMPSE_STATUS_OK;
+    size_t which[INDEX_BATCH], loaded = 0;
+    glimpse_status status = load_batch(index, files, batch, count, params, images, hashes, which, &loaded, summary);
+    if (status || !loaded) return status;
     float *embeddings = malloc(loaded * index->dim * sizeof(float));
     if (!embeddings) {
         for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
         return ERROR_OOM();
     }
-    glimpse_status status = glimpse_embed_images(ctx, images, loaded, embeddings);
+    status = glimpse_embed_images(ctx, images, loaded, embeddings);
     for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
     if (!status) status = store_batch(index, files, batch, which, hashes, embeddings, loaded, summary);
     free(embeddings);
@@ -774,6 +888,9 @@ static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, con
                                  const pending *work, size_t work_count, const glimpse_index_params *params,
                                  glimpse_index_summary *summary) {
     glimpse_status status = GLIMPSE_STATUS_OK;
+    /* the start, so that a progress display times the first batch from here */
+    if (work_count && params && params->on_progress && params->on_progress(params->user, 0, work_count))
+        status = error_set(GLIMPSE_STATUS_CANCELLED, "indexing was stopped");
     for (size_t first = 0; !status && first < work_count; first += INDEX_BATCH) {
         size_t n = work_count - first < INDEX_BATCH ? work_count - first : INDEX_BATCH;
         status = embed_batch(index, ctx, files, work + first, n, params, summary);
@@ -826,7 +943,83 @@ static glimpse_status writer_lock(glimpse_index *index) {
         sqlite3_bind_int64(statement, 3, (int64_t)time(NULL));
         if (sqlite3_step(statement) != SQLITE_DONE) status = db_error(index, "recording the index's writer");
     }
+    /* from now on the vector file is not the index's: rewritten when the change is done */
+    if (!status) status = exec(index, "DELETE FROM meta WHERE key = 'vectors'");
     return transaction_end(index, statement, status);
+}
+
+/* Records the roots an update judged (for glimpse_index_list_roots). */
+static glimpse_status record_roots(glimpse_index *index, const root_list *judged) {
+    sqlite3_stmt *insert;
+    glimpse_status status = transaction_begin(index, "INSERT OR REPLACE INTO roots(path, folder, updated) VALUES (?, ?, ?)",
+                                              "recording the paths indexed", &insert);
+    for (size_t i = 0; !status && i < judged->count; i++) {
+        sqlite3_bind_text(insert, 1, judged->items[i].path, -1, SQLITE_STATIC);
+        sqlite3_bind_int(insert, 2, judged->items[i].folder);
+        sqlite3_bind_int64(insert, 3, (int64_t)time(NULL));
+        if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "recording the paths indexed");
+        sqlite3_reset(insert);
+    }
+    return transaction_end(index, insert, status);
+}
+
+/* Rows copied to the vector file at a time. */
+#define VECTOR_CHUNK_ROWS 4096
+
+/* Copies the rows that searches see (not failed), each checked, into w (a chunk at a time). */
+static glimpse_status copy_rows(glimpse_index *index, vector_writer *w, size_t count) {
+    const char *sql = index->failed_column
+                          ? "SELECT path, embedding, checksum, id FROM images WHERE failed IS NULL ORDER BY id"
+                          : "SELECT path, embedding, checksum, id FROM images ORDER BY id";
+    sqlite3_stmt *statement;
+    int code = sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL);
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
+    int64_t *ids = malloc(VECTOR_CHUNK_ROWS * sizeof *ids);
+    float *rows = malloc(VECTOR_CHUNK_ROWS * index->dim * sizeof *rows);
+    glimpse_status status = ids && rows ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    size_t n = 0, copied = 0;
+    while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) {
+        if (++copied > count) status = damaged(index, "its row count changed while it was read");
+        if (!status) status = check_row(index, statement);
+        if (status) break;
+        ids[n] = sqlite3_column_int64(statement, 3);
+        memcpy(rows + n * index->dim, sqlite3_column_blob(statement, 1), index->dim * sizeof(float));
+        if (++n == VECTOR_CHUNK_ROWS) status = vector_writer_add(w, ids, rows, n), n = 0;
+    }
+    if (!status && code != SQLITE_DONE) status = step_error(index, code, "reading the index");
+    if (!status && n) status = vector_writer_add(w, ids, rows, n);
+    sqlite3_finalize(statement);
+    free(ids), free(rows);
+    return status;
+}
+
+/* Writes the vector file of the index as it now is, and records its stamp.
+ * A file that cannot be written (a read-only folder, a full disk) leaves
+ * the index without one: searches then read the rows from SQLite. Damage
+ * met on the way is returned. */
+static glimpse_status write_vectors(glimpse_index *index) {
+    char *path = vector_file_path(index->path);
+    if (!path) return ERROR_OOM();
+    static uint64_t calls;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t seed[4] = {(uint64_t)now.tv_sec, (uint64_t)now.tv_nsec, (uint64_t)getpid(), ++calls};
+    uint64_t stamp = content_hash((const uint8_t *)seed, sizeof seed);
+    vector_writer w;
+    glimpse_status status = exec(index, "BEGIN"), written = GLIMPSE_STATUS_OK;
+    size_t count = status ? 0 : count_where(index, index->failed_column ? "failed IS NULL" : "1");
+    if (!status) written = vector_writer_start(&w, path, stamp, count, index->dim);
+    if (!status && !written) {
+        status = copy_rows(index, &w, count);
+        written = status;
+    }
+    sqlite3_exec(index->db, "COMMIT", NULL, NULL, NULL);
+    if (!status) written = vector_writer_finish(&w, written);
+    char text[24];
+    snprintf(text, sizeof text, "%016llx", (unsigned long long)stamp);
+    if (!status && !written) status = meta_set(index, "vectors", text);
+    free(path);
+    return status;
 }
 
 /* Leaves the index to other writers. */
@@ -857,7 +1050,8 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     drop_cache(index);
     if ((status = writer_lock(index))) return status;
     walk_result walk;
-    if ((status = walk_paths(paths, count, &walk))) {
+    if ((status = walk_paths(paths, count, params ? params->exclude : NULL, params ? params->exclude_count : 0,
+                             &walk))) {
         writer_unlock(index);
         return status;
     }
@@ -872,18 +1066,188 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     size_t work_count = 0;
     pending *work = calloc(files->count + 1, sizeof *work);
     if (!work && !status) status = ERROR_OOM();
+    if (!status) status = record_roots(index, &walk.judged);
     if (!status) status = read_stored(index, &stored);
     if (!status) find_changed(files, &stored, work, &work_count, summary);
     if (!status) status = map_stored_content(&stored);
     if (!status && work_count) status = record_moves(index, &walk, &stored, work, &work_count, summary);
     if (!status) status = forget_deleted(index, &stored, &walk, summary);
     if (!status) status = embed_work(index, ctx, files, work, work_count, params, summary);
+    if (!status) status = write_vectors(index);
     /* fold the write-ahead log into the database: later reads come straight from it */
     writer_unlock(index);
     if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     stored_images_free(&stored);
     free(work);
     walk_result_free(&walk);
+    return status;
+}
+
+/* ------------------------------------------------------------ management */
+
+/* SQL: whether the row's path (column path) is ?1 or lies below the folder ?2 (?1 with a slash), byte for byte. */
+#define PATH_IS_OR_UNDER "(path = ?1 OR substr(CAST(path AS BLOB), 1, length(CAST(?2 AS BLOB))) = CAST(?2 AS BLOB))"
+
+/* Runs a statement of the form "... WHERE PATH_IS_OR_UNDER" for path (and
+ * path/), stepping it once; SQLite's result code in *code. */
+static glimpse_status step_under(glimpse_index *index, sqlite3_stmt *statement, const char *path, int *code) {
+    size_t length = strlen(path);
+    char *folder = malloc(length + 2);
+    if (!folder) return ERROR_OOM();
+    memcpy(folder, path, length);
+    strcpy(folder + length, length && path[length - 1] == '/' ? "" : "/");
+    sqlite3_bind_text(statement, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(statement, 2, folder, -1, SQLITE_TRANSIENT);
+    free(folder);
+    *code = sqlite3_step(statement);
+    return *code == SQLITE_ROW || *code == SQLITE_DONE ? GLIMPSE_STATUS_OK : step_error(index, *code, "reading the index");
+}
+
+/* The number of rows "SELECT COUNT(*) FROM images WHERE condition" gives (0 when the column is missing). */
+static size_t count_where(glimpse_index *index, const char *condition) {
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM images WHERE %s", condition);
+    sqlite3_stmt *statement;
+    size_t count = 0;
+    if (sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL) == SQLITE_OK) {
+        if (sqlite3_step(statement) == SQLITE_ROW) count = (size_t)sqlite3_column_int64(statement, 0);
+        sqlite3_finalize(statement);
+    }
+    return count;
+}
+
+glimpse_status glimpse_index_get_stats(glimpse_index *index, glimpse_index_stats *out) {
+    if (!index || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_get_stats: NULL argument");
+    memset(out, 0, sizeof *out);
+    int64_t bytes = database_bytes(index);
+    if (bytes < 0) return db_error(index, "reading its size");
+    out->images = glimpse_index_count(index);
+    out->failed = index->failed_column ? count_where(index, "failed IS NOT NULL") : 0;
+    out->dim = index->dim;
+    out->precision = index->precision;
+    out->model_path = index->model_path;
+    out->model_identity = index->identity;
+    out->file_bytes = (uint64_t)bytes;
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status glimpse_index_list_roots(glimpse_index *index, glimpse_index_root_callback on_root, void *user) {
+    if (!index || !on_root) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_list_roots: NULL argument");
+    sqlite3_stmt *roots, *count;
+    int code = sqlite3_prepare_v2(index->db, "SELECT path FROM roots ORDER BY path", -1, &roots, NULL);
+    if (code == SQLITE_ERROR && strcmp(sqlite3_errmsg(index->db), "no such table: roots") == 0)
+        return GLIMPSE_STATUS_OK; /* an index from before roots were recorded */
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the paths indexed");
+    code = sqlite3_prepare_v2(index->db, "SELECT COUNT(*) FROM images WHERE " PATH_IS_OR_UNDER, -1, &count, NULL);
+    glimpse_status status = code == SQLITE_OK ? GLIMPSE_STATUS_OK : prepare_error(index, code, "counting images");
+    while (!status && (code = sqlite3_step(roots)) == SQLITE_ROW) {
+        const char *path = (const char *)sqlite3_column_text(roots, 0);
+        if (!path) continue;
+        int counted;
+        status = step_under(index, count, path, &counted);
+        if (!status) on_root(user, path, (size_t)sqlite3_column_int64(count, 0), file_exists(path));
+        sqlite3_reset(count);
+    }
+    if (!status && code != SQLITE_DONE) status = step_error(index, code, "reading the paths indexed");
+    sqlite3_finalize(count);
+    sqlite3_finalize(roots);
+    return status;
+}
+
+glimpse_status glimpse_index_list(glimpse_index *index, glimpse_index_entry_callback on_entry, void *user) {
+    if (!index || !on_entry) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_list: NULL argument");
+    sqlite3_stmt *statement;
+    const char *sql = index->failed_column ? "SELECT path, failed FROM images ORDER BY path"
+                                           : "SELECT path, NULL FROM images ORDER BY path";
+    int code = sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL);
+    if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
+    while ((code = sqlite3_step(statement)) == SQLITE_ROW)
+        if (sqlite3_column_text(statement, 0))
+            on_entry(user, (const char *)sqlite3_column_text(statement, 0),
+                     (const char *)sqlite3_column_text(statement, 1));
+    glimpse_status status = code == SQLITE_DONE ? GLIMPSE_STATUS_OK : step_error(index, code, "reading the index");
+    sqlite3_finalize(statement);
+    return status;
+}
+
+/* A writing operation on a handle that may be read-only: refused, else the writer's lock taken. */
+static glimpse_status begin_change(glimpse_index *index, const char *what) {
+    if (index->read_only)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s: %s needs the index opened with its model", index->path,
+                         what);
+    drop_cache(index);
+    return writer_lock(index);
+}
+
+/* Deletes the rows of table whose path is path or lies below it; *removed counts them. */
+static glimpse_status delete_under(glimpse_index *index, const char *table, const char *path, size_t *removed) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "DELETE FROM %s WHERE " PATH_IS_OR_UNDER, table);
+    sqlite3_stmt *remove;
+    int code;
+    glimpse_status status = transaction_begin(index, sql, "removing entries", &remove);
+    if (!status) status = step_under(index, remove, path, &code);
+    if (!status && removed) *removed = (size_t)sqlite3_changes(index->db);
+    return transaction_end(index, remove, status);
+}
+
+/* A path given by a caller in the form the index stores: absolute, links
+ * resolved when it exists, no trailing slash. NULL when out of memory; caller frees. */
+static char *stored_form(const char *path) {
+    char *absolute = realpath(path, NULL);
+    if (!absolute && path[0] != '/') {
+        char *here = getcwd(NULL, 0);
+        absolute = here ? file_join(here, path) : NULL;
+        free(here);
+    } else if (!absolute) {
+        absolute = strdup(path);
+    }
+    size_t length = absolute ? strlen(absolute) : 0;
+    while (length > 1 && absolute[length - 1] == '/') absolute[--length] = '\0';
+    return absolute;
+}
+
+glimpse_status glimpse_index_remove(glimpse_index *index, const char *path, size_t *removed) {
+    if (!index || !path || !removed) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_remove: NULL argument");
+    *removed = 0;
+    char *absolute = stored_form(path);
+    if (!absolute) return ERROR_OOM();
+    glimpse_status status = begin_change(index, "removing entries");
+    if (status) {
+        free(absolute);
+        return status;
+    }
+    status = delete_under(index, "images", absolute, removed);
+    if (!status) status = delete_under(index, "roots", absolute, NULL);
+    if (!status) status = write_vectors(index);
+    writer_unlock(index);
+    free(absolute);
+    return status;
+}
+
+glimpse_status glimpse_index_prune(glimpse_index *index, size_t *removed) {
+    if (!index || !removed) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_prune: NULL argument");
+    *removed = 0;
+    glimpse_status status = begin_change(index, "pruning");
+    if (status) return status;
+    stored_images stored = {0};
+    status = read_stored(index, &stored);
+    sqlite3_stmt *remove = NULL;
+    if (!status) status = transaction_begin(index, "DELETE FROM images WHERE id = ?", "pruning", &remove);
+    for (size_t r = 0; !status && r < stored.count; r++) {
+        if (file_exists(stored.paths[r])) continue;
+        sqlite3_bind_int64(remove, 1, stored.rows[r].id);
+        if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "pruning");
+        sqlite3_reset(remove);
+        (*removed)++;
+    }
+    if (remove) status = transaction_end(index, remove, status);
+    if (status) *removed = 0; /* rolled back */
+    /* the roots that are gone go too */
+    if (!status) status = exec(index, "DELETE FROM roots WHERE NOT glimpse_file_exists(path)");
+    if (!status) status = write_vectors(index);
+    writer_unlock(index);
+    stored_images_free(&stored);
     return status;
 }
 
@@ -910,9 +1274,9 @@ static glimpse_status row_capacity(glimpse_index *index, size_t *capacity) {
     return GLIMPSE_STATUS_OK;
 }
 
-/* Copies one row (path, embedding) into the cache as its index->count-th; a row of the wrong shape is damage. */
-static glimpse_status load_row(glimpse_index *index, sqlite3_stmt *row, size_t capacity) {
-    if (index->count == capacity) return damaged(index, "it holds more rows than its row numbers allow");
+/* Damage unless the row (path, embedding, checksum if the index has them)
+ * has the index's shape and matches its checksum. */
+static glimpse_status check_row(glimpse_index *index, sqlite3_stmt *row) {
     const void *blob = sqlite3_column_blob(row, 1);
     size_t row_bytes = (size_t)sqlite3_column_bytes(row, 1);
     const char *path = (const char *)sqlite3_column_text(row, 0);
@@ -926,6 +1290,17 @@ static glimpse_status load_row(glimpse_index *index, sqlite3_stmt *row, size_t c
                                sqlite3_column_int64(row, 2) !=
                                    row_checksum(path, (size_t)sqlite3_column_bytes(row, 0), blob, row_bytes)))
         return damaged(index, "a row's path or embedding does not match its checksum");
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Copies one row (path, embedding) into the cache as its index->count-th; a row of the wrong shape is damage. */
+static glimpse_status load_row(glimpse_index *index, sqlite3_stmt *row, size_t capacity) {
+    if (index->count == capacity) return damaged(index, "it holds more rows than its row numbers allow");
+    glimpse_status status = check_row(index, row);
+    if (status) return status;
+    const char *path = (const char *)sqlite3_column_text(row, 0);
+    const void *blob = sqlite3_column_blob(row, 1);
+    size_t row_bytes = (size_t)sqlite3_column_bytes(row, 1);
     index->paths[index->count] = strdup(path);
     if (!index->paths[index->count]) return ERROR_OOM();
     memcpy(index->matrix + index->count * index->dim, blob, row_bytes);
@@ -950,8 +1325,12 @@ static glimpse_status read_rows(glimpse_index *index) {
     if (!index->matrix || !index->paths || !index->scores) return ERROR_OOM();
     madvise(index->matrix, rounded, MADV_HUGEPAGE);
     sqlite3_stmt *statement;
-    const char *select = index->checksummed ? "SELECT path, embedding, checksum FROM images"
-                                            : "SELECT path, embedding FROM images";
+    /* failed entries (stale embeddings of files that no longer read) are left out */
+    const char *select = index->checksummed && index->failed_column
+                             ? "SELECT path, embedding, checksum FROM images WHERE failed IS NULL ORDER BY id"
+                         : index->checksummed ? "SELECT path, embedding, checksum FROM images ORDER BY id"
+                         : index->failed_column ? "SELECT path, embedding FROM images WHERE failed IS NULL ORDER BY id"
+                                                : "SELECT path, embedding FROM images ORDER BY id";
     int code = sqlite3_prepare_v2(index->db, select, -1, &statement, NULL);
     if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
     while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) status = load_row(index, statement, capacity);
@@ -974,14 +1353,191 @@ static glimpse_status load_cache(glimpse_index *index) {
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed) {
-    if (!index || !checksummed)
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_verify: NULL argument");
-    *checksummed = index->checksummed;
-    glimpse_status status = check_structure(index, "PRAGMA integrity_check(1)");
-    if (status) return status;
-    drop_cache(index);
-    return load_cache(index);
+/* Maps the vector file if it is the index's current one (its stamp is the
+ * one meta records), within a read transaction so that both come from the
+ * same state; *usable false when there is none. */
+static glimpse_status open_vectors(glimpse_index *index, bool *usable) {
+    *usable = false;
+    char *path = vector_file_path(index->path), *stamp = NULL;
+    if (!path) return ERROR_OOM();
+    glimpse_status status = exec(index, "BEGIN");
+    if (!status) status = meta_get(index, "vectors", &stamp);
+    if (!status && stamp) status = vector_file_open(&index->vectors, path, strtoull(stamp, NULL, 16), index->dim, usable);
+    sqlite3_exec(index->db, "COMMIT", NULL, NULL, NULL);
+    size_t count = index->vectors.count;
+    if (!status && *usable) {
+        index->fetched = calloc(count + 1, sizeof *index->fetched);
+        index->scan = malloc((2 * count + 1) * sizeof *index->scan);
+        if (!index->fetched || !index->scan) status = ERROR_OOM();
+        index->vectors_open = true;
+    }
+    if (!status && !index->threads) status = pool_create(0, &index->threads);
+    free(path), free(stamp);
+    return status;
+}
+
+/* Row r of the vector file checked against its SQLite row (path, embedding
+ * and checksum, the same floats); its path kept in index->fetched[r]. */
+static glimpse_status check_vector_row(glimpse_index *index, sqlite3_stmt *lookup, size_t r) {
+    const vector_file *v = &index->vectors;
+    sqlite3_bind_int64(lookup, 1, v->ids[r]);
+    int code = sqlite3_step(lookup);
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (code == SQLITE_ROW) status = check_row(index, lookup);
+    else if (code == SQLITE_DONE) status = damaged(index, "its vector file names a row it does not hold");
+    else status = step_error(index, code, "reading the index");
+    if (!status && memcmp(sqlite3_column_blob(lookup, 1), v->rows + r * v->dim, v->dim * sizeof(float)) != 0)
+        status = damaged(index, "its vector file's embeddings are not its rows'");
+    if (!status && !index->fetched[r] && !(index->fetched[r] = strdup((const char *)sqlite3_column_text(lookup, 0))))
+        status = ERROR_OOM();
+    sqlite3_reset(lookup);
+    return status;
+}
+
+/* Inserts (score, row) into the best-first list results[0..*n) of at most k. */
+static void keep_best(glimpse_search_result *results, size_t *rows, size_t *n, size_t k, float score, size_t row,
+                      const char *path) {
+    if (*n == k && !(score > results[*n - 1].score)) return;
+    size_t at = *n < k ? (*n)++ : k - 1;
+    while (at > 0 && score > results[at - 1].score) {
+        results[at] = results[at - 1];
+        if (rows) rows[at] = rows[at - 1];
+        at--;
+    }
+    results[at] = (glimpse_search_result){path, score};
+    if (rows) rows[at] = row;
+}
+
+/* Candidates taken from a scan for exact scoring: for the int8 scan, enough
+ * for the top k to be the exact search's (see the README's measurement). */
+static size_t candidate_count(size_t k) { return k * 8 < 256 ? 256 : k * 8; }
+
+/* A candidate's score as both searches give it: its cosine summed in double
+ * (the same number whichever scan found it), then the model's scale and bias. */
+static float exact_score(const glimpse_index *index, double cosine) {
+    return (float)cosine * index->logit_scale + index->logit_bias;
+}
+
+/* query · row in double, and (row_l1 not NULL) Σ|row|. */
+static double row_dot(const float *query, const float *row, size_t dim, double *row_l1) {
+    double dot = 0, l1 = 0;
+    for (size_t d = 0; d < dim; d++) dot += (double)query[d] * row[d], l1 += fabs((double)row[d]);
+    if (row_l1) *row_l1 = l1;
+    return dot;
+}
+
+/* Whether an int8 score is as far from the float32 cosine as quantization
+ * allows at most: q·w − q̂·ŵ = e_q·w + q̂·e_w, each error at most half its
+ * row's step; beyond it, the file's float32 row is not its int8 twin's. */
+static bool within_quantization(double cosine, float int8_score, double query_l1, double row_l1, float query_step,
+                                float row_step, size_t dim) {
+    double bound = query_step / 2.0 * row_l1 + row_step / 2.0 * (query_l1 + dim * query_step / 2.0);
+    return fabs(cosine - int8_score) <= bound * 1.001 + 1e-5;
+}
+
+/* Rows of the vector file per task of the scan. */
+#define SCAN_BLOCK_ROWS 8192
+
+typedef struct scan_job {
+    const glimpse_index *index;
+    const int8_t *query; /* [depth] signed codes */
+} scan_job;
+
+static void scan_task(void *argument, size_t task, float *scratch) {
+    (void)scratch;
+    const scan_job *job = argument;
+    const vector_file *v = &job->index->vectors;
+    size_t first = task * SCAN_BLOCK_ROWS, count = v->count - first < SCAN_BLOCK_ROWS ? v->count - first : SCAN_BLOCK_ROWS;
+    vector_scan(job->index->scan, job->index->scan + v->count, job->query, v, first, count);
+}
+
+/* The int8 scan of the whole vector file for the query's codes (index->scan),
+ * and the codes' sums checked: damage if a row's are not the stored sum. */
+static glimpse_status scan_codes(glimpse_index *index, const int8_t *query_codes) {
+    const vector_file *v = &index->vectors;
+    scan_job job = {.index = index, .query = query_codes};
+    pool_for(index->threads, (v->count + SCAN_BLOCK_ROWS - 1) / SCAN_BLOCK_ROWS, scan_task, &job);
+    const int32_t *sums = index->scan + v->count;
+    for (size_t r = 0; r < v->count; r++)
+        if (sums[r] != v->q8.sum[r]) return damaged(index, "its vector file's int8 rows do not match their sums");
+    return GLIMPSE_STATUS_OK;
+}
+
+/* The search on the vector file: one int8 scan of every row (each code
+ * read once, over the pool's threads), whose code sums must be the stored
+ * ones (damaged codes show there), then the best candidates scored exactly
+ * in float32, each as near its int8 score as quantization allows, and the
+ * results checked against their SQLite rows. */
+static glimpse_status search_vectors(glimpse_index *index, const float *query, size_t k, glimpse_search_result *results,
+                                     size_t *found) {
+    const vector_file *v = &index->vectors;
+    const size_t n = v->count, dim = v->dim;
+    uint8_t *query_u8 = malloc(v->q8.depth);
+    int8_t *query_codes = malloc(v->q8.depth);
+    size_t wanted = candidate_count(k) < n ? candidate_count(k) : n;
+    glimpse_search_result *candidates = malloc((wanted + 1) * sizeof *candidates);
+    size_t *rows = malloc((wanted + k + 1) * sizeof *rows);
+    glimpse_status status = query_u8 && query_codes && candidates && rows ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    if (!status) {
+        float query_step = q8_quantize_row(query_u8, query, dim, v->q8.depth);
+        for (size_t d = 0; d < v->q8.depth; d++) query_codes[d] = (int8_t)(query_u8[d] - 128);
+        status = scan_codes(index, query_codes);
+        const int32_t *dots = index->scan;
+        size_t taken = 0;
+        for (size_t r = 0; !status && r < n; r++)
+            keep_best(candidates, rows, &taken, wanted, (float)dots[r] * (query_step * v->q8.scale[r]), r, NULL);
+        /* the candidates scored exactly; each float32 row as near its int8 twin's score as quantization allows */
+        double query_l1 = 0;
+        for (size_t d = 0; d < dim; d++) query_l1 += fabs((double)query[d]);
+        size_t kept = 0, *best = rows + wanted; /* the k best rows, after the candidates' */
+        for (size_t c = 0; !status && c < taken; c++) {
+            double row_l1, cosine = row_dot(query, v->rows + rows[c] * dim, dim, &row_l1);
+            if (!within_quantization(cosine, candidates[c].score, query_l1, row_l1, query_step, v->q8.scale[rows[c]],
+                                     dim))
+                status = damaged(index, "its vector file's embeddings are not their int8 twins");
+            else
+                keep_best(results, best, &kept, k, exact_score(index, cosine), rows[c], NULL);
+        }
+        /* the results checked against their SQLite rows, which give their paths */
+        sqlite3_stmt *lookup = NULL;
+        int code = status ? SQLITE_OK
+                          : sqlite3_prepare_v2(index->db, index->checksummed
+                                                              ? "SELECT path, embedding, checksum FROM images WHERE id = ?"
+                                                              : "SELECT path, embedding FROM images WHERE id = ?",
+                                               -1, &lookup, NULL);
+        if (code != SQLITE_OK) status = prepare_error(index, code, "reading the index");
+        for (size_t r = 0; !status && r < kept; r++) {
+            status = check_vector_row(index, lookup, best[r]);
+            results[r].path = index->fetched[best[r]];
+        }
+        sqlite3_finalize(lookup);
+        *found = status ? 0 : kept;
+    }
+    free(query_u8), free(query_codes), free(candidates), free(rows);
+    return status;
+}
+
+/* The exact search over the rows loaded from SQLite: every score in one
+ * float32 matrix-vector product, the best candidates scored as exact_score. */
+static glimpse_status search_loaded(glimpse_index *index, const float *query, size_t k, glimpse_search_result *results,
+                                    size_t *found) {
+    glimpse_status status = load_cache(index);
+    if (status || !k) return status;
+    const kernel_weight matrix = kernel_weight_f32(index->matrix);
+    kernel_linear(index->scores, index->count, query, index->dim, &matrix, NULL, 1, index->dim, index->count, false,
+                  NULL);
+    size_t wanted = candidate_count(k), taken = 0, n = 0;
+    glimpse_search_result *candidates = malloc(wanted * sizeof *candidates);
+    size_t *rows = malloc(wanted * sizeof *rows);
+    if (!candidates || !rows) status = ERROR_OOM();
+    for (size_t i = 0; !status && i < index->count; i++) keep_best(candidates, rows, &taken, wanted, index->scores[i], i, NULL);
+    for (size_t c = 0; !status && c < taken; c++)
+        keep_best(results, NULL, &n, k, exact_score(index, row_dot(query, index->matrix + rows[c] * index->dim,
+                                                                    index->dim, NULL)),
+                  rows[c], index->paths[rows[c]]);
+    free(candidates), free(rows);
+    *found = n;
+    return status;
 }
 
 glimpse_status glimpse_index_search(glimpse_index *index, const float *query, size_t k,
@@ -989,24 +1545,164 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
     if (!index || !query || !found || (k && !results))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_search: NULL argument");
     *found = 0;
+    bool usable = index->vectors_open;
+    if (!index->loaded && !usable) {
+        glimpse_status status = open_vectors(index, &usable);
+        if (status) return status;
+    }
+    if (usable && !k) return GLIMPSE_STATUS_OK;
+    return usable ? search_vectors(index, query, k, results, found) : search_loaded(index, query, k, results, found);
+}
+
+glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed) {
+    if (!index || !checksummed)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_verify: NULL argument");
+    *checksummed = index->checksummed;
+    glimpse_status status = check_structure(index, "PRAGMA integrity_check(1)");
+    if (status) return status;
+    drop_cache(index);
+    status = load_cache(index);
+    /* the vector file, if it is the index's current one: the same rows, and every code's sum */
+    bool usable = false;
+    if (!status) status = open_vectors(index, &usable);
+    if (!status && usable) {
+        const vector_file *v = &index->vectors;
+        int8_t *zeros = calloc(v->q8.depth + 1, 1);
+        if (!zeros) status = ERROR_OOM();
+        else if (v->count != index->count || memcmp(v->rows, index->matrix, v->count * v->dim * sizeof(float)) != 0)
+            status = damaged(index, "its vector file's embeddings are not its rows'");
+        else
+            status = scan_codes(index, zeros);
+        free(zeros);
+    }
+    return status;
+}
+
+/* ------------------------------------------------------ benchmark hooks */
+
+glimpse_status index_bench_search_exact(glimpse_index *index, const float *query, size_t k,
+                                        glimpse_search_result *results, size_t *found) {
+    *found = 0;
+    return search_loaded(index, query, k, results, found);
+}
+
+glimpse_status index_bench_insert(glimpse_index *index, const char *const *paths, const float *rows, size_t count) {
+    sqlite3_stmt *insert;
+    glimpse_status status = transaction_begin(index,
+                                              "INSERT INTO images(path, size, mtime_ns, hash, embedding, checksum)"
+                                              " VALUES (?1, 1, 1, ?2, ?3, glimpse_row_checksum(?1, ?3))",
+                                              "storing rows", &insert);
+    for (size_t r = 0; !status && r < count; r++) {
+        sqlite3_bind_text(insert, 1, paths[r], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(insert, 2, (int64_t)r);
+        sqlite3_bind_blob(insert, 3, rows + r * index->dim, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
+        if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "storing rows");
+        sqlite3_reset(insert);
+    }
+    drop_cache(index);
+    return transaction_end(index, insert, status);
+}
+
+glimpse_status index_bench_write_vectors(glimpse_index *index) {
+    glimpse_status status = write_vectors(index);
+    if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    return status;
+}
+
+/* ------------------------------------------------- similar pictures */
+
+glimpse_status glimpse_index_embedding(glimpse_index *index, const char *path, float *out) {
+    if (!index || !path || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_embedding: NULL argument");
+    char *stored = stored_form(path);
+    if (!stored) return ERROR_OOM();
+    const char *sql = index->checksummed && index->failed_column
+                          ? "SELECT path, embedding, checksum FROM images WHERE path = ? AND failed IS NULL"
+                      : index->checksummed ? "SELECT path, embedding, checksum FROM images WHERE path = ?"
+                      : index->failed_column ? "SELECT path, embedding FROM images WHERE path = ? AND failed IS NULL"
+                                             : "SELECT path, embedding FROM images WHERE path = ?";
+    sqlite3_stmt *statement;
+    int code = sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL);
+    glimpse_status status = code == SQLITE_OK ? GLIMPSE_STATUS_OK : prepare_error(index, code, "reading the index");
+    if (!status) {
+        sqlite3_bind_text(statement, 1, stored, -1, SQLITE_STATIC);
+        code = sqlite3_step(statement);
+        if (code == SQLITE_ROW && !(status = check_row(index, statement)))
+            memcpy(out, sqlite3_column_blob(statement, 1), index->dim * sizeof(float));
+        else if (code == SQLITE_DONE)
+            status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s is not in %s", stored, index->path);
+        else if (code != SQLITE_ROW)
+            status = step_error(index, code, "reading the index");
+    }
+    sqlite3_finalize(statement);
+    free(stored);
+    return status;
+}
+
+/* Union-find over the cached rows: the root of row r, paths halved on the way. */
+static size_t group_root(size_t *parent, size_t r) {
+    while (parent[r] != r) r = parent[r] = parent[parent[r]];
+    return r;
+}
+
+/* Joins every pair of cached rows whose cosine is at least min_cosine
+ * (parent: one group per row to start with). The pairs are scored a block
+ * of rows at a time against the rows after the block's first, one product each. */
+static glimpse_status join_similar(glimpse_index *index, float min_cosine, size_t *parent) {
+    const size_t n = index->count, dim = index->dim;
+    size_t block = n ? ((size_t)16 << 20) / n : 1; /* about 64 MB of scores at a time */
+    block = block < 1 ? 1 : block > 256 ? 256 : block;
+    float *scores = malloc(block * (n ? n : 1) * sizeof(float));
+    if (!scores) return ERROR_OOM();
+    for (size_t first = 0; first < n; first += block) {
+        size_t rows = n - first < block ? n - first : block, columns = n - first;
+        const kernel_weight after = kernel_weight_f32(index->matrix + first * dim);
+        kernel_linear(scores, columns, index->matrix + first * dim, dim, &after, NULL, rows, dim, columns, false,
+                      NULL);
+        for (size_t i = 0; i < rows; i++)
+            for (size_t j = i + 1; j < columns; j++)
+                if (scores[i * columns + j] >= min_cosine)
+                    parent[group_root(parent, first + i)] = group_root(parent, first + j);
+    }
+    free(scores);
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, glimpse_index_group_callback on_group,
+                                        void *user, size_t *groups) {
+    if (!index || !on_group || !groups)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_duplicates: NULL argument");
+    *groups = 0;
     glimpse_status status = load_cache(index);
     if (status) return status;
-    /* all scores in one matrix-vector product */
-    const kernel_weight matrix = kernel_weight_f32(index->matrix);
-    kernel_linear(index->scores, index->count, query, index->dim, &matrix, NULL, 1, index->dim, index->count, false,
-                  NULL);
-    /* top k by insertion into a sorted list: k is small */
-    size_t n = 0;
-    for (size_t i = 0; i < index->count && k; i++) {
-        float score = index->scores[i] * index->logit_scale + index->logit_bias;
-        if (n == k && !(score > results[n - 1].score)) continue;
-        size_t at = n < k ? n++ : k - 1;
-        while (at > 0 && score > results[at - 1].score) {
-            results[at] = results[at - 1];
-            at--;
+    const size_t n = index->count, dim = index->dim;
+    size_t *parent = malloc((n + 1) * sizeof *parent), *members = malloc((n + 1) * sizeof *members);
+    const char **paths = malloc((n + 1) * sizeof *paths);
+    float *similarity = malloc((n + 1) * sizeof *similarity);
+    if (!parent || !members || !paths || !similarity) status = ERROR_OOM();
+    for (size_t r = 0; !status && r < n; r++) parent[r] = r;
+    if (!status) status = join_similar(index, min_cosine, parent);
+    /* each group's rows in order, gathered by a counting sort on their roots */
+    size_t *start = status ? NULL : calloc(n + 1, sizeof *start);
+    if (!status && !start) status = ERROR_OOM();
+    for (size_t r = 0; !status && r < n; r++) start[group_root(parent, r) + 1]++;
+    for (size_t r = 0; !status && r < n; r++) start[r + 1] += start[r];
+    for (size_t r = 0; !status && r < n; r++) members[start[group_root(parent, r)]++] = r;
+    for (size_t root = 0, from = 0; !status && root < n; root++) {
+        size_t to = start[root], count = to - from; /* start[root] moved to the group's end */
+        if (count >= 2) {
+            const float *first = index->matrix + members[from] * dim;
+            for (size_t m = 0; m < count; m++) {
+                const float *row = index->matrix + members[from + m] * dim;
+                double dot = 0;
+                for (size_t d = 0; d < dim; d++) dot += (double)first[d] * row[d];
+                paths[m] = index->paths[members[from + m]];
+                similarity[m] = (float)dot;
+            }
+            on_group(user, paths, similarity, count);
+            (*groups)++;
         }
-        results[at] = (glimpse_search_result){index->paths[i], score};
+        from = to;
     }
-    *found = n;
-    return GLIMPSE_STATUS_OK;
+    free(start), free(parent), free(members), free(paths), free(similarity);
+    return status;
 }

@@ -40,19 +40,34 @@ typedef struct walk_result {
     file_list files;
     root_list judged;
     root_list skipped; /* missing roots, unreadable roots and unreadable folders below roots */
+    const char *const *exclude; /* --exclude patterns (borrowed), see walk_excludes */
+    size_t exclude_count;
 } walk_result;
 
 /* Adds the image files under each path (a file is taken as it is, a folder
  * is walked recursively without following links to folders), absolute and
- * sorted, without duplicates. A path that does not exist, or a folder that
- * cannot be read, goes to out->skipped and the walk goes on; only running
- * out of memory fails. */
-glimpse_status walk_paths(const char *const *paths, size_t count, walk_result *out);
+ * sorted, without duplicates, leaving out the files and folders the exclude
+ * patterns (fnmatch globs, borrowed for out's life) take. A path that does
+ * not exist, or a folder that cannot be read, goes to out->skipped and the
+ * walk goes on; only running out of memory fails. */
+glimpse_status walk_paths(const char *const *paths, size_t count, const char *const *exclude, size_t exclude_count,
+                          walk_result *out);
+/* Whether an exclude pattern takes the path, or a folder it lies in: a
+ * pattern without a slash matches a file or folder name, one with a slash
+ * the whole path. */
+bool walk_excludes(const walk_result *walk, const char *path);
 void walk_result_free(walk_result *result);
 /* Whether the stored path lies under a judged root and under no skipped folder. */
 bool walk_judges(const walk_result *walk, const char *path);
 /* Whether the name ends in an extension of an image we decode (case-insensitive). */
 bool path_has_image_extension(const char *name);
+
+/* The image files under one folder as walk_paths finds them (same names,
+ * same rules), sorted, but named from the folder as given (a relative folder
+ * gives relative paths): for commands that take folders as well as files.
+ * Folders that cannot be read go to out->skipped; only running out of
+ * memory fails. */
+glimpse_status walk_folder_files(const char *folder, walk_result *out);
 
 /* A 64-bit hash of bytes (content identity for moved files). */
 uint64_t content_hash(const uint8_t *bytes, size_t size);

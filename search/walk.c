@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* realpath, strcasecmp */
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +19,11 @@
 #define WALK_MAX_DEPTH 64
 
 bool path_has_image_extension(const char *name) {
-    static const char *extensions[] = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".tif", ".tiff", ".heic", ".heif",
-                                       ".avif", ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"};
+    /* the decoders go by the bytes, not the name: every name JPEG, HEIF and
+     * the rest are saved under (.jfif from browsers, .hif from cameras) */
+    static const char *extensions[] = {".jpg", ".jpeg", ".jpe",  ".jfif", ".jif", ".jfi",  ".pjpeg", ".pjp",
+                                       ".png", ".webp", ".tif",  ".tiff", ".heic", ".heif", ".hif",   ".avif",
+                                       ".bmp", ".gif",  ".tga",  ".ppm",  ".pgm",  ".pnm"};
     const char *dot = strrchr(name, '.');
     if (!dot) return false;
     for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
@@ -61,6 +65,30 @@ static glimpse_status add_root(root_list *list, const char *path, bool folder, g
     return GLIMPSE_STATUS_OK;
 }
 
+/* Whether an --exclude pattern takes the file or folder named name at path:
+ * a pattern without a slash matches names ("*.gif", ".thumbnails"), one
+ * with a slash the whole absolute path (/photos/tmp/ and a star: the star crosses slashes). */
+static bool excluded_name(const walk_result *walk, const char *name, const char *path) {
+    for (size_t i = 0; i < walk->exclude_count; i++) {
+        const char *pattern = walk->exclude[i];
+        if (fnmatch(pattern, strchr(pattern, '/') ? path : name, 0) == 0) return true;
+    }
+    return false;
+}
+
+bool walk_excludes(const walk_result *walk, const char *path) {
+    if (!walk->exclude_count) return false;
+    char *prefix = strdup(path);
+    if (!prefix) return false; /* out of memory: kept */
+    bool excluded = false;
+    for (char *slash = strrchr(prefix, '/'); slash && !excluded; slash = strrchr(prefix, '/')) {
+        excluded = excluded_name(walk, slash + 1, prefix);
+        *slash = '\0';
+    }
+    free(prefix);
+    return excluded;
+}
+
 static glimpse_status walk_folder(const char *folder, walk_result *out, int depth) {
     if (depth > WALK_MAX_DEPTH)
         return add_root(&out->skipped, folder, true, GLIMPSE_STATUS_TOO_LARGE, "more than 64 folders deep");
@@ -77,7 +105,7 @@ static glimpse_status walk_folder(const char *folder, walk_result *out, int dept
             break;
         }
         struct stat info;
-        if (lstat(path, &info) == 0) {
+        if (!walk_excludes(out, path) && lstat(path, &info) == 0) {
             if (S_ISDIR(info.st_mode)) {
                 status = walk_folder(path, out, depth + 1);
             } else if (path_has_image_extension(entry->d_name)) {
@@ -121,8 +149,10 @@ static glimpse_status walk_root(const char *given, walk_result *out) {
     return status;
 }
 
-glimpse_status walk_paths(const char *const *paths, size_t count, walk_result *out) {
+glimpse_status walk_paths(const char *const *paths, size_t count, const char *const *exclude, size_t exclude_count,
+                          walk_result *out) {
     memset(out, 0, sizeof *out);
+    out->exclude = exclude, out->exclude_count = exclude_count;
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t i = 0; i < count && !status; i++) status = walk_root(paths[i], out);
     file_list *files = &out->files;
@@ -187,4 +217,15 @@ uint64_t content_hash(const uint8_t *bytes, size_t size) {
     for (; i < size; i++) tail = (tail << 8) | bytes[i];
     hash = (hash ^ (tail * 0xbf58476d1ce4e5b9ull)) * 0x94d049bb133111ebull;
     return hash ^ (hash >> 32);
+}
+
+glimpse_status walk_folder_files(const char *folder, walk_result *out) {
+    memset(out, 0, sizeof *out);
+    glimpse_status status = walk_folder(folder, out, 0);
+    if (status) {
+        walk_result_free(out);
+        return status;
+    }
+    if (out->files.count) qsort(out->files.items, out->files.count, sizeof *out->files.items, compare_paths);
+    return GLIMPSE_STATUS_OK;
 }

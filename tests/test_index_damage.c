@@ -3,6 +3,8 @@
  * across a small index file, and 7 bytes at 150, then `glimpse search` run on
  * each copy; never a crash, a hang, or exit 0 with different results (issue
  * 15, defect 3);
+ * the same for the vector file beside the index (FILE.vectors: 2000 bytes at
+ * 60 offsets, 7 at 100), and for the index damaged with its vector file there;
  * one byte of one stored vector changed, caught by the rows' checksums; an
  * index older than the checksums, searched as it is and upgraded when written. */
 #include <setjmp.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "core/file.h"
@@ -93,11 +96,11 @@ static outcome search_damaged(const char *copy, char *why, size_t why_size) {
     return result;
 }
 
-/* Copies the index to copy with `length` bytes of pseudo-random garbage at offset. */
-static void damage_copy(const char *copy, size_t offset, size_t length, uint32_t seed) {
+/* Copies the file source to copy with `length` bytes of pseudo-random garbage at offset. */
+static void damage_file(const char *source, const char *copy, size_t offset, size_t length, uint32_t seed) {
     uint8_t *bytes;
     size_t size;
-    assert_int_equal(file_read_all(db, 1 << 26, &bytes, &size), GLIMPSE_STATUS_OK);
+    assert_int_equal(file_read_all(source, 1 << 26, &bytes, &size), GLIMPSE_STATUS_OK);
     for (size_t i = offset; i < offset + length && i < size; i++) {
         seed = seed * 1664525u + 1013904223u;
         bytes[i] = (uint8_t)(seed >> 24);
@@ -109,19 +112,36 @@ static void damage_copy(const char *copy, size_t offset, size_t length, uint32_t
     free(bytes);
 }
 
-/* Writes `length` bytes of garbage at each of `offsets` offsets spread evenly over the whole file, and
- * expects each search to give the correct full results or a damage report. */
-static void damage_at_offsets(int offsets, size_t length) {
+/* Copies the index to copy (without a vector file) with `length` bytes of pseudo-random garbage at offset. */
+static void damage_copy(const char *copy, size_t offset, size_t length, uint32_t seed) {
+    char vectors[800];
+    snprintf(vectors, sizeof vectors, "%s.vectors", copy);
+    unlink(vectors);
+    damage_file(db, copy, offset, length, seed);
+}
+
+/* What damage_at_offsets damages. */
+typedef enum { DAMAGE_INDEX_ALONE, DAMAGE_INDEX_BESIDE_VECTORS, DAMAGE_VECTORS } damage_target;
+
+/* Writes `length` bytes of garbage at each of `offsets` offsets spread evenly over the whole file (the
+ * index, alone or with its vector file, or the vector file), and expects each search to give the correct
+ * full results or a damage report. */
+static void damage_at_offsets(int offsets, size_t length, damage_target target) {
+    char copy[700], why[600], vectors[700], copy_vectors[800];
+    snprintf(copy, sizeof copy, "%s/damaged.db", workspace);
+    snprintf(vectors, sizeof vectors, "%s.vectors", db);
+    snprintf(copy_vectors, sizeof copy_vectors, "%s.vectors", copy);
     uint8_t *bytes;
     size_t size;
-    assert_int_equal(file_read_all(db, 1 << 26, &bytes, &size), GLIMPSE_STATUS_OK);
+    assert_int_equal(file_read_all(target == DAMAGE_VECTORS ? vectors : db, 1 << 26, &bytes, &size), GLIMPSE_STATUS_OK);
     free(bytes);
-    char copy[700], why[600];
-    snprintf(copy, sizeof copy, "%s/damaged.db", workspace);
     int counts[3] = {0, 0, 0};
     for (int i = 0; i < offsets; i++) {
         size_t offset = (size - 1) * (size_t)i / (size_t)(offsets - 1);
-        damage_copy(copy, offset, length, 12345u + (uint32_t)i);
+        damage_copy(copy, target == DAMAGE_VECTORS ? 0 : offset, target == DAMAGE_VECTORS ? 0 : length,
+                    12345u + (uint32_t)i);
+        if (target != DAMAGE_INDEX_ALONE)
+            damage_file(vectors, copy_vectors, offset, target == DAMAGE_VECTORS ? length : 0, 777u + (uint32_t)i);
         outcome result = search_damaged(copy, why, sizeof why);
         counts[result]++;
         if (result == OUTCOME_WRONG) print_message("offset %zu of %zu: %s\n", offset, size, why);
@@ -134,14 +154,22 @@ static void damage_at_offsets(int offsets, size_t length) {
 /* 2000 bytes, as a bad sector or a stray write leaves them, at 60 offsets. */
 static void test_damage_at_many_offsets(void **state) {
     (void)state;
-    damage_at_offsets(60, 2000);
+    damage_at_offsets(60, 2000, DAMAGE_INDEX_ALONE);
+    damage_at_offsets(60, 2000, DAMAGE_INDEX_BESIDE_VECTORS);
+}
+
+/* The vector file damaged, the index intact: 2000 bytes at 60 offsets, 7 at 100. */
+static void test_vector_file_damage(void **state) {
+    (void)state;
+    damage_at_offsets(60, 2000, DAMAGE_VECTORS);
+    damage_at_offsets(100, 7, DAMAGE_VECTORS);
 }
 
 /* 7 bytes at 150 offsets: small enough to change one value (the logit scale,
  * a column's name in the schema) and leave every page well formed. */
 static void test_small_damage_at_many_offsets(void **state) {
     (void)state;
-    damage_at_offsets(150, 7);
+    damage_at_offsets(150, 7, DAMAGE_INDEX_ALONE);
 }
 
 /* The text of the first column of sql's first row on the index file at path; caller frees. */
@@ -249,6 +277,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_damage_at_many_offsets),
         cmocka_unit_test(test_small_damage_at_many_offsets),
+        cmocka_unit_test(test_vector_file_damage),
         cmocka_unit_test(test_changed_vector_is_caught),
         cmocka_unit_test(test_index_reports_damage),
         cmocka_unit_test(test_old_index_is_upgraded),

@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/file.h"
+#include "search/vectors.h"
 #include "glimpse.h"
 
 static char workspace[] = "/tmp/glimpse-search-XXXXXX";
@@ -670,6 +671,519 @@ static void test_command_line(void **state) {
     run_or_fail(command);
 }
 
+/* The path of the search's best result for the stored picture's own embedding (NULL if none). */
+static char *best_match(glimpse_index *index, glimpse_context *ctx, const char *picture) {
+    glimpse_image *image;
+    float query[32];
+    assert_int_equal(glimpse_image_load_file(picture, NULL, &image), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_images(ctx, &image, 1, query), GLIMPSE_STATUS_OK);
+    glimpse_image_free(image);
+    glimpse_search_result result;
+    size_t found = 0;
+    assert_int_equal(glimpse_index_search(index, query, 1, &result, &found), GLIMPSE_STATUS_OK);
+    return found ? strdup(result.path) : NULL;
+}
+
+/* A stored file that no longer decodes (or reads) is reported, left out of
+ * search results while its entry is kept, and tried again by the next run:
+ * back as it was, it is found again without being embedded again. */
+static void test_stale_entries(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4 * PATH_CAPACITY], picture[PATH_CAPACITY + 16];
+    make_library("stale", "stale.db", 31, 4, library, db);
+    snprintf(picture, sizeof picture, "%s/00002.png", library);
+    indexer x = open_indexer(db);
+    failures f = {0};
+    glimpse_index_summary s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 4, 0, 0, 0, 0, 0);
+    char *real = realpath(picture, NULL), *best = best_match(x.index, x.ctx, picture);
+    assert_string_equal(best, real);
+    free(best);
+    /* the file is damaged: reported, kept, no longer returned */
+    snprintf(command, sizeof command, "cp %s %s.good && head -c 200 %s.good > %s", picture, picture, picture, picture);
+    run_or_fail(command);
+    s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 0, 0, 0, 0, 3, 1);
+    assert_non_null(strstr(f.all, "00002.png | "));
+    assert_non_null(strstr(f.all, "left out of search results"));
+    assert_int_equal(glimpse_index_count(x.index), 4);
+    assert_int_equal(rows_in(db), 4);
+    snprintf(command, sizeof command, "%s.good", picture);
+    best = best_match(x.index, x.ctx, command);
+    assert_non_null(best);
+    assert_string_not_equal(best, real);
+    free(best);
+    /* still failing: tried again, still out */
+    s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 0, 0, 0, 0, 3, 1);
+    /* repaired with the same bytes: back, not embedded again */
+    snprintf(command, sizeof command, "mv %s.good %s", picture, picture);
+    run_or_fail(command);
+    s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 0, 0, 0, 0, 4, 0);
+    best = best_match(x.index, x.ctx, picture);
+    assert_string_equal(best, real);
+    free(best);
+    if (geteuid() != 0) { /* unreadable, size and time unchanged (root reads every file) */
+        snprintf(command, sizeof command, "chmod 000 %s", picture);
+        run_or_fail(command);
+        s = update(x.index, x.ctx, library, &f);
+        EXPECT(s, 0, 0, 0, 0, 3, 1);
+        snprintf(command, sizeof command, "chmod 644 %s", picture);
+        run_or_fail(command);
+    }
+    free(real);
+    close_indexer(&x);
+}
+
+static void note_log(void *user, glimpse_log_level level, const char *message) {
+    failures *f = user;
+    if (level < GLIMPSE_LOG_LEVEL_WARNING) return;
+    f->count++;
+    size_t used = strlen(f->all);
+    snprintf(f->all + used, sizeof f->all - used, "%s\n", message);
+}
+
+/* Silent changes of meaning are refused: a snapshot without
+ * preprocessor_config.json (loudly preprocessed with defaults) cannot
+ * index, and an index keeps the precision it was built at. */
+static void test_meaning_is_kept(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], bare[PATH_CAPACITY], command[4 * PATH_CAPACITY];
+    make_library("meaning", "meaning.db", 32, 3, library, db);
+    snprintf(bare, sizeof bare, "%s/model-bare", workspace);
+    snprintf(command, sizeof command, "cp -r %s %s && rm %s/preprocessor_config.json", model_a, bare, bare);
+    run_or_fail(command);
+    failures logged = {0};
+    glimpse_set_log_callback(note_log, &logged);
+    glimpse_model *model;
+    assert_int_equal(glimpse_model_load(bare, NULL, &model), GLIMPSE_STATUS_OK);
+    glimpse_set_log_callback(NULL, NULL);
+    assert_int_equal(logged.count, 1);
+    assert_non_null(strstr(logged.all, "no preprocessor_config.json"));
+    glimpse_model_info info;
+    assert_int_equal(glimpse_model_get_info(model, &info), GLIMPSE_STATUS_OK);
+    assert_true(info.preprocessor_defaults);
+    glimpse_index *index;
+    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_WRONG_MODEL);
+    assert_non_null(strstr(glimpse_last_error(), "preprocessor_config.json"));
+    glimpse_model_free(model);
+    /* float32 index: an int8 model is refused, and the reverse */
+    indexer x = open_indexer(db);
+    failures f = {0};
+    update(x.index, x.ctx, library, &f);
+    assert_int_equal(glimpse_index_precision(x.index), GLIMPSE_PRECISION_FLOAT32);
+    close_indexer(&x);
+    glimpse_load_params params = glimpse_load_default_params();
+    params.precision = GLIMPSE_PRECISION_INT8;
+    assert_int_equal(glimpse_model_load(model_a, &params, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_WRONG_MODEL);
+    assert_non_null(strstr(glimpse_last_error(), "holds float32 embeddings"));
+    assert_int_equal(glimpse_index_open(db, NULL, &index), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_check_model(index, model), GLIMPSE_STATUS_WRONG_MODEL);
+    glimpse_index_free(index);
+    char int8_db[PATH_CAPACITY + 8];
+    snprintf(int8_db, sizeof int8_db, "%s-int8", db);
+    assert_int_equal(glimpse_index_open(int8_db, model, &index), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_precision(index), GLIMPSE_PRECISION_INT8);
+    glimpse_index_free(index);
+    glimpse_model_free(model);
+    assert_int_equal(glimpse_model_load(model_a, NULL, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_open(int8_db, model, &index), GLIMPSE_STATUS_WRONG_MODEL);
+    assert_non_null(strstr(glimpse_last_error(), "holds int8 embeddings"));
+    glimpse_model_free(model);
+    /* the command line: index refuses the bare snapshot; search takes the index's precision by itself */
+    snprintf(command, sizeof command, "%s index -m %s --db %s %s 2>&1 | grep -q 'no preprocessor_config.json'",
+             GLIMPSE_BINARY, bare, db, library);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index -m %s --int8 --db %s --quiet %s > /dev/null && %s search --db %s -k 1 "
+             "'a red circle' > /dev/null", GLIMPSE_BINARY, model_a, int8_db, library, GLIMPSE_BINARY, int8_db);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index -m %s --db %s --quiet %s 2>&1 | grep -q 'holds int8 embeddings'",
+             GLIMPSE_BINARY, model_a, int8_db, library);
+    run_or_fail(command);
+}
+
+static void count_root(void *user, const char *path, size_t images, bool present) {
+    failures *f = user;
+    f->count++;
+    size_t used = strlen(f->all);
+    snprintf(f->all + used, sizeof f->all - used, "%s | %zu | %d\n", strrchr(path, '/') + 1, images, (int)present);
+}
+
+typedef struct progress_record {
+    failures failed; /* first: note_failure takes the same user */
+    size_t calls, first_done, first_total;
+} progress_record;
+
+static bool record_progress(void *user, size_t done, size_t total) {
+    progress_record *p = user;
+    if (!p->calls++) p->first_done = done, p->first_total = total;
+    return false;
+}
+
+/* Management: other extensions and cases, --exclude, stats and roots, remove, prune. */
+static void test_library_management(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], other[PATH_CAPACITY], command[8 * PATH_CAPACITY];
+    make_library("manage", "manage.db", 33, 4, library, db);
+    make_library("manage-other", "manage.db", 34, 2, other, db);
+    /* the decoders go by the bytes: a PNG saved as .JFIF, .JPG or .gif is a picture all the same */
+    snprintf(command, sizeof command,
+             "cd %s && cp 00000.png browser.JFIF && cp 00001.png camera.JPG && cp 00002.png anim.gif && "
+             "mkdir .thumbnails && cp 00003.png .thumbnails/small.png",
+             library);
+    run_or_fail(command);
+    indexer x = open_indexer(db);
+    progress_record progress = {0};
+    const char *exclude[2] = {"*.gif", ".thumbnails"};
+    const char *both[2] = {library, other};
+    glimpse_index_params params = {.on_progress = record_progress, .on_failure = note_failure, .user = &progress,
+                                   .exclude = exclude, .exclude_count = 2};
+    glimpse_index_summary s;
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 2, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 8, 0, 0, 0, 0, 0);
+    /* progress starts at 0 of the total, so that a display times the first batch from the start */
+    assert_true(progress.calls >= 2);
+    assert_int_equal(progress.first_done, 0);
+    assert_int_equal(progress.first_total, 8);
+    /* without the patterns the two come in; with them again they go */
+    params.on_progress = NULL;
+    params.exclude_count = 0;
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 1, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 2, 0, 0, 0, 6, 0);
+    params.exclude_count = 2;
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 1, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 0, 0, 0, 2, 6, 0);
+    glimpse_index_stats stats;
+    assert_int_equal(glimpse_index_get_stats(x.index, &stats), GLIMPSE_STATUS_OK);
+    assert_int_equal(stats.images, 8);
+    assert_int_equal(stats.failed, 0);
+    assert_int_equal(stats.dim, 32);
+    assert_int_equal(stats.precision, GLIMPSE_PRECISION_FLOAT32);
+    assert_true(stats.file_bytes > 0);
+    failures roots = {0};
+    assert_int_equal(glimpse_index_list_roots(x.index, count_root, &roots), GLIMPSE_STATUS_OK);
+    assert_int_equal(roots.count, 2);
+    assert_non_null(strstr(roots.all, "manage | 6 | 1\n"));
+    assert_non_null(strstr(roots.all, "manage-other | 2 | 1\n"));
+    /* remove a file, then a folder (a prefix of another folder's name takes nothing from it) */
+    size_t removed;
+    snprintf(command, sizeof command, "%s/browser.JFIF", library);
+    assert_int_equal(glimpse_index_remove(x.index, command, &removed), GLIMPSE_STATUS_OK);
+    assert_int_equal(removed, 1);
+    assert_int_equal(glimpse_index_remove(x.index, library, &removed), GLIMPSE_STATUS_OK);
+    assert_int_equal(removed, 5);
+    assert_int_equal(glimpse_index_count(x.index), 2);
+    /* the library indexed again (all 6 back); the other unplugged: kept by updates, forgotten by prune only */
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 1, &params, &s), GLIMPSE_STATUS_OK);
+    EXPECT(s, 6, 0, 0, 0, 0, 0);
+    snprintf(command, sizeof command, "mv %s %s-away", other, other);
+    run_or_fail(command);
+    assert_int_equal(glimpse_index_update(x.index, x.ctx, both, 1, &params, &s), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_count(x.index), 8);
+    memset(&roots, 0, sizeof roots);
+    assert_int_equal(glimpse_index_list_roots(x.index, count_root, &roots), GLIMPSE_STATUS_OK);
+    assert_non_null(strstr(roots.all, "manage-other | 2 | 0\n"));
+    assert_int_equal(glimpse_index_prune(x.index, &removed), GLIMPSE_STATUS_OK);
+    assert_int_equal(removed, 2);
+    assert_int_equal(glimpse_index_count(x.index), 6);
+    memset(&roots, 0, sizeof roots);
+    assert_int_equal(glimpse_index_list_roots(x.index, count_root, &roots), GLIMPSE_STATUS_OK);
+    assert_int_equal(roots.count, 1);
+    close_indexer(&x);
+    /* a read-only handle refuses changes */
+    glimpse_index *reader;
+    assert_int_equal(glimpse_index_open(db, NULL, &reader), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_prune(reader, &removed), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    glimpse_index_free(reader);
+}
+
+/* The command line's management, JSON error objects and non-UTF-8 names. */
+static void test_management_command_line(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[8 * PATH_CAPACITY], output[PATH_CAPACITY + 8];
+    make_library("manage-cli", "manage-cli.db", 35, 3, library, db);
+    snprintf(output, sizeof output, "%s.out", db);
+    /* a name that is not UTF-8 (Latin-1 e-acute), and a broken file */
+    snprintf(command, sizeof command, "cd %s && cp 00000.png \"$(printf 'caf\\351.png')\" && echo no > broken.jpg",
+             library);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index -m %s --db %s --json %s > %s", GLIMPSE_BINARY, model_a, db, library,
+             output);
+    assert_int_not_equal(system(command), 0); /* a broken file: exit status 1 */
+    uint8_t *text;
+    size_t size;
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    char *newline = strchr((char *)text, '\n');
+    assert_non_null(newline);
+    cJSON *error = cJSON_ParseWithLength((char *)text, (size_t)(newline - (char *)text));
+    assert_non_null(error);
+    assert_non_null(strstr(cJSON_GetObjectItem(error, "image")->valuestring, "broken.jpg"));
+    assert_non_null(cJSON_GetObjectItem(error, "error"));
+    cJSON_Delete(error);
+    assert_non_null(strstr(newline + 1, "\"added\": 4"));
+    free(text);
+    /* the search result of the Latin-1 name carries its bytes */
+    snprintf(command, sizeof command, "%s search --db %s -k 4 --json 'a red circle' > %s", GLIMPSE_BINARY, db, output);
+    run_or_fail(command);
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    cJSON *json = cJSON_Parse((char *)text);
+    assert_non_null(json);
+    int with_bytes = 0;
+    const cJSON *result;
+    cJSON_ArrayForEach(result, cJSON_GetObjectItem(json, "results")) {
+        const cJSON *bytes = cJSON_GetObjectItem(result, "path_bytes");
+        if (!bytes) continue;
+        with_bytes++;
+        char name[PATH_CAPACITY * 2] = "";
+        int n = 0;
+        const cJSON *byte;
+        cJSON_ArrayForEach(byte, bytes) name[n++] = (char)byte->valueint;
+        name[n] = '\0';
+        assert_true(access(name, R_OK) == 0); /* the bytes reopen the file */
+        assert_non_null(strstr(name, "caf\351.png"));
+    }
+    assert_int_equal(with_bytes, 1);
+    cJSON_Delete(json);
+    free(text);
+    /* --stats, --list, --remove, --prune */
+    snprintf(command, sizeof command, "%s index --db %s --stats --json > %s", GLIMPSE_BINARY, db, output);
+    run_or_fail(command);
+    assert_int_equal(file_read_all(output, 1 << 16, &text, &size), GLIMPSE_STATUS_OK);
+    json = cJSON_Parse((char *)text);
+    assert_non_null(json);
+    assert_int_equal(cJSON_GetObjectItem(json, "images")->valueint, 4);
+    assert_string_equal(cJSON_GetObjectItem(json, "precision")->valuestring, "float32");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "roots")), 1);
+    cJSON_Delete(json);
+    free(text);
+    snprintf(command, sizeof command, "%s index --db %s --list | grep -c png | grep -qx 4", GLIMPSE_BINARY, db);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index --db %s --remove %s/00001.png | grep -q 'removed 1; 3 images'",
+             GLIMPSE_BINARY, db, library);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "rm %s/00002.png && %s index --db %s --prune | grep -q 'removed 1; 2 images'",
+             library, GLIMPSE_BINARY, db);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s index --db %s --stats %s > /dev/null 2>&1", GLIMPSE_BINARY, db, library);
+    assert_int_equal(WEXITSTATUS(system(command)), 2); /* --stats takes no paths */
+}
+
+#define DEMO_FILES 10
+
+typedef struct groups_seen {
+    int count;
+    int group_of[DEMO_FILES]; /* -1: in no group */
+    const char *const *names; /* real paths of the files, in order */
+} groups_seen;
+
+static void note_group(void *user, const char *const *paths, const float *similarity, size_t count) {
+    groups_seen *g = user;
+    assert_float_equal(similarity[0], 1.0f, 1e-5);
+    for (size_t m = 0; m < count; m++) {
+        int i = 0;
+        while (i < DEMO_FILES && strcmp(g->names[i], paths[m]) != 0) i++;
+        assert_true(i < DEMO_FILES);
+        assert_int_equal(g->group_of[i], -1); /* in one group only */
+        g->group_of[i] = g->count;
+    }
+    g->count++;
+}
+
+/* Near-duplicates and --like with the demo CLIP: copies re-encoded and
+ * resized by Pillow join their originals; the groups are exactly the
+ * connected pairs at the threshold, computed here from the embeddings. */
+static void test_similar_pictures(void **state) {
+    (void)state;
+    if (system("/usr/bin/python3 -c 'import PIL' 2> /dev/null") != 0) {
+        skip(); /* Pillow makes the copies */
+        return;
+    }
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4 * PATH_CAPACITY], demo[PATH_CAPACITY];
+    make_library("similar", "similar.db", 36, 8, library, db);
+    snprintf(demo, sizeof demo, "%s/models/demo-clip", GLIMPSE_SOURCE_DIR);
+    snprintf(command, sizeof command,
+             "cd %s && /usr/bin/python3 -c \"from PIL import Image\n"
+             "Image.open('00000.png').convert('RGB').save('00000-copy.jpg', quality=70)\n"
+             "Image.open('00001.png').resize((150, 150), Image.BICUBIC).save('00001-small.png')\"",
+             library);
+    run_or_fail(command);
+    const char *names[DEMO_FILES] = {"00000.png", "00001.png", "00002.png", "00003.png",     "00004.png",
+                                     "00005.png", "00006.png", "00007.png", "00000-copy.jpg", "00001-small.png"};
+    glimpse_model *model;
+    glimpse_context *ctx;
+    glimpse_index *index;
+    assert_int_equal(glimpse_model_load(demo, NULL, &model), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_index_open(db, model, &index), GLIMPSE_STATUS_OK);
+    failures f = {0};
+    glimpse_index_summary s = update(index, ctx, library, &f);
+    EXPECT(s, DEMO_FILES, 0, 0, 0, 0, 0);
+    size_t dim = glimpse_model_embedding_dim(model);
+    float embeddings[DEMO_FILES * 64], stored[64];
+    assert_true(dim <= 64);
+    char *real[DEMO_FILES];
+    for (int i = 0; i < DEMO_FILES; i++) {
+        char path[PATH_CAPACITY + 32];
+        snprintf(path, sizeof path, "%s/%s", library, names[i]);
+        real[i] = realpath(path, NULL);
+        glimpse_image *image;
+        assert_int_equal(glimpse_image_load_file(path, NULL, &image), GLIMPSE_STATUS_OK);
+        assert_int_equal(glimpse_embed_images(ctx, &image, 1, embeddings + i * dim), GLIMPSE_STATUS_OK);
+        glimpse_image_free(image);
+        /* the stored embedding, found by any spelling of the path */
+        assert_int_equal(glimpse_index_embedding(index, path, stored), GLIMPSE_STATUS_OK);
+        for (size_t d = 0; d < dim; d++) assert_float_equal(stored[d], embeddings[i * dim + d], 1e-6);
+    }
+    assert_int_equal(glimpse_index_embedding(index, "/nonexistent.png", stored), GLIMPSE_STATUS_NOT_FOUND);
+    const float thresholds[2] = {GLIMPSE_INDEX_DUPLICATE_COSINE, 0.999f};
+    for (int t = 0; t < 2; t++) {
+        /* the expected groups: connected components of the pairs at the threshold */
+        int component[DEMO_FILES];
+        for (int i = 0; i < DEMO_FILES; i++) component[i] = i;
+        for (bool changed = true; changed;) {
+            changed = false;
+            for (int i = 0; i < DEMO_FILES; i++)
+                for (int j = 0; j < DEMO_FILES; j++) {
+                    double dot = 0;
+                    for (size_t d = 0; d < dim; d++) dot += (double)embeddings[i * dim + d] * embeddings[j * dim + d];
+                    if (dot >= thresholds[t] && component[j] < component[i]) component[i] = component[j], changed = true;
+                }
+        }
+        groups_seen seen = {.count = 0, .names = (const char *const *)real};
+        for (int i = 0; i < DEMO_FILES; i++) seen.group_of[i] = -1;
+        size_t groups = 0;
+        assert_int_equal(glimpse_index_duplicates(index, thresholds[t], note_group, &seen, &groups), GLIMPSE_STATUS_OK);
+        assert_int_equal(groups, (size_t)seen.count);
+        for (int i = 0; i < DEMO_FILES; i++)
+            for (int j = 0; j < DEMO_FILES; j++) {
+                bool together = component[i] == component[j];
+                if (i != j) assert_int_equal(together, seen.group_of[i] >= 0 && seen.group_of[i] == seen.group_of[j]);
+            }
+        /* the copies are with their originals at both thresholds */
+        assert_true(seen.group_of[8] >= 0 && seen.group_of[8] == seen.group_of[0]);
+        assert_true(seen.group_of[9] >= 0 && seen.group_of[9] == seen.group_of[1]);
+    }
+    glimpse_index_free(index);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    /* the command line: --like a stored picture leaves it out and finds its copy first; duplicates as JSON */
+    snprintf(command, sizeof command,
+             "%s search --db %s -k 1 --like %s/00000.png | grep -q '00000-copy.jpg' && "
+             "%s duplicates --db %s --threshold 0.999 --json | grep -q '00001-small.png'",
+             GLIMPSE_BINARY, db, library, GLIMPSE_BINARY, db);
+    run_or_fail(command);
+    snprintf(command, sizeof command, "%s search --db %s -k 1 --like %s/00000.png | grep -q ' [^ ]*/00000.png$'",
+             GLIMPSE_BINARY, db, library);
+    assert_int_not_equal(system(command), 0); /* not itself */
+    /* --html: the page's two thumbnails are Pillow's bicubic resizes of their pictures to 200 pixels, bit for bit */
+    snprintf(command, sizeof command,
+             "%s search --db %s -k 2 --html %s/page.html 'a red circle' > /dev/null && "
+             "%s duplicates --db %s --html %s/groups.html > /dev/null && grep -q '00000-copy.jpg' %s/groups.html && "
+             "/usr/bin/python3 -c \"import re, base64, io, sys\n"
+             "from PIL import Image\n"
+             "page = open(sys.argv[1]).read()\n"
+             "same = []\n"
+             "for data, path in re.findall(r'base64,([^\\\"]+)\\\".*?<br>([^<]+)</figcaption>', page, re.S):\n"
+             "    thumbnail = Image.open(io.BytesIO(base64.b64decode(data))).convert('RGB')\n"
+             "    picture = Image.open(path).convert('RGB')\n"
+             "    w, h = picture.size\n"
+             "    side = max(w, h)\n"
+             "    expected = picture.resize((w * 200 // side, h * 200 // side), Image.BICUBIC) if side > 200 else picture\n"
+             "    same.append(list(thumbnail.getdata()) == list(expected.getdata()))\n"
+             "sys.exit(0 if len(same) == 2 and all(same) else 1)\" %s/page.html",
+             GLIMPSE_BINARY, db, workspace, GLIMPSE_BINARY, db, workspace, workspace, workspace);
+    run_or_fail(command);
+    /* rank --html: a row of the ranking's thumbnails per text */
+    snprintf(command, sizeof command,
+             "%s rank -m %s -t 'a red circle' -t 'a blue square' --top 2 --html %s/rank.html %s/00000.png "
+             "%s/00001.png %s/00002.png > /dev/null && test $(grep -o '<img' %s/rank.html | wc -l) -eq 4 && "
+             "test $(grep -o '<h2>' %s/rank.html | wc -l) -eq 2",
+             GLIMPSE_BINARY, demo, workspace, library, library, library, workspace, workspace);
+    run_or_fail(command);
+    for (int i = 0; i < DEMO_FILES; i++) free(real[i]);
+}
+
+/* The search's top 5 for the query, as "path score" lines. */
+static void top_five(const char *db, glimpse_context *ctx, const char *query_text, char *out, size_t size) {
+    glimpse_index *index;
+    assert_int_equal(glimpse_index_open(db, NULL, &index), GLIMPSE_STATUS_OK);
+    float query[32];
+    assert_int_equal(glimpse_embed_query(ctx, query_text, query), GLIMPSE_STATUS_OK);
+    glimpse_search_result results[5];
+    size_t found;
+    assert_int_equal(glimpse_index_search(index, query, 5, results, &found), GLIMPSE_STATUS_OK);
+    out[0] = '\0';
+    for (size_t r = 0; r < found; r++) {
+        size_t used = strlen(out);
+        snprintf(out + used, size - used, "%s %.9g\n", results[r].path, results[r].score);
+    }
+    glimpse_index_free(index);
+}
+
+/* The vector file beside the index (FILE.vectors) gives the same answers as
+ * the rows in SQLite, and one that is not the index's current one (an
+ * update since, a crash in the middle) is not used. */
+static void test_vector_file(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], vectors[PATH_CAPACITY + 16], command[4 * PATH_CAPACITY];
+    make_library("vectors", "vectors.db", 37, 20, library, db);
+    snprintf(vectors, sizeof vectors, "%s.vectors", db);
+    indexer x = open_indexer(db);
+    failures f = {0};
+    update(x.index, x.ctx, library, &f);
+    assert_true(file_is_regular(vectors));
+    char with[2048], without[2048];
+    top_five(db, x.ctx, "a red circle", with, sizeof with);
+    snprintf(command, sizeof command, "mv %s %s.old", vectors, vectors);
+    run_or_fail(command);
+    top_five(db, x.ctx, "a red circle", without, sizeof without);
+    assert_string_equal(with, without);
+    /* a new picture that ranks first; the old vector file put back is stale and not used */
+    snprintf(command, sizeof command, "cp %s/00003.png %s/extra.png", library, library);
+    run_or_fail(command);
+    update(x.index, x.ctx, library, &f);
+    char picture[PATH_CAPACITY + 16];
+    snprintf(picture, sizeof picture, "@%s/extra.png", library);
+    top_five(db, x.ctx, picture, with, sizeof with);
+    assert_non_null(strstr(with, "extra.png"));
+    snprintf(command, sizeof command, "mv %s.old %s", vectors, vectors);
+    run_or_fail(command);
+    top_five(db, x.ctx, picture, without, sizeof without);
+    assert_string_equal(with, without);
+    close_indexer(&x);
+}
+
+/* The vector file's int8 scan (AVX2 where the CPU has it) against its plain twin, on codes of every value and a
+ * depth that is not a multiple of the 32 codes of a step. */
+static void test_vector_scan(void **state) {
+    (void)state;
+    enum { ROWS = 37, DEPTH = 100 };
+    int8_t *codes = malloc(ROWS * DEPTH), query[DEPTH];
+    int32_t sums[ROWS];
+    uint32_t random = 99;
+    for (size_t i = 0; i < ROWS * DEPTH; i++) {
+        random = random * 1664525u + 1013904223u;
+        codes[i] = (int8_t)((random >> 24) % 255 - 127);
+    }
+    for (size_t k = 0; k < DEPTH; k++) query[k] = (int8_t)(k % 255 - 127);
+    vector_file file = {.count = ROWS, .dim = DEPTH, .q8 = {.weight = codes, .sum = sums, .out_features = ROWS,
+                                                            .in_features = DEPTH, .depth = DEPTH}};
+    int32_t dots[ROWS], found_sums[ROWS], plain_dots[ROWS], plain_sums[ROWS];
+    vector_scan(dots, found_sums, query, &file, 0, ROWS);
+    vector_scan_plain(plain_dots, plain_sums, query, &file, 0, ROWS);
+    for (int r = 0; r < ROWS; r++) {
+        int32_t dot = 0, sum = 0;
+        for (int k = 0; k < DEPTH; k++) dot += query[k] * codes[r * DEPTH + k], sum += codes[r * DEPTH + k];
+        assert_int_equal(plain_dots[r], dot);
+        assert_int_equal(plain_sums[r], sum);
+        assert_int_equal(dots[r], dot);
+        assert_int_equal(found_sums[r], sum);
+    }
+    free(codes);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
@@ -681,6 +1195,13 @@ int main(void) {
         cmocka_unit_test(test_one_writer_at_a_time),
         cmocka_unit_test(test_read_only_index),
         cmocka_unit_test(test_command_line),
+        cmocka_unit_test(test_stale_entries),
+        cmocka_unit_test(test_meaning_is_kept),
+        cmocka_unit_test(test_library_management),
+        cmocka_unit_test(test_management_command_line),
+        cmocka_unit_test(test_similar_pictures),
+        cmocka_unit_test(test_vector_file),
+        cmocka_unit_test(test_vector_scan),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);
 }

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "api/bench.h"
+#include "search/bench.h"
 #include "tools/cli_common.h"
+#include "tools/cli_html.h"
 #include "tools/commands.h"
 
 static const char bench_help[] =
@@ -173,40 +175,22 @@ static void time_load(bench *b) {
     }
 }
 
-static void write_png_bytes(png_structp png, png_bytep data, png_size_t length) {
-    uint8_t **buffer = png_get_io_ptr(png);
-    size_t *size = (size_t *)(buffer + 1);
-    *buffer = realloc(*buffer, *size + length);
-    memcpy(*buffer + *size, data, length);
-    *size += length;
-}
-static void flush_png(png_structp png) { (void)png; }
-
 /* An encoded PNG_WIDTH x PNG_HEIGHT PNG of a smooth pattern, to time decoding. */
 static uint8_t *make_png(size_t *size) {
-    struct {
-        uint8_t *bytes;
-        size_t size;
-    } out = {NULL, 0};
-    uint8_t row[PNG_WIDTH * 3];
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png_create_info_struct(png);
-    png_set_write_fn(png, &out, write_png_bytes, flush_png);
-    png_set_IHDR(png, info, PNG_WIDTH, PNG_HEIGHT, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_write_info(png, info);
+    uint8_t *pixels = malloc((size_t)PNG_WIDTH * PNG_HEIGHT * 3);
+    if (!pixels) check(GLIMPSE_STATUS_OUT_OF_MEMORY);
     for (int y = 0; y < PNG_HEIGHT; y++) {
+        uint8_t *row = pixels + (size_t)y * PNG_WIDTH * 3;
         for (int x = 0; x < PNG_WIDTH; x++) {
             row[3 * x] = (uint8_t)(x * 255 / (PNG_WIDTH - 1));
             row[3 * x + 1] = (uint8_t)(y * 255 / (PNG_HEIGHT - 1));
             row[3 * x + 2] = (uint8_t)((x * y) % 251);
         }
-        png_write_row(png, row);
     }
-    png_write_end(png, info);
-    png_destroy_write_struct(&png, &info);
-    *size = out.size;
-    return out.bytes;
+    uint8_t *png = cli_png_encode(pixels, PNG_WIDTH, PNG_HEIGHT, size);
+    free(pixels);
+    if (!png) check(GLIMPSE_STATUS_OUT_OF_MEMORY);
+    return png;
 }
 
 /* decode: b->batch images from the PNG's bytes, left in images */
@@ -399,40 +383,15 @@ static void time_itm_stages(bench *b, glimpse_context *ctx, const glimpse_model 
     bench_bert_free(encoder);
 }
 
-/* Fills the new index db (made for model) with rows random unit vectors,
- * written straight into its SQLite table; leaves the last one in row. */
+/* Fills the new index db (made for model) with rows random unit vectors
+ * (uniform on the sphere, through the index's own insert); leaves one of
+ * the same kind, not stored, in row. */
 static void write_random_index(const char *db, const glimpse_model *model, long rows, float *row) {
     glimpse_index *index;
     check(glimpse_index_open(db, model, &index));
+    check(index_bench_fill(index, (size_t)rows, 0, 1));
+    index_bench_random_row(row, glimpse_model_embedding_dim(model), 0, 1, (uint64_t)rows);
     glimpse_index_free(index);
-    size_t dim = glimpse_model_embedding_dim(model);
-    sqlite3 *handle;
-    sqlite3_stmt *insert;
-    sqlite3_open(db, &handle);
-    sqlite3_exec(handle, "BEGIN", NULL, NULL, NULL);
-    sqlite3_prepare_v2(handle, "INSERT INTO images(path, size, mtime_ns, hash, embedding) VALUES (?, 1, 1, ?, ?)", -1,
-                       &insert, NULL);
-    uint64_t random = 88172645463325252ull; /* xorshift64, with the seed of Marsaglia's paper */
-    for (long r = 0; r < rows; r++) {
-        double norm = 0;
-        for (size_t d = 0; d < dim; d++) {
-            random ^= random << 13, random ^= random >> 7, random ^= random << 17;
-            row[d] = (float)((random >> 11) / 0x1p53 - 0.5); /* the top 53 bits, uniform in [-0.5, 0.5) */
-            norm += (double)row[d] * row[d];
-        }
-        for (size_t d = 0; d < dim; d++) row[d] = (float)(row[d] / sqrt(norm));
-        char path[64];
-        snprintf(path, sizeof path, "/photos/%08ld.jpg", r);
-        sqlite3_bind_text(insert, 1, path, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(insert, 2, r);
-        sqlite3_bind_blob(insert, 3, row, (int)(dim * sizeof(float)), SQLITE_STATIC);
-        sqlite3_step(insert);
-        sqlite3_reset(insert);
-    }
-    sqlite3_finalize(insert);
-    sqlite3_exec(handle, "COMMIT", NULL, NULL, NULL);
-    sqlite3_exec(handle, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL); /* as glimpse index leaves it */
-    sqlite3_close(handle);
 }
 
 /* CLIP or SigLIP with --search-rows: opening an index and loading its embeddings, a

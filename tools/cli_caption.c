@@ -10,22 +10,25 @@
 
 #include "tools/cli_caption.h"
 #include "tools/cli_common.h"
+#include "tools/cli_inputs.h"
 #include "tools/commands.h"
 
 static const char caption_help[] =
     "Usage: glimpse caption -m MODEL [--prompt TEXT] [--beams N] [--max-tokens N] [--min-tokens N]\n"
     "                       [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]\n"
-    "                       [--repetition-penalty R] [--json] IMAGE...\n"
-    "Describes each image with a captioning model: BLIP (BlipForConditionalGeneration,\n"
-    "e.g. Salesforce/blip-image-captioning-base), ViT-GPT2 (VisionEncoderDecoderModel of\n"
-    "a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning) or BLIP-2\n"
-    "(Blip2ForConditionalGeneration, e.g. Salesforce/blip2-opt-2.7b).\n"
+    "                       [--repetition-penalty R] [--every SECONDS | --scenes] [--json]\n"
+    "                       IMAGE|VIDEO|FOLDER|-...\n"
+    "Describes each image, and frames of each video, with a captioning model: BLIP\n"
+    "(BlipForConditionalGeneration, e.g. Salesforce/blip-image-captioning-base), ViT-GPT2\n"
+    "(VisionEncoderDecoderModel of a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning)\n"
+    "or BLIP-2 (Blip2ForConditionalGeneration, e.g. Salesforce/blip2-opt-2.7b).\n"
     "%s"
-    "Plain output: the caption alone for one image, else PATH, a tab, the caption.\n"
+    "Plain output: the caption alone for one image, else PATH (PATH @ M:SS.s for a video's\n"
+    "frame), a tab, the caption.\n"
     "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
     "generate returns them: BLIP's and ViT-GPT2's start token, prompt and generated tokens;\n"
     "BLIP-2's start token 2 and the generated tokens (its prompt goes in as embeddings, not in\n"
-    "the ids).\n";
+    "the ids); a video's frames also carry \"time\": SECONDS.\n";
 
 const char cli_caption_options_help[] =
     "  --prompt TEXT            the caption continues this text (\"a picture of\")\n"
@@ -49,7 +52,8 @@ const char cli_caption_options_help[] =
     "repetition_penalty, length_penalty) overrides them for that model; options override both.\n";
 
 static const char ask_help[] =
-    "Usage: glimpse ask -m BLIP2 (-q QUESTION | --prompt TEXT) [--beams N] [--max-tokens N] ... [--json] IMAGE...\n"
+    "Usage: glimpse ask -m BLIP2 (-q QUESTION | --prompt TEXT) [--beams N] [--max-tokens N] ... [--json]\n"
+    "                   IMAGE|VIDEO|FOLDER|-...\n"
     "Answers a question about each image with a BLIP-2 model (Blip2ForConditionalGeneration,\n"
     "e.g. Salesforce/blip2-opt-2.7b): visual question answering with BLIP-2's prompt\n"
     "\"Question: QUESTION Answer:\".\n"
@@ -70,11 +74,7 @@ enum { OPT_QUESTION = CLI_OPT_CAPTION_END };
 #define CAPTION_MAX_TOKENS 500
 
 static float parse_float(const char *command, const char *option, const char *text, float minimum, float maximum) {
-    char *end;
-    float value = strtof(text, &end);
-    if (end == text || *end || !(value >= minimum && value <= maximum))
-        cli_usage_error(command, "%s takes a number from %g to %g, not '%s'", option, minimum, maximum, text);
-    return value;
+    return (float)cli_parse_double(command, option, text, minimum, maximum);
 }
 
 bool cli_caption_option(glimpse_caption_params *params, int code, const char *argument, const char *command) {
@@ -123,18 +123,20 @@ void cli_caption_fit_model(glimpse_caption_params *params, const glimpse_model *
         params->min_tokens = model_max_tokens;
 }
 
-/* Parses the command line of `command` ("caption", or "ask" which takes a question) into options and params:
- * what is not given stays as glimpse_caption_default_params() leaves it, to the model. False after --help. */
+/* Parses the command line of `command` ("caption", or "ask" which takes a question) into options, params and
+ * video: what is not given stays as glimpse_caption_default_params() leaves it, to the model. False after --help. */
 static bool parse_options(const char *command, int argc, char **argv, cli_options *options,
-                          glimpse_caption_params *params, const char **question) {
+                          glimpse_caption_params *params, const char **question, video_params *video) {
     bool asking = strcmp(command, "ask") == 0;
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_CAPTION_LONG_OPTIONS,
                                                  {"question", required_argument, NULL, OPT_QUESTION},
+                                                 CLI_VIDEO_LONG_OPTIONS,
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, asking ? "m:q:" : "m:", long_options, NULL)) != -1) {
         if (cli_common_option(options, code, optarg, command)) continue;
         if (cli_caption_option(params, code, optarg, command)) continue;
+        if (cli_video_option(video, code, optarg, command)) continue;
         if (code == 'q' || code == OPT_QUESTION) {
             if (!asking) cli_usage_error(command, "--question is glimpse ask's: glimpse ask -m BLIP2 -q QUESTION");
             *question = optarg;
@@ -145,7 +147,7 @@ static bool parse_options(const char *command, int argc, char **argv, cli_option
                 printf("%s", ask_help);
             else
                 printf(caption_help, cli_caption_options_help);
-            printf("\n%s", cli_common_help);
+            printf("\n%s\n%s\n%s", cli_inputs_help, cli_video_help, cli_common_help);
             return false;
         }
         cli_usage_error(command, "unknown option");
@@ -191,11 +193,9 @@ static void strip_ends(char *text) {
     text[length] = '\0';
 }
 
-/* {"image": PATH, then ASKED_KEY: ASKED when asked_key is not NULL, TEXT_KEY: TEXT, "ids": [...] (left open). */
-static void print_fields(const char *path, const char *asked_key, const char *asked_text, const char *text_key,
-                         const char *text, const int32_t *ids, size_t count) {
-    printf("{\"image\": ");
-    json_string(stdout, path);
+/* , ASKED_KEY: ASKED when asked_key is not NULL, TEXT_KEY: TEXT, "ids": [...] (the object left open). */
+static void print_result(const char *asked_key, const char *asked_text, const char *text_key, const char *text,
+                         const int32_t *ids, size_t count) {
     if (asked_key) {
         printf(", \"%s\": ", asked_key);
         json_string(stdout, asked_text);
@@ -207,65 +207,70 @@ static void print_fields(const char *path, const char *asked_key, const char *as
     printf("]");
 }
 
+void cli_print_caption_result(const char *text, const int32_t *ids, size_t count) {
+    print_result(NULL, NULL, "caption", text, ids, count);
+}
+
 void cli_print_caption_fields(const char *path, const char *text, const int32_t *ids, size_t count) {
-    print_fields(path, NULL, NULL, "caption", text, ids, count);
+    printf("{\"image\": ");
+    json_string(stdout, path);
+    cli_print_caption_result(text, ids, count);
 }
 
 /* One result: a JSON line, the end of the streamed words, the caption alone
  * (one image), or PATH, a tab, the caption. */
-static void print_caption(const cli_options *options, const streaming *stream, size_t count, const char *path,
-                          const asked *ask, const glimpse_caption *caption) {
+static void print_caption(const cli_options *options, const streaming *stream, size_t count,
+                          const cli_picture *picture, const asked *ask, const glimpse_caption *caption) {
     if (options->json) {
+        cli_json_picture(stdout, picture);
         if (ask->question || ask->prompt)
-            print_fields(path, ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt,
+            print_result(ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt,
                          "answer", caption->text, caption->ids, caption->id_count);
         else
-            cli_print_caption_fields(path, caption->text, caption->ids, caption->id_count);
+            cli_print_caption_result(caption->text, caption->ids, caption->id_count);
         printf("}\n");
     } else if (stream->active) {
         if (stream->broken) printf("\r\033[K%s", caption->text);
         printf("\n");
-    } else if (count == 1) {
+    } else if (count == 1 && picture->seconds < 0) {
         printf("%s\n", caption->text);
     } else {
-        printf("%s\t%s\n", path, caption->text);
+        cli_print_picture(stdout, picture);
+        printf("\t%s\n", caption->text);
     }
     fflush(stdout);
 }
 
-/* Captions the images one at a time; each that fails is named on stderr
- * and counted, and the others go on. */
+/* Captions the images, and the sampled frames of videos, one at a time;
+ * each input that fails is named on stderr and counted, and the others go on. */
 static void caption_files(cli_options *options, glimpse_context *ctx, char *const *paths, size_t count,
-                          glimpse_caption_params *params, const asked *ask) {
+                          glimpse_caption_params *params, const asked *ask, const video_params *video) {
     streaming stream = {.active = count == 1 && !options->json && isatty(STDOUT_FILENO), .printed = 0, .broken = false};
-    if (stream.active) {
-        params->on_token = print_as_decoded;
-        params->user = &stream;
-    }
-    cli_progress progress;
-    cli_progress_start(&progress, options, count, "images");
-    for (size_t i = 0; i < count; i++) {
-        glimpse_image *image;
-        if (!cli_load_image(options, paths[i], &progress, &image)) {
-            options->failures++;
-            continue;
-        }
+    cli_pictures pictures;
+    cli_pictures_start(&pictures, options, video, paths, count);
+    cli_picture picture;
+    while (cli_pictures_next(&pictures, &picture)) {
+        /* words appear as they come for one image, not for a video's frames */
+        if (picture.seconds >= 0) stream.active = false;
+        params->on_token = stream.active ? print_as_decoded : NULL;
+        params->user = stream.active ? &stream : NULL;
         glimpse_caption caption;
-        glimpse_status status = ask->question ? glimpse_ask_images(ctx, &image, 1, ask->question, params, &caption)
-                                              : glimpse_caption_images(ctx, &image, 1, params, &caption);
-        glimpse_image_free(image);
+        glimpse_status status = ask->question
+                                    ? glimpse_ask_images(ctx, &picture.image, 1, ask->question, params, &caption)
+                                    : glimpse_caption_images(ctx, &picture.image, 1, params, &caption);
+        glimpse_image_free(picture.image);
         if (!status && (ask->question || ask->prompt)) strip_ends(caption.text);
-        cli_progress_end(&progress);
+        cli_progress_end(&pictures.progress);
         if (status) {
-            cli_error("%s: %s", paths[i], glimpse_last_error());
+            cli_error("%s: %s", picture.path, glimpse_last_error());
             options->failures++;
             continue;
         }
-        print_caption(options, &stream, count, paths[i], ask, &caption);
+        print_caption(options, &stream, count, &picture, ask, &caption);
         glimpse_caption_free(&caption);
-        cli_progress_step(&progress, i + 1);
+        cli_progress_step(&pictures.progress, pictures.progress.done);
     }
-    cli_progress_end(&progress);
+    cli_pictures_end(&pictures);
 }
 
 /* `glimpse caption` and `glimpse ask`: the same options and output, ask with its question. */
@@ -274,11 +279,13 @@ static int caption_command(const char *command, int argc, char **argv) {
     cli_options_init(&options);
     glimpse_caption_params params = glimpse_caption_default_params();
     asked ask = {NULL, NULL};
-    if (!parse_options(command, argc, argv, &options, &params, &ask.question)) return CLI_EXIT_OK;
+    video_params video = video_default_params();
+    if (!parse_options(command, argc, argv, &options, &params, &ask.question, &video)) return CLI_EXIT_OK;
     if (strcmp(command, "ask") == 0) ask.prompt = params.prompt;
-    size_t count = (size_t)(argc - optind);
-    char **paths = argv + optind;
-    if (!count) cli_usage_error(command, "no images given");
+    if (argc == optind) cli_usage_error(command, "no images given");
+    size_t count;
+    char **paths = cli_expand_inputs(&options, command, argv + optind, (size_t)(argc - optind), &count);
+    if (!count) return CLI_EXIT_FAILURE; /* folders without images, said on stderr */
     glimpse_model *model = cli_load_model(&options, command, true, true);
     cli_caption_fit_model(&params, model);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
@@ -294,10 +301,12 @@ static int caption_command(const char *command, int argc, char **argv) {
                                  "and GPT-2) or BLIP-2 (Blip2ForConditionalGeneration)",
                   options.model, info.architecture);
         glimpse_model_free(model);
+        cli_inputs_free(paths, count);
         return CLI_EXIT_FAILURE;
     }
     glimpse_context *ctx = cli_create_context(&options, model);
-    caption_files(&options, ctx, paths, count, &params, &ask);
+    caption_files(&options, ctx, paths, count, &params, &ask, &video);
+    cli_inputs_free(paths, count);
     return cli_finish(&options, ctx, model);
 }
 

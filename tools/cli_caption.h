@@ -44,6 +44,8 @@ void cli_caption_check(const glimpse_caption_params *params, const char *command
 /* --min-tokens above the model's own maximum (when --max-tokens is not given) lowered to it. */
 void cli_caption_fit_model(glimpse_caption_params *params, const glimpse_model *model);
 /* A caption's JSON fields on stdout: {"image": PATH, "caption": TEXT, "ids": [...] (the object left open). */
+/* The caption's fields after the picture's: , "caption": TEXT, "ids": [...] (the object left open). */
+void cli_print_caption_result(const char *text, const int32_t *ids, size_t count);
 void cli_print_caption_fields(const char *path, const char *text, const int32_t *ids, size_t count);
 
 #endif

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "tools/cli_common.h"
+#include "tools/cli_html.h"
+#include "tools/cli_inputs.h"
 #include "tools/commands.h"
 
 /* A growable list of borrowed strings (argv entries). */
@@ -41,71 +43,103 @@ static float *embed_texts_or_exit(glimpse_context *ctx, size_t dim, char *const 
 /* ----------------------------------------------------------------- embed */
 
 static const char embed_help[] =
-    "Usage: glimpse embed -m MODEL [-i IMAGE...] [-t TEXT...] [--json] [IMAGE...]\n"
-    "Prints the L2-normalised embedding of each image and text (transformers'\n"
-    "image_embeds / text_embeds of a CLIP or SigLIP model), one line each, images first.\n"
-    "  -i, --image IMAGE    an image file (may be repeated; bare arguments are images too)\n"
+    "Usage: glimpse embed -m MODEL [-i IMAGE...] [-t TEXT...] [--every SECONDS | --scenes] [--json]\n"
+    "                     [IMAGE|VIDEO|FOLDER|-...]\n"
+    "Prints the L2-normalised embedding of each image, each sampled frame of a video, and\n"
+    "each text (transformers' image_embeds / text_embeds of a CLIP or SigLIP model), one\n"
+    "line each, images first.\n"
+    "  -i, --image IMAGE    an image or video file (may be repeated; bare arguments are too)\n"
     "  -t, --text TEXT      a text (may be repeated)\n"
-    "Plain output: the input, a tab, the numbers separated by spaces.\n"
-    "JSON: {\"image\": PATH, \"embedding\": [...]} or {\"text\": TEXT, \"embedding\": [...]}.\n";
+    "Plain output: the input (PATH @ M:SS.s for a video's frame), a tab, the numbers\n"
+    "separated by spaces.\n"
+    "JSON: {\"image\": PATH, \"embedding\": [...]} (a video's frames also carry\n"
+    "\"time\": SECONDS) or {\"text\": TEXT, \"embedding\": [...]}.\n";
+
+/* One line of embed's output. */
+static void print_embedding(const cli_options *options, const cli_picture *picture, const char *text,
+                            const float *embedding, size_t dim) {
+    if (options->json) {
+        if (picture) {
+            cli_json_picture(stdout, picture);
+        } else {
+            printf("{\"text\": ");
+            json_string(stdout, text);
+        }
+        printf(", \"embedding\": ");
+        json_floats(stdout, embedding, dim);
+        printf("}\n");
+    } else {
+        if (picture)
+            cli_print_picture(stdout, picture);
+        else
+            fputs(text, stdout);
+        putchar('\t');
+        for (size_t d = 0; d < dim; d++) printf(d ? " %.7g" : "%.7g", embedding[d]);
+        printf("\n");
+    }
+}
+
+typedef struct embed_printer {
+    const cli_options *options;
+    cli_progress *progress;
+    size_t dim;
+} embed_printer;
+
+static void print_picture_embedding(void *user, const cli_picture *picture, const float *embedding) {
+    embed_printer *printer = user;
+    cli_progress_end(printer->progress);
+    print_embedding(printer->options, picture, NULL, embedding, printer->dim);
+}
 
 int command_embed(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
+    video_params video = video_default_params();
     string_list images = {0}, texts = {0};
-    static const struct option long_options[] = {
-        CLI_COMMON_LONG_OPTIONS, {"image", required_argument, NULL, 'i'}, {"text", required_argument, NULL, 't'},
-        {NULL, 0, NULL, 0}};
+    static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_VIDEO_LONG_OPTIONS,
+                                                 {"image", required_argument, NULL, 'i'},
+                                                 {"text", required_argument, NULL, 't'},
+                                                 {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:i:t:", long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "embed")) continue;
+        if (cli_video_option(&video, code, optarg, "embed")) continue;
         switch (code) {
         case 'i': list_push(&images, optarg); break;
         case 't': list_push(&texts, optarg); break;
-        case CLI_OPT_HELP: printf("%s\n%s", embed_help, cli_common_help); return CLI_EXIT_OK;
+        case CLI_OPT_HELP:
+            printf("%s\n%s\n%s\n%s", embed_help, cli_inputs_help, cli_video_help, cli_common_help);
+            return CLI_EXIT_OK;
         default: cli_usage_error("embed", "unknown option");
         }
     }
     for (int i = optind; i < argc; i++) list_push(&images, argv[i]);
     if (!images.count && !texts.count) cli_usage_error("embed", "nothing to embed: give images or -t TEXT");
-    glimpse_model *model = cli_load_model(&options, "embed", images.count > 0, texts.count > 0);
+    size_t count;
+    char **paths = cli_expand_inputs(&options, "embed", images.items, images.count, &count);
+    if (!count && !texts.count) return CLI_EXIT_FAILURE; /* folders without images, said on stderr */
+    glimpse_model *model = cli_load_model(&options, "embed", count > 0, texts.count > 0);
     glimpse_context *ctx = cli_create_context(&options, model);
     size_t dim = glimpse_model_embedding_dim(model);
-    float *image_embeddings = cli_calloc(images.count * dim, sizeof(float));
-    bool *ok = cli_calloc(images.count, sizeof *ok);
-    options.failures +=
-        cli_embed_image_files(&options, ctx, dim, images.items, images.count, image_embeddings, ok);
+    cli_pictures pictures;
+    cli_pictures_start(&pictures, &options, &video, paths, count);
+    embed_printer printer = {&options, &pictures.progress, dim};
+    cli_embed_pictures(&pictures, ctx, dim, print_picture_embedding, &printer);
+    cli_pictures_end(&pictures);
     float *text_embeddings = embed_texts_or_exit(ctx, dim, texts.items, texts.count);
-    for (size_t i = 0; i < images.count + texts.count; i++) {
-        bool is_image = i < images.count;
-        size_t j = is_image ? i : i - images.count;
-        if (is_image && !ok[j]) continue;
-        const char *name = is_image ? images.items[j] : texts.items[j];
-        const float *embedding = (is_image ? image_embeddings : text_embeddings) + j * dim;
-        if (options.json) {
-            printf("{\"%s\": ", is_image ? "image" : "text");
-            json_string(stdout, name);
-            printf(", \"embedding\": ");
-            json_floats(stdout, embedding, dim);
-            printf("}\n");
-        } else {
-            printf("%s\t", name);
-            for (size_t d = 0; d < dim; d++) printf(d ? " %.7g" : "%.7g", embedding[d]);
-            printf("\n");
-        }
-    }
-    free(image_embeddings);
+    for (size_t t = 0; t < texts.count; t++)
+        print_embedding(&options, NULL, texts.items[t], text_embeddings + t * dim, dim);
     free(text_embeddings);
-    free(ok);
     free(images.items);
     free(texts.items);
+    cli_inputs_free(paths, count);
     return cli_finish(&options, ctx, model);
 }
 
 /* ------------------------------------------------------------------ rank */
 
 static const char rank_help[] =
-    "Usage: glimpse rank -m MODEL -t TEXT [-t TEXT...] [--top K] [--json] IMAGE...\n"
+    "Usage: glimpse rank -m MODEL -t TEXT [-t TEXT...] [--top K] [--json] IMAGE|FOLDER|-...\n"
     "       glimpse rank -m BLIP_RETRIEVAL [--itc] -t TEXT ... IMAGE...\n"
     "       glimpse rank -m CLIP --rerank BLIP_RETRIEVAL [--rerank-top K] -t TEXT ... IMAGE...\n"
     "Ranks the images against each text, best first.\n"
@@ -122,6 +156,8 @@ static const char rank_help[] =
     "      --itc            BLIP retrieval models: score by ITC cosine instead of ITM\n"
     "      --rerank MODEL   re-rank CLIP's shortlist with this BLIP retrieval model\n"
     "      --rerank-top K   how many images CLIP shortlists for re-ranking (default 10)\n"
+    "      --html FILE      also write FILE, one self-contained page of each text's\n"
+    "                       ranking: thumbnails with their scores and paths\n"
     "JSON: {\"text\": TEXT, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per text;\n"
     "re-ranked results also carry \"clip_score\" and \"itm_score\" (score is the final one).\n";
 
@@ -142,12 +178,24 @@ static size_t sort_by_score(size_t *order, const float *scores, const bool *ok, 
     return n;
 }
 
+/* --html's page while rank writes it, else NULL. */
+static FILE *rank_page;
+
 /* One text's ranking: paths[order[r]] with scores[r] for r < n, and CLIP's scores before re-ranking if given. */
 static void print_ranking(const cli_options *options, const char *text, char **paths, const size_t *order, size_t n,
                           const float *scores, const float *clip_scores) {
     const char **ranked = cli_calloc(n, sizeof *ranked);
     for (size_t r = 0; r < n; r++) ranked[r] = paths[order[r]];
     cli_print_results(options, text, ranked, scores, clip_scores, n);
+    if (rank_page) {
+        cli_html_row(rank_page, text);
+        for (size_t r = 0; r < n; r++) {
+            char caption[32];
+            snprintf(caption, sizeof caption, "%.4f", scores[r]);
+            cli_html_picture(rank_page, options, ranked[r], caption);
+        }
+        cli_html_row_end(rank_page);
+    }
     fflush(stdout);
     free(ranked);
 }
@@ -205,17 +253,19 @@ typedef struct rank_request {
     bool itc;                 /* --itc: BLIP's ITC cosines instead of ITM */
     const char *rerank_model; /* --rerank: the BLIP retrieval model re-ranking CLIP's shortlist */
     long rerank_top;          /* --rerank-top: the shortlist's length */
+    const char *html;         /* --html: the page of the rankings, or NULL */
 } rank_request;
 
 /* Parses the command line into request; false after --help. */
 static bool parse_rank_options(int argc, char **argv, rank_request *request) {
-    enum { OPT_TOP = CLI_OPT_FIRST_FREE, OPT_ITC, OPT_RERANK, OPT_RERANK_TOP };
+    enum { OPT_TOP = CLI_OPT_FIRST_FREE, OPT_ITC, OPT_RERANK, OPT_RERANK_TOP, OPT_HTML };
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"text", required_argument, NULL, 't'},
                                                  {"top", required_argument, NULL, OPT_TOP},
                                                  {"itc", no_argument, NULL, OPT_ITC},
                                                  {"rerank", required_argument, NULL, OPT_RERANK},
                                                  {"rerank-top", required_argument, NULL, OPT_RERANK_TOP},
+                                                 {"html", required_argument, NULL, OPT_HTML},
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:t:k:", long_options, NULL)) != -1) {
@@ -227,15 +277,16 @@ static bool parse_rank_options(int argc, char **argv, rank_request *request) {
         case OPT_ITC: request->itc = true; break;
         case OPT_RERANK: request->rerank_model = optarg; break;
         case OPT_RERANK_TOP: request->rerank_top = cli_parse_long("rank", "--rerank-top", optarg, 1, 1L << 20); break;
-        case CLI_OPT_HELP: printf("%s\n%s", rank_help, cli_common_help); return false;
+        case OPT_HTML: request->html = optarg; break;
+        case CLI_OPT_HELP: printf("%s\n%s\n%s", rank_help, cli_inputs_help, cli_common_help); return false;
         default: cli_usage_error("rank", "unknown option");
         }
     }
-    request->image_count = (size_t)(argc - optind);
-    request->image_paths = argv + optind;
     if (!request->texts.count) cli_usage_error("rank", "no text to rank against: give -t TEXT");
-    if (!request->image_count) cli_usage_error("rank", "no images to rank");
+    if (argc == optind) cli_usage_error("rank", "no images to rank");
     if (request->itc && request->rerank_model) cli_usage_error("rank", "--itc and --rerank do not go together");
+    request->image_paths =
+        cli_expand_inputs(&request->options, "rank", argv + optind, (size_t)(argc - optind), &request->image_count);
     return true;
 }
 
@@ -313,6 +364,7 @@ int command_rank(int argc, char **argv) {
     rank_request request = {.top = 0, .itc = false, .rerank_model = NULL, .rerank_top = 10};
     cli_options_init(&request.options);
     if (!parse_rank_options(argc, argv, &request)) return CLI_EXIT_OK;
+    if (!request.image_count) return CLI_EXIT_FAILURE; /* folders without images, said on stderr */
     cli_options *options = &request.options;
     glimpse_model *model = cli_load_model(options, "rank", true, true);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
@@ -334,6 +386,7 @@ int command_rank(int argc, char **argv) {
     score_images(&request, model, ctx, scores, ok);
     float *column = cli_calloc(image_count, sizeof(float)), *sorted = cli_calloc(image_count, sizeof(float));
     size_t *order = cli_calloc(image_count, sizeof(size_t));
+    rank_page = request.html ? cli_html_open(request.html, "glimpse rank") : NULL;
     for (size_t t = 0; t < text_count; t++) {
         for (size_t i = 0; i < image_count; i++) column[i] = scores[i * text_count + t];
         size_t n = sort_by_score(order, column, ok, image_count);
@@ -345,10 +398,13 @@ int command_rank(int argc, char **argv) {
         for (size_t r = 0; r < n; r++) sorted[r] = column[order[r]];
         print_ranking(options, request.texts.items[t], request.image_paths, order, n, sorted, NULL);
     }
+    if (rank_page && !cli_html_close(rank_page, request.html)) options->failures++;
+    rank_page = NULL;
     free(column), free(sorted), free(order);
     free(scores);
     free(ok);
     free(request.texts.items);
+    cli_inputs_free(request.image_paths, request.image_count);
     glimpse_context_free(rerank_ctx);
     glimpse_model_free(reranker);
     return cli_finish(options, ctx, model);
@@ -357,7 +413,7 @@ int command_rank(int argc, char **argv) {
 /* -------------------------------------------------------------- classify */
 
 static const char classify_help[] =
-    "Usage: glimpse classify -m MODEL -l LABEL [-l LABEL...] [--template T] [--softmax] [--json] IMAGE...\n"
+    "Usage: glimpse classify -m MODEL -l LABEL [-l LABEL...] [--template T] [--softmax] [--json] IMAGE|FOLDER|-...\n"
     "Zero-shot classification: each label is put in the template and scored against\n"
     "each image.\n"
     "  CLIP: the softmax of the logits over the labels gives each label's\n"
@@ -424,15 +480,16 @@ int command_classify(int argc, char **argv) {
         case 'l': list_push(&labels, optarg); break;
         case OPT_TEMPLATE: template_text = optarg; break;
         case OPT_SOFTMAX: softmax = true; break;
-        case CLI_OPT_HELP: printf("%s\n%s", classify_help, cli_common_help); return CLI_EXIT_OK;
+        case CLI_OPT_HELP: printf("%s\n%s\n%s", classify_help, cli_inputs_help, cli_common_help); return CLI_EXIT_OK;
         default: cli_usage_error("classify", "unknown option");
         }
     }
-    size_t image_count = (size_t)(argc - optind);
-    char **image_paths = argv + optind;
     if (!labels.count) cli_usage_error("classify", "no labels: give -l LABEL (at least two)");
     if (!strstr(template_text, "{}")) cli_usage_error("classify", "the template must contain {} where the label goes");
-    if (!image_count) cli_usage_error("classify", "no images to classify");
+    if (argc == optind) cli_usage_error("classify", "no images to classify");
+    size_t image_count;
+    char **image_paths = cli_expand_inputs(&options, "classify", argv + optind, (size_t)(argc - optind), &image_count);
+    if (!image_count) return CLI_EXIT_FAILURE; /* folders without images, said on stderr */
     glimpse_model *model = cli_load_model(&options, "classify", true, true);
     glimpse_context *ctx = cli_create_context(&options, model);
     size_t dim = glimpse_model_embedding_dim(model), n_labels = labels.count;
@@ -480,6 +537,7 @@ int command_classify(int argc, char **argv) {
     free(image_embeddings);
     free(text_embeddings);
     free(labels.items);
+    cli_inputs_free(image_paths, image_count);
     return cli_finish(&options, ctx, model);
 }
 

@@ -1,5 +1,6 @@
 /* cli_common.c — shared plumbing of the glimpse subcommands. */
 #include "tools/cli_common.h"
+#include "tools/cli_inputs.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -169,60 +170,34 @@ void cli_progress_end(cli_progress *progress) {
 }
 
 bool cli_load_image(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image) {
-    glimpse_image_params params = glimpse_image_default_params();
-    params.max_pixels = options->max_pixels;
-    params.ignore_exif_orientation = options->no_exif_rotate;
-    if (glimpse_image_load_file(path, &params, image) == GLIMPSE_STATUS_OK) return true;
-    if (progress) cli_progress_end(progress);
-    cli_error("%s", glimpse_last_error());
-    return false;
+    return cli_decode_input(options, path, progress, image);
 }
 
-#define CLI_IMAGE_BATCH 8
+/* The rows of cli_embed_image_files, by the index of each picture's path. */
+typedef struct embedded_rows {
+    float *embeddings;
+    bool *ok;
+    size_t dim;
+} embedded_rows;
+
+static void keep_row(void *user, const cli_picture *picture, const float *embedding) {
+    embedded_rows *rows = user;
+    memcpy(rows->embeddings + picture->source * rows->dim, embedding, rows->dim * sizeof(float));
+    rows->ok[picture->source] = true;
+}
 
 int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
                           size_t count, float *embeddings, bool *ok) {
-    cli_progress progress;
-    cli_progress_start(&progress, options, count, "images");
-    int failed = 0;
-    for (size_t first = 0; first < count; first += CLI_IMAGE_BATCH) {
-        size_t batch = count - first < CLI_IMAGE_BATCH ? count - first : CLI_IMAGE_BATCH;
-        glimpse_image *images[CLI_IMAGE_BATCH];
-        size_t index[CLI_IMAGE_BATCH], loaded = 0;
-        for (size_t i = first; i < first + batch; i++) {
-            memset(embeddings + i * dim, 0, dim * sizeof(float));
-            ok[i] = false;
-            glimpse_image *image;
-            if (!cli_load_image(options, paths[i], &progress, &image)) {
-                failed++;
-                continue;
-            }
-            images[loaded] = image;
-            index[loaded++] = i;
-        }
-        float batch_embeddings[CLI_IMAGE_BATCH * dim];
-        if (loaded && glimpse_embed_images(ctx, images, loaded, batch_embeddings)) {
-            /* a batch failed as a whole: retry one by one to name the culprit */
-            for (size_t j = 0; j < loaded; j++) {
-                if (glimpse_embed_images(ctx, &images[j], 1, batch_embeddings + j * dim)) {
-                    cli_error("%s: %s", paths[index[j]], glimpse_last_error());
-                    failed++;
-                } else {
-                    memcpy(embeddings + index[j] * dim, batch_embeddings + j * dim, dim * sizeof(float));
-                    ok[index[j]] = true;
-                }
-            }
-        } else {
-            for (size_t j = 0; j < loaded; j++) {
-                memcpy(embeddings + index[j] * dim, batch_embeddings + j * dim, dim * sizeof(float));
-                ok[index[j]] = true;
-            }
-        }
-        for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
-        cli_progress_step(&progress, first + batch);
-    }
-    cli_progress_end(&progress);
-    return failed;
+    memset(embeddings, 0, count * dim * sizeof(float));
+    memset(ok, 0, count * sizeof *ok);
+    cli_options counted = *options; /* failures counted from zero here, returned */
+    counted.failures = 0;
+    cli_pictures pictures;
+    cli_pictures_start(&pictures, &counted, NULL, paths, count);
+    embedded_rows rows = {embeddings, ok, dim};
+    cli_embed_pictures(&pictures, ctx, dim, keep_row, &rows);
+    cli_pictures_end(&pictures);
+    return counted.failures;
 }
 
 void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const float *scores,
@@ -233,7 +208,7 @@ void cli_print_results(const cli_options *options, const char *text, const char 
         printf(", \"results\": [");
         for (size_t r = 0; r < count; r++) {
             printf(r ? ", {\"image\": " : "{\"image\": ");
-            json_string(stdout, paths[r]);
+            json_path(stdout, paths[r]);
             printf(", \"score\": ");
             json_float(stdout, scores[r]);
             if (clip_scores) {
@@ -258,8 +233,9 @@ void cli_print_results(const cli_options *options, const char *text, const char 
 
 /* ------------------------------------------------------------------ JSON */
 
-void json_string(FILE *out, const char *text) {
+bool json_string(FILE *out, const char *text) {
     const unsigned char *s = (const unsigned char *)text;
+    bool all_valid = true;
     fputc('"', out);
     while (*s) {
         unsigned char c = *s;
@@ -291,10 +267,19 @@ void json_string(FILE *out, const char *text) {
             } else {
                 fputs("\\ufffd", out);
                 s++;
+                all_valid = false;
             }
         }
     }
     fputc('"', out);
+    return all_valid;
+}
+
+void json_path(FILE *out, const char *path) {
+    if (json_string(out, path)) return;
+    fputs(", \"path_bytes\": [", out);
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) fprintf(out, c[1] ? "%u, " : "%u", *c);
+    fputc(']', out);
 }
 
 void json_float(FILE *out, float value) {

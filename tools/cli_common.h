@@ -84,13 +84,14 @@ void cli_progress_start(cli_progress *progress, const cli_options *options, size
 void cli_progress_step(cli_progress *progress, size_t done);
 void cli_progress_end(cli_progress *progress);
 
-/* Loads an image file within --max-pixels, turned upright by its EXIF
- * orientation unless --no-exif-rotate. On failure prints the reason
- * (ending progress's bar first, if given) and returns false. */
+/* Loads an image file (or '-', standard input, read once) within
+ * --max-pixels, turned upright by its EXIF orientation unless
+ * --no-exif-rotate. On failure prints the reason (ending progress's bar
+ * first, if given) and returns false. */
 bool cli_load_image(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image);
 
-/* Embeds image files in batches. For each path that cannot be read or
- * decoded, prints one error line, counts a failure and sets ok[i] = false.
+/* Embeds image files (or '-') in batches. For each path that cannot be read or
+ * decoded (a video among them), prints one error line, counts a failure and sets ok[i] = false.
  * embeddings receives count × dim floats (rows of failed images zeroed).
  * Returns the failures. */
 int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
@@ -105,7 +106,10 @@ void cli_print_results(const cli_options *options, const char *text, const char 
 
 /* JSON writing: strings escaped (invalid UTF-8 becomes U+FFFD), floats
  * printed with 9 significant digits (enough to round-trip a float). */
-void json_string(FILE *out, const char *text);
+bool json_string(FILE *out, const char *text); /* false if some byte was not UTF-8 (written as U+FFFD) */
+/* A file name as a JSON string and, when it is not UTF-8, the field
+ * `, "path_bytes": [bytes...]` after it, so that a program can reopen it. */
+void json_path(FILE *out, const char *path);
 void json_float(FILE *out, float value);
 void json_floats(FILE *out, const float *values, size_t count);
 

@@ -1,28 +1,35 @@
-/* cli_search.c — `glimpse index` (build or refresh a search index of a
- * photo collection) and `glimpse search` (query it with texts, images or
- * combinations). */
+/* cli_search.c — `glimpse index` (build, refresh or manage a search index
+ * of a photo collection), `glimpse search` (query it with texts, images,
+ * combinations or a picture's neighbours) and `glimpse duplicates`. */
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/cli_common.h"
+#include "tools/cli_html.h"
 #include "tools/commands.h"
-
-/* Both commands take the common options and --db FILE. */
-static const struct option db_long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-                                                {NULL, 0, NULL, 0}};
 
 /* ----------------------------------------------------------------- index */
 
-static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-                                                   {"check", no_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
+enum { INDEX_OPT_STATS = CLI_OPT_FIRST_FREE, INDEX_OPT_LIST, INDEX_OPT_PRUNE, INDEX_OPT_REMOVE, INDEX_OPT_EXCLUDE };
+
+static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS,
+                                                   {"db", required_argument, NULL, 'd'},
+                                                   {"check", no_argument, NULL, 'c'},
+                                                   {"stats", no_argument, NULL, INDEX_OPT_STATS},
+                                                   {"list", no_argument, NULL, INDEX_OPT_LIST},
+                                                   {"prune", no_argument, NULL, INDEX_OPT_PRUNE},
+                                                   {"remove", required_argument, NULL, INDEX_OPT_REMOVE},
+                                                   {"exclude", required_argument, NULL, INDEX_OPT_EXCLUDE},
+                                                   {NULL, 0, NULL, 0}};
 
 static const char index_help[] =
-    "Usage: glimpse index -m MODEL --db FILE PATH...\n"
-    "       glimpse index --check --db FILE\n"
+    "Usage: glimpse index -m MODEL --db FILE [--exclude GLOB...] PATH...\n"
+    "       glimpse index --db FILE --stats | --list | --check | --prune | --remove PATH...\n"
     "Builds or refreshes a search index of image files: folders are walked\n"
-    "recursively for JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA and PNM files. Each\n"
+    "recursively for JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA and PNM files\n"
+    "(by their extensions in any case: .jpg, .JPG, .jpeg, .jfif, .heic, .hif, ...). Each\n"
     "file's path, size, modification time, content hash and CLIP or SigLIP embedding are\n"
     "stored in FILE (SQLite), with the model's identity: an index takes one model only.\n"
     "Running it again embeds only new or changed files, recognises moved or renamed\n"
@@ -31,17 +38,43 @@ static const char index_help[] =
     "committed, and the next run carries on. Broken files are reported and skipped.\n"
     "Only the paths given are judged: files gone from other folders stay in the\n"
     "index. A path that is missing or unreadable is reported and its entries kept;\n"
-    "the others are indexed and the exit status is 1.\n"
+    "the others are indexed and the exit status is 1. A stored file that no longer\n"
+    "reads or decodes is reported, left out of search results and tried again by\n"
+    "the next run. The index records the model's precision (--int8 or not) and\n"
+    "refuses the other; a model folder without preprocessor_config.json is refused.\n"
     "      --db FILE        the index database (created if missing)\n"
+    "      --exclude GLOB   leave out files and folders whose name matches GLOB\n"
+    "                       (\"*.gif\", \".thumbnails\"; a GLOB with a slash matches\n"
+    "                       the whole path); their entries under PATH are forgotten.\n"
+    "                       Repeatable\n"
+    "      --stats          what the index holds: images, failed ones, model,\n"
+    "                       precision, size, and the paths indexed (present or not)\n"
+    "      --list           every entry's path, and why it failed if it did\n"
     "      --check          check FILE whole (SQLite's integrity check and every\n"
     "                       row's checksum) and report; exit status 1 if damaged\n"
+    "      --prune          forget the entries whose files are gone, wherever they\n"
+    "                       were (an unplugged drive's too: only when asked)\n"
+    "      --remove PATH    forget the entry of a file, or every entry under a\n"
+    "                       folder (repeatable)\n"
+    "--stats, --list, --prune and --remove take the model the index records.\n"
     "A summary line on stdout counts added, updated, moved, removed, unchanged and\n"
-    "failed files (with --json, one object).\n";
+    "failed files (with --json, one object, after an object {\"image\": PATH,\n"
+    "\"error\": REASON} or {\"path\": PATH, \"error\": REASON} per failure).\n";
 
 typedef struct index_progress {
     cli_progress bar;
     const cli_options *options;
 } index_progress;
+
+/* A failure as a JSON Lines object, {"KEY": PATH, "error": REASON}, for --json readers. */
+static void print_json_error(const cli_options *options, const char *key, const char *path, const char *reason) {
+    if (!options->json) return;
+    printf("{\"%s\": ", key);
+    json_path(stdout, path);
+    printf(", \"error\": ");
+    json_string(stdout, reason);
+    printf("}\n");
+}
 
 static bool on_progress(void *user, size_t done, size_t total) {
     index_progress *p = user;
@@ -53,13 +86,17 @@ static bool on_progress(void *user, size_t done, size_t total) {
 static void on_failure(void *user, const char *path, const char *reason) {
     index_progress *p = user;
     cli_progress_end(&p->bar);
-    (void)path; /* the reason names the file */
-    cli_error("%s", reason);
+    cli_error("%s", reason); /* the reason names the file */
+    print_json_error(p->options, "image", path, reason);
 }
 
 static void on_root_failure(void *user, const char *path, glimpse_status status, const char *reason) {
-    (void)user, (void)status;
-    cli_error("%s: %s; not indexed, its entries in the index are kept", path, reason);
+    index_progress *p = user;
+    (void)status;
+    char message[1024];
+    snprintf(message, sizeof message, "%s; not indexed, its entries in the index are kept", reason);
+    cli_error("%s: %s", path, message);
+    print_json_error(p->options, "path", path, message);
 }
 
 /* `glimpse index --check`: the full check of the index at db, reported. */
@@ -79,47 +116,163 @@ static int check_index(const char *db) {
     return CLI_EXIT_OK;
 }
 
-int command_index(int argc, char **argv) {
-    cli_options options;
-    cli_options_init(&options);
-    const char *db = NULL;
-    bool check = false;
-    int code;
-    while ((code = getopt_long(argc, argv, "m:", index_long_options, NULL)) != -1) {
-        if (cli_common_option(&options, code, optarg, "index")) continue;
-        switch (code) {
-        case 'd': db = optarg; break;
-        case 'c': check = true; break;
-        case CLI_OPT_HELP: printf("%s\n%s", index_help, cli_common_help); return CLI_EXIT_OK;
-        default: cli_usage_error("index", "unknown option");
-        }
-    }
-    if (!db) cli_usage_error("index", "no index file: give --db FILE");
-    if (check && optind < argc) cli_usage_error("index", "--check takes no paths");
-    if (check) return check_index(db);
-    if (optind >= argc) cli_usage_error("index", "no files or folders to index");
-    glimpse_model *model = cli_load_model(&options, "index", true, false);
+/* The index at db opened read-only, or exit 1 with the reason. */
+static glimpse_index *open_for_reading(const char *db) {
     glimpse_index *index;
-    if (glimpse_index_open(db, model, &index) != GLIMPSE_STATUS_OK) {
+    if (glimpse_index_open(db, NULL, &index) == GLIMPSE_STATUS_OK) return index;
+    cli_error("%s", glimpse_last_error());
+    exit(CLI_EXIT_FAILURE);
+}
+
+static void print_root(void *user, const char *path, size_t images, bool present) {
+    cli_options *options = user; /* its failures count the roots printed */
+    if (options->json) {
+        printf(options->failures++ ? ", {\"path\": " : "{\"path\": ");
+        json_path(stdout, path);
+        printf(", \"images\": %zu, \"present\": %s}", images, present ? "true" : "false");
+    } else {
+        printf("  %s: %zu images%s\n", path, images, present ? "" : " (missing: glimpse index --prune forgets them)");
+    }
+}
+
+/* `glimpse index --stats`. */
+static int show_stats(const char *db, const cli_options *options) {
+    glimpse_index *index = open_for_reading(db);
+    glimpse_index_stats stats;
+    if (glimpse_index_get_stats(index, &stats) != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         return CLI_EXIT_FAILURE;
     }
-    glimpse_context *ctx = cli_create_context(&options, model);
-    index_progress progress = {.bar = {0}, .options = &options};
+    const char *precision = stats.precision == GLIMPSE_PRECISION_INT8 ? "int8" : "float32";
+    if (options->json) {
+        printf("{\"db\": ");
+        json_path(stdout, db);
+        printf(", \"images\": %zu, \"failed\": %zu, \"bytes\": %llu, \"model\": ", stats.images, stats.failed,
+               (unsigned long long)stats.file_bytes);
+        json_path(stdout, stats.model_path ? stats.model_path : "");
+        printf(", \"identity\": ");
+        json_string(stdout, stats.model_identity);
+        printf(", \"precision\": \"%s\", \"dim\": %zu, \"roots\": [", precision, stats.dim);
+    } else {
+        double bytes = (double)stats.file_bytes;
+        printf("%s: %zu images, %.1f %s\n", db, stats.images, bytes < 1e6 ? bytes / 1e3 : bytes / 1e6,
+               bytes < 1e6 ? "kB" : "MB");
+        if (stats.failed)
+            printf("failed: %zu (files that no longer read or decode: left out of results, tried again by the next "
+                   "glimpse index; --list names them)\n", stats.failed);
+        printf("model: %s (%s), %s, %zu dimensions\npaths indexed:\n", stats.model_path ? stats.model_path : "?",
+               stats.model_identity, precision, stats.dim);
+    }
+    cli_options counter = *options;
+    counter.failures = 0; /* counts the roots printed, for the commas */
+    glimpse_status status = glimpse_index_list_roots(index, print_root, &counter);
+    if (options->json) printf("]}\n");
+    if (status) cli_error("%s", glimpse_last_error());
+    glimpse_index_free(index);
+    return status ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
+static void print_entry(void *user, const char *path, const char *failure) {
+    const cli_options *options = user;
+    if (options->json) {
+        printf("{\"image\": ");
+        json_path(stdout, path);
+        if (failure) printf(", \"failed\": "), json_string(stdout, failure);
+        printf("}\n");
+    } else {
+        printf(failure ? "%s  (failed: %s)\n" : "%s\n", path, failure);
+    }
+}
+
+/* `glimpse index --list`. */
+static int list_entries(const char *db, cli_options *options) {
+    glimpse_index *index = open_for_reading(db);
+    glimpse_status status = glimpse_index_list(index, print_entry, options);
+    if (status) cli_error("%s", glimpse_last_error());
+    glimpse_index_free(index);
+    return status ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
+/* The model folder an index records, while a command uses it as -m. */
+static char *recorded_model;
+
+/* The index at db opened for changes with the model it records (text tower
+ * only: nothing is embedded), at its precision. */
+static glimpse_index *open_with_recorded_model(const char *db, cli_options *options, glimpse_model **model) {
+    glimpse_index *index = open_for_reading(db);
+    recorded_model = strdup(glimpse_index_model_path(index) ? glimpse_index_model_path(index) : "");
+    if (!options->model) options->model = recorded_model;
+    if (options->precision == GLIMPSE_PRECISION_FLOAT32) options->precision = glimpse_index_precision(index);
+    glimpse_index_free(index);
+    *model = cli_load_model(options, "index", false, true);
+    if (glimpse_index_open(db, *model, &index) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        exit(CLI_EXIT_FAILURE);
+    }
+    return index;
+}
+
+/* `glimpse index --prune` and `--remove PATH...`. */
+static int change_index(const char *db, cli_options *options, bool prune, char **removals, size_t removal_count) {
+    glimpse_model *model;
+    glimpse_index *index = open_with_recorded_model(db, options, &model);
+    size_t total = 0, removed = 0;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t i = 0; i < removal_count && !status; i++) {
+        status = glimpse_index_remove(index, removals[i], &removed);
+        if (!status && !removed) cli_error("%s: no entry in %s", removals[i], db), options->failures++;
+        total += removed;
+    }
+    if (!status && prune) status = glimpse_index_prune(index, &removed);
+    if (!status && prune) total += removed;
+    if (status) cli_error("%s", glimpse_last_error()), options->failures++;
+    if (options->json)
+        printf("{\"removed\": %zu, \"indexed\": %zu}\n", total, glimpse_index_count(index));
+    else
+        printf("removed %zu; %zu images in the index\n", total, glimpse_index_count(index));
+    glimpse_index_free(index);
+    int exit_status = cli_finish(options, NULL, model);
+    free(recorded_model);
+    return exit_status;
+}
+
+/* What `glimpse index` was asked to do. */
+typedef struct index_request {
+    const char *db;
+    bool check, stats, list, prune;
+    char **removals, **excluded; /* --remove and --exclude arguments */
+    size_t removal_count, excluded_count;
+    const char *const *paths; /* to index */
+    size_t path_count;
+} index_request;
+
+/* Indexes the paths asked: the summary on stdout, the exit status returned. */
+static int index_paths(const index_request *request, cli_options *options) {
+    glimpse_model *model = cli_load_model(options, "index", true, false);
+    glimpse_index *index;
+    if (glimpse_index_open(request->db, model, &index) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        glimpse_model_free(model);
+        return CLI_EXIT_FAILURE;
+    }
+    glimpse_context *ctx = cli_create_context(options, model);
+    index_progress progress = {.bar = {0}, .options = options};
     glimpse_index_params params = {
         .on_progress = on_progress,
         .on_failure = on_failure,
         .user = &progress,
-        .max_pixels = options.max_pixels,
-        .on_root_failure = on_root_failure};
+        .max_pixels = options->max_pixels,
+        .on_root_failure = on_root_failure,
+        .exclude = (const char *const *)request->excluded,
+        .exclude_count = request->excluded_count};
     glimpse_index_summary summary;
     double started = cli_now();
-    glimpse_status status = glimpse_index_update(index, ctx, (const char *const *)(argv + optind),
-                                                 (size_t)(argc - optind), &params, &summary);
+    glimpse_status status =
+        glimpse_index_update(index, ctx, request->paths, request->path_count, &params, &summary);
     cli_progress_end(&progress.bar);
     if (status) cli_error("%s", glimpse_last_error());
     double seconds = cli_now() - started;
-    if (options.json)
+    if (options->json)
         printf("{\"added\": %zu, \"updated\": %zu, \"moved\": %zu, \"removed\": %zu, \"unchanged\": %zu, "
                "\"failed\": %zu, \"paths_failed\": %zu, \"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
@@ -136,10 +289,63 @@ int command_index(int argc, char **argv) {
     return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
+/* Does what was asked, after checking the options go together. */
+static int run_index(const index_request *request, cli_options *options) {
+    if (!request->db) cli_usage_error("index", "no index file: give --db FILE");
+    bool changes = request->prune || request->removal_count;
+    int modes = request->check + request->stats + request->list + changes;
+    if (modes > 1) cli_usage_error("index", "--check, --stats, --list and --prune/--remove go one at a time");
+    if (modes && request->path_count)
+        cli_usage_error("index", "--check, --stats, --list, --prune and --remove take no paths");
+    if (modes && request->excluded_count) cli_usage_error("index", "--exclude goes with paths to index");
+    if (request->check) return check_index(request->db);
+    if (request->stats) return show_stats(request->db, options);
+    if (request->list) return list_entries(request->db, options);
+    if (changes) return change_index(request->db, options, request->prune, request->removals, request->removal_count);
+    if (!request->path_count) cli_usage_error("index", "no files or folders to index");
+    return index_paths(request, options);
+}
+
+int command_index(int argc, char **argv) {
+    cli_options options;
+    cli_options_init(&options);
+    index_request request = {.removals = cli_calloc((size_t)argc, sizeof(char *)),
+                             .excluded = cli_calloc((size_t)argc, sizeof(char *))};
+    int code;
+    while ((code = getopt_long(argc, argv, "m:", index_long_options, NULL)) != -1) {
+        if (cli_common_option(&options, code, optarg, "index")) continue;
+        switch (code) {
+        case 'd': request.db = optarg; break;
+        case 'c': request.check = true; break;
+        case INDEX_OPT_STATS: request.stats = true; break;
+        case INDEX_OPT_LIST: request.list = true; break;
+        case INDEX_OPT_PRUNE: request.prune = true; break;
+        case INDEX_OPT_REMOVE: request.removals[request.removal_count++] = optarg; break;
+        case INDEX_OPT_EXCLUDE: request.excluded[request.excluded_count++] = optarg; break;
+        case CLI_OPT_HELP: printf("%s\n%s", index_help, cli_common_help); break;
+        default: cli_usage_error("index", "unknown option");
+        }
+        if (code == CLI_OPT_HELP) break;
+    }
+    request.paths = (const char *const *)(argv + optind);
+    request.path_count = (size_t)(argc - optind);
+    int exit_status = code == CLI_OPT_HELP ? CLI_EXIT_OK : run_index(&request, &options);
+    free(request.removals), free(request.excluded);
+    return exit_status;
+}
+
 /* ---------------------------------------------------------------- search */
 
+enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD, OPT_HTML };
+
+static const struct option search_long_options[] = {CLI_COMMON_LONG_OPTIONS,
+                                                    {"db", required_argument, NULL, 'd'},
+                                                    {"like", required_argument, NULL, SEARCH_OPT_LIKE},
+                                                    {"html", required_argument, NULL, OPT_HTML},
+                                                    {NULL, 0, NULL, 0}};
+
 static const char search_help[] =
-    "Usage: glimpse search --db FILE [-m MODEL] [-k N] [--json] QUERY...\n"
+    "Usage: glimpse search --db FILE [-m MODEL] [-k N] [--json] [--like PHOTO...] QUERY...\n"
     "Finds the indexed images closest to each query, best first.\n"
     "A query is a text, an image file, or a combination: parts joined by \" + \" and\n"
     "\" - \", each optionally weighted: \"beach + sunset - people\", \"2:sunset + beach\",\n"
@@ -152,58 +358,234 @@ static const char search_help[] =
     "  -m, --model MODEL    the model (default: the one the index was built with;\n"
     "                       another model is refused)\n"
     "  -k N                 how many results per query (default 10)\n"
+    "      --like PHOTO     the pictures most like PHOTO, itself left out: its stored\n"
+    "                       embedding if the index holds it (no model is loaded),\n"
+    "                       else PHOTO embedded now. Repeatable; no QUERY needed\n"
+    "      --html FILE      also write FILE, one self-contained page of the results'\n"
+    "                       thumbnails with their scores and paths\n"
     "Scores are the model's logits: logit_scale x cosine, + logit_bias for SigLIP.\n"
-    "JSON: {\"text\": QUERY, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per query.\n";
+    "JSON: {\"text\": QUERY, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per query\n"
+    "(\"text\": \"@PHOTO\" for --like; a name that is not UTF-8 has \"path_bytes\" too);\n"
+    "a query that fails: {\"text\": QUERY, \"error\": REASON}.\n";
+
+/* One query's embedding and how to print its results. */
+typedef struct search_query {
+    const char *label; /* the query, or @PHOTO for --like */
+    const char *like;  /* --like's PHOTO, else NULL */
+    bool stored;       /* --like's PHOTO found in the index: its embedding is there already */
+} search_query;
+
+/* Searches with one embedded query and prints its results, --like's photo itself left out. */
+static void search_and_print(cli_options *options, glimpse_index *index, const search_query *q,
+                             const float *embedding, size_t k, glimpse_search_result *results, const char **paths,
+                             float *scores, FILE *page) {
+    size_t found = 0;
+    char *itself = q->like ? realpath(q->like, NULL) : NULL;
+    if (glimpse_index_search(index, embedding, k + (q->like != NULL), results, &found) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        print_json_error(options, "text", q->label, glimpse_last_error());
+        options->failures++;
+        free(itself);
+        return;
+    }
+    size_t shown = 0;
+    for (size_t r = 0; r < found && shown < k; r++) {
+        if (itself && strcmp(results[r].path, itself) == 0) continue;
+        paths[shown] = results[r].path, scores[shown++] = results[r].score;
+    }
+    cli_print_results(options, q->label, paths, scores, NULL, shown);
+    if (page) {
+        cli_html_row(page, q->label);
+        for (size_t r = 0; r < shown; r++) {
+            char caption[32];
+            snprintf(caption, sizeof caption, "%.4f", scores[r]);
+            cli_html_picture(page, options, paths[r], caption);
+        }
+        cli_html_row_end(page);
+    }
+    free(itself);
+}
+
+/* Embeds the query: a stored picture's embedding, an image file, or a combined query. */
+static bool embed_search_query(const cli_options *options, glimpse_index *index, glimpse_context *ctx,
+                               const search_query *q, float *embedding) {
+    glimpse_status status;
+    if (q->stored) {
+        status = glimpse_index_embedding(index, q->like, embedding);
+    } else if (q->like) {
+        glimpse_image *image;
+        if (!cli_load_image(options, q->like, NULL, &image)) {
+            print_json_error(options, "text", q->label, glimpse_last_error());
+            return false;
+        }
+        status = glimpse_embed_images(ctx, &image, 1, embedding);
+        glimpse_image_free(image);
+    } else {
+        status = glimpse_embed_query(ctx, q->label, embedding);
+    }
+    if (status) {
+        cli_error("%s", glimpse_last_error());
+        print_json_error(options, "text", q->label, glimpse_last_error());
+    }
+    return !status;
+}
 
 int command_search(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
-    const char *db = NULL;
+    const char *db = NULL, *html = NULL;
     long k = 10;
     int code;
-    while ((code = getopt_long(argc, argv, "m:k:", db_long_options, NULL)) != -1) {
+    search_query *queries = cli_calloc((size_t)argc, sizeof *queries);
+    size_t query_count = 0;
+    while ((code = getopt_long(argc, argv, "m:k:", search_long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "search")) continue;
         switch (code) {
         case 'd': db = optarg; break;
         case 'k': k = cli_parse_long("search", "-k", optarg, 1, 1L << 30); break;
-        case CLI_OPT_HELP: printf("%s\n%s", search_help, cli_common_help); return CLI_EXIT_OK;
+        case SEARCH_OPT_LIKE: queries[query_count++] = (search_query){.label = NULL, .like = optarg}; break;
+        case OPT_HTML: html = optarg; break;
+        case CLI_OPT_HELP: printf("%s\n%s", search_help, cli_common_help); free(queries); return CLI_EXIT_OK;
         default: cli_usage_error("search", "unknown option");
         }
     }
     if (!db) cli_usage_error("search", "no index file: give --db FILE");
-    if (optind >= argc) cli_usage_error("search", "no query");
-    glimpse_index *index;
-    if (glimpse_index_open(db, NULL, &index) != GLIMPSE_STATUS_OK) {
-        cli_error("%s", glimpse_last_error());
-        return CLI_EXIT_FAILURE;
+    if (optind >= argc && !query_count) cli_usage_error("search", "no query (give QUERY or --like PHOTO)");
+    glimpse_index *index = open_for_reading(db);
+    float *embedding = cli_calloc(glimpse_index_embedding_dim(index), sizeof(float));
+    /* which towers: a text for the text queries, the vision tower for images not stored */
+    bool images = false, texts = optind < argc;
+    size_t like_count = query_count;
+    char **labels = cli_calloc(like_count + 1, sizeof *labels);
+    for (size_t i = 0; i < like_count; i++) {
+        search_query *q = &queries[i];
+        labels[i] = cli_calloc(strlen(q->like) + 2, 1);
+        labels[i][0] = '@', strcpy(labels[i] + 1, q->like);
+        q->label = labels[i];
+        q->stored = glimpse_index_embedding(index, q->like, embedding) == GLIMPSE_STATUS_OK;
+        images |= !q->stored;
     }
-    bool images = false;
-    for (int i = optind; i < argc; i++) images |= glimpse_query_needs_images(argv[i]);
-    if (!options.model) options.model = glimpse_index_model_path(index);
-    /* a text query needs only the text tower */
-    glimpse_model *model = cli_load_model(&options, "search", images, true);
-    if (glimpse_index_check_model(index, model) != GLIMPSE_STATUS_OK) { /* refuses another model */
-        cli_error("%s", glimpse_last_error());
-        return CLI_EXIT_FAILURE;
-    }
-    glimpse_context *ctx = cli_create_context(&options, model);
-    size_t dim = glimpse_model_embedding_dim(model);
-    float *query = cli_calloc(dim, sizeof(float));
-    glimpse_search_result *results = cli_calloc((size_t)k, sizeof *results);
-    const char **paths = cli_calloc((size_t)k, sizeof *paths);
-    float *scores = cli_calloc((size_t)k, sizeof *scores);
     for (int i = optind; i < argc; i++) {
-        size_t found = 0;
-        if (glimpse_embed_query(ctx, argv[i], query) != GLIMPSE_STATUS_OK ||
-            glimpse_index_search(index, query, (size_t)k, results, &found) != GLIMPSE_STATUS_OK) {
-            cli_error("%s", glimpse_last_error());
-            options.failures++;
-            continue;
-        }
-        for (size_t r = 0; r < found; r++) paths[r] = results[r].path, scores[r] = results[r].score;
-        cli_print_results(&options, argv[i], paths, scores, NULL, found);
+        queries[query_count++] = (search_query){.label = argv[i]};
+        images |= glimpse_query_needs_images(argv[i]);
     }
-    free(query), free(results), free(paths), free(scores);
+    glimpse_model *model = NULL;
+    glimpse_context *ctx = NULL;
+    if (images || texts) {
+        if (!options.model) options.model = glimpse_index_model_path(index);
+        /* the index's precision unless --int8 was asked (another is refused below) */
+        if (options.precision == GLIMPSE_PRECISION_FLOAT32) options.precision = glimpse_index_precision(index);
+        /* a text query needs only the text tower */
+        model = cli_load_model(&options, "search", images, texts);
+        if (glimpse_index_check_model(index, model) != GLIMPSE_STATUS_OK) { /* refuses another model */
+            cli_error("%s", glimpse_last_error());
+            return CLI_EXIT_FAILURE;
+        }
+        ctx = cli_create_context(&options, model);
+    }
+    glimpse_search_result *results = cli_calloc((size_t)k + 1, sizeof *results);
+    const char **paths = cli_calloc((size_t)k + 1, sizeof *paths);
+    float *scores = cli_calloc((size_t)k + 1, sizeof *scores);
+    FILE *page = html ? cli_html_open(html, "glimpse search") : NULL;
+    for (size_t i = 0; i < query_count; i++) {
+        if (embed_search_query(&options, index, ctx, &queries[i], embedding))
+            search_and_print(&options, index, &queries[i], embedding, (size_t)k, results, paths, scores, page);
+        else
+            options.failures++;
+    }
+    if (page && !cli_html_close(page, html)) options.failures++;
+    for (size_t i = 0; i < like_count; i++) free(labels[i]);
+    free(labels), free(queries), free(embedding), free(results), free(paths), free(scores);
     glimpse_index_free(index);
     return cli_finish(&options, ctx, model);
+}
+
+/* ------------------------------------------------------------ duplicates */
+
+static const struct option duplicates_long_options[] = {
+    CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
+    {"threshold", required_argument, NULL, DUPLICATES_OPT_THRESHOLD}, {"html", required_argument, NULL, OPT_HTML},
+    {NULL, 0, NULL, 0}};
+
+static const char duplicates_help[] =
+    "Usage: glimpse duplicates --db FILE [--threshold T] [--json] [--html PAGE]\n"
+    "Lists groups of near-identical pictures in an index (resized, re-encoded or\n"
+    "lightly edited copies) from the embeddings it stores: pictures whose cosine\n"
+    "is at least T are one group, and so are chains of them. No model is loaded.\n"
+    "      --db FILE        the index built by glimpse index\n"
+    "      --threshold T    the cosine from 0 to 1 (default 0.95: measured on the demo\n"
+    "                       pictures with re-encoded, resized, cropped and brightened\n"
+    "                       copies, see the README)\n"
+    "      --html PAGE      also write PAGE, each group's thumbnails side by side\n"
+    "Each group: its pictures and their cosine to the first. JSON: one object per\n"
+    "group, {\"group\": [{\"image\": PATH, \"similarity\": S}, ...]}.\n";
+
+typedef struct group_printer {
+    cli_options options; /* its failures count the groups printed */
+    FILE *page;          /* --html's, or NULL */
+} group_printer;
+
+static void print_group(void *user, const char *const *paths, const float *similarity, size_t count) {
+    group_printer *printer = user;
+    cli_options *options = &printer->options;
+    options->failures++;
+    if (printer->page) {
+        char heading[64], caption[32];
+        snprintf(heading, sizeof heading, "group %d, %zu pictures", options->failures, count);
+        cli_html_row(printer->page, heading);
+        for (size_t i = 0; i < count; i++) {
+            snprintf(caption, sizeof caption, "cosine %.4f", similarity[i]);
+            cli_html_picture(printer->page, options, paths[i], caption);
+        }
+        cli_html_row_end(printer->page);
+    }
+    if (options->json) printf("{\"group\": [");
+    else printf("group %d, %zu pictures\n", options->failures, count);
+    for (size_t i = 0; i < count; i++) {
+        if (options->json) {
+            printf(i ? ", {\"image\": " : "{\"image\": ");
+            json_path(stdout, paths[i]);
+            printf(", \"similarity\": ");
+            json_float(stdout, similarity[i]);
+            printf("}");
+        } else {
+            printf("  %.4f  %s\n", similarity[i], paths[i]);
+        }
+    }
+    if (options->json) printf("]}\n");
+}
+
+int command_duplicates(int argc, char **argv) {
+    cli_options options;
+    cli_options_init(&options);
+    const char *db = NULL, *html = NULL;
+    float threshold = GLIMPSE_INDEX_DUPLICATE_COSINE;
+    int code;
+    while ((code = getopt_long(argc, argv, "", duplicates_long_options, NULL)) != -1) {
+        if (cli_common_option(&options, code, optarg, "duplicates")) continue;
+        char *end;
+        switch (code) {
+        case 'd': db = optarg; break;
+        case DUPLICATES_OPT_THRESHOLD:
+            threshold = strtof(optarg, &end);
+            if (end == optarg || *end || !(threshold >= 0.0f && threshold <= 1.0f))
+                cli_usage_error("duplicates", "--threshold takes a cosine from 0 to 1, not '%s'", optarg);
+            break;
+        case OPT_HTML: html = optarg; break;
+        case CLI_OPT_HELP: printf("%s\n%s", duplicates_help, cli_common_help); return CLI_EXIT_OK;
+        default: cli_usage_error("duplicates", "unknown option");
+        }
+    }
+    if (!db) cli_usage_error("duplicates", "no index file: give --db FILE");
+    if (optind < argc) cli_usage_error("duplicates", "takes no paths: give the index with --db");
+    glimpse_index *index = open_for_reading(db);
+    group_printer printer = {.options = options, .page = html ? cli_html_open(html, "glimpse duplicates") : NULL};
+    printer.options.failures = 0;
+    size_t groups = 0;
+    glimpse_status status = glimpse_index_duplicates(index, threshold, print_group, &printer, &groups);
+    if (status) cli_error("%s", glimpse_last_error());
+    else if (!options.json) printf("%zu groups of near-identical pictures (cosine >= %.3g)\n", groups, threshold);
+    if (printer.page && !cli_html_close(printer.page, html)) status = GLIMPSE_STATUS_IO;
+    glimpse_index_free(index);
+    return status ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }

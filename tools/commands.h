@@ -14,5 +14,7 @@ int command_bench(int argc, char **argv);
 int command_index(int argc, char **argv);
 int command_search(int argc, char **argv);
 int command_explain(int argc, char **argv);
+int command_serve(int argc, char **argv);
+int command_duplicates(int argc, char **argv);
 
 #endif

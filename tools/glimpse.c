@@ -16,12 +16,14 @@ static const char usage[] =
     "  rank      rank images against texts\n"
     "  classify  zero-shot classification of images over labels\n"
     "  info      describe a model\n"
-    "  caption   describe images in words (BLIP, BLIP-2)\n"
+    "  caption   describe images in words (BLIP, ViT-GPT2, BLIP-2)\n"
     "  ask       answer a question about images (BLIP-2)\n"
     "  index     build or refresh a search index of a photo collection\n"
     "  search    search an index with texts, images or combinations\n"
+    "  duplicates  list groups of near-identical pictures in an index\n"
     "  bench     time each stage of a model (developers)\n"
     "  explain   show which parts of a picture each word or match attended to\n"
+    "  serve     serve the models over HTTP (embed, rank, caption, search; immich's /predict)\n"
     "\n"
     "MODEL is a Hugging Face snapshot folder (config.json, model.safetensors, tokenizer\n"
     "files), or a hub id such as openai/clip-vit-base-patch32 already downloaded into\n"
@@ -36,8 +38,10 @@ int main(int argc, char **argv) {
     static const command commands[] = {
         {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
         {"caption", command_caption}, {"bench", command_bench},
+        {"serve", command_serve},
         {"index", command_index},     {"search", command_search},
-        {"ask", command_ask},         {"explain", command_explain}};
+        {"ask", command_ask},         {"duplicates", command_duplicates},
+        {"explain", command_explain}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;

@@ -145,6 +145,8 @@ static image_decoder *sniff(const uint8_t *bytes, size_t size) {
     return decode_stb;
 }
 
+bool image_known_format(const uint8_t *bytes, size_t size) { return sniff(bytes, size) != decode_stb; }
+
 glimpse_status image_decode_with(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                                  int apply_orientation, glimpse_image **out) {
     *out = NULL;

@@ -6,6 +6,7 @@
 #ifndef GLIMPSE_VISION_IMAGE_H
 #define GLIMPSE_VISION_IMAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,10 @@ glimpse_status image_decode(const uint8_t *bytes, size_t size, const char *label
 /* The same, with the orientation applied only when apply_orientation is nonzero. */
 glimpse_status image_decode_with(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                                  int apply_orientation, glimpse_image **out);
+
+/* Whether one of the dedicated decoders (JPEG, PNG, WebP, TIFF, HEIF/AVIF)
+ * claims the bytes by their magic numbers. */
+bool image_known_format(const uint8_t *bytes, size_t size);
 
 /* An image of the given size with uninitialised pixels. */
 glimpse_status image_allocate(int width, int height, glimpse_image **out);

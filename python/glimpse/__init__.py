@@ -1,0 +1,485 @@
+"""glimpse — Python binding of libglimpse.so.0, the vision-language model runtime (CLIP, SigLIP, BLIP).
+Pure Python over the C API through ctypes: nothing is compiled at install. Every call into the library
+runs without the GIL, so threads sharing one Model run in parallel. explain is not bound yet."""
+
+import ctypes
+import os
+import threading
+from collections import namedtuple
+
+import numpy as np
+
+from . import _library as _c
+from ._library import lib as _lib
+
+__all__ = ["GlimpseError", "Model", "Image", "Index", "Caption", "IndexSummary", "version"]
+
+
+def version():
+    """The version of the libglimpse actually loaded, "MAJOR.MINOR.PATCH"."""
+    return _lib.glimpse_version().decode()
+
+
+# ------------------------------------------------------------------ errors
+
+class GlimpseError(Exception):
+    """A failure reported by libglimpse: str(error) is glimpse's own message (which file, which tensor,
+    which field); .status is the status name ("NOT_FOUND", "BAD_FORMAT", ...). The subclasses below
+    also derive from the matching built-in exception, so `except FileNotFoundError` works too."""
+
+    def __init__(self, status, message):
+        self.status = _c.STATUS_NAMES[status] if 0 <= status < len(_c.STATUS_NAMES) else str(status)
+        self.message = message
+        super().__init__(message)
+
+
+class InvalidArgumentError(GlimpseError, ValueError):
+    pass
+
+
+class NotFoundError(GlimpseError, FileNotFoundError):
+    pass
+
+
+class InputOutputError(GlimpseError, OSError):
+    pass
+
+
+class CancelledError(GlimpseError):
+    pass
+
+
+class BusyError(GlimpseError):
+    pass
+
+
+_ERROR_CLASSES = {"INVALID_ARGUMENT": InvalidArgumentError, "NOT_FOUND": NotFoundError, "IO": InputOutputError,
+                  "CANCELLED": CancelledError, "BUSY": BusyError}
+
+
+def _check(status, context=None):
+    """Raises the GlimpseError of a failed call. glimpse_last_error is per thread, and ctypes makes the
+    call on the calling thread, so it is read here before anything else calls into the library."""
+    if status == 0:
+        return
+    detail = _lib.glimpse_last_error().decode(errors="replace")
+    if not detail:
+        detail = _lib.glimpse_status_string(status).decode()
+    if context:
+        detail = f"{context}: {detail}"
+    name = _c.STATUS_NAMES[status] if 0 <= status < len(_c.STATUS_NAMES) else ""
+    raise _ERROR_CLASSES.get(name, GlimpseError)(status, detail)
+
+
+class _CallbackGuard:
+    """Runs a Python callback for C: an exception it raises is kept (and the C call cancelled), then
+    raised again by reraise() once the C call has returned, instead of being lost inside ctypes."""
+
+    def __init__(self):
+        self.error = None
+
+    def run(self, function, *arguments):
+        if self.error is not None:
+            return True
+        try:
+            return bool(function(*arguments))
+        except BaseException as error:  # re-raised after the call, whatever it is
+            self.error = error
+            return True
+
+    def reraise(self):
+        if self.error is not None:
+            raise self.error
+
+
+def _encode_path(path):
+    return os.fsencode(os.fspath(path))
+
+
+def _floats(array):
+    return array.ctypes.data_as(_c.c_float_p)
+
+
+def _handles(images):
+    return (ctypes.c_void_p * len(images))(*[image._handle for image in images])
+
+
+def _texts(texts):
+    if isinstance(texts, str):
+        texts = [texts]
+    encoded = [str(text).encode() for text in texts]
+    return encoded, (ctypes.c_char_p * len(encoded))(*encoded)
+
+
+class _Handle:
+    """What owns a library handle: close() frees it, and so do `with` and the garbage collector."""
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ------------------------------------------------------------------ images
+
+class Image(_Handle):
+    """A decoded picture, held by the library: from a file path (str or os.PathLike), encoded bytes
+    (JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA, PNM), or a numpy uint8 array H x W x 3 (RGB) or
+    H x W x 4 (RGBA, alpha dropped) in any memory layout (a view that is not C-contiguous is copied).
+    Model methods accept these sources directly; make an Image to decode once and reuse it."""
+
+    def __init__(self, source, max_pixels=None, ignore_exif_orientation=False):
+        self._handle = None
+        handle = ctypes.c_void_p()
+        if isinstance(source, np.ndarray):
+            status, what = self._from_array(source, handle), "numpy array"
+        else:
+            params = _lib.glimpse_image_default_params()
+            if max_pixels is not None:
+                params.max_pixels = max_pixels
+            params.ignore_exif_orientation = bool(ignore_exif_orientation)
+            if isinstance(source, (bytes, bytearray, memoryview)):
+                data = bytes(source)
+                status = _lib.glimpse_image_load_memory(data, len(data), ctypes.byref(params), ctypes.byref(handle))
+                what = f"{len(data)} bytes in memory"
+            elif isinstance(source, (str, os.PathLike)):
+                status = _lib.glimpse_image_load_file(_encode_path(source), ctypes.byref(params),
+                                                      ctypes.byref(handle))
+                what = None  # glimpse's message names the file
+            else:
+                raise TypeError(f"glimpse.Image: a path, bytes or a numpy array, not {type(source).__name__}")
+        _check(status, what)
+        self._handle = handle.value
+
+    @staticmethod
+    def _from_array(array, handle):
+        if array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] not in (3, 4):
+            raise ValueError(f"glimpse.Image: a uint8 array of shape (height, width, 3 or 4), not {array.dtype} "
+                             f"{array.shape}")
+        channels = array.shape[2]
+        # rows may be apart (a crop of a larger array); pixels within a row must be packed
+        packed_rows = array.strides[2] == 1 and array.strides[1] == channels
+        if not (packed_rows and array.strides[0] >= channels * array.shape[1]):
+            array = np.ascontiguousarray(array)
+        pixel_format = _c.PIXEL_FORMAT_RGB8 if channels == 3 else _c.PIXEL_FORMAT_RGBA8
+        return _lib.glimpse_image_from_pixels(array.ctypes.data, array.shape[1], array.shape[0], array.strides[0],
+                                              pixel_format, ctypes.byref(handle))
+
+    @property
+    def width(self):
+        return _lib.glimpse_image_width(self._handle)
+
+    @property
+    def height(self):
+        return _lib.glimpse_image_height(self._handle)
+
+    def close(self):
+        if self._handle:
+            _lib.glimpse_image_free(self._handle)
+            self._handle = None
+
+
+def _as_list(items, single_types):
+    """One item alone is a list of one; anything else is iterated."""
+    if isinstance(items, single_types) or (isinstance(items, np.ndarray) and items.ndim == 3):
+        return [items]
+    return list(items)
+
+
+_IMAGE_SOURCES = (str, os.PathLike, bytes, bytearray, memoryview, Image)
+
+
+def _batches(sources, batch_size):
+    """Decodes the sources batch_size at a time: yields (first index, list of Image) with the Images it
+    made freed after each batch. A source that fails raises its GlimpseError naming it."""
+    for first in range(0, len(sources), batch_size):
+        made, batch = [], []
+        try:
+            for source in sources[first:first + batch_size]:
+                if isinstance(source, Image):
+                    batch.append(source)
+                else:
+                    image = Image(source)
+                    made.append(image)
+                    batch.append(image)
+            yield first, batch
+        finally:
+            for image in made:
+                image.close()
+
+
+# ------------------------------------------------------------------ model
+
+Caption = namedtuple("Caption", "text ids")
+Caption.__doc__ = """A caption: text as transformers' decode(ids, skip_special_tokens=True), ids the whole
+sequence (start token, prompt, generated tokens)."""
+
+
+class Model(_Handle):
+    """A model loaded once from a Hugging Face snapshot folder (or a hub id in the local cache):
+    CLIP and SigLIP embed, score and rank; BLIP captioning captions; BLIP retrieval ranks (ITM or ITC).
+    One Model may be shared by any number of threads: each thread gets its own glimpse context (scratch
+    memory and a pool of `threads` worker threads, 0 = all cores) the first time it calls."""
+
+    def __init__(self, path, threads=0, precision="float32", load_vision=True, load_text=True):
+        self._handle = None
+        if precision not in _c.PRECISIONS:
+            raise ValueError(f"glimpse.Model: precision is float32 or int8, not {precision!r}")
+        params = _lib.glimpse_load_default_params()
+        params.precision = _c.PRECISIONS[precision]
+        params.load_vision, params.load_text = bool(load_vision), bool(load_text)
+        handle = ctypes.c_void_p()
+        _check(_lib.glimpse_model_load(_encode_path(path), ctypes.byref(params), ctypes.byref(handle)))
+        self._handle = handle.value
+        self.threads = int(threads)
+        self.precision = precision
+        self._local = threading.local()
+        self._contexts = []
+        self._lock = threading.Lock()
+        info = _c.ModelInfo()
+        _check(_lib.glimpse_model_get_info(self._handle, ctypes.byref(info)))
+        self.kind = _c.MODEL_KINDS.get(info.kind, str(info.kind))
+        self.architecture = info.architecture.decode()
+        self.path = info.path.decode()
+        self.embedding_dim = int(_lib.glimpse_model_embedding_dim(self._handle))
+        self.logit_scale = float(info.logit_scale)
+        self.logit_bias = float(info.logit_bias)
+        self.image_size = int(info.image_size)
+        self.weight_dtype = info.weight_dtype.decode() if info.weight_dtype else ""
+
+    def __repr__(self):
+        return f"glimpse.Model({self.path!r}, kind={self.kind!r}, precision={self.precision!r})"
+
+    def _context(self):
+        """This thread's context (made on first use, freed with the model)."""
+        if self._handle is None:
+            raise ValueError("glimpse.Model: the model is closed")
+        ctx = getattr(self._local, "ctx", None)
+        if ctx is None:
+            params = _lib.glimpse_context_default_params()
+            params.threads = self.threads
+            handle = ctypes.c_void_p()
+            _check(_lib.glimpse_context_create(self._handle, ctypes.byref(params), ctypes.byref(handle)))
+            ctx = self._local.ctx = handle.value
+            with self._lock:
+                self._contexts.append(ctx)
+        return ctx
+
+    def close(self):
+        """Frees the model and every thread's context; no call may be running."""
+        with getattr(self, "_lock", threading.Lock()):
+            for ctx in getattr(self, "_contexts", []):
+                _lib.glimpse_context_free(ctx)
+            self._contexts = []
+        if self._handle:
+            _lib.glimpse_model_free(self._handle)
+            self._handle = None
+
+    # -------------------------------------------------------- embeddings
+
+    def embed_images(self, images, batch_size=8):
+        """Embeddings of images (a list of paths, encoded bytes, numpy H x W x 3 uint8 arrays or Images;
+        one alone is a list of one): float32 array [n, embedding_dim], projected and L2-normalised as
+        transformers' image_embeds. Embedded batch_size at a time (8, as `glimpse embed` does)."""
+        sources = _as_list(images, _IMAGE_SOURCES)
+        out = np.empty((len(sources), self.embedding_dim), dtype=np.float32)
+        if not sources:
+            return out
+        ctx = self._context()
+        for first, batch in _batches(sources, batch_size):
+            _check(_lib.glimpse_embed_images(ctx, _handles(batch), len(batch), _floats(out[first:])))
+        return out
+
+    def embed_texts(self, texts):
+        """Embeddings of texts (a list of str, or one str): float32 [n, embedding_dim], as text_embeds."""
+        encoded, array = _texts(texts)
+        out = np.empty((len(encoded), self.embedding_dim), dtype=np.float32)
+        if encoded:
+            _check(_lib.glimpse_embed_texts(self._context(), array, len(encoded), _floats(out)))
+        return out
+
+    def score(self, image_embeddings, text_embeddings):
+        """logits[i, t] = logit_scale × cosine + logit_bias of embeddings from embed_images/embed_texts,
+        as CLIP's and SigLIP's logits_per_image."""
+        images = np.ascontiguousarray(image_embeddings, dtype=np.float32).reshape(-1, self.embedding_dim)
+        texts = np.ascontiguousarray(text_embeddings, dtype=np.float32).reshape(-1, self.embedding_dim)
+        logits = np.empty((len(images), len(texts)), dtype=np.float32)
+        _check(_lib.glimpse_score(self._handle, _floats(images), len(images), _floats(texts), len(texts),
+                                  _floats(logits)))
+        return logits
+
+    def rank(self, images, texts, mode="itm"):
+        """Scores every image against every text: float32 [images, texts], higher is better. CLIP and
+        SigLIP: the logit (score()); BLIP retrieval: the ITM match probability, or with mode="itc" the ITC
+        cosine. np.argsort(-scores[:, t]) orders the images for text t."""
+        if self.kind in ("clip", "siglip"):
+            return self.score(self.embed_images(images), self.embed_texts(texts))
+        if mode not in _c.MATCH_MODES:
+            raise ValueError(f"glimpse.Model.rank: mode is itm or itc, not {mode!r}")
+        sources = _as_list(images, _IMAGE_SOURCES)
+        encoded, text_array = _texts(texts)
+        scores = np.empty((len(sources), len(encoded)), dtype=np.float32)
+        ctx = self._context()
+        for first, batch in _batches(sources, 8):
+            _check(_lib.glimpse_match(ctx, _handles(batch), len(batch), text_array, len(encoded),
+                                      _c.MATCH_MODES[mode], _floats(scores[first:])))
+        return scores
+
+    def tokenize(self, text):
+        """Token ids of text as the model's tokenizer gives them (start and end tokens, truncated)."""
+        count = ctypes.c_size_t()
+        capacity = 1024
+        ids = (ctypes.c_int32 * capacity)()
+        _check(_lib.glimpse_tokenize(self._handle, str(text).encode(), ids, capacity, ctypes.byref(count)))
+        return list(ids[:count.value])
+
+    # -------------------------------------------------------- captions
+
+    def caption(self, images, prompt=None, max_tokens=None, min_tokens=None, beams=None, length_penalty=None,
+                repetition_penalty=None, sample=False, temperature=1.0, top_k=50, top_p=1.0, seed=0,
+                on_token=None):
+        """Captions images with a BLIP captioning model: a list of Caption(text, ids). Settings left at
+        None are the model's own (generation_config.json, else BLIP's: 3 beams, 5 to 20 new tokens).
+        on_token(image, id, text_so_far) is called as each token is chosen (greedy and sampling: token by
+        token; beams: the winner's tokens once known); image is the index in images; returning True
+        cancels the call (glimpse.CancelledError)."""
+        sources = _as_list(images, _IMAGE_SOURCES)
+        params = _lib.glimpse_caption_default_params()
+        prompt_bytes = prompt.encode() if prompt is not None else None
+        params.prompt = prompt_bytes
+        for name, value in (("max_tokens", max_tokens), ("min_tokens", min_tokens), ("beams", beams)):
+            if value is not None:
+                setattr(params, name, int(value))
+        for name, value in (("length_penalty", length_penalty), ("repetition_penalty", repetition_penalty)):
+            if value is not None:
+                setattr(params, name, float(value))
+        params.sample, params.temperature, params.top_k = bool(sample), float(temperature), int(top_k)
+        params.top_p, params.seed = float(top_p), int(seed)
+        guard = _CallbackGuard()
+        first_of_batch = [0]
+        if on_token is not None:
+            def token(user, image, token_id, text):
+                return guard.run(on_token, first_of_batch[0] + image, token_id, text.decode(errors="replace"))
+            params.on_token = _c.TokenCallback(token)
+        captions = []
+        ctx = self._context()
+        for first, batch in _batches(sources, 8):
+            first_of_batch[0] = first
+            out = (_c.Caption * len(batch))()
+            status = _lib.glimpse_caption_images(ctx, _handles(batch), len(batch), ctypes.byref(params), out)
+            try:
+                guard.reraise()
+                _check(status)
+                for caption in out:
+                    captions.append(Caption(ctypes.string_at(caption.text).decode(),
+                                            list(caption.ids[:caption.id_count])))
+            finally:
+                for caption in out:
+                    _lib.glimpse_caption_free(ctypes.byref(caption))
+        return captions
+
+    def embed_query(self, query):
+        """The embedding of a combined query ("2:sunset + beach - people", "@photo.jpg + snow"), as
+        `glimpse search` embeds it: float32 [embedding_dim]."""
+        out = np.empty(self.embedding_dim, dtype=np.float32)
+        _check(_lib.glimpse_embed_query(self._context(), str(query).encode(), _floats(out)))
+        return out
+
+
+# ------------------------------------------------------------------ index
+
+IndexSummary = namedtuple("IndexSummary", "added updated moved removed unchanged failed roots_failed failures "
+                                          "root_failures")
+IndexSummary.__doc__ = """What Index.update did: counts, then failures [(path, reason)] of files skipped and
+root_failures [(path, reason)] of paths given (or folders under them) that were missing or unreadable."""
+
+
+class Index(_Handle):
+    """A glimpse search index (an SQLite file of paths, content hashes and embeddings). With a model, the
+    index is created if needed and must have been built with that model; without one it must exist and
+    is opened read-only, for searching (a text query then loads the index's own model, text tower only).
+    One Index per thread (SQLite handles other processes)."""
+
+    def __init__(self, path, model=None):
+        self._handle = None
+        handle = ctypes.c_void_p()
+        _check(_lib.glimpse_index_open(_encode_path(path), model._handle if model else None, ctypes.byref(handle)))
+        self._handle = handle.value
+        self.path = os.fspath(path)
+        self.model = model
+
+    @property
+    def model_path(self):
+        return _lib.glimpse_index_model_path(self._handle).decode()
+
+    def __len__(self):
+        return int(_lib.glimpse_index_count(self._handle))
+
+    def close(self):
+        if self._handle:
+            _lib.glimpse_index_free(self._handle)
+            self._handle = None
+
+    def update(self, roots, progress=None, max_pixels=0):
+        """Brings the index up to date with files and folders (walked recursively): new and changed
+        pictures embedded, moved ones recognised by content, vanished ones forgotten. progress(done,
+        total) is called after each batch; returning True stops (what was committed stays;
+        glimpse.CancelledError). Returns an IndexSummary."""
+        if self.model is None:
+            raise ValueError("glimpse.Index.update: open the index with a model to update it")
+        paths = [_encode_path(root) for root in _as_list(roots, (str, os.PathLike))]
+        array = (ctypes.c_char_p * len(paths))(*paths)
+        failures, root_failures = [], []
+        guard = _CallbackGuard()
+        params = _c.IndexParams()
+        params.max_pixels = max_pixels
+        if progress is not None:
+            params.on_progress = _c.ProgressCallback(lambda user, done, total: guard.run(progress, done, total))
+        params.on_failure = _c.FailureCallback(
+            lambda user, path, reason: failures.append((os.fsdecode(path), reason.decode(errors="replace"))))
+        params.on_root_failure = _c.RootFailureCallback(
+            lambda user, path, status, reason: root_failures.append((os.fsdecode(path),
+                                                                     reason.decode(errors="replace"))))
+        summary = _c.IndexSummary()
+        status = _lib.glimpse_index_update(self._handle, self.model._context(), array, len(paths),
+                                           ctypes.byref(params), ctypes.byref(summary))
+        guard.reraise()
+        _check(status)
+        counts = [getattr(summary, name) for name, _ in _c.IndexSummary._fields_]
+        return IndexSummary(*counts, failures, root_failures)
+
+    def verify(self):
+        """The full check of the index file; raises GlimpseError (BAD_FORMAT) on damage."""
+        checksummed = ctypes.c_bool()
+        _check(_lib.glimpse_index_verify(self._handle, ctypes.byref(checksummed)))
+        return bool(checksummed.value)
+
+    def _query_model(self, query):
+        if self.model is None:
+            needs_images = _lib.glimpse_query_needs_images(str(query).encode())
+            self.model = Model(self.model_path, load_vision=needs_images)
+        return self.model
+
+    def search(self, query, k=10):
+        """The k stored pictures closest to query, best first, as [(path, score)]: query is a text or a
+        combined query as `glimpse search` takes it ("sunset + beach - people", "@photo.jpg"), or an
+        embedding (float32 [embedding_dim], L2-normalised). score = logit_scale × cosine + logit_bias."""
+        if isinstance(query, str):
+            vector = self._query_model(query).embed_query(query)
+        else:
+            vector = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+            dim = self._query_model("").embedding_dim
+            if vector.shape[0] != dim:
+                raise ValueError(f"glimpse.Index.search: the index holds {dim}-dimensional embeddings, "
+                                 f"the query has {vector.shape[0]}")
+        if k <= 0:
+            return []
+        results = (_c.SearchResult * k)()
+        found = ctypes.c_size_t()
+        _check(_lib.glimpse_index_search(self._handle, _floats(vector), k, results, ctypes.byref(found)))
+        return [(os.fsdecode(result.path), float(result.score)) for result in results[:found.value]]
+

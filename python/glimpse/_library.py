@@ -1,0 +1,158 @@
+"""_library.py — finds libglimpse.so.0 and declares its C API (include/glimpse.h) for ctypes.
+Only the declarations live here: structures, callback types and argument types, nothing that
+allocates. ctypes drops the GIL around every call into a CDLL, so glimpse's work runs in parallel."""
+
+import ctypes
+import os
+from pathlib import Path
+
+SONAME = "libglimpse.so.0"
+
+
+def _candidates():
+    """Where the library is looked for, in order: $GLIMPSE_LIBRARY, a build/ folder of the source
+    tree this package sits in (python/glimpse -> ../../build), then the dynamic loader's own
+    search (an installed libglimpse.so.0: /usr/local/lib, ldconfig's paths, $LD_LIBRARY_PATH)."""
+    explicit = os.environ.get("GLIMPSE_LIBRARY")
+    if explicit:
+        return [explicit]
+    source_build = Path(__file__).resolve().parents[2] / "build" / SONAME  # SOURCE/python/glimpse/_library.py
+    return ([str(source_build)] if source_build.is_file() else []) + [SONAME]
+
+
+def _load():
+    tried = []
+    for candidate in _candidates():
+        try:
+            return ctypes.CDLL(candidate)
+        except OSError as error:
+            tried.append(f"{candidate}: {error}")
+    raise ImportError("glimpse: cannot load libglimpse (set GLIMPSE_LIBRARY to its path); tried "
+                      + "; ".join(tried))
+
+
+lib = _load()
+
+c_float_p = ctypes.POINTER(ctypes.c_float)
+c_int32_p = ctypes.POINTER(ctypes.c_int32)
+c_size_t_p = ctypes.POINTER(ctypes.c_size_t)
+c_bool_p = ctypes.POINTER(ctypes.c_bool)
+status = ctypes.c_int
+
+# status values, in glimpse_status order
+STATUS_NAMES = ["OK", "INVALID_ARGUMENT", "IO", "NOT_FOUND", "BAD_FORMAT", "UNSUPPORTED", "TOO_LARGE",
+                "OUT_OF_MEMORY", "WRONG_MODEL", "CANCELLED", "INTERNAL", "BUSY"]
+STATUS_CANCELLED = STATUS_NAMES.index("CANCELLED")
+
+MODEL_KINDS = {1: "clip", 2: "blip_caption", 3: "blip_retrieval", 4: "siglip", 5: "vit_gpt2", 6: "blip2"}
+PRECISIONS = {"float32": 0, "int8": 1}
+PIXEL_FORMAT_RGB8, PIXEL_FORMAT_RGBA8 = 1, 2
+MATCH_MODES = {"itm": 0, "itc": 1}
+
+ProgressCallback = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+TokenCallback = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_char_p)
+FailureCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
+RootFailureCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p)
+
+
+class LoadParams(ctypes.Structure):
+    _fields_ = [("load_vision", ctypes.c_bool), ("load_text", ctypes.c_bool), ("precision", ctypes.c_int)]
+
+
+class ModelInfo(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("architecture", ctypes.c_char_p), ("path", ctypes.c_char_p),
+                ("image_size", ctypes.c_int), ("patch_size", ctypes.c_int),
+                ("vision_hidden_size", ctypes.c_int), ("vision_layers", ctypes.c_int),
+                ("vision_heads", ctypes.c_int), ("text_hidden_size", ctypes.c_int),
+                ("text_layers", ctypes.c_int), ("text_heads", ctypes.c_int), ("text_max_tokens", ctypes.c_int),
+                ("vocab_size", ctypes.c_int), ("embedding_dim", ctypes.c_int),
+                ("vision_activation", ctypes.c_char_p), ("text_activation", ctypes.c_char_p),
+                ("parameter_count", ctypes.c_size_t), ("weight_bytes", ctypes.c_size_t),
+                ("weight_dtype", ctypes.c_char_p), ("logit_scale", ctypes.c_float),
+                ("copied_bytes", ctypes.c_size_t), ("logit_bias", ctypes.c_float), ("precision", ctypes.c_int),
+                ("preprocessor_defaults", ctypes.c_bool)]
+
+
+class ContextParams(ctypes.Structure):
+    _fields_ = [("threads", ctypes.c_int), ("on_progress", ProgressCallback), ("user", ctypes.c_void_p)]
+
+
+class ImageParams(ctypes.Structure):
+    _fields_ = [("max_pixels", ctypes.c_uint64), ("ignore_exif_orientation", ctypes.c_bool)]
+
+
+class CaptionParams(ctypes.Structure):
+    _fields_ = [("prompt", ctypes.c_char_p), ("max_tokens", ctypes.c_int), ("min_tokens", ctypes.c_int),
+                ("beams", ctypes.c_int), ("length_penalty", ctypes.c_float),
+                ("repetition_penalty", ctypes.c_float), ("sample", ctypes.c_bool),
+                ("temperature", ctypes.c_float), ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
+                ("seed", ctypes.c_uint64), ("on_token", TokenCallback), ("user", ctypes.c_void_p)]
+
+
+class Caption(ctypes.Structure):
+    _fields_ = [("text", ctypes.c_void_p), ("ids", c_int32_p), ("id_count", ctypes.c_size_t)]
+
+
+class IndexSummary(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("added", "updated", "moved", "removed", "unchanged", "failed", "roots_failed")]
+
+
+class IndexParams(ctypes.Structure):
+    _fields_ = [("on_progress", ProgressCallback), ("on_failure", FailureCallback), ("user", ctypes.c_void_p),
+                ("max_pixels", ctypes.c_uint64), ("on_root_failure", RootFailureCallback),
+                ("exclude", ctypes.POINTER(ctypes.c_char_p)), ("exclude_count", ctypes.c_size_t)]
+
+
+class SearchResult(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char_p), ("score", ctypes.c_float)]
+
+
+def _declare(name, restype, *argtypes):
+    function = getattr(lib, name)
+    function.restype = restype
+    function.argtypes = list(argtypes)
+
+
+P = ctypes.c_void_p  # every opaque handle
+PP = ctypes.POINTER(ctypes.c_void_p)
+_declare("glimpse_version", ctypes.c_char_p)
+_declare("glimpse_status_string", ctypes.c_char_p, status)
+_declare("glimpse_last_error", ctypes.c_char_p)
+_declare("glimpse_load_default_params", LoadParams)
+_declare("glimpse_model_load", status, ctypes.c_char_p, ctypes.POINTER(LoadParams), PP)
+_declare("glimpse_model_free", None, P)
+_declare("glimpse_model_embedding_dim", ctypes.c_size_t, P)
+_declare("glimpse_model_get_info", status, P, ctypes.POINTER(ModelInfo))
+_declare("glimpse_context_default_params", ContextParams)
+_declare("glimpse_context_create", status, P, ctypes.POINTER(ContextParams), PP)
+_declare("glimpse_context_free", None, P)
+_declare("glimpse_image_default_params", ImageParams)
+_declare("glimpse_image_load_file", status, ctypes.c_char_p, ctypes.POINTER(ImageParams), PP)
+_declare("glimpse_image_load_memory", status, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ImageParams), PP)
+_declare("glimpse_image_from_pixels", status, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_size_t,
+         ctypes.c_int, PP)
+_declare("glimpse_image_free", None, P)
+_declare("glimpse_image_width", ctypes.c_int, P)
+_declare("glimpse_image_height", ctypes.c_int, P)
+_declare("glimpse_embed_images", status, P, PP, ctypes.c_size_t, c_float_p)
+_declare("glimpse_embed_texts", status, P, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t, c_float_p)
+_declare("glimpse_score", status, P, c_float_p, ctypes.c_size_t, c_float_p, ctypes.c_size_t, c_float_p)
+_declare("glimpse_tokenize", status, P, ctypes.c_char_p, c_int32_p, ctypes.c_size_t, c_size_t_p)
+_declare("glimpse_caption_default_params", CaptionParams)
+_declare("glimpse_caption_images", status, P, PP, ctypes.c_size_t, ctypes.POINTER(CaptionParams),
+         ctypes.POINTER(Caption))
+_declare("glimpse_caption_free", None, ctypes.POINTER(Caption))
+_declare("glimpse_match", status, P, PP, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+         ctypes.c_int, c_float_p)
+_declare("glimpse_index_open", status, ctypes.c_char_p, P, PP)
+_declare("glimpse_index_free", None, P)
+_declare("glimpse_index_check_model", status, P, P)
+_declare("glimpse_index_model_path", ctypes.c_char_p, P)
+_declare("glimpse_index_count", ctypes.c_size_t, P)
+_declare("glimpse_index_verify", status, P, c_bool_p)
+_declare("glimpse_index_update", status, P, P, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+         ctypes.POINTER(IndexParams), ctypes.POINTER(IndexSummary))
+_declare("glimpse_index_search", status, P, c_float_p, ctypes.c_size_t, ctypes.POINTER(SearchResult), c_size_t_p)
+_declare("glimpse_embed_query", status, P, ctypes.c_char_p, c_float_p)
+_declare("glimpse_query_needs_images", ctypes.c_bool, ctypes.c_char_p)

@@ -1,0 +1,314 @@
+"""dask.py — embeds a picture collection across a Dask distributed cluster: the pictures under the roots are
+split into shards, the shards mapped over the workers (each loads the model once, through a worker plugin),
+and the client writes each shard's result atomically into the output folder (format: glimpse/shards.py).
+
+    python -m glimpse.dask embed --scheduler tcp://HOST:8786 -m MODEL --out DIR ROOTS...
+
+Workers read the pictures themselves, so every worker must see the roots and the model at the same paths
+(a shared or synced folder); the output folder is written by the client only. A worker that dies has its
+shards run again elsewhere by Dask; a run that stops is resumed by running the same command again."""
+
+import argparse
+import contextlib
+import hashlib
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from . import shards
+
+PLUGIN_NAME = "glimpse-model"
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".tif", ".tiff", ".heic", ".heif", ".avif",
+                    ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"}  # as glimpse index walks (search/walk.c)
+
+
+def list_pictures(roots):
+    """Every picture file under the roots (files given directly are kept whatever their name), absolute,
+    sorted: the same roots give the same order, hence the same shards."""
+    found = set()
+    for root in roots:
+        root = os.path.abspath(root)
+        if os.path.isfile(root):
+            found.add(root)
+            continue
+        if not os.path.isdir(root):
+            raise FileNotFoundError(f"{root}: no such file or folder")
+        for folder, _, names in os.walk(root):
+            found.update(os.path.join(folder, name) for name in names
+                         if os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS)
+    return sorted(found)
+
+
+def model_identity(model):
+    """What the manifest records of a model: its description and a SHA-256 over its config.json and
+    weight files, so that a resumed run refuses to mix in another model's vectors."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(model.path)):
+        if name == "config.json" or name.endswith(".safetensors"):
+            digest.update(name.encode())
+            with open(os.path.join(model.path, name), "rb") as file:
+                for block in iter(lambda: file.read(1 << 20), b""):
+                    digest.update(block)
+    return {"path": model.path, "architecture": model.architecture, "kind": model.kind,
+            "embedding_dim": model.embedding_dim, "precision": model.precision, "logit_scale": model.logit_scale,
+            "logit_bias": model.logit_bias, "weight_dtype": model.weight_dtype, "sha256": digest.hexdigest()}
+
+
+# ------------------------------------------------------------ on the workers
+
+class ModelPlugin:
+    """A Dask worker plugin that loads the model once when the worker starts (or when the plugin is
+    registered), shared by the worker's task threads (each gets its own glimpse context)."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self, model_path, precision="float32", threads=0):
+        self.model_path, self.precision, self.threads = model_path, precision, threads
+        self.model = None
+
+    def setup(self, worker):
+        import glimpse
+        self.model = glimpse.Model(self.model_path, threads=self.threads, precision=self.precision)
+
+    def teardown(self, worker):
+        if self.model is not None:
+            self.model.close()
+
+    def __getstate__(self):  # the loaded model stays on its worker
+        return {"model_path": self.model_path, "precision": self.precision, "threads": self.threads}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, model=None)
+
+
+def embed_pictures(model, paths, batch_size=8):
+    """Embeds paths batch_size at a time (a batch's pictures that fail to decode are left out of it, the
+    others embedded together), so the vectors equal `glimpse embed`'s bit for bit when it is given the same
+    pictures in the same batches (it fills each batch with the next pictures that decode). Returns
+    (vectors, pictures, broken)."""
+    import glimpse
+    vectors, pictures, broken = [], [], []
+    for first in range(0, len(paths), batch_size):
+        images, described = [], []
+        for path in paths[first:first + batch_size]:
+            if not path:
+                continue  # padding of the plan
+            try:
+                with open(path, "rb") as file:
+                    data = file.read()
+                    status = os.fstat(file.fileno())
+                images.append(glimpse.Image(path))  # from the file, as glimpse embed reads it
+                described.append({"path": path, "size": status.st_size, "mtime_ns": status.st_mtime_ns,
+                                  "sha256": hashlib.sha256(data).hexdigest()})
+            except (OSError, glimpse.GlimpseError) as error:
+                reason = error.message if isinstance(error, glimpse.GlimpseError) else error.strerror or str(error)
+                broken.append({"path": path, "reason": reason})
+        if images:
+            vectors.append(model.embed_images(images, batch_size=len(images)))
+            pictures.extend(described)
+            for image in images:
+                image.close()
+    dim = model.embedding_dim
+    return (np.concatenate(vectors) if vectors else np.empty((0, dim), np.float32)), pictures, broken
+
+
+def embed_shard(shard, paths, batch_size):
+    """The task run on a worker: the shard's (shard, vectors, pictures, broken, seconds)."""
+    from distributed import get_worker
+    started = time.perf_counter()
+    worker = get_worker()
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    if plugin is None or plugin.model is None:
+        raise RuntimeError(f"glimpse.dask: worker {worker.name} has no model loaded (did its plugin fail?)")
+    model = plugin.model
+    vectors, pictures, broken = embed_pictures(model, paths, batch_size)
+    return shard, vectors, pictures, broken, time.perf_counter() - started
+
+
+# ------------------------------------------------------------ on the client
+
+def plan(out, roots, manifest_model, shard_size):
+    """The shards' paths: pictures.txt of an earlier run, extended with pictures found since (starting on a
+    new shard, the last one padded), or a new plan. Returns (paths, shard count)."""
+    listing = list_pictures(roots)
+    if os.path.exists(os.path.join(out, "manifest.json")):
+        manifest = shards.read_manifest(out)
+        if manifest["model"]["sha256"] != manifest_model["sha256"] or \
+                manifest["model"]["precision"] != manifest_model["precision"]:
+            raise ValueError(f"{out} holds embeddings of another model ({manifest['model']['path']}, "
+                             f"{manifest['model']['precision']}); use another output folder")
+        shard_size = manifest["shard_size"]
+        paths = shards.read_plan(out)
+        planned = set(paths)
+        new = [path for path in listing if path not in planned]
+        if new:
+            paths += [""] * (-len(paths) % shard_size) + new
+    else:
+        paths = listing
+    return paths, shard_size, (len(paths) + shard_size - 1) // shard_size
+
+
+class Progress:
+    """Shards done / total and pictures per second across the cluster, on stderr (one line rewritten on
+    a terminal, a line per shard elsewhere)."""
+
+    def __init__(self, total, quiet):
+        self.total, self.quiet, self.done, self.pictures, self.broken = total, quiet, 0, 0, 0
+        self.started = time.perf_counter()
+        self.terminal = sys.stderr.isatty()
+
+    def shard(self, pictures, broken):
+        self.done += 1
+        self.pictures += pictures
+        self.broken += broken
+        if self.quiet:
+            return
+        rate = self.pictures / max(time.perf_counter() - self.started, 1e-9)
+        line = (f"glimpse.dask: {self.done}/{self.total} shards, {self.pictures} pictures, {rate:.1f} pictures/s"
+                + (f", {self.broken} broken" if self.broken else ""))
+        print(("\r" + line) if self.terminal else line, end="" if self.terminal else "\n", file=sys.stderr,
+              flush=True)
+
+    def end(self):
+        if self.terminal and not self.quiet:
+            print(file=sys.stderr)
+
+
+def embed(scheduler, model_path, out, roots, shard_size=1024, batch_size=8, precision="float32", threads=0,
+          quiet=False):
+    """Embeds the pictures under roots on the Dask cluster at scheduler (an address or a
+    distributed.Client) into the folder out; resumes an earlier run there. Returns the manifest (counts of
+    pictures and broken files; the broken files themselves are in out/broken.tsv and the shards' .json)."""
+    import glimpse
+    from distributed import Client, as_completed
+
+    if shard_size <= 0 or batch_size <= 0:
+        raise ValueError("shard_size and batch_size must be positive")
+    os.makedirs(out, exist_ok=True)
+    if os.path.isdir(model_path):  # the workers may start elsewhere: a folder is named absolutely
+        model_path = os.path.abspath(model_path)
+    with glimpse.Model(model_path, precision=precision, load_text=False) as model:
+        identity = model_identity(model)
+    paths, shard_size, shard_count = plan(out, roots, identity, shard_size)
+    shards.write_plan(out, paths)
+    manifest = {"format": shards.MANIFEST_FORMAT, "model": identity, "library_version": glimpse.version(),
+                "shard_size": shard_size, "batch_size": batch_size, "shards": shard_count,
+                "roots": [os.path.abspath(root) for root in roots], "complete": False}
+    shards.write_json(os.path.join(out, "manifest.json"), manifest)
+
+    todo = [shard for shard in range(shard_count) if not shards.shard_is_complete(out, shard)]
+    progress = Progress(shard_count, quiet)
+    progress.done = shard_count - len(todo)
+    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    try:
+        if todo:
+            client.register_worker_plugin(ModelPlugin(model_path, precision, threads), name=PLUGIN_NAME)
+            futures = [client.submit(embed_shard, shard, paths[shard * shard_size:(shard + 1) * shard_size],
+                                     batch_size, key=f"glimpse-shard-{identity['sha256'][:12]}-{shard}",
+                                     retries=2, pure=False)
+                       for shard in todo]
+            for future in as_completed(futures):
+                shard, vectors, pictures, broken, _ = future.result()
+                shards.write_shard(out, shard, vectors, pictures, broken)
+                progress.shard(len(pictures), len(broken))
+                future.release()
+        progress.end()
+    finally:
+        if client is not scheduler:
+            client.close()
+    return finish(out, manifest)
+
+
+def finish(out, manifest):
+    """Once every shard is complete: counts in the manifest, marked complete, broken files in broken.tsv."""
+    pictures, broken = 0, []
+    for shard in range(manifest["shards"]):
+        found = shards.read_shard(out, shard)
+        if found is None:
+            raise RuntimeError(f"{out}: shard {shard} did not complete")
+        pictures += len(found[1]["pictures"])
+        broken += found[1]["broken"]
+    shards.write_atomically(os.path.join(out, "broken.tsv"), lambda file: file.write("".join(
+        f"{item['path']}\t{item['reason']}\n" for item in broken).encode(errors="surrogateescape")))
+    manifest.update(complete=True, pictures=pictures, broken=len(broken))
+    shards.write_json(os.path.join(out, "manifest.json"), manifest)
+    return manifest
+
+
+@contextlib.contextmanager
+def local_cluster(folder, workers=2, threads_per_worker=1, environment=None, timeout=60):
+    """A real cluster on this machine, for tests and benchmarks: dask-scheduler and `workers` dask-worker
+    processes (without nanny: a killed worker stays dead) talking TCP on 127.0.0.1, from the Dask found
+    beside this Python. Yields (address, worker Popen objects); stops what it started. Logs go to folder."""
+    from distributed import Client
+    programs = os.path.dirname(sys.executable)
+    scheduler_file = os.path.join(folder, "scheduler.json")
+    started = []
+
+    def start(program, *arguments):
+        log = open(os.path.join(folder, f"{program}-{len(started)}.log"), "w")
+        started.append(subprocess.Popen([os.path.join(programs, program), *arguments, "--no-dashboard"],
+                                        env=environment, cwd=folder, stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+        return started[-1]
+    try:
+        start("dask-scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file", scheduler_file)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(scheduler_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        processes = [start("dask-worker", "--scheduler-file", scheduler_file, "--nthreads", str(threads_per_worker),
+                           "--no-nanny", "--name", f"worker-{n}") for n in range(workers)]
+        with Client(scheduler_file=scheduler_file, timeout=timeout) as client:
+            client.wait_for_workers(workers, timeout=timeout)
+            address = client.scheduler.address
+        yield address, processes
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.terminate()
+        for process in started:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m glimpse.dask",
+                                     description="Embeds the pictures under ROOTS on a Dask cluster into DIR.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    command = commands.add_parser("embed", help="embed pictures into shards (resumes a run in DIR)")
+    command.add_argument("--scheduler", required=True, help="the Dask scheduler's address (tcp://HOST:8786)")
+    command.add_argument("-m", "--model", required=True, help="a CLIP or SigLIP snapshot folder, at the same "
+                         "path on every worker")
+    command.add_argument("--out", required=True, metavar="DIR", help="the output folder (written by this client)")
+    command.add_argument("--shard-size", type=int, default=1024, help="pictures per shard (default 1024)")
+    command.add_argument("--batch-size", type=int, default=8, help="pictures per model call (default 8)")
+    command.add_argument("--threads", type=int, default=0, help="glimpse threads per worker task (0 = all cores)")
+    command.add_argument("--int8", action="store_true", help="int8 precision (close to, not equal to, float32)")
+    command.add_argument("--quiet", action="store_true", help="no progress")
+    command.add_argument("roots", nargs="+", metavar="ROOTS", help="picture files and folders (walked)")
+    arguments = parser.parse_args(argv)
+    try:
+        manifest = embed(arguments.scheduler, arguments.model, arguments.out, arguments.roots, arguments.shard_size,
+                         arguments.batch_size, "int8" if arguments.int8 else "float32", arguments.threads,
+                         arguments.quiet)
+    except (OSError, ValueError, RuntimeError) as error:
+        print(f"glimpse.dask: {error}", file=sys.stderr)
+        return 1
+    if manifest["broken"]:
+        with open(os.path.join(arguments.out, "broken.tsv"), encoding="utf-8", errors="replace") as file:
+            for line in file:
+                print("glimpse.dask: broken: " + line.rstrip("\n").replace("\t", ": ", 1), file=sys.stderr)
+    print(f"glimpse.dask: {manifest['pictures']} pictures in {manifest['shards']} shards in {arguments.out}"
+          + (f", {manifest['broken']} broken (listed in broken.tsv)" if manifest["broken"] else ""), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    from glimpse.dask import main as module_main  # the tasks must come from glimpse.dask, not __main__
+    sys.exit(module_main())

@@ -1,0 +1,230 @@
+"""faiss.py — a FAISS index over the embedding shards of glimpse.dask, for collections too large for the SQLite
+index's exact scan: built once (parameters chosen from the collection's size), memory-mapped at query
+time, with an id -> path table, and its candidates re-scored with the exact float32 vectors.
+
+    python -m glimpse.faiss build DIR --out INDEX     (INDEX is a folder; its params.json says what was chosen)
+    python -m glimpse.faiss search INDEX [-k N] [--json] QUERY..."""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from . import shards
+
+FLAT_BELOW = 100_000  # fewer vectors than this: an exact flat index (a scan of n x dim floats is fast enough)
+
+
+def ivfpq_parameters(count, dim):
+    """IVF-PQ parameters for count vectors of dim: nlist ~ 4 sqrt(n) lists (a power of two, at most n/39 so
+    that k-means has 39 training points a list), PQ of dim/8 sub-vectors (8 dimensions each, dividing dim)
+    of 8 bits (fewer for tiny collections: 2^bits <= n/39), nprobe ~ nlist/64 lists searched."""
+    nlist = 2 ** round(math.log2(max(4 * math.sqrt(count), 1)))
+    nlist = int(max(1, min(nlist, count // 39, 65536)))
+    sub_vectors = max(1, dim // 8)
+    while dim % sub_vectors:
+        sub_vectors -= 1
+    bits = int(max(1, min(8, math.floor(math.log2(max(count // 39, 2))))))
+    nprobe = int(min(nlist, max(16, nlist // 64)))
+    train = int(min(count, max(64 * nlist, 2 ** bits * 64)))
+    return {"nlist": nlist, "pq_sub_vectors": sub_vectors, "pq_bits": bits, "nprobe": nprobe, "train_size": train}
+
+
+def make_index(vectors, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=None, seed=1234):
+    """A trained FAISS index holding vectors (float32 [n, dim], L2-normalised; inner product) and the
+    parameters it was made with. kind: "flat" (exact), "ivfpq", or "auto" (flat below FLAT_BELOW)."""
+    import faiss
+    count, dim = vectors.shape
+    if kind == "auto":
+        kind = "flat" if count < FLAT_BELOW else "ivfpq"
+    if kind == "flat":
+        index = faiss.IndexFlatIP(dim)
+        parameters = {"kind": "flat"}
+    elif kind == "ivfpq":
+        parameters = ivfpq_parameters(count, dim)
+        for name, value in (("nlist", nlist), ("pq_sub_vectors", pq_sub_vectors), ("nprobe", nprobe)):
+            if value:
+                parameters[name] = int(value)
+        if dim % parameters["pq_sub_vectors"]:
+            raise ValueError(f"{parameters['pq_sub_vectors']} PQ sub-vectors do not divide dimension {dim}")
+        parameters["kind"] = "ivfpq"
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFPQ(quantizer, dim, parameters["nlist"], parameters["pq_sub_vectors"],
+                                 parameters["pq_bits"], faiss.METRIC_INNER_PRODUCT)
+        sample = np.random.default_rng(seed).choice(count, size=parameters["train_size"], replace=False)
+        index.train(np.ascontiguousarray(vectors[np.sort(sample)]))
+    else:
+        raise ValueError(f"index kind is auto, flat or ivfpq, not {kind!r}")
+    for first in range(0, count, 262144):
+        index.add(np.ascontiguousarray(vectors[first:first + 262144], dtype=np.float32))
+    return index, parameters
+
+
+def write_paths(folder, paths):
+    """The id -> path table: paths.bin (the UTF-8 paths back to back) and offsets.npy (uint64 [n + 1]),
+    both memory-mapped by readers, so a lookup costs two reads whatever the collection's size."""
+    encoded = [path.encode(errors="surrogateescape") for path in paths]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.uint64)
+    np.cumsum([len(path) for path in encoded], out=offsets[1:])
+    shards.write_atomically(os.path.join(folder, "paths.bin"), lambda file: file.write(b"".join(encoded)))
+    shards.write_atomically(os.path.join(folder, "offsets.npy"), lambda file: np.save(file, offsets))
+
+
+def build(embeddings, out, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=None, keep_vectors=True):
+    """Builds the index folder out from the complete embedding folder embeddings (see write_index), the
+    vectors copied shard by shard into out/vectors.npy (mapped, so the collection may exceed memory; removed
+    after the build when not keep_vectors). Returns the parameters."""
+    started = time.perf_counter()
+    os.makedirs(out, exist_ok=True)
+    # the vectors go straight to a mapped file (vectors.npy itself when kept), not into memory
+    vectors_path = os.path.join(out, "vectors.npy" if keep_vectors else "vectors.building.npy")
+    try:
+        vectors, pictures, manifest = shards.load_embeddings(embeddings, vectors_path)
+        return write_index(out, vectors, [picture["path"] for picture in pictures], manifest["model"], kind,
+                           nlist, pq_sub_vectors, nprobe, False, started)
+    finally:
+        if not keep_vectors and os.path.exists(vectors_path):
+            os.unlink(vectors_path)
+
+
+def write_index(out, vectors, paths, model, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=None,
+                keep_vectors=True, started=None):
+    """Writes the index folder out: index.faiss, the id -> path table, vectors.npy (the exact float32
+    vectors for re-scoring: written when keep_vectors, kept if already there) and params.json (what was
+    chosen, model: the manifest's model record, and the build's time)."""
+    import faiss
+    started = time.perf_counter() if started is None else started
+    os.makedirs(out, exist_ok=True)
+    index, parameters = make_index(vectors, kind, nlist, pq_sub_vectors, nprobe)
+    temporary = os.path.join(out, "index.faiss.tmp")
+    faiss.write_index(index, temporary)
+    os.replace(temporary, os.path.join(out, "index.faiss"))
+    write_paths(out, paths)
+    if keep_vectors:
+        shards.write_atomically(os.path.join(out, "vectors.npy"), lambda file: np.save(file, vectors))
+    parameters.update(count=len(vectors), dim=int(vectors.shape[1]), metric="inner product",
+                      rescore=os.path.exists(os.path.join(out, "vectors.npy")), rescore_factor=50, model=model,
+                      build_seconds=round(time.perf_counter() - started, 3))
+    shards.write_json(os.path.join(out, "params.json"), parameters)
+    return parameters
+
+
+class FaissIndex:
+    """An index folder made by build(), memory-mapped: search() takes texts or combined queries (embedded
+    with the model the shards were made with, loaded on first use) or embeddings, and gives [(path, score)]
+    best first, score = logit_scale × cosine + logit_bias as glimpse search gives it."""
+
+    def __init__(self, folder, model=None):
+        import faiss
+        self.folder = folder
+        self.parameters = shards.read_json(os.path.join(folder, "params.json"))
+        self.index = faiss.read_index(os.path.join(folder, "index.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+        vectors = os.path.join(folder, "vectors.npy")
+        self.vectors = np.load(vectors, mmap_mode="r") if os.path.exists(vectors) else None
+        self.offsets = np.load(os.path.join(folder, "offsets.npy"), mmap_mode="r")
+        size = os.path.getsize(os.path.join(folder, "paths.bin"))
+        self.paths = np.memmap(os.path.join(folder, "paths.bin"), dtype=np.uint8, mode="r") if size else b""
+        if len(self.offsets) != self.index.ntotal + 1 or int(self.offsets[-1]) != size or \
+                (self.vectors is not None and self.vectors.shape != (self.index.ntotal, self.index.d)):
+            raise ValueError(f"{folder}: index.faiss, the path table and vectors.npy do not agree")
+        if self.parameters["kind"] == "ivfpq":
+            faiss.extract_index_ivf(self.index).nprobe = self.parameters["nprobe"]
+        self.model = model
+        self.scale = self.parameters["model"]["logit_scale"]
+        self.bias = self.parameters["model"]["logit_bias"]
+
+    def __len__(self):
+        return int(self.index.ntotal)
+
+    def path(self, row):
+        return bytes(self.paths[int(self.offsets[row]):int(self.offsets[row + 1])]).decode(errors="surrogateescape")
+
+    def embed(self, query):
+        if self.model is None:
+            import glimpse
+            model = self.parameters["model"]
+            self.model = glimpse.Model(model["path"], precision=model["precision"])
+        return self.model.embed_query(query)
+
+    def search_vectors(self, queries, k=10, nprobe=None, rescore=True, rescore_factor=None):
+        """(rows int64 [q, k], cosines float32 [q, k]) of the k nearest vectors to each query (float32 [q,
+        dim]); -1 where fewer exist. With rescore and vectors.npy, the index's k × rescore_factor candidates
+        are re-scored with the exact vectors."""
+        import faiss
+        queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
+        if queries.shape[1] != self.index.d:
+            raise ValueError(f"queries of dimension {queries.shape[1]} for an index of dimension {self.index.d}")
+        if nprobe and self.parameters["kind"] == "ivfpq":
+            faiss.extract_index_ivf(self.index).nprobe = int(nprobe)
+        exact = rescore and self.vectors is not None and self.parameters["kind"] != "flat"
+        candidates = k * (rescore_factor or self.parameters.get("rescore_factor", 50)) if exact else k
+        scores, rows = self.index.search(queries, min(candidates, max(len(self), 1)))
+        if not exact:
+            return rows[:, :k], scores[:, :k]
+        out_rows = np.full((len(queries), k), -1, np.int64)
+        out_scores = np.full((len(queries), k), -np.inf, np.float32)
+        for q, (found, query) in enumerate(zip(rows, queries)):
+            found = found[found >= 0]
+            order = np.sort(found)  # the mapped vectors read in file order
+            cosines = self.vectors[order] @ query
+            best = np.argsort(-cosines, kind="stable")[:k]
+            out_rows[q, :len(best)], out_scores[q, :len(best)] = order[best], cosines[best]
+        return out_rows, out_scores
+
+    def search(self, query, k=10, nprobe=None, rescore=True):
+        """The k stored pictures closest to query (a text or combined query, or an embedding) as
+        [(path, score)], best first."""
+        vector = self.embed(query) if isinstance(query, str) else query
+        rows, cosines = self.search_vectors(vector, k, nprobe, rescore)
+        return [(self.path(row), float(self.scale * cosine + self.bias))
+                for row, cosine in zip(rows[0], cosines[0]) if row >= 0]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m glimpse.faiss",
+                                     description="FAISS indexes of glimpse.dask shards.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    command = commands.add_parser("build", help="build an index folder from an embedding folder")
+    command.add_argument("embeddings", metavar="DIR", help="the output folder of glimpse.dask embed")
+    command.add_argument("--out", required=True, metavar="INDEX", help="the index folder to write")
+    command.add_argument("--kind", default="auto", choices=["auto", "flat", "ivfpq"],
+                         help=f"auto: flat (exact) below {FLAT_BELOW} vectors, IVF-PQ above")
+    command.add_argument("--nlist", type=int, help="IVF lists (default ~4 sqrt(n), a power of two)")
+    command.add_argument("--pq-sub-vectors", type=int, help="PQ sub-vectors, bytes per vector (default dim/8)")
+    command.add_argument("--nprobe", type=int, help="lists searched per query (default nlist/64, at least 16)")
+    command.add_argument("--no-vectors", action="store_true", help="leave out vectors.npy (no exact re-scoring)")
+    command = commands.add_parser("search", help="search an index folder")
+    command.add_argument("index", metavar="INDEX")
+    command.add_argument("-k", type=int, default=10)
+    command.add_argument("--nprobe", type=int)
+    command.add_argument("--json", action="store_true", help="JSON lines as glimpse search --json")
+    command.add_argument("queries", nargs="+", metavar="QUERY")
+    arguments = parser.parse_args(argv)
+    try:
+        if arguments.command == "build":
+            parameters = build(arguments.embeddings, arguments.out, arguments.kind, arguments.nlist,
+                               arguments.pq_sub_vectors, arguments.nprobe, not arguments.no_vectors)
+            chosen = {key: value for key, value in parameters.items() if key not in ("model", "source")}
+            print(f"glimpse.faiss: {json.dumps(chosen)}", file=sys.stderr)
+            return 0
+        index = FaissIndex(arguments.index)
+        for query in arguments.queries:
+            results = index.search(query, arguments.k, arguments.nprobe)
+            if arguments.json:
+                print(json.dumps({"text": query, "results": [{"image": p, "score": s} for p, s in results]}))
+            else:
+                print(query)
+                for path, score in results:
+                    print(f"  {score:8.4f}  {path}")
+    except (OSError, ValueError, RuntimeError) as error:
+        print(f"glimpse.faiss: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""test_binding.py — the Python binding against the C library: the same embeddings, scores, captions and
+search results as the glimpse CLI on the demo models, the same as transformers on the reference
+fixtures, every image source (paths, bytes, numpy views), errors, callbacks, and threads without the GIL."""
+
+import ctypes
+import json
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+from PIL import Image as PILImage
+
+import glimpse
+from conftest import DEMO_CAPTION, DEMO_CLIP, fixture, glimpse_cli, read_safetensors
+
+
+def cli_embeddings(model, *arguments):
+    return np.array([row["embedding"] for row in glimpse_cli("embed", "-m", model, "--json", *arguments)],
+                    dtype=np.float32)
+
+
+# --------------------------------------------------------- equal to the CLI
+
+def test_image_embeddings_equal_the_cli(demo_clip, pictures):
+    # the CLI prints 9 significant digits, which give back every float32 exactly
+    expected = cli_embeddings(DEMO_CLIP, *[a for p in pictures for a in ("-i", p)])
+    got = demo_clip.embed_images(pictures)
+    assert got.dtype == np.float32 and got.shape == (len(pictures), demo_clip.embedding_dim)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_text_embeddings_and_rank_equal_the_cli(demo_clip, pictures):
+    texts = ["a red circle", "a green square left of a red triangle", "a yellow triangle"]
+    expected = cli_embeddings(DEMO_CLIP, *[a for t in texts for a in ("-t", t)])
+    np.testing.assert_array_equal(demo_clip.embed_texts(texts), expected)
+    scores = demo_clip.rank(pictures, texts)
+    assert scores.shape == (len(pictures), len(texts))
+    for t, row in enumerate(glimpse_cli("rank", "-m", DEMO_CLIP, "--json", *[a for x in texts for a in ("-t", x)],
+                                        *pictures)):
+        assert row["text"] == texts[t]
+        order = np.argsort(-scores[:, t], kind="stable")
+        assert [r["image"] for r in row["results"]] == [pictures[i] for i in order]
+        np.testing.assert_allclose([r["score"] for r in row["results"]], scores[order, t], rtol=0, atol=1e-4)
+
+
+def test_captions_equal_the_cli_and_stream_tokens(demo_caption, pictures):
+    expected = glimpse_cli("caption", "-m", DEMO_CAPTION, "--json", *pictures)
+    assert [(c.text, c.ids) for c in demo_caption.caption(pictures)] == [(e["caption"], e["ids"]) for e in expected]
+    tokens = []
+    greedy = demo_caption.caption(pictures[:2], beams=1,
+                                  on_token=lambda image, id, text: tokens.append((image, id, text)))
+    for image, caption in enumerate(greedy):
+        mine = [t for t in tokens if t[0] == image]
+        assert [t[1] for t in mine] == caption.ids[1:]  # every token after the start token, in order
+        assert mine[-1][2] == caption.text
+
+
+def test_a_token_callback_cancels_and_its_exception_is_raised(demo_caption, pictures):
+    with pytest.raises(glimpse.CancelledError):
+        demo_caption.caption(pictures[:1], beams=1, on_token=lambda image, id, text: True)
+
+    def broken(image, id, text):
+        raise KeyError("from the callback")
+    with pytest.raises(KeyError, match="from the callback"):
+        demo_caption.caption(pictures[:1], beams=1, on_token=broken)
+
+
+# ------------------------------------------------------- equal to transformers
+
+@pytest.mark.parametrize("name, logits", [("clip-tiny", "logits_per_image"), ("siglip-tiny", "logits_per_image")])
+def test_embedding_fixtures_equal_transformers(name, logits):
+    folder = fixture(name)
+    expected = json.loads((folder / "expected.json").read_text())
+    reference = read_safetensors(folder / "reference.safetensors")
+    model = glimpse.Model(folder)
+    images = model.embed_images([folder.parent / "images" / image for image in expected["images"]])
+    texts = model.embed_texts(expected["texts"])
+    np.testing.assert_allclose(images, reference["image_embeds"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(texts, reference["text_embeds"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(model.score(images, texts), expected[logits], rtol=1e-5, atol=1e-5)
+    assert [model.tokenize(text) for text in expected["texts"]] == expected["input_ids"]
+
+
+def test_blip_caption_fixture_equals_transformers():
+    folder = fixture("blip-caption-tiny")
+    expected = json.loads((folder / "expected.json").read_text())
+    model = glimpse.Model(folder)
+    for case in expected["cases"]:
+        params = case["params"]
+        # transformers' lengths count the start token and the prompt; glimpse's count new tokens
+        prompt_length = len(model.tokenize(case["prompt"])) - 1 if case["prompt"] else 1
+        caption, = model.caption([folder.parent / "images" / case["image"]], prompt=case["prompt"] or None,
+                                 beams=params.get("num_beams", 1), max_tokens=params["max_length"] - prompt_length,
+                                 min_tokens=max(params.get("min_length", 0) - prompt_length, 0))
+        assert caption.ids == case["ids"], case
+        assert caption.text == case["caption"]
+
+
+def test_blip_retrieval_fixture_equals_transformers():
+    folder = fixture("blip-itm-tiny")
+    expected = json.loads((folder / "expected.json").read_text())
+    model = glimpse.Model(folder)
+    images = [folder.parent / "images" / name for name in expected["images"]]
+    np.testing.assert_allclose(model.rank(images, expected["texts"]), expected["itm_match_probability"],
+                               rtol=0, atol=1e-5)
+    np.testing.assert_allclose(model.rank(images, expected["texts"], mode="itc"), expected["itc_cosine"],
+                               rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------------------ image sources
+
+def test_bytes_and_numpy_arrays_give_the_same_embeddings(demo_clip, pictures):
+    from_files = demo_clip.embed_images(pictures[:3])
+    from_bytes = demo_clip.embed_images([open(p, "rb").read() for p in pictures[:3]])
+    arrays = [np.asarray(PILImage.open(p).convert("RGB")) for p in pictures[:3]]
+    np.testing.assert_array_equal(from_bytes, from_files)
+    np.testing.assert_array_equal(demo_clip.embed_images(arrays), from_files)
+    # one alone (a batch of one: an embedding may differ in its last bit with the batch it is in)
+    np.testing.assert_array_equal(demo_clip.embed_images(arrays[0]), demo_clip.embed_images(pictures[0]))
+
+
+def test_numpy_arrays_that_are_not_c_contiguous(demo_clip, pictures):
+    pixels = np.asarray(PILImage.open(pictures[0]).convert("RGB"))
+    # a Fortran-ordered copy, a crop whose rows are apart, every other column, a flipped view, and
+    # BGR channels reversed back to RGB: each must be read as the pixels it shows
+    fortran = np.asfortranarray(pixels)
+    crop = pixels[10:200, 20:180]
+    columns = pixels[:, ::2]
+    flipped = pixels[::-1]
+    bgr = np.ascontiguousarray(pixels[:, :, ::-1])[:, :, ::-1]
+    views = [fortran, crop, columns, flipped, bgr]
+    assert not any(v.flags["C_CONTIGUOUS"] for v in views[1:]) and not fortran.flags["C_CONTIGUOUS"]
+    # one at a time: an embedding may differ in its last bit with its place in a batch
+    got = demo_clip.embed_images(views, batch_size=1)
+    want = demo_clip.embed_images([np.ascontiguousarray(v) for v in views], batch_size=1)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got[0], got[4])
+    assert not np.array_equal(got[0], got[1])  # the crop is another picture
+    rgba = np.concatenate([pixels, np.full(pixels.shape[:2] + (1,), 255, np.uint8)], axis=2)
+    np.testing.assert_array_equal(demo_clip.embed_images([rgba]), got[:1])
+
+
+def test_bad_inputs_raise_glimpse_errors(demo_clip, demo_caption, tmp_path):
+    fixtures = fixture("clip-tiny").parent / "images"
+    with pytest.raises(FileNotFoundError, match="missing.png"):
+        demo_clip.embed_images([tmp_path / "missing.png"])
+    with pytest.raises(glimpse.GlimpseError, match="not_an_image.png") as error:
+        demo_clip.embed_images([fixtures / "not_an_image.png"])
+    assert error.value.status in ("BAD_FORMAT", "UNSUPPORTED")
+    with pytest.raises(glimpse.GlimpseError, match="bytes in memory"):
+        demo_clip.embed_images([b"not a picture"])
+    with pytest.raises(ValueError):
+        demo_clip.embed_images([np.zeros((4, 4, 3), np.float32)])
+    with pytest.raises(glimpse.GlimpseError) as error:
+        demo_clip.caption([fixtures / "astronaut.png"])
+    assert error.value.status == "WRONG_MODEL" and str(error.value)
+    with pytest.raises(glimpse.NotFoundError, match="no-such-model"):
+        glimpse.Model("/no-such-model")
+
+
+# ----------------------------------------------------------------- index
+
+def test_index_update_and_search_equal_the_cli(demo_clip, pictures, tmp_path):
+    database = tmp_path / "photos.db"
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    for p in pictures:
+        (folder / os.path.basename(p)).write_bytes(open(p, "rb").read())
+    (folder / "broken.png").write_bytes(b"\x89PNG broken")
+    progress = []
+    with glimpse.Index(database, demo_clip) as index:
+        summary = index.update([folder], progress=lambda done, total: progress.append((done, total)))
+        assert summary.added == len(pictures) and summary.failed == 1
+        assert [os.path.basename(path) for path, _ in summary.failures] == ["broken.png"]
+        assert progress and progress[-1][0] == progress[-1][1] and progress[-1][1] >= len(pictures)
+        assert len(index) == len(pictures)
+        again = index.update([folder])
+        assert again.unchanged == len(pictures) and again.added == 0
+        by_vector = index.search(demo_clip.embed_texts("a yellow triangle")[0], k=3)
+    expected = glimpse_cli("search", "--db", database, "-k", "3", "--json", "a yellow triangle")[0]["results"]
+    with glimpse.Index(database) as read_only:  # no model: the index's own is loaded for a text query
+        found = read_only.search("a yellow triangle", k=3)
+    assert [path for path, _ in found] == [r["image"] for r in expected] == [path for path, _ in by_vector]
+    np.testing.assert_allclose([s for _, s in found], [r["score"] for r in expected], rtol=0, atol=1e-4)
+    with pytest.raises(ValueError):
+        glimpse.Index(database).search(np.zeros(3, np.float32))
+
+
+# --------------------------------------------------------------- threads
+
+def test_two_threads_share_one_model(pictures):
+    model = glimpse.Model(DEMO_CLIP, threads=1)
+    images = [glimpse.Image(p) for p in pictures] * 8
+    alone = model.embed_images(images)
+    results = [None, None]
+
+    def work(slot):
+        results[slot] = model.embed_images(images)
+    threads = [threading.Thread(target=work, args=(slot,)) for slot in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    np.testing.assert_array_equal(results[0], alone)
+    np.testing.assert_array_equal(results[1], alone)
+
+
+def largest_gap_during(call):
+    """Runs call() while another Python thread records the times it gets to run (every millisecond);
+    returns the call's duration and the longest stretch of it during which that thread did not run."""
+    ticks, stop = [], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    time.sleep(0.02)
+    start = time.perf_counter()
+    call()
+    end = time.perf_counter()
+    stop.set()
+    thread.join()
+    inside = [start] + [t for t in ticks if start < t < end] + [end]
+    return end - start, max(b - a for a, b in zip(inside, inside[1:]))
+
+
+def test_calls_release_the_gil(pictures):
+    model = glimpse.Model(DEMO_CLIP, threads=1)
+    images = [glimpse.Image(p) for p in pictures] * 48
+    duration, gap = largest_gap_during(lambda: model.embed_images(images, batch_size=len(images)))
+    # another Python thread ran throughout the call: its longest pause is a small part of the call
+    assert duration > 0.1 and gap < 0.5 * duration, (duration, gap)
+
+    # the control: the same call through ctypes.PyDLL, which keeps the GIL, stops the other thread
+    # for the whole call, so the measure above can tell the difference
+    holding = ctypes.PyDLL(glimpse._library.lib._name).glimpse_embed_images
+    holding.argtypes = glimpse._library.lib.glimpse_embed_images.argtypes
+    handles = (ctypes.c_void_p * len(images))(*[image._handle for image in images])
+    out = np.empty((len(images), model.embedding_dim), np.float32)
+    duration, gap = largest_gap_during(
+        lambda: holding(model._context(), handles, len(images), out.ctypes.data_as(glimpse._library.c_float_p)))
+    assert gap > 0.8 * duration, (duration, gap)
+
+
+# The binding's structures, field by field, against the C header's: a field appended to a public struct in
+# glimpse.h (as glimpse_index_params' exclude list was) must be appended here too, or calls read past the end.
+STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info",
+           "ContextParams": "glimpse_context_params", "ImageParams": "glimpse_image_params",
+           "CaptionParams": "glimpse_caption_params", "Caption": "glimpse_caption",
+           "IndexSummary": "glimpse_index_summary", "IndexParams": "glimpse_index_params",
+           "SearchResult": "glimpse_search_result"}
+
+
+def test_structures_match_the_header(tmp_path):
+    import shutil
+    import subprocess
+    from glimpse import _library
+    compiler = shutil.which("cc")
+    if not compiler:
+        pytest.skip("no C compiler to read the header's layout")
+    include = os.path.join(os.path.dirname(__file__), "..", "..", "include")
+    lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"glimpse.h\"", "int main(void) {"]
+    for python_name, c_name in STRUCTS.items():
+        for field, _ in getattr(_library, python_name)._fields_:
+            lines.append(f'    printf("{python_name} {field} %zu\\n", offsetof({c_name}, {field}));')
+        lines.append(f'    printf("{python_name} sizeof %zu\\n", sizeof({c_name}));')
+    lines.append("    return 0;\n}")
+    source = tmp_path / "layout.c"
+    source.write_text("\n".join(lines))
+    subprocess.run([compiler, "-I", include, str(source), "-o", str(tmp_path / "layout")], check=True)
+    printed = subprocess.run([str(tmp_path / "layout")], check=True, capture_output=True, text=True).stdout
+    for line in printed.splitlines():
+        python_name, field, value = line.split()
+        structure = getattr(_library, python_name)
+        got = ctypes.sizeof(structure) if field == "sizeof" else getattr(structure, field).offset
+        assert got == int(value), f"{python_name}.{field}: binding {got}, header {value}"

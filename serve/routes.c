@@ -1,0 +1,686 @@
+/* routes.c — what each endpoint of glimpse serve does with a request whose
+ * body has arrived: read its inputs (JSON, an image body, multipart parts),
+ * choose the model, hand the work to the model's queue, and write the JSON
+ * answer or {"error": message}. Images come only from request bodies: no
+ * path a client names is ever opened. */
+#define _GNU_SOURCE /* qsort_r */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/internal.h"
+
+#define SEARCH_MAX_K 1000
+#define QUERY_MAX_BYTES 4096
+#define CAPTION_MAX_TOKENS 500
+
+/* ------------------------------------------------------------- replies */
+
+static void reply_json(serve_reply *reply, int status, cJSON *root) {
+    char *body = root ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!body) {
+        reply_error(reply, 503, "out of memory");
+        reply->retry_after = 1;
+        return;
+    }
+    reply->status = status;
+    reply->body = body;
+    reply->size = strlen(body);
+    reply->content_type = "application/json";
+}
+
+static void reply_text(serve_reply *reply, const char *content_type, const char *text) {
+    reply->status = 200;
+    reply->body = strdup(text);
+    reply->size = reply->body ? strlen(text) : 0;
+    reply->content_type = content_type;
+}
+
+/* The HTTP status of a library failure. */
+static int status_of(glimpse_status status) {
+    switch (status) {
+    case GLIMPSE_STATUS_INVALID_ARGUMENT:
+    case GLIMPSE_STATUS_BAD_FORMAT:
+    case GLIMPSE_STATUS_WRONG_MODEL: return 400;
+    case GLIMPSE_STATUS_NOT_FOUND: return 404;
+    case GLIMPSE_STATUS_TOO_LARGE: return 413;
+    case GLIMPSE_STATUS_UNSUPPORTED: return 415;
+    case GLIMPSE_STATUS_OUT_OF_MEMORY:
+    case GLIMPSE_STATUS_BUSY: return 503;
+    default: return 500;
+    }
+}
+
+static cJSON *float_array(const float *values, size_t count) {
+    cJSON *array = cJSON_CreateArray();
+    for (size_t i = 0; array && i < count; i++) {
+        cJSON *number = cJSON_CreateNumber(values[i]);
+        if (!number) {
+            cJSON_Delete(array);
+            return NULL;
+        }
+        cJSON_AddItemToArray(array, number);
+    }
+    return array;
+}
+
+/* -------------------------------------------------------------- models */
+
+typedef enum capability { CAN_EMBED, CAN_RANK, CAN_CAPTION } capability;
+
+static const char *const capability_verbs[] = {"embed", "rank", "caption"};
+
+static bool model_can(const serve_model *model, capability what) {
+    glimpse_model_kind kind = model->info.kind;
+    bool embeds = kind == GLIMPSE_MODEL_KIND_CLIP || kind == GLIMPSE_MODEL_KIND_SIGLIP;
+    switch (what) {
+    case CAN_EMBED: return embeds;
+    case CAN_RANK: return embeds || kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
+    case CAN_CAPTION: return kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION;
+    }
+    return false;
+}
+
+static serve_model *find_model(serve_server *server, const char *name) {
+    for (size_t i = 0; i < server->model_count; i++)
+        if (strcmp(server->models[i].name, name) == 0) return &server->models[i];
+    return NULL;
+}
+
+/* The model named (or, name NULL, the first loaded that can do it); NULL with the reply set. */
+static serve_model *choose_model(serve_server *server, const char *name, capability what, serve_reply *reply) {
+    if (name) {
+        serve_model *model = find_model(server, name);
+        if (!model) {
+            reply_error(reply, 404, "no model named '%s' is loaded (GET /v1/models lists them)", name);
+            return NULL;
+        }
+        if (!model_can(model, what)) {
+            reply_error(reply, 400, "%s is a %s model: it cannot %s", name, model->info.architecture,
+                        capability_verbs[what]);
+            return NULL;
+        }
+        return model;
+    }
+    for (size_t i = 0; i < server->model_count; i++)
+        if (model_can(&server->models[i], what)) return &server->models[i];
+    reply_error(reply, 501, "no model loaded here can %s", capability_verbs[what]);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- work */
+
+/* Runs job on model's worker and waits for it; false with the reply set
+ * (503 and Retry-After when too many requests are waiting already). */
+static bool run_job(serve_server *server, serve_request *request, serve_model *model, serve_job *job,
+                    serve_reply *reply) {
+    if (request->counted_as_image) { /* its image has arrived */
+        request->counted_as_image = false;
+        atomic_fetch_sub(&server->load.images_arriving, 1);
+    }
+    if (!queue_submit(&model->queue, job)) {
+        reply_error(reply, 503, "busy: %zu requests are waiting already; try again shortly", server->load.limit);
+        reply->retry_after = 1;
+        return false;
+    }
+    queue_wait(&model->queue, job);
+    if (job->status) {
+        reply_error(reply, status_of(job->status), "%s", job->error);
+        return false;
+    }
+    return true;
+}
+
+/* The bytes of the image sent: the body, or the first multipart part named image. */
+static const serve_part *image_part(const serve_request *request) {
+    for (size_t i = 0; i < request->part_count; i++)
+        if (strcmp(request->parts[i].name, "image") == 0) return &request->parts[i];
+    return NULL;
+}
+
+static bool decode_image(serve_server *server, const char *bytes, size_t size, glimpse_image **image,
+                         serve_reply *reply) {
+    if (!size) {
+        reply_error(reply, 400, "the image is empty");
+        return false;
+    }
+    glimpse_image_params params = glimpse_image_default_params();
+    params.max_pixels = server->config.max_pixels;
+    glimpse_status status = glimpse_image_load_memory(bytes, size, &params, image);
+    if (status) {
+        int http = status == GLIMPSE_STATUS_TOO_LARGE ? 413 : status == GLIMPSE_STATUS_UNSUPPORTED ? 415 : 400;
+        reply_error(reply, http, "not an image glimpse can read: %s", glimpse_last_error());
+        return false;
+    }
+    return true;
+}
+
+/* The request's one image (the body, or its part named image); false with the reply set. */
+static bool request_image(serve_server *server, const serve_request *request, glimpse_image **image,
+                          serve_reply *reply) {
+    if (request->kind == SERVE_BODY_IMAGE) return decode_image(server, request->body, request->size, image, reply);
+    const serve_part *part = image_part(request);
+    if (!part) {
+        reply_error(reply, 400, "no image: send it as the body (image/...) or as a multipart part named image");
+        return false;
+    }
+    return decode_image(server, part->data, part->size, image, reply);
+}
+
+typedef struct text_work {
+    const char *text;
+    float *embedding;
+} text_work;
+
+static glimpse_status embed_text(serve_job *job, glimpse_context *ctx) {
+    text_work *work = job->data;
+    return glimpse_embed_texts(ctx, &work->text, 1, work->embedding);
+}
+
+/* Embeds text, or else image, with model into embedding (dim floats); false with the reply set. */
+static bool embed_one(serve_server *server, serve_request *request, serve_model *model, const char *text,
+                      glimpse_image *image, float *embedding, serve_reply *reply) {
+    text_work work = {text, embedding};
+    serve_job job = {0};
+    if (text) {
+        job.run = embed_text;
+        job.data = &work;
+    } else {
+        job.image = image;
+        job.embedding = embedding;
+    }
+    return run_job(server, request, model, &job, reply);
+}
+
+/* A JSON body parsed (an object); NULL with the reply set. */
+static cJSON *parse_json(const serve_request *request, serve_reply *reply) {
+    cJSON *json = request->body ? cJSON_ParseWithLength(request->body, request->size) : NULL;
+    if (!cJSON_IsObject(json)) {
+        cJSON_Delete(json);
+        reply_error(reply, 400, "malformed JSON: the body must be a JSON object");
+        return NULL;
+    }
+    return json;
+}
+
+/* A string member of a JSON object: false with the reply set when present but not a string. */
+static bool json_string_member(const cJSON *json, const char *name, const char **value, serve_reply *reply) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, name);
+    *value = NULL;
+    if (!item) return true;
+    if (!cJSON_IsString(item)) {
+        reply_error(reply, 400, "\"%s\" must be a string", name);
+        return false;
+    }
+    *value = item->valuestring;
+    return true;
+}
+
+/* ---------------------------------------------------------- /v1/embed */
+
+static void answer_embed(serve_server *server, serve_request *request, serve_reply *reply) {
+    const char *text = NULL, *name = request_argument(request, "model");
+    cJSON *json = NULL;
+    if (request->kind == SERVE_BODY_JSON) {
+        if (!(json = parse_json(request, reply))) return;
+        const char *json_name;
+        if (!json_string_member(json, "text", &text, reply) || !json_string_member(json, "model", &json_name, reply))
+            goto done;
+        if (json_name) name = json_name;
+        if (!text) {
+            reply_error(reply, 400, "nothing to embed: a JSON body is {\"text\": ...}");
+            goto done;
+        }
+    } else if (request->kind == SERVE_BODY_NONE) {
+        reply_error(reply, 400, "nothing to embed: send an image as the body or a multipart part named image, "
+                                "or {\"text\": ...}");
+        return;
+    } else if (request->kind == SERVE_BODY_MULTIPART && !image_part(request)) {
+        text = request_argument(request, "text");
+        if (!text) {
+            reply_error(reply, 400, "nothing to embed: no part named image or text");
+            return;
+        }
+    }
+    serve_model *model = choose_model(server, name, CAN_EMBED, reply);
+    if (!model) goto done;
+    glimpse_image *image = NULL;
+    if (!text && !request_image(server, request, &image, reply)) goto done;
+    size_t dim = glimpse_model_embedding_dim(model->model);
+    float *embedding = malloc(dim * sizeof(float));
+    if (!embedding) {
+        reply_error(reply, 503, "out of memory");
+    } else if (embed_one(server, request, model, text, image, embedding, reply)) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "model", model->name);
+        cJSON_AddItemToObject(root, "embedding", float_array(embedding, dim));
+        reply_json(reply, 200, root);
+    }
+    free(embedding);
+    glimpse_image_free(image);
+done:
+    cJSON_Delete(json);
+}
+
+/* ------------------------------------------------------------ /v1/rank */
+
+typedef struct rank_work {
+    const serve_model *model;
+    glimpse_image **images;
+    const char **texts;
+    size_t image_count, text_count;
+    glimpse_match_mode mode;
+    float *scores; /* image_count × text_count */
+} rank_work;
+
+static glimpse_status rank_images(serve_job *job, glimpse_context *ctx) {
+    rank_work *work = job->data;
+    if (work->model->info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL)
+        return glimpse_match(ctx, work->images, work->image_count, work->texts, work->text_count, work->mode,
+                             work->scores);
+    size_t dim = glimpse_model_embedding_dim(work->model->model);
+    float *images = malloc(work->image_count * dim * sizeof(float)), *texts = malloc(work->text_count * dim * sizeof(float));
+    glimpse_status status = images && texts ? GLIMPSE_STATUS_OK : GLIMPSE_STATUS_OUT_OF_MEMORY;
+    if (!status) status = glimpse_embed_images(ctx, work->images, work->image_count, images);
+    if (!status) status = glimpse_embed_texts(ctx, work->texts, work->text_count, texts);
+    if (!status)
+        status = glimpse_score(work->model->model, images, work->image_count, texts, work->text_count, work->scores);
+    free(images), free(texts);
+    return status;
+}
+
+static int compare_descending(const void *a, const void *b, void *scores_pointer) {
+    const float *scores = scores_pointer;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    if (scores[i] > scores[j]) return -1;
+    if (scores[i] < scores[j]) return 1;
+    return i < j ? -1 : i > j;
+}
+
+/* {"model", "scores": [[per text] per image], "rankings": [{"text", "results": [{"image", "score"}]}]} */
+static void reply_ranking(serve_reply *reply, const serve_model *model, const rank_work *work) {
+    cJSON *root = cJSON_CreateObject(), *scores = cJSON_AddArrayToObject(root, "scores");
+    cJSON_AddStringToObject(root, "model", model->name);
+    for (size_t i = 0; i < work->image_count; i++)
+        cJSON_AddItemToArray(scores, float_array(work->scores + i * work->text_count, work->text_count));
+    cJSON *rankings = cJSON_AddArrayToObject(root, "rankings");
+    size_t order[SERVE_MAX_PARTS];
+    float column[SERVE_MAX_PARTS];
+    for (size_t t = 0; t < work->text_count; t++) {
+        for (size_t i = 0; i < work->image_count; i++) order[i] = i, column[i] = work->scores[i * work->text_count + t];
+        qsort_r(order, work->image_count, sizeof *order, compare_descending, column);
+        cJSON *ranking = cJSON_CreateObject(), *results = cJSON_AddArrayToObject(ranking, "results");
+        cJSON_AddStringToObject(ranking, "text", work->texts[t]);
+        for (size_t r = 0; r < work->image_count; r++) {
+            cJSON *result = cJSON_CreateObject();
+            cJSON_AddNumberToObject(result, "image", (double)order[r]);
+            cJSON_AddNumberToObject(result, "score", column[order[r]]);
+            cJSON_AddItemToArray(results, result);
+        }
+        cJSON_AddItemToArray(rankings, ranking);
+    }
+    reply_json(reply, 200, root);
+}
+
+static void answer_rank(serve_server *server, serve_request *request, serve_reply *reply) {
+    if (request->kind != SERVE_BODY_MULTIPART) {
+        reply_error(reply, 400, "rank takes multipart/form-data: parts named image (files) and text (fields)");
+        return;
+    }
+    glimpse_image *images[SERVE_MAX_PARTS] = {0};
+    const char *texts[SERVE_MAX_PARTS];
+    float scores[SERVE_MAX_PARTS * SERVE_MAX_PARTS];
+    rank_work work = {.images = images, .texts = texts, .scores = scores, .mode = GLIMPSE_MATCH_MODE_ITM};
+    const char *mode = request_argument(request, "mode");
+    if (mode && strcmp(mode, "itc") != 0 && strcmp(mode, "itm") != 0) {
+        reply_error(reply, 400, "mode is itm or itc, not '%s'", mode);
+        return;
+    }
+    if (mode && strcmp(mode, "itc") == 0) work.mode = GLIMPSE_MATCH_MODE_ITC;
+    for (size_t i = 0; i < request->part_count; i++) {
+        const serve_part *part = &request->parts[i];
+        if (strcmp(part->name, "text") == 0 && !part->filename) texts[work.text_count++] = part->data;
+    }
+    serve_model *model = choose_model(server, request_argument(request, "model"), CAN_RANK, reply);
+    if (!model) return;
+    for (size_t i = 0; i < request->part_count; i++) {
+        const serve_part *part = &request->parts[i];
+        if (strcmp(part->name, "image") != 0) continue;
+        if (!decode_image(server, part->data, part->size, &images[work.image_count], reply)) goto done;
+        work.image_count++;
+    }
+    if (!work.image_count || !work.text_count) {
+        reply_error(reply, 400, "rank needs at least one part named image and one named text");
+        goto done;
+    }
+    work.model = model;
+    serve_job job = {.run = rank_images, .data = &work};
+    if (run_job(server, request, model, &job, reply)) reply_ranking(reply, model, &work);
+done:
+    for (size_t i = 0; i < work.image_count; i++) glimpse_image_free(images[i]);
+}
+
+/* --------------------------------------------------------- /v1/caption */
+
+/* A whole number argument in [minimum, maximum], if given; false with the reply set. */
+static bool integer_argument(const serve_request *request, const char *name, long long minimum, long long maximum,
+                             long long *value, serve_reply *reply) {
+    const char *text = request_argument(request, name);
+    if (!text) return true;
+    char *end;
+    errno = 0;
+    long long parsed = strtoll(text, &end, 10);
+    if (errno || end == text || *end || parsed < minimum || parsed > maximum) {
+        reply_error(reply, 400, "%s takes a whole number from %lld to %lld", name, minimum, maximum);
+        return false;
+    }
+    *value = parsed;
+    return true;
+}
+
+static bool number_argument(const serve_request *request, const char *name, float minimum, float maximum,
+                            float *value, serve_reply *reply) {
+    const char *text = request_argument(request, name);
+    if (!text) return true;
+    char *end;
+    float parsed = strtof(text, &end);
+    if (end == text || *end || !(parsed >= minimum && parsed <= maximum)) {
+        reply_error(reply, 400, "%s takes a number from %g to %g", name, minimum, maximum);
+        return false;
+    }
+    *value = parsed;
+    return true;
+}
+
+/* The caption options given (query string or form fields) over the model's own. */
+static bool caption_options(const serve_request *request, const serve_model *model, glimpse_caption_params *params,
+                            serve_reply *reply) {
+    *params = glimpse_caption_default_params();
+    params->prompt = request_argument(request, "prompt");
+    long long beams = params->beams, max_tokens = params->max_tokens, min_tokens = params->min_tokens,
+              top_k = params->top_k, seed = 0;
+    const char *sample = request_argument(request, "sample");
+    if (sample && strcmp(sample, "true") != 0 && strcmp(sample, "false") != 0 && strcmp(sample, "1") != 0 &&
+        strcmp(sample, "0") != 0) {
+        reply_error(reply, 400, "sample is true or false");
+        return false;
+    }
+    params->sample = sample && (strcmp(sample, "true") == 0 || strcmp(sample, "1") == 0);
+    if (!integer_argument(request, "beams", 1, GLIMPSE_CAPTION_MAX_BEAMS, &beams, reply) ||
+        !integer_argument(request, "max_tokens", 1, CAPTION_MAX_TOKENS, &max_tokens, reply) ||
+        !integer_argument(request, "min_tokens", 0, CAPTION_MAX_TOKENS, &min_tokens, reply) ||
+        !integer_argument(request, "top_k", 0, 1 << 24, &top_k, reply) ||
+        !integer_argument(request, "seed", 0, 0x7fffffffffffffffLL, &seed, reply) ||
+        !number_argument(request, "temperature", 1e-3f, 100, &params->temperature, reply) ||
+        !number_argument(request, "top_p", 1e-6f, 1, &params->top_p, reply) ||
+        !number_argument(request, "repetition_penalty", 1e-3f, 100, &params->repetition_penalty, reply) ||
+        !number_argument(request, "length_penalty", -10, 10, &params->length_penalty, reply))
+        return false;
+    params->beams = (int)beams, params->max_tokens = (int)max_tokens, params->min_tokens = (int)min_tokens;
+    params->top_k = (int)top_k, params->seed = (uint64_t)seed;
+    if (params->sample && params->beams != GLIMPSE_CAPTION_MODEL_DEFAULT && params->beams != 1) {
+        reply_error(reply, 400, "sample draws one caption: beams must be 1 or left out");
+        return false;
+    }
+    if (params->max_tokens != GLIMPSE_CAPTION_MODEL_DEFAULT && params->min_tokens > params->max_tokens) {
+        reply_error(reply, 400, "min_tokens (%d) is more than max_tokens (%d)", params->min_tokens, params->max_tokens);
+        return false;
+    }
+    /* as the CLI: a minimum above the model's own maximum is lowered to it */
+    int model_max_tokens = glimpse_caption_model_params(model->model).max_tokens;
+    if (params->max_tokens == GLIMPSE_CAPTION_MODEL_DEFAULT && params->min_tokens > model_max_tokens)
+        params->min_tokens = model_max_tokens;
+    return true;
+}
+
+typedef struct caption_work {
+    glimpse_image *image;
+    const glimpse_caption_params *params;
+    glimpse_caption caption;
+} caption_work;
+
+static glimpse_status caption_image(serve_job *job, glimpse_context *ctx) {
+    caption_work *work = job->data;
+    return glimpse_caption_images(ctx, &work->image, 1, work->params, &work->caption);
+}
+
+static void answer_caption(serve_server *server, serve_request *request, serve_reply *reply) {
+    serve_model *model = choose_model(server, request_argument(request, "model"), CAN_CAPTION, reply);
+    glimpse_caption_params params;
+    if (!model || !caption_options(request, model, &params, reply)) return;
+    caption_work work = {.params = &params};
+    if (!request_image(server, request, &work.image, reply)) return;
+    serve_job job = {.run = caption_image, .data = &work};
+    if (run_job(server, request, model, &job, reply)) {
+        cJSON *root = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(root, "ids");
+        cJSON_AddStringToObject(root, "model", model->name);
+        cJSON_AddStringToObject(root, "caption", work.caption.text);
+        for (size_t i = 0; i < work.caption.id_count; i++)
+            cJSON_AddItemToArray(ids, cJSON_CreateNumber(work.caption.ids[i]));
+        reply_json(reply, 200, root);
+    }
+    glimpse_caption_free(&work.caption);
+    glimpse_image_free(work.image);
+}
+
+/* ---------------------------------------------------------- /v1/search */
+
+typedef struct search_work {
+    glimpse_index *index;
+    const char *query; /* a text query to embed first; NULL: embedding holds the query already */
+    float *embedding;
+    size_t k, found;
+    glimpse_search_result *results;
+    cJSON *answer; /* the results as JSON, made while the index's paths are valid */
+} search_work;
+
+static glimpse_status search_index(serve_job *job, glimpse_context *ctx) {
+    search_work *work = job->data;
+    glimpse_status status = work->query ? glimpse_embed_query(ctx, work->query, work->embedding) : GLIMPSE_STATUS_OK;
+    if (!status) status = glimpse_index_search(work->index, work->embedding, work->k, work->results, &work->found);
+    if (status) return status;
+    cJSON *results = cJSON_AddArrayToObject(work->answer, "results");
+    for (size_t r = 0; r < work->found; r++) {
+        cJSON *result = cJSON_CreateObject();
+        cJSON_AddStringToObject(result, "path", work->results[r].path);
+        cJSON_AddNumberToObject(result, "score", work->results[r].score);
+        cJSON_AddItemToArray(results, result);
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
+static void answer_search(serve_server *server, serve_request *request, serve_reply *reply, bool post) {
+    serve_model *model = server->search_model;
+    if (!model) {
+        reply_error(reply, 501, "no index here: start the server with --db INDEX to search");
+        return;
+    }
+    long long k = 10;
+    if (!integer_argument(request, "k", 1, SEARCH_MAX_K, &k, reply)) return;
+    search_work work = {.index = model->index, .k = (size_t)k};
+    const char *query = post ? NULL : request_argument(request, "q");
+    if (!post) {
+        if (!query || !query[0]) {
+            reply_error(reply, 400, "no query: give q=TEXT (GET), or POST an image");
+            return;
+        }
+        if (strlen(query) > QUERY_MAX_BYTES) {
+            reply_error(reply, 400, "the query is longer than %d bytes", QUERY_MAX_BYTES);
+            return;
+        }
+        if (glimpse_query_needs_images(query)) { /* @PATH parts would open files named by the client */
+            reply_error(reply, 400, "image parts (@PATH) are not taken over HTTP: POST the image to /v1/search");
+            return;
+        }
+        work.query = query;
+    }
+    glimpse_image *image = NULL;
+    size_t dim = glimpse_model_embedding_dim(model->model);
+    work.embedding = malloc(dim * sizeof(float));
+    work.results = malloc((size_t)k * sizeof *work.results);
+    work.answer = cJSON_CreateObject();
+    if (!work.embedding || !work.results || !work.answer) {
+        reply_error(reply, 503, "out of memory");
+        goto done;
+    }
+    if (post && (!request_image(server, request, &image, reply) ||
+                 !embed_one(server, request, model, NULL, image, work.embedding, reply)))
+        goto done;
+    serve_job job = {.run = search_index, .data = &work};
+    if (!run_job(server, request, model, &job, reply)) goto done;
+    cJSON_AddStringToObject(work.answer, "model", model->name);
+    if (query) cJSON_AddStringToObject(work.answer, "query", query);
+    reply_json(reply, 200, work.answer);
+    work.answer = NULL;
+done:
+    cJSON_Delete(work.answer);
+    free(work.embedding);
+    free(work.results);
+    glimpse_image_free(image);
+}
+
+/* ----------------------------------------------- immich's POST /predict */
+
+/* immich's machine-learning protocol for CLIP search: a form with entries
+ * = {"clip": {"visual": {"modelName": M}}} and a file part image, or
+ * {"clip": {"textual": {"modelName": M, "options": {...}}}} and a field text.
+ * The answer: {"clip": "[...]"} (the embedding as a JSON string, as immich's
+ * service sends it), with "imageHeight" and "imageWidth" for an image. */
+static void answer_predict(serve_server *server, serve_request *request, serve_reply *reply) {
+    const char *entries = request->kind == SERVE_BODY_MULTIPART ? request_argument(request, "entries") : NULL;
+    if (!entries) {
+        reply_error(reply, 422, "Invalid request format: a multipart form with an entries field is expected");
+        return;
+    }
+    cJSON *json = cJSON_Parse(entries);
+    glimpse_image *image = NULL;
+    float *embedding = NULL;
+    const cJSON *clip = cJSON_GetObjectItemCaseSensitive(json, "clip"), *task;
+    if (cJSON_IsObject(json))
+        cJSON_ArrayForEach(task, json) if (strcmp(task->string, "clip") != 0) {
+            reply_error(reply, 422, "this server does immich's clip task only, not '%s'", task->string);
+            goto done;
+        }
+    if (!cJSON_IsObject(json) || !cJSON_IsObject(clip) || cJSON_GetArraySize(clip) != 1) {
+        reply_error(reply, 422, "Invalid request format: entries must be {\"clip\": {\"visual\" or \"textual\": "
+                                "{\"modelName\": ...}}}");
+        goto done;
+    }
+    const cJSON *entry = clip->child, *model_name = cJSON_GetObjectItemCaseSensitive(entry, "modelName");
+    bool visual = strcmp(entry->string, "visual") == 0;
+    if ((!visual && strcmp(entry->string, "textual") != 0) || !cJSON_IsObject(entry) || !cJSON_IsString(model_name)) {
+        reply_error(reply, 422, "Invalid request format: clip takes visual or textual, with a modelName");
+        goto done;
+    }
+    serve_model *model = find_model(server, model_name->valuestring);
+    if (!model || !model_can(model, CAN_EMBED)) {
+        reply_error(reply, 422, "no CLIP or SigLIP model named '%s' is loaded (GET /v1/models lists them)",
+                    model_name->valuestring);
+        goto done;
+    }
+    const char *text = visual ? NULL : request_argument(request, "text");
+    if (!visual && !text) {
+        reply_error(reply, 400, "textual needs a field named text");
+        goto done;
+    }
+    if (visual && !request_image(server, request, &image, reply)) goto done;
+    size_t dim = glimpse_model_embedding_dim(model->model);
+    if (!(embedding = malloc(dim * sizeof(float)))) {
+        reply_error(reply, 503, "out of memory");
+        goto done;
+    }
+    if (!embed_one(server, request, model, text, image, embedding, reply)) goto done;
+    cJSON *array = float_array(embedding, dim);
+    char *serialized = array ? cJSON_PrintUnformatted(array) : NULL;
+    cJSON_Delete(array);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "clip", serialized ? serialized : "");
+    free(serialized);
+    if (visual) {
+        cJSON_AddNumberToObject(root, "imageHeight", glimpse_image_height(image));
+        cJSON_AddNumberToObject(root, "imageWidth", glimpse_image_width(image));
+    }
+    reply_json(reply, serialized ? 200 : 503, root);
+done:
+    free(embedding);
+    glimpse_image_free(image);
+    cJSON_Delete(json);
+}
+
+/* ------------------------------------------------ health, models, metrics */
+
+static void answer_models(serve_server *server, serve_reply *reply) {
+    cJSON *root = cJSON_CreateObject(), *models = cJSON_AddArrayToObject(root, "models");
+    for (size_t i = 0; i < server->model_count; i++) {
+        const serve_model *model = &server->models[i];
+        cJSON *item = cJSON_CreateObject(), *endpoints = cJSON_AddArrayToObject(item, "endpoints");
+        cJSON_AddStringToObject(item, "name", model->name);
+        cJSON_AddStringToObject(item, "architecture", model->info.architecture);
+        cJSON_AddNumberToObject(item, "embedding_dim", model->info.embedding_dim);
+        if (model_can(model, CAN_EMBED)) {
+            cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/embed"));
+            cJSON_AddItemToArray(endpoints, cJSON_CreateString("/predict"));
+        }
+        if (model_can(model, CAN_RANK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/rank"));
+        if (model_can(model, CAN_CAPTION)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/caption"));
+        if (model == server->search_model) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/search"));
+        cJSON_AddItemToArray(models, item);
+    }
+    reply_json(reply, 200, root);
+}
+
+static void answer_health(serve_server *server, serve_reply *reply) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "status", "ok");
+    cJSON_AddNumberToObject(root, "models", (double)server->model_count);
+    reply_json(reply, 200, root);
+}
+
+static void answer_metrics(serve_server *server, serve_reply *reply) {
+    size_t in_flight;
+    pthread_mutex_lock(&server->flight_lock);
+    in_flight = server->in_flight;
+    pthread_mutex_unlock(&server->flight_lock);
+    size_t length;
+    char *text = metrics_render(&server->metrics, atomic_load(&server->load.queued), in_flight, &length);
+    if (!text) {
+        reply_error(reply, 503, "out of memory");
+        return;
+    }
+    reply->status = 200;
+    reply->body = text;
+    reply->size = length;
+    reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+void route_answer(serve_server *server, serve_request *request, serve_reply *reply) {
+    bool has_body = request->kind != SERVE_BODY_NONE;
+    if (request->bad_parts) {
+        reply_error(reply, 400, "malformed form: more than %d parts, or parts that cannot be read", SERVE_MAX_PARTS);
+        return;
+    }
+    switch (request->route) {
+    case SERVE_ROUTE_EMBED: answer_embed(server, request, reply); break;
+    case SERVE_ROUTE_RANK: answer_rank(server, request, reply); break;
+    case SERVE_ROUTE_CAPTION: answer_caption(server, request, reply); break;
+    case SERVE_ROUTE_SEARCH: answer_search(server, request, reply, has_body); break;
+    case SERVE_ROUTE_PREDICT: answer_predict(server, request, reply); break;
+    case SERVE_ROUTE_ASK:
+        reply_error(reply, 501, "not available in this build: /v1/ask needs visual question answering, which this "
+                                "glimpse does not have yet");
+        break;
+    case SERVE_ROUTE_EXPLAIN:
+        reply_error(reply, 501, "not available in this build: /v1/explain needs glimpse's explain API, which this "
+                                "glimpse does not have yet");
+        break;
+    case SERVE_ROUTE_PING: reply_text(reply, "text/plain", "pong"); break;
+    case SERVE_ROUTE_HEALTH: answer_health(server, reply); break;
+    case SERVE_ROUTE_MODELS: answer_models(server, reply); break;
+    case SERVE_ROUTE_METRICS: answer_metrics(server, reply); break;
+    default: reply_error(reply, 404, "no such endpoint"); break;
+    }
+}

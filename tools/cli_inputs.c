@@ -1,0 +1,322 @@
+/* cli_inputs.c — what the commands are given turned into pictures: folders
+ * walked, standard input read once (bounded), files mapped, videos sampled. */
+#include "tools/cli_inputs.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/file.h"
+#include "search/index.h"
+#include "vision/image.h"
+
+const char cli_inputs_help[] =
+    "Inputs: image files; '-' for one picture on standard input (read whole, up to 1 GiB;\n"
+    "a terminal is refused); folders, walked recursively for image files as 'glimpse index'\n"
+    "walks them (same extensions and rules). A named pipe is refused at once (give it as\n"
+    "'-' < PIPE), never waited on.\n";
+
+const char cli_video_help[] =
+    "Videos, named or on standard input, not taken from folders (MP4/MOV, Matroska/WebM,\n"
+    "AVI, MPEG-TS/PS, FLV, ASF, Ogg; H.264, H.265, VP9, AV1, MJPEG and the rest FFmpeg\n"
+    "decodes): frames are taken every few seconds or at scene changes, turned upright by\n"
+    "the video's rotation (kept as stored with --no-exif-rotate), in RGB exactly as the\n"
+    "ffmpeg tool converts them to rgb24; each result carries its time (\"time\": SECONDS in JSON,\n"
+    "PATH @ M:SS.s in plain output).\n"
+    "      --every SECONDS  a frame at the start and every SECONDS after it (default 2:\n"
+    "                       a moment of a home video lasts a few seconds, and a ten-minute\n"
+    "                       video costs 300 frames)\n"
+    "      --scenes         a frame at the start and at each scene change instead: when the\n"
+    "                       frame's 64x64 grey thumbnail differs from the last frame taken by\n"
+    "                       a mean absolute difference over the threshold (of full scale)\n"
+    "      --scene-threshold T  that threshold (default 0.1; between two unrelated photographs\n"
+    "                       it is about 0.27, between frames of one still shot near 0)\n";
+
+double cli_parse_double(const char *command, const char *option, const char *text, double minimum, double maximum) {
+    char *end;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno || end == text || *end || !(value >= minimum && value <= maximum))
+        cli_usage_error(command, "%s takes a number from %g to %g, not '%s'", option, minimum, maximum, text);
+    return value;
+}
+
+bool cli_video_option(video_params *params, int code, const char *argument, const char *command) {
+    switch (code) {
+    case CLI_OPT_EVERY:
+        params->every_seconds = cli_parse_double(command, "--every", argument, 0.001, 1e9);
+        params->scene_threshold = 0;
+        return true;
+    case CLI_OPT_SCENES:
+        if (!(params->scene_threshold > 0)) params->scene_threshold = VIDEO_DEFAULT_SCENE_THRESHOLD;
+        return true;
+    case CLI_OPT_SCENE_THRESHOLD:
+        params->scene_threshold = cli_parse_double(command, "--scene-threshold", argument, 0.0001, 1);
+        return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------ expansion */
+
+static void push_path(char ***paths, size_t *count, size_t *capacity, const char *path) {
+    if (*count == *capacity) {
+        *capacity = *capacity ? *capacity * 2 : 16;
+        *paths = realloc(*paths, *capacity * sizeof **paths);
+    }
+    char *copy = *paths ? strdup(path) : NULL;
+    if (!copy) {
+        cli_error("out of memory");
+        exit(CLI_EXIT_FAILURE);
+    }
+    (*paths)[(*count)++] = copy;
+}
+
+char **cli_expand_inputs(cli_options *options, const char *command, char *const *arguments, size_t count,
+                         size_t *expanded) {
+    char **paths = NULL;
+    size_t found = 0, capacity = 0;
+    bool standard_input = false;
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp(arguments[i], "-") == 0) {
+            if (standard_input) cli_usage_error(command, "'-' (standard input) may be given once");
+            standard_input = true;
+        }
+        if (strcmp(arguments[i], "-") == 0 || !file_is_directory(arguments[i])) {
+            push_path(&paths, &found, &capacity, arguments[i]);
+            continue;
+        }
+        walk_result walk;
+        if (walk_folder_files(arguments[i], &walk)) {
+            cli_error("out of memory");
+            exit(CLI_EXIT_FAILURE);
+        }
+        for (size_t s = 0; s < walk.skipped.count; s++) {
+            cli_error("%s: cannot read this folder: %s", walk.skipped.items[s].path, walk.skipped.items[s].reason);
+            options->failures++;
+        }
+        if (!walk.files.count && !walk.skipped.count) {
+            cli_error("%s: no image files in this folder", arguments[i]);
+            options->failures++;
+        }
+        for (size_t f = 0; f < walk.files.count; f++) push_path(&paths, &found, &capacity, walk.files.items[f].path);
+        walk_result_free(&walk);
+    }
+    *expanded = found;
+    return paths;
+}
+
+void cli_inputs_free(char **paths, size_t count) {
+    for (size_t i = 0; i < count; i++) free(paths[i]);
+    free(paths);
+}
+
+/* ---------------------------------------------------------- the bytes */
+
+/* Standard input, read once (a re-ranking may decode an image twice). */
+static struct {
+    bool tried, ok;
+    uint8_t *bytes;
+    size_t size;
+} standard_input;
+
+static const char *input_label(const char *path) { return strcmp(path, "-") == 0 ? "standard input" : path; }
+
+/* The bytes of a path or of '-': mapped (*mapped) or standard input's. Prints the reason on failure. */
+static bool open_input(const char *path, cli_progress *progress, const uint8_t **bytes, size_t *size, bool *mapped) {
+    *mapped = false;
+    if (strcmp(path, "-") != 0) {
+        if (file_map(path, bytes, size)) {
+            if (progress) cli_progress_end(progress);
+            cli_error("%s", glimpse_last_error());
+            return false;
+        }
+        *mapped = true;
+        return true;
+    }
+    if (!standard_input.tried) {
+        standard_input.tried = true;
+        if (progress) cli_progress_end(progress);
+        if (isatty(STDIN_FILENO)) {
+            cli_error("standard input is a terminal: pipe a picture into it ('- < photo.jpg')");
+            return false;
+        }
+        if (file_read_stream(STDIN_FILENO, "standard input", CLI_STDIN_MAX_BYTES, &standard_input.bytes,
+                             &standard_input.size)) {
+            cli_error("%s", glimpse_last_error());
+            return false;
+        }
+        standard_input.ok = true;
+    } else if (!standard_input.ok) {
+        if (progress) cli_progress_end(progress);
+        cli_error("standard input could not be read");
+        return false;
+    }
+    *bytes = standard_input.bytes;
+    *size = standard_input.size;
+    return true;
+}
+
+static void close_input(const uint8_t *bytes, size_t size, bool mapped) {
+    if (mapped) file_unmap(bytes, size);
+}
+
+/* Decodes bytes as an image; a video where an image is wanted is named as one. */
+static bool decode_image(const cli_options *options, const char *path, cli_progress *progress, const uint8_t *bytes,
+                         size_t size, bool videos_elsewhere, glimpse_image **image) {
+    if (!image_decode_with(bytes, size, input_label(path), options->max_pixels, !options->no_exif_rotate, image))
+        return true;
+    if (progress) cli_progress_end(progress);
+    if (videos_elsewhere && video_probe(bytes, size))
+        cli_error("%s: a video; this command takes images (caption and embed take videos)", input_label(path));
+    else
+        cli_error("%s", glimpse_last_error());
+    return false;
+}
+
+bool cli_decode_input(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image) {
+    const uint8_t *bytes;
+    size_t size;
+    bool mapped;
+    if (!open_input(path, progress, &bytes, &size, &mapped)) return false;
+    bool ok = decode_image(options, path, progress, bytes, size, true, image);
+    close_input(bytes, size, mapped);
+    return ok;
+}
+
+/* ------------------------------------------------------------ pictures */
+
+void cli_pictures_start(cli_pictures *pictures, cli_options *options, const video_params *video, char *const *paths,
+                        size_t count) {
+    memset(pictures, 0, sizeof *pictures);
+    pictures->options = options;
+    pictures->video = video;
+    pictures->paths = paths;
+    pictures->count = count;
+    cli_progress_start(&pictures->progress, options, count, "inputs");
+}
+
+/* The input open (an image decoded, or a video ended or failed) is done with. */
+static void finish_input(cli_pictures *pictures, size_t source) {
+    video_close(pictures->reader);
+    pictures->reader = NULL;
+    close_input(pictures->bytes, pictures->size, pictures->mapped);
+    pictures->bytes = NULL, pictures->size = 0, pictures->mapped = false;
+    cli_progress_step(&pictures->progress, source + 1);
+}
+
+static void fail(cli_pictures *pictures, size_t source, const char *message) {
+    cli_progress_end(&pictures->progress);
+    if (message) cli_error("%s", message);
+    pictures->options->failures++;
+    finish_input(pictures, source);
+}
+
+bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
+    memset(picture, 0, sizeof *picture);
+    for (;;) {
+        if (pictures->reader) {
+            size_t source = pictures->video_source;
+            int64_t number;
+            if (video_next(pictures->reader, &picture->image, &picture->seconds, &number)) {
+                fail(pictures, source, glimpse_last_error());
+                continue;
+            }
+            if (!picture->image) {
+                finish_input(pictures, source);
+                continue;
+            }
+            picture->path = pictures->paths[source];
+            picture->source = source;
+            return true;
+        }
+        if (pictures->next >= pictures->count) return false;
+        size_t source = pictures->next++;
+        const char *path = pictures->paths[source];
+        if (!open_input(path, &pictures->progress, &pictures->bytes, &pictures->size, &pictures->mapped)) {
+            fail(pictures, source, NULL);
+            continue;
+        }
+        if (pictures->video && video_probe(pictures->bytes, pictures->size)) {
+            video_params params = *pictures->video;
+            params.max_pixels = pictures->options->max_pixels;
+            params.ignore_rotation = pictures->options->no_exif_rotate;
+            if (video_open(pictures->bytes, pictures->size, input_label(path), &params, &pictures->reader))
+                fail(pictures, source, glimpse_last_error());
+            else
+                pictures->video_source = source;
+            continue;
+        }
+        bool decoded = decode_image(pictures->options, path, &pictures->progress, pictures->bytes, pictures->size,
+                                    !pictures->video, &picture->image);
+        if (!decoded) {
+            fail(pictures, source, NULL);
+            continue;
+        }
+        finish_input(pictures, source);
+        picture->path = path;
+        picture->source = source;
+        picture->seconds = -1;
+        return true;
+    }
+}
+
+void cli_pictures_end(cli_pictures *pictures) {
+    if (pictures->reader || pictures->bytes) finish_input(pictures, pictures->video_source);
+    cli_progress_end(&pictures->progress);
+}
+
+/* ------------------------------------------------------------- results */
+
+void cli_print_picture(FILE *out, const cli_picture *picture) {
+    fputs(picture->path, out);
+    if (picture->seconds < 0) return;
+    double seconds = picture->seconds;
+    long long whole_minutes = (long long)(seconds / 60);
+    double rest = seconds - 60.0 * (double)whole_minutes;
+    if (rest >= 59.95) whole_minutes++, rest = 0; /* 59.97 s shows as 1:00.0, not 0:60.0 */
+    if (whole_minutes >= 60)
+        fprintf(out, " @ %lld:%02lld:%04.1f", whole_minutes / 60, whole_minutes % 60, rest);
+    else
+        fprintf(out, " @ %lld:%04.1f", whole_minutes, rest);
+}
+
+void cli_json_picture(FILE *out, const cli_picture *picture) {
+    fputs("{\"image\": ", out);
+    json_string(out, picture->path);
+    if (picture->seconds >= 0) {
+        fputs(", \"time\": ", out);
+        fprintf(out, "%.10g", picture->seconds); /* ten digits: to 10 us for a video a day long */
+    }
+}
+
+#define CLI_PICTURE_BATCH 8
+
+void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim, cli_embedded *done, void *user) {
+    cli_picture batch[CLI_PICTURE_BATCH];
+    glimpse_image *images[CLI_PICTURE_BATCH];
+    float *embeddings = cli_calloc(CLI_PICTURE_BATCH * dim, sizeof(float));
+    bool more = true;
+    while (more) {
+        size_t count = 0;
+        while (count < CLI_PICTURE_BATCH && (more = cli_pictures_next(pictures, &batch[count])))
+            images[count] = batch[count].image, count++;
+        if (!count) break;
+        bool batch_failed = glimpse_embed_images(ctx, images, count, embeddings) != GLIMPSE_STATUS_OK;
+        for (size_t j = 0; j < count; j++) {
+            /* a batch that failed as a whole is retried one by one to name the culprit */
+            if (batch_failed && glimpse_embed_images(ctx, &images[j], 1, embeddings + j * dim)) {
+                cli_progress_end(&pictures->progress);
+                cli_error("%s: %s", input_label(batch[j].path), glimpse_last_error());
+                pictures->options->failures++;
+            } else {
+                done(user, &batch[j], embeddings + j * dim);
+            }
+            glimpse_image_free(images[j]);
+        }
+    }
+    free(embeddings);
+}
