@@ -57,6 +57,19 @@ glimpse_status bench_decoder_step(bench_bert *bert, size_t position, size_t sequ
  * glimpse_tokenize gives them). */
 glimpse_status bench_itm_text(bench_bert *bert, const int32_t *ids, size_t count, double *flops);
 
+/* BLIP-2 (api/blip2.c), with run states for up to `sequences` sequences made on first use: the image side
+ * after the vision tower (Q-Former and language projection) of the first image of the last bench_vision
+ * batch; the language model's first step over those query vectors and prompt_length ids (everything before
+ * the first token but the vision tower and the Q-Former); one later step of `sequences` sequences,
+ * `generated` tokens after the query vectors and a prompt of prompt_length ids; and the bytes of weights such a step reads (every layer's and the
+ * head's matrices in their stored type, or their int8 twins and scales): the step's bound is those bytes
+ * over the read bandwidth. */
+glimpse_status bench_blip2_qformer(glimpse_context *ctx, size_t sequences, double *flops);
+glimpse_status bench_blip2_prefill(glimpse_context *ctx, size_t prompt_length, double *flops);
+glimpse_status bench_blip2_step(glimpse_context *ctx, size_t prompt_length, size_t generated, size_t sequences,
+                                double *flops);
+double bench_blip2_step_bytes(const glimpse_context *ctx);
+
 /* --profile: the wall time the calling thread spent per kind of work since
  * bench_profile_start, as shares of the time since then. BENCH_PROFILE_KINDS
  * kinds, named by bench_profile_names; the last is the time waiting for the

@@ -1,4 +1,4 @@
-/* caption.c — glimpse_caption_images: BLIP and ViT-GPT2 captioning through the public
+/* caption.c — glimpse_caption_images: BLIP, ViT-GPT2 and BLIP-2 captioning through the public
  * API. Images are encoded in batches; each image's tokens are handed to
  * the decoder once (cross-attention keys and values computed once), then
  * the caption is searched for token by token. */
@@ -134,11 +134,12 @@ static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt,
     return status;
 }
 
-/* decode(ids, skip_special_tokens=True) with the model's tokenizer. */
-static glimpse_status decode_ids(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
-    if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2)
-        return gpt2_tokenizer_decode(model->byte_bpe, ids, count, 1, 1, text, NULL);
+/* decode(ids, skip_special_tokens=True) with BLIP's WordPiece, and with ViT-GPT2's byte-level BPE. */
+static glimpse_status wordpiece_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
     return bert_tokenizer_decode(model->wordpiece, ids, count, text);
+}
+static glimpse_status byte_bpe_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
+    return gpt2_tokenizer_decode(model->byte_bpe, ids, count, 1, 1, text, NULL);
 }
 
 /* 1 if the bytes GPT-2's tokens ids[0..count) stand for end inside a character: decoding then ends in the
@@ -164,6 +165,7 @@ static bool ends_inside_character(const gpt2_tokenizer *tokenizer, const int32_t
 typedef struct stream {
     const glimpse_model *model;
     const glimpse_caption_params *params;
+    caption_decode_fn decode;
     size_t image;
     int32_t *ids; /* generated so far */
     size_t count, capacity;
@@ -173,28 +175,21 @@ static int stream_token(void *user, int32_t id) {
     stream *s = user;
     if (s->count < s->capacity) s->ids[s->count++] = id;
     char *text = NULL;
-    if (decode_ids(s->model, s->ids, s->count, &text)) return 1;
+    if (s->decode(s->model, s->ids, s->count, &text)) return 1;
     size_t length = strlen(text);
-    if (s->model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 && ends_inside_character(s->model->byte_bpe, s->ids, s->count) &&
-        length >= 3 && memcmp(text + length - 3, "\xEF\xBF\xBD", 3) == 0)
+    if (s->model->byte_bpe && ends_inside_character(s->model->byte_bpe, s->ids, s->count) && length >= 3 &&
+        memcmp(text + length - 3, "\xEF\xBF\xBD", 3) == 0)
         text[length - 3] = '\0'; /* words stream whole: a character split over tokens waits for its last byte */
     bool stop = s->params->on_token(s->params->user, s->image, id, text);
     free(text);
     return stop;
 }
 
-static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glimpse_caption_params *p,
-                                  const int32_t *prompt, size_t prompt_length, glimpse_caption *out) {
+glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const glimpse_caption_params *p,
+                                   const caption_decoder *decoder, const int32_t *prompt, size_t prompt_length,
+                                   caption_decode_fn decode, glimpse_caption *out) {
     const glimpse_model *model = ctx->model;
     size_t max_length = prompt_length + (size_t)p->max_tokens;
-    bert_decoder bert = {&model->text_decoder, ctx->bert};
-    gpt2_decoder gpt2 = {&model->gpt2, ctx->gpt2};
-    bool vit_gpt2 = model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2;
-    glimpse_status status =
-        vit_gpt2 ? gpt2_set_image(&model->gpt2, ctx->gpt2, ctx->vision_output, model->vision.tokens, ctx->threads)
-                 : bert_set_image(&model->text_decoder, ctx->bert, ctx->vision_output, model->vision.tokens,
-                                  ctx->threads);
-    if (status) return status;
     caption_settings settings = {max_length,
                                  prompt_length + (size_t)p->min_tokens,
                                  p->beams,
@@ -213,13 +208,12 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glim
         free(ids), free(generated);
         return ERROR_OOM();
     }
-    stream s = {model, p, image, generated, 0, max_length};
+    stream s = {model, p, decode, image, generated, 0, max_length};
     size_t length = 0;
-    caption_decoder decoder = vit_gpt2 ? gpt2_caption_decoder(&gpt2) : bert_caption_decoder(&bert);
-    status = caption_generate(&decoder, prompt, prompt_length, &settings,
-                              p->on_token ? stream_token : NULL, &s, ids, &length, ctx->threads);
+    glimpse_status status = caption_generate(decoder, prompt, prompt_length, &settings,
+                                             p->on_token ? stream_token : NULL, &s, ids, &length, ctx->threads);
     free(generated);
-    if (!status) status = decode_ids(model, ids, length, &out->text);
+    if (!status) status = decode(model, ids, length, &out->text);
     if (status) {
         free(ids);
         return status;
@@ -229,6 +223,24 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const glim
     return GLIMPSE_STATUS_OK;
 }
 
+/* One image of BLIP or ViT-GPT2, its vision tokens in ctx->vision_output: the decoder's image side, then the
+ * caption. */
+static glimpse_status caption_one(glimpse_context *ctx, size_t image, const caption_request *request,
+                                  glimpse_caption *out) {
+    const glimpse_model *model = ctx->model;
+    bert_decoder bert = {&model->text_decoder, ctx->bert};
+    gpt2_decoder gpt2 = {&model->gpt2, ctx->gpt2};
+    bool vit_gpt2 = model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2;
+    glimpse_status status =
+        vit_gpt2 ? gpt2_set_image(&model->gpt2, ctx->gpt2, ctx->vision_output, model->vision.tokens, ctx->threads)
+                 : bert_set_image(&model->text_decoder, ctx->bert, ctx->vision_output, model->vision.tokens,
+                                  ctx->threads);
+    if (status) return status;
+    caption_decoder decoder = vit_gpt2 ? gpt2_caption_decoder(&gpt2) : bert_caption_decoder(&bert);
+    return caption_decode_text(ctx, image, request->params, &decoder, request->prompt, request->prompt_length,
+                               vit_gpt2 ? byte_bpe_decode : wordpiece_decode, out);
+}
+
 glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                       const glimpse_caption_params *params, glimpse_caption *out) {
     if (!ctx || !images || !out)
@@ -236,16 +248,18 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
     if (!count) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_caption_images: no images");
     for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
     const glimpse_model *model = ctx->model;
-    if (model->kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && model->kind != GLIMPSE_MODEL_KIND_VIT_GPT2)
+    if (model->kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && model->kind != GLIMPSE_MODEL_KIND_VIT_GPT2 &&
+        model->kind != GLIMPSE_MODEL_KIND_BLIP2)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "captioning needs a captioning model "
-                                                     "(BlipForConditionalGeneration, VisionEncoderDecoderModel), "
-                                                     "this is %s",
+                                                     "(BlipForConditionalGeneration, VisionEncoderDecoderModel, "
+                                                     "Blip2ForConditionalGeneration), this is %s",
                          model->architecture);
     glimpse_caption_params defaults = glimpse_caption_default_params();
     glimpse_caption_params resolved = resolve_params(model, params ? params : &defaults);
     const glimpse_caption_params *p = &resolved;
     glimpse_status status = check_params(p);
     if (status) return status;
+    if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) return blip2_caption_images(ctx, images, count, p, out);
     int32_t *prompt = NULL;
     size_t prompt_length = 0;
     if ((status = prompt_ids(model, p->prompt, &prompt, &prompt_length))) return status;
@@ -276,18 +290,28 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
         status = bert_state_create(&model->text_decoder, (size_t)p->beams, max_length, max_length, model->vision.tokens,
                                    &ctx->bert);
     }
-    if (!status && ctx->caption_record) ctx->bert->record = ctx->caption_record; /* glimpse_explain_caption's */
+    if (!status && ctx->caption_record && model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION)
+        ctx->bert->record = ctx->caption_record; /* glimpse_explain_caption's */
+    caption_request request = {p, prompt, prompt_length};
+    if (!status) status = caption_each_image(ctx, images, count, caption_one, &request, out);
+    free(prompt);
+    return status;
+}
+
+glimpse_status caption_each_image(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                  caption_image_fn caption, const caption_request *request, glimpse_caption *out) {
+    const glimpse_model *model = ctx->model;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t first = 0; first < count && !status; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
         vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
             vit_post_norm_all(&model->vision, ctx->vision, b, ctx->vision_output);
-            status = caption_one(ctx, first + b, p, prompt, prompt_length, &out[first + b]);
+            status = caption(ctx, first + b, request, &out[first + b]);
             if (!status) status = context_progress(ctx, first + b + 1, count);
         }
     }
-    free(prompt);
     if (status)
         for (size_t i = 0; i < count; i++) glimpse_caption_free(&out[i]);
     return status;

@@ -24,6 +24,9 @@ void glimpse_context_free(glimpse_context *ctx) {
     bert_state_free(ctx->bert);
     gpt2_state_free(ctx->gpt2);
     free(ctx->vision_output);
+    bert_state_free(ctx->qformer);
+    opt_state_free(ctx->language);
+    free(ctx->prefix);
     free(ctx);
 }
 

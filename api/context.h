@@ -7,6 +7,8 @@
 
 #include "core/pool.h"
 #include "fusion/bert.h"
+#include "fusion/caption.h"
+#include "fusion/opt.h"
 #include "fusion/gpt2.h"
 #include "glimpse.h"
 #include "text/clip_text.h"
@@ -32,6 +34,12 @@ struct glimpse_context {
      * decoder's (beams x caption length) or the retrieval text encoder's (one
      * text at a time, for ITM and ITC) */
     bert_state *bert;
+    /* BLIP-2: the Q-Former's state, made on first use; the language model's,
+     * grown to the largest request (beams x positions); the image's prefix
+     * vectors [queries, text hidden] */
+    bert_state *qformer;
+    opt_state *language;
+    float *prefix;
     /* ViT-GPT2: the GPT-2 decoder's run state, made and grown as BLIP's bert is */
     gpt2_state *gpt2;
     /* NULL but inside glimpse_explain_caption: what glimpse_caption_images has the decoder record as it generates
@@ -42,6 +50,30 @@ struct glimpse_context {
      * pass). CONTEXT_ROLLOUT_BUDGET as created. */
     size_t rollout_budget;
 };
+
+/* One caption request: resolved params and the prompt's ids as the family's decoder takes them. */
+typedef struct caption_request {
+    const glimpse_caption_params *params;
+    const int32_t *prompt;
+    size_t prompt_length;
+} caption_request;
+/* Captions one image, whose vision tokens (post-LayerNorm, every token) are in ctx->vision_output. */
+typedef glimpse_status (*caption_image_fn)(glimpse_context *ctx, size_t image, const caption_request *request,
+                                           glimpse_caption *out);
+/* The loop every captioner shares (api/caption.c): the images through the vision tower in batches, then
+ * caption(ctx, i, request, &out[i]) for each, with progress; on failure every out[i] is freed. */
+glimpse_status caption_each_image(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                  caption_image_fn caption, const caption_request *request, glimpse_caption *out);
+
+/* A family's decode(ids, skip_special_tokens=True) into a new string. */
+typedef glimpse_status (*caption_decode_fn)(const glimpse_model *model, const int32_t *ids, size_t count,
+                                            char **text);
+/* Generates image's caption with a family's decoder (its image side set) from prompt[0..prompt_length) — what
+ * generate's output starts with: max_length and min_length count it as transformers' do — streaming the text
+ * so far through params->on_token, and decodes the ids into out. */
+glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const glimpse_caption_params *params,
+                                   const caption_decoder *decoder, const int32_t *prompt, size_t prompt_length,
+                                   caption_decode_fn decode, glimpse_caption *out);
 
 #define CONTEXT_ROLLOUT_BUDGET ((size_t)32 << 20)
 

@@ -46,6 +46,11 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
         snprintf(model->architecture, sizeof model->architecture, "BlipForImageTextRetrieval");
         return GLIMPSE_STATUS_OK;
     }
+    if ((name && strcmp(name, "Blip2ForConditionalGeneration") == 0) || (!name && strcmp(type, "blip-2") == 0)) {
+        model->kind = GLIMPSE_MODEL_KIND_BLIP2;
+        snprintf(model->architecture, sizeof model->architecture, "Blip2ForConditionalGeneration");
+        return GLIMPSE_STATUS_OK;
+    }
     if ((name && strcmp(name, "SiglipModel") == 0) || (!name && strcmp(type, "siglip") == 0)) {
         model->kind = GLIMPSE_MODEL_KIND_SIGLIP;
         snprintf(model->architecture, sizeof model->architecture, "SiglipModel");
@@ -60,12 +65,12 @@ static glimpse_status detect_kind(const cJSON *config, const char *folder, glimp
     return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                      "%s/config.json: architecture \"%s\" (model_type \"%s\") is not one glimpse runs; "
                      "supported: CLIPModel, BlipForConditionalGeneration, BlipForImageTextRetrieval, SiglipModel, "
-                     "VisionEncoderDecoderModel (ViT + GPT-2)",
+                     "VisionEncoderDecoderModel (ViT + GPT-2), Blip2ForConditionalGeneration",
                      folder, name ? name : "?", type);
 }
 
 /* The preprocessor settings of the snapshot over the defaults, if the file is there. */
-static glimpse_status read_preprocessor(glimpse_model *model, int square_default) {
+glimpse_status read_preprocessor(glimpse_model *model, int square_default) {
     char *path = file_join(model->folder, "preprocessor_config.json");
     if (!path) return ERROR_OOM();
     bool present = file_is_regular(path);
@@ -90,6 +95,15 @@ static glimpse_status read_preprocessor(glimpse_model *model, int square_default
     return status;
 }
 
+glimpse_status read_generation_config(glimpse_model *model) {
+    char *generation = file_join(model->folder, "generation_config.json");
+    if (!generation) return ERROR_OOM();
+    bool has_generation = file_is_regular(generation);
+    free(generation);
+    return has_generation ? config_read_json(model->folder, "generation_config.json", &model->generation)
+                          : GLIMPSE_STATUS_OK;
+}
+
 /* config.json's vision_config and text_config: objects, or (unless required) absent, NULL: all defaults. */
 static glimpse_status config_sections(const glimpse_model *model, bool required, const cJSON **vision,
                                       const cJSON **text) {
@@ -106,7 +120,7 @@ static glimpse_status config_sections(const glimpse_model *model, bool required,
 }
 
 /* A tokenizer whose ids (tokens of them, read from `file`) the model's embedding table holds. */
-static glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size) {
+glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size) {
     if (tokens > (size_t)vocab_size)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: %s has %zu tokens but the model only %d", model->folder, file,
                          tokens, vocab_size);
@@ -191,16 +205,6 @@ static glimpse_status load_siglip(glimpse_model *model, const glimpse_load_param
     return GLIMPSE_STATUS_OK;
 }
 
-/* generation_config.json into model->generation, when the snapshot has one. */
-static glimpse_status read_generation_config(glimpse_model *model) {
-    char *generation = file_join(model->folder, "generation_config.json");
-    if (!generation) return ERROR_OOM();
-    bool has_generation = file_is_regular(generation);
-    free(generation);
-    if (!has_generation) return GLIMPSE_STATUS_OK;
-    return config_read_json(model->folder, "generation_config.json", &model->generation);
-}
-
 static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
                                 const cJSON *text_json) {
     const char *folder = model->folder;
@@ -245,8 +249,8 @@ static glimpse_status load_blip(glimpse_model *model, const glimpse_load_params 
                                 &pad)))
         return status;
     model->start_id = start, model->end_id = end, model->pad_id = pad;
-    if ((status = bert_tokenizer_load(folder, &model->wordpiece))) return status;
-    if ((status = read_generation_config(model))) return status;
+    if ((status = bert_tokenizer_load(folder, &model->wordpiece)) || (status = read_generation_config(model)))
+        return status;
     return check_vocabulary(model, "the tokenizer", bert_tokenizer_vocab_size(model->wordpiece), text.vocab_size);
 }
 
@@ -327,6 +331,9 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     if (!status && model->text.weights.layers) status = clip_text_model_quantize(&model->text, &model->quantized);
     if (!status && model->text_decoder.layers) status = bert_model_quantize(&model->text_decoder, &model->quantized);
     if (!status && model->text_encoder.layers) status = bert_model_quantize(&model->text_encoder, &model->quantized);
+    if (!status && model->qformer.bert.layers) status = blip2_qformer_quantize(&model->qformer, &model->quantized);
+    if (!status && model->language_model.layers)
+        status = opt_model_quantize(&model->language_model, &model->quantized);
     if (!status && model->gpt2.layers) status = gpt2_model_quantize(&model->gpt2, &model->quantized);
     return status;
 }
@@ -350,6 +357,8 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
             status = load_clip(model, params, vision_json, text_json);
         else if (model->kind == GLIMPSE_MODEL_KIND_SIGLIP)
             status = load_siglip(model, params, vision_json, text_json);
+        else if (model->kind == GLIMPSE_MODEL_KIND_BLIP2)
+            status = load_blip2(model, vision_json, text_json);
         else if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2)
             status = load_vit_gpt2(model, params, vision_json, text_json);
         else
@@ -378,6 +387,8 @@ void glimpse_model_free(glimpse_model *model) {
     bert_model_free(&model->text_decoder);
     bert_model_free(&model->text_encoder);
     bert_tokenizer_free(model->wordpiece);
+    blip2_qformer_free(&model->qformer);
+    opt_model_free(&model->language_model);
     gpt2_model_free(&model->gpt2);
     gpt2_tokenizer_free(model->byte_bpe);
     q8_set_free(&model->quantized);
@@ -427,7 +438,10 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
         out->vision_heads = v->heads;
         out->vision_activation = v->act_name;
     }
-    if (model->has_text && model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
+    if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) {
+        const opt_config *t = &model->language_model.config;
+        set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
+    } else if (model->has_text && model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
         const gpt2_config *t = &model->gpt2.config;
         set_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
     } else if (model->has_text && !model_embeds(model)) {

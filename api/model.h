@@ -8,7 +8,10 @@
 #include <stdbool.h>
 
 #include "fusion/bert.h"
+#include "fusion/blip2.h"
 #include "fusion/gpt2.h"
+#include "fusion/opt.h"
+#include "text/gpt2_tokenizer.h"
 #include "fusion/itm.h"
 #include "glimpse.h"
 #include "text/bert_tokenizer.h"
@@ -40,10 +43,14 @@ struct glimpse_model {
     itm_heads itm;
     bert_tokenizer *wordpiece;
     int32_t start_id, end_id, pad_id; /* [DEC], [SEP], [PAD] as text_config names them */
-    cJSON *generation; /* generation_config.json, when the snapshot has one */
+    cJSON *generation; /* generation_config.json, when the snapshot has one (BLIP-2: else its text_config) */
     /* ViT-GPT2: vision (the ViT encoder) + this; start_id, end_id, pad_id from config.json */
     gpt2_model gpt2;
+    /* GPT-2's byte-level BPE: ViT-GPT2's, and BLIP-2's OPT tokenizer */
     gpt2_tokenizer *byte_bpe;
+    /* BLIP-2 (api/blip2.c): vision above, then the Q-Former with the language projection, and OPT */
+    blip2_qformer qformer;
+    opt_model language_model;
     glimpse_precision precision;
     q8_set quantized; /* the int8 weights, with GLIMPSE_PRECISION_INT8 */
     bool preprocessor_defaults; /* no preprocessor_config.json: the family's default preprocessing */
@@ -52,5 +59,20 @@ struct glimpse_model {
 /* CLIP and SigLIP: image and text towers embedding into one space
  * (glimpse_embed_*, glimpse_score, the search index). */
 bool model_embeds(const glimpse_model *model);
+
+/* model.c's steps that every family's loader takes: the snapshot's
+ * preprocessor_config.json over model->preprocess (square_default: a bare
+ * "size" number means size × size), and a tokenizer of `tokens` ids checked
+ * against the model's embedding table. */
+glimpse_status read_preprocessor(glimpse_model *model, int square_default);
+glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size);
+/* The snapshot's generation_config.json into model->generation, when it has one (else left NULL). */
+glimpse_status read_generation_config(glimpse_model *model);
+
+/* BLIP-2 (api/blip2.c): the loader model.c's dispatch calls, and the captions
+ * glimpse_caption_images hands over, its params resolved and checked. */
+glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json);
+glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                    const glimpse_caption_params *params, glimpse_caption *out);
 
 #endif

@@ -89,6 +89,47 @@ class DecoderStep(nn.Module):
         return self.head(self.norm(nn.functional.gelu(self.head_dense(x))))
 
 
+class OptLayers(nn.Module):
+    """OPT-2.7B's decoder layers for one step (pre-LN, ReLU, a KV cache), float32: `layers` of them."""
+
+    def __init__(self, layers, h=2560, ffn=10240):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.ModuleDict({n: nn.Linear(h, h) for n in ["q", "k", "v", "o"]} |
+                          {"fc1": nn.Linear(h, ffn), "fc2": nn.Linear(ffn, h), "n1": nn.LayerNorm(h),
+                           "n2": nn.LayerNorm(h)}) for _ in range(layers))
+
+    def forward(self, x, keys, values):
+        heads, b = 32, x.shape[0]
+        for i, l in enumerate(self.layers):
+            y = l["n1"](x)
+            k = torch.cat([keys[i], l["k"](y)], 1).view(b, -1, heads, 80).transpose(1, 2)
+            v = torch.cat([values[i], l["v"](y)], 1).view(b, -1, heads, 80).transpose(1, 2)
+            q = l["q"](y).view(b, -1, heads, 80).transpose(1, 2)
+            a = ((q @ k.transpose(-1, -2) / math.sqrt(80)).softmax(-1) @ v).transpose(1, 2).reshape(b, -1, 2560)
+            x = x + l["o"](a)
+            x = x + l["fc2"](torch.relu(l["fc1"](l["n2"](x))))
+        return x
+
+
+def blip2_peers(t, runs):
+    """BLIP-2 OPT-2.7B's shapes in PyTorch float32 (its CPU float16 products are not a fair peer): the ViT-g/14
+    vision tower at 224 px, and one OPT decoder step at position 63 (32 queries, an 11-token prompt, 20 tokens),
+    timed over 4 of its 32 layers and scaled to 32, plus the 50272-word head: the float32 model (10.6 GB) would
+    not leave room for the rest on this machine."""
+    with torch.no_grad():
+        vitg = torchvision.models.VisionTransformer(224, 14, 39, 16, 1408, 6144).eval()
+        x = torch.randn(1, 3, 224, 224)
+        emit("pytorch", "vision_blip2_224", 1, t, timed(lambda: vitg(x), max(3, runs // 3)),
+             vit_flops(257, 1408, 6144, 39, 256, 3 * 14 * 14))
+        del vitg
+        layers, head = OptLayers(4).eval(), nn.Linear(2560, 50272, bias=False)
+        cache = [torch.randn(1, 63, 2560) for _ in range(4)]
+        x = torch.randn(1, 1, 2560)
+        seconds = timed(lambda: layers(x, cache, cache), runs) * 8 + timed(lambda: head(x), runs)
+        emit("pytorch", "decoder_step_blip2", 1, t, seconds, 0)
+
+
 class SiglipVision(nn.Module):
     """SigLIP's vision tower: patches without a class token, pre-LN layers with
     tanh GELU, a final LayerNorm, and the attention-pooling head (one learned
@@ -217,6 +258,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--onnx-dir", help="also export the ONNX models here")
+    parser.add_argument("--blip2", action="store_true", help="also BLIP-2 OPT-2.7B's vision tower and decoder step")
     parser.add_argument("--vit-gpt2-config", help="a VisionEncoderDecoderModel config.json: also a ViT-GPT2 caption "
                         "of --caption-tokens tokens")
     parser.add_argument("--caption-tokens", type=int, default=16)
@@ -264,6 +306,8 @@ def main():
             x = torch.randn(beams, 1, 768)
             emit("pytorch", "decoder_step", beams, t,
                  timed(lambda: step(x, cache, cache, cross, cross), args.runs) * beams, 0)
+    if args.blip2:
+        blip2_peers(t, args.runs)
     if args.onnx_dir:
         export(args.onnx_dir, b32, text, b16, siglips)
     # the roof 

@@ -133,6 +133,41 @@ if cold and vision and text and not markdown:
         print(f"  (its first run, the file read from disk: {disk['median_ms']:.0f} ms)")
 
 
+# BLIP-2 OPT-2.7B (float16 as published, and --int8): the image side, the time to the first token, each
+# decoder step against its bound (the bytes of weights it reads, from decoder_step_bytes, over the read
+# bandwidth measured beside it), whole captions and one whole process with its peak resident memory.
+if not markdown:
+    torch_vision, torch_step = find("pytorch", "vision_blip2_224"), find("pytorch", "decoder_step_blip2")
+    for runtime in ("glimpse-blip2", "glimpse-blip2-int8"):
+        size = find(runtime, "decoder_step_bytes")
+        if not size:
+            continue
+        beside = [r["gbytes_per_s"] for r in rows if r.get("stage") == "bandwidth_read" and r.get("beside") == runtime]
+        bandwidth = sum(beside) / len(beside) if beside else roof_bandwidth
+        vision, qformer, first = (find(runtime, s) for s in ("vision_blip2_224", "qformer", "first_token"))
+        if vision and qformer:
+            peer = f" (PyTorch float32 vision {torch_vision['median_ms']:.0f} ms)" if torch_vision else ""
+            print(f"{runtime}: vision {vision['median_ms']:.0f} ms + Q-Former {qformer['median_ms']:.1f} ms{peer}")
+        if first:
+            print(f"{runtime}: time to first token {first['median_ms']:.0f} ms (vision, Q-Former, 11-token prompt)")
+        for detail in ("greedy, position 1", "greedy, position 20", "3 beams, position 20"):
+            r = find(runtime, "decoder_step", None, detail)
+            if r and bandwidth:
+                bound = size["bytes"] / (bandwidth * 1e9) * 1e3
+                print(f"{runtime} decoder step, {detail}: {r['median_ms']:.0f} ms = {r['median_ms'] / bound:.2f}x the "
+                      f"{size['bytes'] / 1e9:.2f} GB / {bandwidth:.1f} GB/s bound ({bound:.0f} ms)")
+        if torch_step and runtime == "glimpse-blip2":
+            print(f"  PyTorch float32 decoder step of the same shapes: {torch_step['median_ms']:.0f} ms")
+        for detail in ("greedy", "3 beams"):
+            r = find(runtime, "caption", None, detail)
+            if r:
+                print(f"{runtime} caption, 20 tokens, {detail}: {r['median_ms'] / 1e3:.1f} s")
+        process = find(runtime, "caption_process")
+        if process:
+            print(f"{runtime}: `glimpse caption` of 20 tokens, whole process: {process['median_ms'] / 1e3:.1f} s, peak "
+                  f"resident {process['peak_rss_bytes'] / 1e9:.2f} GB for {process['mapped_bytes'] / 1e9:.2f} GB mapped "
+                  f"({process['peak_rss_bytes'] / process['mapped_bytes']:.2f}x; at most 1.10 asked)")
+
 # peak resident memory of whole commands against the model file they map (8 pictures)
 if not markdown:
     for r in rows:

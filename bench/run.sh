@@ -15,7 +15,7 @@ runs=${2:-10}
 work=build/bench
 mkdir -p "$work"
 configs=${GLIMPSE_CONFIGS:-../shared/configs}
-for p in python3-torch python3-torchvision python3-numpy time; do
+for p in python3-torch python3-torchvision python3-numpy time; do # time: the BLIP-2 process's peak memory
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="${missing:-} $p"
 done
 command -v npm >/dev/null || missing="${missing:-} nodejs npm"
@@ -101,6 +101,32 @@ for batch in 1 8; do
     --json | sed 's/^{/{"runtime": "glimpse-int8", /' >> "$results"
 done
 blip glimpse-int8 Salesforce--blip-image-captioning-base --int8
+# BLIP-2 OPT-2.7B as published: float16, two shards, 7.7 GB (written once, streamed). Its vision tower and
+# Q-Former, the time to the first token, each decoder step against its bound (decoder_step_bytes over the
+# read bandwidth measured beside it), whole captions, in float16 and --int8; then one whole `glimpse caption`
+# process, timed, with its peak resident memory beside the size of the mapped files.
+blip2=Salesforce--blip2-opt-2.7b
+[ -f "$work/$blip2/model.safetensors.index.json" ] ||
+  build/glimpse-make-model "$configs/$blip2.json" "$work/$blip2" >/dev/null
+blip2_bench() { # RUNTIME-LABEL [--int8]
+  local label=$1
+  shift
+  bandwidth_beside "$label"
+  build/glimpse bench -m "$work/$blip2" "$@" --threads "$threads" --runs 3 --tokens 20 --json \
+    | sed "s/^{/{\"runtime\": \"$label\", /; s/\"stage\": \"vision\"/\"stage\": \"vision_blip2_224\"/" >> "$results"
+  bandwidth_beside "$label"
+}
+echo "glimpse, BLIP-2 OPT-2.7B float16 and int8..." >&2
+blip2_bench glimpse-blip2
+blip2_bench glimpse-blip2-int8 --int8
+for precision in "" --int8; do
+  start=$(date +%s%N)
+  peak_kb=$( { /usr/bin/time -f "%M" build/glimpse caption -m "$work/$blip2" $precision --threads "$threads" \
+    --max-tokens 20 --min-tokens 20 "$picture" >/dev/null; } 2>&1 | tail -1)
+  echo "{\"runtime\": \"glimpse-blip2${precision:+-int8}\", \"stage\": \"caption_process\", \"threads\": $threads," \
+    "\"median_ms\": $(( ($(date +%s%N) - start) / 1000000 )), \"peak_rss_bytes\": $((peak_kb * 1024))," \
+    "\"mapped_bytes\": $(cat "$work/$blip2"/*.safetensors | wc -c)}" >> "$results"
+done
 vit_gpt2 glimpse-int8 --int8
 echo "glimpse peak resident memory per command (against the model file it maps)..." >&2
 memory() { # STAGE MODEL COMMAND-ARGUMENTS...
@@ -119,7 +145,7 @@ echo "pytorch..." >&2
 # OpenBLAS's Haswell override (set on some machines for old OpenBLAS builds) slows current numpy and torch
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --threads "$threads" --runs "$runs" \
   --onnx-dir "$work/onnx" --vit-gpt2-config "$configs/nlpconnect--vit-gpt2-image-captioning.json" \
-  --caption-tokens 16 2>/dev/null >> "$results"
+  --caption-tokens 16 --blip2 2>/dev/null >> "$results"
 echo "onnxruntime..." >&2
 NODE_PATH=$work/node/node_modules node bench/ort_bench.js "$work/onnx" "$threads" "$runs" >> "$results"
 echo "glimpse again, after the peers..." >&2

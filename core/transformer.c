@@ -53,6 +53,20 @@ glimpse_status encoder_layers_quantize(encoder_layer *layers, size_t count, cons
     return status;
 }
 
+void kv_cache_reorder(const kv_cache *cache, size_t length, const size_t *from, size_t sequences) {
+    size_t layer_floats = cache->max_length * cache->hidden, sequence_floats = cache->layers * layer_floats;
+    for (size_t q = 0; q < sequences; q++)
+        for (size_t l = 0; l < cache->layers; l++) {
+            size_t to_at = q * sequence_floats + l * layer_floats;
+            size_t from_at = from[q] * sequence_floats + l * layer_floats;
+            memcpy(*cache->spare_keys + to_at, *cache->keys + from_at, length * cache->hidden * sizeof(float));
+            memcpy(*cache->spare_values + to_at, *cache->values + from_at, length * cache->hidden * sizeof(float));
+        }
+    float *keys = *cache->keys, *values = *cache->values;
+    *cache->keys = *cache->spare_keys, *cache->values = *cache->spare_values;
+    *cache->spare_keys = keys, *cache->spare_values = values;
+}
+
 /* Row-wise steps of a layer spread over the pool: with the products parallel,
  * a LayerNorm or an activation left on one thread is time the other waits. */
 typedef struct rows_job {

@@ -31,9 +31,8 @@ glimpse_status bert_config_read(const cJSON *json, const char *where, int vision
     return GLIMPSE_STATUS_OK;
 }
 
-/* One layer, named `layer` ("text_encoder.encoder.layer.3"), by the names the table gives. */
-static glimpse_status load_layer(weight_store *store, const bert_layer_names *names, const char *layer,
-                                 const bert_config *c, bert_layer *l) {
+glimpse_status bert_layer_load(weight_store *store, const bert_layer_names *names, const char *layer,
+                               const bert_config *c, bert_layer *l) {
     size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size, inter = (size_t)c->intermediate_size;
     const projection_slot projections[] = {
         {names->query, h, h, &l->query_weight, &l->query_bias},
@@ -97,7 +96,7 @@ glimpse_status bert_model_load(bert_model *model, const bert_config *config,
     if (!model->layers) return ERROR_OOM();
     for (size_t i = 0; i < (size_t)config->layers && !status; i++) {
         status = layers_name(name, "%s.%s.%zu", names->model, layout->layers, i);
-        if (!status) status = load_layer(store, &layout->layer, name, config, &model->layers[i]);
+        if (!status) status = bert_layer_load(store, &layout->layer, name, config, &model->layers[i]);
     }
     if (!status && names->head) status = load_head(model, names->head, layout, store);
     if (status) bert_model_free(model);
@@ -172,6 +171,7 @@ glimpse_status bert_set_image(const bert_model *model, bert_state *s, const floa
     s->keys_transposed = cpu_has_avx512();
     for (int l = 0; l < c->layers; l++) {
         const bert_layer *layer = &model->layers[l];
+        if (!layer->cross_key_weight.data) continue; /* a layer without cross-attention (the Q-Former's odd ones) */
         float *keys = s->cross_keys + (size_t)l * room * h;
         float *values = s->cross_values + (size_t)l * room * h;
         /* transposed keys: projected into the values' room first, then turned */
@@ -252,8 +252,8 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
         }
         add_and_norm(model, s, s->context, h, &layer->self_out_weight, layer->self_out_bias,
                      layer->self_norm_weight, layer->self_norm_bias, rows, threads);
-        /* cross-attention: every row attends to the same image tokens */
-        if (with_image) {
+        /* cross-attention: every row attends to the same image tokens (in the layers that have it) */
+        if (with_image && layer->cross_query_weight.data) {
             kernel_linear(s->q, h, s->x, h, &layer->cross_query_weight, layer->cross_query_bias,
                           rows, h, h, false, threads);
             if (!s->record) {
@@ -280,12 +280,17 @@ static void run_layers(const bert_model *model, bert_state *s, size_t sequences,
     }
 }
 
+/* What the state holds, as caption_decoder_check_room and caption_decoder_embed check it. */
+static caption_decoder_room state_room(const bert_model *model, const bert_state *s) {
+    return (caption_decoder_room){s->max_sequences, s->max_step, s->max_length, s->length, s->record,
+                                  (size_t)model->config.heads, s->image_tokens};
+}
+
 static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const int32_t *ids, size_t sequences,
                                    size_t step) {
     const bert_config *c = &model->config;
     size_t h = (size_t)c->hidden_size;
-    caption_decoder_room room = {s->max_sequences, s->max_step, s->max_length, s->length, s->record,
-                                 (size_t)c->heads, s->image_tokens};
+    caption_decoder_room room = state_room(model, s);
     glimpse_status status = caption_decoder_embed(s->x, &room, &model->word_embeddings, model->position_embeddings, h,
                                                   c->vocab_size, ids, sequences, step);
     if (status) return status;
@@ -341,19 +346,9 @@ glimpse_status bert_model_quantize(bert_model *model, q8_set *set) {
 }
 
 void bert_reorder(const bert_model *model, bert_state *s, const size_t *from, size_t sequences) {
-    size_t h = (size_t)model->config.hidden_size, layers = (size_t)model->config.layers;
-    for (size_t q = 0; q < sequences; q++)
-        for (size_t l = 0; l < layers; l++) {
-            memcpy(cache_at(model, s, s->spare_keys, q, l), cache_at(model, s, s->self_keys, from[q], l),
-                   s->length * h * sizeof(float));
-            memcpy(cache_at(model, s, s->spare_values, q, l), cache_at(model, s, s->self_values, from[q], l),
-                   s->length * h * sizeof(float));
-        }
-    float *keys = s->self_keys, *values = s->self_values;
-    s->self_keys = s->spare_keys;
-    s->self_values = s->spare_values;
-    s->spare_keys = keys;
-    s->spare_values = values;
+    kv_cache cache = {&s->self_keys, &s->self_values, &s->spare_keys, &s->spare_values, (size_t)model->config.layers,
+                      s->max_length, (size_t)model->config.hidden_size};
+    kv_cache_reorder(&cache, s->length, from, sequences);
 }
 
 glimpse_status bert_encode(const bert_model *model, bert_state *s, const int32_t *ids, size_t length, int with_image,
@@ -363,6 +358,18 @@ glimpse_status bert_encode(const bert_model *model, bert_state *s, const int32_t
     if (status) return status;
     run_layers(model, s, 1, length, 0, with_image, threads);
     s->length = 0; /* an encoder pass leaves nothing to continue from */
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status bert_encode_embedded(const bert_model *model, bert_state *s, const float *embeddings, size_t length,
+                                    int with_image, pool *threads) {
+    s->length = 0;
+    caption_decoder_room room = state_room(model, s);
+    glimpse_status status = caption_decoder_check_room(&room, 1, length);
+    if (status) return status;
+    kernel_layernorm(s->x, embeddings, model->embedding_norm_weight, model->embedding_norm_bias, length,
+                     (size_t)model->config.hidden_size, model->config.layer_norm_eps);
+    run_layers(model, s, 1, length, 0, with_image, threads);
     return GLIMPSE_STATUS_OK;
 }
 

@@ -63,6 +63,11 @@ glimpse_status bert_config_read(const cJSON *json, const char *where, int vision
 glimpse_status bert_model_load(bert_model *model, const bert_config *config,
                                const bert_names *names, weight_store *store);
 void bert_model_free(bert_model *model);
+/* One layer named `layer` ("qformer.encoder.layer.3") by the names given: a
+ * layer whose names have no cross-attention (cross_* NULL) has none, and the
+ * passes below skip it there (BLIP-2's Q-Former, fusion/blip2.c). */
+glimpse_status bert_layer_load(weight_store *store, const bert_layer_names *names, const char *layer,
+                               const bert_config *config, bert_layer *out);
 /* Makes int8 twins of every projection and of the LM head (owned by set). */
 glimpse_status bert_model_quantize(bert_model *model, q8_set *set);
 
@@ -122,5 +127,12 @@ caption_decoder bert_caption_decoder(bert_decoder *self);
  * token in state->x [length, h]. */
 glimpse_status bert_encode(const bert_model *model, bert_state *state, const int32_t *ids, size_t length,
                            int with_image, pool *threads);
+
+/* Encoder pass over embeddings already made [length, h] (BLIP-2's query
+ * tokens): the embedding LayerNorm, then the layers, bidirectional, with
+ * cross-attention to the image where with_image and the layer has it. Leaves
+ * the last hidden state in state->x [length, h]. */
+glimpse_status bert_encode_embedded(const bert_model *model, bert_state *state, const float *embeddings,
+                                    size_t length, int with_image, pool *threads);
 
 #endif

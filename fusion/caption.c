@@ -381,9 +381,7 @@ glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *p
 
 /* ------------------------------------------------------ decoders' steps */
 
-glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room, const kernel_weight *token_embeddings,
-                                     const float *position_embeddings, size_t hidden, int32_t vocab_size,
-                                     const int32_t *ids, size_t sequences, size_t step) {
+glimpse_status caption_decoder_check_room(const caption_decoder_room *room, size_t sequences, size_t step) {
     size_t end = room->length + step;
     if (sequences > room->max_sequences || step > room->max_step || end > room->max_length)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu tokens is more than the %zu this decoder state holds", end,
@@ -392,6 +390,14 @@ glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room,
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
                          "the attention record has no room for %zu sequences of %zu tokens over %zu image tokens",
                          sequences, end, room->image_tokens);
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room, const kernel_weight *token_embeddings,
+                                     const float *position_embeddings, size_t hidden, int32_t vocab_size,
+                                     const int32_t *ids, size_t sequences, size_t step) {
+    glimpse_status status = caption_decoder_check_room(room, sequences, step);
+    if (status) return status;
     for (size_t q = 0; q < sequences; q++)
         for (size_t j = 0; j < step; j++) {
             int32_t id = ids[q * step + j];

@@ -54,6 +54,9 @@ typedef struct caption_decoder_room {
     size_t heads, image_tokens;
 } caption_decoder_room;
 
+/* Whether `sequences` sequences of `step` more tokens fit the room (and its attention record). */
+glimpse_status caption_decoder_check_room(const caption_decoder_room *room, size_t sequences, size_t step);
+
 /* The start of every cached decoder step: checks that `sequences` sequences of `step` new tokens
  * (ids[s × step + j]) fit the room and the vocabulary, then x[s·step + j] = token_embeddings row id +
  * position_embeddings row length + j, each [hidden]. */

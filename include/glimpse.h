@@ -132,7 +132,8 @@ typedef enum glimpse_model_kind {
     GLIMPSE_MODEL_KIND_BLIP_CAPTION = 2,  /* BlipForConditionalGeneration */
     GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL = 3, /* BlipForImageTextRetrieval */
     GLIMPSE_MODEL_KIND_SIGLIP = 4,         /* SiglipModel: embed, rank, classify (sigmoid probabilities) */
-    GLIMPSE_MODEL_KIND_VIT_GPT2 = 5        /* VisionEncoderDecoderModel, ViT + GPT-2: caption */
+    GLIMPSE_MODEL_KIND_VIT_GPT2 = 5,       /* VisionEncoderDecoderModel, ViT + GPT-2: caption */
+    GLIMPSE_MODEL_KIND_BLIP2 = 6           /* Blip2ForConditionalGeneration (OPT): caption, ask */
 } glimpse_model_kind;
 
 typedef enum glimpse_precision {
@@ -348,17 +349,32 @@ glimpse_caption_params glimpse_caption_model_params(const glimpse_model *model);
 
 typedef struct glimpse_caption {
     char *text;     /* decoded as transformers' decode(ids, skip_special_tokens=True); caller frees */
-    int32_t *ids;   /* the whole sequence: start token, prompt, generated tokens ([SEP] if it ended on it) */
+    int32_t *ids;   /* the whole sequence: start token, prompt, generated tokens ([SEP] if it ended on it);
+                       BLIP-2: start token 2 and the generated tokens, as its generate returns them */
     size_t id_count;
 } glimpse_caption;
 
-/* Captions count (at least 1) images with a BLIP or ViT-GPT2 captioning model: out[i]
+/* Captions count (at least 1) images with a BLIP, ViT-GPT2 or BLIP-2 captioning model: out[i]
  * receives image i's caption; free each with glimpse_caption_free. params
  * NULL is glimpse_caption_default_params(): the model's own settings. On
  * failure every out[i] is left empty. */
 glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                       const glimpse_caption_params *params, glimpse_caption *out);
 void glimpse_caption_free(glimpse_caption *caption);
+
+/* Visual question answering with a BLIP-2 model: each image's answer to
+ * `question`, generated after BLIP-2's prompt "Question: QUESTION Answer:"
+ * (the prompt its paper and model card use), with params as for
+ * glimpse_caption_images but for params.prompt, which must be NULL (free
+ * prompts go through glimpse_caption_images' prompt). A separate call rather
+ * than a field of the params: the prompt's wording is BLIP-2's, and other
+ * captioners cannot answer (GLIMPSE_STATUS_WRONG_MODEL). With BLIP-2, here
+ * and in glimpse_caption_images, ids are as its generate returns them: the
+ * start token 2 and the generated tokens, not the prompt; a BLIP-2 model
+ * without generation_config.json takes its text_config's settings (greedy,
+ * max_length 20: 19 new tokens, no minimum). */
+glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                  const char *question, const glimpse_caption_params *params, glimpse_caption *out);
 
 /* --------------------------------------------------- image-text matching */
 

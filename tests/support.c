@@ -210,6 +210,66 @@ void fixture_close(struct glimpse_model *model, cJSON *expected, safetensors *re
     if (reference) safetensors_close(reference);
 }
 
+void expect_caption_matches(const glimpse_caption *caption, const cJSON *item) {
+    const char *image = cJSON_GetObjectItem(item, "image")->valuestring;
+    const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
+    const char *kind = cJSON_GetObjectItem(item, "generation")->valuestring;
+    const cJSON *ids = cJSON_GetObjectItem(item, "ids");
+    if ((int)caption->id_count != cJSON_GetArraySize(ids))
+        fail_msg("%s, prompt '%s', %s: %zu ids, expected %d", image, prompt, kind, caption->id_count,
+                 cJSON_GetArraySize(ids));
+    for (size_t i = 0; i < caption->id_count; i++)
+        if (caption->ids[i] != cJSON_GetArrayItem(ids, (int)i)->valueint)
+            fail_msg("%s, prompt '%s', %s: id %zu is %d, expected %d", image, prompt, kind, i, caption->ids[i],
+                     cJSON_GetArrayItem(ids, (int)i)->valueint);
+    assert_string_equal(caption->text, cJSON_GetObjectItem(item, "caption")->valuestring);
+}
+
+void write_text_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) fail_msg("%s: cannot write", path);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+char *snapshot_from_config(const char *workspace, const char *config_text, const char *name, const char *options) {
+    char config_name[256], command[4096];
+    snprintf(config_name, sizeof config_name, "%s.json", name);
+    char *config = file_join(workspace, config_name), *folder = file_join(workspace, name);
+    write_text_file(config, config_text);
+    snprintf(command, sizeof command, "%s %s %s --seed 7%s > /dev/null", GLIMPSE_MAKE_MODEL, config, folder, options);
+    if (system(command) != 0) fail_msg("command failed: %s", command);
+    free(config);
+    return folder;
+}
+
+glimpse_image *smooth_picture(void) {
+    uint8_t pixels[40][50][3];
+    for (int y = 0; y < 40; y++)
+        for (int x = 0; x < 50; x++)
+            pixels[y][x][0] = (uint8_t)(5 * x), pixels[y][x][1] = (uint8_t)(6 * y), pixels[y][x][2] = (uint8_t)(x * y);
+    glimpse_image *image;
+    assert_int_equal(glimpse_image_from_pixels(&pixels[0][0][0], 50, 40, 0, GLIMPSE_PIXEL_FORMAT_RGB8, &image),
+                     GLIMPSE_STATUS_OK);
+    return image;
+}
+
+static char workspace[] = "/tmp/glimpse-test-XXXXXX";
+
+int workspace_setup(void **state) {
+    *state = workspace;
+    return mkdtemp(workspace) ? 0 : -1;
+}
+
+int workspace_teardown(void **state) {
+    (void)state;
+    char command[512];
+    snprintf(command, sizeof command, "rm -rf '%s'", workspace);
+    return system(command) == 0 ? 0 : -1;
+}
+
+const char *test_workspace(void) { return workspace; }
+
 /* A record of every layer of the kinds asked for, its memory filled with ATTENTION_UNTOUCHED. */
 attention_record record_every_layer(int self, int cross, size_t layers, size_t sequences, size_t heads, size_t rows,
                                     size_t self_columns, size_t cross_columns) {
@@ -254,7 +314,7 @@ void compare_rows(const float *recorded, const float *reference, size_t heads, s
 void expect_caption_case(struct glimpse_context *ctx, const cJSON *item, size_t prompt_length) {
     const char *image_name = cJSON_GetObjectItem(item, "image")->valuestring;
     const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
-    const cJSON *params = cJSON_GetObjectItem(item, "params"), *ids = cJSON_GetObjectItem(item, "ids");
+    const cJSON *params = cJSON_GetObjectItem(item, "params");
     const cJSON *beams = cJSON_GetObjectItem(params, "num_beams"), *min = cJSON_GetObjectItem(params, "min_length");
     glimpse_caption_params p = glimpse_caption_default_params();
     p.prompt = prompt;
@@ -266,15 +326,7 @@ void expect_caption_case(struct glimpse_context *ctx, const cJSON *item, size_t 
     glimpse_caption caption;
     if (glimpse_caption_images(ctx, &image, 1, &p, &caption)) fail_msg("%s: %s", image_name, glimpse_last_error());
     glimpse_image_free(image);
-    const char *kind = cJSON_GetObjectItem(item, "generation")->valuestring;
-    if ((int)caption.id_count != cJSON_GetArraySize(ids))
-        fail_msg("%s, prompt '%s', %s: %zu ids, expected %d", image_name, prompt, kind, caption.id_count,
-                 cJSON_GetArraySize(ids));
-    for (size_t i = 0; i < caption.id_count; i++)
-        if (caption.ids[i] != cJSON_GetArrayItem(ids, (int)i)->valueint)
-            fail_msg("%s, prompt '%s', %s: id %zu is %d, expected %d", image_name, prompt, kind, i, caption.ids[i],
-                     cJSON_GetArrayItem(ids, (int)i)->valueint);
-    assert_string_equal(caption.text, cJSON_GetObjectItem(item, "caption")->valuestring);
+    expect_caption_matches(&caption, item);
     glimpse_caption_free(&caption);
 }
 
@@ -324,54 +376,6 @@ bool record_caption_token(void *user, size_t image, int32_t id, const char *text
     return r->stop_after && r->count >= r->stop_after;
 }
 
-void write_text_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) fail_msg("%s: cannot write", path);
-    fputs(text, f);
-    fclose(f);
-}
-
-char *make_model_snapshot(const char *workspace, const char *name, const char *config_text, int half) {
-    char config_name[256], command[2048];
-    snprintf(config_name, sizeof config_name, "%s.json", name);
-    char *config = file_join(workspace, config_name), *folder = file_join(workspace, name);
-    write_text_file(config, config_text);
-    snprintf(command, sizeof command, "%s %s %s --seed 7%s > /dev/null", GLIMPSE_MAKE_MODEL, config, folder,
-             half ? " --f16" : "");
-    if (system(command) != 0) fail_msg("command failed: %s", command);
-    free(config);
-    return folder;
-}
-
-static char workspace_template[64];
-const char *snapshot_workspace = NULL;
-
-int workspace_setup(void **state) {
-    (void)state;
-    snprintf(workspace_template, sizeof workspace_template, "/tmp/glimpse-test-XXXXXX");
-    snapshot_workspace = mkdtemp(workspace_template);
-    return snapshot_workspace ? 0 : -1;
-}
-
-int workspace_teardown(void **state) {
-    (void)state;
-    if (!snapshot_workspace) return 0;
-    char command[128];
-    snprintf(command, sizeof command, "rm -rf %s", snapshot_workspace);
-    snapshot_workspace = NULL;
-    return system(command) == 0 ? 0 : -1;
-}
-
-glimpse_image *smooth_picture(void) {
-    uint8_t pixels[40][50][3];
-    for (int y = 0; y < 40; y++)
-        for (int x = 0; x < 50; x++)
-            pixels[y][x][0] = (uint8_t)(5 * x), pixels[y][x][1] = (uint8_t)(6 * y), pixels[y][x][2] = (uint8_t)(x * y);
-    glimpse_image *image;
-    assert_int_equal(glimpse_image_from_pixels(&pixels[0][0][0], 50, 40, 0, GLIMPSE_PIXEL_FORMAT_RGB8, &image),
-                     GLIMPSE_STATUS_OK);
-    return image;
-}
 static char *slurp(const char *path) {
     uint8_t *bytes;
     size_t size;

@@ -83,6 +83,26 @@ void parity_embed_and_score(const parity_fixture *f, float **image_embeds, float
 float *parity_pixel_values(const parity_fixture *f, const struct preprocess_config *config, size_t size);
 
 
+/* A cmocka group's setup and teardown that make a scratch folder under /tmp (its path in *state, and from
+ * test_workspace()) and remove it with all it holds. */
+int workspace_setup(void **state);
+int workspace_teardown(void **state);
+const char *test_workspace(void);
+
+/* Writes text to path (fails the test if it cannot). */
+void write_text_file(const char *path, const char *text);
+/* glimpse-make-model run on config_text (written to workspace/NAME.json) into workspace/NAME, with `options`
+ * added to its command line ("", " --f16", ...): the new folder's path (caller frees). Fails the test if the
+ * tool fails. */
+char *snapshot_from_config(const char *workspace, const char *config_text, const char *name, const char *options);
+/* A 50 × 40 picture of smooth colours (a made-up model's input). */
+struct glimpse_image *smooth_picture(void);
+
+struct glimpse_caption;
+/* A caption against a generation case of expected.json ({"image", "prompt", "generation", "ids", "caption"}):
+ * the same ids and text exactly; a difference fails the test naming the case and the first differing id. */
+void expect_caption_matches(const struct glimpse_caption *caption, const cJSON *item);
+
 /* A model loaded with that precision (glimpse_precision); fails the test if it cannot be. */
 struct glimpse_model *load_model(const char *path, int precision);
 
@@ -116,7 +136,7 @@ void compare_rows(const float *recorded, const float *reference, size_t heads, s
 
 /* Runs one generation case of a captioning fixture's expected.json (its image, prompt and params: num_beams,
  * max_length and min_length counting the start token and the prompt's prompt_length - 1 tokens) through
- * glimpse_caption_images and checks its ids and caption exactly. */
+ * glimpse_caption_images and checks its ids and caption exactly (expect_caption_matches). */
 struct glimpse_context;
 void expect_caption_case(struct glimpse_context *ctx, const cJSON *item, size_t prompt_length);
 /* A glimpse_token_callback's record of the tokens it was called with and the last text; it cancels after
@@ -137,18 +157,5 @@ int expect_caption_cases(const struct glimpse_model *model, const cJSON *expecte
 /* The last hidden state of one fixture image (images/NAME) through the model's vision tower after its final
  * LayerNorm [tokens, hidden] (BLIP's image_embeds, ViT-GPT2's encoder_last_hidden_state); caller frees. */
 float *image_embeds(const struct glimpse_model *model, const char *image_name);
-
-/* Writes text to path (fails the test if it cannot). */
-void write_text_file(const char *path, const char *text);
-/* workspace/NAME written by glimpse-make-model (seed 7, float16 with half) from config_text, which goes to
- * workspace/NAME.json first; caller frees the folder's path. */
-char *make_model_snapshot(const char *workspace, const char *name, const char *config_text, int half);
-/* A cmocka group's temporary folder for the snapshots its tests write: made by workspace_setup (mkdtemp), removed
- * with what is in it by workspace_teardown; NULL outside. */
-extern const char *snapshot_workspace;
-int workspace_setup(void **state);
-int workspace_teardown(void **state);
-/* A 50 × 40 picture of smooth colours. */
-struct glimpse_image *smooth_picture(void);
 
 #endif

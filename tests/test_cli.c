@@ -637,6 +637,70 @@ static void test_caption(void **state) {
     free(model), free(cat), free(truncated), free(clip);
 }
 
+/* The ids of the blip2-opt-tiny case of that image, prompt ("" or the question's) and generation. */
+static const cJSON *blip2_case(const cJSON *expected, const char *image, bool prompted, const char *generation) {
+    const cJSON *item;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "cases")) {
+        if (strcmp(cJSON_GetObjectItem(item, "image")->valuestring, image) == 0 &&
+            (cJSON_GetObjectItem(item, "prompt")->valuestring[0] != '\0') == prompted &&
+            strcmp(cJSON_GetObjectItem(item, "generation")->valuestring, generation) == 0)
+            return cJSON_GetObjectItem(item, "ids");
+    }
+    fail_msg("no case %s %d %s", image, prompted, generation);
+    return NULL;
+}
+
+/* The same ids as a JSON line's "ids". */
+static void expect_ids(const cJSON *line, const cJSON *reference_ids) {
+    const cJSON *ids = cJSON_GetObjectItem(line, "ids");
+    assert_int_equal(cJSON_GetArraySize(ids), cJSON_GetArraySize(reference_ids));
+    for (int i = 0; i < cJSON_GetArraySize(ids); i++)
+        assert_int_equal(cJSON_GetArrayItem(ids, i)->valueint, cJSON_GetArrayItem(reference_ids, i)->valueint);
+}
+
+/* BLIP-2 through `glimpse caption` and `glimpse ask`: the reference's ids; ask's JSON and its refusals. */
+static void test_blip2_caption_and_ask(void **state) {
+    (void)state;
+    REQUIRE_FIXTURES();
+    char *model = fixture("blip2-opt-tiny"), *cat = fixture("images/chelsea.png"), *blip = fixture("blip-caption-tiny");
+    cJSON *expected = fixture_json("blip2-opt-tiny/expected.json");
+    run_result r = run("caption", "-m", model, "--beams", "3", "--max-tokens", "10", "--json", cat, NULL);
+    assert_int_equal(r.status, 0);
+    cJSON *lines = parse_json_lines(r.out);
+    expect_ids(cJSON_GetArrayItem(lines, 0), blip2_case(expected, "chelsea.png", false, "beam3"));
+    cJSON_Delete(lines);
+    result_free(&r);
+    r = run("ask", "-m", model, "-q", "what is in the picture?", "--max-tokens", "13", "--json", cat, NULL);
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    const cJSON *line = cJSON_GetArrayItem(lines, 0);
+    assert_string_equal(cJSON_GetObjectItem(line, "question")->valuestring, "what is in the picture?");
+    char *answer = strdup(cJSON_GetObjectItem(line, "answer")->valuestring);
+    assert_true(answer[0] != ' ' && answer[strlen(answer) - 1] != ' '); /* stripped, as the model card prints it */
+    expect_ids(line, blip2_case(expected, "chelsea.png", true, "greedy"));
+    cJSON_Delete(lines);
+    result_free(&r);
+    /* a free prompt: the same as the question's */
+    r = run("ask", "-m", model, "--prompt", "Question: what is in the picture? Answer:", "--max-tokens", "13",
+            "--json", cat, NULL);
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "answer")->valuestring, answer);
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetArrayItem(lines, 0), "prompt"));
+    cJSON_Delete(lines);
+    result_free(&r);
+    expect_run(2, "a question", "ask", "-m", model, cat, NULL);
+    expect_run(2, "one of the two", "ask", "-m", model, "-q", "what?", "--prompt", "x", cat, NULL);
+    expect_run(1, "needs a BLIP-2 model", "ask", "-m", blip, "-q", "what?", cat, NULL);
+    expect_run(2, NULL, "caption", "-m", model, "-q", "what?", cat, NULL);
+    r = run("ask", "--help", NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "Question: QUESTION Answer:"));
+    result_free(&r);
+    cJSON_Delete(expected);
+    free(answer), free(model), free(cat), free(blip);
+}
+
 /* ViT-GPT2's captions through the CLI: each image's greedy and 4-beam case, a prompted one, the model's own
  * defaults (greedy, 19 new tokens), and info naming the family. */
 static void test_vit_gpt2_caption(void **state) {
@@ -844,6 +908,7 @@ int main(void) {
         cmocka_unit_test(test_hub_id_from_cache),
         cmocka_unit_test(test_caption),                 cmocka_unit_test(test_rank_with_blip_and_rerank), cmocka_unit_test(test_int8_option),
         cmocka_unit_test(test_siglip_commands),
+        cmocka_unit_test(test_blip2_caption_and_ask),
         cmocka_unit_test(test_vit_gpt2_caption),
         cmocka_unit_test(test_siglip_index),
     };

@@ -145,6 +145,24 @@ static void test_help_and_usage(void **state) {
     result_free(&r);
 }
 
+/* ViT-GPT2 and BLIP-2 captioners are refused by name, before anything is written. */
+static void test_refuses_vit_gpt2_and_blip2(void **state) {
+    (void)state;
+    if (!fixtures_folder()) skip();
+    const char *models[] = {"vit-gpt2-tiny", "blip2-opt-tiny"}, *families[] = {"ViT-GPT2", "BLIP-2"};
+    char *picture = fixture_path("images/chelsea.png");
+    for (int i = 0; i < 2; i++) {
+        char *model = fixture_path(models[i]);
+        result r = glimpse("explain", "-m", model, "--out", "/tmp/glimpse-explain-refused", picture, NULL);
+        assert_int_equal(r.status, 1);
+        assert_non_null(strstr(r.err, "does not explain"));
+        assert_non_null(strstr(r.err, families[i]));
+        result_free(&r);
+        free(model);
+    }
+    free(picture);
+}
+
 static void test_caption(void **state) {
     (void)state;
     char *out = scratch_folder(), bad[600], raw[600], png[600];
@@ -360,6 +378,7 @@ static void test_html_in_chromium(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_help_and_usage), cmocka_unit_test(test_caption),
+                                       cmocka_unit_test(test_refuses_vit_gpt2_and_blip2),
                                        cmocka_unit_test(test_clip), cmocka_unit_test(test_itm),
                                        cmocka_unit_test(test_html_in_chromium)};
     return cmocka_run_group_tests_name("glimpse explain", tests, NULL, NULL);

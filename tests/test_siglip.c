@@ -20,6 +20,7 @@
 #include "tests/support.h"
 #include "weights/names.h"
 
+
 /* 36 pixels in patches of 8: 4 × 4 patches and 4 pixels left at the right and bottom edges. */
 static const char small_config[] =
     "{\"architectures\": [\"SiglipModel\"], \"model_type\": \"siglip\","
@@ -30,7 +31,7 @@ static const char small_config[] =
 
 /* workspace/NAME from the small config, float16 with half. */
 static char *make_model(const char *name, int half) {
-    return make_model_snapshot(snapshot_workspace, name, small_config, half);
+    return snapshot_from_config(test_workspace(), small_config, name, half ? " --f16" : "");
 }
 
 /* out[0 .. dim) the image's embedding, out[dim .. 2·dim) the text's. */

@@ -33,8 +33,8 @@ static const char small_config[] =
     " \"decoder\": {\"model_type\": \"gpt2\", \"n_embd\": 32, \"n_layer\": 2, \"n_head\": 4, \"n_positions\": 40,"
     " \"vocab_size\": 3000, \"add_cross_attention\": true, \"bos_token_id\": 2999, \"eos_token_id\": 2999}}";
 
-/* snapshot_workspace/NAME from the small config, float16 with half. */
-#define MAKE_MODEL(name, half) make_model_snapshot(snapshot_workspace, name, small_config, half)
+/* test_workspace()/NAME from the small config, float16 with half. */
+#define MAKE_MODEL(name, half) snapshot_from_config(test_workspace(), small_config, name, (half) ? " --f16" : "")
 
 /* The caption of the smooth picture with params (NULL: the model's settings). */
 static glimpse_caption caption_picture(const glimpse_model *model, const glimpse_caption_params *params) {

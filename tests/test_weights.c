@@ -340,6 +340,12 @@ static void test_sharded_store(void **state) {
     write_file(folder, "model.safetensors.index.json", lying, strlen(lying));
     assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_BAD_FORMAT);
     assert_non_null(strstr(glimpse_last_error(), "'c'"));
+    /* an index naming a shard that is not there: the shard is named */
+    const char *missing = "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
+                          "\"d\":\"model-00003-of-00003.safetensors\"}}";
+    write_file(folder, "model.safetensors.index.json", missing, strlen(missing));
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_NOT_FOUND);
+    assert_non_null(strstr(glimpse_last_error(), "shard model-00003-of-00003.safetensors (tensor 'd')"));
     free(folder);
     /* no weights at all */
     char *empty = temp_folder();

@@ -25,8 +25,12 @@ static const char bench_help[] =
     "(fastest-slowest), the work done (GFLOP) and the rate reached (GFLOP/s). Stages:\n"
     "load, decode (a 640x480 PNG), preprocess, vision, text (CLIP 77 tokens, SigLIP 64),\n"
     "decoder_step (BLIP, one token at growing positions; the median of at least 21 steps),\n"
-    "caption (BLIP and ViT-GPT2, N tokens, default 20, greedy and 3 beams, the whole public\n"
-    "call). CLIP's vision and text stages and SigLIP's text stage run as their embeddings\n"
+    "caption (BLIP, ViT-GPT2 and BLIP-2, N tokens, default 20, greedy and 3 beams, the whole\n"
+    "public call). BLIP-2 adds qformer (the Q-Former and the projection, once per image),\n"
+    "first_token (vision, Q-Former and the language model over the query vectors and an\n"
+    "11-token prompt) and decoder_step_bytes (the weights a step reads: its time's bound is\n"
+    "those bytes over the read bandwidth); its decoder_step positions count after that prefix.\n"
+    "CLIP's vision and text stages and SigLIP's text stage run as their embeddings\n"
     "do (the last layer for the pooled token only); BLIP's vision stage keeps every token,\n"
     "and SigLIP's, whose attention-pooling head reads them all, adds it.\n"
     "Batch stages (decode, preprocess, vision, text) report time per image or text.\n"
@@ -314,6 +318,50 @@ static void time_caption_stages(bench *b, glimpse_context *ctx, glimpse_image *c
     time_captions(b, ctx, images);
 }
 
+/* BLIP-2: the Q-Former (once per image), the time to the first token (vision, Q-Former and the language
+ * model's pass over the query vectors and an 11-token prompt, as a question's), the decoder steps (greedy and 3
+ * beams, at positions after that prefix) with the bytes of weights a step reads, and whole captions. */
+static void time_blip2_stages(bench *b, glimpse_context *ctx, glimpse_image *const *images) {
+    double flops, vision_flops, prefill_flops;
+    const size_t prompt = 11;
+    check(bench_blip2_qformer(ctx, 3, &flops)); /* warm, and the states */
+    for (int r = 0; r < b->runs; r++) {
+        double start = cli_now();
+        check(bench_blip2_qformer(ctx, 3, &flops));
+        b->times[r] = cli_now() - start;
+    }
+    report(b, "qformer", "once per image", summarize(b->times, b->runs), flops, false);
+    for (int r = 0; r < b->runs; r++) {
+        double start = cli_now();
+        bench_vision(ctx, 1, &vision_flops);
+        check(bench_blip2_qformer(ctx, 3, &flops));
+        check(bench_blip2_prefill(ctx, prompt, &prefill_flops));
+        b->times[r] = cli_now() - start;
+    }
+    report(b, "first_token", "vision+Q-Former+prompt", summarize(b->times, b->runs),
+           vision_flops + flops + prefill_flops, false);
+    int steps = b->runs > STEP_RUNS ? b->runs : STEP_RUNS;
+    double step_times[BENCH_MAX_RUNS];
+    const int positions[] = {1, 10, 20};
+    for (size_t p = 0; p < sizeof positions / sizeof positions[0]; p++)
+        for (int sequences = 1; sequences <= 3; sequences += 2) {
+            for (int r = 0; r < steps; r++) {
+                double start = cli_now();
+                check(bench_blip2_step(ctx, prompt, (size_t)positions[p], (size_t)sequences, &flops));
+                step_times[r] = cli_now() - start;
+            }
+            char detail[64];
+            snprintf(detail, sizeof detail, "%s, position %d", sequences == 1 ? "greedy" : "3 beams", positions[p]);
+            report(b, "decoder_step", detail, summarize(step_times, steps), flops, false);
+        }
+    double bytes = bench_blip2_step_bytes(ctx);
+    if (b->options.json)
+        printf("{\"stage\": \"decoder_step_bytes\", \"threads\": %d, \"bytes\": %.0f}\n", b->threads, bytes);
+    else
+        printf("%-13s %-22s %10.1f MB of weights read per step\n", "decoder_step", "", bytes / 1e6);
+    time_captions(b, ctx, images);
+}
+
 /* BLIP retrieval: one (image, text) pair; the image's share (vision, cross
  * keys and values) is paid once per image */
 static void time_itm_stages(bench *b, glimpse_context *ctx, const glimpse_model *model) {
@@ -408,6 +456,7 @@ int command_bench(int argc, char **argv) {
     if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
+    if (info.kind == GLIMPSE_MODEL_KIND_BLIP2) time_blip2_stages(&b, ctx, images);
     if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2) time_captions(&b, ctx, images);
     if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
     for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);

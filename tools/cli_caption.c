@@ -1,5 +1,6 @@
 /* cli_caption.c — `glimpse caption`: describes images in words with a
- * BLIP or ViT-GPT2 captioning model. Bad images are reported and skipped; with one
+ * BLIP, ViT-GPT2 or BLIP-2 captioning model; and `glimpse ask`: BLIP-2 answers a
+ * question about each image. Bad images are reported and skipped; with one
  * image and a terminal on stdout the words appear as they are decoded. */
 #include <getopt.h>
 #include <stdbool.h>
@@ -18,20 +19,22 @@ static const char caption_help[] =
     "                       [--repetition-penalty R] [--every SECONDS | --scenes] [--json]\n"
     "                       IMAGE|VIDEO|FOLDER|-...\n"
     "Describes each image, and frames of each video, with a captioning model: BLIP\n"
-    "(BlipForConditionalGeneration, e.g. Salesforce/blip-image-captioning-base) or ViT-GPT2\n"
-    "(VisionEncoderDecoderModel of a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning).\n"
+    "(BlipForConditionalGeneration, e.g. Salesforce/blip-image-captioning-base), ViT-GPT2\n"
+    "(VisionEncoderDecoderModel of a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning)\n"
+    "or BLIP-2 (Blip2ForConditionalGeneration, e.g. Salesforce/blip2-opt-2.7b).\n"
     "%s"
     "Plain output: the caption alone for one image, else PATH (PATH @ M:SS.s for a video's\n"
     "frame), a tab, the caption.\n"
     "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
-    "generate returns them (start token, prompt, generated tokens); a video's frames also\n"
-    "carry \"time\": SECONDS.\n";
+    "generate returns them: BLIP's and ViT-GPT2's start token, prompt and generated tokens;\n"
+    "BLIP-2's start token 2 and the generated tokens (its prompt goes in as embeddings, not in\n"
+    "the ids); a video's frames also carry \"time\": SECONDS.\n";
 
 const char cli_caption_options_help[] =
     "  --prompt TEXT            the caption continues this text (\"a picture of\")\n"
-    "  --beams N                beam search width (default 3, ViT-GPT2 1; 1 = greedy)\n"
-    "  --max-tokens N           at most N generated tokens, after the prompt (default 20, ViT-GPT2 19)\n"
-    "  --min-tokens N           at least N generated tokens before it may end (default 5, ViT-GPT2 0)\n"
+    "  --beams N                beam search width (default 3, ViT-GPT2 and BLIP-2 1; 1 = greedy)\n"
+    "  --max-tokens N           at most N generated tokens, after the prompt (default 20, ViT-GPT2 and BLIP-2 19)\n"
+    "  --min-tokens N           at least N generated tokens before it may end (default 5, ViT-GPT2 and BLIP-2 0)\n"
     "  --repetition-penalty R   > 1 discourages repeating tokens (default 1 = off)\n"
     "  --length-penalty L       beam scores are divided by length^L (default 1)\n"
     "  --sample                 draw tokens at random instead of searching (one beam)\n"
@@ -39,12 +42,33 @@ const char cli_caption_options_help[] =
     "  --top-k K                sample among the K most likely tokens (default 50; 0 = all)\n"
     "  --top-p P                sample among the most likely tokens holding probability P (default 1)\n"
     "  --seed S                 the same seed gives the same sampled caption (default 0)\n"
-    "The defaults (3 beams, 5 to 20 new tokens) are BLIP's own captioning settings from\n"
+    "BLIP's defaults (3 beams, 5 to 20 new tokens) are its own captioning settings from\n"
     "its paper and code; they give fluent, complete captions with the released checkpoints.\n"
     "ViT-GPT2's are those transformers' generate uses for it (greedy, max_length 20 counting\n"
     "the start token), or its config.json's top level where it has no generation_config.json.\n"
+    "BLIP-2's are its text_config's, as transformers' generate takes them (greedy, 19 new\n"
+    "tokens, no minimum).\n"
     "A snapshot's generation_config.json (num_beams, max_length, min_length,\n"
     "repetition_penalty, length_penalty) overrides them for that model; options override both.\n";
+
+static const char ask_help[] =
+    "Usage: glimpse ask -m BLIP2 (-q QUESTION | --prompt TEXT) [--beams N] [--max-tokens N] ... [--json]\n"
+    "                   IMAGE|VIDEO|FOLDER|-...\n"
+    "Answers a question about each image with a BLIP-2 model (Blip2ForConditionalGeneration,\n"
+    "e.g. Salesforce/blip2-opt-2.7b): visual question answering with BLIP-2's prompt\n"
+    "\"Question: QUESTION Answer:\".\n"
+    "  -q, --question QUESTION  the question\n"
+    "  --prompt TEXT            a free prompt instead, given to the model as it is\n"
+    "  --beams, --max-tokens, --min-tokens, --sample ...  as for glimpse caption\n"
+    "Defaults: the model's own settings (without generation_config.json, its text_config's:\n"
+    "greedy, at most 19 new tokens, ending at a new line).\n"
+    "Plain output: the answer alone for one image, else PATH, a tab, the answer; the answer is\n"
+    "the decoded text with the spaces at its ends removed, as BLIP-2's model card prints it.\n"
+    "JSON: {\"image\": PATH, \"question\": QUESTION, \"answer\": TEXT, \"ids\": [...]} (\"prompt\"\n"
+    "in place of \"question\" with --prompt), ids as BLIP-2's generate returns them: its\n"
+    "start token 2 and the generated tokens.\n";
+
+enum { OPT_QUESTION = CLI_OPT_CAPTION_END };
 
 /* The most --max-tokens and --min-tokens. */
 #define CAPTION_MAX_TOKENS 500
@@ -99,26 +123,38 @@ void cli_caption_fit_model(glimpse_caption_params *params, const glimpse_model *
         params->min_tokens = model_max_tokens;
 }
 
-/* Parses the command line into options and params: what is not given stays
- * as glimpse_caption_default_params() leaves it, to the model. False after --help. */
-static bool parse_options(int argc, char **argv, cli_options *options, glimpse_caption_params *params,
-                          video_params *video) {
+/* Parses the command line of `command` ("caption", or "ask" which takes a question) into options, params and
+ * video: what is not given stays as glimpse_caption_default_params() leaves it, to the model. False after --help. */
+static bool parse_options(const char *command, int argc, char **argv, cli_options *options,
+                          glimpse_caption_params *params, const char **question, video_params *video) {
+    bool asking = strcmp(command, "ask") == 0;
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_CAPTION_LONG_OPTIONS,
+                                                 {"question", required_argument, NULL, OPT_QUESTION},
                                                  CLI_VIDEO_LONG_OPTIONS,
                                                  {NULL, 0, NULL, 0}};
     int code;
-    while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
-        if (cli_common_option(options, code, optarg, "caption")) continue;
-        if (cli_caption_option(params, code, optarg, "caption")) continue;
-        if (cli_video_option(video, code, optarg, "caption")) continue;
+    while ((code = getopt_long(argc, argv, asking ? "m:q:" : "m:", long_options, NULL)) != -1) {
+        if (cli_common_option(options, code, optarg, command)) continue;
+        if (cli_caption_option(params, code, optarg, command)) continue;
+        if (cli_video_option(video, code, optarg, command)) continue;
+        if (code == 'q' || code == OPT_QUESTION) {
+            if (!asking) cli_usage_error(command, "--question is glimpse ask's: glimpse ask -m BLIP2 -q QUESTION");
+            *question = optarg;
+            continue;
+        }
         if (code == CLI_OPT_HELP) {
-            printf(caption_help, cli_caption_options_help);
+            if (asking)
+                printf("%s", ask_help);
+            else
+                printf(caption_help, cli_caption_options_help);
             printf("\n%s\n%s\n%s", cli_inputs_help, cli_video_help, cli_common_help);
             return false;
         }
-        cli_usage_error("caption", "unknown option");
+        cli_usage_error(command, "unknown option");
     }
-    cli_caption_check(params, "caption");
+    if (asking && !*question == !params->prompt)
+        cli_usage_error(command, "give a question (-q QUESTION) or a free prompt (--prompt TEXT), one of the two");
+    cli_caption_check(params, command);
     return true;
 }
 
@@ -144,12 +180,35 @@ static bool print_as_decoded(void *user, size_t image, int32_t id, const char *t
     return false;
 }
 
-void cli_print_caption_result(const char *text, const int32_t *ids, size_t count) {
-    printf(", \"caption\": ");
+/* What `glimpse ask` asked: the question, or a free prompt (NULL both for `glimpse caption`). */
+typedef struct asked {
+    const char *question, *prompt;
+} asked;
+
+/* The answer as BLIP-2's model card prints it: the decoded text without the whitespace at its ends, in place. */
+static void strip_ends(char *text) {
+    size_t start = strspn(text, " \t\n\r"), length = strlen(text + start);
+    while (length && strchr(" \t\n\r", text[start + length - 1])) length--;
+    memmove(text, text + start, length);
+    text[length] = '\0';
+}
+
+/* , ASKED_KEY: ASKED when asked_key is not NULL, TEXT_KEY: TEXT, "ids": [...] (the object left open). */
+static void print_result(const char *asked_key, const char *asked_text, const char *text_key, const char *text,
+                         const int32_t *ids, size_t count) {
+    if (asked_key) {
+        printf(", \"%s\": ", asked_key);
+        json_string(stdout, asked_text);
+    }
+    printf(", \"%s\": ", text_key);
     json_string(stdout, text);
     printf(", \"ids\": [");
     for (size_t j = 0; j < count; j++) printf(j ? ", %d" : "%d", ids[j]);
     printf("]");
+}
+
+void cli_print_caption_result(const char *text, const int32_t *ids, size_t count) {
+    print_result(NULL, NULL, "caption", text, ids, count);
 }
 
 void cli_print_caption_fields(const char *path, const char *text, const int32_t *ids, size_t count) {
@@ -161,10 +220,14 @@ void cli_print_caption_fields(const char *path, const char *text, const int32_t 
 /* One result: a JSON line, the end of the streamed words, the caption alone
  * (one image), or PATH, a tab, the caption. */
 static void print_caption(const cli_options *options, const streaming *stream, size_t count,
-                          const cli_picture *picture, const glimpse_caption *caption) {
+                          const cli_picture *picture, const asked *ask, const glimpse_caption *caption) {
     if (options->json) {
         cli_json_picture(stdout, picture);
-        cli_print_caption_result(caption->text, caption->ids, caption->id_count);
+        if (ask->question || ask->prompt)
+            print_result(ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt,
+                         "answer", caption->text, caption->ids, caption->id_count);
+        else
+            cli_print_caption_result(caption->text, caption->ids, caption->id_count);
         printf("}\n");
     } else if (stream->active) {
         if (stream->broken) printf("\r\033[K%s", caption->text);
@@ -181,7 +244,7 @@ static void print_caption(const cli_options *options, const streaming *stream, s
 /* Captions the images, and the sampled frames of videos, one at a time;
  * each input that fails is named on stderr and counted, and the others go on. */
 static void caption_files(cli_options *options, glimpse_context *ctx, char *const *paths, size_t count,
-                          glimpse_caption_params *params, const video_params *video) {
+                          glimpse_caption_params *params, const asked *ask, const video_params *video) {
     streaming stream = {.active = count == 1 && !options->json && isatty(STDOUT_FILENO), .printed = 0, .broken = false};
     cli_pictures pictures;
     cli_pictures_start(&pictures, options, video, paths, count);
@@ -192,45 +255,61 @@ static void caption_files(cli_options *options, glimpse_context *ctx, char *cons
         params->on_token = stream.active ? print_as_decoded : NULL;
         params->user = stream.active ? &stream : NULL;
         glimpse_caption caption;
-        glimpse_status status = glimpse_caption_images(ctx, &picture.image, 1, params, &caption);
+        glimpse_status status = ask->question
+                                    ? glimpse_ask_images(ctx, &picture.image, 1, ask->question, params, &caption)
+                                    : glimpse_caption_images(ctx, &picture.image, 1, params, &caption);
         glimpse_image_free(picture.image);
+        if (!status && (ask->question || ask->prompt)) strip_ends(caption.text);
         cli_progress_end(&pictures.progress);
         if (status) {
             cli_error("%s: %s", picture.path, glimpse_last_error());
             options->failures++;
             continue;
         }
-        print_caption(options, &stream, count, &picture, &caption);
+        print_caption(options, &stream, count, &picture, ask, &caption);
         glimpse_caption_free(&caption);
         cli_progress_step(&pictures.progress, pictures.progress.done);
     }
     cli_pictures_end(&pictures);
 }
 
-int command_caption(int argc, char **argv) {
+/* `glimpse caption` and `glimpse ask`: the same options and output, ask with its question. */
+static int caption_command(const char *command, int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
     glimpse_caption_params params = glimpse_caption_default_params();
+    asked ask = {NULL, NULL};
     video_params video = video_default_params();
-    if (!parse_options(argc, argv, &options, &params, &video)) return CLI_EXIT_OK;
-    if (argc == optind) cli_usage_error("caption", "no images to caption");
+    if (!parse_options(command, argc, argv, &options, &params, &ask.question, &video)) return CLI_EXIT_OK;
+    if (strcmp(command, "ask") == 0) ask.prompt = params.prompt;
+    if (argc == optind) cli_usage_error(command, "no images given");
     size_t count;
-    char **paths = cli_expand_inputs(&options, "caption", argv + optind, (size_t)(argc - optind), &count);
+    char **paths = cli_expand_inputs(&options, command, argv + optind, (size_t)(argc - optind), &count);
     if (!count) return CLI_EXIT_FAILURE; /* folders without images, said on stderr */
-    glimpse_model *model = cli_load_model(&options, "caption", true, true);
+    glimpse_model *model = cli_load_model(&options, command, true, true);
     cli_caption_fit_model(&params, model);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
-    if (kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && kind != GLIMPSE_MODEL_KIND_VIT_GPT2) {
+    bool captions = kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION || kind == GLIMPSE_MODEL_KIND_VIT_GPT2;
+    bool fits = kind == GLIMPSE_MODEL_KIND_BLIP2 || (captions && !ask.question);
+    if (!fits) {
         glimpse_model_info info;
         glimpse_model_get_info(model, &info);
-        cli_error("%s is a %s model; captioning needs a BLIP captioning model (BlipForConditionalGeneration) or a "
-                  "ViT-GPT2 one (VisionEncoderDecoderModel of ViT and GPT-2)", options.model, info.architecture);
+        cli_error(ask.question ? "%s is a %s model; answering questions needs a BLIP-2 model "
+                                 "(Blip2ForConditionalGeneration)"
+                               : "%s is a %s model; captioning needs a BLIP captioning model "
+                                 "(BlipForConditionalGeneration), a ViT-GPT2 one (VisionEncoderDecoderModel of ViT "
+                                 "and GPT-2) or BLIP-2 (Blip2ForConditionalGeneration)",
+                  options.model, info.architecture);
         glimpse_model_free(model);
         cli_inputs_free(paths, count);
         return CLI_EXIT_FAILURE;
     }
     glimpse_context *ctx = cli_create_context(&options, model);
-    caption_files(&options, ctx, paths, count, &params, &video);
+    caption_files(&options, ctx, paths, count, &params, &ask, &video);
     cli_inputs_free(paths, count);
     return cli_finish(&options, ctx, model);
 }
+
+int command_caption(int argc, char **argv) { return caption_command("caption", argc, argv); }
+
+int command_ask(int argc, char **argv) { return caption_command("ask", argc, argv); }

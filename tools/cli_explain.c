@@ -28,6 +28,7 @@ static const char explain_help[] =
     "                             at its attention-pooling head), an occlusion map (the drop of the\n"
     "                             logit when each patch is covered with the picture's mean colour), and\n"
     "                             for SigLIP the attention-pooling head's own map. Without -t: rollout.\n"
+    "ViT-GPT2 and BLIP-2 captioners are not explained yet (refused).\n"
     "Attention maps average every layer and every head (--layer and --head pick one), keep the patch\n"
     "columns (the class token's is dropped) and sum to 1. A word of several word pieces gets the\n"
     "mean of its pieces' maps.\n"
@@ -410,6 +411,13 @@ int command_explain(int argc, char **argv) {
     glimpse_model *model = cli_load_model(&options, "explain", true, true);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
     cli_caption_fit_model(&request.caption, model);
+    if (kind == GLIMPSE_MODEL_KIND_VIT_GPT2 || kind == GLIMPSE_MODEL_KIND_BLIP2) {
+        cli_error("%s: explain does not explain %s captions yet (it explains BLIP captions, BLIP ITM matches, CLIP "
+                  "and SigLIP)", options.model, kind == GLIMPSE_MODEL_KIND_BLIP2 ? "BLIP-2" : "ViT-GPT2");
+        glimpse_model_free(model);
+        free(request.texts);
+        return CLI_EXIT_FAILURE;
+    }
     if (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION && request.text_count)
         cli_usage_error("explain", "a captioning model explains its own caption: drop -t");
     if (kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL && !request.text_count)

@@ -16,7 +16,8 @@ static const char usage[] =
     "  rank      rank images against texts\n"
     "  classify  zero-shot classification of images over labels\n"
     "  info      describe a model\n"
-    "  caption   describe images in words (BLIP)\n"
+    "  caption   describe images in words (BLIP, ViT-GPT2, BLIP-2)\n"
+    "  ask       answer a question about images (BLIP-2)\n"
     "  index     build or refresh a search index of a photo collection\n"
     "  search    search an index with texts, images or combinations\n"
     "  duplicates  list groups of near-identical pictures in an index\n"
@@ -39,7 +40,7 @@ int main(int argc, char **argv) {
         {"caption", command_caption}, {"bench", command_bench},
         {"serve", command_serve},
         {"index", command_index},     {"search", command_search},
-        {"duplicates", command_duplicates},
+        {"ask", command_ask},         {"duplicates", command_duplicates},
         {"explain", command_explain}};
     if (argc < 2) {
         fputs(usage, stderr);

@@ -73,6 +73,23 @@ static void add_norm(spec_list *l, const char *prefix, size_t dim) {
     add(l, FILL_ZEROS, 0, 1, dim, 0, 0, 0, "%s.bias", prefix);
 }
 
+/* Linear layers [out, in] with biases, or LayerNorms of dim, named PARENT.NAME for each of names. */
+static void add_linears(spec_list *l, const char *parent, const char *const *names, size_t count, size_t out,
+                        size_t in) {
+    char name[160];
+    for (size_t i = 0; i < count; i++) {
+        snprintf(name, sizeof name, "%s.%s", parent, names[i]);
+        add_linear(l, name, out, in, 1);
+    }
+}
+static void add_norms(spec_list *l, const char *parent, const char *const *names, size_t count, size_t dim) {
+    char name[160];
+    for (size_t i = 0; i < count; i++) {
+        snprintf(name, sizeof name, "%s.%s", parent, names[i]);
+        add_norm(l, name, dim);
+    }
+}
+
 /* A pre-LN encoder layer's two LayerNorms and feed-forward block below `layer`: names[0..3] are its norm1,
  * norm2, fc1 [intermediate, hidden] and fc2 [hidden, intermediate] modules. */
 static void add_norms_and_mlp(spec_list *l, const char *layer, const char *const names[4], size_t hidden,
@@ -247,6 +264,61 @@ static void siglip_tensors(spec_list *l, const cJSON *config) {
     add(l, FILL_CONSTANT, -10.0f, 1, 1, 0, 0, 0, "logit_bias");
 }
 
+/* Blip2ForConditionalGeneration with OPT: BLIP's vision tower, the Q-Former (cross-attention in every
+ * cross_attention_frequency-th layer; both its feed-forward blocks, the queries' and the text's, as the
+ * published checkpoint holds them), the language projection and OPT (head tied, so absent). */
+static void blip2_tensors(spec_list *l, const cJSON *config) {
+    const cJSON *v = cJSON_GetObjectItem(config, "vision_config"), *q = cJSON_GetObjectItem(config, "qformer_config");
+    const cJSON *t = cJSON_GetObjectItem(config, "text_config");
+    blip_vision_tensors(l, v);
+    size_t qh = (size_t)get_int(q, "hidden_size", 768), qi = (size_t)get_int(q, "intermediate_size", 3072);
+    size_t encoder = (size_t)get_int(q, "encoder_hidden_size", get_int(v, "hidden_size", 1408));
+    int frequency = get_int(q, "cross_attention_frequency", 2);
+    if (frequency < 1) die("config: cross_attention_frequency must be at least 1");
+    add(l, FILL_NORMAL, STD, 3, 1, (size_t)get_int(config, "num_query_tokens", 32), qh, 0, "query_tokens");
+    add_norm(l, "qformer.layernorm", qh);
+    char name[160];
+    for (int i = 0; i < get_int(q, "num_hidden_layers", 12); i++) {
+        const char *square[] = {"attention.attention.query", "attention.attention.key", "attention.attention.value",
+                                "attention.output.dense", "crossattention.attention.query",
+                                "crossattention.output.dense"};
+        const char *norms[] = {"attention.output.LayerNorm", "output.LayerNorm", "output_query.LayerNorm",
+                               "crossattention.output.LayerNorm"};
+        const char *kv[] = {"crossattention.attention.key", "crossattention.attention.value"};
+        const char *widen[] = {"intermediate.dense", "intermediate_query.dense"};
+        const char *narrow[] = {"output.dense", "output_query.dense"};
+        int cross = i % frequency == 0;
+        snprintf(name, sizeof name, "qformer.encoder.layer.%d", i);
+        add_linears(l, name, square, cross ? 6 : 4, qh, qh);
+        add_norms(l, name, norms, cross ? 4 : 3, qh);
+        add_linears(l, name, kv, cross ? 2 : 0, qh, encoder);
+        add_linears(l, name, widen, 2, qi, qh);
+        add_linears(l, name, narrow, 2, qh, qi);
+    }
+    size_t h = (size_t)get_int(t, "hidden_size", 768), ffn = (size_t)get_int(t, "ffn_dim", 3072);
+    size_t proj = (size_t)get_int(t, "word_embed_proj_dim", (int)h), vocab = (size_t)get_int(t, "vocab_size", 50272);
+    size_t positions = (size_t)get_int(t, "max_position_embeddings", 2048);
+    add_linear(l, "language_projection", h, qh, 1);
+    const char *decoder = "language_model.model.decoder";
+    add(l, FILL_NORMAL, STD, 2, vocab, proj, 0, 0, "%s.embed_tokens.weight", decoder);
+    add(l, FILL_NORMAL, STD, 2, positions + 2, h, 0, 0, "%s.embed_positions.weight", decoder);
+    if (proj != h) {
+        add(l, FILL_NORMAL, STD, 2, h, proj, 0, 0, "%s.project_in.weight", decoder);
+        add(l, FILL_NORMAL, STD, 2, proj, h, 0, 0, "%s.project_out.weight", decoder);
+    }
+    for (int i = 0; i < get_int(t, "num_hidden_layers", 12); i++) {
+        const char *square[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj"};
+        const char *norms[] = {"self_attn_layer_norm", "final_layer_norm"}, *fc1[] = {"fc1"}, *fc2[] = {"fc2"};
+        snprintf(name, sizeof name, "%s.layers.%d", decoder, i);
+        add_linears(l, name, square, 4, h, h);
+        add_linears(l, name, fc1, 1, ffn, h);
+        add_linears(l, name, fc2, 1, h, ffn);
+        add_norms(l, name, norms, 2, h);
+    }
+    snprintf(name, sizeof name, "%s.final_layer_norm", decoder);
+    add_norm(l, name, h);
+}
+
 /* A GPT-2 Conv1D layer: weight [in, out], bias [out]. */
 static void add_conv1d(spec_list *l, const char *prefix, size_t in, size_t out) {
     add(l, FILL_NORMAL, STD, 2, in, out, 0, 0, "%s.weight", prefix);
@@ -307,6 +379,8 @@ static void vit_gpt2_tensors(spec_list *l, const cJSON *config) {
 
 /* ---------------------------------------------------------------- output */
 
+static void write_text(const char *folder, const char *name, const char *text);
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t next_random(void) {
     rng_state ^= rng_state << 13;
@@ -340,12 +414,14 @@ static uint16_t to_f16(float value) {
     return (uint16_t)half;
 }
 
-static void write_safetensors(const char *path, const spec_list *l, int half) {
+/* Writes tensors first .. end-1 of l to path, their values made as they are written (nothing held: a model of
+ * several GB streams through a small buffer). */
+static void write_safetensors(const char *path, const spec_list *l, size_t first, size_t end, int half) {
     cJSON *header = cJSON_CreateObject();
     cJSON *metadata = cJSON_AddObjectToObject(header, "__metadata__");
     cJSON_AddStringToObject(metadata, "format", "pt");
     size_t offset = 0;
-    for (size_t i = 0; i < l->count; i++) {
+    for (size_t i = first; i < end; i++) {
         const tensor_spec *t = &l->items[i];
         size_t bytes = elements_of(t) * (t->is_i64 ? 8 : half ? 2 : 4);
         cJSON *entry = cJSON_AddObjectToObject(header, t->name);
@@ -368,7 +444,7 @@ static void write_safetensors(const char *path, const spec_list *l, int half) {
     for (size_t i = length; i < padded; i++) fputc(' ', f);
     free(text);
     cJSON_Delete(header);
-    for (size_t i = 0; i < l->count; i++) {
+    for (size_t i = first; i < end; i++) {
         const tensor_spec *t = &l->items[i];
         size_t n = elements_of(t);
         for (size_t j = 0; j < n; j++) {
@@ -390,6 +466,39 @@ static void write_safetensors(const char *path, const spec_list *l, int half) {
         }
     }
     if (fclose(f) != 0) die("%s: write failed", path);
+}
+
+/* The weights as one model.safetensors, or in `shards` files model-0000N-of-0000M.safetensors of about equal
+ * size with the model.safetensors.index.json that maps each tensor to its file, as the hub shards them. */
+static void write_weights(const char *folder, const spec_list *l, int half, size_t shards) {
+    if (shards <= 1) {
+        char *path = file_join(folder, "model.safetensors");
+        write_safetensors(path, l, 0, l->count, half);
+        free(path);
+        return;
+    }
+    size_t total = 0, first = 0, done = 0;
+    for (size_t i = 0; i < l->count; i++) total += elements_of(&l->items[i]);
+    cJSON *index = cJSON_CreateObject(), *map = cJSON_CreateObject();
+    cJSON_AddItemToObject(cJSON_AddObjectToObject(index, "metadata"), "total_size",
+                          cJSON_CreateNumber((double)total * (half ? 2 : 4)));
+    cJSON_AddItemToObject(index, "weight_map", map);
+    for (size_t shard = 0; shard < shards; shard++) {
+        size_t end = first;
+        while (end < l->count && (shard == shards - 1 || done < total / shards * (shard + 1)))
+            done += elements_of(&l->items[end++]);
+        char name[64];
+        snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", shard + 1, shards);
+        for (size_t i = first; i < end; i++) cJSON_AddStringToObject(map, l->items[i].name, name);
+        char *path = file_join(folder, name);
+        write_safetensors(path, l, first, end, half);
+        free(path);
+        first = end;
+    }
+    char *text = cJSON_Print(index);
+    write_text(folder, "model.safetensors.index.json", text);
+    free(text);
+    cJSON_Delete(index);
 }
 
 static void write_text(const char *folder, const char *name, const char *text) {
@@ -423,6 +532,23 @@ static void write_byte_bpe_files(const char *folder, cJSON *vocab) {
     free(text);
     cJSON_Delete(vocab);
     write_text(folder, "merges.txt", "#version: 0.2\n");
+}
+
+/* OPT's tokenizer files with a vocabulary of our own in fairseq's order: <s>, <pad>, </s>, <unk>, then the
+ * 256 byte stand-ins, no merges (every byte its own token); OPT's special tokens (bos = eos = unk = </s>). */
+static void write_opt_tokenizer(const char *folder) {
+    cJSON *vocab = cJSON_CreateObject();
+    const char *specials[] = {"<s>", "<pad>", "</s>", "<unk>"};
+    for (int i = 0; i < 4; i++) cJSON_AddNumberToObject(vocab, specials[i], i);
+    char stand_ins[256][4];
+    byte_stand_ins(stand_ins);
+    for (int b = 0; b < 256; b++) cJSON_AddNumberToObject(vocab, stand_ins[b], 4 + b);
+    write_byte_bpe_files(folder, vocab);
+    write_text(folder, "tokenizer_config.json",
+               "{\"add_bos_token\": true, \"add_prefix_space\": false, \"tokenizer_class\": \"GPT2Tokenizer\"}\n");
+    write_text(folder, "special_tokens_map.json",
+               "{\"bos_token\": \"</s>\", \"eos_token\": \"</s>\", \"pad_token\": \"<pad>\", "
+               "\"unk_token\": \"</s>\"}\n");
 }
 
 /* A CLIP-format vocabulary of our own: the 256 byte stand-ins, each also
@@ -559,6 +685,19 @@ static void write_siglip_tokenizer(const char *folder) {
                "\"tokenizer_class\": \"SiglipTokenizer\", \"unk_token\": \"<unk>\"}\n");
 }
 
+/* BlipImageProcessor's settings (BLIP and BLIP-2): bicubic straight to image × image, OpenAI CLIP's mean/std. */
+static void write_blip_preprocessor(const char *folder, int image) {
+    char preprocessor[1024];
+    snprintf(preprocessor, sizeof preprocessor,
+             "{\"do_convert_rgb\": true, \"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
+             "\"image_mean\": [0.48145466, 0.4578275, 0.40821073], "
+             "\"image_std\": [0.26862954, 0.26130258, 0.27577711], \"image_processor_type\": "
+             "\"BlipImageProcessor\", \"resample\": 3, \"rescale_factor\": 0.00392156862745098, "
+             "\"size\": {\"height\": %d, \"width\": %d}}\n",
+             image, image);
+    write_text(folder, "preprocessor_config.json", preprocessor);
+}
+
 /* A GPT-2-format vocabulary of our own: the 256 byte stand-ins, then
  * tokens of two or three printable ASCII characters (every id the model can
  * produce decodes), then <|endoftext|> last; no merges (text encodes byte by
@@ -585,17 +724,25 @@ static void write_gpt2_tokenizer(const char *folder, int vocab_size) {
 }
 
 static const char usage[] =
-    "Usage: glimpse-make-model CONFIG.json OUTPUT_FOLDER [--f16] [--seed N]\n"
+    "Usage: glimpse-make-model CONFIG.json OUTPUT_FOLDER [--f16] [--shards N] [--seed N]\n"
     "Writes a snapshot folder with random weights shaped as CONFIG describes\n"
     "(e.g. ../shared/configs/openai--clip-vit-base-patch32.json), with the\n"
-    "published tensor names, plus tokenizer and preprocessor files of our own.\n";
+    "published tensor names, plus tokenizer and preprocessor files of our own.\n"
+    "Float16 with --f16 or where CONFIG's torch_dtype is float16 (Salesforce/blip2-opt-2.7b);\n"
+    "--shards N writes N files and model.safetensors.index.json, as the hub shards large\n"
+    "models (BLIP-2's default: 2). Values are made as they are written: memory stays small\n"
+    "whatever the model's size.\n";
 
 int main(int argc, char **argv) {
     const char *config_path = NULL, *folder = NULL;
     int half = 0;
+    long shards = 0; /* 0: the family's default */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--f16") == 0) {
             half = 1;
+        } else if (strcmp(argv[i], "--shards") == 0 && i + 1 < argc) {
+            shards = strtol(argv[++i], NULL, 10);
+            if (shards < 1 || shards > 99999) die("--shards takes 1 to 99999");
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             rng_state = strtoull(argv[++i], NULL, 10) * 0x9e3779b97f4a7c15ull + 1;
         } else if (strcmp(argv[i], "--help") == 0) {
@@ -642,16 +789,7 @@ int main(int argc, char **argv) {
             blip_retrieval_tensors(&tensors, config);
         const cJSON *t = cJSON_GetObjectItem(config, "text_config"), *v = cJSON_GetObjectItem(config, "vision_config");
         write_bert_tokenizer(folder, get_int(t, "vocab_size", 30524));
-        int image = get_int(v, "image_size", 384);
-        char preprocessor[1024];
-        snprintf(preprocessor, sizeof preprocessor,
-                 "{\"do_convert_rgb\": true, \"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
-                 "\"image_mean\": [0.48145466, 0.4578275, 0.40821073], "
-                 "\"image_std\": [0.26862954, 0.26130258, 0.27577711], \"image_processor_type\": "
-                 "\"BlipImageProcessor\", \"resample\": 3, \"rescale_factor\": 0.00392156862745098, "
-                 "\"size\": {\"height\": %d, \"width\": %d}}\n",
-                 image, image);
-        write_text(folder, "preprocessor_config.json", preprocessor);
+        write_blip_preprocessor(folder, get_int(v, "image_size", 384));
     } else if (strcmp(architecture, "SiglipModel") == 0) {
         siglip_tensors(&tensors, config);
         write_siglip_tokenizer(folder);
@@ -665,6 +803,11 @@ int main(int argc, char **argv) {
                  "\"size\": {\"height\": %d, \"width\": %d}}\n",
                  image, image);
         write_text(folder, "preprocessor_config.json", preprocessor);
+    } else if (strcmp(architecture, "Blip2ForConditionalGeneration") == 0) {
+        blip2_tensors(&tensors, config);
+        write_opt_tokenizer(folder);
+        write_blip_preprocessor(folder, get_int(cJSON_GetObjectItem(config, "vision_config"), "image_size", 224));
+        if (!shards) shards = 2; /* Salesforce/blip2-opt-2.7b's two files */
     } else if (strcmp(architecture, "VisionEncoderDecoderModel") == 0) {
         vit_gpt2_tensors(&tensors, config);
         write_gpt2_tokenizer(folder, get_int(cJSON_GetObjectItem(config, "decoder"), "vocab_size", 50257));
@@ -679,12 +822,12 @@ int main(int argc, char **argv) {
         write_text(folder, "preprocessor_config.json", preprocessor);
     } else {
         die("%s: architecture '%s' is not one this tool writes (CLIPModel, BlipForConditionalGeneration, "
-            "BlipForImageTextRetrieval, SiglipModel, VisionEncoderDecoderModel)",
+            "BlipForImageTextRetrieval, SiglipModel, VisionEncoderDecoderModel, Blip2ForConditionalGeneration)",
             config_path, architecture);
     }
-    char *weights = file_join(folder, "model.safetensors");
-    write_safetensors(weights, &tensors, half);
-    free(weights);
+    const cJSON *dtype = cJSON_GetObjectItem(config, "torch_dtype");
+    if (cJSON_IsString(dtype) && strcmp(dtype->valuestring, "float16") == 0) half = 1;
+    write_weights(folder, &tensors, half, shards ? (size_t)shards : 1);
     char *config_out = file_join(folder, "config.json");
     FILE *f = fopen(config_out, "wb");
     if (!f) die("%s: %s", config_out, strerror(errno));

@@ -118,6 +118,7 @@ glimpse_status layers_load_norms(weight_store *store, const char *parent, size_t
     char module[LAYERS_NAME_CAPACITY];
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t i = 0; !status && i < count; i++) {
+        if (!slots[i].module) continue;
         status = layers_name(module, "%s.%s", parent, slots[i].module);
         if (!status) status = layers_load_norm(store, module, dim, slots[i].weight, slots[i].bias);
     }

@@ -70,7 +70,7 @@ typedef struct projection_slot {
     kernel_weight *weight;
     const float **bias;
 } projection_slot;
-/* Where a LayerNorm PARENT.MODULE goes. */
+/* Where a LayerNorm PARENT.MODULE goes. A NULL module is skipped. */
 typedef struct norm_slot {
     const char *module;
     const float **weight, **bias;

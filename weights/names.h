@@ -103,10 +103,34 @@ typedef struct siglip_names {
     const char *logit_scale, *logit_bias; /* tensors [1] (logit_scale exponentiated at load) */
 } siglip_names;
 
+/* OPT's decoder (OPTForCausalLM), names whole from the checkpoint's root. */
+typedef struct opt_names {
+    const char *embed_tokens;    /* tensor [vocab, word_embed_proj_dim] */
+    const char *embed_positions; /* tensor [max_positions + 2, hidden] (OPT's offset of 2) */
+    const char *project_in, *project_out; /* modules without bias, present when word_embed_proj_dim != hidden */
+    const char *layers;          /* stack of pre-LN layers named by `layer` */
+    const encoder_layer_names *layer;
+    const char *final_norm;      /* module (absent with _remove_final_layer_norm) */
+    const char *lm_head;         /* tensor [vocab, word_embed_proj_dim]; absent: tied to embed_tokens */
+} opt_names;
+
+/* Blip2ForConditionalGeneration: BLIP's vision tower, the Q-Former (a BERT
+ * without word embeddings whose layers cross-attend every
+ * cross_attention_frequency-th layer, with the queries' own feed-forward
+ * names), the language projection and OPT. */
+typedef struct blip2_names {
+    const vit_names *vision;
+    const char *query_tokens; /* tensor [1, queries, qformer hidden] */
+    bert_names qformer;       /* layout: embedding_norm and layers only */
+    const char *language_projection; /* module [text hidden, qformer hidden] */
+    opt_names language_model;
+} blip2_names;
+
 extern const clip_names names_clip; /* weights/names_clip.c */
 extern const encoder_layer_names names_clip_layer; /* CLIPEncoderLayer's, which SiglipEncoderLayer shares */
 extern const siglip_names names_siglip; /* weights/names_siglip.c */
 extern const blip_names names_blip; /* weights/names_blip.c */
+extern const blip2_names names_blip2; /* weights/names_blip2.c */
 
 /* A GPT-2 block with cross-attention (fusion/gpt2.h's gpt2_layer), relative
  * to the block. Projections are Conv1D modules: MODULE.weight stored

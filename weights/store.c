@@ -89,6 +89,12 @@ static glimpse_status open_sharded(weight_store *store, const char *folder, cons
             status = ERROR_OOM();
             break;
         }
+        if (!file_is_regular(path)) {
+            status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s names shard %s (tensor '%s'), which is not in the "
+                               "folder: the download is incomplete", index_path, item->valuestring, item->string);
+            free(path);
+            break;
+        }
         safetensors *file;
         status = safetensors_open(path, &file);
         free(path);

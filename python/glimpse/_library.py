@@ -44,7 +44,7 @@ STATUS_NAMES = ["OK", "INVALID_ARGUMENT", "IO", "NOT_FOUND", "BAD_FORMAT", "UNSU
                 "OUT_OF_MEMORY", "WRONG_MODEL", "CANCELLED", "INTERNAL", "BUSY"]
 STATUS_CANCELLED = STATUS_NAMES.index("CANCELLED")
 
-MODEL_KINDS = {1: "clip", 2: "blip_caption", 3: "blip_retrieval", 4: "siglip"}
+MODEL_KINDS = {1: "clip", 2: "blip_caption", 3: "blip_retrieval", 4: "siglip", 5: "vit_gpt2", 6: "blip2"}
 PRECISIONS = {"float32": 0, "int8": 1}
 PIXEL_FORMAT_RGB8, PIXEL_FORMAT_RGBA8 = 1, 2
 MATCH_MODES = {"itm": 0, "itc": 1}

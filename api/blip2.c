@@ -1,0 +1,265 @@
+/* blip2.c — BLIP-2 (Blip2ForConditionalGeneration with OPT) through the
+ * public API: loading its parts, captioning as transformers 4.27's
+ * Blip2ForConditionalGeneration.generate does (the image side — vision
+ * tower, Q-Former, projection — once per image, then OPT continuing from
+ * those vectors and the prompt), and glimpse_ask_images, its visual
+ * question answering with BLIP-2's prompt. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/bench.h"
+#include "api/context.h"
+#include "api/model.h"
+#include "core/error.h"
+#include "fusion/caption.h"
+#include "weights/config.h"
+
+/* The prompt BLIP-2's model card and paper ask questions with. */
+#define BLIP2_QUESTION_FORMAT "Question: %s Answer:"
+
+glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json) {
+    const char *folder = model->folder;
+    const cJSON *qformer_json = cJSON_GetObjectItemCaseSensitive(model->config, "qformer_config");
+    if (!cJSON_IsObject(qformer_json))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: %s needs a qformer_config object", folder,
+                         model->architecture);
+    glimpse_status status;
+    vit_config vision;
+    opt_config text;
+    if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_BLIP, &vision)) ||
+        (status = opt_config_read(text_json, "config.json: text_config", &text)) ||
+        (status = blip2_qformer_config_read(model->config, qformer_json, vision.hidden_size, text.hidden_size,
+                                            &model->qformer)))
+        return status;
+    if (text.word_embed_proj_dim != text.hidden_size) /* transformers concatenates the two: they must agree */
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s/config.json: the language projection gives %d values but "
+                         "OPT's word embeddings have %d", folder, text.hidden_size, text.word_embed_proj_dim);
+    if (model->qformer.config.encoder_hidden_size != vision.hidden_size)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: the Q-Former reads image tokens of %d values, "
+                         "the vision tower makes %d", folder, model->qformer.config.encoder_hidden_size,
+                         vision.hidden_size);
+    if ((status = vit_model_load(&model->vision, &vision, names_blip2.vision, model->store))) return status;
+    model->has_vision = true;
+    model->preprocess = preprocess_default_blip(vision.image_size); /* BlipImageProcessor */
+    if ((status = read_preprocessor(model, 1)) ||
+        (status = blip2_qformer_load(&model->qformer, &names_blip2, model->store)) ||
+        (status = opt_model_load(&model->language_model, &text, &names_blip2.language_model, model->store)))
+        return status;
+    model->has_text = true;
+    model->start_id = text.bos_id, model->end_id = text.eos_id, model->pad_id = text.pad_id;
+    if ((status = gpt2_tokenizer_load(folder, &model->byte_bpe)) ||
+        (status = check_vocabulary(model, "vocab.json", gpt2_tokenizer_vocab_size(model->byte_bpe),
+                                   text.vocab_size)))
+        return status;
+    /* generate's settings: generation_config.json (later hub revisions have one), else (4.27 writes none for
+     * this class) the language model's config, as the language model's generate takes them */
+    if ((status = read_generation_config(model))) return status;
+    if (!model->generation && !(model->generation = cJSON_Duplicate(text_json, 1))) return ERROR_OOM();
+    if (!cJSON_IsObject(model->generation))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/generation_config.json is not a JSON object", folder);
+    /* what GenerationConfig and PretrainedConfig give where the file leaves them out (not BLIP's own) */
+    const char *keys[] = {"num_beams", "max_length", "min_length"};
+    const double defaults[] = {1, 20, 0};
+    for (size_t i = 0; i < 3; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(model->generation, keys[i]) &&
+            !cJSON_AddNumberToObject(model->generation, keys[i], defaults[i]))
+            return ERROR_OOM();
+    return GLIMPSE_STATUS_OK;
+}
+
+/* The language model's prompt: the tokenizer's ids of the text (OPT's "</s>" first), or that start token alone. */
+static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
+    *ids = NULL;
+    if (!prompt || !prompt[0]) {
+        *ids = malloc(sizeof **ids);
+        if (!*ids) return ERROR_OOM();
+        (*ids)[0] = model->start_id;
+        *count = 1;
+        return GLIMPSE_STATUS_OK;
+    }
+    size_t n = 0;
+    glimpse_status status = gpt2_tokenizer_encode(model->byte_bpe, prompt, 1, NULL, 0, &n);
+    if (status && status != GLIMPSE_STATUS_TOO_LARGE) return status;
+    *ids = malloc((n ? n : 1) * sizeof **ids);
+    if (!*ids) return ERROR_OOM();
+    status = gpt2_tokenizer_encode(model->byte_bpe, prompt, 1, *ids, n, count);
+    if (!status && !*count) { /* a tokenizer without a start token and a prompt of nothing */
+        (*ids)[0] = model->start_id;
+        *count = 1;
+    }
+    return status;
+}
+
+/* decode(ids, skip_special_tokens=True). Ids the model has but vocab.json lacks (OPT's embedding rows past the
+ * tokenizer's 50,265, padding) stand for no text and are left out, where transformers' decode fails on them. */
+static glimpse_status bpe_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
+    int32_t *known = malloc((count ? count : 1) * sizeof *known);
+    if (!known) return ERROR_OOM();
+    size_t kept = 0, vocab = gpt2_tokenizer_vocab_size(model->byte_bpe);
+    for (size_t i = 0; i < count; i++)
+        if (ids[i] >= 0 && (size_t)ids[i] < vocab) known[kept++] = ids[i];
+    glimpse_status status = gpt2_tokenizer_decode(model->byte_bpe, known, kept, 1, 1, text, NULL);
+    free(known);
+    return status;
+}
+
+/* Makes or grows the context's run states for `sequences` of `positions`. */
+static glimpse_status prepare_states(glimpse_context *ctx, size_t sequences, size_t positions) {
+    const glimpse_model *model = ctx->model;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (!ctx->qformer) status = blip2_qformer_state_create(&model->qformer, model->vision.tokens, &ctx->qformer);
+    if (!status && !ctx->prefix) {
+        ctx->prefix = malloc((size_t)model->qformer.queries * (size_t)model->qformer.projection_dim * sizeof(float));
+        if (!ctx->prefix) status = ERROR_OOM();
+    }
+    opt_state *state = ctx->language;
+    if (!status && (!state || state->max_sequences < sequences || state->max_length < positions)) {
+        opt_state_free(ctx->language);
+        ctx->language = NULL;
+        status = opt_state_create(&model->language_model, sequences, positions, positions, &ctx->language);
+    }
+    return status;
+}
+
+/* One image, its vision tokens in ctx->vision_output: the prefix, then generation from generate's placeholder. */
+static glimpse_status caption_one(glimpse_context *ctx, size_t image, const caption_request *request,
+                                  glimpse_caption *out) {
+    const glimpse_model *model = ctx->model;
+    glimpse_status status = blip2_qformer_forward(&model->qformer, ctx->qformer, ctx->vision_output,
+                                                  model->vision.tokens, ctx->prefix, ctx->threads);
+    if (status) return status;
+    opt_decoder opt = {&model->language_model, ctx->language,  ctx->prefix, (size_t)model->qformer.queries,
+                       request->prompt,        request->prompt_length};
+    caption_decoder decoder = opt_caption_decoder(&opt);
+    int32_t start = model->start_id;
+    return caption_decode_text(ctx, image, request->params, &decoder, &start, 1, bpe_decode, out);
+}
+
+glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                    const glimpse_caption_params *p, glimpse_caption *out) {
+    const glimpse_model *model = ctx->model;
+    int32_t *prompt = NULL;
+    size_t prompt_length = 0;
+    glimpse_status status = prompt_ids(model, p->prompt, &prompt, &prompt_length);
+    /* the queries and the prompt, then each new token but the last is fed back: one spare position */
+    size_t positions = (size_t)model->qformer.queries + prompt_length + (size_t)p->max_tokens;
+    size_t model_positions = (size_t)model->language_model.config.max_positions;
+    if (!status && positions > model_positions)
+        status = error_set(GLIMPSE_STATUS_TOO_LARGE, "the %d query tokens, the prompt (%zu tokens) and %d new tokens "
+                           "exceed the language model's %zu positions", model->qformer.queries, prompt_length,
+                           p->max_tokens, model_positions);
+    if (!status) status = prepare_states(ctx, (size_t)p->beams, positions);
+    caption_request request = {p, prompt, prompt_length};
+    if (!status) status = caption_each_image(ctx, images, count, caption_one, &request, out);
+    free(prompt);
+    return status;
+}
+
+glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                  const char *question, const glimpse_caption_params *params, glimpse_caption *out) {
+    if (!ctx || !images || !question || !out)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_images: NULL argument");
+    for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
+    if (ctx->model->kind != GLIMPSE_MODEL_KIND_BLIP2)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "answering questions needs a BLIP-2 model "
+                                                     "(Blip2ForConditionalGeneration), this is %s",
+                         ctx->model->architecture);
+    glimpse_caption_params asked = params ? *params : glimpse_caption_default_params();
+    if (asked.prompt)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_images makes the prompt from the question: "
+                                                          "leave params.prompt NULL (or caption with the prompt)");
+    int length = snprintf(NULL, 0, BLIP2_QUESTION_FORMAT, question);
+    char *prompt = length >= 0 ? malloc((size_t)length + 1) : NULL;
+    if (!prompt) return ERROR_OOM();
+    snprintf(prompt, (size_t)length + 1, BLIP2_QUESTION_FORMAT, question);
+    asked.prompt = prompt;
+    glimpse_status status = glimpse_caption_images(ctx, images, count, &asked, out);
+    free(prompt);
+    return status;
+}
+
+/* ------------------------------------------------------------ bench hooks (api/bench.h) */
+
+/* The bench's prompt: start tokens in place of a tokenized text (their ids do not change the time); and the
+ * positions its states hold after the prefix and the prompt. */
+#define BENCH_PROMPT_CAPACITY 64
+#define BENCH_GENERATED 64
+
+glimpse_status bench_blip2_qformer(glimpse_context *ctx, size_t sequences, double *flops) {
+    const glimpse_model *model = ctx->model;
+    size_t queries = (size_t)model->qformer.queries;
+    glimpse_status status = prepare_states(ctx, sequences, queries + BENCH_PROMPT_CAPACITY + BENCH_GENERATED);
+    if (status) return status;
+    vit_post_norm_all(&model->vision, ctx->vision, 0, ctx->vision_output);
+    status = blip2_qformer_forward(&model->qformer, ctx->qformer, ctx->vision_output, model->vision.tokens,
+                                   ctx->prefix, ctx->threads);
+    const bert_config *c = &model->qformer.config;
+    double h = c->hidden_size, inter = c->intermediate_size, q = (double)queries, e = c->encoder_hidden_size;
+    double image = (double)model->vision.tokens, cross_layers = 0;
+    for (int l = 0; l < c->layers; l++) cross_layers += model->qformer.bert.layers[l].cross_key_weight.data != NULL;
+    *flops = c->layers * (2 * q * (4 * h * h + 2 * h * inter) + 4 * q * q * h) +
+             cross_layers * (2 * q * 2 * h * h + 2 * image * 2 * e * h + 4 * q * image * h) +
+             2 * q * h * model->qformer.projection_dim;
+    return status;
+}
+
+/* FLOPs of OPT over `rows` new positions after `cached` ones, with the head on one row per sequence. */
+static double opt_flops(const opt_config *t, double rows, double cached, double sequences) {
+    double h = t->hidden_size, ffn = t->ffn_dim;
+    return t->layers * (2 * rows * (4 * h * h + 2 * h * ffn) + 4 * rows * (cached + rows) * h) +
+           sequences * 2 * (double)t->word_embed_proj_dim * t->vocab_size;
+}
+
+glimpse_status bench_blip2_prefill(glimpse_context *ctx, size_t prompt_length, double *flops) {
+    const glimpse_model *model = ctx->model;
+    int32_t prompt[BENCH_PROMPT_CAPACITY];
+    if (prompt_length < 1 || prompt_length > BENCH_PROMPT_CAPACITY)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "bench_blip2_prefill: 1 to %d prompt ids",
+                         BENCH_PROMPT_CAPACITY);
+    for (size_t i = 0; i < prompt_length; i++) prompt[i] = model->start_id;
+    opt_decoder opt = {&model->language_model, ctx->language, ctx->prefix, (size_t)model->qformer.queries, prompt,
+                       prompt_length};
+    caption_decoder decoder = opt_caption_decoder(&opt);
+    float *logits;
+    decoder.restart(decoder.self);
+    glimpse_status status = decoder.step(decoder.self, prompt, 1, 1, &logits, ctx->threads);
+    *flops = opt_flops(&model->language_model.config, (double)(model->qformer.queries + (int)prompt_length), 0, 1);
+    return status;
+}
+
+glimpse_status bench_blip2_step(glimpse_context *ctx, size_t prompt_length, size_t generated, size_t sequences,
+                                double *flops) {
+    const glimpse_model *model = ctx->model;
+    opt_state *s = ctx->language;
+    size_t position = (size_t)model->qformer.queries + prompt_length + generated;
+    if (!s || sequences > s->max_sequences || sequences > GLIMPSE_CAPTION_MAX_BEAMS || position >= s->max_length)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "bench_blip2_step: position %zu, %zu sequences: more "
+                         "than the state bench_blip2_qformer made", position, sequences);
+    int32_t ids[GLIMPSE_CAPTION_MAX_BEAMS];
+    for (size_t q = 0; q < sequences; q++) ids[q] = model->start_id;
+    s->length = position;
+    glimpse_status status = opt_embed(&model->language_model, ids, sequences, s->embedded);
+    if (!status) status = opt_forward(&model->language_model, s, s->embedded, sequences, 1, ctx->threads);
+    *flops = opt_flops(&model->language_model.config, (double)sequences, (double)position, (double)sequences);
+    return status;
+}
+
+/* Bytes a product reads of a weight [out, in]: its int8 twin with a scale and a sum per row, or its stored values. */
+static double weight_bytes(const kernel_weight *w, double out, double in) {
+    if (w->q8) return out * ((double)w->q8->depth + 8);
+    return out * in * (double)weight_type_bytes(w->type);
+}
+
+double bench_blip2_step_bytes(const glimpse_context *ctx) {
+    const opt_model *m = &ctx->model->language_model;
+    const opt_config *t = &m->config;
+    double h = t->hidden_size, ffn = t->ffn_dim, bytes = 0;
+    for (int l = 0; l < t->layers; l++) {
+        const encoder_layer *layer = &m->layers[l];
+        const kernel_weight *square[] = {&layer->q_weight, &layer->k_weight, &layer->v_weight, &layer->out_weight};
+        for (int i = 0; i < 4; i++) bytes += weight_bytes(square[i], h, h);
+        bytes += weight_bytes(&layer->fc1_weight, ffn, h) + weight_bytes(&layer->fc2_weight, h, ffn);
+    }
+    return bytes + weight_bytes(&m->lm_head, t->vocab_size, t->word_embed_proj_dim);
+}
