@@ -667,6 +667,21 @@ static void test_explain_equals_library(void **state) {
     for (size_t i = 0; i < e->id_count; i++) assert_int_equal(cJSON_GetArrayItem(ids, (int)i)->valueint, e->ids[i]);
     assert_maps_equal(json, e);
     glimpse_explanation_free(e), cJSON_Delete(json), response_free(&r);
+    if (matcher) { /* BLIP ITM (the fixture): the match probability, a map per word and the whole text's */
+        assert_int_equal(glimpse_explain_match(match_ctx, image, text, &params, &e), 0);
+        f = (form){0};
+        form_add(&f, "image", "blob", pictures[3], picture_sizes[3]);
+        form_text(&f, "text", text);
+        form_end(&f);
+        r = post_form("/v1/explain?model=blip-itm-tiny", &f);
+        json = expect_json(&r, 200);
+        assert_true((float)cJSON_GetObjectItem(json, "probability")->valuedouble == e->score);
+        assert_maps_equal(json, e);
+        glimpse_explanation_free(e), cJSON_Delete(json), response_free(&r), free(f.bytes);
+        r = exchange("POST", "/v1/explain?model=blip-itm-tiny", "image/png", pictures[3], picture_sizes[3]);
+        json = expect_json(&r, 400); /* a match needs its text */
+        cJSON_Delete(json), response_free(&r);
+    }
     glimpse_image_free(image);
     /* bad requests: 4xx with a message */
     static const struct {
