@@ -12,6 +12,9 @@
 #include <string.h>
 
 #include "serve/internal.h"
+#include "tools/cli_common.h" /* json_string */
+#include "tools/cli_html.h"   /* cli_base64 */
+#include "tools/explain_json.h"
 
 #define SEARCH_MAX_K 1000
 #define QUERY_MAX_BYTES 4096
@@ -31,6 +34,14 @@ static void reply_json(serve_reply *reply, int status, cJSON *root) {
     reply->body = body;
     reply->size = strlen(body);
     reply->content_type = "application/json";
+}
+
+/* reply = the malloc'd body, 200. */
+static void reply_body(serve_reply *reply, char *body, size_t size, const char *content_type) {
+    reply->status = 200;
+    reply->body = body;
+    reply->size = size;
+    reply->content_type = content_type;
 }
 
 static void reply_text(serve_reply *reply, const char *content_type, const char *text) {
@@ -70,9 +81,9 @@ static cJSON *float_array(const float *values, size_t count) {
 
 /* -------------------------------------------------------------- models */
 
-typedef enum capability { CAN_EMBED, CAN_RANK, CAN_CAPTION } capability;
+typedef enum capability { CAN_EMBED, CAN_RANK, CAN_CAPTION, CAN_EXPLAIN } capability;
 
-static const char *const capability_verbs[] = {"embed", "rank", "caption"};
+static const char *const capability_verbs[] = {"embed", "rank", "caption", "explain"};
 
 static bool model_can(const serve_model *model, capability what) {
     glimpse_model_kind kind = model->info.kind;
@@ -81,6 +92,7 @@ static bool model_can(const serve_model *model, capability what) {
     case CAN_EMBED: return embeds;
     case CAN_RANK: return embeds || kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
     case CAN_CAPTION: return kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION;
+    case CAN_EXPLAIN: return embeds || kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL || kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION;
     }
     return false;
 }
@@ -467,6 +479,110 @@ static void answer_caption(serve_server *server, serve_request *request, serve_r
     glimpse_image_free(work.image);
 }
 
+/* --------------------------------------------------------- /v1/explain */
+
+typedef struct explain_work {
+    glimpse_model_kind kind;
+    glimpse_image *image;
+    const char *text;
+    const glimpse_caption_params *caption;
+    glimpse_explain_params params;
+    glimpse_explanation *explanation;
+} explain_work;
+
+static glimpse_status explain_image(serve_job *job, glimpse_context *ctx) {
+    explain_work *work = job->data;
+    if (work->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION)
+        return glimpse_explain_caption(ctx, work->image, work->caption, &work->params, &work->explanation);
+    if (work->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL)
+        return glimpse_explain_match(ctx, work->image, work->text, &work->params, &work->explanation);
+    return glimpse_explain_clip(ctx, work->image, work->text, &work->params, &work->explanation);
+}
+
+/* A yes/no argument (true, false, 1, 0), if given; false with the reply set. */
+static bool flag_argument(const serve_request *request, const char *name, bool *value, serve_reply *reply) {
+    const char *text = request_argument(request, name);
+    if (!text) return true;
+    bool yes = strcmp(text, "true") == 0 || strcmp(text, "1") == 0;
+    if (!yes && strcmp(text, "false") != 0 && strcmp(text, "0") != 0) {
+        reply_error(reply, 400, "%s is true or false (1 or 0)", name);
+        return false;
+    }
+    *value = yes;
+    return true;
+}
+
+/* The answer `glimpse explain --json` prints for the image (explain_json.c writes both), with "model" first
+ * instead of "image", and "png" the contact sheet in base64 when asked for. */
+static void reply_explanation(serve_reply *reply, const serve_model *model, const explain_work *work, const void *png,
+                              size_t png_size) {
+    char *body = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&body, &size);
+    if (!out) {
+        reply_error(reply, 503, "out of memory");
+        return;
+    }
+    fputs("{\"model\": ", out);
+    json_string(out, model->name);
+    explain_json_fields(out, work->kind, work->explanation);
+    if (png) {
+        fputs(", \"png\": \"", out);
+        cli_base64(out, png, png_size);
+        fputc('"', out);
+    }
+    fputc('}', out);
+    if (fclose(out) != 0 || !body) {
+        free(body);
+        reply_error(reply, 503, "out of memory");
+        return;
+    }
+    reply_body(reply, body, size, "application/json");
+}
+
+static void answer_explain(serve_server *server, serve_request *request, serve_reply *reply) {
+    serve_model *model = choose_model(server, request_argument(request, "model"), CAN_EXPLAIN, reply);
+    if (!model) return;
+    glimpse_caption_params caption;
+    explain_work work = {.kind = model->info.kind, .caption = &caption, .params = glimpse_explain_default_params(),
+                         .text = request_argument(request, "text")};
+    long long layer = -1, head = -1, panel = 256;
+    bool png = false;
+    if (!integer_argument(request, "layer", -1, 63, &layer, reply) ||
+        !integer_argument(request, "head", -1, 1023, &head, reply) ||
+        !integer_argument(request, "panel", 16, 4096, &panel, reply) ||
+        !flag_argument(request, "occlusion", &work.params.occlusion, reply) ||
+        !flag_argument(request, "png", &png, reply))
+        return;
+    work.params.layer = (int)layer, work.params.head = (int)head;
+    if (work.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
+        if (work.text) {
+            reply_error(reply, 400, "%s captions the image and explains its own caption: send no text", model->name);
+            return;
+        }
+        if (!caption_options(request, model, &caption, reply)) return;
+    } else if (work.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL && !work.text) {
+        reply_error(reply, 400, "%s explains a match: send the text (a field or argument named text)", model->name);
+        return;
+    }
+    if (!request_image(server, request, &work.image, reply)) return;
+    serve_job job = {.run = explain_image, .data = &work};
+    if (run_job(server, request, model, &job, reply)) {
+        void *sheet = NULL;
+        size_t sheet_size = 0;
+        glimpse_status status = png ? glimpse_explain_render_png(work.explanation, work.image, GLIMPSE_EXPLAIN_SHEET,
+                                                                 (int)panel, NULL, &sheet, &sheet_size)
+                                    : GLIMPSE_STATUS_OK;
+        if (status)
+            reply_error(reply, status_of(status), "%s", glimpse_last_error());
+        else
+            reply_explanation(reply, model, &work, sheet, sheet_size);
+        free(sheet);
+    }
+    glimpse_explanation_free(work.explanation);
+    glimpse_image_free(work.image);
+}
+
 /* ---------------------------------------------------------- /v1/search */
 
 typedef struct search_work {
@@ -627,6 +743,7 @@ static void answer_models(serve_server *server, serve_reply *reply) {
         }
         if (model_can(model, CAN_RANK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/rank"));
         if (model_can(model, CAN_CAPTION)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/caption"));
+        if (model_can(model, CAN_EXPLAIN)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/explain"));
         if (model == server->search_model) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/search"));
         cJSON_AddItemToArray(models, item);
     }
@@ -651,10 +768,7 @@ static void answer_metrics(serve_server *server, serve_reply *reply) {
         reply_error(reply, 503, "out of memory");
         return;
     }
-    reply->status = 200;
-    reply->body = text;
-    reply->size = length;
-    reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    reply_body(reply, text, length, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 void route_answer(serve_server *server, serve_request *request, serve_reply *reply) {
@@ -673,10 +787,7 @@ void route_answer(serve_server *server, serve_request *request, serve_reply *rep
         reply_error(reply, 501, "not available in this build: /v1/ask needs visual question answering, which this "
                                 "glimpse does not have yet");
         break;
-    case SERVE_ROUTE_EXPLAIN:
-        reply_error(reply, 501, "not available in this build: /v1/explain needs glimpse's explain API, which this "
-                                "glimpse does not have yet");
-        break;
+    case SERVE_ROUTE_EXPLAIN: answer_explain(server, request, reply); break;
     case SERVE_ROUTE_PING: reply_text(reply, "text/plain", "pong"); break;
     case SERVE_ROUTE_HEALTH: answer_health(server, reply); break;
     case SERVE_ROUTE_MODELS: answer_models(server, reply); break;

@@ -586,6 +586,125 @@ static void test_immich_predict(void **state) {
     response_free(&r);
 }
 
+/* ---------------------------------------------------------- /v1/explain */
+
+/* A served grid ([[row] per row]) equals the library's map exactly. */
+static void assert_grid_equal(const cJSON *grid, const glimpse_explanation *e, const float *expected) {
+    assert_int_equal(cJSON_GetArraySize(grid), e->grid_height);
+    for (int row = 0; row < e->grid_height; row++)
+        assert_floats_equal(cJSON_GetArrayItem(grid, row), expected + (size_t)row * (size_t)e->grid_width,
+                            (size_t)e->grid_width);
+}
+
+/* The served maps ("maps" of kind name, or "words" in order) equal the library's of that kind. */
+static void assert_maps_equal(const cJSON *json, const glimpse_explanation *e) {
+    const cJSON *size = cJSON_GetObjectItem(json, "grid_size");
+    assert_int_equal(cJSON_GetArrayItem(size, 0)->valueint, e->grid_height);
+    assert_int_equal(cJSON_GetArrayItem(size, 1)->valueint, e->grid_width);
+    const cJSON *words = cJSON_GetObjectItem(json, "words"), *maps = cJSON_GetObjectItem(json, "maps");
+    int word = 0, other = 0;
+    for (size_t m = 0; m < e->map_count; m++) {
+        const glimpse_explain_map *map = &e->maps[m];
+        if (map->kind == GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION && strcmp(map->label, "[text]") != 0) {
+            const cJSON *served = cJSON_GetArrayItem(words, word++);
+            assert_string_equal(cJSON_GetObjectItem(served, "word")->valuestring, map->label);
+            assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(served, "tokens")), map->token_count);
+            assert_grid_equal(cJSON_GetObjectItem(served, "grid"), e, map->grid);
+        } else {
+            assert_grid_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(maps, other++), "grid"), e, map->grid);
+        }
+    }
+    assert_int_equal(cJSON_GetArraySize(words), word);
+    assert_int_equal(cJSON_GetArraySize(maps), other);
+    assert_true(word + other > 0);
+}
+
+static void test_explain_equals_library(void **state) {
+    (void)state;
+    const char *text = "a red square";
+    glimpse_image *image = decode(3);
+    glimpse_explain_params params = glimpse_explain_default_params();
+    glimpse_explanation *e;
+    /* CLIP and a text, as a form, with the contact sheet */
+    assert_int_equal(glimpse_explain_clip(clip_ctx, image, text, &params, &e), 0);
+    form f = {0};
+    form_add(&f, "image", "blob", pictures[3], picture_sizes[3]);
+    form_text(&f, "text", text);
+    form_text(&f, "png", "1");
+    form_end(&f);
+    response r = post_form("/v1/explain?model=demo-clip", &f);
+    cJSON *json = expect_json(&r, 200);
+    assert_string_equal(cJSON_GetObjectItem(json, "model")->valuestring, "demo-clip");
+    assert_string_equal(cJSON_GetObjectItem(json, "text")->valuestring, text);
+    assert_true((float)cJSON_GetObjectItem(json, "score")->valuedouble == e->score);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "maps")), 2); /* rollout, occlusion */
+    assert_maps_equal(json, e);
+    void *png;
+    size_t png_size;
+    assert_int_equal(glimpse_explain_render_png(e, image, GLIMPSE_EXPLAIN_SHEET, 256, NULL, &png, &png_size), 0);
+    const char *served_png = cJSON_GetObjectItem(json, "png")->valuestring;
+    assert_int_equal(strlen(served_png), (png_size + 2) / 3 * 4);
+    assert_int_equal(strncmp(served_png, "iVBORw0KGgo", 11), 0); /* the PNG signature */
+    free(png), glimpse_explanation_free(e), cJSON_Delete(json), response_free(&r), free(f.bytes);
+    /* one layer and head, no occlusion, no text: the image as the body, options in the query */
+    params.layer = 0, params.head = 1, params.occlusion = false;
+    assert_int_equal(glimpse_explain_clip(clip_ctx, image, NULL, &params, &e), 0);
+    r = exchange("POST", "/v1/explain?model=demo-clip&layer=0&head=1&occlusion=false", "image/png", pictures[3],
+                 picture_sizes[3]);
+    json = expect_json(&r, 200);
+    assert_null(cJSON_GetObjectItem(json, "png"));
+    assert_null(cJSON_GetObjectItem(json, "text"));
+    assert_maps_equal(json, e);
+    glimpse_explanation_free(e), cJSON_Delete(json), response_free(&r);
+    /* the captioner: its caption, ids and a map per word */
+    params = glimpse_explain_default_params();
+    assert_int_equal(glimpse_explain_caption(caption_ctx, image, NULL, &params, &e), 0);
+    r = exchange("POST", "/v1/explain?model=demo-blip-caption", "image/png", pictures[3], picture_sizes[3]);
+    json = expect_json(&r, 200);
+    assert_string_equal(cJSON_GetObjectItem(json, "caption")->valuestring, e->text);
+    const cJSON *ids = cJSON_GetObjectItem(json, "ids");
+    assert_int_equal(cJSON_GetArraySize(ids), e->id_count);
+    for (size_t i = 0; i < e->id_count; i++) assert_int_equal(cJSON_GetArrayItem(ids, (int)i)->valueint, e->ids[i]);
+    assert_maps_equal(json, e);
+    glimpse_explanation_free(e), cJSON_Delete(json), response_free(&r);
+    if (matcher) { /* BLIP ITM (the fixture): the match probability, a map per word and the whole text's */
+        assert_int_equal(glimpse_explain_match(match_ctx, image, text, &params, &e), 0);
+        f = (form){0};
+        form_add(&f, "image", "blob", pictures[3], picture_sizes[3]);
+        form_text(&f, "text", text);
+        form_end(&f);
+        r = post_form("/v1/explain?model=blip-itm-tiny", &f);
+        json = expect_json(&r, 200);
+        assert_true((float)cJSON_GetObjectItem(json, "probability")->valuedouble == e->score);
+        assert_maps_equal(json, e);
+        glimpse_explanation_free(e), cJSON_Delete(json), response_free(&r), free(f.bytes);
+        r = exchange("POST", "/v1/explain?model=blip-itm-tiny", "image/png", pictures[3], picture_sizes[3]);
+        json = expect_json(&r, 400); /* a match needs its text */
+        cJSON_Delete(json), response_free(&r);
+    }
+    glimpse_image_free(image);
+    /* bad requests: 4xx with a message */
+    static const struct {
+        const char *path;
+        int status;
+    } bad[] = {{"/v1/explain?model=demo-blip-caption&text=a", 400}, {"/v1/explain?model=nothing", 404},
+               {"/v1/explain?layer=abc", 400}, {"/v1/explain?layer=64", 400}, {"/v1/explain?head=-2", 400},
+               {"/v1/explain?occlusion=maybe", 400}, {"/v1/explain?png=2", 400}, {"/v1/explain?panel=1", 400},
+               {"/v1/explain?model=demo-blip-caption&beams=0", 400}};
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        r = exchange("POST", bad[b].path, "image/png", pictures[0], picture_sizes[0]);
+        json = expect_json(&r, bad[b].status);
+        assert_true(cJSON_IsString(cJSON_GetObjectItem(json, "error")));
+        cJSON_Delete(json), response_free(&r);
+    }
+    r = exchange("POST", "/v1/explain", "image/png", "not a picture", 13);
+    json = expect_json(&r, 415);
+    cJSON_Delete(json), response_free(&r);
+    r = exchange("POST", "/v1/explain", NULL, NULL, 0);
+    json = expect_json(&r, 400);
+    cJSON_Delete(json), response_free(&r);
+}
+
 static void test_service_endpoints(void **state) {
     (void)state;
     response r = exchange("GET", "/health", NULL, NULL, 0);
@@ -602,18 +721,16 @@ static void test_service_endpoints(void **state) {
                      (int)glimpse_model_embedding_dim(clip));
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 1), "name")->valuestring, "demo-blip-caption");
     cJSON_Delete(json), response_free(&r);
-    for (int i = 0; i < 2; i++) { /* not in this build: a clear 501 */
-        r = exchange("POST", i ? "/v1/ask" : "/v1/explain", "image/png", pictures[0], picture_sizes[0]);
-        json = expect_json(&r, 501);
-        assert_non_null(strstr(cJSON_GetObjectItem(json, "error")->valuestring, "not available in this build"));
-        cJSON_Delete(json), response_free(&r);
-    }
+    r = exchange("POST", "/v1/ask", "image/png", pictures[0], picture_sizes[0]); /* not in this build: a clear 501 */
+    json = expect_json(&r, 501);
+    assert_non_null(strstr(cJSON_GetObjectItem(json, "error")->valuestring, "not available in this build"));
+    cJSON_Delete(json), response_free(&r);
     r = exchange("GET", "/metrics", NULL, NULL, 0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.text, "Content-Type: text/plain; version=0.0.4"));
     for (const char *const *name = (const char *const[]){"glimpse_requests_total{route=\"embed\",code=\"200\"}",
                                                          "glimpse_request_duration_seconds_bucket{route=\"embed\",le=",
-                                                         "glimpse_request_errors_total{route=\"explain\"} 1",
+                                                         "glimpse_request_errors_total{route=\"ask\"} 1",
                                                          "glimpse_batch_size_count", "glimpse_queue_depth 0",
                                                          "glimpse_requests_in_flight 1", NULL};
          *name; name++)
@@ -1097,7 +1214,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed_equals_library),   cmocka_unit_test(test_concurrent_embeddings_equal_alone),
         cmocka_unit_test(test_rank_equals_library),    cmocka_unit_test(test_rank_blip_retrieval),
-        cmocka_unit_test(test_caption_equals_library),
+        cmocka_unit_test(test_caption_equals_library), cmocka_unit_test(test_explain_equals_library),
         cmocka_unit_test(test_search_equals_library),  cmocka_unit_test(test_immich_predict),
         cmocka_unit_test(test_service_endpoints),      cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_faulty_clients),         cmocka_unit_test(test_malformed_requests),

@@ -10,7 +10,9 @@
 
 #include "tools/cli_caption.h"
 #include "tools/cli_common.h"
+#include "tools/cli_html.h"
 #include "tools/commands.h"
+#include "tools/explain_json.h"
 
 static const char explain_help[] =
     "Usage: glimpse explain -m MODEL [-t TEXT...] [caption options] [--layer L] [--head H]\n"
@@ -141,82 +143,17 @@ static bool write_file(const char *path, const void *bytes, size_t size) {
     return ok;
 }
 
-static void json_grid(FILE *out, const glimpse_explanation *e, const float *grid) {
-    fputc('[', out);
-    for (int row = 0; row < e->grid_height; row++) {
-        fputs(row ? ", " : "", out);
-        json_floats(out, grid + (size_t)row * (size_t)e->grid_width, (size_t)e->grid_width);
-    }
-    fputc(']', out);
-}
-
-static const char *kind_name(const glimpse_explain_map *map) {
-    switch (map->kind) {
-    case GLIMPSE_EXPLAIN_MAP_ROLLOUT: return "rollout";
-    case GLIMPSE_EXPLAIN_MAP_OCCLUSION: return "occlusion";
-    case GLIMPSE_EXPLAIN_MAP_ATTENTION_POOL: return "attention_pool";
-    default: return "text";
-    }
-}
-
 static void print_json(const char *path, glimpse_model_kind kind, const glimpse_explanation *e, const char *png) {
-    if (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
-        cli_print_caption_fields(path, e->text, e->ids, e->id_count);
-    } else {
-        printf("{\"image\": ");
-        json_string(stdout, path);
-    }
-    if (kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && e->text) {
-        printf(", \"text\": ");
-        json_string(stdout, e->text);
-        printf(kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL ? ", \"probability\": " : ", \"score\": ");
-        json_float(stdout, e->score);
-    }
-    printf(", \"grid_size\": [%d, %d], \"words\": [", e->grid_height, e->grid_width);
-    bool first = true;
-    for (size_t m = 0; m < e->map_count; m++) {
-        const glimpse_explain_map *map = &e->maps[m];
-        if (!map->token_count || map->kind != GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION || !strcmp(map->label, "[text]"))
-            continue;
-        printf(first ? "{\"word\": " : ", {\"word\": ");
-        first = false;
-        json_string(stdout, map->label);
-        printf(", \"tokens\": [");
-        for (size_t j = 0; j < map->token_count; j++) printf(j ? ", %d" : "%d", e->ids[map->first_token + j]);
-        printf("], \"grid\": ");
-        json_grid(stdout, e, map->grid);
-        printf("}");
-    }
-    printf("], \"maps\": [");
-    first = true;
-    for (size_t m = 0; m < e->map_count; m++) {
-        const glimpse_explain_map *map = &e->maps[m];
-        bool whole_text = map->kind == GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION && !strcmp(map->label, "[text]");
-        if (map->kind == GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION && !whole_text) continue;
-        printf(first ? "{\"kind\": \"%s\", \"grid\": " : ", {\"kind\": \"%s\", \"grid\": ", kind_name(map));
-        first = false;
-        json_grid(stdout, e, map->grid);
-        printf("}");
-    }
-    printf("], \"png\": ");
+    printf("{\"image\": ");
+    json_string(stdout, path);
+    explain_json_fields(stdout, kind, e);
+    printf(", \"png\": ");
     json_string(stdout, png);
     printf("}\n");
     fflush(stdout);
 }
 
 /* ------------------------------------------------------------------- html */
-
-static void base64(FILE *out, const unsigned char *bytes, size_t size) {
-    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < size; i += 3) {
-        unsigned value = (unsigned)bytes[i] << 16 | (i + 1 < size ? (unsigned)bytes[i + 1] << 8 : 0) |
-                         (i + 2 < size ? bytes[i + 2] : 0);
-        fputc(digits[value >> 18 & 63], out);
-        fputc(digits[value >> 12 & 63], out);
-        fputc(i + 1 < size ? digits[value >> 6 & 63] : '=', out);
-        fputc(i + 2 < size ? digits[value & 63] : '=', out);
-    }
-}
 
 static void html_text(FILE *out, const char *text) {
     for (; text && *text; text++) {
@@ -313,7 +250,7 @@ static bool html_section(FILE *out, size_t number, const char *path, const expla
             return false;
         }
         fprintf(out, "<script type=\"text/plain\" id=\"s%zu-m%zu\">data:image/png;base64,", number, m);
-        base64(out, png, size);
+        cli_base64(out, png, size);
         fputs("</script>\n", out);
         free(png);
     }

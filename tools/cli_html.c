@@ -66,7 +66,7 @@ static void html_text(FILE *page, const char *text) {
     }
 }
 
-static void base64(FILE *page, const uint8_t *bytes, size_t size) {
+void cli_base64(FILE *page, const uint8_t *bytes, size_t size) {
     static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     for (size_t i = 0; i < size; i += 3) {
         uint32_t group = (uint32_t)bytes[i] << 16 | (i + 1 < size ? (uint32_t)bytes[i + 1] << 8 : 0) |
@@ -136,7 +136,7 @@ void cli_html_picture(FILE *page, const cli_options *options, const char *path, 
     fputs("<figure>", page);
     if (png) {
         fputs("<img alt=\"\" src=\"data:image/png;base64,", page);
-        base64(page, png, size);
+        cli_base64(page, png, size);
         fputs("\">", page);
     } else {
         fputs("<div class=\"missing\">", page);

@@ -1,6 +1,6 @@
 """glimpse — Python binding of libglimpse.so.0, the vision-language model runtime (CLIP, SigLIP, BLIP).
 Pure Python over the C API through ctypes: nothing is compiled at install. Every call into the library
-runs without the GIL, so threads sharing one Model run in parallel. explain is not bound yet."""
+runs without the GIL, so threads sharing one Model run in parallel."""
 
 import ctypes
 import os
@@ -12,7 +12,8 @@ import numpy as np
 from . import _library as _c
 from ._library import lib as _lib
 
-__all__ = ["GlimpseError", "Model", "Image", "Index", "Caption", "IndexSummary", "version"]
+__all__ = ["GlimpseError", "Model", "Image", "Index", "Caption", "IndexSummary", "Explanation", "ExplainMap",
+           "version"]
 
 
 def version():
@@ -382,12 +383,119 @@ class Model(_Handle):
                     _lib.glimpse_caption_free(ctypes.byref(caption))
         return captions
 
+
     def embed_query(self, query):
         """The embedding of a combined query ("2:sunset + beach - people", "@photo.jpg + snow"), as
         `glimpse search` embeds it: float32 [embedding_dim]."""
         out = np.empty(self.embedding_dim, dtype=np.float32)
         _check(_lib.glimpse_embed_query(self._context(), str(query).encode(), _floats(out)))
         return out
+
+    # -------------------------------------------------------- explanations
+
+    def explain(self, image, text=None, layer=-1, head=-1, occlusion=True, raw=False):
+        """Where the model looked, as maps over its grid of image patches (glimpse explain; the conventions
+        of include/glimpse.h's explanation section): a captioning model captions image and maps each word
+        of its caption (no text); BLIP retrieval maps each word of text and the whole text, with the match
+        probability; CLIP and SigLIP give the logit (with a text), the attention rollout, the occlusion map
+        (occlusion=True and a text; one tower pass per patch) and SigLIP's attention-pooling map. layer and
+        head pick one (-1: all averaged); raw=True keeps every layer's and head's probabilities. An
+        Explanation."""
+        if self.kind == "blip_caption" and text is not None:
+            raise ValueError("glimpse.Model.explain: a captioning model explains its own caption: give no text")
+        if self.kind == "blip_retrieval" and text is None:
+            raise ValueError("glimpse.Model.explain: a BLIP retrieval model explains a match: give the text")
+        picture = image if isinstance(image, Image) else Image(image)
+        try:
+            params = _lib.glimpse_explain_default_params()
+            params.layer, params.head = int(layer), int(head)
+            params.occlusion, params.want_raw = bool(occlusion), bool(raw)
+            out = _c.ExplanationP()
+            ctx = self._context()
+            if self.kind == "blip_caption":
+                status = _lib.glimpse_explain_caption(ctx, picture._handle, None, ctypes.byref(params),
+                                                      ctypes.byref(out))
+            else:
+                explain = _lib.glimpse_explain_match if self.kind == "blip_retrieval" else _lib.glimpse_explain_clip
+                status = explain(ctx, picture._handle, None if text is None else str(text).encode(),
+                                 ctypes.byref(params), ctypes.byref(out))
+            _check(status)
+            return Explanation(out, self.kind)
+        finally:
+            if picture is not image:
+                picture.close()
+
+
+# ------------------------------------------------------------------ explanation
+
+ExplainMap = namedtuple("ExplainMap", "kind label tokens grid")
+ExplainMap.__doc__ = """One map of an Explanation: kind ("cross_attention" for a word or the whole text "[text]",
+"rollout", "occlusion", "attention_pool"), label (the word or the kind), tokens (the word's token ids; [] for
+the others) and grid (float32 [grid rows, grid columns], row 0 at the top; attention maps sum to 1)."""
+
+
+class Explanation(_Handle):
+    """What Model.explain found: text (the caption or the text explained, None without one), ids (the token
+    ids the maps index), score (ITM: match probability; CLIP, SigLIP: logit; None for captions and without a
+    text), grid_size (rows, columns), maps [ExplainMap] (words in text order, then the whole-image/text
+    maps), labels, region (left, top, right, bottom of the picture that the grid covers, in the picture's
+    pixels), image_size (width, height), raw {name: float32 array} with raw=True. Arrays are copies: they
+    outlive the Explanation. png(image) renders the contact sheet from the library's own copy."""
+
+    def __init__(self, pointer, kind):
+        self._handle = pointer
+        e = pointer.contents
+        self.kind = kind
+        self.text = ctypes.string_at(e.text).decode(errors="replace") if e.text else None
+        self.ids = list(e.ids[:e.id_count]) if e.ids else []
+        self.score = None if e.score != e.score else float(e.score)
+        self.grid_size = (int(e.grid_height), int(e.grid_width))
+        self.image_size = (int(e.image_width), int(e.image_height))
+        self.region = tuple(float(v) for v in e.region)
+        cells = e.grid_height * e.grid_width
+        self.maps = []
+        for m in range(e.map_count):
+            item = e.maps[m]
+            grid = np.ctypeslib.as_array(item.grid, shape=(cells,)).reshape(self.grid_size).copy()
+            tokens = self.ids[item.first_token:item.first_token + item.token_count]
+            self.maps.append(ExplainMap(_c.EXPLAIN_MAP_KINDS.get(item.kind, str(item.kind)),
+                                        item.label.decode(errors="replace"), tokens, grid))
+        self.labels = [item.label for item in self.maps]
+        self.raw = {}
+        for r in range(e.raw_count):
+            tensor = e.raw[r]
+            shape = tuple(tensor.shape[:tensor.rank])
+            size = int(np.prod(shape)) if shape else 1
+            self.raw[tensor.name.decode()] = np.ctypeslib.as_array(tensor.data, shape=(size,)).reshape(shape).copy()
+
+    @property
+    def words(self):
+        """The maps of single words (a caption's or a text's), without the whole-text and image maps."""
+        return [m for m in self.maps if m.kind == "cross_attention" and m.label != "[text]" and m.tokens]
+
+    def png(self, image, panel=256, map=None, font=None):
+        """PNG bytes over image (the picture explained: a path, bytes, numpy array or Image): the contact
+        sheet (the picture, then a panel per map, labelled), or with map=N that map's panel alone. Panels
+        are panel pixels on their longest side; labels in font (a TrueType file; None: DejaVu Sans)."""
+        if not self._handle:
+            raise ValueError("glimpse.Explanation: closed")
+        picture = image if isinstance(image, Image) else Image(image)
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        try:
+            _check(_lib.glimpse_explain_render_png(self._handle, picture._handle,
+                                                   _c.EXPLAIN_SHEET if map is None else int(map), int(panel),
+                                                   None if font is None else _encode_path(font),
+                                                   ctypes.byref(data), ctypes.byref(size)))
+            return ctypes.string_at(data, size.value)
+        finally:
+            _c.libc.free(data)
+            if picture is not image:
+                picture.close()
+
+    def close(self):
+        if self._handle:
+            _lib.glimpse_explanation_free(self._handle)
+            self._handle = None
 
 
 # ------------------------------------------------------------------ index

@@ -156,3 +156,48 @@ _declare("glimpse_index_update", status, P, P, ctypes.POINTER(ctypes.c_char_p), 
 _declare("glimpse_index_search", status, P, c_float_p, ctypes.c_size_t, ctypes.POINTER(SearchResult), c_size_t_p)
 _declare("glimpse_embed_query", status, P, ctypes.c_char_p, c_float_p)
 _declare("glimpse_query_needs_images", ctypes.c_bool, ctypes.c_char_p)
+
+# ------------------------------------------------------------------ explanation
+
+EXPLAIN_MAP_KINDS = {0: "cross_attention", 1: "rollout", 2: "occlusion", 3: "attention_pool"}
+EXPLAIN_SHEET = ctypes.c_size_t(-1).value  # GLIMPSE_EXPLAIN_SHEET
+ExplainMapCallback = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+
+
+class ExplainMap(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("label", ctypes.c_char_p), ("first_token", ctypes.c_size_t),
+                ("token_count", ctypes.c_size_t), ("grid", c_float_p)]
+
+
+class ExplainTensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 32), ("rank", ctypes.c_size_t), ("shape", ctypes.c_size_t * 4),
+                ("data", c_float_p)]
+
+
+class Explanation(ctypes.Structure):
+    _fields_ = [("text", ctypes.c_void_p), ("ids", c_int32_p), ("id_count", ctypes.c_size_t),
+                ("score", ctypes.c_float), ("grid_width", ctypes.c_int), ("grid_height", ctypes.c_int),
+                ("image_width", ctypes.c_int), ("image_height", ctypes.c_int), ("region", ctypes.c_float * 4),
+                ("maps", ctypes.POINTER(ExplainMap)), ("map_count", ctypes.c_size_t),
+                ("raw", ctypes.POINTER(ExplainTensor)), ("raw_count", ctypes.c_size_t)]
+
+
+class ExplainParams(ctypes.Structure):
+    _fields_ = [("layer", ctypes.c_int), ("head", ctypes.c_int), ("want_raw", ctypes.c_bool),
+                ("occlusion", ctypes.c_bool), ("on_map", ExplainMapCallback), ("user", ctypes.c_void_p)]
+
+
+ExplanationP = ctypes.POINTER(Explanation)
+_declare("glimpse_explain_default_params", ExplainParams)
+_declare("glimpse_explain_caption", status, P, P, ctypes.POINTER(CaptionParams), ctypes.POINTER(ExplainParams),
+         ctypes.POINTER(ExplanationP))
+_declare("glimpse_explain_match", status, P, P, ctypes.c_char_p, ctypes.POINTER(ExplainParams),
+         ctypes.POINTER(ExplanationP))
+_declare("glimpse_explain_clip", status, P, P, ctypes.c_char_p, ctypes.POINTER(ExplainParams),
+         ctypes.POINTER(ExplanationP))
+_declare("glimpse_explanation_free", None, ExplanationP)
+_declare("glimpse_explain_render_png", status, ExplanationP, P, ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p,
+         PP, c_size_t_p)
+
+libc = ctypes.CDLL(None)  # free() for what the library hands over (glimpse_explain_render_png's PNG)
+libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]

@@ -3,6 +3,7 @@ search results as the glimpse CLI on the demo models, the same as transformers o
 fixtures, every image source (paths, bytes, numpy views), errors, callbacks, and threads without the GIL."""
 
 import ctypes
+import io
 import json
 import os
 import threading
@@ -246,13 +247,75 @@ def test_calls_release_the_gil(pictures):
     assert gap > 0.8 * duration, (duration, gap)
 
 
+# ------------------------------------------------------- explanations, as the CLI
+
+def cli_explanations(model, pictures, tmp_path, *arguments):
+    return glimpse_cli("explain", "-m", model, "--json", "--out", tmp_path, *arguments, *pictures)
+
+
+def assert_explanation_equals_the_cli(got, expected):
+    # the CLI prints 9 significant digits, which give back every float32 exactly
+    assert list(got.grid_size) == expected["grid_size"]
+    assert [(w.label, w.tokens) for w in got.words] == [(w["word"], w["tokens"]) for w in expected["words"]]
+    for word, printed in zip(got.words, expected["words"]):
+        assert word.grid.dtype == np.float32 and word.grid.shape == got.grid_size
+        np.testing.assert_array_equal(word.grid, np.array(printed["grid"], dtype=np.float32))
+    others = [m for m in got.maps if not any(m is w for w in got.words)]
+    assert [m.kind if m.kind != "cross_attention" else "text" for m in others] == [m["kind"] for m in expected["maps"]]
+    for mine, printed in zip(others, expected["maps"]):
+        np.testing.assert_array_equal(mine.grid, np.array(printed["grid"], dtype=np.float32))
+    assert got.words or others
+
+
+def test_clip_explanations_equal_the_cli(demo_clip, pictures, tmp_path):
+    text = "a red square"
+    expected = cli_explanations(DEMO_CLIP, pictures[:2], tmp_path, "-t", text)
+    assert len(expected) == 2
+    for picture, row in zip(pictures, expected):
+        got = demo_clip.explain(picture, text)
+        assert got.text == text and np.float32(got.score) == np.float32(row["score"])
+        assert [m.kind for m in got.maps] == ["rollout", "occlusion"] and got.labels == ["rollout", "occlusion"]
+        assert_explanation_equals_the_cli(got, row)
+        assert abs(float(got.maps[0].grid.sum()) - 1) < 1e-4  # rollout's row sums to 1
+        assert got.image_size == PILImage.open(picture).size and len(got.region) == 4
+        sheet = got.png(picture, panel=64)
+        assert sheet.startswith(b"\x89PNG\r\n\x1a\n")
+        assert PILImage.open(io.BytesIO(sheet)).size[0] > 64 * 2  # the picture and two panels
+        got.close()
+    # one layer and head, no occlusion, no text; and the raw probabilities
+    row = cli_explanations(DEMO_CLIP, pictures[:1], tmp_path, "--layer", "0", "--head", "1", "--no-occlusion")[0]
+    got = demo_clip.explain(pictures[0], layer=0, head=1, occlusion=False, raw=True)
+    assert got.text is None and got.score is None
+    assert_explanation_equals_the_cli(got, row)
+    layers, heads, tokens = got.raw["vision_attentions"].shape[:3]
+    assert got.raw["vision_attentions"].shape == (layers, heads, tokens, tokens)
+    np.testing.assert_allclose(got.raw["vision_attentions"].sum(-1), 1, atol=1e-4)
+
+
+def test_caption_explanations_equal_the_cli(demo_caption, pictures, tmp_path):
+    expected = cli_explanations(DEMO_CAPTION, pictures[:2], tmp_path)
+    assert len(expected) == 2
+    for picture, row in zip(pictures, expected):
+        got = demo_caption.explain(np.asarray(PILImage.open(picture).convert("RGB")))  # a numpy source
+        assert (got.text, got.ids) == (row["caption"], row["ids"]) and got.score is None
+        assert_explanation_equals_the_cli(got, row)
+        for word in got.words:
+            assert abs(float(word.grid.sum()) - 1) < 1e-4
+    with pytest.raises(ValueError):
+        demo_caption.explain(pictures[0], "a text")
+    with pytest.raises(glimpse.GlimpseError, match="layer"):  # past the model's last: glimpse's message
+        demo_caption.explain(pictures[0], layer=63)
+
+
 # The binding's structures, field by field, against the C header's: a field appended to a public struct in
 # glimpse.h (as glimpse_index_params' exclude list was) must be appended here too, or calls read past the end.
 STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info",
            "ContextParams": "glimpse_context_params", "ImageParams": "glimpse_image_params",
            "CaptionParams": "glimpse_caption_params", "Caption": "glimpse_caption",
            "IndexSummary": "glimpse_index_summary", "IndexParams": "glimpse_index_params",
-           "SearchResult": "glimpse_search_result"}
+           "SearchResult": "glimpse_search_result", "ExplainMap": "glimpse_explain_map",
+           "ExplainTensor": "glimpse_explain_tensor", "Explanation": "glimpse_explanation",
+           "ExplainParams": "glimpse_explain_params"}
 
 
 def test_structures_match_the_header(tmp_path):
