@@ -885,7 +885,12 @@ static void test_bench_spread_and_profile(void **state) {
         assert_float_equal(sum, 1.0, 5e-3); /* (five shares printed to 3 decimals) */
         if (strcmp(cJSON_GetObjectItem(line, "stage")->valuestring, "vision") == 0) {
             saw_vision = true;
-            assert_true(cJSON_GetObjectItem(profile, "products")->valuedouble > 0.2);
+            /* (a share of wall time: on a crowded machine any of them can shrink, but products stay the most) */
+            double products = cJSON_GetObjectItem(profile, "products")->valuedouble;
+            assert_true(products > 0);
+            assert_true(products >= cJSON_GetObjectItem(profile, "attention")->valuedouble);
+            assert_true(products >= cJSON_GetObjectItem(profile, "norms")->valuedouble);
+            assert_true(products >= cJSON_GetObjectItem(profile, "activations")->valuedouble);
         }
     }
     assert_true(saw_vision);
