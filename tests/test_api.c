@@ -56,6 +56,15 @@ static void test_zero_items_are_invalid(void **state) {
     assert_non_null(strstr(glimpse_last_error(), "no texts"));
     assert_int_equal(glimpse_embed_images(clip_ctx, &image, 1, NULL), GLIMPSE_STATUS_INVALID_ARGUMENT);
     assert_int_equal(glimpse_embed_images(clip_ctx, &image, 1, embedding), GLIMPSE_STATUS_OK);
+    /* 4 x 70,000 (a TIFF the fuzzer made claimed 4 x 589,828): resizing its short side to the demo CLIP's 64
+     * would make 64 x 1,120,000 pixels before the crop, so it is refused, not ground through */
+    uint8_t *strip = calloc((size_t)4 * 70000 * 3, 1);
+    glimpse_image *elongated;
+    assert_int_equal(glimpse_image_from_pixels(strip, 4, 70000, 12, GLIMPSE_PIXEL_FORMAT_RGB8, &elongated), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_images(clip_ctx, &elongated, 1, embedding), GLIMPSE_STATUS_TOO_LARGE);
+    assert_non_null(strstr(glimpse_last_error(), "too elongated"));
+    glimpse_image_free(elongated);
+    free(strip);
     assert_int_equal(glimpse_score(clip, embedding, 0, embedding, 1, &logit), GLIMPSE_STATUS_INVALID_ARGUMENT);
     assert_int_equal(glimpse_score(clip, embedding, 1, embedding, 0, &logit), GLIMPSE_STATUS_INVALID_ARGUMENT);
     assert_int_equal(glimpse_score(clip, embedding, 1, embedding, 1, &logit), GLIMPSE_STATUS_OK);

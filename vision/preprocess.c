@@ -157,6 +157,13 @@ glimpse_status preprocess_image(float *pixel_values, const glimpse_image *image,
     glimpse_image *resized = NULL;
     const glimpse_image *source = image;
     if (config->do_resize && (width != image->width || height != image->height)) {
+        /* a picture thousands of times longer than wide (a lying header among them) would be resized into
+         * gigabytes before the crop keeps a square of it: refused, as no photograph is */
+        if ((double)width * height > PREPROCESS_MAX_RESIZED_PIXELS)
+            return error_set(GLIMPSE_STATUS_TOO_LARGE,
+                             "a %dx%d picture is too elongated to preprocess: resized for the model it would be "
+                             "%dx%d pixels",
+                             image->width, image->height, width, height);
         glimpse_status status = image_resize(image, width, height, (resize_filter)config->resample, &resized);
         if (status) return status;
         source = resized;

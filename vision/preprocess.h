@@ -10,6 +10,10 @@
 
 #include "vision/image.h"
 
+/* The most pixels a picture may have once resized for the model, before the
+ * centre crop (2^26: a 224-pixel model takes aspect ratios up to 1337:1). */
+#define PREPROCESS_MAX_RESIZED_PIXELS ((double)(1 << 26))
+
 typedef struct preprocess_config {
     int do_resize;
     int shortest_edge;              /* > 0: resize so the short side is this (CLIP) */
