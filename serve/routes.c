@@ -81,9 +81,9 @@ static cJSON *float_array(const float *values, size_t count) {
 
 /* -------------------------------------------------------------- models */
 
-typedef enum capability { CAN_EMBED, CAN_RANK, CAN_CAPTION, CAN_EXPLAIN } capability;
+typedef enum capability { CAN_EMBED, CAN_RANK, CAN_CAPTION, CAN_EXPLAIN, CAN_ASK } capability;
 
-static const char *const capability_verbs[] = {"embed", "rank", "caption", "explain"};
+static const char *const capability_verbs[] = {"embed", "rank", "caption", "explain", "answer questions"};
 
 static bool model_can(const serve_model *model, capability what) {
     glimpse_model_kind kind = model->info.kind;
@@ -91,7 +91,10 @@ static bool model_can(const serve_model *model, capability what) {
     switch (what) {
     case CAN_EMBED: return embeds;
     case CAN_RANK: return embeds || kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
-    case CAN_CAPTION: return kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION;
+    case CAN_CAPTION:
+        return kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION || kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ||
+               kind == GLIMPSE_MODEL_KIND_BLIP2;
+    case CAN_ASK: return kind == GLIMPSE_MODEL_KIND_BLIP2;
     case CAN_EXPLAIN: return embeds || kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL || kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION;
     }
     return false;
@@ -452,25 +455,36 @@ static bool caption_options(const serve_request *request, const serve_model *mod
 typedef struct caption_work {
     glimpse_image *image;
     const glimpse_caption_params *params;
+    const char *question; /* /v1/ask: the question; NULL for a caption */
     glimpse_caption caption;
 } caption_work;
 
 static glimpse_status caption_image(serve_job *job, glimpse_context *ctx) {
     caption_work *work = job->data;
+    if (work->question) return glimpse_ask_images(ctx, &work->image, 1, work->question, work->params, &work->caption);
     return glimpse_caption_images(ctx, &work->image, 1, work->params, &work->caption);
 }
 
-static void answer_caption(serve_server *server, serve_request *request, serve_reply *reply) {
-    serve_model *model = choose_model(server, request_argument(request, "model"), CAN_CAPTION, reply);
+/* /v1/caption, and /v1/ask (question: the `question` argument, answered with BLIP-2's prompt
+ * "Question: {q} Answer:" as glimpse ask does). */
+static void answer_caption(serve_server *server, serve_request *request, serve_reply *reply, bool ask) {
+    const char *question = ask ? request_argument(request, "question") : NULL;
+    if (ask && (!question || !question[0])) {
+        reply_error(reply, 400, "/v1/ask needs a question (the question argument, in the query or the form)");
+        return;
+    }
+    serve_model *model = choose_model(server, request_argument(request, "model"), ask ? CAN_ASK : CAN_CAPTION, reply);
     glimpse_caption_params params;
     if (!model || !caption_options(request, model, &params, reply)) return;
-    caption_work work = {.params = &params};
+    caption_work work = {.params = &params, .question = question};
     if (!request_image(server, request, &work.image, reply)) return;
     serve_job job = {.run = caption_image, .data = &work};
     if (run_job(server, request, model, &job, reply)) {
-        cJSON *root = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(root, "ids");
+        cJSON *root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "model", model->name);
-        cJSON_AddStringToObject(root, "caption", work.caption.text);
+        if (ask) cJSON_AddStringToObject(root, "question", question);
+        cJSON_AddStringToObject(root, ask ? "answer" : "caption", work.caption.text);
+        cJSON *ids = cJSON_AddArrayToObject(root, "ids");
         for (size_t i = 0; i < work.caption.id_count; i++)
             cJSON_AddItemToArray(ids, cJSON_CreateNumber(work.caption.ids[i]));
         reply_json(reply, 200, root);
@@ -743,6 +757,7 @@ static void answer_models(serve_server *server, serve_reply *reply) {
         }
         if (model_can(model, CAN_RANK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/rank"));
         if (model_can(model, CAN_CAPTION)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/caption"));
+        if (model_can(model, CAN_ASK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/ask"));
         if (model_can(model, CAN_EXPLAIN)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/explain"));
         if (model == server->search_model) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/search"));
         cJSON_AddItemToArray(models, item);
@@ -780,13 +795,10 @@ void route_answer(serve_server *server, serve_request *request, serve_reply *rep
     switch (request->route) {
     case SERVE_ROUTE_EMBED: answer_embed(server, request, reply); break;
     case SERVE_ROUTE_RANK: answer_rank(server, request, reply); break;
-    case SERVE_ROUTE_CAPTION: answer_caption(server, request, reply); break;
+    case SERVE_ROUTE_CAPTION: answer_caption(server, request, reply, false); break;
     case SERVE_ROUTE_SEARCH: answer_search(server, request, reply, has_body); break;
     case SERVE_ROUTE_PREDICT: answer_predict(server, request, reply); break;
-    case SERVE_ROUTE_ASK:
-        reply_error(reply, 501, "not available in this build: /v1/ask needs visual question answering, which this "
-                                "glimpse does not have yet");
-        break;
+    case SERVE_ROUTE_ASK: answer_caption(server, request, reply, true); break;
     case SERVE_ROUTE_EXPLAIN: answer_explain(server, request, reply); break;
     case SERVE_ROUTE_PING: reply_text(reply, "text/plain", "pong"); break;
     case SERVE_ROUTE_HEALTH: answer_health(server, reply); break;

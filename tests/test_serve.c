@@ -51,9 +51,10 @@ typedef struct server_process {
 static char folder[64];
 static char index_path[128];
 static server_process server;
-static glimpse_model *clip, *captioner, *matcher;
-static glimpse_context *clip_ctx, *caption_ctx, *match_ctx;
+static glimpse_model *clip, *captioner, *matcher, *asker;
+static glimpse_context *clip_ctx, *caption_ctx, *match_ctx, *ask_ctx;
 static char *matcher_path; /* the blip-itm-tiny fixture, also served when the fixtures are here */
+static char *asker_path;   /* the blip2-opt-tiny fixture (BLIP-2: /v1/ask), likewise */
 static uint8_t *pictures[PICTURE_COUNT];
 static size_t picture_sizes[PICTURE_COUNT];
 
@@ -291,9 +292,10 @@ static int set_up(void **state) {
         if (file_read_all(path, 1 << 24, &pictures[i], &picture_sizes[i])) return -1;
     }
     matcher_path = fixture_path("blip-itm-tiny");
+    asker_path = matcher_path ? fixture_path("blip2-opt-tiny") : NULL;
     const char *arguments[] = {"-m", CLIP_MODEL, "-m", CAPTION_MODEL, "--db", index_path, "--threads", "2",
                                "--timeout", "2", "--max-body", "4000000", "--queue", "64",
-                               matcher_path ? "-m" : NULL, matcher_path, NULL};
+                               matcher_path ? "-m" : NULL, matcher_path, asker_path ? "-m" : NULL, asker_path, NULL};
     if (!start_server(&server, arguments)) {
         fprintf(stderr, "glimpse serve did not start (log: %s)\n", server.log);
         return -1;
@@ -306,6 +308,8 @@ static int set_up(void **state) {
     if (matcher_path &&
         (glimpse_model_load(matcher_path, NULL, &matcher) || glimpse_context_create(matcher, &params, &match_ctx)))
         return -1;
+    if (asker_path && (glimpse_model_load(asker_path, NULL, &asker) || glimpse_context_create(asker, &params, &ask_ctx)))
+        return -1;
     return 0;
 }
 
@@ -313,8 +317,9 @@ static int tear_down(void **state) {
     (void)state;
     if (server.pid > 0) stop_server(&server);
     glimpse_context_free(clip_ctx), glimpse_context_free(caption_ctx), glimpse_context_free(match_ctx);
-    glimpse_model_free(clip), glimpse_model_free(captioner), glimpse_model_free(matcher);
-    free(matcher_path);
+    glimpse_context_free(ask_ctx);
+    glimpse_model_free(clip), glimpse_model_free(captioner), glimpse_model_free(matcher), glimpse_model_free(asker);
+    free(matcher_path), free(asker_path);
     for (int i = 0; i < PICTURE_COUNT; i++) free(pictures[i]);
     char command[256];
     snprintf(command, sizeof command, "rm -rf %s", folder);
@@ -517,6 +522,34 @@ static void test_caption_equals_library(void **state) {
     check_caption(5, "?sample=true&seed=7&top_k=5", &params);
 }
 
+/* /v1/ask with BLIP-2 (the blip2-opt-tiny fixture): the answer and ids glimpse_ask_images gives; a model that
+ * cannot answer is refused. */
+static void test_ask_equals_library(void **state) {
+    (void)state;
+    if (!asker) {
+        fprintf(stderr, "skipped: no blip2-opt-tiny fixture\n");
+        return;
+    }
+    const char *question = "what colour is the shape?";
+    glimpse_image *image = decode(2);
+    glimpse_caption expected;
+    assert_int_equal(glimpse_ask_images(ask_ctx, &image, 1, question, NULL, &expected), 0);
+    glimpse_image_free(image);
+    response r = exchange("POST", "/v1/ask?model=blip2-opt-tiny&question=what+colour+is+the+shape%3F", "image/png",
+                          pictures[2], picture_sizes[2]);
+    cJSON *json = expect_json(&r, 200);
+    assert_string_equal(cJSON_GetObjectItem(json, "question")->valuestring, question);
+    assert_string_equal(cJSON_GetObjectItem(json, "answer")->valuestring, expected.text);
+    const cJSON *ids = cJSON_GetObjectItem(json, "ids");
+    assert_int_equal((size_t)cJSON_GetArraySize(ids), expected.id_count);
+    for (size_t i = 0; i < expected.id_count; i++) assert_int_equal(cJSON_GetArrayItem(ids, (int)i)->valueint, expected.ids[i]);
+    glimpse_caption_free(&expected);
+    cJSON_Delete(json), response_free(&r);
+    r = exchange("POST", "/v1/ask?model=demo-blip-caption&question=why", "image/png", pictures[2], picture_sizes[2]);
+    assert_true(r.status >= 400 && r.status < 600);
+    response_free(&r);
+}
+
 static void check_search_results(const cJSON *json, const glimpse_search_result *expected, size_t found) {
     const cJSON *results = cJSON_GetObjectItem(json, "results");
     assert_int_equal((size_t)cJSON_GetArraySize(results), found);
@@ -714,16 +747,16 @@ static void test_service_endpoints(void **state) {
     r = exchange("GET", "/v1/models", NULL, NULL, 0);
     json = expect_json(&r, 200);
     const cJSON *models = cJSON_GetObjectItem(json, "models");
-    assert_int_equal(cJSON_GetArraySize(models), matcher ? 3 : 2);
+    assert_int_equal(cJSON_GetArraySize(models), 2 + (matcher != NULL) + (asker != NULL));
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 0), "name")->valuestring, "demo-clip");
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 0), "architecture")->valuestring, "CLIPModel");
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 0), "embedding_dim")->valueint,
                      (int)glimpse_model_embedding_dim(clip));
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 1), "name")->valuestring, "demo-blip-caption");
     cJSON_Delete(json), response_free(&r);
-    r = exchange("POST", "/v1/ask", "image/png", pictures[0], picture_sizes[0]); /* not in this build: a clear 501 */
-    json = expect_json(&r, 501);
-    assert_non_null(strstr(cJSON_GetObjectItem(json, "error")->valuestring, "not available in this build"));
+    r = exchange("POST", "/v1/ask", "image/png", pictures[0], picture_sizes[0]); /* no question: a clear 400 */
+    json = expect_json(&r, 400);
+    assert_non_null(strstr(cJSON_GetObjectItem(json, "error")->valuestring, "needs a question"));
     cJSON_Delete(json), response_free(&r);
     r = exchange("GET", "/metrics", NULL, NULL, 0);
     assert_int_equal(r.status, 200);
@@ -1216,7 +1249,9 @@ int main(void) {
         cmocka_unit_test(test_rank_equals_library),    cmocka_unit_test(test_rank_blip_retrieval),
         cmocka_unit_test(test_caption_equals_library), cmocka_unit_test(test_explain_equals_library),
         cmocka_unit_test(test_search_equals_library),  cmocka_unit_test(test_immich_predict),
-        cmocka_unit_test(test_service_endpoints),      cmocka_unit_test(test_api_key),
+        cmocka_unit_test(test_service_endpoints),      cmocka_unit_test(test_ask_equals_library), /* (after: it
+                                                          adds to /v1/ask's error count, which the other checks) */
+        cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_faulty_clients),         cmocka_unit_test(test_malformed_requests),
         cmocka_unit_test(test_sigterm_drains),
     };
