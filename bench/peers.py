@@ -230,6 +230,17 @@ def vit_gpt2_caption(vit, decoder, pixels, start, tokens):
         token = decoder.step(token, position, cache, image).argmax().view(1)
 
 
+def export_siglip(folder, siglips):
+    """SigLIP's vision towers (stage name -> SiglipVision) as FOLDER/STAGE.onnx, exported as export() does."""
+    for stage, model in siglips.items():
+        model.train()
+        size = SIGLIP_SHAPES[stage][5]
+        with torch.no_grad():
+            torch.onnx.export(model, torch.randn(1, 3, size, size), os.path.join(folder, stage + ".onnx"),
+                              input_names=["pixels"], output_names=["out"], opset_version=14,
+                              training=torch.onnx.TrainingMode.PRESERVE)
+
+
 def export(folder, b32, text, b16, siglips):
     """The same three models as ONNX files for ort_bench.js. (Exported in
     training mode, whose dropout is 0 here, because torch 1.13 cannot export
@@ -245,12 +256,7 @@ def export(folder, b32, text, b16, siglips):
                           output_names=["out"], dynamic_axes={"tokens": {0: "batch"}}, opset_version=14, training=torch.onnx.TrainingMode.PRESERVE)
         torch.onnx.export(b16, torch.randn(1, 3, 384, 384), os.path.join(folder, "vit_b_16_384.onnx"),
                           input_names=["pixels"], output_names=["out"], opset_version=14, training=torch.onnx.TrainingMode.PRESERVE)
-        for stage, model in siglips.items():
-            model.train()
-            size = SIGLIP_SHAPES[stage][5]
-            torch.onnx.export(model, torch.randn(1, 3, size, size), os.path.join(folder, stage + ".onnx"),
-                              input_names=["pixels"], output_names=["out"], opset_version=14,
-                              training=torch.onnx.TrainingMode.PRESERVE)
+        export_siglip(folder, siglips)
 
 
 def main():

@@ -23,16 +23,11 @@ done
 python=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3)
 if [ ! -f "$work/onnx/vision_siglip_so400m_384.onnx" ]; then
   "${python[@]}" - "$work/onnx" <<'PY'
-import os, sys, torch
+import sys, torch
 sys.path.insert(0, "bench")
-from peers import SIGLIP_SHAPES, SiglipVision
+from peers import SIGLIP_SHAPES, SiglipVision, export_siglip
 torch.manual_seed(0)
-for stage, shape in SIGLIP_SHAPES.items():
-    model = SiglipVision(*shape).train()  # (exported in training mode, dropout 0, as peers.py's export does)
-    with torch.no_grad():
-        torch.onnx.export(model, torch.randn(1, 3, shape[5], shape[5]), os.path.join(sys.argv[1], stage + ".onnx"),
-                          input_names=["pixels"], output_names=["out"], opset_version=14,
-                          training=torch.onnx.TrainingMode.PRESERVE)
+export_siglip(sys.argv[1], {stage: SiglipVision(*shape) for stage, shape in SIGLIP_SHAPES.items()})
 PY
 fi
 results=$work/siglip.jsonl
