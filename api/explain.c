@@ -204,7 +204,9 @@ static glimpse_status recorded_pass_create(const glimpse_context *ctx, const ber
 
 /* ------------------------------------------------------------ word maps */
 
-static bool is_space_byte(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+static bool is_space_byte(uint8_t c) {
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
 
 /* Whether id stands for (part of) a word: no special token ([DEC], [SEP], <|endoftext|>, </s>), no id past the
  * tokenizer's vocabulary (OPT's spare rows), and for byte-level BPE not whitespace alone (a newline: OPT's end). */
@@ -482,10 +484,10 @@ static glimpse_status caption_job_keep_raw(caption_job *job) {
         status = keep_record(e, "cross_attentions", &job->decoder, ATTENTION_KIND_CROSS);
         if (!status) status = keep_record(e, "self_attentions", &job->decoder, ATTENTION_KIND_SELF);
     }
+    /* transformers' names: VisionEncoderDecoderModel's encoder_attentions, BLIP's vision_outputs.attentions */
+    const char *vision = job->model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? "encoder_attentions" : "vision_attentions";
     if (!status && job->vision.probabilities[ATTENTION_KIND_SELF])
-        status = keep_record(e,
-                             job->model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? "encoder_attentions" : "vision_attentions",
-                             &job->vision, ATTENTION_KIND_SELF);
+        status = keep_record(e, vision, &job->vision, ATTENTION_KIND_SELF);
     return status;
 }
 
