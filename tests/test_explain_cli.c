@@ -124,6 +124,8 @@ static void test_help_and_usage(void **state) {
     assert_non_null(strstr(r.out, "--html FILE"));
     assert_non_null(strstr(r.out, "--beams N")); /* the caption options apply */
     assert_non_null(strstr(r.out, "inferno"));
+    assert_non_null(strstr(r.out, "-q, --question")); /* BLIP-2's answers, and its convention */
+    assert_non_null(strstr(r.out, "sum over the queries"));
     result_free(&r);
     r = glimpse("--help", NULL);
     assert_non_null(strstr(r.out, "explain"));
