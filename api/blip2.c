@@ -68,8 +68,7 @@ glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const 
     return GLIMPSE_STATUS_OK;
 }
 
-/* The language model's prompt: the tokenizer's ids of the text (OPT's "</s>" first), or that start token alone. */
-static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
+glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
     *ids = NULL;
     if (!prompt || !prompt[0]) {
         *ids = malloc(sizeof **ids);
@@ -119,6 +118,10 @@ static glimpse_status prepare_states(glimpse_context *ctx, size_t sequences, siz
         ctx->language = NULL;
         status = opt_state_create(&model->language_model, sequences, positions, positions, &ctx->language);
     }
+    if (!status) { /* glimpse_explain_caption's records, NULL otherwise */
+        ctx->qformer->record = ctx->qformer_record;
+        ctx->language->record = ctx->caption_record;
+    }
     return status;
 }
 
@@ -141,7 +144,7 @@ glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *
     const glimpse_model *model = ctx->model;
     int32_t *prompt = NULL;
     size_t prompt_length = 0;
-    glimpse_status status = prompt_ids(model, p->prompt, &prompt, &prompt_length);
+    glimpse_status status = blip2_prompt_ids(model, p->prompt, &prompt, &prompt_length);
     /* the queries and the prompt, then each new token but the last is fed back: one spare position */
     size_t positions = (size_t)model->qformer.queries + prompt_length + (size_t)p->max_tokens;
     size_t model_positions = (size_t)model->language_model.config.max_positions;
@@ -156,25 +159,35 @@ glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *
     return status;
 }
 
+glimpse_status blip2_question_params(const glimpse_model *model, const glimpse_caption_params *params,
+                                     const char *question, const char *what, glimpse_caption_params *asked,
+                                     char **prompt) {
+    *prompt = NULL;
+    if (model->kind != GLIMPSE_MODEL_KIND_BLIP2)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "answering questions needs a BLIP-2 model "
+                                                     "(Blip2ForConditionalGeneration), this is %s",
+                         model->architecture);
+    *asked = params ? *params : glimpse_caption_default_params();
+    if (asked->prompt)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s makes the prompt from the question: leave the "
+                                                          "params' prompt NULL (or caption with the prompt)", what);
+    int length = snprintf(NULL, 0, BLIP2_QUESTION_FORMAT, question);
+    *prompt = length >= 0 ? malloc((size_t)length + 1) : NULL;
+    if (!*prompt) return ERROR_OOM();
+    snprintf(*prompt, (size_t)length + 1, BLIP2_QUESTION_FORMAT, question);
+    asked->prompt = *prompt;
+    return GLIMPSE_STATUS_OK;
+}
+
 glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   const char *question, const glimpse_caption_params *params, glimpse_caption *out) {
     if (!ctx || !images || !question || !out)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_images: NULL argument");
     for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
-    if (ctx->model->kind != GLIMPSE_MODEL_KIND_BLIP2)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "answering questions needs a BLIP-2 model "
-                                                     "(Blip2ForConditionalGeneration), this is %s",
-                         ctx->model->architecture);
-    glimpse_caption_params asked = params ? *params : glimpse_caption_default_params();
-    if (asked.prompt)
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_images makes the prompt from the question: "
-                                                          "leave params.prompt NULL (or caption with the prompt)");
-    int length = snprintf(NULL, 0, BLIP2_QUESTION_FORMAT, question);
-    char *prompt = length >= 0 ? malloc((size_t)length + 1) : NULL;
-    if (!prompt) return ERROR_OOM();
-    snprintf(prompt, (size_t)length + 1, BLIP2_QUESTION_FORMAT, question);
-    asked.prompt = prompt;
-    glimpse_status status = glimpse_caption_images(ctx, images, count, &asked, out);
+    glimpse_caption_params asked;
+    char *prompt = NULL;
+    glimpse_status status = blip2_question_params(ctx->model, params, question, "glimpse_ask_images", &asked, &prompt);
+    if (!status) status = glimpse_caption_images(ctx, images, count, &asked, out);
     free(prompt);
     return status;
 }

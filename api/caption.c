@@ -121,8 +121,7 @@ static glimpse_status encode_prompt(const glimpse_model *model, const char *prom
     return bert_tokenizer_encode(model->wordpiece, prompt, ids, capacity, count);
 }
 
-/* The start token ([DEC], or ViT-GPT2's decoder_start_token_id) followed by the prompt's ids. */
-static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
+glimpse_status caption_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
     size_t n = 0;
     glimpse_status status = encode_prompt(model, prompt ? prompt : "", NULL, 0, &n);
     if (status) return status;
@@ -262,7 +261,7 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
     if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) return blip2_caption_images(ctx, images, count, p, out);
     int32_t *prompt = NULL;
     size_t prompt_length = 0;
-    if ((status = prompt_ids(model, p->prompt, &prompt, &prompt_length))) return status;
+    if ((status = caption_prompt_ids(model, p->prompt, &prompt, &prompt_length))) return status;
     size_t max_length = prompt_length + (size_t)p->max_tokens;
     size_t positions = (size_t)(model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? model->gpt2.config.max_positions
                                                                             : model->text_decoder.config.max_positions);
@@ -290,8 +289,10 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
         status = bert_state_create(&model->text_decoder, (size_t)p->beams, max_length, max_length, model->vision.tokens,
                                    &ctx->bert);
     }
-    if (!status && ctx->caption_record && model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION)
-        ctx->bert->record = ctx->caption_record; /* glimpse_explain_caption's */
+    if (!status && ctx->caption_record) { /* glimpse_explain_caption's */
+        if (model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) ctx->bert->record = ctx->caption_record;
+        if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) ctx->gpt2->record = ctx->caption_record;
+    }
     caption_request request = {p, prompt, prompt_length};
     if (!status) status = caption_each_image(ctx, images, count, caption_one, &request, out);
     free(prompt);

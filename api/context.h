@@ -43,8 +43,10 @@ struct glimpse_context {
     /* ViT-GPT2: the GPT-2 decoder's run state, made and grown as BLIP's bert is */
     gpt2_state *gpt2;
     /* NULL but inside glimpse_explain_caption: what glimpse_caption_images has the decoder record as it generates
-     * (attached to bert once it is made) */
+     * (attached to bert, gpt2 or language once it is made), and BLIP-2's Q-Former as it reads the image
+     * (attached to qformer) */
     const attention_record *caption_record;
+    const attention_record *qformer_record;
     /* Floats of vision self-attention one rollout pass of glimpse_explain_clip may record (without want_raw):
      * layers are recorded in groups that fit, one tower pass each (ViT-B/16: all 12 in one; so400m at 384: 4 a
      * pass). CONTEXT_ROLLOUT_BUDGET as created. */
@@ -64,6 +66,10 @@ typedef glimpse_status (*caption_image_fn)(glimpse_context *ctx, size_t image, c
  * caption(ctx, i, request, &out[i]) for each, with progress; on failure every out[i] is freed. */
 glimpse_status caption_each_image(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   caption_image_fn caption, const caption_request *request, glimpse_caption *out);
+
+/* What BLIP's and ViT-GPT2's generate output starts with: the start token ([DEC], or ViT-GPT2's
+ * decoder_start_token_id) and the prompt's ids; *ids is the caller's (free()). */
+glimpse_status caption_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count);
 
 /* A family's decode(ids, skip_special_tokens=True) into a new string. */
 typedef glimpse_status (*caption_decode_fn)(const glimpse_model *model, const int32_t *ids, size_t count,

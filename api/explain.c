@@ -20,12 +20,13 @@
 
 glimpse_explain_params glimpse_explain_default_params(void) {
     return (glimpse_explain_params){
-        .layer = -1, .head = -1, .want_raw = false, .occlusion = true, .on_map = NULL, .user = NULL};
+        .layer = -1, .head = -1, .want_raw = false, .occlusion = true, .on_map = NULL, .user = NULL,
+        .want_vision = false};
 }
 
 void glimpse_explanation_free(glimpse_explanation *e) {
     if (!e) return;
-    for (size_t i = 0; i < e->map_count; i++) free(e->maps[i].label), free(e->maps[i].grid);
+    for (size_t i = 0; i < e->map_count; i++) free(e->maps[i].label), free(e->maps[i].grid), free(e->maps[i].queries);
     for (size_t i = 0; i < e->raw_count; i++) free(e->raw[i].data);
     free(e->maps), free(e->raw), free(e->text), free(e->ids);
     free(e);
@@ -63,8 +64,11 @@ static glimpse_explain_map *add_map(glimpse_explanation *e, glimpse_explain_map_
     if (!maps) return NULL;
     e->maps = maps;
     glimpse_explain_map *map = &maps[e->map_count];
-    *map = (glimpse_explain_map){kind, strdup(label), first_token, token_count,
-                                 calloc((size_t)e->grid_width * (size_t)e->grid_height, sizeof(float))};
+    *map = (glimpse_explain_map){.kind = kind,
+                                 .label = strdup(label),
+                                 .first_token = first_token,
+                                 .token_count = token_count,
+                                 .grid = calloc((size_t)e->grid_width * (size_t)e->grid_height, sizeof(float))};
     if (!map->label || !map->grid) {
         free(map->label), free(map->grid);
         return NULL;
@@ -112,7 +116,8 @@ static explain_range heads_of(const glimpse_explain_params *p, size_t heads) {
     return p->head < 0 ? (explain_range){0, heads} : (explain_range){(size_t)p->head, (size_t)p->head + 1};
 }
 
-/* The image's vision tokens after the post-LayerNorm, as BLIP's text side reads them, into ctx->vision_output. */
+/* The image's vision tokens after the post-LayerNorm, as BLIP's text side and GPT-2's cross-attention read them,
+ * into ctx->vision_output. */
 static glimpse_status encode_image(glimpse_context *ctx, const glimpse_image *image) {
     glimpse_image *const images[1] = {(glimpse_image *)image};
     glimpse_status status = context_preprocess(ctx, images, 1, 0);
@@ -122,148 +127,390 @@ static glimpse_status encode_image(glimpse_context *ctx, const glimpse_image *im
     return GLIMPSE_STATUS_OK;
 }
 
-/* --------------------------------------------------- BLIP: text over image */
+/* ------------------------------------------------------- recorded passes */
 
-/* A BERT pass that records: its state (one sequence of `length` tokens over the image) and its record of every
- * layer's cross-attention, or only the asked layer's, and with want_raw every layer's self-attention too. */
+/* A record of one sequence, its memory zeroed: layers[kind] as masks, `rows` query positions, self keys up to
+ * self_columns and cross keys up to cross_columns. */
+static glimpse_status record_make(attention_record *r, uint64_t self_layers, uint64_t cross_layers, size_t heads,
+                                  size_t rows, size_t self_columns, size_t cross_columns) {
+    *r = (attention_record){.layers = {self_layers, cross_layers},
+                            .sequences = 1,
+                            .heads = heads,
+                            .rows = rows,
+                            .columns = {self_columns, cross_columns}};
+    for (int kind = 0; kind < ATTENTION_KINDS; kind++) {
+        size_t floats = attention_record_floats(r, (attention_kind)kind);
+        if (floats && !(r->probabilities[kind] = calloc(floats, sizeof(float)))) return ERROR_OOM();
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
+static void record_release(attention_record *r) {
+    free(r->probabilities[ATTENTION_KIND_SELF]);
+    free(r->probabilities[ATTENTION_KIND_CROSS]);
+    memset(r, 0, sizeof *r);
+}
+
+static uint64_t all_layers(size_t layers) { return layers >= 64 ? UINT64_MAX : ((uint64_t)1 << layers) - 1; }
+
+/* The layers a word map reads: every one (layer -1) or the one asked for; with want_raw every one is recorded. */
+static uint64_t mapped_layers(const glimpse_explain_params *p, size_t layers) {
+    return p->want_raw || p->layer < 0 ? all_layers(layers) : (uint64_t)1 << p->layer;
+}
+
+/* The recorded slots the maps average (mapped_layers' slots of the layers asked for). */
+static explain_range averaged_slots(const glimpse_explain_params *p, size_t layers) {
+    return p->layer < 0 ? (explain_range){0, layers}
+           : p->want_raw ? (explain_range){(size_t)p->layer, (size_t)p->layer + 1}
+                         : (explain_range){0, 1};
+}
+
+/* Hands the record's probabilities of `kind` to the explanation as raw tensor `name` [recorded layers, heads,
+ * rows, columns] (the record of one sequence); the record no longer holds them. */
+static glimpse_status keep_record(glimpse_explanation *e, const char *name, attention_record *r,
+                                  attention_kind kind) {
+    size_t layers = (size_t)__builtin_popcountll(r->layers[kind]);
+    size_t shape[4] = {layers, r->heads, r->rows, r->columns[kind]};
+    float *data = r->probabilities[kind];
+    r->probabilities[kind] = NULL;
+    return add_raw(e, name, 4, shape, data); /* takes the memory, or frees it when it fails */
+}
+
+/* A BERT pass that records: its state (one sequence of `length` tokens over the image) and its record of the
+ * cross-attention layers the maps read, with want_raw every layer's self-attention too. */
 typedef struct recorded_pass {
     bert_state *state;
     attention_record record;
-    explain_range layers; /* the recorded slots the maps average */
 } recorded_pass;
 
-/* Frees what the pass holds and leaves it empty (freeing it again does nothing). */
 static void recorded_pass_free(recorded_pass *pass) {
     bert_state_free(pass->state);
-    free(pass->record.probabilities[ATTENTION_KIND_SELF]);
-    free(pass->record.probabilities[ATTENTION_KIND_CROSS]);
-    memset(pass, 0, sizeof *pass);
-}
-
-/* The record alone, rows for `length` tokens. */
-static glimpse_status recorded_pass_record(const glimpse_context *ctx, const bert_model *bert, size_t length,
-                                           const glimpse_explain_params *p, recorded_pass *pass) {
-    memset(pass, 0, sizeof *pass);
-    size_t layers = (size_t)bert->config.layers, image_tokens = ctx->model->vision.tokens;
-    uint64_t all = layers >= 64 ? UINT64_MAX : ((uint64_t)1 << layers) - 1;
-    uint64_t cross = p->want_raw || p->layer < 0 ? all : (uint64_t)1 << p->layer;
-    pass->record = (attention_record){.layers = {p->want_raw ? all : 0, cross},
-                                      .sequences = 1,
-                                      .heads = (size_t)bert->config.heads,
-                                      .rows = length,
-                                      .columns = {length, image_tokens}};
-    pass->layers = p->layer < 0 ? (explain_range){0, layers}
-                   : p->want_raw ? (explain_range){(size_t)p->layer, (size_t)p->layer + 1}
-                                 : (explain_range){0, 1};
-    for (int kind = 0; kind < ATTENTION_KINDS; kind++) {
-        size_t floats = attention_record_floats(&pass->record, (attention_kind)kind);
-        if (floats && !(pass->record.probabilities[kind] = calloc(floats, sizeof(float)))) return ERROR_OOM();
-    }
-    return GLIMPSE_STATUS_OK;
+    record_release(&pass->record);
+    pass->state = NULL;
 }
 
 /* The record and a state for one pass of `length` tokens over the image in ctx->vision_output. */
 static glimpse_status recorded_pass_create(const glimpse_context *ctx, const bert_model *bert, size_t length,
                                            const glimpse_explain_params *p, recorded_pass *pass) {
-    size_t image_tokens = ctx->model->vision.tokens;
-    glimpse_status status = recorded_pass_record(ctx, bert, length, p, pass);
+    memset(pass, 0, sizeof *pass);
+    size_t layers = (size_t)bert->config.layers, image_tokens = ctx->model->vision.tokens;
+    glimpse_status status = record_make(&pass->record, p->want_raw ? all_layers(layers) : 0, mapped_layers(p, layers),
+                                        (size_t)bert->config.heads, length, length, image_tokens);
     if (!status) status = bert_state_create(bert, 1, length, length, image_tokens, &pass->state);
     if (!status) status = bert_set_image(bert, pass->state, ctx->vision_output, image_tokens, ctx->threads);
     if (!status) pass->state->record = &pass->record;
     return status;
 }
 
-/* Hands the recorded tensors to the explanation as raw outputs [layers, heads, rows, columns]. */
-static glimpse_status keep_raw(glimpse_explanation *e, recorded_pass *pass, size_t layers, bool with_self) {
-    const attention_record *r = &pass->record;
-    size_t cross_shape[4] = {layers, r->heads, r->rows, r->columns[ATTENTION_KIND_CROSS]};
-    size_t self_shape[4] = {layers, r->heads, r->rows, r->columns[ATTENTION_KIND_SELF]};
-    /* add_raw takes the memory, or frees it when it fails */
-    glimpse_status status = add_raw(e, "cross_attentions", 4, cross_shape, r->probabilities[ATTENTION_KIND_CROSS]);
-    pass->record.probabilities[ATTENTION_KIND_CROSS] = NULL;
-    if (!status && with_self) {
-        status = add_raw(e, "self_attentions", 4, self_shape, r->probabilities[ATTENTION_KIND_SELF]);
-        pass->record.probabilities[ATTENTION_KIND_SELF] = NULL;
-    }
-    return status;
+/* ------------------------------------------------------------ word maps */
+
+static bool is_space_byte(uint8_t c) {
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/* Appends the map of the word at ids[first .. first + count): the mean of its tokens' maps, the token at
- * position t read from cross-attention row t + row_shift of record, layers and heads as asked; then tells the
- * caller. piece: room for one grid. */
-static glimpse_status add_word_map(glimpse_explanation *e, const glimpse_model *model, const attention_record *r,
-                                   explain_range layers, size_t first, size_t count, int row_shift,
-                                   const glimpse_explain_params *p, float *piece) {
-    size_t patches = (size_t)e->grid_width * (size_t)e->grid_height;
+/* Whether id stands for (part of) a word: no special token ([DEC], [SEP], <|endoftext|>, </s>), no id past the
+ * tokenizer's vocabulary (OPT's spare rows), and for byte-level BPE not whitespace alone (a newline: OPT's end). */
+static bool token_is_word(const glimpse_model *model, int32_t id) {
+    if (!model->byte_bpe) return !bert_tokenizer_is_special(model->wordpiece, id);
+    size_t length = 0;
+    const uint8_t *bytes = gpt2_tokenizer_is_special(model->byte_bpe, id)
+                               ? NULL
+                               : gpt2_tokenizer_token_bytes(model->byte_bpe, id, &length);
+    for (size_t i = 0; bytes && i < length; i++)
+        if (!is_space_byte(bytes[i])) return true;
+    return false;
+}
+
+/* Whether the word token id continues the word before it: a "##" word piece; a byte-level BPE token that does
+ * not start with a space ("Ġ") or other whitespace. */
+static bool continues_word(const glimpse_model *model, int32_t id) {
+    if (!token_is_word(model, id)) return false;
+    if (!model->byte_bpe) return strncmp(bert_tokenizer_token(model->wordpiece, id), "##", 2) == 0;
+    size_t length = 0;
+    const uint8_t *bytes = gpt2_tokenizer_token_bytes(model->byte_bpe, id, &length);
+    return length && !is_space_byte(bytes[0]);
+}
+
+/* The word's text: its tokens decoded, without the whitespace around it. */
+static glimpse_status word_label(const glimpse_model *model, const int32_t *ids, size_t count, char **label) {
+    if (!model->byte_bpe) return bert_tokenizer_decode(model->wordpiece, ids, count, label);
+    glimpse_status status = gpt2_tokenizer_decode(model->byte_bpe, ids, count, 1, 0, label, NULL);
+    if (status) return status;
+    char *text = *label, *start = text;
+    while (*start && is_space_byte((uint8_t)*start)) start++;
+    size_t length = strlen(start);
+    while (length && is_space_byte((uint8_t)start[length - 1])) length--;
+    memmove(text, start, length);
+    text[length] = '\0';
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Where words' maps are read: the token at position t reads row t + row_shift of the record's `kind` attention,
+ * the slots `layers` and the heads asked for averaged over the columns `kept` (renormalised). That row is the
+ * word's map (the patches after the class token); or, with query_maps (BLIP-2: the row over the query
+ * positions), it weighs the queries' maps [kept columns][patches]. */
+typedef struct word_source {
+    const attention_record *record;
+    attention_kind kind;
+    explain_range layers, kept;
+    long row_shift;
+    const float *query_maps;
+} word_source;
+
+/* Appends the map of the word at ids[first .. first + count): the mean of its tokens' rows (BLIP-2: of their
+ * weights over the queries, then the queries' maps weighed), then tells the caller. piece: room for a grid and
+ * for a row. */
+static glimpse_status add_word_map(glimpse_explanation *e, const glimpse_model *model, const word_source *source,
+                                   size_t first, size_t count, const glimpse_explain_params *p, float *piece) {
+    size_t patches = (size_t)e->grid_width * (size_t)e->grid_height, width = source->kept.end - source->kept.first;
     char *label = NULL;
-    glimpse_status status = bert_tokenizer_decode(model->wordpiece, e->ids + first, count, &label);
+    glimpse_status status = word_label(model, e->ids + first, count, &label);
     if (status) return status;
     glimpse_explain_map *map = add_map(e, GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION, label, first, count);
     free(label);
     if (!map) return ERROR_OOM();
+    float *sum = map->grid;
+    if (source->query_maps) {
+        if (!(map->queries = calloc(width, sizeof(float)))) return ERROR_OOM();
+        map->query_count = width;
+        sum = map->queries;
+    }
+    const attention_record *r = source->record;
     for (size_t i = 0; i < count; i++) {
-        explain_average_row(piece, r->probabilities[ATTENTION_KIND_CROSS], r->heads, r->rows,
-                            r->columns[ATTENTION_KIND_CROSS], layers, heads_of(p, r->heads),
-                            (size_t)((long)(first + i) + row_shift), 1);
-        for (size_t j = 0; j < patches; j++) map->grid[j] += piece[j] / (float)count;
+        explain_average_span(piece, r->probabilities[source->kind], r->heads, r->rows, r->columns[source->kind],
+                             source->layers, heads_of(p, r->heads), (size_t)((long)(first + i) + source->row_shift),
+                             source->kept);
+        for (size_t j = 0; j < width; j++) sum[j] += piece[j] / (float)count;
+    }
+    if (source->query_maps) {
+        for (size_t q = 0; q < width; q++)
+            for (size_t j = 0; j < patches; j++) map->grid[j] += map->queries[q] * source->query_maps[q * patches + j];
+        explain_normalize(map->grid, patches);
     }
     return map_done(p, e);
 }
 
-/* Whether ids[t] continues the word before it: a "##" word piece. */
-static bool continues_word(const glimpse_model *model, int32_t id) {
-    const char *token = bert_tokenizer_token(model->wordpiece, id);
-    return !bert_tokenizer_is_special(model->wordpiece, id) && token && strncmp(token, "##", 2) == 0;
-}
-
-/* One map per word of ids[begin .. end) (special tokens skipped; a "##" piece joins the word before it), read
- * from the pass's record. */
-static glimpse_status word_maps(glimpse_explanation *e, const glimpse_model *model, const recorded_pass *pass,
-                                size_t begin, size_t end, int row_shift, const glimpse_explain_params *p) {
-    float *piece = malloc((size_t)e->grid_width * (size_t)e->grid_height * sizeof(float));
+/* One map per word of ids[begin .. end) (tokens that are no word skipped; a continuing token joins the word
+ * before it). */
+static glimpse_status word_maps(glimpse_explanation *e, const glimpse_model *model, const word_source *source,
+                                size_t begin, size_t end, const glimpse_explain_params *p) {
+    size_t patches = (size_t)e->grid_width * (size_t)e->grid_height, width = source->kept.end - source->kept.first;
+    float *piece = malloc((patches > width ? patches : width) * sizeof(float));
     if (!piece) return ERROR_OOM();
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t t = begin; t < end && !status;) {
-        if (bert_tokenizer_is_special(model->wordpiece, e->ids[t])) {
+        if (!token_is_word(model, e->ids[t])) {
             t++;
             continue;
         }
         size_t count = 1;
         while (t + count < end && continues_word(model, e->ids[t + count])) count++;
-        status = add_word_map(e, model, &pass->record, pass->layers, t, count, row_shift, p, piece);
+        status = add_word_map(e, model, source, t, count, p, piece);
         t += count;
     }
     free(piece);
     return status;
 }
 
-/* The checks every BLIP explanation starts with; *resolved = params, or the defaults for NULL. */
-static glimpse_status start_blip(glimpse_context *ctx, const glimpse_image *image, glimpse_explanation **out,
-                                 glimpse_model_kind kind, const char *what, const glimpse_explain_params *params,
-                                 glimpse_explain_params *resolved) {
-    if (!ctx || !image || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s: NULL argument", what);
-    *out = NULL;
-    *resolved = params ? *params : glimpse_explain_default_params();
-    if (ctx->model->kind != kind)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s needs a %s model, this is %s", what,
-                         kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION ? "BLIP captioning (BlipForConditionalGeneration)"
-                                                                 : "BLIP retrieval (BlipForImageTextRetrieval)",
-                         ctx->model->architecture);
-    const bert_model *bert =
-        kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION ? &ctx->model->text_decoder : &ctx->model->text_encoder;
-    return check_params(resolved, (size_t)bert->config.layers, (size_t)bert->config.heads);
+/* ------------------------------------------------- captions and answers */
+
+/* One caption's explanation in the making: the family's shapes, the records its passes fill, the maps' source. */
+typedef struct caption_job {
+    glimpse_context *ctx;
+    const glimpse_model *model;
+    const glimpse_explain_params *p;
+    glimpse_explanation *e;
+    size_t layers, heads;    /* of the attention the words read: the decoder's (BLIP-2: the language model's) */
+    int32_t *prefix;         /* what the returned ids start with: the start token (and BLIP's, ViT-GPT2's prompt) */
+    size_t prefix_length;
+    int32_t *lm_prompt;      /* BLIP-2: the language model's prompt ("</s>" first), after the query positions */
+    size_t lm_prompt_length, queries;
+    attention_record decoder, qformer, vision;
+    float *query_maps;       /* BLIP-2: [queries][patches], from the Q-Former's record once it has run */
+    word_source source;
+} caption_job;
+
+static void caption_job_free(caption_job *job) {
+    free(job->prefix), free(job->lm_prompt), free(job->query_maps);
+    record_release(&job->decoder), record_release(&job->qformer), record_release(&job->vision);
+}
+
+/* The decoder's record for `rows` positions: the layers the maps read (cross-attention; BLIP-2's language model:
+ * self-attention), with want_raw every layer of both kinds it has. */
+static glimpse_status caption_job_record(caption_job *job, size_t rows) {
+    const glimpse_explain_params *p = job->p;
+    record_release(&job->decoder);
+    if (job->model->kind == GLIMPSE_MODEL_KIND_BLIP2)
+        return record_make(&job->decoder, mapped_layers(p, job->layers), 0, job->heads, rows, rows, 0);
+    return record_make(&job->decoder, p->want_raw ? all_layers(job->layers) : 0, mapped_layers(p, job->layers),
+                       job->heads, rows, rows, job->model->vision.tokens);
+}
+
+/* The family's shapes, prompt and records (but the decoder's, made per pass); *resolved = params or defaults. */
+static glimpse_status caption_job_start(caption_job *job, glimpse_context *ctx, const glimpse_explain_params *p,
+                                        const char *prompt) {
+    const glimpse_model *model = ctx->model;
+    memset(job, 0, sizeof *job);
+    job->ctx = ctx, job->model = model, job->p = p;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
+        job->layers = (size_t)model->text_decoder.config.layers, job->heads = (size_t)model->text_decoder.config.heads;
+    } else if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
+        job->layers = (size_t)model->gpt2.config.layers, job->heads = (size_t)model->gpt2.config.heads;
+    } else {
+        job->layers = (size_t)model->language_model.config.layers;
+        job->heads = (size_t)model->language_model.config.heads;
+    }
+    if ((status = check_params(p, job->layers, job->heads))) return status;
+    if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) {
+        const blip2_qformer *q = &model->qformer;
+        size_t layers = (size_t)q->config.layers;
+        uint64_t cross = 0;
+        for (size_t l = 0; l < layers; l++)
+            if (q->bert.layers[l].cross_key_weight.data) cross |= (uint64_t)1 << l;
+        job->queries = (size_t)q->queries;
+        if (!(job->prefix = malloc(sizeof *job->prefix))) return ERROR_OOM();
+        job->prefix[0] = model->start_id, job->prefix_length = 1; /* generate's placeholder */
+        status = blip2_prompt_ids(model, prompt, &job->lm_prompt, &job->lm_prompt_length);
+        if (!status)
+            status = record_make(&job->qformer, p->want_raw ? all_layers(layers) : 0, cross, (size_t)q->config.heads,
+                                 job->queries, job->queries, model->vision.tokens);
+    } else {
+        status = caption_prompt_ids(model, prompt, &job->prefix, &job->prefix_length);
+    }
+    if (!status && p->want_raw && p->want_vision) {
+        const vit_model *v = &model->vision;
+        status = record_make(&job->vision, all_layers((size_t)v->config.layers), 0, (size_t)v->config.heads, v->tokens,
+                             v->tokens, 0);
+    }
+    return status;
+}
+
+/* The word source over the decoder's record. */
+static void caption_job_source(caption_job *job) {
+    bool blip2 = job->model->kind == GLIMPSE_MODEL_KIND_BLIP2;
+    job->source = (word_source){
+        .record = &job->decoder,
+        .kind = blip2 ? ATTENTION_KIND_SELF : ATTENTION_KIND_CROSS,
+        .layers = averaged_slots(job->p, job->layers),
+        /* the class token's column dropped; BLIP-2: the query positions, first in the language model's sequence */
+        .kept = blip2 ? (explain_range){0, job->queries} : (explain_range){1, job->model->vision.tokens},
+        /* the row whose logits chose the token: the position before it (BLIP-2: ids[k], k >= 1, came from the
+         * last prompt position + k - 1, after the queries) */
+        .row_shift = blip2 ? (long)(job->queries + job->lm_prompt_length) - 2 : -1,
+        .query_maps = job->query_maps};
+}
+
+/* BLIP-2: each query's map over the patches from the Q-Former's record (every cross-attention layer and head
+ * averaged, class column dropped), once. */
+static glimpse_status caption_job_query_maps(caption_job *job) {
+    if (job->model->kind != GLIMPSE_MODEL_KIND_BLIP2 || job->query_maps) return GLIMPSE_STATUS_OK;
+    const attention_record *r = &job->qformer;
+    size_t patches = (size_t)job->e->grid_width * (size_t)job->e->grid_height;
+    size_t slots = (size_t)__builtin_popcountll(r->layers[ATTENTION_KIND_CROSS]);
+    if (!(job->query_maps = malloc(job->queries * patches * sizeof(float)))) return ERROR_OOM();
+    for (size_t q = 0; q < job->queries; q++)
+        explain_average_row(job->query_maps + q * patches, r->probabilities[ATTENTION_KIND_CROSS], r->heads, r->rows,
+                            r->columns[ATTENTION_KIND_CROSS], (explain_range){0, slots}, (explain_range){0, r->heads},
+                            q, 1);
+    job->source.query_maps = job->query_maps;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* One decoder pass over the chosen sequence e->ids, recording every row (beam search; want_raw's tensors). */
+static glimpse_status caption_job_pass(caption_job *job, const glimpse_image *image) {
+    glimpse_context *ctx = job->ctx;
+    const glimpse_model *model = job->model;
+    glimpse_explanation *e = job->e;
+    size_t n = e->id_count, tokens = model->vision.tokens;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) { /* the queries' vectors are still in ctx->prefix */
+        size_t rows = job->queries + job->lm_prompt_length + (n - 1);
+        size_t width = (size_t)model->language_model.config.word_embed_proj_dim;
+        float *embedded = malloc(rows * width * sizeof(float));
+        opt_state *state = NULL;
+        if (!embedded) return ERROR_OOM();
+        memcpy(embedded, ctx->prefix, job->queries * width * sizeof(float));
+        status = opt_embed(&model->language_model, job->lm_prompt, job->lm_prompt_length,
+                           embedded + job->queries * width);
+        if (!status)
+            status = opt_embed(&model->language_model, e->ids + 1, n - 1,
+                               embedded + (job->queries + job->lm_prompt_length) * width);
+        if (!status) status = caption_job_record(job, rows);
+        if (!status) status = opt_state_create(&model->language_model, 1, rows, rows, &state);
+        if (!status) {
+            state->record = &job->decoder;
+            status = opt_forward(&model->language_model, state, embedded, 1, rows, ctx->threads);
+        }
+        opt_state_free(state);
+        free(embedded);
+        return status;
+    }
+    status = encode_image(ctx, image);
+    if (!status) status = caption_job_record(job, n);
+    if (status) return status;
+    if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
+        gpt2_state *state = NULL;
+        status = gpt2_state_create(&model->gpt2, 1, n, n, tokens, &state);
+        if (!status) status = gpt2_set_image(&model->gpt2, state, ctx->vision_output, tokens, ctx->threads);
+        if (!status) {
+            state->record = &job->decoder;
+            status = gpt2_decode_step(&model->gpt2, state, e->ids, 1, n, ctx->threads);
+        }
+        gpt2_state_free(state);
+        return status;
+    }
+    bert_state *state = NULL;
+    const bert_model *decoder = &model->text_decoder;
+    status = bert_state_create(decoder, 1, n, n, tokens, &state);
+    if (!status) status = bert_set_image(decoder, state, ctx->vision_output, tokens, ctx->threads);
+    if (!status) {
+        state->record = &job->decoder;
+        status = bert_decode_step(decoder, state, e->ids, 1, n, ctx->threads);
+    }
+    bert_state_free(state);
+    return status;
+}
+
+/* The raw tensors of a caption: the decoder's, BLIP-2's Q-Former's, the vision tower's when asked. */
+static glimpse_status caption_job_keep_raw(caption_job *job) {
+    glimpse_explanation *e = job->e;
+    glimpse_status status;
+    if (job->model->kind == GLIMPSE_MODEL_KIND_BLIP2) {
+        status = keep_record(e, "self_attentions", &job->decoder, ATTENTION_KIND_SELF);
+        if (!status) status = keep_record(e, "qformer_cross_attentions", &job->qformer, ATTENTION_KIND_CROSS);
+        if (!status) status = keep_record(e, "qformer_self_attentions", &job->qformer, ATTENTION_KIND_SELF);
+    } else {
+        status = keep_record(e, "cross_attentions", &job->decoder, ATTENTION_KIND_CROSS);
+        if (!status) status = keep_record(e, "self_attentions", &job->decoder, ATTENTION_KIND_SELF);
+    }
+    /* transformers' names: VisionEncoderDecoderModel's encoder_attentions, BLIP's vision_outputs.attentions */
+    const char *vision = job->model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? "encoder_attentions" : "vision_attentions";
+    if (!status && job->vision.probabilities[ATTENTION_KIND_SELF])
+        status = keep_record(e, vision, &job->vision, ATTENTION_KIND_SELF);
+    return status;
+}
+
+/* BLIP-2's last map: what the queries looked at, their maps averaged. */
+static glimpse_status caption_job_queries_map(caption_job *job) {
+    if (job->model->kind != GLIMPSE_MODEL_KIND_BLIP2) return GLIMPSE_STATUS_OK;
+    glimpse_status status = caption_job_query_maps(job);
+    size_t patches = (size_t)job->e->grid_width * (size_t)job->e->grid_height;
+    glimpse_explain_map *map = status ? NULL : add_map(job->e, GLIMPSE_EXPLAIN_MAP_QUERIES, "queries", 0, 0);
+    if (status || !map) return status ? status : ERROR_OOM();
+    for (size_t q = 0; q < job->queries; q++)
+        for (size_t j = 0; j < patches; j++) map->grid[j] += job->query_maps[q * patches + j];
+    explain_normalize(map->grid, patches);
+    return map_done(job->p, job->e);
 }
 
 /* Greedy and sampled captions are explained as they are generated: the decoder records its steps (each step's
  * rows are the rows one pass over the sequence computes, within rounding: test_attention_parity), and a word's
  * map is made as soon as the token after it shows it is complete. */
 typedef struct caption_stream {
-    glimpse_explanation *e;
-    const glimpse_model *model;
-    const glimpse_explain_params *p;
+    caption_job *job;
     const glimpse_caption_params *caller; /* its on_token is still called */
-    recorded_pass *pass;
-    int32_t *ids; /* the sequence so far: [DEC], the prompt, the tokens generated */
+    int32_t *ids; /* the sequence so far: the returned ids' prefix, then the tokens generated */
     size_t count, capacity, word_start, word_length;
     float *piece;
     glimpse_status status;
@@ -272,19 +519,21 @@ typedef struct caption_stream {
 /* The word being gathered, finished. */
 static void stream_word_done(caption_stream *s) {
     if (!s->word_length || s->status) return;
-    s->e->ids = s->ids, s->e->id_count = s->count;
-    s->status = add_word_map(s->e, s->model, &s->pass->record, s->pass->layers, s->word_start, s->word_length, -1,
-                             s->p, s->piece);
+    caption_job *job = s->job;
+    job->e->ids = s->ids, job->e->id_count = s->count;
+    s->status = caption_job_query_maps(job); /* BLIP-2's Q-Former has run by the first word */
+    if (!s->status) s->status = add_word_map(job->e, job->model, &job->source, s->word_start, s->word_length, job->p,
+                                             s->piece);
     s->word_length = 0;
 }
 
 static bool stream_token(void *user, size_t image, int32_t id, const char *text) {
     caption_stream *s = user;
     if (s->count >= s->capacity) return true; /* cannot happen: the record holds max_length rows */
-    bool continues = s->word_length && continues_word(s->model, id);
+    bool continues = s->word_length && continues_word(s->job->model, id);
     if (!continues) stream_word_done(s);
     s->ids[s->count] = id;
-    if (!bert_tokenizer_is_special(s->model->wordpiece, id)) {
+    if (token_is_word(s->job->model, id)) {
         if (!continues) s->word_start = s->count;
         s->word_length++;
     }
@@ -293,52 +542,67 @@ static bool stream_token(void *user, size_t image, int32_t id, const char *text)
     return stop || s->status != GLIMPSE_STATUS_OK;
 }
 
+/* Detaches the records explain attached to the context's states. */
+static void detach_records(glimpse_context *ctx) {
+    ctx->caption_record = ctx->qformer_record = NULL;
+    if (ctx->vision) ctx->vision->record = NULL;
+    if (ctx->bert) ctx->bert->record = NULL;
+    if (ctx->gpt2) ctx->gpt2->record = NULL;
+    if (ctx->qformer) ctx->qformer->record = NULL;
+    if (ctx->language) ctx->language->record = NULL;
+}
+
 glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image *image,
                                        const glimpse_caption_params *caption_params,
                                        const glimpse_explain_params *params, glimpse_explanation **out) {
-    glimpse_explain_params resolved;
-    glimpse_status status =
-        start_blip(ctx, image, out, GLIMPSE_MODEL_KIND_BLIP_CAPTION, "glimpse_explain_caption", params, &resolved);
-    if (status) return status;
-    const glimpse_explain_params *p = &resolved;
+    if (!ctx || !image || !out)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_explain_caption: NULL argument");
+    *out = NULL;
     const glimpse_model *model = ctx->model;
-    const bert_model *decoder = &model->text_decoder;
+    if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_CAPTION))
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_caption needs a captioning model "
+                         "(BlipForConditionalGeneration, VisionEncoderDecoderModel, Blip2ForConditionalGeneration), "
+                         "this is %s", model->architecture);
+    glimpse_explain_params resolved = params ? *params : glimpse_explain_default_params();
+    const glimpse_explain_params *p = &resolved;
     glimpse_caption_params search = caption_params ? *caption_params : glimpse_caption_default_params();
     glimpse_caption_params model_search = glimpse_caption_model_params(model);
     int beams = search.beams != GLIMPSE_CAPTION_MODEL_DEFAULT ? search.beams : search.sample ? 1 : model_search.beams;
     int max_tokens = search.max_tokens != GLIMPSE_CAPTION_MODEL_DEFAULT ? search.max_tokens : model_search.max_tokens;
-    size_t prompt_length = 0; /* [DEC] and the prompt's tokens: the words explained come after them */
-    status = bert_tokenizer_encode(model->wordpiece, search.prompt ? search.prompt : "", NULL, 0, &prompt_length);
-    prompt_length += 1;
-    glimpse_explanation *e = NULL;
+    caption_job job;
+    glimpse_status status = caption_job_start(&job, ctx, p, search.prompt);
     glimpse_caption caption = {0};
-    recorded_pass pass = {0};
     caption_stream stream = {0};
     bool streamed = beams == 1 && max_tokens > 0; /* beam search reorders its sequences: one pass afterwards */
-    if (!status) status = explanation_new(model, image, &e);
+    if (!status) status = explanation_new(model, image, &job.e);
+    glimpse_explanation *e = job.e;
+    caption_job_source(&job);
     if (!status && streamed) {
-        size_t capacity = prompt_length + (size_t)max_tokens;
+        size_t capacity = job.prefix_length + (size_t)max_tokens;
         size_t patches = (size_t)e->grid_width * (size_t)e->grid_height;
-        stream = (caption_stream){e,        model, p, caption_params, &pass, malloc(capacity * sizeof(int32_t)), 0,
-                                  capacity, 0,     0, malloc(patches * sizeof(float)), GLIMPSE_STATUS_OK};
+        size_t piece = patches > job.queries ? patches : job.queries;
+        stream = (caption_stream){&job, caption_params, malloc(capacity * sizeof(int32_t)), job.prefix_length,
+                                  capacity, 0,          0, malloc(piece * sizeof(float)), GLIMPSE_STATUS_OK};
         if (!stream.ids || !stream.piece) status = ERROR_OOM();
-        if (!status) { /* [DEC] and the prompt: the sequence the tokens continue */
-            stream.ids[0] = model->start_id;
-            status = bert_tokenizer_encode(model->wordpiece, search.prompt ? search.prompt : "", stream.ids + 1,
-                                           capacity - 1, &stream.count);
-            stream.count += 1;
-        }
-        if (!status) status = recorded_pass_record(ctx, decoder, capacity, p, &pass);
+        if (!status) memcpy(stream.ids, job.prefix, job.prefix_length * sizeof(int32_t));
+        /* the decoder's rows: the sequence (BLIP-2: the queries and the language model's prompt, then the tokens) */
+        size_t rows = job.model->kind == GLIMPSE_MODEL_KIND_BLIP2
+                          ? job.queries + job.lm_prompt_length + (size_t)max_tokens
+                          : capacity;
+        if (!status) status = caption_job_record(&job, rows);
         if (!status) {
-            ctx->caption_record = &pass.record;
+            ctx->caption_record = &job.decoder;
             search.on_token = stream_token;
             search.user = &stream;
         }
     }
+    if (!status) {
+        if (job.qformer.probabilities[ATTENTION_KIND_CROSS]) ctx->qformer_record = &job.qformer;
+        if (job.vision.probabilities[ATTENTION_KIND_SELF]) ctx->vision->record = &job.vision;
+    }
     glimpse_image *const images[1] = {(glimpse_image *)image};
     if (!status) status = glimpse_caption_images(ctx, images, 1, &search, &caption);
-    ctx->caption_record = NULL;
-    if (ctx->bert) ctx->bert->record = NULL;
+    detach_records(ctx);
     if (status == GLIMPSE_STATUS_CANCELLED && stream.status) status = stream.status;
     if (!status && streamed) stream_word_done(&stream); /* a caption that ran to its length ends on a word */
     if (!status && streamed) status = stream.status;
@@ -348,17 +612,16 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
     }
     /* beam search, or the raw tensors' every row: one forward over the chosen sequence, as the reference's */
     if (!status && (!streamed || p->want_raw)) {
-        recorded_pass_free(&pass);
-        status = encode_image(ctx, image);
-        if (!status) status = recorded_pass_create(ctx, decoder, e->id_count, p, &pass);
-        if (!status) status = bert_decode_step(decoder, pass.state, e->ids, 1, e->id_count, ctx->threads);
-        if (!status && !streamed) status = word_maps(e, model, &pass, prompt_length, e->id_count, -1, p);
-        if (!status && p->want_raw) status = keep_raw(e, &pass, (size_t)decoder->config.layers, true);
+        status = caption_job_pass(&job, image);
+        if (!status && !streamed) status = caption_job_query_maps(&job);
+        if (!status && !streamed) status = word_maps(e, model, &job.source, job.prefix_length, e->id_count, p);
     }
-    recorded_pass_free(&pass);
+    if (!status) status = caption_job_queries_map(&job);
+    if (!status && p->want_raw) status = caption_job_keep_raw(&job);
     glimpse_caption_free(&caption);
     if (e && e->ids == stream.ids) e->ids = NULL; /* a failure before the caption was kept */
     free(stream.ids), free(stream.piece);
+    caption_job_free(&job);
     if (status) {
         glimpse_explanation_free(e);
         return status;
@@ -367,16 +630,37 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status glimpse_explain_answer(glimpse_context *ctx, const glimpse_image *image, const char *question,
+                                      const glimpse_caption_params *caption_params,
+                                      const glimpse_explain_params *params, glimpse_explanation **out) {
+    if (!ctx || !image || !question || !out)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_explain_answer: NULL argument");
+    *out = NULL;
+    glimpse_caption_params asked;
+    char *prompt = NULL;
+    glimpse_status status =
+        blip2_question_params(ctx->model, caption_params, question, "glimpse_explain_answer", &asked, &prompt);
+    if (!status) status = glimpse_explain_caption(ctx, image, &asked, params, out);
+    free(prompt);
+    return status;
+}
+
+/* ------------------------------------------------------- BLIP ITM: text over image */
+
 glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *image, const char *text,
                                      const glimpse_explain_params *params, glimpse_explanation **out) {
-    glimpse_explain_params resolved;
-    glimpse_status status =
-        start_blip(ctx, image, out, GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL, "glimpse_explain_match", params, &resolved);
-    if (status) return status;
-    if (!text) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_explain_match: text is NULL");
-    const glimpse_explain_params *p = &resolved;
+    if (!ctx || !image || !out || !text)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_explain_match: NULL argument");
+    *out = NULL;
     const glimpse_model *model = ctx->model;
+    if (model->kind != GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_match needs a BLIP retrieval model "
+                         "(BlipForImageTextRetrieval), this is %s", model->architecture);
+    glimpse_explain_params resolved = params ? *params : glimpse_explain_default_params();
+    const glimpse_explain_params *p = &resolved;
     const bert_model *encoder = &model->text_encoder;
+    glimpse_status status = check_params(p, (size_t)encoder->config.layers, (size_t)encoder->config.heads);
+    if (status) return status;
     size_t positions = (size_t)encoder->config.max_positions, count = 0;
     glimpse_explanation *e = NULL;
     recorded_pass pass = {0};
@@ -392,19 +676,21 @@ glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *
     }
     if (!status) status = recorded_pass_create(ctx, encoder, count, p, &pass);
     if (!status) status = bert_encode(encoder, pass.state, e->ids, count, 1, ctx->threads);
+    word_source source = {&pass.record, ATTENTION_KIND_CROSS, averaged_slots(p, (size_t)encoder->config.layers),
+                          (explain_range){1, model->vision.tokens}, 0, NULL};
     if (!status) {
         e->score = itm_match_probability(&model->itm, pass.state->x, NULL);
-        status = word_maps(e, model, &pass, 0, count, 0, p);
+        status = word_maps(e, model, &source, 0, count, p);
     }
     glimpse_explain_map *whole = status ? NULL : add_map(e, GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION, "[text]", 0, count);
     if (!status && !whole) status = ERROR_OOM();
     if (!status) { /* the [CLS] row: what the match head reads */
         const attention_record *r = &pass.record;
         explain_average_row(whole->grid, r->probabilities[ATTENTION_KIND_CROSS], r->heads, r->rows,
-                            r->columns[ATTENTION_KIND_CROSS], pass.layers, heads_of(p, r->heads), 0, 1);
+                            r->columns[ATTENTION_KIND_CROSS], source.layers, heads_of(p, r->heads), 0, 1);
         status = map_done(p, e);
     }
-    if (!status && p->want_raw) status = keep_raw(e, &pass, (size_t)encoder->config.layers, false);
+    if (!status && p->want_raw) status = keep_record(e, "cross_attentions", &pass.record, ATTENTION_KIND_CROSS);
     recorded_pass_free(&pass);
     if (status) {
         glimpse_explanation_free(e);

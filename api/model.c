@@ -401,6 +401,20 @@ void glimpse_model_free(glimpse_model *model) {
 
 glimpse_model_kind glimpse_model_get_kind(const glimpse_model *model) { return model->kind; }
 
+bool glimpse_model_kind_can(glimpse_model_kind kind, glimpse_capability capability) {
+    bool embeds = kind == GLIMPSE_MODEL_KIND_CLIP || kind == GLIMPSE_MODEL_KIND_SIGLIP;
+    bool captions = kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION || kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ||
+                    kind == GLIMPSE_MODEL_KIND_BLIP2;
+    switch (capability) {
+    case GLIMPSE_CAPABILITY_EMBED: return embeds;
+    case GLIMPSE_CAPABILITY_RANK: return embeds || kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
+    case GLIMPSE_CAPABILITY_CAPTION: return captions;
+    case GLIMPSE_CAPABILITY_ASK: return kind == GLIMPSE_MODEL_KIND_BLIP2;
+    case GLIMPSE_CAPABILITY_EXPLAIN: return embeds || captions || kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
+    }
+    return false;
+}
+
 bool model_embeds(const glimpse_model *model) {
     return model->kind == GLIMPSE_MODEL_KIND_CLIP || model->kind == GLIMPSE_MODEL_KIND_SIGLIP;
 }

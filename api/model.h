@@ -74,5 +74,14 @@ glimpse_status read_generation_config(glimpse_model *model);
 glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json);
 glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                     const glimpse_caption_params *params, glimpse_caption *out);
+/* BLIP-2's language-model prompt: OPT's ids of prompt ("</s>" first), or the start token alone for none or
+ * an empty one; *ids is the caller's (free()). */
+glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count);
+/* The params a question is answered with: *asked = params (NULL: the defaults) with the prompt
+ * "Question: {question} Answer:" in *prompt, which the caller frees (also on failure). Refuses a model that
+ * is not BLIP-2 and params that bring a prompt of their own; `what` names the call in the error. */
+glimpse_status blip2_question_params(const glimpse_model *model, const glimpse_caption_params *params,
+                                     const char *question, const char *what, glimpse_caption_params *asked,
+                                     char **prompt);
 
 #endif

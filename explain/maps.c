@@ -11,16 +11,22 @@ void explain_normalize(float *values, size_t count) {
     for (size_t i = 0; i < count; i++) values[i] = (float)(values[i] / sum);
 }
 
-void explain_average_row(float *out, const float *probabilities, size_t heads, size_t rows, size_t columns,
-                         explain_range layers, explain_range heads_used, size_t row, size_t first_column) {
-    size_t width = columns - first_column;
+void explain_average_span(float *out, const float *probabilities, size_t heads, size_t rows, size_t columns,
+                          explain_range layers, explain_range heads_used, size_t row, explain_range kept) {
+    size_t width = kept.end - kept.first;
     for (size_t j = 0; j < width; j++) out[j] = 0;
     for (size_t l = layers.first; l < layers.end; l++)
         for (size_t h = heads_used.first; h < heads_used.end; h++) {
-            const float *p = probabilities + ((l * heads + h) * rows + row) * columns + first_column;
+            const float *p = probabilities + ((l * heads + h) * rows + row) * columns + kept.first;
             for (size_t j = 0; j < width; j++) out[j] += p[j];
         }
     explain_normalize(out, width);
+}
+
+void explain_average_row(float *out, const float *probabilities, size_t heads, size_t rows, size_t columns,
+                         explain_range layers, explain_range heads_used, size_t row, size_t first_column) {
+    explain_average_span(out, probabilities, heads, rows, columns, layers, heads_used, row,
+                         (explain_range){first_column, columns});
 }
 
 void explain_rollout_step(float *vector, float *scratch, const float *probabilities, size_t heads, size_t tokens,

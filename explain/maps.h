@@ -18,6 +18,11 @@ typedef struct explain_range {
 void explain_average_row(float *out, const float *probabilities, size_t heads, size_t rows, size_t columns,
                          explain_range layers, explain_range heads_used, size_t row, size_t first_column);
 
+/* The same over columns kept.first .. kept.end - 1 alone: out[kept.end - kept.first] (BLIP-2: a word's row over
+ * the query positions, the first columns of the language model's self-attention). */
+void explain_average_span(float *out, const float *probabilities, size_t heads, size_t rows, size_t columns,
+                          explain_range layers, explain_range heads_used, size_t row, explain_range kept);
+
 /* One layer of rollout, walked from the last layer to the first: vector[tokens] (the attention a pooled
  * output pays to this layer's outputs) becomes vector · Â with Â = (A + I), rows renormalised, A the mean of
  * heads_used of probabilities [heads][tokens][tokens] (the layer's self-attention). scratch[tokens]. */

@@ -170,6 +170,18 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
 void glimpse_model_free(glimpse_model *model);
 
 glimpse_model_kind glimpse_model_get_kind(const glimpse_model *model);
+
+/* What a kind of model does: the one table the command line, glimpse serve and the Python binding ask, so a
+ * family added later is offered wherever it can serve. */
+typedef enum glimpse_capability {
+    GLIMPSE_CAPABILITY_EMBED = 0,   /* glimpse_embed_*, glimpse_score, search indexes (CLIP, SigLIP) */
+    GLIMPSE_CAPABILITY_RANK = 1,    /* texts against images: the embedding families and BLIP retrieval (ITM) */
+    GLIMPSE_CAPABILITY_CAPTION = 2, /* glimpse_caption_images and glimpse_explain_caption (BLIP, ViT-GPT2, BLIP-2) */
+    GLIMPSE_CAPABILITY_ASK = 3,     /* glimpse_ask_images and glimpse_explain_answer (BLIP-2) */
+    GLIMPSE_CAPABILITY_EXPLAIN = 4  /* one of the glimpse_explain_* calls (every kind) */
+} glimpse_capability;
+/* Whether models of `kind` can do `capability` (false for an unknown kind or capability). */
+bool glimpse_model_kind_can(glimpse_model_kind kind, glimpse_capability capability);
 /* Length of the projected embeddings (CLIP projection_dim, SigLIP hidden_size);
  * 0 for a model without embeddings. */
 size_t glimpse_model_embedding_dim(const glimpse_model *model);
@@ -574,7 +586,9 @@ glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, 
 /* ---------------------------------------------------------- explanation */
 
 /* What a model looked at, as maps over the grid of image patches it saw:
- * per word of a caption (BLIP captioning: the decoder's cross-attention),
+ * per word of a caption (BLIP captioning, ViT-GPT2: the decoder's
+ * cross-attention; BLIP-2: the language model's attention over the
+ * Q-Former's queries times their cross-attention over the patches),
  * per word of a text and for the whole text (BLIP ITM: the text encoder's
  * cross-attention), or per image and text (CLIP, SigLIP: the vision tower's
  * attention rollout, an occlusion map, and SigLIP's attention-pooling head).
@@ -588,7 +602,11 @@ glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, 
  *   head (or the one layer / head asked for), over the patch columns only
  *   (the class token's column dropped) and renormalised to sum 1.
  * - A word made of several word pieces ("sk", "##ate") gets the mean of its
- *   pieces' maps (each sums to 1, so the mean does too).
+ *   pieces' maps (each sums to 1, so the mean does too). Byte-level BPE
+ *   (ViT-GPT2, BLIP-2): a token starting with a space ("Ġ") or other
+ *   whitespace starts a word, the tokens after it without one join it;
+ *   whitespace-only tokens (a newline) belong to no word; labels are the
+ *   word's decoded text without its surrounding whitespace.
  * - ITM's whole-text map is the [CLS] row: the token the match head reads.
  * - Rollout (Abnar and Zuidema 2020): per layer the heads' mean A, then
  *   (A + I) with rows renormalised, multiplied through the layers (last layer
@@ -604,7 +622,8 @@ typedef enum glimpse_explain_map_kind {
     GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION = 0, /* a word's or the text's cross-attention (BLIP) */
     GLIMPSE_EXPLAIN_MAP_ROLLOUT = 1,         /* vision attention rollout (CLIP, SigLIP) */
     GLIMPSE_EXPLAIN_MAP_OCCLUSION = 2,       /* logit drop per occluded patch (CLIP, SigLIP) */
-    GLIMPSE_EXPLAIN_MAP_ATTENTION_POOL = 3   /* SigLIP's attention-pooling head, heads averaged */
+    GLIMPSE_EXPLAIN_MAP_ATTENTION_POOL = 3,  /* SigLIP's attention-pooling head, heads averaged */
+    GLIMPSE_EXPLAIN_MAP_QUERIES = 4          /* BLIP-2: the Q-Former queries' cross-attention, queries averaged */
 } glimpse_explain_map_kind;
 
 typedef struct glimpse_explain_map {
@@ -614,11 +633,17 @@ typedef struct glimpse_explain_map {
     size_t token_count;
     float *grid; /* [grid_height × grid_width], row-major: grid[row × grid_width + column] is the patch at
                     that row and column of the model's input; attention maps sum to 1 */
+    /* BLIP-2's words: which of the Q-Former's query tokens the word attended to, queries[query_count] (the
+     * language model's attention from the word's row to the query positions, renormalised to sum 1; the
+     * grid is Σ queries[q] · the map of query q). 0 and NULL for every other map. */
+    size_t query_count;
+    float *queries;
 } glimpse_explain_map;
 
 /* A raw tensor, float32, row-major. */
 typedef struct glimpse_explain_tensor {
-    char name[32]; /* "vision_attentions", "attention_pool", "cross_attentions", "self_attentions" */
+    char name[32]; /* "vision_attentions", "attention_pool", "cross_attentions", "self_attentions",
+                      "encoder_attentions", "qformer_cross_attentions", "qformer_self_attentions" */
     size_t rank;
     size_t shape[4];
     float *data;
@@ -639,9 +664,15 @@ typedef struct glimpse_explanation {
     glimpse_explain_map *maps; /* map_count maps: per word in text order, then the whole-image/text maps */
     size_t map_count;
     /* With want_raw: the recorded attention probabilities, as one forward pass over `ids` (or the image)
-     * computes them. Caption: cross_attentions [layers, heads, id_count, image_tokens] and self_attentions
-     * [layers, heads, id_count, id_count]; ITM: cross_attentions [layers, heads, id_count, image_tokens]; CLIP,
-     * SigLIP: vision_attentions [layers, heads, tokens, tokens], SigLIP also attention_pool [heads, tokens].
+     * computes them. Caption (BLIP, ViT-GPT2): cross_attentions [layers, heads, id_count, image_tokens] and
+     * self_attentions [layers, heads, id_count, id_count]; BLIP-2: self_attentions [layers, heads, positions,
+     * positions] of the language model, positions = the query tokens, the prompt's tokens (OPT's "</s>"
+     * first) and every generated token (ids[1 ..]), qformer_cross_attentions [cross layers, heads, queries,
+     * image_tokens] (the layers cross_attention_frequency gives, in order) and qformer_self_attentions
+     * [layers, heads, queries, queries]; with want_vision also the vision tower's self-attention
+     * [layers, heads, tokens, tokens], named encoder_attentions (ViT-GPT2) or vision_attentions (BLIP,
+     * BLIP-2). ITM: cross_attentions [layers, heads, id_count, image_tokens]; CLIP, SigLIP:
+     * vision_attentions [layers, heads, tokens, tokens], SigLIP also attention_pool [heads, tokens].
      * Image token columns are the vision tower's tokens in order (class token first where there is one). */
     glimpse_explain_tensor *raw;
     size_t raw_count;
@@ -661,19 +692,34 @@ typedef struct glimpse_explain_params {
     bool occlusion; /* CLIP, SigLIP: make the occlusion map (default true; one tower pass per patch) */
     glimpse_explain_map_callback on_map; /* optional */
     void *user;
+    /* Captioners, with want_raw: also keep the vision tower's self-attention of every layer (default false;
+     * large: BLIP-2's ViT-g is 39 layers × 16 heads × 257² floats, 165 MB). */
+    bool want_vision;
 } glimpse_explain_params;
 
 glimpse_explain_params glimpse_explain_default_params(void);
 
-/* Captions one image with a BLIP captioning model (caption_params as glimpse_caption_images takes them, their
- * on_token still called; NULL: the model's own settings) and explains every generated word (the prompt's are not
- * explained). The caption is the one glimpse_caption_images gives. Greedy and sampled captions record their
- * decoder steps as they go; beam search, which reorders its sequences, and want_raw's every row get one more
- * decoder pass over the chosen sequence, recording (both equal the reference's one pass within 1e-5). On
- * success *out is the caller's, freed with glimpse_explanation_free; on failure NULL. */
+/* Captions one image with a captioning model — BLIP, ViT-GPT2 or BLIP-2 (caption_params as
+ * glimpse_caption_images takes them, their on_token still called; NULL: the model's own settings) — and
+ * explains every generated word (the prompt's are not explained). The caption is the one
+ * glimpse_caption_images gives. Greedy and sampled captions record their decoder steps as they go; beam
+ * search, which reorders its sequences, and want_raw's every row get one more decoder pass over the chosen
+ * sequence, recording (both equal the reference's one pass within 1e-5). On success *out is the caller's,
+ * freed with glimpse_explanation_free; on failure NULL.
+ * BLIP-2's language model sees the Q-Former's query tokens, not patches: a word's map is
+ * Σ_q w_q · map_q, w the language model's attention from the word's row to the query positions
+ * (layers and heads as asked: layer and head index the language model's) renormalised over the queries, and
+ * map_q query q's cross-attention over the patches in the Q-Former (every cross-attention layer and head
+ * averaged, class column dropped, renormalised); the result renormalised. The explanation ends with one
+ * GLIMPSE_EXPLAIN_MAP_QUERIES map, the mean of every query's map. */
 glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image *image,
                                        const glimpse_caption_params *caption_params,
                                        const glimpse_explain_params *params, glimpse_explanation **out);
+/* BLIP-2: answers question about the image as glimpse_ask_images does (its prompt "Question: {q} Answer:",
+ * caption_params.prompt must be NULL) and explains the answer's words as glimpse_explain_caption does. */
+glimpse_status glimpse_explain_answer(glimpse_context *ctx, const glimpse_image *image, const char *question,
+                                      const glimpse_caption_params *caption_params,
+                                      const glimpse_explain_params *params, glimpse_explanation **out);
 /* One image and one text with a BLIP retrieval model: the ITM match probability, a map per word and the
  * whole-text map. */
 glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *image, const char *text,

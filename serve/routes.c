@@ -81,23 +81,15 @@ static cJSON *float_array(const float *values, size_t count) {
 
 /* -------------------------------------------------------------- models */
 
-typedef enum capability { CAN_EMBED, CAN_RANK, CAN_CAPTION, CAN_EXPLAIN, CAN_ASK } capability;
+/* What each capability lets a model answer, for the errors (glimpse_model_kind_can says which kinds can). */
+static const char *const capability_verbs[] = {[GLIMPSE_CAPABILITY_EMBED] = "embed",
+                                               [GLIMPSE_CAPABILITY_RANK] = "rank",
+                                               [GLIMPSE_CAPABILITY_CAPTION] = "caption",
+                                               [GLIMPSE_CAPABILITY_ASK] = "answer questions",
+                                               [GLIMPSE_CAPABILITY_EXPLAIN] = "explain"};
 
-static const char *const capability_verbs[] = {"embed", "rank", "caption", "explain", "answer questions"};
-
-static bool model_can(const serve_model *model, capability what) {
-    glimpse_model_kind kind = model->info.kind;
-    bool embeds = kind == GLIMPSE_MODEL_KIND_CLIP || kind == GLIMPSE_MODEL_KIND_SIGLIP;
-    switch (what) {
-    case CAN_EMBED: return embeds;
-    case CAN_RANK: return embeds || kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL;
-    case CAN_CAPTION:
-        return kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION || kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ||
-               kind == GLIMPSE_MODEL_KIND_BLIP2;
-    case CAN_ASK: return kind == GLIMPSE_MODEL_KIND_BLIP2;
-    case CAN_EXPLAIN: return embeds || kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL || kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION;
-    }
-    return false;
+static bool model_can(const serve_model *model, glimpse_capability what) {
+    return glimpse_model_kind_can(model->info.kind, what);
 }
 
 static serve_model *find_model(serve_server *server, const char *name) {
@@ -107,7 +99,7 @@ static serve_model *find_model(serve_server *server, const char *name) {
 }
 
 /* The model named (or, name NULL, the first loaded that can do it); NULL with the reply set. */
-static serve_model *choose_model(serve_server *server, const char *name, capability what, serve_reply *reply) {
+static serve_model *choose_model(serve_server *server, const char *name, glimpse_capability what, serve_reply *reply) {
     if (name) {
         serve_model *model = find_model(server, name);
         if (!model) {
@@ -261,7 +253,7 @@ static void answer_embed(serve_server *server, serve_request *request, serve_rep
             return;
         }
     }
-    serve_model *model = choose_model(server, name, CAN_EMBED, reply);
+    serve_model *model = choose_model(server, name, GLIMPSE_CAPABILITY_EMBED, reply);
     if (!model) goto done;
     glimpse_image *image = NULL;
     if (!text && !request_image(server, request, &image, reply)) goto done;
@@ -360,7 +352,7 @@ static void answer_rank(serve_server *server, serve_request *request, serve_repl
         const serve_part *part = &request->parts[i];
         if (strcmp(part->name, "text") == 0 && !part->filename) texts[work.text_count++] = part->data;
     }
-    serve_model *model = choose_model(server, request_argument(request, "model"), CAN_RANK, reply);
+    serve_model *model = choose_model(server, request_argument(request, "model"), GLIMPSE_CAPABILITY_RANK, reply);
     if (!model) return;
     for (size_t i = 0; i < request->part_count; i++) {
         const serve_part *part = &request->parts[i];
@@ -473,7 +465,8 @@ static void answer_caption(serve_server *server, serve_request *request, serve_r
         reply_error(reply, 400, "/v1/ask needs a question (the question argument, in the query or the form)");
         return;
     }
-    serve_model *model = choose_model(server, request_argument(request, "model"), ask ? CAN_ASK : CAN_CAPTION, reply);
+    serve_model *model = choose_model(server, request_argument(request, "model"),
+                                      ask ? GLIMPSE_CAPABILITY_ASK : GLIMPSE_CAPABILITY_CAPTION, reply);
     glimpse_caption_params params;
     if (!model || !caption_options(request, model, &params, reply)) return;
     caption_work work = {.params = &params, .question = question};
@@ -498,7 +491,7 @@ static void answer_caption(serve_server *server, serve_request *request, serve_r
 typedef struct explain_work {
     glimpse_model_kind kind;
     glimpse_image *image;
-    const char *text;
+    const char *text, *question; /* question: BLIP-2's, answered and explained */
     const glimpse_caption_params *caption;
     glimpse_explain_params params;
     glimpse_explanation *explanation;
@@ -506,7 +499,10 @@ typedef struct explain_work {
 
 static glimpse_status explain_image(serve_job *job, glimpse_context *ctx) {
     explain_work *work = job->data;
-    if (work->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION)
+    if (work->question)
+        return glimpse_explain_answer(ctx, work->image, work->question, work->caption, &work->params,
+                                      &work->explanation);
+    if (glimpse_model_kind_can(work->kind, GLIMPSE_CAPABILITY_CAPTION))
         return glimpse_explain_caption(ctx, work->image, work->caption, &work->params, &work->explanation);
     if (work->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL)
         return glimpse_explain_match(ctx, work->image, work->text, &work->params, &work->explanation);
@@ -539,7 +535,7 @@ static void reply_explanation(serve_reply *reply, const serve_model *model, cons
     }
     fputs("{\"model\": ", out);
     json_string(out, model->name);
-    explain_json_fields(out, work->kind, work->explanation);
+    explain_json_fields(out, work->kind, work->question, work->explanation);
     if (png) {
         fputs(", \"png\": \"", out);
         cli_base64(out, png, png_size);
@@ -555,11 +551,11 @@ static void reply_explanation(serve_reply *reply, const serve_model *model, cons
 }
 
 static void answer_explain(serve_server *server, serve_request *request, serve_reply *reply) {
-    serve_model *model = choose_model(server, request_argument(request, "model"), CAN_EXPLAIN, reply);
+    serve_model *model = choose_model(server, request_argument(request, "model"), GLIMPSE_CAPABILITY_EXPLAIN, reply);
     if (!model) return;
     glimpse_caption_params caption;
     explain_work work = {.kind = model->info.kind, .caption = &caption, .params = glimpse_explain_default_params(),
-                         .text = request_argument(request, "text")};
+                         .text = request_argument(request, "text"), .question = request_argument(request, "question")};
     long long layer = -1, head = -1, panel = 256;
     bool png = false;
     if (!integer_argument(request, "layer", -1, 63, &layer, reply) ||
@@ -569,7 +565,11 @@ static void answer_explain(serve_server *server, serve_request *request, serve_r
         !flag_argument(request, "png", &png, reply))
         return;
     work.params.layer = (int)layer, work.params.head = (int)head;
-    if (work.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
+    if (work.question && !model_can(model, GLIMPSE_CAPABILITY_ASK)) {
+        reply_error(reply, 400, "%s is a %s model: it cannot answer questions", model->name, model->info.architecture);
+        return;
+    }
+    if (model_can(model, GLIMPSE_CAPABILITY_CAPTION)) {
         if (work.text) {
             reply_error(reply, 400, "%s captions the image and explains its own caption: send no text", model->name);
             return;
@@ -707,7 +707,7 @@ static void answer_predict(serve_server *server, serve_request *request, serve_r
         goto done;
     }
     serve_model *model = find_model(server, model_name->valuestring);
-    if (!model || !model_can(model, CAN_EMBED)) {
+    if (!model || !model_can(model, GLIMPSE_CAPABILITY_EMBED)) {
         reply_error(reply, 422, "no CLIP or SigLIP model named '%s' is loaded (GET /v1/models lists them)",
                     model_name->valuestring);
         goto done;
@@ -751,14 +751,14 @@ static void answer_models(serve_server *server, serve_reply *reply) {
         cJSON_AddStringToObject(item, "name", model->name);
         cJSON_AddStringToObject(item, "architecture", model->info.architecture);
         cJSON_AddNumberToObject(item, "embedding_dim", model->info.embedding_dim);
-        if (model_can(model, CAN_EMBED)) {
+        if (model_can(model, GLIMPSE_CAPABILITY_EMBED)) {
             cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/embed"));
             cJSON_AddItemToArray(endpoints, cJSON_CreateString("/predict"));
         }
-        if (model_can(model, CAN_RANK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/rank"));
-        if (model_can(model, CAN_CAPTION)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/caption"));
-        if (model_can(model, CAN_ASK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/ask"));
-        if (model_can(model, CAN_EXPLAIN)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/explain"));
+        if (model_can(model, GLIMPSE_CAPABILITY_RANK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/rank"));
+        if (model_can(model, GLIMPSE_CAPABILITY_CAPTION)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/caption"));
+        if (model_can(model, GLIMPSE_CAPABILITY_ASK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/ask"));
+        if (model_can(model, GLIMPSE_CAPABILITY_EXPLAIN)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/explain"));
         if (model == server->search_model) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/search"));
         cJSON_AddItemToArray(models, item);
     }

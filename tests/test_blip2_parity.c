@@ -5,7 +5,8 @@
  * case (greedy, beams, the question prompt) with identical ids and text
  * through glimpse_caption_images and glimpse_ask_images; the Q-Former's
  * self- and cross-attention within 1e-5; OPT's self-attention recorded in
- * generation equal to one pass's. */
+ * generation equal to one pass's and to a plain loop's softmax of its queries
+ * and keys, with the first-step logits unchanged by recording. */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -318,6 +319,94 @@ static void test_language_model_attention(void **state) {
     free(stepped.probabilities[0]), free(whole.probabilities[0]), free(prefix), free(embeddings);
 }
 
+/* OPT's self-attention as the explanations record it, against a plain loop written here: for each layer l, the
+ * language model cut to its first l + 1 layers leaves layer l's queries (state->q) and keys (the cache) after a
+ * pass over [query vectors, the prompt]; softmax(q·k / √head_dim) over the keys up to each row, in double, must
+ * equal the recorded rows within 1e-5, with exact zeros after the diagonal. Recording changes nothing: the
+ * first-step logits of the recording pass still equal the reference's. (The fixture stores no OPT attention.) */
+static void test_language_model_attention_recomputed(void **state) {
+    parity_fixture *f = *state;
+    if (!f) skip();
+    const glimpse_model *m = f->model;
+    const opt_model *lm = &m->language_model;
+    size_t tokens = m->vision.tokens, hidden = (size_t)m->vision.config.hidden_size;
+    size_t size = (size_t)m->vision.config.image_size, queries = (size_t)m->qformer.queries;
+    size_t proj = (size_t)lm->config.word_embed_proj_dim, h = (size_t)lm->config.hidden_size;
+    size_t heads = (size_t)lm->config.heads, head_dim = h / heads, layers = (size_t)lm->config.layers;
+    size_t vocab = (size_t)lm->config.vocab_size;
+    const cJSON *prompt_json = cJSON_GetObjectItem(f->expected, "prompt_input_ids");
+    size_t prompt_length = (size_t)cJSON_GetArraySize(prompt_json), rows = queries + prompt_length;
+    int32_t prompt[64];
+    assert_true(prompt_length <= 64);
+    for (size_t i = 0; i < prompt_length; i++) prompt[i] = cJSON_GetArrayItem(prompt_json, (int)i)->valueint;
+    float *pixels = malloc(3 * size * size * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
+    float *prefix = malloc(queries * proj * sizeof(float)), *embedded = malloc(rows * proj * sizeof(float));
+    double *scores = malloc(rows * sizeof(double)), worst = 0;
+    vit_state *vision;
+    bert_state *qformer;
+    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_STATUS_OK);
+    assert_int_equal(blip2_qformer_state_create(&m->qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
+    for (size_t i = 0; i < f->image_count; i++) {
+        glimpse_image *image = fixture_image(parity_image(f, i));
+        assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_STATUS_OK);
+        glimpse_image_free(image);
+        vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+        vit_post_norm_all(&m->vision, vision, 0, embeds);
+        assert_int_equal(blip2_qformer_forward(&m->qformer, qformer, embeds, tokens, prefix, NULL), GLIMPSE_STATUS_OK);
+        /* every layer recorded through generation's first step: the logits are still the reference's */
+        attention_record record = {.layers = {(1ull << layers) - 1, 0}, .sequences = 1, .heads = heads,
+                                   .rows = rows, .columns = {rows, 0}};
+        record.probabilities[ATTENTION_KIND_SELF] = calloc(attention_record_floats(&record, ATTENTION_KIND_SELF),
+                                                           sizeof(float));
+        opt_state *recording;
+        assert_int_equal(opt_state_create(lm, 1, rows, rows, &recording), GLIMPSE_STATUS_OK);
+        recording->record = &record;
+        float *logits;
+        first_step_logits(m, recording, prefix, prompt, prompt_length, &logits);
+        compare(f, "first_step_logits_prompt", i, logits, vocab, TOLERANCE);
+        /* each layer's rows from its own queries and keys */
+        memcpy(embedded, prefix, queries * proj * sizeof(float));
+        assert_int_equal(opt_embed(lm, prompt, prompt_length, embedded + queries * proj), GLIMPSE_STATUS_OK);
+        for (size_t l = 0; l < layers; l++) {
+            opt_model cut = *lm;
+            cut.config.layers = (int)l + 1;
+            opt_state *s;
+            assert_int_equal(opt_state_create(&cut, 1, rows, rows, &s), GLIMPSE_STATUS_OK);
+            assert_int_equal(opt_forward(&cut, s, embedded, 1, rows, NULL), GLIMPSE_STATUS_OK);
+            const float *keys = s->keys + l * rows * h; /* sequence 0, layer l of l + 1 */
+            for (size_t head = 0; head < heads; head++)
+                for (size_t r = 0; r < rows; r++) {
+                    const float *q = s->q + r * h + head * head_dim;
+                    double largest = -INFINITY, sum = 0;
+                    for (size_t k = 0; k <= r; k++) {
+                        double dot = 0;
+                        for (size_t d = 0; d < head_dim; d++) dot += (double)q[d] * keys[k * h + head * head_dim + d];
+                        scores[k] = dot / sqrt((double)head_dim);
+                        if (scores[k] > largest) largest = scores[k];
+                    }
+                    for (size_t k = 0; k <= r; k++) sum += exp(scores[k] - largest);
+                    const float *got = record.probabilities[ATTENTION_KIND_SELF] + ((l * heads + head) * rows + r) * rows;
+                    for (size_t k = 0; k < rows; k++) {
+                        if (k > r) {
+                            assert_true(got[k] == 0.0f); /* causal: no later position */
+                            continue;
+                        }
+                        double d = fabs(got[k] - exp(scores[k] - largest) / sum);
+                        if (d > worst) worst = d;
+                    }
+                }
+            opt_state_free(s);
+        }
+        opt_state_free(recording);
+        free(record.probabilities[ATTENTION_KIND_SELF]);
+    }
+    note_difference("blip2 OPT self-attention against a plain loop", worst);
+    assert_true(worst <= ATTENTION_TOLERANCE);
+    vit_state_free(vision);
+    bert_state_free(qformer);
+    free(pixels), free(embeds), free(prefix), free(embedded), free(scores);
+}
+
 /* int8 (--int8: the vision tower's, the Q-Former's and OPT's projections and OPT's head quantized): the first
  * generated word's logits through the public call's parts, their error beside their size. The fixture's widths
  * are tiny (OPT's 28, a scale per 28 values): the error grows from 1% after the vision tower to 2% at the prefix
@@ -366,6 +455,7 @@ int main(void) {
         cmocka_unit_test(test_defaults_streaming_refusals),
         cmocka_unit_test(test_qformer_attention),
         cmocka_unit_test(test_language_model_attention),
+        cmocka_unit_test(test_language_model_attention_recomputed),
         cmocka_unit_test(test_int8_logits),
     };
     return report_differences(cmocka_run_group_tests_name("blip2 parity", tests, setup, teardown));

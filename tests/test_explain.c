@@ -1,8 +1,10 @@
 /* test_explain.c — the explanation maps of glimpse.h against maps computed here, independently, from the
  * reference's attention probabilities (fixtures' attention.safetensors): CLIP rollout (full matrix products
  * through the layers, where the library walks one vector back), BLIP caption and ITM word maps and the raw
- * tensors; upsampling through the crop; PNG pictures that decode to the expected size and pixels; and the
- * sanity rates on the demo models (a shape or colour word's map falls on its shape). */
+ * tensors; ViT-GPT2's word maps (byte-level BPE words) and BLIP-2's (the language model's attention over the
+ * queries times the queries' Q-Former maps) and their raw tensors; upsampling through the crop; PNG pictures
+ * that decode to the expected size and pixels; and the sanity rates on the demo models (a shape or colour
+ * word's map falls on its shape). */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include "glimpse.h"
 #include "tests/support.h"
 #include "text/bert_tokenizer.h"
+#include "text/gpt2_tokenizer.h"
 #include "api/context.h"
 #include "api/model.h"
 #include "tools/pictures.h"
@@ -153,6 +156,20 @@ static void add_reference_row(float *out, const float *cross, size_t layers, siz
     free(sum);
 }
 
+/* The map of the word at ids[first .. first + count) against the mean of its tokens' rows t + row_shift of cross
+ * [layers, heads, id_count, image_tokens]; fails beyond TOLERANCE. want: room for a grid. Returns the difference. */
+static double expect_word_map(const glimpse_explanation *e, const glimpse_explain_map *map, const float *cross,
+                              size_t layers, size_t heads, size_t image_tokens, long row_shift, float *want) {
+    size_t patches = image_tokens - 1;
+    memset(want, 0, patches * sizeof(float));
+    for (size_t j = 0; j < map->token_count; j++)
+        add_reference_row(want, cross, layers, heads, e->id_count, image_tokens,
+                          (size_t)((long)(map->first_token + j) + row_shift), 1.0f / (float)map->token_count);
+    double d = largest_difference(map->grid, want, patches);
+    if (d > TOLERANCE) fail_msg("word %zu '%s' differs by %g", (size_t)(map - e->maps), map->label, d);
+    return d;
+}
+
 /* Every word map of e against the reference's rows (row_shift -1: the row that chose the token), the words
  * covering every non-special token from `begin` on, pieces ("##") joined to the word before. Returns the largest
  * difference. */
@@ -172,13 +189,7 @@ static double check_word_maps(const glimpse_explanation *e, const glimpse_model 
                                 ? bert_tokenizer_token(model->wordpiece, e->ids[next + map->token_count])
                                 : "";
         assert_false(!strncmp(after, "##", 2)); /* the next token starts a word */
-        memset(want, 0, patches * sizeof(float));
-        for (size_t j = 0; j < map->token_count; j++)
-            add_reference_row(want, cross, layers, heads, e->id_count, image_tokens,
-                              (size_t)((long)(next + j) + row_shift), 1.0f / (float)map->token_count);
-        double d = largest_difference(map->grid, want, patches);
-        if (d > worst) worst = d;
-        if (d > TOLERANCE) fail_msg("word %zu '%s' differs by %g", m, map->label, d);
+        worst = fmax(worst, expect_word_map(e, map, cross, layers, heads, image_tokens, row_shift, want));
         next += map->token_count;
     }
     while (next < e->id_count && bert_tokenizer_is_special(model->wordpiece, e->ids[next])) next++;
@@ -431,6 +442,333 @@ static void test_refusals(void **state) {
     glimpse_image_free(image);
     glimpse_context_free(clip_ctx), glimpse_context_free(caption_ctx);
     glimpse_model_free(clip), glimpse_model_free(captioner);
+}
+
+/* ------------------------------------------ byte-level BPE captioners */
+
+/* vocab.json's tokens by id, read here rather than through the library's tokenizer. */
+typedef struct bpe_vocab {
+    cJSON *json;
+    const char **token;
+    size_t count;
+} bpe_vocab;
+
+static bpe_vocab bpe_vocab_open(const char *fixture) {
+    char relative[128];
+    snprintf(relative, sizeof relative, "%s/vocab.json", fixture);
+    bpe_vocab v = {fixture_json(relative), NULL, 0};
+    assert_non_null(v.json);
+    const cJSON *item;
+    cJSON_ArrayForEach(item, v.json) if ((size_t)item->valueint + 1 > v.count) v.count = (size_t)item->valueint + 1;
+    v.token = calloc(v.count, sizeof *v.token);
+    cJSON_ArrayForEach(item, v.json) v.token[item->valueint] = item->string;
+    return v;
+}
+
+static void bpe_vocab_close(bpe_vocab *v) {
+    cJSON_Delete(v->json);
+    free(v->token);
+}
+
+/* The byte alphabet's stand-ins for whitespace: Ġ (space), Ċ (newline), ĉ (tab), č (carriage return). */
+static bool bpe_space_at(const char *s) {
+    return (uint8_t)s[0] == 0xC4 && ((uint8_t)s[1] == 0xA0 || (uint8_t)s[1] == 0x8A || (uint8_t)s[1] == 0x89 ||
+                                     (uint8_t)s[1] == 0x8D);
+}
+
+/* A word token: in the vocabulary, not a special token, not whitespace alone. */
+static bool bpe_is_word(const bpe_vocab *v, int32_t id) {
+    static const char *const special[] = {"<|endoftext|>", "<s>", "</s>", "<pad>", "<unk>"};
+    if (id < 0 || (size_t)id >= v->count || !v->token[id]) return false;
+    const char *token = v->token[id];
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        if (!strcmp(token, special[i])) return false;
+    for (; *token; token += 2)
+        if (!bpe_space_at(token)) return true;
+    return false;
+}
+
+/* The next word of ids[*t .. end): *first, *count; false when none is left. A word starts at a word token and
+ * takes the word tokens after it that do not start with whitespace. */
+static bool next_bpe_word(const bpe_vocab *v, const int32_t *ids, size_t end, size_t *t, size_t *first,
+                          size_t *count) {
+    while (*t < end && !bpe_is_word(v, ids[*t])) (*t)++;
+    if (*t >= end) return false;
+    *first = *t, *count = 1;
+    for (size_t next = *first + 1; next < end && bpe_is_word(v, ids[next]) && !bpe_space_at(v->token[ids[next]]); next++)
+        (*count)++;
+    *t = *first + *count;
+    return true;
+}
+
+/* ViT-GPT2's word maps: every word of the caption (BPE words as next_bpe_word makes them) against the mean of its
+ * tokens' rows t - 1 of cross [layers, heads, n, image_tokens]. Returns the largest difference. */
+static double check_bpe_word_maps(const glimpse_explanation *e, const bpe_vocab *v, const float *cross, size_t layers,
+                                  size_t heads, size_t image_tokens, size_t begin) {
+    size_t patches = image_tokens - 1, t = begin, first, count, m = 0;
+    float *want = malloc(patches * sizeof(float));
+    double worst = 0;
+    while (next_bpe_word(v, e->ids, e->id_count, &t, &first, &count)) {
+        assert_true(m < e->map_count);
+        const glimpse_explain_map *map = &e->maps[m++];
+        assert_int_equal(map->first_token, first);
+        assert_int_equal(map->token_count, count);
+        worst = fmax(worst, expect_word_map(e, map, cross, layers, heads, image_tokens, -1, want));
+    }
+    assert_int_equal(m, e->map_count);
+    free(want);
+    return worst;
+}
+
+/* Every greedy case of vit-gpt2-tiny's attention.json (with and without a prompt): the caption's ids, the raw
+ * tensors (cross, self, and the encoder's with want_vision) and each word's map from the reference's rows; one
+ * layer and head alone; and a beam-search case (one pass after the search) against its own raw rows. */
+static void test_vit_gpt2_word_maps(void **state) {
+    (void)state;
+    attention_fixture f = attention_fixture_open("vit-gpt2-tiny", "attention.json");
+    size_t layers = json_size(&f, "decoder_layers"), heads = json_size(&f, "decoder_heads");
+    size_t image_tokens = json_size(&f, "image_tokens"), encoder_layers = json_size(&f, "encoder_layers");
+    size_t encoder_heads = json_size(&f, "encoder_heads");
+    bpe_vocab vocab = bpe_vocab_open("vit-gpt2-tiny");
+    glimpse_context *ctx = context_of(f.model);
+    const cJSON *item;
+    double worst = 0;
+    int cases = 0;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(f.json, "cases")) {
+        const cJSON *list = cJSON_GetObjectItem(item, "ids");
+        size_t n = (size_t)cJSON_GetArraySize(list), prompt_length = 0;
+        const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
+        assert_int_equal(gpt2_tokenizer_encode(f.model->byte_bpe, prompt, 0, NULL, 0, &prompt_length),
+                         prompt[0] ? GLIMPSE_STATUS_TOO_LARGE : GLIMPSE_STATUS_OK);
+        prompt_length += 1; /* the start token */
+        glimpse_caption_params caption = glimpse_caption_default_params();
+        caption.prompt = prompt;
+        caption.beams = 1;
+        caption.max_tokens = (int)(n - prompt_length);
+        glimpse_explain_params params = glimpse_explain_default_params();
+        params.want_raw = params.want_vision = true;
+        glimpse_image *image = fixture_image(cJSON_GetObjectItem(item, "image")->valuestring);
+        glimpse_explanation *e = NULL;
+        if (glimpse_explain_caption(ctx, image, &caption, &params, &e)) fail_msg("%s", glimpse_last_error());
+        assert_int_equal(e->id_count, n);
+        for (size_t t = 0; t < n; t++) assert_int_equal(e->ids[t], cJSON_GetArrayItem(list, (int)t)->valueint);
+        const float *cross = fixture_tensor(f.attention, cJSON_GetObjectItem(item, "cross")->valuestring,
+                                            layers * heads * n * image_tokens);
+        const float *self = fixture_tensor(f.attention, cJSON_GetObjectItem(item, "self")->valuestring,
+                                           layers * heads * n * n);
+        size_t encoder_floats = encoder_layers * encoder_heads * image_tokens * image_tokens;
+        const float *encoder =
+            fixture_tensor(f.attention, cJSON_GetObjectItem(item, "encoder")->valuestring, encoder_floats);
+        double d = check_bpe_word_maps(e, &vocab, cross, layers, heads, image_tokens, prompt_length);
+        if (d > worst) worst = d;
+        assert_true(e->map_count >= 1);
+        assert_int_equal(e->raw_count, 3);
+        assert_string_equal(e->raw[0].name, "cross_attentions");
+        assert_string_equal(e->raw[1].name, "self_attentions");
+        assert_string_equal(e->raw[2].name, "encoder_attentions");
+        assert_int_equal(e->raw[0].shape[2], n);
+        assert_int_equal(e->raw[2].shape[3], image_tokens);
+        d = largest_difference(e->raw[0].data, cross, layers * heads * n * image_tokens);
+        d = fmax(d, largest_difference(e->raw[1].data, self, layers * heads * n * n));
+        d = fmax(d, largest_difference(e->raw[2].data, encoder, encoder_floats));
+        if (d > worst) worst = d;
+        assert_true(d <= TOLERANCE);
+        glimpse_explanation_free(e);
+
+        /* the last layer and head 1 alone, streamed without raw tensors */
+        params = glimpse_explain_default_params();
+        params.layer = (int)layers - 1;
+        params.head = 1;
+        if (glimpse_explain_caption(ctx, image, &caption, &params, &e)) fail_msg("%s", glimpse_last_error());
+        assert_int_equal(e->raw_count, 0);
+        float *one = malloc(n * image_tokens * sizeof(float));
+        for (size_t t = 0; t < n; t++)
+            memcpy(one + t * image_tokens, cross + ((((layers - 1) * heads) + 1) * n + t) * image_tokens,
+                   image_tokens * sizeof(float));
+        d = check_bpe_word_maps(e, &vocab, one, 1, 1, image_tokens, prompt_length);
+        if (d > worst) worst = d;
+        free(one);
+        glimpse_explanation_free(e);
+        glimpse_image_free(image);
+        cases++;
+    }
+    assert_int_equal(cases, 6);
+    /* beam search: the caption glimpse_caption_images gives, maps from one pass over it */
+    glimpse_image *image = fixture_image("astronaut.png");
+    glimpse_caption_params caption = glimpse_caption_default_params();
+    caption.beams = 4;
+    caption.max_tokens = 15;
+    glimpse_explain_params params = glimpse_explain_default_params();
+    params.want_raw = true;
+    glimpse_explanation *e = NULL;
+    glimpse_caption plain;
+    if (glimpse_explain_caption(ctx, image, &caption, &params, &e)) fail_msg("%s", glimpse_last_error());
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, &caption, &plain), GLIMPSE_STATUS_OK);
+    assert_int_equal(plain.id_count, e->id_count);
+    assert_memory_equal(plain.ids, e->ids, e->id_count * sizeof(int32_t));
+    assert_string_equal(plain.text, e->text);
+    assert_int_equal(e->raw_count, 2);
+    worst = fmax(worst, check_bpe_word_maps(e, &vocab, e->raw[0].data, layers, heads, image_tokens, 1));
+    glimpse_caption_free(&plain);
+    glimpse_explanation_free(e);
+    glimpse_image_free(image);
+    note_difference("ViT-GPT2 word maps and raw tensors", worst);
+    bpe_vocab_close(&vocab);
+    glimpse_context_free(ctx);
+    attention_fixture_close(&f);
+}
+
+/* BLIP-2's maps computed here: each query's map from the reference's Q-Former cross-attention (layers and heads
+ * averaged, class column dropped, renormalised); a word's weights on the queries from the language model's
+ * self-attention the call returned (its tokens' rows queries + prompt - 2 + t over the query columns, layers and
+ * heads averaged, renormalised, the tokens' mean); its map Σ weight · query map, renormalised. */
+static double check_blip2_maps(const glimpse_explanation *e, const bpe_vocab *v, const float *qformer_cross,
+                               size_t cross_layers, size_t qformer_heads, size_t queries, size_t image_tokens,
+                               size_t prompt_length) {
+    size_t patches = image_tokens - 1;
+    const glimpse_explain_tensor *self = &e->raw[0];
+    size_t layers = self->shape[0], heads = self->shape[1], rows = self->shape[2];
+    assert_string_equal(self->name, "self_attentions");
+    assert_int_equal(rows, queries + prompt_length + e->id_count - 1);
+    /* the language model's rows sum to 1 and see no later position */
+    for (size_t slot = 0; slot < layers * heads; slot++)
+        for (size_t r = 0; r < rows; r++) {
+            const float *row = self->data + (slot * rows + r) * rows;
+            double sum = 0;
+            for (size_t k = 0; k < rows; k++) sum += row[k];
+            assert_true(fabs(sum - 1) < 1e-5);
+            for (size_t k = r + 1; k < rows; k++) assert_true(row[k] == 0.0f);
+        }
+    float *query_maps = calloc(queries * patches, sizeof(float)), *want = malloc(patches * sizeof(float));
+    double *weights = malloc(queries * sizeof(double)), worst = 0;
+    for (size_t q = 0; q < queries; q++)
+        add_reference_row(query_maps + q * patches, qformer_cross, cross_layers, qformer_heads, queries, image_tokens,
+                          q, 1.0f);
+    size_t t = 1, first, count, m = 0;
+    while (next_bpe_word(v, e->ids, e->id_count, &t, &first, &count)) {
+        const glimpse_explain_map *map = &e->maps[m++];
+        assert_int_equal(map->first_token, first);
+        assert_int_equal(map->token_count, count);
+        assert_int_equal(map->query_count, queries);
+        for (size_t q = 0; q < queries; q++) weights[q] = 0;
+        for (size_t j = 0; j < count; j++) {
+            size_t r = queries + prompt_length - 2 + first + j;
+            double row[64] = {0}, total = 0;
+            assert_true(queries <= 64);
+            for (size_t slot = 0; slot < layers * heads; slot++)
+                for (size_t q = 0; q < queries; q++) row[q] += self->data[(slot * rows + r) * rows + q];
+            for (size_t q = 0; q < queries; q++) total += row[q];
+            for (size_t q = 0; q < queries; q++) weights[q] += row[q] / total / (double)count;
+        }
+        double total = 0;
+        for (size_t j = 0; j < patches; j++) {
+            double sum = 0;
+            for (size_t q = 0; q < queries; q++) sum += weights[q] * query_maps[q * patches + j];
+            want[j] = (float)sum;
+            total += sum;
+        }
+        for (size_t j = 0; j < patches; j++) want[j] = (float)(want[j] / total);
+        double d = largest_difference(map->grid, want, patches);
+        for (size_t q = 0; q < queries; q++) d = fmax(d, fabs(map->queries[q] - weights[q]));
+        if (d > worst) worst = d;
+        if (d > TOLERANCE) fail_msg("word '%s' differs by %g", map->label, d);
+    }
+    /* then the queries' mean map, last */
+    assert_int_equal(m + 1, e->map_count);
+    const glimpse_explain_map *all = &e->maps[m];
+    assert_int_equal(all->kind, GLIMPSE_EXPLAIN_MAP_QUERIES);
+    memset(want, 0, patches * sizeof(float));
+    for (size_t q = 0; q < queries; q++)
+        for (size_t j = 0; j < patches; j++) want[j] += query_maps[q * patches + j] / (float)queries;
+    worst = fmax(worst, largest_difference(all->grid, want, patches));
+    assert_true(worst <= TOLERANCE);
+    free(query_maps), free(want), free(weights);
+    return worst;
+}
+
+/* Every case of blip2-opt-tiny's expected.json (greedy and beam captions; questions through
+ * glimpse_explain_answer): its ids, the Q-Former's raw tensors against the reference's within 1e-5, and the maps
+ * against check_blip2_maps'. Greedy maps are made step by step, the raw tensors by one pass: they must agree. */
+static void test_blip2_word_maps(void **state) {
+    (void)state;
+    attention_fixture f = attention_fixture_open("blip2-opt-tiny", "attention.json");
+    cJSON *expected = fixture_json("blip2-opt-tiny/expected.json");
+    assert_non_null(expected);
+    size_t layers = json_size(&f, "qformer_layers"), heads = json_size(&f, "heads");
+    size_t queries = json_size(&f, "query_tokens"), image_tokens = json_size(&f, "image_tokens");
+    size_t cross_layers = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(f.json, "cross_attention_layers"));
+    size_t question_prompt = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(expected, "prompt_input_ids"));
+    bpe_vocab vocab = bpe_vocab_open("blip2-opt-tiny");
+    glimpse_context *ctx = context_of(f.model);
+    const cJSON *item;
+    double worst = 0;
+    int cases = 0;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "cases")) {
+        const char *image_name = cJSON_GetObjectItem(item, "image")->valuestring;
+        const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
+        const cJSON *settings = cJSON_GetObjectItem(item, "params"), *list = cJSON_GetObjectItem(item, "ids");
+        size_t n = (size_t)cJSON_GetArraySize(list), image_index = 0;
+        const cJSON *name;
+        cJSON_ArrayForEach(name, cJSON_GetObjectItem(f.json, "images")) {
+            if (!strcmp(name->valuestring, image_name)) break;
+            image_index++;
+        }
+        glimpse_caption_params caption = glimpse_caption_default_params();
+        const cJSON *beams = cJSON_GetObjectItem(settings, "num_beams");
+        caption.beams = beams ? beams->valueint : 1;
+        caption.max_tokens = (int)n - 1; /* greedy: max_length counts the start token; beams: max_new_tokens */
+        glimpse_explain_params params = glimpse_explain_default_params();
+        params.want_raw = true;
+        glimpse_image *image = fixture_image(image_name);
+        glimpse_explanation *e = NULL;
+        glimpse_status status;
+        if (prompt[0]) { /* the question prompt: "Question: what is in the picture? Answer:" */
+            assert_string_equal(prompt, "Question: what is in the picture? Answer:");
+            status = glimpse_explain_answer(ctx, image, "what is in the picture?", &caption, &params, &e);
+        } else {
+            status = glimpse_explain_caption(ctx, image, &caption, &params, &e);
+        }
+        if (status) fail_msg("%s", glimpse_last_error());
+        assert_int_equal(e->id_count, n);
+        for (size_t t = 0; t < n; t++) assert_int_equal(e->ids[t], cJSON_GetArrayItem(list, (int)t)->valueint);
+        assert_int_equal(e->raw_count, 3);
+        assert_string_equal(e->raw[1].name, "qformer_cross_attentions");
+        assert_string_equal(e->raw[2].name, "qformer_self_attentions");
+        char tensor[64];
+        snprintf(tensor, sizeof tensor, "qformer_cross_attentions.%zu", image_index);
+        size_t cross_floats = cross_layers * heads * queries * image_tokens;
+        const float *cross = fixture_tensor(f.attention, tensor, cross_floats);
+        snprintf(tensor, sizeof tensor, "qformer_self_attentions.%zu", image_index);
+        const float *self = fixture_tensor(f.attention, tensor, layers * heads * queries * queries);
+        double d = fmax(largest_difference(e->raw[1].data, cross, cross_floats),
+                        largest_difference(e->raw[2].data, self, layers * heads * queries * queries));
+        assert_true(d <= TOLERANCE);
+        d = fmax(d, check_blip2_maps(e, &vocab, cross, cross_layers, heads, queries, image_tokens,
+                                     prompt[0] ? question_prompt : 1));
+        if (d > worst) worst = d;
+        glimpse_explanation_free(e);
+        glimpse_image_free(image);
+        cases++;
+    }
+    assert_int_equal(cases, 12);
+    note_difference("BLIP-2 word maps and Q-Former raw tensors", worst);
+    /* a question and a prompt together, and a question to a model that answers none, are refused */
+    glimpse_image *image = fixture_image("astronaut.png");
+    glimpse_caption_params caption = glimpse_caption_default_params();
+    caption.prompt = "a picture of";
+    glimpse_explanation *e = (glimpse_explanation *)1;
+    assert_int_equal(glimpse_explain_answer(ctx, image, "what?", &caption, NULL, &e), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_null(e);
+    glimpse_model *other = demo_model("demo-blip-caption");
+    glimpse_context *other_ctx = context_of(other);
+    assert_int_equal(glimpse_explain_answer(other_ctx, image, "what?", NULL, NULL, &e), GLIMPSE_STATUS_WRONG_MODEL);
+    glimpse_context_free(other_ctx);
+    glimpse_model_free(other);
+    glimpse_image_free(image);
+    bpe_vocab_close(&vocab);
+    cJSON_Delete(expected);
+    glimpse_context_free(ctx);
+    attention_fixture_close(&f);
 }
 
 /* Events of a streamed explanation: each map's grid as it came, and how many tokens had come by then. */
@@ -787,6 +1125,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_clip_rollout_parity),
                                        cmocka_unit_test(test_blip_caption_word_maps),
                                        cmocka_unit_test(test_blip_itm_word_maps),
+                                       cmocka_unit_test(test_vit_gpt2_word_maps),
+                                       cmocka_unit_test(test_blip2_word_maps),
                                        cmocka_unit_test(test_region_and_upsampling),
                                        cmocka_unit_test(test_refusals),
                                        cmocka_unit_test(test_caption_maps_stream),

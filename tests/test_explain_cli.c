@@ -124,6 +124,8 @@ static void test_help_and_usage(void **state) {
     assert_non_null(strstr(r.out, "--html FILE"));
     assert_non_null(strstr(r.out, "--beams N")); /* the caption options apply */
     assert_non_null(strstr(r.out, "inferno"));
+    assert_non_null(strstr(r.out, "-q, --question")); /* BLIP-2's answers, and its convention */
+    assert_non_null(strstr(r.out, "sum over the queries"));
     result_free(&r);
     r = glimpse("--help", NULL);
     assert_non_null(strstr(r.out, "explain"));
@@ -145,22 +147,93 @@ static void test_help_and_usage(void **state) {
     result_free(&r);
 }
 
-/* ViT-GPT2 and BLIP-2 captioners are refused by name, before anything is written. */
-static void test_refuses_vit_gpt2_and_blip2(void **state) {
+/* The caption's words in `line` (a line of explain --json): each grid rows × columns summing to 1, each word in
+ * the caption or answer `text`; BLIP-2's with `queries` weights summing to 1. Returns how many. */
+static int check_words(const cJSON *line, const char *text, int rows, int columns, int queries) {
+    const cJSON *word;
+    int count = 0;
+    cJSON_ArrayForEach(word, cJSON_GetObjectItem(line, "words")) {
+        check_grid(cJSON_GetObjectItem(word, "grid"), rows, columns);
+        assert_non_null(strstr(text, cJSON_GetObjectItem(word, "word")->valuestring));
+        const cJSON *weights = cJSON_GetObjectItem(word, "queries"), *weight;
+        assert_int_equal(weights ? cJSON_GetArraySize(weights) : 0, queries);
+        double sum = 0;
+        cJSON_ArrayForEach(weight, weights) sum += weight->valuedouble;
+        if (queries) assert_true(fabs(sum - 1) < 1e-5);
+        count++;
+    }
+    return count;
+}
+
+/* The two captioners on byte-level BPE: ViT-GPT2's caption and BLIP-2's answer are `glimpse caption`'s and
+ * `glimpse ask`'s, their words are mapped, the raw tensors have the shapes --help states; -q is BLIP-2's alone. */
+static void test_vit_gpt2_and_blip2(void **state) {
     (void)state;
     if (!fixtures_folder()) skip();
-    const char *models[] = {"vit-gpt2-tiny", "blip2-opt-tiny"}, *families[] = {"ViT-GPT2", "BLIP-2"};
-    char *picture = fixture_path("images/chelsea.png");
-    for (int i = 0; i < 2; i++) {
-        char *model = fixture_path(models[i]);
-        result r = glimpse("explain", "-m", model, "--out", "/tmp/glimpse-explain-refused", picture, NULL);
-        assert_int_equal(r.status, 1);
-        assert_non_null(strstr(r.err, "does not explain"));
-        assert_non_null(strstr(r.err, families[i]));
+    char *picture = fixture_path("images/astronaut.png"), *vit_gpt2 = fixture_path("vit-gpt2-tiny");
+    char *blip2 = fixture_path("blip2-opt-tiny"), *out = scratch_folder(), path[600];
+    result r = glimpse("explain", "-m", vit_gpt2, "--json", "--raw", "--raw-vision", "--out", out, picture, NULL);
+    result want = glimpse("caption", "-m", vit_gpt2, "--json", picture, NULL);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(want.status, 0);
+    cJSON *line = json_line(r.out, 0), *expected = json_line(want.out, 0);
+    const char *caption = cJSON_GetObjectItem(expected, "caption")->valuestring;
+    assert_string_equal(cJSON_GetObjectItem(line, "caption")->valuestring, caption);
+    char *ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(line, "ids"));
+    char *want_ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(expected, "ids"));
+    assert_string_equal(ids, want_ids);
+    free(ids), free(want_ids);
+    int words = check_words(line, caption, 5, 5, 0);
+    assert_true(words >= 1);
+    snprintf(path, sizeof path, "%s/astronaut.png", out);
+    check_sheet(path, words + 1);
+    snprintf(path, sizeof path, "%s/astronaut.attention.safetensors", out);
+    safetensors *tensors = NULL;
+    if (safetensors_open(path, &tensors)) fail_msg("%s: %s", path, glimpse_last_error());
+    size_t n = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(line, "ids"));
+    size_t want_cross[4] = {2, 3, n, 26}, want_self[4] = {2, 3, n, n}, want_encoder[4] = {2, 5, 26, 26};
+    assert_memory_equal(safetensors_find(tensors, "cross_attentions")->shape, want_cross, sizeof want_cross);
+    assert_memory_equal(safetensors_find(tensors, "self_attentions")->shape, want_self, sizeof want_self);
+    assert_memory_equal(safetensors_find(tensors, "encoder_attentions")->shape, want_encoder, sizeof want_encoder);
+    safetensors_close(tensors);
+    cJSON_Delete(line), cJSON_Delete(expected);
+    result_free(&r), result_free(&want);
+
+    const char *question = "what is in the picture?";
+    r = glimpse("explain", "-m", blip2, "--json", "-q", question, "--out", out, picture, NULL);
+    want = glimpse("ask", "-m", blip2, "--json", "-q", question, picture, NULL);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(want.status, 0);
+    line = json_line(r.out, 0), expected = json_line(want.out, 0);
+    const char *answer = cJSON_GetObjectItem(expected, "answer")->valuestring;
+    assert_string_equal(cJSON_GetObjectItem(line, "question")->valuestring, question);
+    assert_string_equal(cJSON_GetObjectItem(line, "answer")->valuestring, answer);
+    ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(line, "ids"));
+    want_ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(expected, "ids"));
+    assert_string_equal(ids, want_ids);
+    free(ids), free(want_ids);
+    words = check_words(line, answer, 4, 4, 6);
+    const cJSON *maps = cJSON_GetObjectItem(line, "maps");
+    assert_int_equal(cJSON_GetArraySize(maps), 1); /* what the queries looked at */
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(maps, 0), "kind")->valuestring, "queries");
+    check_grid(cJSON_GetObjectItem(cJSON_GetArrayItem(maps, 0), "grid"), 4, 4);
+    snprintf(path, sizeof path, "%s/astronaut.png", out);
+    check_sheet(path, words + 2);
+    cJSON_Delete(line), cJSON_Delete(expected);
+    result_free(&r), result_free(&want);
+
+    /* -q is BLIP-2's; -t and -q do not mix; --raw-vision goes with --raw */
+    const char *usage[][4] = {{vit_gpt2, "-q", question, "-q needs"},
+                              {blip2, "-t", "a cat", "drop -t"},
+                              {blip2, "--raw-vision", "-q", "goes with --raw"}};
+    for (int i = 0; i < 3; i++) {
+        r = glimpse("explain", "-m", usage[i][0], usage[i][1], usage[i][2], "--out", out, picture, NULL);
+        assert_int_equal(r.status, 2);
+        assert_non_null(strstr(r.err, usage[i][3]));
         result_free(&r);
-        free(model);
     }
-    free(picture);
+    remove_folder(out);
+    free(out), free(picture), free(vit_gpt2), free(blip2);
 }
 
 static void test_caption(void **state) {
@@ -378,7 +451,7 @@ static void test_html_in_chromium(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_help_and_usage), cmocka_unit_test(test_caption),
-                                       cmocka_unit_test(test_refuses_vit_gpt2_and_blip2),
+                                       cmocka_unit_test(test_vit_gpt2_and_blip2),
                                        cmocka_unit_test(test_clip), cmocka_unit_test(test_itm),
                                        cmocka_unit_test(test_html_in_chromium)};
     return cmocka_run_group_tests_name("glimpse explain", tests, NULL, NULL);

@@ -643,6 +643,9 @@ static void assert_maps_equal(const cJSON *json, const glimpse_explanation *e) {
             assert_string_equal(cJSON_GetObjectItem(served, "word")->valuestring, map->label);
             assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(served, "tokens")), map->token_count);
             assert_grid_equal(cJSON_GetObjectItem(served, "grid"), e, map->grid);
+            const cJSON *queries = cJSON_GetObjectItem(served, "queries"); /* BLIP-2's words */
+            assert_int_equal(queries ? cJSON_GetArraySize(queries) : 0, map->query_count);
+            if (map->queries) assert_floats_equal(queries, map->queries, map->query_count);
         } else {
             assert_grid_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(maps, other++), "grid"), e, map->grid);
         }
@@ -715,12 +718,32 @@ static void test_explain_equals_library(void **state) {
         json = expect_json(&r, 400); /* a match needs its text */
         cJSON_Delete(json), response_free(&r);
     }
+    if (asker) { /* BLIP-2 (the fixture): an answer's words, each with its weights on the query tokens */
+        const char *question = "what colour is the shape?";
+        assert_int_equal(glimpse_explain_answer(ask_ctx, image, question, NULL, &params, &e), 0);
+        r = exchange("POST", "/v1/explain?model=blip2-opt-tiny&question=what+colour+is+the+shape%3F", "image/png",
+                     pictures[3], picture_sizes[3]);
+        json = expect_json(&r, 200);
+        assert_string_equal(cJSON_GetObjectItem(json, "question")->valuestring, question);
+        const char *answer = cJSON_GetObjectItem(json, "answer")->valuestring;
+        assert_non_null(strstr(e->text, answer)); /* without the whitespace around it */
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "ids")), e->id_count);
+        assert_maps_equal(json, e);
+        glimpse_explanation_free(e), cJSON_Delete(json), response_free(&r);
+        assert_int_equal(glimpse_explain_caption(ask_ctx, image, NULL, &params, &e), 0);
+        r = exchange("POST", "/v1/explain?model=blip2-opt-tiny", "image/png", pictures[3], picture_sizes[3]);
+        json = expect_json(&r, 200);
+        assert_string_equal(cJSON_GetObjectItem(json, "caption")->valuestring, e->text);
+        assert_maps_equal(json, e);
+        glimpse_explanation_free(e), cJSON_Delete(json), response_free(&r);
+    }
     glimpse_image_free(image);
     /* bad requests: 4xx with a message */
     static const struct {
         const char *path;
         int status;
     } bad[] = {{"/v1/explain?model=demo-blip-caption&text=a", 400}, {"/v1/explain?model=nothing", 404},
+               {"/v1/explain?model=demo-blip-caption&question=why", 400},
                {"/v1/explain?layer=abc", 400}, {"/v1/explain?layer=64", 400}, {"/v1/explain?head=-2", 400},
                {"/v1/explain?occlusion=maybe", 400}, {"/v1/explain?png=2", 400}, {"/v1/explain?panel=1", 400},
                {"/v1/explain?model=demo-blip-caption&beams=0", 400}};

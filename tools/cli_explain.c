@@ -15,12 +15,20 @@
 #include "tools/explain_json.h"
 
 static const char explain_help[] =
-    "Usage: glimpse explain -m MODEL [-t TEXT...] [caption options] [--layer L] [--head H]\n"
-    "                       [--no-occlusion] [--raw] [--panel N] [--font FILE]\n"
+    "Usage: glimpse explain -m MODEL [-t TEXT... | -q QUESTION...] [caption options] [--layer L]\n"
+    "                       [--head H] [--no-occlusion] [--raw [--raw-vision]] [--panel N] [--font FILE]\n"
     "                       --out DIR [--json] [--html FILE] IMAGE...\n"
     "Shows where the model looked, as maps over the picture:\n"
-    "  captioning model (BLIP):   captions each image and maps every generated word: the decoder's\n"
-    "                             cross-attention of the step that chose it (no -t)\n"
+    "  captioning model (BLIP,    captions each image and maps every generated word: the decoder's\n"
+    "  ViT-GPT2):                 cross-attention of the step that chose it (no -t)\n"
+    "  BLIP-2:                    captions (or with -q answers the question, as glimpse ask) and maps\n"
+    "                             every generated word: its language model sees the Q-Former's query\n"
+    "                             tokens, not patches, so a word's map is the sum over the queries of\n"
+    "                             (the word's attention to query q, renormalised over the queries) x\n"
+    "                             (query q's cross-attention over the patches, every Q-Former\n"
+    "                             cross-attention layer and head averaged), renormalised; --layer and\n"
+    "                             --head pick the language model's. A last map, \"queries\", is what\n"
+    "                             the queries looked at, their maps averaged\n"
     "  BLIP retrieval (ITM), -t:  the match probability, a map per word of the text (its own\n"
     "                             cross-attention row) and one for the whole text (the [CLS] row,\n"
     "                             which the match head reads)\n"
@@ -30,20 +38,28 @@ static const char explain_help[] =
     "                             at its attention-pooling head), an occlusion map (the drop of the\n"
     "                             logit when each patch is covered with the picture's mean colour), and\n"
     "                             for SigLIP the attention-pooling head's own map. Without -t: rollout.\n"
-    "ViT-GPT2 and BLIP-2 captioners are not explained yet (refused).\n"
     "Attention maps average every layer and every head (--layer and --head pick one), keep the patch\n"
     "columns (the class token's is dropped) and sum to 1. A word of several word pieces gets the\n"
-    "mean of its pieces' maps.\n"
+    "mean of its pieces' maps (BERT's ## pieces; byte-level BPE: a token starting with a space starts\n"
+    "a word, the ones after it without one join it; a newline is no word).\n"
     "  -t, --text TEXT    a text to explain the match of (repeatable)\n"
+    "  -q, --question Q   BLIP-2: the question to answer and explain, asked as glimpse ask asks it\n"
+    "                     (repeatable)\n"
     "  --layer L          that layer alone (0 = first; rollout: layers 0 to L)\n"
     "  --head H           that head alone (0 = first)\n"
     "  --no-occlusion     skip the occlusion map (it costs one vision pass per patch)\n"
     "  --raw              also write STEM.attention.safetensors: the raw probabilities of every layer\n"
     "                     and head (caption: cross_attentions [layers, heads, seq_len, image_tokens] and\n"
     "                     self_attentions [layers, heads, seq_len, seq_len], rows = every position of\n"
-    "                     the returned ids; ITM: cross_attentions [layers, heads, text_len,\n"
-    "                     image_tokens]; CLIP/SigLIP: vision_attentions [layers, heads, tokens, tokens],\n"
-    "                     SigLIP also attention_pool [heads, tokens])\n"
+    "                     the returned ids; BLIP-2: self_attentions of the language model [layers, heads,\n"
+    "                     positions, positions], positions = the query tokens, the prompt's tokens and\n"
+    "                     every generated token, qformer_cross_attentions [cross layers, heads, queries,\n"
+    "                     image_tokens], qformer_self_attentions [layers, heads, queries, queries]; ITM:\n"
+    "                     cross_attentions [layers, heads, text_len, image_tokens]; CLIP/SigLIP:\n"
+    "                     vision_attentions [layers, heads, tokens, tokens], SigLIP also attention_pool\n"
+    "                     [heads, tokens])\n"
+    "  --raw-vision       captioners, with --raw: also the vision tower's self-attention of every layer\n"
+    "                     (encoder_attentions for ViT-GPT2, vision_attentions for BLIP and BLIP-2)\n"
     "  --panel N          panels N pixels on their longest side (default 256)\n"
     "  --font FILE        TrueType font of the labels (default DejaVu Sans, fonts-dejavu-core); a font\n"
     "                     you trust: stb_truetype does not check fonts against malice\n"
@@ -57,18 +73,30 @@ static const char explain_help[] =
     "bilinearly, scaled to their largest value and coloured with inferno (dark: little, light: most).\n"
     "Plain output: a line per image (and text): PATH, the caption or text, the score (ITM: match\n"
     "probability; CLIP, SigLIP: logit) and the contact sheet's path, separated by tabs.\n"
-    "JSON: one line per image (and text): {\"image\", \"caption\" and \"ids\" | \"text\" and \"probability\"\n"
-    "| \"text\" and \"score\", \"grid_size\": [rows, columns], \"words\": [{\"word\", \"tokens\": [ids],\n"
-    "\"grid\": [[...]]}], \"maps\": [{\"kind\", \"grid\"}], \"png\": FILE}; grid rows top to bottom.\n"
+    "JSON: one line per image (and text): {\"image\", \"caption\" and \"ids\" | \"question\", \"answer\" and\n"
+    "\"ids\" | \"text\" and \"probability\" | \"text\" and \"score\", \"grid_size\": [rows, columns],\n"
+    "\"words\": [{\"word\", \"tokens\": [ids], \"grid\": [[...]] (BLIP-2: and \"queries\": the word's weight\n"
+    "on each query token)}], \"maps\": [{\"kind\", \"grid\"}], \"png\": FILE}; grid rows top to bottom.\n"
     "Caption options (captioning models):\n";
 
-enum { OPT_LAYER = CLI_OPT_CAPTION_END, OPT_HEAD, OPT_NO_OCCLUSION, OPT_RAW, OPT_PANEL, OPT_FONT, OPT_OUT, OPT_HTML };
+enum {
+    OPT_LAYER = CLI_OPT_CAPTION_END,
+    OPT_HEAD,
+    OPT_NO_OCCLUSION,
+    OPT_RAW,
+    OPT_RAW_VISION,
+    OPT_PANEL,
+    OPT_FONT,
+    OPT_OUT,
+    OPT_HTML
+};
 
 typedef struct explain_request {
     glimpse_caption_params caption;
     glimpse_explain_params explain;
-    const char **texts;
+    const char **texts; /* -t's texts, or -q's questions */
     size_t text_count;
+    bool questions;
     int panel;
     const char *font, *out, *html;
 } explain_request;
@@ -77,10 +105,12 @@ static bool parse_options(int argc, char **argv, cli_options *options, explain_r
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  CLI_CAPTION_LONG_OPTIONS,
                                                  {"text", required_argument, NULL, 't'},
+                                                 {"question", required_argument, NULL, 'q'},
                                                  {"layer", required_argument, NULL, OPT_LAYER},
                                                  {"head", required_argument, NULL, OPT_HEAD},
                                                  {"no-occlusion", no_argument, NULL, OPT_NO_OCCLUSION},
                                                  {"raw", no_argument, NULL, OPT_RAW},
+                                                 {"raw-vision", no_argument, NULL, OPT_RAW_VISION},
                                                  {"panel", required_argument, NULL, OPT_PANEL},
                                                  {"font", required_argument, NULL, OPT_FONT},
                                                  {"out", required_argument, NULL, OPT_OUT},
@@ -88,15 +118,24 @@ static bool parse_options(int argc, char **argv, cli_options *options, explain_r
                                                  {NULL, 0, NULL, 0}};
     r->texts = cli_calloc((size_t)argc, sizeof *r->texts);
     int code;
-    while ((code = getopt_long(argc, argv, "m:t:", long_options, NULL)) != -1) {
+    bool texts = false;
+    while ((code = getopt_long(argc, argv, "m:t:q:", long_options, NULL)) != -1) {
         if (cli_common_option(options, code, optarg, "explain")) continue;
         if (cli_caption_option(&r->caption, code, optarg, "explain")) continue;
         switch (code) {
-        case 't': r->texts[r->text_count++] = optarg; break;
+        case 't':
+            texts = true;
+            r->texts[r->text_count++] = optarg;
+            break;
+        case 'q':
+            r->questions = true;
+            r->texts[r->text_count++] = optarg;
+            break;
         case OPT_LAYER: r->explain.layer = (int)cli_parse_long("explain", "--layer", optarg, 0, 63); break;
         case OPT_HEAD: r->explain.head = (int)cli_parse_long("explain", "--head", optarg, 0, 1023); break;
         case OPT_NO_OCCLUSION: r->explain.occlusion = false; break;
         case OPT_RAW: r->explain.want_raw = true; break;
+        case OPT_RAW_VISION: r->explain.want_vision = true; break;
         case OPT_PANEL: r->panel = (int)cli_parse_long("explain", "--panel", optarg, 16, 4096); break;
         case OPT_FONT: r->font = optarg; break;
         case OPT_OUT: r->out = optarg; break;
@@ -108,6 +147,9 @@ static bool parse_options(int argc, char **argv, cli_options *options, explain_r
         }
     }
     cli_caption_check(&r->caption, "explain");
+    if (texts && r->questions) cli_usage_error("explain", "-t explains a match, -q an answer: give one kind");
+    if (r->explain.want_vision && !r->explain.want_raw) cli_usage_error("explain", "--raw-vision goes with --raw");
+    if (r->questions && r->caption.prompt) cli_usage_error("explain", "-q makes the prompt: drop --prompt");
     if (!r->out) cli_usage_error("explain", "--out DIR is required: the pictures go there");
     return true;
 }
@@ -143,10 +185,11 @@ static bool write_file(const char *path, const void *bytes, size_t size) {
     return ok;
 }
 
-static void print_json(const char *path, glimpse_model_kind kind, const glimpse_explanation *e, const char *png) {
+static void print_json(const char *path, glimpse_model_kind kind, const char *question, const glimpse_explanation *e,
+                       const char *png) {
     printf("{\"image\": ");
     json_string(stdout, path);
-    explain_json_fields(stdout, kind, e);
+    explain_json_fields(stdout, kind, question, e);
     printf(", \"png\": ");
     json_string(stdout, png);
     printf("}\n");
@@ -272,7 +315,8 @@ typedef struct run {
 static glimpse_status explain_one(const run *w, const glimpse_image *image, const char *text,
                                   glimpse_explanation **e) {
     const explain_request *r = w->request;
-    if (w->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION)
+    if (r->questions) return glimpse_explain_answer(w->ctx, image, text, &r->caption, &r->explain, e);
+    if (glimpse_model_kind_can(w->kind, GLIMPSE_CAPABILITY_CAPTION))
         return glimpse_explain_caption(w->ctx, image, &r->caption, &r->explain, e);
     if (w->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) return glimpse_explain_match(w->ctx, image, text, &r->explain, e);
     return glimpse_explain_clip(w->ctx, image, text, &r->explain, e);
@@ -306,7 +350,7 @@ static bool explain_text(run *w, const char *path, const char *stem, const glimp
     }
     if (ok && w->html) ok = html_section(w->html, w->sections++, path, r, e, image);
     if (ok && w->options->json)
-        print_json(path, w->kind, e, png_path);
+        print_json(path, w->kind, r->questions ? text : NULL, e, png_path);
     else if (ok) {
         if (e->score == e->score)
             printf("%s\t%s\t%.4g\t%s\n", path, e->text ? e->text : "", e->score, png_path);
@@ -348,14 +392,9 @@ int command_explain(int argc, char **argv) {
     glimpse_model *model = cli_load_model(&options, "explain", true, true);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
     cli_caption_fit_model(&request.caption, model);
-    if (kind == GLIMPSE_MODEL_KIND_VIT_GPT2 || kind == GLIMPSE_MODEL_KIND_BLIP2) {
-        cli_error("%s: explain does not explain %s captions yet (it explains BLIP captions, BLIP ITM matches, CLIP "
-                  "and SigLIP)", options.model, kind == GLIMPSE_MODEL_KIND_BLIP2 ? "BLIP-2" : "ViT-GPT2");
-        glimpse_model_free(model);
-        free(request.texts);
-        return CLI_EXIT_FAILURE;
-    }
-    if (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION && request.text_count)
+    if (request.questions && !glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_ASK))
+        cli_usage_error("explain", "-q needs a model that answers questions (BLIP-2)");
+    if (glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_CAPTION) && request.text_count && !request.questions)
         cli_usage_error("explain", "a captioning model explains its own caption: drop -t");
     if (kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL && !request.text_count)
         cli_usage_error("explain", "a BLIP retrieval model explains a match: give the text with -t");

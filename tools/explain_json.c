@@ -3,6 +3,7 @@
 #include "tools/explain_json.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tools/cli_common.h"
@@ -21,6 +22,7 @@ static const char *kind_name(const glimpse_explain_map *map) {
     case GLIMPSE_EXPLAIN_MAP_ROLLOUT: return "rollout";
     case GLIMPSE_EXPLAIN_MAP_OCCLUSION: return "occlusion";
     case GLIMPSE_EXPLAIN_MAP_ATTENTION_POOL: return "attention_pool";
+    case GLIMPSE_EXPLAIN_MAP_QUERIES: return "queries";
     default: return "text";
     }
 }
@@ -31,10 +33,26 @@ static void json_ids(FILE *out, const int32_t *ids, size_t count) {
     fputc(']', out);
 }
 
-void explain_json_fields(FILE *out, glimpse_model_kind kind, const glimpse_explanation *e) {
-    if (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
-        fputs(", \"caption\": ", out);
-        json_string(out, e->text ? e->text : "");
+/* text without the whitespace around it, as a JSON string. */
+static void json_trimmed(FILE *out, const char *text) {
+    size_t start = strspn(text, " \t\n\r"), length = strlen(text + start);
+    while (length && strchr(" \t\n\r", text[start + length - 1])) length--;
+    char *copy = strndup(text + start, length);
+    json_string(out, copy ? copy : "");
+    free(copy);
+}
+
+void explain_json_fields(FILE *out, glimpse_model_kind kind, const char *question, const glimpse_explanation *e) {
+    if (glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_CAPTION)) {
+        if (question) {
+            fputs(", \"question\": ", out);
+            json_string(out, question);
+            fputs(", \"answer\": ", out);
+            json_trimmed(out, e->text ? e->text : "");
+        } else {
+            fputs(", \"caption\": ", out);
+            json_string(out, e->text ? e->text : "");
+        }
         fputs(", \"ids\": ", out);
         json_ids(out, e->ids, e->id_count);
     } else if (e->text) {
@@ -56,6 +74,10 @@ void explain_json_fields(FILE *out, glimpse_model_kind kind, const glimpse_expla
         json_ids(out, e->ids + map->first_token, map->token_count);
         fputs(", \"grid\": ", out);
         json_grid(out, e, map->grid);
+        if (map->queries) {
+            fputs(", \"queries\": ", out);
+            json_floats(out, map->queries, map->query_count);
+        }
         fputc('}', out);
     }
     fputs("], \"maps\": [", out);

@@ -244,6 +244,8 @@ class Model(_Handle):
         info = _c.ModelInfo()
         _check(_lib.glimpse_model_get_info(self._handle, ctypes.byref(info)))
         self.kind = _c.MODEL_KINDS.get(info.kind, str(info.kind))
+        self.captions = bool(_lib.glimpse_model_kind_can(info.kind, _c.CAPABILITY_CAPTION))
+        self.answers = bool(_lib.glimpse_model_kind_can(info.kind, _c.CAPABILITY_ASK))
         self.architecture = info.architecture.decode()
         self.path = info.path.decode()
         self.embedding_dim = int(_lib.glimpse_model_embedding_dim(self._handle))
@@ -393,16 +395,21 @@ class Model(_Handle):
 
     # -------------------------------------------------------- explanations
 
-    def explain(self, image, text=None, layer=-1, head=-1, occlusion=True, raw=False):
+    def explain(self, image, text=None, layer=-1, head=-1, occlusion=True, raw=False, question=None,
+                raw_vision=False):
         """Where the model looked, as maps over its grid of image patches (glimpse explain; the conventions
-        of include/glimpse.h's explanation section): a captioning model captions image and maps each word
-        of its caption (no text); BLIP retrieval maps each word of text and the whole text, with the match
-        probability; CLIP and SigLIP give the logit (with a text), the attention rollout, the occlusion map
-        (occlusion=True and a text; one tower pass per patch) and SigLIP's attention-pooling map. layer and
-        head pick one (-1: all averaged); raw=True keeps every layer's and head's probabilities. An
-        Explanation."""
-        if self.kind == "blip_caption" and text is not None:
+        of include/glimpse.h's explanation section): a captioning model (BLIP, ViT-GPT2, BLIP-2) captions
+        image and maps each word of its caption (no text); BLIP-2 answers question instead and maps the
+        answer's words, each word's map built through the query tokens (ExplainMap.queries: its weight on
+        each), with a last "queries" map; BLIP retrieval maps each word of text and the whole text, with
+        the match probability; CLIP and SigLIP give the logit (with a text), the attention rollout, the
+        occlusion map (occlusion=True and a text; one tower pass per patch) and SigLIP's attention-pooling
+        map. layer and head pick one (-1: all averaged); raw=True keeps every layer's and head's
+        probabilities, raw_vision=True with it a captioner's vision tower's too. An Explanation."""
+        if self.captions and text is not None:
             raise ValueError("glimpse.Model.explain: a captioning model explains its own caption: give no text")
+        if question is not None and not self.answers:
+            raise ValueError("glimpse.Model.explain: only BLIP-2 answers questions")
         if self.kind == "blip_retrieval" and text is None:
             raise ValueError("glimpse.Model.explain: a BLIP retrieval model explains a match: give the text")
         picture = image if isinstance(image, Image) else Image(image)
@@ -410,9 +417,13 @@ class Model(_Handle):
             params = _lib.glimpse_explain_default_params()
             params.layer, params.head = int(layer), int(head)
             params.occlusion, params.want_raw = bool(occlusion), bool(raw)
+            params.want_vision = bool(raw_vision)
             out = _c.ExplanationP()
             ctx = self._context()
-            if self.kind == "blip_caption":
+            if question is not None:
+                status = _lib.glimpse_explain_answer(ctx, picture._handle, str(question).encode(), None,
+                                                     ctypes.byref(params), ctypes.byref(out))
+            elif self.captions:
                 status = _lib.glimpse_explain_caption(ctx, picture._handle, None, ctypes.byref(params),
                                                       ctypes.byref(out))
             else:
@@ -428,10 +439,11 @@ class Model(_Handle):
 
 # ------------------------------------------------------------------ explanation
 
-ExplainMap = namedtuple("ExplainMap", "kind label tokens grid")
+ExplainMap = namedtuple("ExplainMap", "kind label tokens grid queries", defaults=(None,))
 ExplainMap.__doc__ = """One map of an Explanation: kind ("cross_attention" for a word or the whole text "[text]",
-"rollout", "occlusion", "attention_pool"), label (the word or the kind), tokens (the word's token ids; [] for
-the others) and grid (float32 [grid rows, grid columns], row 0 at the top; attention maps sum to 1)."""
+"rollout", "occlusion", "attention_pool", "queries"), label (the word or the kind), tokens (the word's token
+ids; [] for the others), grid (float32 [grid rows, grid columns], row 0 at the top; attention maps sum to 1)
+and queries (BLIP-2's words: float32 [query tokens], the word's weight on each, summing to 1; else None)."""
 
 
 class Explanation(_Handle):
@@ -458,8 +470,10 @@ class Explanation(_Handle):
             item = e.maps[m]
             grid = np.ctypeslib.as_array(item.grid, shape=(cells,)).reshape(self.grid_size).copy()
             tokens = self.ids[item.first_token:item.first_token + item.token_count]
+            queries = (np.ctypeslib.as_array(item.queries, shape=(item.query_count,)).copy()
+                       if item.query_count else None)
             self.maps.append(ExplainMap(_c.EXPLAIN_MAP_KINDS.get(item.kind, str(item.kind)),
-                                        item.label.decode(errors="replace"), tokens, grid))
+                                        item.label.decode(errors="replace"), tokens, grid, queries))
         self.labels = [item.label for item in self.maps]
         self.raw = {}
         for r in range(e.raw_count):

@@ -159,14 +159,16 @@ _declare("glimpse_query_needs_images", ctypes.c_bool, ctypes.c_char_p)
 
 # ------------------------------------------------------------------ explanation
 
-EXPLAIN_MAP_KINDS = {0: "cross_attention", 1: "rollout", 2: "occlusion", 3: "attention_pool"}
+EXPLAIN_MAP_KINDS = {0: "cross_attention", 1: "rollout", 2: "occlusion", 3: "attention_pool", 4: "queries"}
+CAPABILITY_CAPTION, CAPABILITY_ASK = 2, 3  # glimpse_capability
 EXPLAIN_SHEET = ctypes.c_size_t(-1).value  # GLIMPSE_EXPLAIN_SHEET
 ExplainMapCallback = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 
 
 class ExplainMap(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int), ("label", ctypes.c_char_p), ("first_token", ctypes.c_size_t),
-                ("token_count", ctypes.c_size_t), ("grid", c_float_p)]
+                ("token_count", ctypes.c_size_t), ("grid", c_float_p), ("query_count", ctypes.c_size_t),
+                ("queries", c_float_p)]
 
 
 class ExplainTensor(ctypes.Structure):
@@ -184,13 +186,17 @@ class Explanation(ctypes.Structure):
 
 class ExplainParams(ctypes.Structure):
     _fields_ = [("layer", ctypes.c_int), ("head", ctypes.c_int), ("want_raw", ctypes.c_bool),
-                ("occlusion", ctypes.c_bool), ("on_map", ExplainMapCallback), ("user", ctypes.c_void_p)]
+                ("occlusion", ctypes.c_bool), ("on_map", ExplainMapCallback), ("user", ctypes.c_void_p),
+                ("want_vision", ctypes.c_bool)]
 
 
 ExplanationP = ctypes.POINTER(Explanation)
 _declare("glimpse_explain_default_params", ExplainParams)
 _declare("glimpse_explain_caption", status, P, P, ctypes.POINTER(CaptionParams), ctypes.POINTER(ExplainParams),
          ctypes.POINTER(ExplanationP))
+_declare("glimpse_explain_answer", status, P, P, ctypes.c_char_p, ctypes.POINTER(CaptionParams),
+         ctypes.POINTER(ExplainParams), ctypes.POINTER(ExplanationP))
+_declare("glimpse_model_kind_can", ctypes.c_bool, ctypes.c_int, ctypes.c_int)
 _declare("glimpse_explain_match", status, P, P, ctypes.c_char_p, ctypes.POINTER(ExplainParams),
          ctypes.POINTER(ExplanationP))
 _declare("glimpse_explain_clip", status, P, P, ctypes.c_char_p, ctypes.POINTER(ExplainParams),

@@ -307,6 +307,29 @@ def test_caption_explanations_equal_the_cli(demo_caption, pictures, tmp_path):
         demo_caption.explain(pictures[0], layer=63)
 
 
+def test_byte_bpe_captioner_explanations_equal_the_cli(tmp_path):
+    # ViT-GPT2's caption and BLIP-2's answer to a question (the fixtures), with BLIP-2's weights on the queries
+    picture = fixture("vit-gpt2-tiny").parent / "images" / "astronaut.png"
+    question = "what is in the picture?"
+    for name, arguments in (("vit-gpt2-tiny", ()), ("blip2-opt-tiny", ("-q", question))):
+        row = cli_explanations(fixture(name), [picture], tmp_path, *arguments)[0]
+        with glimpse.Model(fixture(name)) as model:
+            got = model.explain(picture, question=question if arguments else None, raw=True)
+            assert got.ids == row["ids"] and (got.text == row["caption"] if not arguments
+                                              else got.text.strip() == row["answer"])
+            assert_explanation_equals_the_cli(got, row)
+            for word, printed in zip(got.words, row["words"]):
+                if arguments:
+                    np.testing.assert_array_equal(word.queries, np.array(printed["queries"], dtype=np.float32))
+                else:
+                    assert word.queries is None and "queries" not in printed
+            assert ("qformer_cross_attentions" in got.raw) == bool(arguments)
+            got.close()
+            if not arguments:  # a question is BLIP-2's alone
+                with pytest.raises(ValueError, match="BLIP-2"):
+                    model.explain(picture, question=question)
+
+
 # The binding's structures, field by field, against the C header's: a field appended to a public struct in
 # glimpse.h (as glimpse_index_params' exclude list was) must be appended here too, or calls read past the end.
 STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info",
