@@ -143,6 +143,8 @@ _declare("glimpse_caption_default_params", CaptionParams)
 _declare("glimpse_caption_images", status, P, PP, ctypes.c_size_t, ctypes.POINTER(CaptionParams),
          ctypes.POINTER(Caption))
 _declare("glimpse_caption_free", None, ctypes.POINTER(Caption))
+_declare("glimpse_ask_images", status, P, PP, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(CaptionParams),
+         ctypes.POINTER(Caption))
 _declare("glimpse_match", status, P, PP, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
          ctypes.c_int, c_float_p)
 _declare("glimpse_index_open", status, ctypes.c_char_p, P, PP)
