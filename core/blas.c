@@ -119,14 +119,20 @@ static void linear_q8(const linear_job *job, size_t first, size_t count, float *
     }
 }
 
-static void q8_prepare_task(void *argument, size_t part, float *scratch) {
+/* Every part of the job's input into job->q8_prepared. */
+static void q8_prepare_task(void *argument, size_t index, float *scratch) {
+    (void)index;
     const linear_job *job = argument;
-    job->q8_path->prepare(job->q8_prepared, job->in, job->in_stride, job->weight->q8, job->rows, part, scratch);
+    const kernel_q8 *q = job->weight->q8;
+    for (size_t part = 0, parts = job->q8_path->parts(q, job->rows); part < parts; part++)
+        job->q8_path->prepare(job->q8_prepared, job->in, job->in_stride, q, job->rows, part, scratch);
 }
 
-/* Quantizes the input of an int8 product split over the pool once, into the pool's shared buffer, its parts
- * spread over the threads, and sets job->q8_prepared to it. Leaves it NULL (each task then quantizes the input
- * itself) if the buffer cannot grow or a part's temp does not fit a thread's scratch. */
+/* Quantizes the input of an int8 product split over the pool once, on the calling thread, into the pool's
+ * shared buffer, and sets job->q8_prepared to it; leaves it NULL (each task then quantizes the input itself)
+ * if the buffer cannot grow or the prepare's temp does not fit the thread's scratch. (Spreading the parts
+ * over the threads cost one more wait for the pool at every product, more than it saved: ViT-B/32's
+ * products at 50 and 400 rows, two threads.) */
 static void q8_prepare_shared(pool *threads, linear_job *job) {
     const kernel_q8 *q = job->weight->q8;
     const q8_path *path = job->q8_path;
@@ -134,7 +140,7 @@ static void q8_prepare_shared(pool *threads, linear_job *job) {
     void *prepared = pool_shared_buffer(threads, path->input_bytes(q, job->rows));
     if (!prepared) return;
     job->q8_prepared = prepared;
-    pool_for(threads, path->parts(q, job->rows), q8_prepare_task, job);
+    pool_for(threads, 1, q8_prepare_task, job); /* (one task: on this thread, with its scratch) */
 }
 
 static void linear_task(void *argument, size_t index, float *scratch) {
@@ -194,7 +200,7 @@ void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_str
     uint64_t started = profile_start();
     if (q) {
         job.q8_path = q8_path_choose();
-        if (tasks > 1) q8_prepare_shared(threads, &job);
+        if (tasks > 1 && rows >= 16) q8_prepare_shared(threads, &job); /* (a few rows quantize in no time) */
     }
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
     profile_stop(PROFILE_PRODUCTS, started);

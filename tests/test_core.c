@@ -141,9 +141,9 @@ static void test_linear_q8_matches_integer_reference(void **state) {
     /* rows: one, a few (dot tiles), panels with 0, 1-4 and 5-15 rows left over;
      * depths not a multiple of 4 or of 64; columns not a multiple of 8. Products
      * of more than 128 columns and 1e5 multiply-adds are split into column tasks
-     * over the 2-thread pool, which share the input quantized once; the others,
-     * and every product on the 1-thread pool, quantize it in their scratch a
-     * chunk of rows at a time; without a pool, a row at a time. */
+     * over the 2-thread pool, which share the input quantized once (16 rows or
+     * more); the others, and every product on the 1-thread pool, quantize it in
+     * their scratch a chunk of rows at a time; without a pool, a row at a time. */
     const size_t shapes[][3] = {{1, 7, 5},      {3, 129, 257}, {16, 300, 13},   {17, 48, 100},  {29, 517, 40},
                                 {50, 768, 96},  {77, 64, 100}, {400, 96, 24},   {700, 1540, 9}, {1, 768, 300},
                                 {5, 200, 520},  {50, 768, 300}, {53, 64, 260},  {100, 130, 1000},
