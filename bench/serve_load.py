@@ -205,7 +205,7 @@ def batching(arguments):
     results = {}
     for label, batch in (("one at a time", "1"), ("batched", str(arguments.max_batch))):
         server = Server(arguments.glimpse, ["-m", arguments.model, "--max-batch", batch, "--queue", "256",
-                                            *thread_option(arguments)])
+                                            *thread_option(arguments), *(["--int8"] if arguments.int8 else [])])
         try:
             plan = [("embed_image", ("POST", "/v1/embed", "image/png", pictures[i % len(pictures)],
                                      lambda a: len(a["embedding"]) > 0)) for i in range(arguments.requests)]
@@ -240,6 +240,7 @@ def main():
                         help="fail when resident memory grew more than this percent after warm-up")
     parser.add_argument("--batching", action="store_true", help="measure the batching gain instead")
     parser.add_argument("--max-batch", type=int, default=8, help="--batching: the batched server's --max-batch")
+    parser.add_argument("--int8", action="store_true", help="--batching: both servers load the model with --int8")
     parser.add_argument("--model", default=CLIP,
                         help="--batching: the CLIP or SigLIP model (default the demo CLIP, whose 64-pixel tower is "
                              "cheap beside decoding and resizing; a full-size one shows what batching the tower gains)")

@@ -178,6 +178,12 @@ class Image(_Handle):
     def height(self):
         return _lib.glimpse_image_height(self._handle)
 
+    def pixels(self):
+        """The decoded RGB pixels (upright by EXIF unless asked otherwise), a uint8 array [height, width, 3]
+        copied out of the library's."""
+        shape = (self.height, self.width, 3)
+        return np.ctypeslib.as_array(_lib.glimpse_image_pixels(self._handle), shape=shape).copy()
+
     def close(self):
         if self._handle:
             _lib.glimpse_image_free(self._handle)
@@ -596,6 +602,51 @@ class Index(_Handle):
         _check(status)
         counts = [getattr(summary, name) for name, _ in _c.IndexSummary._fields_]
         return IndexSummary(*counts, failures, root_failures)
+
+    def stats(self):
+        """What the index holds, as `glimpse index --stats`: a dict of images, failed, dim, precision,
+        model_path, model_identity, file_bytes."""
+        stats = _c.IndexStats()
+        _check(_lib.glimpse_index_get_stats(self._handle, ctypes.byref(stats)))
+        precisions = {value: name for name, value in _c.PRECISIONS.items()}
+        return {"images": stats.images, "failed": stats.failed, "dim": stats.dim,
+                "precision": precisions.get(stats.precision, str(stats.precision)),
+                "model_path": os.fsdecode(stats.model_path or b""),
+                "model_identity": (stats.model_identity or b"").decode(errors="replace"),
+                "file_bytes": stats.file_bytes}
+
+    def remove(self, path):
+        """Forgets the entry of the file at path, or every entry under the folder at path (which need not
+        exist any more); returns how many. Needs an Index opened with its model."""
+        removed = ctypes.c_size_t()
+        _check(_lib.glimpse_index_remove(self._handle, _encode_path(path), ctypes.byref(removed)))
+        return removed.value
+
+    def prune(self):
+        """Forgets every entry whose file no longer exists; returns how many. Needs the model."""
+        removed = ctypes.c_size_t()
+        _check(_lib.glimpse_index_prune(self._handle, ctypes.byref(removed)))
+        return removed.value
+
+    def embedding(self, path):
+        """The embedding stored for the file at path (float32 [dim]), checked against its checksum: its
+        neighbours are search(index.embedding(path)), as `glimpse search --like`. NotFoundError if the
+        index has no entry for it."""
+        out = np.empty(int(_lib.glimpse_index_embedding_dim(self._handle)), dtype=np.float32)
+        _check(_lib.glimpse_index_embedding(self._handle, _encode_path(path), _floats(out)))
+        return out
+
+    def duplicates(self, min_cosine=_c.INDEX_DUPLICATE_COSINE):
+        """Groups of near-identical pictures (cosine at least min_cosine, joined transitively), as
+        `glimpse duplicates`: a list of [(path, cosine to the group's first)], groups of two or more."""
+        groups = []
+
+        def group(user, paths, similarity, count):
+            groups.append([(os.fsdecode(paths[i]), float(similarity[i])) for i in range(count)])
+        found = ctypes.c_size_t()
+        _check(_lib.glimpse_index_duplicates(self._handle, float(min_cosine), _c.GroupCallback(group), None,
+                                             ctypes.byref(found)))
+        return groups
 
     def verify(self):
         """The full check of the index file; raises GlimpseError (BAD_FORMAT) on damage."""

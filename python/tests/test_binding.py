@@ -240,6 +240,39 @@ def test_index_update_and_search_equal_the_cli(demo_clip, pictures, tmp_path):
         glimpse.Index(database).search(np.zeros(3, np.float32))
 
 
+def test_index_management_equals_the_cli(demo_clip, pictures, tmp_path):
+    database = tmp_path / "photos.db"
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    for p in pictures:
+        (folder / os.path.basename(p)).write_bytes(open(p, "rb").read())
+    (folder / "copy.png").write_bytes(open(pictures[0], "rb").read())  # a duplicate of the first
+    with glimpse.Index(database, demo_clip) as index:
+        index.update([folder])
+        stats = index.stats()
+        assert stats["images"] == len(pictures) + 1 and stats["dim"] == demo_clip.embedding_dim
+        assert stats["precision"] == "float32" and stats["file_bytes"] > 0
+        stored = index.embedding(folder / "copy.png")
+        # (an embedding may differ in its last bit with the batch it was made in)
+        np.testing.assert_allclose(stored, demo_clip.embed_images([folder / "copy.png"])[0], rtol=0, atol=1e-6)
+        groups = index.duplicates()
+        expected = glimpse_cli("duplicates", "--db", database, "--json")
+        assert sorted(sorted(path for path, _ in g) for g in groups) == \
+            sorted(sorted(e["image"] for e in g["group"]) for g in expected)
+        assert any(str(folder / "copy.png") in [path for path, _ in g] for g in groups)
+        with pytest.raises(glimpse.NotFoundError):
+            index.embedding(folder / "missing.png")
+        assert index.remove(folder / "copy.png") == 1
+        os.remove(folder / os.path.basename(pictures[1]))
+        assert index.prune() == 1
+        assert len(index) == len(pictures) - 1
+
+
+def test_image_pixels_are_the_decoded_picture(pictures):
+    with glimpse.Image(pictures[0]) as image:
+        np.testing.assert_array_equal(image.pixels(), np.asarray(PILImage.open(pictures[0]).convert("RGB")))
+
+
 # --------------------------------------------------------------- threads
 
 def test_two_threads_share_one_model(pictures):
