@@ -90,6 +90,13 @@ static void linear_f32_blas(const linear_job *job, size_t first, size_t count) {
         }
 }
 
+/* Quantizes rows of in, every part, into prepared (path->input_bytes of them) through temp. */
+static void q8_prepare_rows(const q8_path *path, void *prepared, const float *in, size_t in_stride, const kernel_q8 *q,
+                            size_t rows, void *temp) {
+    for (size_t part = 0, parts = path->parts(q, rows); part < parts; part++)
+        path->prepare(prepared, in, in_stride, q, rows, part, temp);
+}
+
 /* Columns first .. first+count of the product with the weight's int8 twin: against the input quantized once
  * for every task (job->q8_prepared), or, when there is none (one task), quantizing it here a chunk of rows at
  * a time in this thread's scratch. Without scratch (no pool), in plain loops a row at a time. */
@@ -111,21 +118,17 @@ static void linear_q8(const linear_job *job, size_t first, size_t count, float *
                              first, count);
             return;
         }
-        void *temp = (char *)scratch + path->input_bytes(q, rows);
-        for (size_t part = 0, parts = path->parts(q, rows); part < parts; part++)
-            path->prepare(scratch, in, job->in_stride, q, rows, part, temp);
+        q8_prepare_rows(path, scratch, in, job->in_stride, q, rows, (char *)scratch + path->input_bytes(q, rows));
         path->product(out, job->out_stride, scratch, q, job->bias, rows, job->accumulate, first, count);
         done += rows;
     }
 }
 
-/* Every part of the job's input into job->q8_prepared. */
+/* The job's whole input into job->q8_prepared. */
 static void q8_prepare_task(void *argument, size_t index, float *scratch) {
     (void)index;
     const linear_job *job = argument;
-    const kernel_q8 *q = job->weight->q8;
-    for (size_t part = 0, parts = job->q8_path->parts(q, job->rows); part < parts; part++)
-        job->q8_path->prepare(job->q8_prepared, job->in, job->in_stride, q, job->rows, part, scratch);
+    q8_prepare_rows(job->q8_path, job->q8_prepared, job->in, job->in_stride, job->weight->q8, job->rows, scratch);
 }
 
 /* Quantizes the input of an int8 product split over the pool once, on the calling thread, into the pool's
