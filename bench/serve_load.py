@@ -9,9 +9,11 @@ throughput, p50/p99 latency overall and per kind, the failures, and the server's
 memory after warm-up (the first tenth of the requests) and at the end. Exit status 1 on any
 failure, or when the memory grew more than --max-rss-growth percent.
 
---batching: the same server twice, with --max-batch 1 (one image at a time) and with its
-default batching, each under 8 clients embedding images as fast as they can; prints both
-throughputs and their ratio.
+--batching: the same server twice, with --max-batch 1 (one image at a time: each request's
+image is embedded alone, glimpse_embed_images with one image) and with its default batching
+(--max-batch 8), both started at once and taking turns for --rounds rounds, each round 8
+clients embedding REQUESTS / ROUNDS images as fast as they can; prints each server's median
+rate, its spread and CPU time per image, and the median of the rounds' ratios.
 
     /usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --requests 10000
     /usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --batching --requests 2000
@@ -200,34 +202,65 @@ def load(arguments):
     return 1 if bad else 0
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (from /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def batching(arguments):
+    """Both servers run at once but take turns: ROUNDS rounds, each giving REQUESTS / ROUNDS image embeddings by
+    8 clients to one server then the other (the idle one's threads sleep), so that a machine whose load
+    changes during the run weighs on both alike. Per server: the median rate over the rounds and its spread,
+    and its CPU time per image; the gain is the median of each round's ratio."""
     pictures = read_pictures()
-    results = {}
-    for label, batch in (("one at a time", "1"), ("batched", str(arguments.max_batch))):
-        server = Server(arguments.glimpse, ["-m", arguments.model, "--max-batch", batch, "--queue", "256",
-                                            *thread_option(arguments)])
-        try:
-            plan = [("embed_image", ("POST", "/v1/embed", "image/png", pictures[i % len(pictures)],
-                                     lambda a: len(a["embedding"]) > 0)) for i in range(arguments.requests)]
-            run_clients(server.port, plan[:64], 8)  # warm-up
-            latencies, failures, seconds = run_clients(server.port, plan, 8)
-            conn = http.client.HTTPConnection("127.0.0.1", server.port)
-            conn.request("GET", "/metrics")
-            metrics = conn.getresponse().read().decode()
+    labels = ("one at a time", "batched")
+    servers = {}
+    try:
+        for label, batch in zip(labels, ("1", str(arguments.max_batch))):
+            servers[label] = Server(arguments.glimpse, ["-m", arguments.model, "--max-batch", batch, "--queue", "256",
+                                                        *thread_option(arguments),
+                                                        *(["--int8"] if arguments.int8 else [])])
+        per_round = max(8, arguments.requests // arguments.rounds)
+        plan = [("embed_image", ("POST", "/v1/embed", "image/png", pictures[i % len(pictures)],
+                                 lambda a: len(a["embedding"]) > 0)) for i in range(per_round)]
+        rates = {label: [] for label in labels}
+        cpu = {label: 0.0 for label in labels}
+        latencies = {label: [] for label in labels}
+        failures = []
+        for label in labels:
+            run_clients(servers[label].port, plan[:32], 8)  # warm-up
+        for _ in range(arguments.rounds):
+            for label in labels:
+                server = servers[label]
+                used = cpu_seconds(server.process.pid)
+                times, failed, seconds = run_clients(server.port, plan, 8)
+                cpu[label] += cpu_seconds(server.process.pid) - used
+                rates[label].append(len(plan) / seconds)
+                latencies[label] += times.get("embed_image", [])
+                failures += failed
+        means = {}
+        for label in labels:
+            connection = http.client.HTTPConnection("127.0.0.1", servers[label].port)
+            connection.request("GET", "/metrics")
+            metrics = connection.getresponse().read().decode()
             batches = re.search(r"glimpse_batch_size_count (\d+)", metrics)
             images = re.search(r"glimpse_batch_size_sum (\d+)", metrics)
-        finally:
+            means[label] = int(images.group(1)) / max(1, int(batches.group(1)))
+    finally:
+        for server in servers.values():
             server.stop()
-        rate = len(plan) / seconds
-        mean = int(images.group(1)) / max(1, int(batches.group(1)))
-        results[label] = rate
-        print(f"{label}: {len(plan)} image embeddings by 8 clients in {seconds:.2f} s = {rate:.1f}/s, "
-              f"p50 {percentile(latencies['embed_image'], 0.5) * 1e3:.1f} ms, mean batch {mean:.2f}, "
-              f"{len(failures)} failed")
-        if failures:
-            return 1
-    print(f"batching gain: {results['batched'] / results['one at a time']:.2f}x")
-    return 0
+    for label in labels:
+        values = sorted(rates[label])
+        print(f"{label}: {arguments.rounds} rounds of {len(plan)} image embeddings by 8 clients: median "
+              f"{percentile(values, 0.5):.1f}/s ({values[0]:.1f}-{values[-1]:.1f}), p50 latency "
+              f"{percentile(latencies[label], 0.5) * 1e3:.1f} ms, server CPU "
+              f"{cpu[label] / (len(plan) * arguments.rounds) * 1e3:.1f} ms per image, mean batch {means[label]:.2f}")
+    ratios = sorted(b / a for a, b in zip(rates[labels[0]], rates[labels[1]]))
+    print(f"batching gain: {percentile(ratios, 0.5):.2f}x (median of the rounds' ratios; {ratios[0]:.2f}-"
+          f"{ratios[-1]:.2f}), {len(failures)} failed")
+    return 1 if failures else 0
 
 
 def main():
@@ -240,6 +273,8 @@ def main():
                         help="fail when resident memory grew more than this percent after warm-up")
     parser.add_argument("--batching", action="store_true", help="measure the batching gain instead")
     parser.add_argument("--max-batch", type=int, default=8, help="--batching: the batched server's --max-batch")
+    parser.add_argument("--int8", action="store_true", help="--batching: both servers load the model with --int8")
+    parser.add_argument("--rounds", type=int, default=7, help="--batching: turns each server takes (default 7)")
     parser.add_argument("--model", default=CLIP,
                         help="--batching: the CLIP or SigLIP model (default the demo CLIP, whose 64-pixel tower is "
                              "cheap beside decoding and resizing; a full-size one shows what batching the tower gains)")

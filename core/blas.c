@@ -46,6 +46,8 @@ typedef struct linear_job {
     const float *bias;
     size_t rows, in_features, out_features, block;
     bool accumulate;
+    const q8_path *q8_path; /* with an int8 weight: the kernels that run it */
+    void *q8_prepared;      /* and the input quantized once for every column task (NULL: each task quantizes) */
 } linear_job;
 
 /* Columns first .. first+count of a float16 / bfloat16 product in plain loops. */
@@ -88,25 +90,60 @@ static void linear_f32_blas(const linear_job *job, size_t first, size_t count) {
         }
 }
 
-/* Columns first .. first+count of the product with the weight's int8 twin. */
+/* Quantizes rows of in, every part, into prepared (path->input_bytes of them) through temp. */
+static void q8_prepare_rows(const q8_path *path, void *prepared, const float *in, size_t in_stride, const kernel_q8 *q,
+                            size_t rows, void *temp) {
+    for (size_t part = 0, parts = path->parts(q, rows); part < parts; part++)
+        path->prepare(prepared, in, in_stride, q, rows, part, temp);
+}
+
+/* Columns first .. first+count of the product with the weight's int8 twin: against the input quantized once
+ * for every task (job->q8_prepared), or, when there is none (one task), quantizing it here a chunk of rows at
+ * a time in this thread's scratch. Without scratch (no pool), in plain loops a row at a time. */
 static void linear_q8(const linear_job *job, size_t first, size_t count, float *scratch) {
     const kernel_q8 *q = job->weight->q8;
-#ifdef GLIMPSE_HAVE_AVX512
-    if (cpu_has_avx512_vnni() && scratch && q8_scratch_bytes(q) <= POOL_SCRATCH_FLOATS * sizeof(float)) {
-        q8_product_vnni(job->out, job->out_stride, job->in, job->in_stride, q, job->bias, job->rows, job->accumulate,
-                        first, count, (uint8_t *)scratch);
+    const q8_path *path = job->q8_path;
+    if (job->q8_prepared) {
+        path->product(job->out, job->out_stride, job->q8_prepared, q, job->bias, job->rows, job->accumulate, first,
+                      count);
         return;
     }
-#endif
-#ifdef GLIMPSE_HAVE_AVX2
-    if (cpu_has_avx2() && scratch && q8_avx2_scratch_fits(q, POOL_SCRATCH_FLOATS * sizeof(float))) {
-        q8_product_avx2(job->out, job->out_stride, job->in, job->in_stride, q, job->bias, job->rows, job->accumulate,
-                        first, count, scratch, POOL_SCRATCH_FLOATS * sizeof(float));
-        return;
+    size_t scratch_bytes = scratch ? POOL_SCRATCH_FLOATS * sizeof(float) : 0, done = 0;
+    while (done < job->rows) {
+        size_t rows = scratch ? path->chunk_rows(q, job->rows - done, scratch_bytes) : 0;
+        const float *in = job->in + done * job->in_stride;
+        float *out = job->out + done * job->out_stride;
+        if (!rows) { /* (only a model with rows of hundreds of thousands of features) */
+            q8_product_plain(out, job->out_stride, in, job->in_stride, q, job->bias, job->rows - done, job->accumulate,
+                             first, count);
+            return;
+        }
+        q8_prepare_rows(path, scratch, in, job->in_stride, q, rows, (char *)scratch + path->input_bytes(q, rows));
+        path->product(out, job->out_stride, scratch, q, job->bias, rows, job->accumulate, first, count);
+        done += rows;
     }
-#endif
-    q8_product_plain(job->out, job->out_stride, job->in, job->in_stride, q, job->bias, job->rows, job->accumulate,
-                     first, count);
+}
+
+/* The job's whole input into job->q8_prepared. */
+static void q8_prepare_task(void *argument, size_t index, float *scratch) {
+    (void)index;
+    const linear_job *job = argument;
+    q8_prepare_rows(job->q8_path, job->q8_prepared, job->in, job->in_stride, job->weight->q8, job->rows, scratch);
+}
+
+/* Quantizes the input of an int8 product split over the pool once, on the calling thread, into the pool's
+ * shared buffer, and sets job->q8_prepared to it; leaves it NULL (each task then quantizes the input itself)
+ * if the buffer cannot grow or the prepare's temp does not fit the thread's scratch. (Spreading the parts
+ * over the threads cost one more wait for the pool at every product, more than it saved: ViT-B/32's
+ * products at 50 and 400 rows, two threads.) */
+static void q8_prepare_shared(pool *threads, linear_job *job) {
+    const kernel_q8 *q = job->weight->q8;
+    const q8_path *path = job->q8_path;
+    if (path->temp_bytes(q) > POOL_SCRATCH_FLOATS * sizeof(float)) return;
+    void *prepared = pool_shared_buffer(threads, path->input_bytes(q, job->rows));
+    if (!prepared) return;
+    job->q8_prepared = prepared;
+    pool_for(threads, 1, q8_prepare_task, job); /* (one task: on this thread, with its scratch) */
 }
 
 static void linear_task(void *argument, size_t index, float *scratch) {
@@ -164,6 +201,10 @@ void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_str
                       .block = block, .accumulate = accumulate};
     size_t tasks = (out_features + block - 1) / block;
     uint64_t started = profile_start();
+    if (q) {
+        job.q8_path = q8_path_choose();
+        if (tasks > 1 && rows >= 16) q8_prepare_shared(threads, &job); /* (a few rows quantize in no time) */
+    }
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
     profile_stop(PROFILE_PRODUCTS, started);
 }

@@ -63,11 +63,10 @@ void kernel_layernorm_avx512(float *out, const float *in, const float *weight, c
 
 /* ------------------------------------------------ int8 products (linear_q8_vnni.c) */
 
-/* Columns first .. first+count of the int8 product (kernel_linear with a
- * weight's q8 twin), scratch at least q8_scratch_bytes(q) bytes, 64-byte
- * aligned; bit for bit what q8_product_plain gives. */
-void q8_product_vnni(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
-                     const float *bias, size_t rows, int accumulate, size_t first, size_t count, uint8_t *scratch);
+/* The int8 product on VNNI (quantize.h's q8_path): rows quantized and
+ * transposed into panels of 48 once, then any columns against them; bit for
+ * bit what q8_product_plain gives. */
+extern const q8_path q8_path_vnni;
 /* One weight row quantized as kernel_q8_quantize does (identical results):
  * q[k] for k < n, the row's scale in *scale; returns Σ q. */
 int32_t q8_quantize_weight_row_avx512(int8_t *q, const float *w, size_t n, float *scale);

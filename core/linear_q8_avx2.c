@@ -7,7 +7,8 @@
  * saturation) and vpmaddwd widens the pairs into 32-bit sums: Σ x·w exactly,
  * and Σ u8·w = that + 128·Σ w. Every output equals the VNNI kernel's and the
  * plain loops' bit for bit. Compiled with -mavx2 and called only where
- * cpu_has_avx2() says so. */
+ * cpu_has_avx2() says so; quantize.h's q8_path in two steps (rows quantized
+ * once, then any columns). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -160,37 +161,54 @@ static void dot_any(int32_t totals[BLOCK_ROWS][BLOCK_COLUMNS], const int8_t *sig
     }
 }
 
-void q8_product_avx2(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
-                     const float *bias, size_t rows, bool accumulate, size_t first, size_t count, void *scratch,
-                     size_t scratch_bytes) {
+/* ------------------------------------------------ the AVX2 path (q8_path) */
+
+/* Prepared rows: their scales, then their signs and magnitudes (quantize.h's planes, two of them). */
+static size_t avx2_input_bytes(const kernel_q8 *q, size_t rows) { return q8_planes_bytes(q, rows, 2); }
+
+static void avx2_prepare(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
+                         size_t part, void *temp) {
+    (void)temp;
+    size_t depth = q->depth, end = (part + 1) * Q8_PART_ROWS < rows ? (part + 1) * Q8_PART_ROWS : rows;
+    float *row_scales = prepared;
+    int8_t *signs = (int8_t *)prepared + q8_planes_offset(rows);
+    uint8_t *magnitudes = (uint8_t *)(signs + rows * depth);
+    for (size_t r = part * Q8_PART_ROWS; r < end; r++)
+        row_scales[r] = quantize_row_signed(signs + r * depth, magnitudes + r * depth, in + r * in_stride,
+                                            q->in_features, depth);
+}
+
+/* Columns first .. first+count, COLUMN_PANEL columns at a time over every row block. */
+static void avx2_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
+                         size_t rows, bool accumulate, size_t first, size_t count) {
     size_t depth = q->depth;
-    size_t chunk = (scratch_bytes - BLOCK_ROWS * sizeof(float)) / (2 * depth + sizeof(float));
-    float *row_scales = scratch;
-    int8_t *signs = (int8_t *)(row_scales + chunk);
-    uint8_t *magnitudes = (uint8_t *)(signs + chunk * depth);
-    for (size_t r0 = 0; r0 < rows; r0 += chunk) {
-        size_t chunk_rows = rows - r0 < chunk ? rows - r0 : chunk;
-        for (size_t r = 0; r < chunk_rows; r++)
-            row_scales[r] = quantize_row_signed(signs + r * depth, magnitudes + r * depth, in + (r0 + r) * in_stride,
-                                                q->in_features, depth);
-        for (size_t c0 = first; c0 < first + count; c0 += COLUMN_PANEL) {
-            size_t c_end = c0 + COLUMN_PANEL < first + count ? c0 + COLUMN_PANEL : first + count;
-            for (size_t r = 0; r < chunk_rows; r += BLOCK_ROWS) {
-                int block_rows = chunk_rows - r < BLOCK_ROWS ? (int)(chunk_rows - r) : BLOCK_ROWS;
-                for (size_t c = c0; c < c_end; c += BLOCK_COLUMNS) {
-                    int block_columns = c_end - c < BLOCK_COLUMNS ? (int)(c_end - c) : BLOCK_COLUMNS;
-                    int32_t totals[BLOCK_ROWS][BLOCK_COLUMNS];
-                    dot_any(totals, signs + r * depth, magnitudes + r * depth, q->weight + c * depth, depth,
-                            block_rows, block_columns);
-                    for (int i = 0; i < block_rows; i++)
-                        for (int j = 0; j < block_columns; j++) {
-                            float value = q8_finish(totals[i][j] + 128 * q->sum[c + j], q->sum[c + j], row_scales[r + i], q->scale[c + j],
-                                                    bias ? bias + c + j : NULL);
-                            float *cell = out + (r0 + r + i) * out_stride + c + j;
-                            *cell = accumulate ? *cell + value : value;
-                        }
-                }
+    const float *row_scales = prepared;
+    const int8_t *signs = (const int8_t *)prepared + q8_planes_offset(rows);
+    const uint8_t *magnitudes = (const uint8_t *)(signs + rows * depth);
+    for (size_t c0 = first; c0 < first + count; c0 += COLUMN_PANEL) {
+        size_t c_end = c0 + COLUMN_PANEL < first + count ? c0 + COLUMN_PANEL : first + count;
+        for (size_t r = 0; r < rows; r += BLOCK_ROWS) {
+            int block_rows = rows - r < BLOCK_ROWS ? (int)(rows - r) : BLOCK_ROWS;
+            for (size_t c = c0; c < c_end; c += BLOCK_COLUMNS) {
+                int block_columns = c_end - c < BLOCK_COLUMNS ? (int)(c_end - c) : BLOCK_COLUMNS;
+                int32_t totals[BLOCK_ROWS][BLOCK_COLUMNS];
+                dot_any(totals, signs + r * depth, magnitudes + r * depth, q->weight + c * depth, depth, block_rows,
+                        block_columns);
+                for (int i = 0; i < block_rows; i++)
+                    for (int j = 0; j < block_columns; j++) {
+                        float value = q8_finish(totals[i][j] + 128 * q->sum[c + j], q->sum[c + j], row_scales[r + i],
+                                                q->scale[c + j], bias ? bias + c + j : NULL);
+                        float *cell = out + (r + i) * out_stride + c + j;
+                        *cell = accumulate ? *cell + value : value;
+                    }
             }
         }
     }
 }
+
+static size_t avx2_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes) {
+    return q8_planes_chunk_rows(q, rows_left, scratch_bytes, 2);
+}
+
+const q8_path q8_path_avx2 = {avx2_input_bytes, q8_planes_temp_bytes, q8_planes_parts, avx2_prepare, avx2_product,
+                              avx2_chunk_rows};

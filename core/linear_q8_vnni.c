@@ -4,11 +4,12 @@
  * vpdpbusd (16 lanes × 4 unsigned-by-signed byte products added into 32-bit
  * sums) in place of the FMA, so one instruction does 64 multiply-adds:
  *
- * - 16 rows or more: rows are quantized and transposed into a panel of 48
+ * - 16 rows or more: rows are quantized and transposed into panels of 48
  *   rows whose lines hold 4 consecutive features of each row (one 32-bit
- *   lane); the micro-kernel broadcasts 4 int8 weights of each of 8 columns
- *   (they are adjacent in the weight row) against 3 panel vectors: 24 dot
- *   products for 3 loads and 8 broadcasts. A remainder of 1–4 rows takes the
+ *   lane), once per product (quantize.h's q8_path: before the column tasks
+ *   share them); the micro-kernel broadcasts 4 int8 weights of each of 8
+ *   columns (they are adjacent in the weight row) against 3 panel vectors:
+ *   24 dot products for 3 loads and 8 broadcasts. A remainder of 1–4 rows takes the
  *   few-rows kernel, strip by strip while the weights are in cache.
  * - 1–15 rows (the decoder's steps): tiles of up to 4 rows × 6 columns, 64
  *   features at a time.
@@ -224,36 +225,93 @@ static void q8_micro_any(float *out, size_t out_stride, const uint8_t *panel, co
     }
 }
 
-void q8_product_vnni(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
-                     const float *bias, size_t rows, int accumulate, size_t first, size_t count, uint8_t *scratch) {
-    size_t depth = q->depth, end = first + count;
-    /* scratch: panel (48 rows) | 16 quantized rows being transposed | remainder rows | scales */
-    uint8_t *panel = scratch, *rows_u8 = panel + Q8_PANEL_ROWS * depth, *rest = rows_u8 + 16 * depth;
-    float *scales = (float *)(rest + 16 * depth), *rest_scales = scales + Q8_PANEL_ROWS;
-    if (rows < 16) {
-        for (size_t r = 0; r < rows; r++)
-            rest_scales[r] = q8_quantize_row_avx512(rest + r * depth, in + r * in_stride, q->in_features, depth);
+/* ------------------------------------------------------- prepared input */
+
+/* Where n prepared rows lie (q8_path_vnni's input): fewer than 16 rows are quantized rows for the few-rows
+ * kernel; otherwise panels of 48 rows (a partial last one: 16 × vectors rows, the rest zero), then 0-4
+ * remainder rows that the few-rows kernel takes, then a scale per row (panel k's at k × 48, the remainder's
+ * after the panels'). */
+typedef struct vnni_layout {
+    size_t panel_rows, panels, remainder; /* remainder: the few-rows kernel's rows (all of them below 16) */
+    size_t remainder_offset, scales_offset, bytes;
+} vnni_layout;
+
+static size_t align64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+static vnni_layout vnni_layout_of(const kernel_q8 *q, size_t rows) {
+    vnni_layout l;
+    l.remainder = rows < 16 ? rows : rows % 16 <= Q8_REMAINDER_ROWS ? rows % 16 : 0;
+    l.panel_rows = rows - l.remainder;
+    l.panels = (l.panel_rows + Q8_PANEL_ROWS - 1) / Q8_PANEL_ROWS;
+    l.remainder_offset = l.panels * Q8_PANEL_ROWS * q->depth;
+    l.scales_offset = align64(l.remainder_offset + l.remainder * q->depth);
+    l.bytes = align64(l.scales_offset + (l.panels * Q8_PANEL_ROWS + l.remainder) * sizeof(float));
+    return l;
+}
+
+/* The 16 quantized rows a panel is transposed through. */
+static size_t vnni_temp_bytes(const kernel_q8 *q) { return 16 * q->depth; }
+
+static size_t vnni_input_bytes(const kernel_q8 *q, size_t rows) { return vnni_layout_of(q, rows).bytes; }
+
+static size_t vnni_parts(const kernel_q8 *q, size_t rows) {
+    vnni_layout l = vnni_layout_of(q, rows);
+    return l.panels + (l.remainder > 0);
+}
+
+/* Part `part`: panel `part` (transposed through temp: 16 rows) or, after the panels, the remainder rows. */
+static void vnni_prepare(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
+                         size_t part, void *temp) {
+    vnni_layout l = vnni_layout_of(q, rows);
+    uint8_t *bytes = prepared;
+    float *scales = (float *)(bytes + l.scales_offset);
+    if (part < l.panels) {
+        size_t r0 = part * Q8_PANEL_ROWS, group = l.panel_rows - r0 < Q8_PANEL_ROWS ? l.panel_rows - r0 : Q8_PANEL_ROWS;
+        q8_pack_panel(bytes + r0 * q->depth, scales + r0, temp, in + r0 * in_stride, in_stride, group,
+                      (int)((group + 15) / 16), q);
+        return;
+    }
+    for (size_t r = 0; r < l.remainder; r++)
+        scales[l.panels * Q8_PANEL_ROWS + r] = q8_quantize_row_avx512(
+            bytes + l.remainder_offset + r * q->depth, in + (l.panel_rows + r) * in_stride, q->in_features, q->depth);
+}
+
+/* Columns first .. first+count of every prepared row: the panels strip by strip, the remainder rows beside
+ * the last panel's strips while the strip's weights are in cache. */
+static void vnni_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
+                         size_t rows, bool accumulate, size_t first, size_t count) {
+    vnni_layout l = vnni_layout_of(q, rows);
+    const uint8_t *bytes = prepared, *rest = bytes + l.remainder_offset;
+    const float *scales = (const float *)(bytes + l.scales_offset), *rest_scales = scales + l.panels * Q8_PANEL_ROWS;
+    size_t end = first + count;
+    if (!l.panels) {
         q8_dot_block(out, out_stride, rest, rest_scales, rows, q, first, count, bias, accumulate);
         return;
     }
-    size_t remainder = rows % 16 <= Q8_REMAINDER_ROWS ? rows % 16 : 0, panel_rows = rows - remainder;
-    for (size_t r = 0; r < remainder; r++)
-        rest_scales[r] = q8_quantize_row_avx512(rest + r * depth, in + (panel_rows + r) * in_stride, q->in_features,
-                                                depth);
-    for (size_t r0 = 0; r0 < panel_rows; r0 += Q8_PANEL_ROWS) {
-        size_t group = panel_rows - r0 < Q8_PANEL_ROWS ? panel_rows - r0 : Q8_PANEL_ROWS;
-        int vectors = (int)((group + 15) / 16), last = r0 + group == panel_rows;
-        q8_pack_panel(panel, scales, rows_u8, in + r0 * in_stride, in_stride, group, vectors, q);
+    for (size_t k = 0; k < l.panels; k++) {
+        size_t r0 = k * Q8_PANEL_ROWS, group = l.panel_rows - r0 < Q8_PANEL_ROWS ? l.panel_rows - r0 : Q8_PANEL_ROWS;
+        int vectors = (int)((group + 15) / 16), last = k + 1 == l.panels;
+        const uint8_t *panel = bytes + r0 * q->depth;
         for (size_t c0 = first; c0 < end; c0 += Q8_STRIP_COLUMNS) {
             size_t strip = end - c0 < Q8_STRIP_COLUMNS ? end - c0 : Q8_STRIP_COLUMNS;
             for (size_t c = c0; c < c0 + strip; c += Q8_MICRO_COLUMNS) {
                 int n = (int)(c0 + strip - c < Q8_MICRO_COLUMNS ? c0 + strip - c : Q8_MICRO_COLUMNS);
-                q8_micro_any(out + r0 * out_stride, out_stride, panel, scales, q, c, bias, accumulate, group, vectors,
-                             n);
+                q8_micro_any(out + r0 * out_stride, out_stride, panel, scales + r0, q, c, bias, accumulate, group,
+                             vectors, n);
             }
-            if (remainder && last)
-                q8_dot_block(out + panel_rows * out_stride, out_stride, rest, rest_scales, remainder, q, c0, strip,
-                             bias, accumulate);
+            if (l.remainder && last)
+                q8_dot_block(out + l.panel_rows * out_stride, out_stride, rest, rest_scales, l.remainder, q, c0,
+                             strip, bias, accumulate);
         }
     }
 }
+
+/* A chunk of at most one panel and its remainder (the few-rows kernel's tiles take any count), and the 16
+ * rows vnni_prepare transposes through, in scratch. */
+static size_t vnni_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes) {
+    size_t rows = rows_left <= Q8_PANEL_ROWS + Q8_REMAINDER_ROWS ? rows_left : Q8_PANEL_ROWS;
+    return vnni_input_bytes(q, rows) + vnni_temp_bytes(q) <= scratch_bytes ? rows : 0;
+}
+
+const q8_path q8_path_vnni = {vnni_input_bytes, vnni_temp_bytes, vnni_parts, vnni_prepare, vnni_product,
+                              vnni_chunk_rows};

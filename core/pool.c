@@ -27,6 +27,8 @@ struct pool {
     pthread_t *workers;       /* threads - 1 of them */
     void *scratch_block;      /* one allocation for every thread's scratch */
     float *scratch;           /* threads × POOL_SCRATCH_FLOATS, 64-byte aligned; the caller's first */
+    void *shared;             /* pool_shared_buffer's, shared_bytes long, 64-byte aligned */
+    size_t shared_bytes;
     int started;              /* workers that took their scratch slot */
     pthread_mutex_t lock;
     pthread_cond_t wake;      /* a new job or shutdown */
@@ -172,7 +174,20 @@ void pool_free(pool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
     free(p->scratch_block);
+    free(p->shared);
     free(p);
+}
+
+void *pool_shared_buffer(pool *p, size_t bytes) {
+    if (!p) return NULL;
+    if (bytes <= p->shared_bytes) return p->shared;
+    size_t grown = (bytes > SIZE_MAX / 2 ? bytes : bytes + bytes / 2 + 63) / 64 * 64; /* room for a little more */
+    if (grown < bytes) return NULL;
+    void *buffer = aligned_alloc(64, grown);
+    if (!buffer) return NULL;
+    free(p->shared);
+    p->shared = buffer, p->shared_bytes = grown;
+    return buffer;
 }
 
 int pool_threads(const pool *p) { return p ? p->threads : 1; }

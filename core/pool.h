@@ -24,6 +24,13 @@ glimpse_status pool_create(int threads, pool **out);
 void pool_free(pool *p);
 int pool_threads(const pool *p);
 
+/* A buffer of at least `bytes` bytes, 64-byte aligned, owned by the pool and
+ * kept for its next uses (grown when a use needs more): what a step's tasks
+ * share, such as a product's input quantized once. Valid until the next call
+ * or pool_free; one user at a time, like the pool itself. NULL if it cannot
+ * grow or p is NULL (the caller then does without). */
+void *pool_shared_buffer(pool *p, size_t bytes);
+
 /* Calls task for every index, spread over the workers and the caller, and
  * returns when all are done. A NULL pool runs everything on the caller.
  * Not reentrant: a task must not call pool_for on the same pool. */

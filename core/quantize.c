@@ -80,24 +80,63 @@ float q8_quantize_row(uint8_t *u8, const float *x, size_t in_features, size_t de
     return scale;
 }
 
-/* linear_q8_vnni.c's layout: a panel of 48 rows, 16 rows being transposed,
- * up to 16 rows for the few-rows kernel, then 64 row scales. */
-size_t q8_scratch_bytes(const kernel_q8 *q) { return 80 * q->depth + 64 * sizeof(float); }
+/* ------------------------------------------------ the plain path (q8_path) */
 
-void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
-                      const float *bias, size_t rows, bool accumulate, size_t first, size_t count) {
-    uint8_t u8[q->depth]; /* one row: a few KiB for every published model */
-    for (size_t r = 0; r < rows; r++) {
-        float row_scale = q8_quantize_row(u8, in + r * in_stride, q->in_features, q->depth);
+size_t q8_planes_parts(const kernel_q8 *q, size_t rows) { return (void)q, (rows + Q8_PART_ROWS - 1) / Q8_PART_ROWS; }
+size_t q8_planes_temp_bytes(const kernel_q8 *q) { return (void)q, 0; }
+
+static size_t plain_input_bytes(const kernel_q8 *q, size_t rows) { return q8_planes_bytes(q, rows, 1); }
+
+static void plain_prepare(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
+                          size_t part, void *temp) {
+    (void)temp;
+    float *scales = prepared;
+    uint8_t *u8 = (uint8_t *)prepared + q8_planes_offset(rows);
+    size_t end = (part + 1) * Q8_PART_ROWS < rows ? (part + 1) * Q8_PART_ROWS : rows;
+    for (size_t r = part * Q8_PART_ROWS; r < end; r++)
+        scales[r] = q8_quantize_row(u8 + r * q->depth, in + r * in_stride, q->in_features, q->depth);
+}
+
+static void plain_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
+                          size_t rows, bool accumulate, size_t first, size_t count) {
+    const float *scales = prepared;
+    const uint8_t *u8 = (const uint8_t *)prepared + q8_planes_offset(rows);
+    for (size_t r = 0; r < rows; r++)
         for (size_t c = first; c < first + count; c++) {
             const int8_t *w = q->weight + c * q->depth;
+            const uint8_t *x = u8 + r * q->depth;
             int32_t total = 0;
-            for (size_t k = 0; k < q->depth; k++) total += (int32_t)u8[k] * w[k];
-            float value = q8_finish(total, q->sum[c], row_scale, q->scale[c], bias ? bias + c : NULL);
+            for (size_t k = 0; k < q->depth; k++) total += (int32_t)x[k] * w[k];
+            float value = q8_finish(total, q->sum[c], scales[r], q->scale[c], bias ? bias + c : NULL);
             float *cell = out + r * out_stride + c;
             *cell = accumulate ? *cell + value : value;
         }
+}
+
+static size_t plain_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes) {
+    return q8_planes_chunk_rows(q, rows_left, scratch_bytes, 1);
+}
+
+const q8_path q8_path_plain = {plain_input_bytes, q8_planes_temp_bytes, q8_planes_parts, plain_prepare, plain_product,
+                               plain_chunk_rows};
+
+void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
+                      const float *bias, size_t rows, bool accumulate, size_t first, size_t count) {
+    float prepared[(q8_planes_bytes(q, 1, 1) + 3) / 4]; /* one row (floats: the scale's alignment): a few KiB */
+    for (size_t r = 0; r < rows; r++) {
+        plain_prepare(prepared, in + r * in_stride, in_stride, q, 1, 0, NULL);
+        plain_product(out + r * out_stride, out_stride, prepared, q, bias, 1, accumulate, first, count);
     }
+}
+
+const q8_path *q8_path_choose(void) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512_vnni()) return &q8_path_vnni;
+#endif
+#ifdef GLIMPSE_HAVE_AVX2
+    if (cpu_has_avx2()) return &q8_path_avx2;
+#endif
+    return &q8_path_plain;
 }
 
 glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_features, size_t in_features) {

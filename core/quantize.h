@@ -54,18 +54,59 @@ static inline float q8_finish(int32_t total, int32_t weight_sum, float row_scale
  * oracle of the VNNI kernels and their stand-in on other CPUs. */
 void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
                       const float *bias, size_t rows, bool accumulate, size_t first, size_t count);
-/* The same on AVX2 (linear_q8_avx2.c; x86-64 builds, where cpu_has_avx2()):
- * identical outputs. scratch (64-byte aligned) must hold at least one input
- * row twice over (signs and magnitudes) plus 5 floats: q8_avx2_scratch_fits. */
-void q8_product_avx2(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
-                     const float *bias, size_t rows, bool accumulate, size_t first, size_t count, void *scratch,
-                     size_t scratch_bytes);
 /* kernel_q8_quantize's weight row on AVX2 (identical): returns the row's sum, writes its scale. */
 int32_t q8_quantize_weight_row_avx2(int8_t *out, const float *row, size_t n, float *scale_out);
-static inline bool q8_avx2_scratch_fits(const kernel_q8 *q, size_t scratch_bytes) {
-    return scratch_bytes >= q->depth * 2 + 5 * sizeof(float);
+
+/* ------------------------------------------------ the product in two steps */
+
+/* One way of running the int8 product (VNNI, AVX2 or plain loops), in two
+ * steps so that a product split over a pool's column tasks quantizes its input
+ * once (kernel_linear): prepare() quantizes the rows in[rows, in_stride] into
+ * the layout product() reads (in parts that may run on different threads),
+ * then product() runs any range of output columns against them. Every path
+ * gives q8_product_plain's results bit for bit. Buffers are 64-byte aligned. */
+typedef struct q8_path {
+    /* bytes of `rows` prepared rows */
+    size_t (*input_bytes)(const kernel_q8 *q, size_t rows);
+    /* bytes of scratch prepare() needs beside them (per thread) */
+    size_t (*temp_bytes)(const kernel_q8 *q);
+    /* how many independent parts prepare() splits `rows` rows into */
+    size_t (*parts)(const kernel_q8 *q, size_t rows);
+    /* part `part` of the rows into prepared (input_bytes), temp holding temp_bytes */
+    void (*prepare)(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
+                    size_t part, void *temp);
+    /* columns first .. first+count of out[rows, out_stride] (+)= prepared rows · q + bias */
+    void (*product)(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
+                    size_t rows, bool accumulate, size_t first, size_t count);
+    /* how many of rows_left rows to prepare at a time when the prepared rows and temp must share
+     * scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
+    size_t (*chunk_rows)(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes);
+} q8_path;
+
+/* Plain loops (any CPU) and AVX2 (linear_q8_avx2.c; x86-64 builds, where
+ * cpu_has_avx2()); VNNI's is in kernels_avx512.h. */
+extern const q8_path q8_path_plain;
+#ifdef GLIMPSE_HAVE_AVX2
+extern const q8_path q8_path_avx2;
+#endif
+/* The fastest path this CPU runs. */
+const q8_path *q8_path_choose(void);
+
+/* The plain and AVX2 paths' prepared rows: a scale per row (padded to 64
+ * bytes), then `planes` planes of rows × depth bytes; prepared 16 rows a part. */
+#define Q8_PART_ROWS 16
+static inline size_t q8_planes_offset(size_t rows) { return (rows * sizeof(float) + 63) / 64 * 64; }
+static inline size_t q8_planes_bytes(const kernel_q8 *q, size_t rows, size_t planes) {
+    return q8_planes_offset(rows) + (planes * rows * q->depth + 63) / 64 * 64;
 }
-/* Bytes of scratch the VNNI kernels need for q (64-byte aligned). */
-size_t q8_scratch_bytes(const kernel_q8 *q);
+/* Their q8_path parts and temp_bytes (none). */
+size_t q8_planes_parts(const kernel_q8 *q, size_t rows);
+size_t q8_planes_temp_bytes(const kernel_q8 *q);
+/* The most rows (of rows_left) whose planes fit in scratch_bytes. */
+static inline size_t q8_planes_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes,
+                                          size_t planes) {
+    size_t rows = scratch_bytes < 128 ? 0 : (scratch_bytes - 128) / (planes * q->depth + sizeof(float));
+    return rows < rows_left ? rows : rows_left;
+}
 
 #endif

@@ -139,12 +139,18 @@ static void test_linear_16bit_weights(void **state) {
 static void test_linear_q8_matches_integer_reference(void **state) {
     (void)state;
     /* rows: one, a few (dot tiles), panels with 0, 1-4 and 5-15 rows left over;
-     * depths not a multiple of 4 or of 64; columns not a multiple of 8 */
-    const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {16, 300, 13},  {17, 48, 100},
-                                {29, 517, 40}, {50, 768, 96}, {77, 64, 100},  {400, 96, 24},
-                                {700, 1540, 9}}; /* (the last: rows in several scratch-sized chunks on AVX2) */
-    pool *threads;
+     * depths not a multiple of 4 or of 64; columns not a multiple of 8. Products
+     * of more than 128 columns and 1e5 multiply-adds are split into column tasks
+     * over the 2-thread pool, which share the input quantized once (16 rows or
+     * more); the others, and every product on the 1-thread pool, quantize it in
+     * their scratch a chunk of rows at a time; without a pool, a row at a time. */
+    const size_t shapes[][3] = {{1, 7, 5},      {3, 129, 257}, {16, 300, 13},   {17, 48, 100},  {29, 517, 40},
+                                {50, 768, 96},  {77, 64, 100}, {400, 96, 24},   {700, 1540, 9}, {1, 768, 300},
+                                {5, 200, 520},  {50, 768, 300}, {53, 64, 260},  {100, 130, 1000},
+                                {130, 1540, 260}}; /* (700 and 130 x 1540: several scratch-sized chunks on AVX2) */
+    pool *threads, *one_thread;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
+    assert_int_equal(pool_create(1, &one_thread), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
         float *x = random_array(rows * in_stride), *w = random_array(out * in), *b = random_array(out);
@@ -183,15 +189,18 @@ static void test_linear_q8_matches_integer_reference(void **state) {
             }
         }
         weight.q8 = &q; /* the int8 twin, which kernel_linear then takes */
-        kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, false, threads);
+        pool *pools[] = {NULL, one_thread, threads}; /* (the 2-thread pool last: its results are checked below) */
+        for (size_t p = 0; p < 3; p++) {
+            kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, false, pools[p]);
+            for (size_t r = 0; r < rows; r++)
+                for (size_t c = 0; c < out; c++) {
+                    float got = fast[r * out_stride + c], want = exact[r * out_stride + c];
+                    if (got != want)
+                        fail_msg("q8 %zux%zux%zu, %d threads, [%zu][%zu]: %.9g, integer reference %.9g", rows, in, out,
+                                 pool_threads(pools[p]), r, c, got, want);
+                }
+        }
         kernel_linear_reference(real, out_stride, x, in_stride, w, b, rows, in, out);
-        for (size_t r = 0; r < rows; r++)
-            for (size_t c = 0; c < out; c++) {
-                float got = fast[r * out_stride + c], want = exact[r * out_stride + c];
-                if (got != want)
-                    fail_msg("q8 %zux%zux%zu [%zu][%zu]: %.9g, integer reference %.9g", rows, in, out, r, c, got,
-                             exact[r * out_stride + c]);
-            }
         /* and close to the float product: int8 keeps about 2 significant digits per term,
          * so each row's error is a small fraction of its size (bias left out of both) */
         for (size_t r = 0; r < rows; r++) {
@@ -212,6 +221,7 @@ static void test_linear_q8_matches_integer_reference(void **state) {
         free(u8), free(u8_fast), free(x), free(w), free(b), free(fast), free(exact), free(real);
     }
     pool_free(threads);
+    pool_free(one_thread);
 }
 
 static void test_attention_matches_reference(void **state) {

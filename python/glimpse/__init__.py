@@ -178,6 +178,12 @@ class Image(_Handle):
     def height(self):
         return _lib.glimpse_image_height(self._handle)
 
+    def pixels(self):
+        """The decoded RGB pixels (upright by EXIF unless asked otherwise), a uint8 array [height, width, 3]
+        copied out of the library's."""
+        shape = (self.height, self.width, 3)
+        return np.ctypeslib.as_array(_lib.glimpse_image_pixels(self._handle), shape=shape).copy()
+
     def close(self):
         if self._handle:
             _lib.glimpse_image_free(self._handle)
@@ -216,13 +222,15 @@ def _batches(sources, batch_size):
 # ------------------------------------------------------------------ model
 
 Caption = namedtuple("Caption", "text ids")
-Caption.__doc__ = """A caption: text as transformers' decode(ids, skip_special_tokens=True), ids the whole
-sequence (start token, prompt, generated tokens)."""
+Caption.__doc__ = """A caption or an answer: text as transformers' decode(ids, skip_special_tokens=True), ids the
+whole sequence as transformers' generate returns it (BLIP, ViT-GPT2: start token, prompt, generated tokens;
+BLIP-2: start token 2 and the generated tokens, not the prompt)."""
 
 
 class Model(_Handle):
     """A model loaded once from a Hugging Face snapshot folder (or a hub id in the local cache):
-    CLIP and SigLIP embed, score and rank; BLIP captioning captions; BLIP retrieval ranks (ITM or ITC).
+    CLIP and SigLIP embed, score and rank; BLIP captioning and ViT-GPT2 caption; BLIP-2 captions and
+    answers questions (ask); BLIP retrieval ranks (ITM or ITC).
     One Model may be shared by any number of threads: each thread gets its own glimpse context (scratch
     memory and a pool of `threads` worker threads, 0 = all cores) the first time it calls."""
 
@@ -345,15 +353,40 @@ class Model(_Handle):
     def caption(self, images, prompt=None, max_tokens=None, min_tokens=None, beams=None, length_penalty=None,
                 repetition_penalty=None, sample=False, temperature=1.0, top_k=50, top_p=1.0, seed=0,
                 on_token=None):
-        """Captions images with a BLIP captioning model: a list of Caption(text, ids). Settings left at
-        None are the model's own (generation_config.json, else BLIP's: 3 beams, 5 to 20 new tokens).
-        on_token(image, id, text_so_far) is called as each token is chosen (greedy and sampling: token by
-        token; beams: the winner's tokens once known); image is the index in images; returning True
-        cancels the call (glimpse.CancelledError)."""
-        sources = _as_list(images, _IMAGE_SOURCES)
+        """Captions images with a captioning model (BLIP, ViT-GPT2, BLIP-2): a list of Caption(text, ids).
+        Settings left at None are the model's own (generation_config.json, else the family's: BLIP 3 beams,
+        5 to 20 new tokens; BLIP-2 its text_config's: greedy, 19 new tokens). on_token(image, id,
+        text_so_far) is called as each token is chosen (greedy and sampling: token by token; beams: the
+        winner's tokens once known); image is the index in images; returning True cancels the call
+        (glimpse.CancelledError)."""
+        params = self._caption_params(prompt, max_tokens, min_tokens, beams, length_penalty, repetition_penalty,
+                                      sample, temperature, top_k, top_p, seed)
+        return self._generate(images, params, on_token)
+
+    def ask(self, images, question=None, prompt=None, max_tokens=None, min_tokens=None, beams=None,
+            length_penalty=None, repetition_penalty=None, sample=False, temperature=1.0, top_k=50, top_p=1.0,
+            seed=0, on_token=None):
+        """Answers a question about each image with a BLIP-2 model (glimpse ask): a list of Caption(text,
+        ids), text the answer. Give question (put in BLIP-2's prompt "Question: QUESTION Answer:", as its
+        paper and model card do) or prompt (a free prompt, given to the language model as written), not
+        both. The other settings and on_token are caption()'s. text is transformers' decode(ids,
+        skip_special_tokens=True), which may begin with a space: answer.text.strip() is what BLIP-2's
+        model card and `glimpse ask` print. ids are the start token 2 and the generated tokens, as BLIP-2's
+        generate returns them (not the prompt). A question to another kind of model raises GlimpseError
+        (WRONG_MODEL); a prompt is taken by any captioning model, as `glimpse ask --prompt` takes it."""
+        if (question is None) == (prompt is None):
+            raise ValueError("glimpse.Model.ask: give a question or a prompt (one of them)")
+        params = self._caption_params(prompt, max_tokens, min_tokens, beams, length_penalty, repetition_penalty,
+                                      sample, temperature, top_k, top_p, seed)
+        return self._generate(images, params, on_token, question)
+
+    @staticmethod
+    def _caption_params(prompt, max_tokens, min_tokens, beams, length_penalty, repetition_penalty, sample,
+                        temperature, top_k, top_p, seed):
+        """glimpse_caption_params from caption()'s and ask()'s keywords (None: left to the model). The
+        prompt's bytes are kept on the structure (ctypes holds them while it lives)."""
         params = _lib.glimpse_caption_default_params()
-        prompt_bytes = prompt.encode() if prompt is not None else None
-        params.prompt = prompt_bytes
+        params.prompt = prompt.encode() if prompt is not None else None
         for name, value in (("max_tokens", max_tokens), ("min_tokens", min_tokens), ("beams", beams)):
             if value is not None:
                 setattr(params, name, int(value))
@@ -362,6 +395,13 @@ class Model(_Handle):
                 setattr(params, name, float(value))
         params.sample, params.temperature, params.top_k = bool(sample), float(temperature), int(top_k)
         params.top_p, params.seed = float(top_p), int(seed)
+        return params
+
+    def _generate(self, images, params, on_token, question=None):
+        """Captions the images 8 at a time with params (glimpse_caption_images), or answers question about
+        them (glimpse_ask_images), with on_token wired into params; a list of Caption."""
+        question_bytes = None if question is None else str(question).encode()
+        sources = _as_list(images, _IMAGE_SOURCES)
         guard = _CallbackGuard()
         first_of_batch = [0]
         if on_token is not None:
@@ -373,18 +413,21 @@ class Model(_Handle):
         for first, batch in _batches(sources, 8):
             first_of_batch[0] = first
             out = (_c.Caption * len(batch))()
-            status = _lib.glimpse_caption_images(ctx, _handles(batch), len(batch), ctypes.byref(params), out)
+            if question_bytes is None:
+                status = _lib.glimpse_caption_images(ctx, _handles(batch), len(batch), ctypes.byref(params), out)
+            else:
+                status = _lib.glimpse_ask_images(ctx, _handles(batch), len(batch), question_bytes,
+                                                 ctypes.byref(params), out)
             try:
                 guard.reraise()
                 _check(status)
                 for caption in out:
-                    captions.append(Caption(ctypes.string_at(caption.text).decode(),
+                    captions.append(Caption(ctypes.string_at(caption.text).decode(errors="replace"),
                                             list(caption.ids[:caption.id_count])))
             finally:
                 for caption in out:
                     _lib.glimpse_caption_free(ctypes.byref(caption))
         return captions
-
 
     def embed_query(self, query):
         """The embedding of a combined query ("2:sunset + beach - people", "@photo.jpg + snow"), as
@@ -573,6 +616,51 @@ class Index(_Handle):
         _check(status)
         counts = [getattr(summary, name) for name, _ in _c.IndexSummary._fields_]
         return IndexSummary(*counts, failures, root_failures)
+
+    def stats(self):
+        """What the index holds, as `glimpse index --stats`: a dict of images, failed, dim, precision,
+        model_path, model_identity, file_bytes."""
+        stats = _c.IndexStats()
+        _check(_lib.glimpse_index_get_stats(self._handle, ctypes.byref(stats)))
+        precisions = {value: name for name, value in _c.PRECISIONS.items()}
+        return {"images": stats.images, "failed": stats.failed, "dim": stats.dim,
+                "precision": precisions.get(stats.precision, str(stats.precision)),
+                "model_path": os.fsdecode(stats.model_path or b""),
+                "model_identity": (stats.model_identity or b"").decode(errors="replace"),
+                "file_bytes": stats.file_bytes}
+
+    def remove(self, path):
+        """Forgets the entry of the file at path, or every entry under the folder at path (which need not
+        exist any more); returns how many. Needs an Index opened with its model."""
+        removed = ctypes.c_size_t()
+        _check(_lib.glimpse_index_remove(self._handle, _encode_path(path), ctypes.byref(removed)))
+        return removed.value
+
+    def prune(self):
+        """Forgets every entry whose file no longer exists; returns how many. Needs the model."""
+        removed = ctypes.c_size_t()
+        _check(_lib.glimpse_index_prune(self._handle, ctypes.byref(removed)))
+        return removed.value
+
+    def embedding(self, path):
+        """The embedding stored for the file at path (float32 [dim]), checked against its checksum: its
+        neighbours are search(index.embedding(path)), as `glimpse search --like`. NotFoundError if the
+        index has no entry for it."""
+        out = np.empty(int(_lib.glimpse_index_embedding_dim(self._handle)), dtype=np.float32)
+        _check(_lib.glimpse_index_embedding(self._handle, _encode_path(path), _floats(out)))
+        return out
+
+    def duplicates(self, min_cosine=_c.INDEX_DUPLICATE_COSINE):
+        """Groups of near-identical pictures (cosine at least min_cosine, joined transitively), as
+        `glimpse duplicates`: a list of [(path, cosine to the group's first)], groups of two or more."""
+        groups = []
+
+        def group(user, paths, similarity, count):
+            groups.append([(os.fsdecode(paths[i]), float(similarity[i])) for i in range(count)])
+        found = ctypes.c_size_t()
+        _check(_lib.glimpse_index_duplicates(self._handle, float(min_cosine), _c.GroupCallback(group), None,
+                                             ctypes.byref(found)))
+        return groups
 
     def verify(self):
         """The full check of the index file; raises GlimpseError (BAD_FORMAT) on damage."""

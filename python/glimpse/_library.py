@@ -104,6 +104,15 @@ class IndexParams(ctypes.Structure):
                 ("exclude", ctypes.POINTER(ctypes.c_char_p)), ("exclude_count", ctypes.c_size_t)]
 
 
+class IndexStats(ctypes.Structure):
+    _fields_ = [("images", ctypes.c_size_t), ("failed", ctypes.c_size_t), ("dim", ctypes.c_size_t),
+                ("precision", ctypes.c_int), ("model_path", ctypes.c_char_p), ("model_identity", ctypes.c_char_p),
+                ("file_bytes", ctypes.c_uint64)]
+
+
+GroupCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), c_float_p, ctypes.c_size_t)
+
+
 class SearchResult(ctypes.Structure):
     _fields_ = [("path", ctypes.c_char_p), ("score", ctypes.c_float)]
 
@@ -143,6 +152,8 @@ _declare("glimpse_caption_default_params", CaptionParams)
 _declare("glimpse_caption_images", status, P, PP, ctypes.c_size_t, ctypes.POINTER(CaptionParams),
          ctypes.POINTER(Caption))
 _declare("glimpse_caption_free", None, ctypes.POINTER(Caption))
+_declare("glimpse_ask_images", status, P, PP, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(CaptionParams),
+         ctypes.POINTER(Caption))
 _declare("glimpse_match", status, P, PP, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
          ctypes.c_int, c_float_p)
 _declare("glimpse_index_open", status, ctypes.c_char_p, P, PP)
@@ -155,6 +166,14 @@ _declare("glimpse_index_update", status, P, P, ctypes.POINTER(ctypes.c_char_p), 
          ctypes.POINTER(IndexParams), ctypes.POINTER(IndexSummary))
 _declare("glimpse_index_search", status, P, c_float_p, ctypes.c_size_t, ctypes.POINTER(SearchResult), c_size_t_p)
 _declare("glimpse_embed_query", status, P, ctypes.c_char_p, c_float_p)
+_declare("glimpse_index_get_stats", status, P, ctypes.POINTER(IndexStats))
+_declare("glimpse_index_embedding_dim", ctypes.c_size_t, P)
+_declare("glimpse_index_remove", status, P, ctypes.c_char_p, c_size_t_p)
+_declare("glimpse_index_prune", status, P, c_size_t_p)
+_declare("glimpse_index_embedding", status, P, ctypes.c_char_p, c_float_p)
+_declare("glimpse_index_duplicates", status, P, ctypes.c_float, GroupCallback, ctypes.c_void_p, c_size_t_p)
+_declare("glimpse_image_pixels", ctypes.POINTER(ctypes.c_uint8), P)
+INDEX_DUPLICATE_COSINE = 0.95  # GLIMPSE_INDEX_DUPLICATE_COSINE
 _declare("glimpse_query_needs_images", ctypes.c_bool, ctypes.c_char_p)
 
 # ------------------------------------------------------------------ explanation

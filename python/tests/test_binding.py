@@ -99,6 +99,57 @@ def test_blip_caption_fixture_equals_transformers():
         assert caption.text == case["caption"]
 
 
+def test_blip2_answers_and_captions_equal_transformers():
+    # every case of the blip2-opt-tiny fixture: captions without a prompt, answers to its question (BLIP-2's
+    # prompt "Question: ... Answer:") through ask(question=) for the four images in one call, and the same
+    # through ask(prompt=) with the prompt written out
+    folder = fixture("blip2-opt-tiny")
+    expected = json.loads((folder / "expected.json").read_text())
+    question = "what is in the picture?"
+    assert expected["prompt"] == f"Question: {question} Answer:"
+    model = glimpse.Model(folder)
+    assert model.kind == "blip2"
+
+    def settings(params):  # max_length counts the start token 2; max_new_tokens does not
+        return {"beams": params.get("num_beams", 1), "min_tokens": 0,
+                "max_tokens": params["max_new_tokens"] if "max_new_tokens" in params else params["max_length"] - 1}
+    asked = [case for case in expected["cases"] if case["prompt"]]
+    assert len(asked) == 4 and len({json.dumps(case["params"]) for case in asked}) == 1
+    images = [folder.parent / "images" / case["image"] for case in asked]
+    answers = model.ask(images, question=question, **settings(asked[0]["params"]))
+    assert [(a.text, a.ids) for a in answers] == [(case["caption"], case["ids"]) for case in asked]
+    prompted = model.ask(images[:2], prompt=expected["prompt"], **settings(asked[0]["params"]))
+    assert prompted == answers[:2]
+    for case in expected["cases"]:
+        if not case["prompt"]:
+            caption, = model.caption([folder.parent / "images" / case["image"]], **settings(case["params"]))
+            assert (caption.text, caption.ids) == (case["caption"], case["ids"]), case
+
+    # the words stream as they come, the text so far ending as the answer; a callback cancels
+    tokens = []
+    answer, = model.ask(images[1], question="what is it?", on_token=lambda image, id, text: tokens.append((id, text)))
+    assert [id for id, _ in tokens] == answer.ids[1:] and tokens[-1][1] == answer.text
+    with pytest.raises(glimpse.CancelledError):
+        model.ask(images[:1], question=question, on_token=lambda image, id, text: True)
+    # refusals: neither or both of question and prompt, too many tokens for OPT's positions (glimpse's message)
+    with pytest.raises(ValueError):
+        model.ask(images[:1])
+    with pytest.raises(ValueError):
+        model.ask(images[:1], question=question, prompt=expected["prompt"])
+    with pytest.raises(glimpse.GlimpseError, match="positions") as error:
+        model.ask(images[:1], question=question, max_tokens=45)
+    assert error.value.status == "TOO_LARGE"
+
+
+def test_only_blip2_answers_questions(demo_caption, pictures):
+    with pytest.raises(glimpse.GlimpseError, match="BLIP-2") as error:
+        demo_caption.ask(pictures[:1], question="what is it?")
+    assert error.value.status == "WRONG_MODEL"
+    # a free prompt is a caption's, as `glimpse ask --prompt` takes it from any captioning model
+    assert demo_caption.ask(pictures[:1], prompt="a picture of") == demo_caption.caption(pictures[:1],
+                                                                                         prompt="a picture of")
+
+
 def test_blip_retrieval_fixture_equals_transformers():
     folder = fixture("blip-itm-tiny")
     expected = json.loads((folder / "expected.json").read_text())
@@ -187,6 +238,39 @@ def test_index_update_and_search_equal_the_cli(demo_clip, pictures, tmp_path):
     np.testing.assert_allclose([s for _, s in found], [r["score"] for r in expected], rtol=0, atol=1e-4)
     with pytest.raises(ValueError):
         glimpse.Index(database).search(np.zeros(3, np.float32))
+
+
+def test_index_management_equals_the_cli(demo_clip, pictures, tmp_path):
+    database = tmp_path / "photos.db"
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    for p in pictures:
+        (folder / os.path.basename(p)).write_bytes(open(p, "rb").read())
+    (folder / "copy.png").write_bytes(open(pictures[0], "rb").read())  # a duplicate of the first
+    with glimpse.Index(database, demo_clip) as index:
+        index.update([folder])
+        stats = index.stats()
+        assert stats["images"] == len(pictures) + 1 and stats["dim"] == demo_clip.embedding_dim
+        assert stats["precision"] == "float32" and stats["file_bytes"] > 0
+        stored = index.embedding(folder / "copy.png")
+        # (an embedding may differ in its last bit with the batch it was made in)
+        np.testing.assert_allclose(stored, demo_clip.embed_images([folder / "copy.png"])[0], rtol=0, atol=1e-6)
+        groups = index.duplicates()
+        expected = glimpse_cli("duplicates", "--db", database, "--json")
+        assert sorted(sorted(path for path, _ in g) for g in groups) == \
+            sorted(sorted(e["image"] for e in g["group"]) for g in expected)
+        assert any(str(folder / "copy.png") in [path for path, _ in g] for g in groups)
+        with pytest.raises(glimpse.NotFoundError):
+            index.embedding(folder / "missing.png")
+        assert index.remove(folder / "copy.png") == 1
+        os.remove(folder / os.path.basename(pictures[1]))
+        assert index.prune() == 1
+        assert len(index) == len(pictures) - 1
+
+
+def test_image_pixels_are_the_decoded_picture(pictures):
+    with glimpse.Image(pictures[0]) as image:
+        np.testing.assert_array_equal(image.pixels(), np.asarray(PILImage.open(pictures[0]).convert("RGB")))
 
 
 # --------------------------------------------------------------- threads
