@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/prepare.h"
 #include "core/file.h"
+#include "core/prefetch.h"
 #include "search/index.h"
 #include "vision/image.h"
 
@@ -166,9 +168,13 @@ static void close_input(const uint8_t *bytes, size_t size, bool mapped) {
 
 /* Decodes bytes as an image; a video where an image is wanted is named as one. */
 static bool decode_image(const cli_options *options, const char *path, cli_progress *progress, const uint8_t *bytes,
-                         size_t size, bool videos_elsewhere, glimpse_image **image) {
-    if (!image_decode_with(bytes, size, input_label(path), options->max_pixels, !options->no_exif_rotate, image))
-        return true;
+                         size_t size, bool videos_elsewhere, const cli_pictures *pictures, glimpse_image **image) {
+    glimpse_status status =
+        pictures && pictures->prepare_for
+            ? prepare_decode(pictures->prepare_for, bytes, size, input_label(path), options->max_pixels,
+                             !options->no_exif_rotate, pictures->fast_decode, image)
+            : image_decode_with(bytes, size, input_label(path), options->max_pixels, !options->no_exif_rotate, image);
+    if (!status) return true;
     if (progress) cli_progress_end(progress);
     if (videos_elsewhere && video_probe(bytes, size))
         cli_error("%s: a video; this command takes images (caption and embed take videos)", input_label(path));
@@ -182,7 +188,7 @@ bool cli_decode_input(const cli_options *options, const char *path, cli_progress
     size_t size;
     bool mapped;
     if (!open_input(path, progress, &bytes, &size, &mapped)) return false;
-    bool ok = decode_image(options, path, progress, bytes, size, true, image);
+    bool ok = decode_image(options, path, progress, bytes, size, true, NULL, image);
     close_input(bytes, size, mapped);
     return ok;
 }
@@ -229,6 +235,12 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
                 finish_input(pictures, source);
                 continue;
             }
+            if (pictures->prepare_for && prepare_resize(pictures->prepare_for, &picture->image)) {
+                glimpse_image_free(picture->image);
+                picture->image = NULL;
+                fail(pictures, source, glimpse_last_error());
+                continue;
+            }
             picture->path = pictures->paths[source];
             picture->source = source;
             return true;
@@ -251,7 +263,7 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
             continue;
         }
         bool decoded = decode_image(pictures->options, path, &pictures->progress, pictures->bytes, pictures->size,
-                                    !pictures->video, &picture->image);
+                                    !pictures->video, pictures, &picture->image);
         if (!decoded) {
             fail(pictures, source, NULL);
             continue;
@@ -294,16 +306,43 @@ void cli_json_picture(FILE *out, const cli_picture *picture) {
 }
 
 #define CLI_PICTURE_BATCH 8
+/* Pictures decoded ahead of the towers: two batches (each resized for the
+ * model when pictures->prepare_for is set: a few hundred kB apiece). */
+#define CLI_PICTURES_AHEAD (2 * CLI_PICTURE_BATCH)
+
+typedef struct picture_ahead {
+    cli_picture picture;
+} picture_ahead;
+
+static bool produce_picture(void *user, void *item, const volatile bool *stopping) {
+    (void)stopping;
+    return cli_pictures_next(user, &((picture_ahead *)item)->picture);
+}
+
+static void dispose_picture(void *user, void *item) {
+    (void)user;
+    glimpse_image_free(((picture_ahead *)item)->picture.image);
+}
 
 void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim, cli_embedded *done, void *user) {
     cli_picture batch[CLI_PICTURE_BATCH];
     glimpse_image *images[CLI_PICTURE_BATCH];
     float *embeddings = cli_calloc(CLI_PICTURE_BATCH * dim, sizeof(float));
+    /* the pictures are read, decoded and resized on a thread of their own,
+     * a batch or two ahead of the towers; the order is kept */
+    prefetch *ahead;
+    if (prefetch_start(sizeof(picture_ahead), CLI_PICTURES_AHEAD, true, produce_picture, dispose_picture, pictures,
+                       &ahead)) {
+        cli_error("%s", glimpse_last_error());
+        exit(CLI_EXIT_FAILURE);
+    }
+    int failures = 0; /* the producer counts its own in options->failures: these join them at the end */
     bool more = true;
     while (more) {
         size_t count = 0;
-        while (count < CLI_PICTURE_BATCH && (more = cli_pictures_next(pictures, &batch[count])))
-            images[count] = batch[count].image, count++;
+        picture_ahead next;
+        while (count < CLI_PICTURE_BATCH && (more = prefetch_next(ahead, &next)))
+            batch[count] = next.picture, images[count] = batch[count].image, count++;
         if (!count) break;
         bool batch_failed = glimpse_embed_images(ctx, images, count, embeddings) != GLIMPSE_STATUS_OK;
         for (size_t j = 0; j < count; j++) {
@@ -311,12 +350,14 @@ void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim
             if (batch_failed && glimpse_embed_images(ctx, &images[j], 1, embeddings + j * dim)) {
                 cli_progress_end(&pictures->progress);
                 cli_error("%s: %s", input_label(batch[j].path), glimpse_last_error());
-                pictures->options->failures++;
+                failures++;
             } else {
                 done(user, &batch[j], embeddings + j * dim);
             }
             glimpse_image_free(images[j]);
         }
     }
+    prefetch_stop(ahead);
+    pictures->options->failures += failures;
     free(embeddings);
 }

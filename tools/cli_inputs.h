@@ -19,7 +19,11 @@
 #define CLI_STDIN_MAX_BYTES ((size_t)1 << 30)
 
 /* The video options' getopt_long codes (apart from every command's own). */
-enum { CLI_OPT_EVERY = 1900, CLI_OPT_SCENES, CLI_OPT_SCENE_THRESHOLD };
+enum { CLI_OPT_EVERY = 1900, CLI_OPT_SCENES, CLI_OPT_SCENE_THRESHOLD, CLI_OPT_FAST_DECODE };
+
+/* --fast-decode's cost, measured (bench/fast_decode_cosine.py), for the help texts. */
+#define CLI_FAST_DECODE_FIGURES                                                                                        \
+    "                       embeddings' cosine to the exact path: (to be measured)\n"
 
 #define CLI_VIDEO_LONG_OPTIONS                                                                                         \
     {"every", required_argument, NULL, CLI_OPT_EVERY}, {"scenes", no_argument, NULL, CLI_OPT_SCENES},                  \
@@ -63,6 +67,11 @@ typedef struct cli_pictures {
     size_t size;
     bool mapped;
     video_reader *reader; /* the video being read, if any */
+    /* set by the caller after cli_pictures_start, for pictures only embedded:
+     * each resized for this model as soon as it is decoded (on the thread
+     * ahead of the towers), JPEGs scaled in the DCT domain with fast_decode */
+    const glimpse_model *prepare_for;
+    bool fast_decode;
 } cli_pictures;
 
 void cli_pictures_start(cli_pictures *pictures, cli_options *options, const video_params *video, char *const *paths,
@@ -80,7 +89,8 @@ void cli_print_picture(FILE *out, const cli_picture *picture);
 /* The start of a result's JSON object: {"image": PATH, and "time": SECONDS for a frame. */
 void cli_json_picture(FILE *out, const cli_picture *picture);
 
-/* Embeds pictures in batches and hands each (with its embedding) to
+/* Embeds pictures in batches (read and decoded on a thread of their own,
+ * ahead of the towers) and hands each (with its embedding) to
  * done, in order. A batch that fails is retried picture by picture to name
  * the one at fault, which is reported and counted. Frees the images. */
 typedef void cli_embedded(void *user, const cli_picture *picture, const float *embedding);
