@@ -195,13 +195,13 @@ static void print_ranking(const cli_options *options, const char *text, char **p
                           const float *scores, const float *clip_scores) {
     const char **ranked = cli_calloc(n, sizeof *ranked);
     for (size_t r = 0; r < n; r++) ranked[r] = paths[order[r]];
-    cli_print_results(options, text, ranked, scores, clip_scores, n);
+    cli_print_results(options, text, ranked, NULL, scores, clip_scores, n);
     if (rank_page) {
         cli_html_row(rank_page, text);
         for (size_t r = 0; r < n; r++) {
             char caption[32];
             snprintf(caption, sizeof caption, "%.4f", scores[r]);
-            cli_html_picture(rank_page, options, ranked[r], caption);
+            cli_html_picture(rank_page, options, ranked[r], -1, caption);
         }
         cli_html_row_end(rank_page);
     }

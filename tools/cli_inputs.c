@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "api/prepare.h"
+#include "core/error.h"
 #include "core/file.h"
 #include "core/prefetch.h"
 #include "search/index.h"
@@ -283,17 +284,22 @@ void cli_pictures_end(cli_pictures *pictures) {
 
 /* ------------------------------------------------------------- results */
 
-void cli_print_picture(FILE *out, const cli_picture *picture) {
-    fputs(picture->path, out);
-    if (picture->seconds < 0) return;
-    double seconds = picture->seconds;
+void cli_format_time(char text[CLI_TIME_CAPACITY], double seconds) {
     long long whole_minutes = (long long)(seconds / 60);
     double rest = seconds - 60.0 * (double)whole_minutes;
     if (rest >= 59.95) whole_minutes++, rest = 0; /* 59.97 s shows as 1:00.0, not 0:60.0 */
     if (whole_minutes >= 60)
-        fprintf(out, " @ %lld:%02lld:%04.1f", whole_minutes / 60, whole_minutes % 60, rest);
+        snprintf(text, CLI_TIME_CAPACITY, "%lld:%02lld:%04.1f", whole_minutes / 60, whole_minutes % 60, rest);
     else
-        fprintf(out, " @ %lld:%04.1f", whole_minutes, rest);
+        snprintf(text, CLI_TIME_CAPACITY, "%lld:%04.1f", whole_minutes, rest);
+}
+
+void cli_print_picture(FILE *out, const cli_picture *picture) {
+    fputs(picture->path, out);
+    if (picture->seconds < 0) return;
+    char time[CLI_TIME_CAPACITY];
+    cli_format_time(time, picture->seconds);
+    fprintf(out, " @ %s", time);
 }
 
 void cli_json_picture(FILE *out, const cli_picture *picture) {
@@ -360,4 +366,96 @@ void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim
     prefetch_stop(ahead);
     pictures->options->failures += failures;
     free(embeddings);
+}
+
+/* ------------------------------------------------ videos for the index */
+
+/* glimpse_frame_source's calls over vision/video.c: the library takes its
+ * frames without linking FFmpeg. */
+typedef struct index_videos {
+    video_params params;
+    char sampling[64];
+} index_videos;
+
+static bool source_is_video(void *user, const uint8_t *bytes, size_t size) {
+    (void)user;
+    return video_probe(bytes, size);
+}
+
+static glimpse_status source_open(void *user, const char *path, const uint8_t *bytes, size_t size, void **video) {
+    index_videos *videos = user;
+    video_reader *reader = NULL;
+    glimpse_status status = video_open(bytes, size, path, &videos->params, &reader);
+    *video = reader;
+    return status;
+}
+
+static glimpse_status source_next(void *user, void *video, glimpse_image **frame, double *seconds) {
+    (void)user;
+    int64_t number;
+    return video_next(video, frame, seconds, &number);
+}
+
+static void source_close(void *user, void *video) {
+    (void)user;
+    video_close(video);
+}
+
+void cli_sampling_text(const video_params *params, char text[64]) {
+    if (params->scene_threshold > 0)
+        snprintf(text, 64, "at scene changes of %g", params->scene_threshold);
+    else
+        snprintf(text, 64, "every %g s", params->every_seconds);
+}
+
+glimpse_frame_source *cli_frame_source(const cli_options *options, const video_params *params) {
+    index_videos *videos = cli_calloc(1, sizeof *videos);
+    glimpse_frame_source *source = cli_calloc(1, sizeof *source);
+    videos->params = *params;
+    videos->params.max_pixels = options->max_pixels;
+    videos->params.ignore_rotation = options->no_exif_rotate;
+    cli_sampling_text(params, videos->sampling);
+    *source = (glimpse_frame_source){.is_video = source_is_video,
+                                     .open = source_open,
+                                     .next = source_next,
+                                     .close = source_close,
+                                     .user = videos,
+                                     .sampling = videos->sampling};
+    return source;
+}
+
+void cli_frame_source_free(glimpse_frame_source *source) {
+    if (source) free(source->user);
+    free(source);
+}
+
+glimpse_status cli_video_frame_at(const cli_options *options, const char *path, double seconds,
+                                  glimpse_image **frame) {
+    *frame = NULL;
+    const uint8_t *bytes;
+    size_t size;
+    glimpse_status status = file_map(path, &bytes, &size);
+    if (status) return status;
+    /* sampled every `seconds`: the frame at or after it comes second (the first at 0) */
+    video_params params = video_default_params();
+    params.every_seconds = seconds > 0 ? seconds : 1;
+    params.max_pixels = options->max_pixels;
+    params.ignore_rotation = options->no_exif_rotate;
+    video_reader *reader = NULL;
+    status = video_open(bytes, size, path, &params, &reader);
+    double at = -1;
+    while (!status) {
+        glimpse_image *next = NULL;
+        int64_t number;
+        status = video_next(reader, &next, &at, &number);
+        if (status || !next) break;
+        glimpse_image_free(*frame);
+        *frame = next;
+        if (at >= seconds - 1e-6) break;
+    }
+    if (!status && !*frame) status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: no frame at %g s", path, seconds);
+    if (status) glimpse_image_free(*frame), *frame = NULL;
+    video_close(reader);
+    file_unmap(bytes, size);
+    return status;
 }

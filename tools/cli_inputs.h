@@ -84,6 +84,9 @@ void cli_pictures_end(cli_pictures *pictures);
 /* Decodes one image (a file or '-'), as cli_load_image promises. */
 bool cli_decode_input(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image);
 
+/* A time in a video as M:SS.s (H:MM:SS.s when there are hours). */
+#define CLI_TIME_CAPACITY 48
+void cli_format_time(char text[CLI_TIME_CAPACITY], double seconds);
 /* "PATH" for an image, "PATH @ 0:12.5" for a frame (hours when there are some). */
 void cli_print_picture(FILE *out, const cli_picture *picture);
 /* The start of a result's JSON object: {"image": PATH, and "time": SECONDS for a frame. */
@@ -95,5 +98,17 @@ void cli_json_picture(FILE *out, const cli_picture *picture);
  * the one at fault, which is reported and counted. Frees the images. */
 typedef void cli_embedded(void *user, const cli_picture *picture, const float *embedding);
 void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim, cli_embedded *done, void *user);
+
+/* The frames of videos for glimpse_index_update, read by vision/video.c with
+ * these sampling params (and the options' pixel limit and rotation): a new
+ * source, freed with cli_frame_source_free. */
+glimpse_frame_source *cli_frame_source(const cli_options *options, const video_params *params);
+void cli_frame_source_free(glimpse_frame_source *source);
+/* How params sample frames, in words, as an index records it. */
+void cli_sampling_text(const video_params *params, char text[64]);
+/* The frame of the video at path shown at seconds (the first at or after
+ * it, as sampling every `seconds` takes it): a new image in *frame. */
+glimpse_status cli_video_frame_at(const cli_options *options, const char *path, double seconds,
+                                  glimpse_image **frame);
 
 #endif
