@@ -877,13 +877,20 @@ typedef struct index_reader {
     void *video;
     const uint8_t *bytes;
     size_t size;
+    bool mapped; /* bytes are a mapping (a large file), else read into memory */
     int64_t hash;
 } index_reader;
+
+/* Files up to this size are read into memory, larger ones (videos) mapped:
+ * a file truncated while it is read is then an error, not a SIGBUS, for
+ * every picture and most videos. */
+#define INDEX_READ_MAX_BYTES ((size_t)256 << 20)
 
 static void reader_close_file(index_reader *r) {
     const glimpse_frame_source *frames = r->params ? r->params->frames : NULL;
     if (r->video) frames->close(frames->user, r->video);
-    if (r->bytes) file_unmap(r->bytes, r->size);
+    if (r->bytes && r->mapped) file_unmap(r->bytes, r->size);
+    else free((void *)r->bytes);
     r->video = NULL, r->bytes = NULL, r->size = 0;
 }
 
@@ -923,7 +930,11 @@ static bool index_produce(void *user, void *out, const volatile bool *stopping) 
         item->image = frame, item->seconds = seconds;
         return true;
     }
-    glimpse_status status = file_map(f->path, &r->bytes, &r->size);
+    r->mapped = (uint64_t)f->size > INDEX_READ_MAX_BYTES;
+    uint8_t *read = NULL;
+    glimpse_status status = r->mapped ? file_map(f->path, &r->bytes, &r->size)
+                                      : file_read_all(f->path, INDEX_READ_MAX_BYTES, &read, &r->size);
+    if (!r->mapped) r->bytes = read;
     if (status) {
         r->bytes = NULL;
         return reader_fail(r, item);
