@@ -849,8 +849,12 @@ static glimpse_status report_failure(glimpse_index *index, const pending *p, con
     return status;
 }
 
-/* Files whose pictures are decoded ahead of the towers: two batches. */
+/* Pictures decoded ahead of the towers: two batches, shared by the decoding threads. */
 #define INDEX_AHEAD (2 * INDEX_BATCH)
+/* Decoding threads at most: as many as the context's (a 12-megapixel JPEG
+ * costs several times the ViT-B/32 tower's picture, so while the towers wait
+ * their cores decode), within this bound. */
+#define INDEX_MAX_READERS 16
 
 /* What the decoding thread hands over, in the order of the work: a
  * picture (a still, which ends its file, or a video's frame), the end of a
@@ -864,13 +868,14 @@ typedef struct index_item {
     char *failure;        /* why the file failed (new string), or NULL */
 } index_item;
 
-/* The decoding thread's state: the work, read in order. */
+/* A decoding thread's state: its share of the work (files next, next +
+ * stride, ...), read in order. */
 typedef struct index_reader {
     glimpse_index *index;
     const glimpse_model *model;
     const file_list *files;
     const pending *work;
-    size_t work_count, next;
+    size_t work_count, next, stride;
     const glimpse_index_params *params;
     uint64_t max_pixels;
     /* the video being read */
@@ -899,7 +904,7 @@ static bool reader_fail(index_reader *r, index_item *item) {
     reader_close_file(r);
     item->last = true;
     item->failure = strdup(glimpse_last_error()[0] ? glimpse_last_error() : "failed");
-    r->next++;
+    r->next += r->stride;
     /* out of memory for the reason too: a failure all the same, the other side sees none */
     if (!item->failure) item->failure = strdup("out of memory");
     return true;
@@ -920,7 +925,7 @@ static bool index_produce(void *user, void *out, const volatile bool *stopping) 
         if (!frame) { /* the end of it */
             reader_close_file(r);
             item->hash = r->hash, item->last = true;
-            r->next++;
+            r->next += r->stride;
             return true;
         }
         if (prepare_resize(r->model, &frame)) {
@@ -952,7 +957,7 @@ static bool index_produce(void *user, void *out, const volatile bool *stopping) 
     if (status) return reader_fail(r, item);
     reader_close_file(r);
     item->hash = r->hash, item->last = true;
-    r->next++;
+    r->next += r->stride;
     return true;
 }
 
@@ -1123,8 +1128,10 @@ static glimpse_status writer_take(index_writer *w, index_item *item, size_t tota
 }
 
 /* Embeds the work and stores it, a batch at a time, each committed on its
- * own, with progress: the files are read, decoded and resized on a thread
- * of their own ahead of the towers (INDEX_AHEAD pictures at most). */
+ * own, with progress: the files are read, decoded and resized ahead of the
+ * towers (INDEX_AHEAD pictures at most) by as many threads as the context
+ * has, reader k taking files k, k + readers, ...; the towers take each
+ * file's pictures from its reader's queue in the work's order. */
 static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, const file_list *files,
                                  const pending *work, size_t work_count, const glimpse_index_params *params,
                                  glimpse_index_summary *summary) {
@@ -1133,28 +1140,46 @@ static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, con
     if (work_count && params && params->on_progress && params->on_progress(params->user, 0, work_count))
         status = error_set(GLIMPSE_STATUS_CANCELLED, "indexing was stopped");
     if (status || !work_count) return status;
-    index_reader reader = {.index = index,
-                           .model = context_model(ctx),
-                           .files = files,
-                           .work = work,
-                           .work_count = work_count,
-                           .params = params,
-                           .max_pixels = params && params->max_pixels ? params->max_pixels
-                                                                      : glimpse_image_default_params().max_pixels};
+    size_t readers = (size_t)context_thread_count(ctx);
+    readers = readers < 1 ? 1 : readers > INDEX_MAX_READERS ? INDEX_MAX_READERS : readers;
+    if (readers > work_count) readers = work_count;
+    index_reader reader[INDEX_MAX_READERS];
+    prefetch *ahead[INDEX_MAX_READERS] = {0};
     index_writer w = {.index = index, .ctx = ctx, .files = files, .work = work, .params = params, .summary = summary};
     w.embeddings = malloc(INDEX_BATCH * index->dim * sizeof(float));
-    prefetch *ahead = NULL;
-    status = w.embeddings ? prefetch_start(sizeof(index_item), INDEX_AHEAD, true, index_produce, index_dispose,
-                                           &reader, &ahead)
-                          : ERROR_OOM();
+    if (!w.embeddings) status = ERROR_OOM();
+    for (size_t k = 0; k < readers; k++) {
+        reader[k] = (index_reader){.index = index,
+                                   .model = context_model(ctx),
+                                   .files = files,
+                                   .work = work,
+                                   .work_count = work_count,
+                                   .next = k,
+                                   .stride = readers,
+                                   .params = params,
+                                   .max_pixels = params && params->max_pixels
+                                                     ? params->max_pixels
+                                                     : glimpse_image_default_params().max_pixels};
+        if (!status)
+            status = prefetch_start(sizeof(index_item), (INDEX_AHEAD + readers - 1) / readers, true, index_produce,
+                                    index_dispose, &reader[k], &ahead[k]);
+    }
     index_item item;
-    while (!status && prefetch_next(ahead, &item)) {
+    /* file f's items come from reader f % readers, its last one ending the file */
+    for (size_t file = 0; !status && file < work_count;) {
+        if (!prefetch_next(ahead[file % readers], &item)) {
+            status = error_set(GLIMPSE_STATUS_INTERNAL, "a decoding thread ended early");
+            break;
+        }
+        if (item.last) file++;
         status = writer_take(&w, &item, work_count);
         free(item.failure);
     }
     if (!status && !(status = writer_flush(&w))) status = writer_commit(&w, work_count);
-    prefetch_stop(ahead); /* after a failure: the thread stopped, what it made freed */
-    reader_close_file(&reader);
+    for (size_t k = 0; k < readers; k++) {
+        prefetch_stop(ahead[k]); /* after a failure: the thread stopped, what it made freed */
+        reader_close_file(&reader[k]);
+    }
     for (size_t j = 0; j < w.batched; j++) glimpse_image_free(w.batch[j].image);
     for (size_t d = 0; d < w.done_count; d++) embedded_file_free(&w.done[d]);
     embedded_file_free(&w.open);
