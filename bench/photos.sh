@@ -47,7 +47,9 @@ glimpse_index() { # LABEL [--fast-decode]   (GLIMPSE_BIN: another build's glimps
   start=$(date +%s.%N)
   "${GLIMPSE_BIN:-build/glimpse}" index -m "$model" --db "$db" --threads "$threads" --quiet "$@" "$photos" >/dev/null
   end=$(date +%s.%N)
-  echo "{\"runtime\": \"$label\", \"pictures\": $count, \"seconds\": $(echo "$end - $start" | bc), \"pictures_per_s\": $(echo "scale=3; $count / ($end - $start)" | bc)}" >> "$results"
+  awk -v label="$label" -v n="$count" -v s="$start" -v e="$end" \
+    'BEGIN { printf "{\"runtime\": \"%s\", \"pictures\": %d, \"seconds\": %.3f, \"pictures_per_s\": %.3f}\n", label, n, e - s, n / (e - s) }' \
+    >> "$results"
 }
 for round in $(seq "$rounds"); do
   echo "round $round of $rounds..." >&2
