@@ -21,9 +21,11 @@
 /* The video options' getopt_long codes (apart from every command's own). */
 enum { CLI_OPT_EVERY = 1900, CLI_OPT_SCENES, CLI_OPT_SCENE_THRESHOLD, CLI_OPT_FAST_DECODE };
 
-/* --fast-decode's cost, measured (bench/fast_decode_cosine.py), for the help texts. */
+/* --fast-decode's cost, measured by bench/photos.sh (README), for the help texts. */
 #define CLI_FAST_DECODE_FIGURES                                                                                        \
-    "                       embeddings' cosine to the exact path: (to be measured)\n"
+    "                       on 100 photographs of 12 MP the embeddings' cosine to the\n"                               \
+    "                       exact path was 0.999994 on average, 0.999899 at worst\n"                                    \
+    "                       (demo CLIP; a random-weight ViT-B/32: 0.999998, 0.999996)\n"
 
 #define CLI_VIDEO_LONG_OPTIONS                                                                                         \
     {"every", required_argument, NULL, CLI_OPT_EVERY}, {"scenes", no_argument, NULL, CLI_OPT_SCENES},                  \
