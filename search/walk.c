@@ -18,17 +18,22 @@
  * any photo library, it guards against odd mounts. */
 #define WALK_MAX_DEPTH 64
 
+/* Whether name's extension (from its last dot) is one of extensions, in any case. */
+static bool ends_in_one_of(const char *name, const char *const *extensions, size_t count) {
+    const char *dot = strrchr(name, '.');
+    if (!dot) return false;
+    for (size_t i = 0; i < count; i++)
+        if (strcasecmp(dot, extensions[i]) == 0) return true;
+    return false;
+}
+
 bool path_has_image_extension(const char *name) {
     /* the decoders go by the bytes, not the name: every name JPEG, HEIF and
      * the rest are saved under (.jfif from browsers, .hif from cameras) */
     static const char *extensions[] = {".jpg", ".jpeg", ".jpe",  ".jfif", ".jif", ".jfi",  ".pjpeg", ".pjp",
                                        ".png", ".webp", ".tif",  ".tiff", ".heic", ".heif", ".hif",   ".avif",
                                        ".bmp", ".gif",  ".tga",  ".ppm",  ".pgm",  ".pnm"};
-    const char *dot = strrchr(name, '.');
-    if (!dot) return false;
-    for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
-        if (strcasecmp(dot, extensions[i]) == 0) return true;
-    return false;
+    return ends_in_one_of(name, extensions, sizeof extensions / sizeof extensions[0]);
 }
 
 bool path_has_video_extension(const char *name) {
@@ -36,11 +41,7 @@ bool path_has_video_extension(const char *name) {
     static const char *extensions[] = {".mp4", ".m4v", ".mov", ".qt",  ".3gp", ".3g2", ".mkv", ".webm", ".avi",
                                        ".mts", ".m2ts", ".ts", ".mpg", ".mpeg", ".vob", ".flv", ".wmv", ".asf",
                                        ".ogv", ".ogg"};
-    const char *dot = strrchr(name, '.');
-    if (!dot) return false;
-    for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
-        if (strcasecmp(dot, extensions[i]) == 0) return true;
-    return false;
+    return ends_in_one_of(name, extensions, sizeof extensions / sizeof extensions[0]);
 }
 
 /* Room for one more item of item_size bytes in *items (count of *capacity used). */
