@@ -10,10 +10,18 @@
 #include "api/model.h"
 #include "core/error.h"
 #include "core/profile.h"
+#include "vision/image.h"
+#include "vision/preprocess.h"
 
 _Static_assert(BENCH_MAX_BATCH == CONTEXT_IMAGE_BATCH, "the bench's batches are the context's");
 
 int bench_threads(const glimpse_context *ctx) { return pool_threads(ctx->threads); }
+
+glimpse_status bench_decode(const glimpse_context *ctx, const uint8_t *bytes, size_t size, bool fast,
+                            glimpse_image **out) {
+    int side = fast ? preprocess_decode_side(&ctx->model->preprocess) : 0;
+    return image_decode_scaled(bytes, size, "picture", IMAGE_DEFAULT_MAX_PIXELS, 1, side, out);
+}
 
 glimpse_status bench_preprocess(glimpse_context *ctx, glimpse_image *const *images, size_t count) {
     return context_preprocess(ctx, images, count, 0);

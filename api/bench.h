@@ -21,6 +21,11 @@
 /* The worker threads of ctx's pool. */
 int bench_threads(const glimpse_context *ctx);
 
+/* Decodes an encoded picture as glimpse index and embed do (fast: a JPEG in
+ * the DCT domain, --fast-decode), without resizing it: the decode stage alone. */
+glimpse_status bench_decode(const glimpse_context *ctx, const uint8_t *bytes, size_t size, bool fast,
+                            glimpse_image **out);
+
 /* Preprocesses count (<= BENCH_MAX_BATCH) images into ctx, for bench_vision. */
 glimpse_status bench_preprocess(glimpse_context *ctx, glimpse_image *const *images, size_t count);
 

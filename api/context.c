@@ -68,6 +68,8 @@ glimpse_status glimpse_context_create(const glimpse_model *model, const glimpse_
 
 const glimpse_model *context_model(const glimpse_context *ctx) { return ctx->model; }
 
+int context_thread_count(const glimpse_context *ctx) { return pool_threads(ctx->threads); }
+
 glimpse_status context_progress(const glimpse_context *ctx, size_t done, size_t total) {
     if (ctx->params.on_progress && ctx->params.on_progress(ctx->params.user, done, total))
         return error_set(GLIMPSE_STATUS_CANCELLED, "cancelled after %zu of %zu images", done, total);

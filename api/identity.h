@@ -15,6 +15,10 @@
 /* The model ctx was created with (borrowed, as the context borrows it). */
 const glimpse_model *context_model(const glimpse_context *ctx);
 
+/* The threads ctx's pool runs on (the caller's counted): how many pictures
+ * may be decoded at once ahead of its towers. */
+int context_thread_count(const glimpse_context *ctx);
+
 /* Writes "ARCHITECTURE/EMBEDDING_DIM/HASH" to out: the hash covers
  * config.json and the projection tensors' bytes. GLIMPSE_STATUS_INTERNAL if
  * it does not fit in capacity (MODEL_IDENTITY_CAPACITY always does). */

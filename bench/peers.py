@@ -241,6 +241,16 @@ def export_siglip(folder, siglips):
                               training=torch.onnx.TrainingMode.PRESERVE)
 
 
+def export_vit_b_32(folder, b32):
+    """torchvision's ViT-B/32 (CLIP ViT-B/32's vision shape) as FOLDER/vit_b_32.onnx, batch dynamic, exported as
+    export() explains; also what bench/photos.py's ONNX Runtime pipeline runs."""
+    b32.train()
+    with torch.no_grad():
+        torch.onnx.export(b32, torch.randn(1, 3, 224, 224), os.path.join(folder, "vit_b_32.onnx"),
+                          input_names=["pixels"], output_names=["out"], dynamic_axes={"pixels": {0: "batch"}},
+                          opset_version=14, training=torch.onnx.TrainingMode.PRESERVE)
+
+
 def export(folder, b32, text, b16, siglips):
     """The same three models as ONNX files for ort_bench.js. (Exported in
     training mode, whose dropout is 0 here, because torch 1.13 cannot export
@@ -249,9 +259,7 @@ def export(folder, b32, text, b16, siglips):
     for model in (b32, text, b16):
         model.train()
     with torch.no_grad():
-        torch.onnx.export(b32, torch.randn(1, 3, 224, 224), os.path.join(folder, "vit_b_32.onnx"),
-                          input_names=["pixels"], output_names=["out"], dynamic_axes={"pixels": {0: "batch"}},
-                          opset_version=14, training=torch.onnx.TrainingMode.PRESERVE)
+        export_vit_b_32(folder, b32)
         torch.onnx.export(text, torch.randn(1, 77, 512), os.path.join(folder, "text.onnx"), input_names=["tokens"],
                           output_names=["out"], dynamic_axes={"tokens": {0: "batch"}}, opset_version=14, training=torch.onnx.TrainingMode.PRESERVE)
         torch.onnx.export(b16, torch.randn(1, 3, 384, 384), os.path.join(folder, "vit_b_16_384.onnx"),

@@ -8,6 +8,7 @@
 # figure and the ratios.
 # Not part of the tests; needs a built tree (scripts/setup.sh) and network
 # access to Debian's and npm's registries on first use.
+# Ends with bench/photos.sh: pictures per second indexing 12-megapixel photographs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-2}
@@ -160,3 +161,5 @@ echo "glimpse serve: 16 clients, 10,000 requests; then the batching gain (demo C
 /usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --batching --requests 2000
 /usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --batching --requests 400 \
   --model "$work/openai--clip-vit-base-patch32"
+echo "photos: glimpse index of 100 twelve-megapixel JPEGs, exact and --fast-decode, beside Pillow + ONNX Runtime and Pillow + PyTorch..." >&2
+bench/photos.sh "$threads" 3 100

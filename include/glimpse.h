@@ -445,7 +445,7 @@ glimpse_status glimpse_index_check_model(const glimpse_index *index, const glimp
 
 /* The model folder the index was built with (owned by the index). */
 const char *glimpse_index_model_path(const glimpse_index *index);
-/* Images stored (a count over the whole table: slow on a large index). */
+/* Files stored, a video once (a count over the whole table: slow on a large index). */
 size_t glimpse_index_count(const glimpse_index *index);
 /* The size of the embeddings the index holds (read when it was opened). */
 size_t glimpse_index_embedding_dim(const glimpse_index *index);
@@ -466,6 +466,24 @@ typedef struct glimpse_index_summary {
     size_t added, updated, moved, removed, unchanged, failed;
     size_t roots_failed; /* paths given, or folders below them, missing or unreadable (see on_root_failure) */
 } glimpse_index_summary;
+
+/* Videos for an index, read by the caller (libglimpse links no video
+ * library): glimpse index passes FFmpeg's frames (glimpse_video in the CLI).
+ * Called on the update's decoding thread, one video at a time, in order. */
+typedef struct glimpse_frame_source {
+    /* whether a file's bytes are a video this source reads (else it is taken for an image) */
+    bool (*is_video)(void *user, const uint8_t *bytes, size_t size);
+    /* opens the video in bytes (borrowed until close); path names it in errors */
+    glimpse_status (*open)(void *user, const char *path, const uint8_t *bytes, size_t size, void **video);
+    /* the next sampled frame (a new image, which the index frees) and its time
+     * in seconds from the start; *frame NULL after the last */
+    glimpse_status (*next)(void *user, void *video, glimpse_image **frame, double *seconds);
+    void (*close)(void *user, void *video);
+    void *user;
+    /* how frames are chosen, in words ("every 2 s", "scenes 0.1"): recorded in
+     * the index when it first holds videos; an update with another is refused */
+    const char *sampling;
+} glimpse_frame_source;
 
 typedef struct glimpse_index_params {
     /* progress over the files that need embedding; return true to stop
@@ -490,6 +508,15 @@ typedef struct glimpse_index_params {
      * NULL (count 0). */
     const char *const *exclude;
     size_t exclude_count;
+    /* videos: with a source, files with a video extension are found under
+     * folders too (search/walk.c's list), and each is stored as one file of
+     * many frames, an entry per frame with its time (a changed video replaces
+     * them all; one that fails is a failed entry). NULL: no videos. */
+    const glimpse_frame_source *frames;
+    /* JPEGs decoded in the DCT domain, scaled to the smallest 1/8 step not
+     * below the model's resize (glimpse embed --fast-decode): recorded in the
+     * index when it is built; an update with the other choice is refused */
+    bool fast_decode;
 } glimpse_index_params;
 
 /* Brings the index up to date with the given files and folders (walked
@@ -509,12 +536,15 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
 
 /* What an index holds, for `glimpse index --stats`. */
 typedef struct glimpse_index_stats {
-    size_t images; /* entries stored */
+    size_t images; /* files stored (a video counts once, however many frames) */
     size_t failed; /* of them, files that failed to read or decode when last tried: left out of search results */
     size_t dim;    /* embedding size */
     glimpse_precision precision;
     const char *model_path, *model_identity; /* owned by the index */
     uint64_t file_bytes;                     /* the database's size */
+    size_t videos, frames;                   /* of images, the videos, and the frames stored for them */
+    const char *video_sampling;              /* recorded; NULL before the index held videos (owned by the index) */
+    bool fast_decode;                        /* built with glimpse_index_params.fast_decode */
 } glimpse_index_stats;
 glimpse_status glimpse_index_get_stats(glimpse_index *index, glimpse_index_stats *out);
 
@@ -540,6 +570,7 @@ glimpse_status glimpse_index_prune(glimpse_index *index, size_t *removed);
 typedef struct glimpse_search_result {
     const char *path; /* owned by the index; valid until the next update or close */
     float score;      /* logit_scale × cosine + logit_bias, as glimpse_score */
+    double time;      /* a video frame's time in seconds; negative for a still picture */
 } glimpse_search_result;
 
 /* The k stored images closest to a query embedding (L2-normalised, as the

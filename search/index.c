@@ -6,6 +6,12 @@
  * overwritten inside a vector are otherwise invisible); meta's "checksum"
  * covers the model record, its "format" records the upgrade to checksums;
  * writer holds the process updating the index, if one is (one at a time).
+ * Videos (format 3): a video is one file of many rows, one per frame
+ * sampled, UNIQUE(path, frame), each with its time in seconds (NULL for a
+ * still picture, whose one row is frame 0); the file's bookkeeping (size,
+ * time, hash, failed) is repeated on each. An older index is rebuilt in
+ * place into this form by its first opening with a model (one transaction,
+ * ids kept); opened read-only it is read as it is, every row a still.
  * WAL journaling: each committed batch survives a crash or kill -9, and a
  * batch in flight is rolled back whole. Embeddings are kept as float32 both
  * on disk and in memory: exact, and a 100,000 × 512 table is 200 MB, which
@@ -30,6 +36,8 @@
 #include "core/file.h"
 #include "core/kernels.h"
 #include "core/pool.h"
+#include "core/prefetch.h"
+#include "api/prepare.h"
 #include "core/quantize.h"
 #include "core/strmap.h"
 #include "search/bench.h"
@@ -42,7 +50,7 @@
 /* config.json's bound on projection_dim: a larger recorded size means a damaged index. */
 #define INDEX_MAX_EMBEDDING_DIM 65536
 /* meta's "format" of an index whose rows carry checksums; older ones have none (no "format", no column). */
-#define INDEX_FORMAT "2"
+#define INDEX_FORMAT "3"
 
 struct glimpse_index {
     sqlite3 *db;
@@ -54,17 +62,22 @@ struct glimpse_index {
     bool read_only; /* opened for searching: writes nothing */
     bool checksummed; /* rows carry checksums (images.checksum), verified when loaded */
     bool failed_column; /* images.failed exists (an index made before it has none) */
+    bool frames_column; /* images.frame and images.time exist (format 3: videos) */
+    char *video_sampling; /* meta's "video_sampling": how its videos' frames were chosen (NULL: none yet) */
+    bool fast_decode;     /* meta's "decode" is "fast" */
     glimpse_precision precision; /* of the embeddings stored (meta's "precision"; float32 if not recorded) */
     /* search cache: every stored embedding, loaded on first search */
     bool loaded;
     size_t count;
     char **paths;
+    double *times;  /* [count]: a frame's time, negative for a still */
     float *matrix; /* [count, dim] */
     float *scores; /* [count] */
     /* or the vector file (FILE.vectors), mapped, when it is the index's current one */
     bool vectors_open;
     vector_file vectors;
     char **fetched;       /* [vectors.count]: the paths of rows returned so far, read from SQLite when first needed */
+    double *fetched_times; /* [vectors.count]: their times, with them */
     int32_t *scan;        /* [2, vectors.count]: the int8 scan's dot products and code sums */
     pool *threads;        /* the scan's, created with the first search */
 };
@@ -212,15 +225,17 @@ static glimpse_status meta_set(glimpse_index *index, const char *key, const char
 static void drop_cache(glimpse_index *index) {
     if (index->vectors_open)
         for (size_t i = 0; i < index->vectors.count; i++) free(index->fetched[i]);
-    free(index->fetched), free(index->scan);
-    index->fetched = NULL, index->scan = NULL;
+    free(index->fetched), free(index->scan), free(index->fetched_times);
+    index->fetched = NULL, index->scan = NULL, index->fetched_times = NULL;
     vector_file_close(&index->vectors);
     index->vectors_open = false;
     for (size_t i = 0; i < index->count; i++) free(index->paths[i]);
     free(index->paths);
+    free(index->times);
     free(index->matrix);
     free(index->scores);
     index->paths = NULL;
+    index->times = NULL;
     index->matrix = index->scores = NULL;
     index->count = 0;
     index->loaded = false;
@@ -255,6 +270,13 @@ static char *read_only_uri(const char *path) {
     return uri;
 }
 
+/* The columns of images (format 3); an older index lacks frame and time,
+ * and has path UNIQUE instead of (path, frame). */
+#define IMAGES_COLUMNS                                                                                                 \
+    "id INTEGER PRIMARY KEY, path TEXT NOT NULL, frame INTEGER NOT NULL DEFAULT 0, time REAL,"                        \
+    " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL, embedding BLOB NOT NULL,"              \
+    " checksum INTEGER, failed TEXT, UNIQUE(path, frame)"
+
 /* Opens the database: with create, for writing (creating it and its tables
  * if needed); else read-only, for searching. */
 static glimpse_status open_database(glimpse_index *index, bool create) {
@@ -280,9 +302,7 @@ static glimpse_status open_database(glimpse_index *index, bool create) {
         return db_error(index, "cannot open");
     return exec(index, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=4294967296;"
                        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-                       "CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
-                       " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
-                       " embedding BLOB NOT NULL, checksum INTEGER, failed TEXT);"
+                       "CREATE TABLE IF NOT EXISTS images(" IMAGES_COLUMNS ");"
                        "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);"
                        "CREATE TABLE IF NOT EXISTS writer(id INTEGER PRIMARY KEY CHECK (id = 1),"
                        " pid INTEGER NOT NULL, host TEXT NOT NULL, started INTEGER NOT NULL);"
@@ -340,6 +360,25 @@ static glimpse_status add_checksums(glimpse_index *index, const char *identity, 
     if (!status) status = exec(index, "ALTER TABLE images ADD COLUMN checksum INTEGER");
     if (!status) status = exec(index, "UPDATE images SET checksum = glimpse_row_checksum(path, embedding)");
     if (!status) status = meta_set(index, "checksum", checksum);
+    if (!status) status = meta_set(index, "format", INDEX_FORMAT);
+    if (!status) return exec(index, "COMMIT");
+    sqlite3_exec(index->db, "ROLLBACK", NULL, NULL, NULL);
+    return status;
+}
+
+/* Rebuilds an index made before videos into format 3 (frame and time
+ * columns, UNIQUE(path, frame)) in place: one transaction, every row and id
+ * kept as frame 0 of its file, so its vector file stays valid. SQLite cannot
+ * drop a UNIQUE constraint, hence a new table renamed over the old. */
+static glimpse_status add_frames(glimpse_index *index) {
+    glimpse_status status = exec(index, "BEGIN IMMEDIATE");
+    if (!status)
+        status = exec(index, "CREATE TABLE images_frames(" IMAGES_COLUMNS ");"
+                             "INSERT INTO images_frames(id, path, size, mtime_ns, hash, embedding, checksum, failed)"
+                             " SELECT id, path, size, mtime_ns, hash, embedding, checksum, failed FROM images;"
+                             "DROP TABLE images;"
+                             "ALTER TABLE images_frames RENAME TO images;"
+                             "CREATE INDEX IF NOT EXISTS images_hash ON images(hash);");
     if (!status) status = meta_set(index, "format", INDEX_FORMAT);
     if (!status) return exec(index, "COMMIT");
     sqlite3_exec(index->db, "ROLLBACK", NULL, NULL, NULL);
@@ -463,6 +502,12 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     if (!status) status = has_column(index, "failed", &index->failed_column);
     if (!status && model && !index->failed_column) status = exec(index, "ALTER TABLE images ADD COLUMN failed TEXT");
     if (!status && model) index->failed_column = true;
+    if (!status) status = has_column(index, "time", &index->frames_column);
+    char *decode = NULL;
+    if (!status) status = meta_get(index, "video_sampling", &index->video_sampling);
+    if (!status) status = meta_get(index, "decode", &decode);
+    index->fast_decode = decode && strcmp(decode, "fast") == 0;
+    free(decode);
     if (!status) status = meta_get(index, "precision", &precision);
     if (!status && index->checksummed && identity) status = check_model_record(index, identity, dim, scale, bias);
     else if (!status && index->checksummed && !model) status = damaged(index, "its model record is missing");
@@ -470,6 +515,9 @@ glimpse_status glimpse_index_open(const char *db_path, const glimpse_model *mode
     if (!status && model) index->checksummed = true;
     if (!status) index->precision = precision && strcmp(precision, "int8") == 0 ? GLIMPSE_PRECISION_INT8
                                                                                  : GLIMPSE_PRECISION_FLOAT32;
+    /* after the checksums' upgrade, which an older index may need first */
+    if (!status && model && !index->frames_column) status = add_frames(index);
+    if (!status && model) index->frames_column = true;
     if (!status && model) status = adopt_model(index, model, identity, precision != NULL);
     else if (!status) status = read_recorded_model(index, identity, dim, scale, bias);
     free(identity), free(dim), free(scale), free(bias), free(precision);
@@ -493,6 +541,7 @@ void glimpse_index_free(glimpse_index *index) {
     sqlite3_close(index->db);
     free(index->model_path);
     free(index->identity);
+    free(index->video_sampling);
     free(index->path);
     free(index);
 }
@@ -518,7 +567,7 @@ size_t glimpse_index_count(const glimpse_index *index) {
     if (!index) return 0;
     sqlite3_stmt *statement;
     size_t count = 0;
-    if (sqlite3_prepare_v2(index->db, "SELECT COUNT(*) FROM images", -1, &statement, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(index->db, "SELECT COUNT(DISTINCT path) FROM images", -1, &statement, NULL) == SQLITE_OK) {
         if (sqlite3_step(statement) == SQLITE_ROW) count = (size_t)sqlite3_column_int64(statement, 0);
         sqlite3_finalize(statement);
     }
@@ -530,7 +579,7 @@ size_t glimpse_index_count(const glimpse_index *index) {
 /* Images embedded and committed together. */
 #define INDEX_BATCH 8
 
-/* One image the index holds. */
+/* One file the index holds (a video's frames together). */
 typedef struct stored_row {
     int64_t id, size, mtime_ns, hash;
     bool seen;   /* among the files walked, or claimed by one of them as moved */
@@ -575,7 +624,7 @@ static glimpse_status read_stored(glimpse_index *index, stored_images *stored) {
     glimpse_status status = strmap_create(1024, &stored->by_path);
     sqlite3_stmt *statement = NULL;
     int code = status ? SQLITE_OK
-                      : sqlite3_prepare_v2(index->db, "SELECT id, path, size, mtime_ns, hash, failed IS NOT NULL FROM images", -1,
+                      : sqlite3_prepare_v2(index->db, "SELECT MIN(id), path, size, mtime_ns, hash, MAX(failed IS NOT NULL) FROM images GROUP BY path", -1,
                                            &statement, NULL);
     if (code != SQLITE_OK) status = prepare_error(index, code, "reading the index");
     code = SQLITE_DONE;
@@ -664,12 +713,13 @@ static glimpse_status transaction_end(glimpse_index *index, sqlite3_stmt *statem
     return status;
 }
 
-/* Runs the prepared "UPDATE images SET path, mtime_ns (the checksum, failed cleared) WHERE id" for the file f. */
-static glimpse_status set_path_and_time(glimpse_index *index, sqlite3_stmt *update, const found_file *f, int64_t id,
-                                        const char *what) {
+/* Runs the prepared "UPDATE images SET path, mtime_ns (the checksum, failed
+ * cleared) WHERE path" for the file f, stored at path (every frame of a video). */
+static glimpse_status set_path_and_time(glimpse_index *index, sqlite3_stmt *update, const found_file *f,
+                                        const char *path, const char *what) {
     sqlite3_bind_text(update, 1, f->path, -1, SQLITE_STATIC);
     sqlite3_bind_int64(update, 2, f->mtime_ns);
-    sqlite3_bind_int64(update, 3, id);
+    sqlite3_bind_text(update, 3, path, -1, SQLITE_STATIC);
     glimpse_status status = sqlite3_step(update) == SQLITE_DONE ? GLIMPSE_STATUS_OK : db_error(index, what);
     sqlite3_reset(update);
     return status;
@@ -686,7 +736,7 @@ static glimpse_status keep_same_bytes(glimpse_index *index, sqlite3_stmt *update
     if (hash != stored->rows[r].hash || stored->rows[r].size != f->size) return GLIMPSE_STATUS_OK;
     *handled = true;
     summary->unchanged++;
-    return set_path_and_time(index, update, f, stored->rows[r].id, "recording a new time");
+    return set_path_and_time(index, update, f, stored->paths[r], "recording a new time");
 }
 
 /* Whether a stored file that does not exist is really gone: under a root
@@ -722,7 +772,7 @@ static glimpse_status claim_moved(glimpse_index *index, sqlite3_stmt *update, co
         row->seen = true;
         *handled = true;
         summary->moved++;
-        return set_path_and_time(index, update, f, row->id, "recording a move");
+        return set_path_and_time(index, update, f, stored->paths[r], "recording a move");
     }
     return GLIMPSE_STATUS_OK;
 }
@@ -735,7 +785,7 @@ static glimpse_status record_moves(glimpse_index *index, const walk_result *walk
     sqlite3_stmt *update;
     glimpse_status status = transaction_begin(index, "UPDATE images SET path = ?1, mtime_ns = ?2,"
                                               " checksum = glimpse_row_checksum(?1, embedding), failed = NULL"
-                                              " WHERE id = ?3",
+                                              " WHERE path = ?3",
                                               "preparing a move", &update);
     size_t kept = 0;
     for (size_t w = 0; !status && w < *work_count; w++) {
@@ -759,12 +809,12 @@ static glimpse_status forget_deleted(glimpse_index *index, const stored_images *
                                      glimpse_index_summary *summary) {
     sqlite3_stmt *remove;
     glimpse_status status =
-        transaction_begin(index, "DELETE FROM images WHERE id = ?", "preparing a removal", &remove);
+        transaction_begin(index, "DELETE FROM images WHERE path = ?", "preparing a removal", &remove);
     for (size_t r = 0; !status && r < stored->count; r++) {
         const char *path = stored->paths[r];
         if (stored->rows[r].seen || !walk_judges(walk, path) || (file_exists(path) && !walk_excludes(walk, path)))
             continue;
-        sqlite3_bind_int64(remove, 1, stored->rows[r].id);
+        sqlite3_bind_text(remove, 1, path, -1, SQLITE_STATIC);
         if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "removing a deleted file");
         sqlite3_reset(remove);
         summary->removed++;
@@ -775,115 +825,313 @@ static glimpse_status forget_deleted(glimpse_index *index, const stored_images *
 /* A stored file that no longer reads or decodes: its old embedding is
  * stale, so its entry leaves the search results (images.failed holds the
  * reason) until a later run reads the file again. */
-static glimpse_status mark_failed(glimpse_index *index, int64_t id, const char *reason) {
+static glimpse_status mark_failed(glimpse_index *index, const char *path, const char *reason) {
     sqlite3_stmt *update;
-    if (sqlite3_prepare_v2(index->db, "UPDATE images SET failed = ? WHERE id = ?", -1, &update, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(index->db, "UPDATE images SET failed = ? WHERE path = ?", -1, &update, NULL) != SQLITE_OK)
         return db_error(index, "recording a failed file");
     sqlite3_bind_text(update, 1, reason, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(update, 2, id);
+    sqlite3_bind_text(update, 2, path, -1, SQLITE_STATIC);
     glimpse_status status = sqlite3_step(update) == SQLITE_DONE ? GLIMPSE_STATUS_OK
                                                                  : db_error(index, "recording a failed file");
     sqlite3_finalize(update);
     return status;
 }
 
-/* Reports a file of the batch that failed (and marks its stored entry failed, if it has one). */
-static glimpse_status batch_failure(glimpse_index *index, const pending *p, const char *path,
-                                    const glimpse_index_params *params, glimpse_index_summary *summary) {
+/* Reports a file that failed (and marks its stored entry failed, if it has one). */
+static glimpse_status report_failure(glimpse_index *index, const pending *p, const char *path, const char *why,
+                                     const glimpse_index_params *params, glimpse_index_summary *summary) {
     summary->failed++;
     char reason[1024];
-    snprintf(reason, sizeof reason, "%s%s", glimpse_last_error(),
+    snprintf(reason, sizeof reason, "%s%s", why,
              p->stored_id ? "; its entry is left out of search results until the file reads again" : "");
-    glimpse_status status = p->stored_id ? mark_failed(index, p->stored_id, glimpse_last_error()) : GLIMPSE_STATUS_OK;
+    glimpse_status status = p->stored_id ? mark_failed(index, path, why) : GLIMPSE_STATUS_OK;
     if (params && params->on_failure) params->on_failure(params->user, path, reason);
     return status;
 }
 
-/* Reads, hashes and decodes batch[0..count); the files that fail are
- * counted and reported. *loaded of them loaded: images[j] and hashes[j]
- * are batch[which[j]]'s. */
-static glimpse_status load_batch(glimpse_index *index, const file_list *files, const pending *batch, size_t count,
-                                 const glimpse_index_params *params, glimpse_image **images, int64_t *hashes,
-                                 size_t *which, size_t *loaded_count, glimpse_index_summary *summary) {
-    uint64_t max_pixels = params && params->max_pixels ? params->max_pixels : glimpse_image_default_params().max_pixels;
-    size_t loaded = 0;
-    glimpse_status marked = GLIMPSE_STATUS_OK;
-    for (size_t i = 0; i < count && !marked; i++) {
-        const found_file *f = &files->items[batch[i].file];
-        uint8_t *bytes;
-        size_t size;
-        glimpse_status status = file_read_all(f->path, IMAGE_FILE_MAX_BYTES, &bytes, &size);
-        if (!status) {
-            hashes[loaded] = (int64_t)content_hash(bytes, size);
-            status = image_decode(bytes, size, f->path, max_pixels, &images[loaded]);
-            free(bytes);
-        }
-        if (status) {
-            marked = batch_failure(index, &batch[i], f->path, params, summary);
-            continue;
-        }
-        which[loaded++] = i;
-    }
-    *loaded_count = loaded;
-    if (marked)
-        for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
-    return marked;
+/* Pictures decoded ahead of the towers: two batches, shared by the decoding threads. */
+#define INDEX_AHEAD (2 * INDEX_BATCH)
+/* Decoding threads at most: as many as the context's (a 12-megapixel JPEG
+ * costs several times the ViT-B/32 tower's picture, so while the towers wait
+ * their cores decode), within this bound. */
+#define INDEX_MAX_READERS 16
+
+/* What the decoding thread hands over, in the order of the work: a
+ * picture (a still, which ends its file, or a video's frame), the end of a
+ * video, or a file that failed. */
+typedef struct index_item {
+    size_t work;          /* into the work */
+    glimpse_image *image; /* resized for the model; NULL for an end or a failure */
+    double seconds;       /* a frame's time; negative for a still */
+    int64_t hash;         /* the file's content hash (with its last item) */
+    bool last;            /* the file's last item */
+    char *failure;        /* why the file failed (new string), or NULL */
+} index_item;
+
+/* A decoding thread's state: its share of the work (files next, next +
+ * stride, ...), read in order. */
+typedef struct index_reader {
+    glimpse_index *index;
+    const glimpse_model *model;
+    const file_list *files;
+    const pending *work;
+    size_t work_count, next, stride;
+    const glimpse_index_params *params;
+    uint64_t max_pixels;
+    /* the video being read */
+    void *video;
+    const uint8_t *bytes;
+    size_t size;
+    bool mapped; /* bytes are a mapping (a large file), else read into memory */
+    int64_t hash;
+} index_reader;
+
+/* Files up to this size are read into memory, larger ones (videos) mapped:
+ * a file truncated while it is read is then an error, not a SIGBUS, for
+ * every picture and most videos. */
+#define INDEX_READ_MAX_BYTES ((size_t)256 << 20)
+
+static void reader_close_file(index_reader *r) {
+    const glimpse_frame_source *frames = r->params ? r->params->frames : NULL;
+    if (r->video) frames->close(frames->user, r->video);
+    if (r->bytes && r->mapped) file_unmap(r->bytes, r->size);
+    else free((void *)r->bytes);
+    r->video = NULL, r->bytes = NULL, r->size = 0;
 }
 
-/* Stores the embeddings of the loaded files of a batch. One transaction:
- * all of it or none of it survives a crash. */
-static glimpse_status store_batch(glimpse_index *index, const file_list *files, const pending *batch,
-                                  const size_t *which, const int64_t *hashes, const float *embeddings, size_t loaded,
-                                  glimpse_index_summary *summary) {
-    sqlite3_stmt *insert;
+/* Ends the current file of the item as failed, with the thread's last error. */
+static bool reader_fail(index_reader *r, index_item *item) {
+    reader_close_file(r);
+    item->last = true;
+    item->failure = strdup(glimpse_last_error()[0] ? glimpse_last_error() : "failed");
+    r->next += r->stride;
+    /* out of memory for the reason too: a failure all the same, the other side sees none */
+    if (!item->failure) item->failure = strdup("out of memory");
+    return true;
+}
+
+static bool index_produce(void *user, void *out, const volatile bool *stopping) {
+    index_reader *r = user;
+    index_item *item = out;
+    const glimpse_frame_source *frames = r->params ? r->params->frames : NULL;
+    if (*stopping || r->next >= r->work_count) return false;
+    const found_file *f = &r->files->items[r->work[r->next].file];
+    item->work = r->next;
+    item->seconds = -1;
+    if (r->video) { /* the next frame of the open video */
+        glimpse_image *frame = NULL;
+        double seconds = 0;
+        if (frames->next(frames->user, r->video, &frame, &seconds)) return reader_fail(r, item);
+        if (!frame) { /* the end of it */
+            reader_close_file(r);
+            item->hash = r->hash, item->last = true;
+            r->next += r->stride;
+            return true;
+        }
+        if (prepare_resize(r->model, &frame)) {
+            glimpse_image_free(frame);
+            return reader_fail(r, item);
+        }
+        item->image = frame, item->seconds = seconds;
+        return true;
+    }
+    r->mapped = (uint64_t)f->size > INDEX_READ_MAX_BYTES;
+    uint8_t *read = NULL;
+    glimpse_status status = r->mapped ? file_map(f->path, &r->bytes, &r->size)
+                                      : file_read_all(f->path, INDEX_READ_MAX_BYTES, &read, &r->size);
+    if (!r->mapped) r->bytes = read;
+    if (status) {
+        r->bytes = NULL;
+        return reader_fail(r, item);
+    }
+    r->hash = (int64_t)content_hash(r->bytes, r->size);
+    if (frames && frames->is_video(frames->user, r->bytes, r->size)) {
+        if (frames->open(frames->user, f->path, r->bytes, r->size, &r->video)) {
+            r->video = NULL;
+            return reader_fail(r, item);
+        }
+        return index_produce(user, out, stopping); /* its first frame */
+    }
+    status = prepare_decode(r->model, r->bytes, r->size, f->path, r->max_pixels, 1, r->params && r->params->fast_decode,
+                            &item->image);
+    if (status) return reader_fail(r, item);
+    reader_close_file(r);
+    item->hash = r->hash, item->last = true;
+    r->next += r->stride;
+    return true;
+}
+
+static void index_dispose(void *user, void *out) {
+    (void)user;
+    index_item *item = out;
+    glimpse_image_free(item->image);
+    free(item->failure);
+}
+
+/* A file embedded whole, waiting to be stored: its rows' embeddings and times. */
+typedef struct embedded_file {
+    size_t work;
+    int64_t hash;
+    size_t rows, capacity;
+    float *embeddings; /* [rows, dim] */
+    double *times;     /* [rows], negative for a still */
+} embedded_file;
+
+static void embedded_file_free(embedded_file *e) {
+    free(e->embeddings), free(e->times);
+    memset(e, 0, sizeof *e);
+}
+
+/* The towers' side of an update: batches of pictures embedded, files completed and stored. */
+typedef struct index_writer {
+    glimpse_index *index;
+    glimpse_context *ctx;
+    const file_list *files;
+    const pending *work;
+    const glimpse_index_params *params;
+    glimpse_index_summary *summary;
+    index_item batch[INDEX_BATCH];
+    size_t batched;
+    float *embeddings;   /* [INDEX_BATCH, dim] */
+    embedded_file open;  /* the file whose pictures are being embedded (open.rows 0: none) */
+    bool open_started;
+    embedded_file *done; /* files complete, not yet stored */
+    size_t done_count, done_capacity, files_done;
+} index_writer;
+
+static glimpse_status writer_add_row(index_writer *w, size_t work, const float *embedding, double seconds) {
+    embedded_file *e = &w->open;
+    size_t dim = w->index->dim;
+    if (!w->open_started) e->work = work, w->open_started = true;
+    if (e->rows == e->capacity) {
+        size_t capacity = e->capacity ? 2 * e->capacity : 1;
+        float *grown = realloc(e->embeddings, capacity * dim * sizeof *grown);
+        if (grown) e->embeddings = grown;
+        double *grown_times = realloc(e->times, capacity * sizeof *grown_times);
+        if (grown_times) e->times = grown_times;
+        if (!grown || !grown_times) return ERROR_OOM();
+        e->capacity = capacity;
+    }
+    memcpy(e->embeddings + e->rows * dim, embedding, dim * sizeof(float));
+    e->times[e->rows++] = seconds;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* The open file is complete: it waits to be stored. */
+static glimpse_status writer_complete(index_writer *w, size_t work, int64_t hash) {
+    if (!w->open_started) return GLIMPSE_STATUS_OK; /* a video without a frame: never, video sources fail those */
+    if (w->done_count == w->done_capacity) {
+        size_t capacity = w->done_capacity ? 2 * w->done_capacity : INDEX_BATCH;
+        embedded_file *grown = realloc(w->done, capacity * sizeof *grown);
+        if (!grown) return ERROR_OOM();
+        w->done = grown, w->done_capacity = capacity;
+    }
+    w->open.work = work, w->open.hash = hash;
+    w->done[w->done_count++] = w->open;
+    memset(&w->open, 0, sizeof w->open);
+    w->open_started = false;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Stores the files complete, every row of each (a video's old frames
+ * replaced). One transaction: all of it or none of it survives a crash. */
+static glimpse_status writer_store(index_writer *w) {
+    glimpse_index *index = w->index;
+    if (!w->done_count) return GLIMPSE_STATUS_OK;
+    sqlite3_stmt *insert, *remove = NULL;
     glimpse_status status =
         transaction_begin(index,
-                          "INSERT INTO images(path, size, mtime_ns, hash, embedding, checksum)"
-                          " VALUES (?1, ?2, ?3, ?4, ?5, glimpse_row_checksum(?1, ?5))"
-                          " ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
-                          " hash = excluded.hash, embedding = excluded.embedding, checksum = excluded.checksum,"
-                          " failed = NULL",
+                          "INSERT INTO images(path, frame, time, size, mtime_ns, hash, embedding, checksum)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, glimpse_row_checksum(?1, ?7))",
                           "preparing an insert", &insert);
-    for (size_t j = 0; j < loaded && !status; j++) {
-        const pending *p = &batch[which[j]];
-        const found_file *f = &files->items[p->file];
-        sqlite3_bind_text(insert, 1, f->path, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(insert, 2, f->size);
-        sqlite3_bind_int64(insert, 3, f->mtime_ns);
-        sqlite3_bind_int64(insert, 4, hashes[j]);
-        sqlite3_bind_blob(insert, 5, embeddings + j * index->dim, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
-        if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "storing an embedding");
-        sqlite3_reset(insert);
+    if (!status && sqlite3_prepare_v2(index->db, "DELETE FROM images WHERE path = ?", -1, &remove, NULL) != SQLITE_OK)
+        status = db_error(index, "preparing an insert");
+    for (size_t d = 0; d < w->done_count && !status; d++) {
+        const embedded_file *e = &w->done[d];
+        const pending *p = &w->work[e->work];
+        const found_file *f = &w->files->items[p->file];
+        sqlite3_bind_text(remove, 1, f->path, -1, SQLITE_STATIC);
+        if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "replacing an entry");
+        sqlite3_reset(remove);
+        for (size_t r = 0; r < e->rows && !status; r++) {
+            sqlite3_bind_text(insert, 1, f->path, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(insert, 2, (int64_t)r);
+            if (e->times[r] < 0) sqlite3_bind_null(insert, 3);
+            else sqlite3_bind_double(insert, 3, e->times[r]);
+            sqlite3_bind_int64(insert, 4, f->size);
+            sqlite3_bind_int64(insert, 5, f->mtime_ns);
+            sqlite3_bind_int64(insert, 6, e->hash);
+            sqlite3_bind_blob(insert, 7, e->embeddings + r * index->dim, (int)(index->dim * sizeof(float)),
+                              SQLITE_STATIC);
+            if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "storing an embedding");
+            sqlite3_reset(insert);
+        }
         if (p->stored_id)
-            summary->updated++;
+            w->summary->updated++;
         else
-            summary->added++;
+            w->summary->added++;
     }
-    return transaction_end(index, insert, status);
-}
-
-/* Embeds and stores the files of a batch that decode. */
-static glimpse_status embed_batch(glimpse_index *index, glimpse_context *ctx, const file_list *files,
-                                  const pending *batch, size_t count, const glimpse_index_params *params,
-                                  glimpse_index_summary *summary) {
-    glimpse_image *images[INDEX_BATCH];
-    int64_t hashes[INDEX_BATCH];
-    size_t which[INDEX_BATCH], loaded = 0;
-    glimpse_status status = load_batch(index, files, batch, count, params, images, hashes, which, &loaded, summary);
-    if (status || !loaded) return status;
-    float *embeddings = malloc(loaded * index->dim * sizeof(float));
-    if (!embeddings) {
-        for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
-        return ERROR_OOM();
-    }
-    status = glimpse_embed_images(ctx, images, loaded, embeddings);
-    for (size_t j = 0; j < loaded; j++) glimpse_image_free(images[j]);
-    if (!status) status = store_batch(index, files, batch, which, hashes, embeddings, loaded, summary);
-    free(embeddings);
+    sqlite3_finalize(remove);
+    status = transaction_end(index, insert, status);
+    for (size_t d = 0; d < w->done_count; d++) embedded_file_free(&w->done[d]);
+    w->done_count = 0;
     return status;
 }
 
-/* Embeds the work in batches, each committed on its own, with progress. */
+/* Embeds the pictures batched, each row joining its file; stills complete theirs. */
+static glimpse_status writer_flush(index_writer *w) {
+    if (!w->batched) return GLIMPSE_STATUS_OK;
+    glimpse_image *images[INDEX_BATCH];
+    for (size_t j = 0; j < w->batched; j++) images[j] = w->batch[j].image;
+    glimpse_status status = glimpse_embed_images(w->ctx, images, w->batched, w->embeddings);
+    for (size_t j = 0; j < w->batched; j++) {
+        index_item *item = &w->batch[j];
+        if (!status) status = writer_add_row(w, item->work, w->embeddings + j * w->index->dim, item->seconds);
+        if (!status && item->last) status = writer_complete(w, item->work, item->hash), w->files_done++;
+        glimpse_image_free(item->image);
+        item->image = NULL;
+    }
+    w->batched = 0;
+    return status;
+}
+
+/* After a batch: the files complete stored, and progress reported. */
+static glimpse_status writer_commit(index_writer *w, size_t total) {
+    glimpse_status status = writer_store(w);
+    const glimpse_index_params *params = w->params;
+    if (!status && params && params->on_progress && params->on_progress(params->user, w->files_done, total))
+        status = error_set(GLIMPSE_STATUS_CANCELLED, "indexing was stopped");
+    return status;
+}
+
+/* Takes one item from the decoding thread. */
+static glimpse_status writer_take(index_writer *w, index_item *item, size_t total) {
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (item->image) {
+        w->batch[w->batched++] = *item;
+        if (w->batched == INDEX_BATCH && !(status = writer_flush(w))) status = writer_commit(w, total);
+        return status;
+    }
+    /* an end or a failure: the pictures before it first */
+    if ((status = writer_flush(w))) return status;
+    if (item->failure) {
+        embedded_file_free(&w->open); /* a video's frames embedded so far are dropped */
+        w->open_started = false;
+        const pending *p = &w->work[item->work];
+        status = report_failure(w->index, p, w->files->items[p->file].path, item->failure, w->params, w->summary);
+        w->files_done++;
+    } else {
+        status = writer_complete(w, item->work, item->hash);
+        w->files_done++;
+    }
+    return status ? status : writer_commit(w, total);
+}
+
+/* Embeds the work and stores it, a batch at a time, each committed on its
+ * own, with progress: the files are read, decoded and resized ahead of the
+ * towers (INDEX_AHEAD pictures at most) by as many threads as the context
+ * has, reader k taking files k, k + readers, ...; the towers take each
+ * file's pictures from its reader's queue in the work's order. */
 static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, const file_list *files,
                                  const pending *work, size_t work_count, const glimpse_index_params *params,
                                  glimpse_index_summary *summary) {
@@ -891,12 +1139,51 @@ static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, con
     /* the start, so that a progress display times the first batch from here */
     if (work_count && params && params->on_progress && params->on_progress(params->user, 0, work_count))
         status = error_set(GLIMPSE_STATUS_CANCELLED, "indexing was stopped");
-    for (size_t first = 0; !status && first < work_count; first += INDEX_BATCH) {
-        size_t n = work_count - first < INDEX_BATCH ? work_count - first : INDEX_BATCH;
-        status = embed_batch(index, ctx, files, work + first, n, params, summary);
-        if (!status && params && params->on_progress && params->on_progress(params->user, first + n, work_count))
-            status = error_set(GLIMPSE_STATUS_CANCELLED, "indexing was stopped");
+    if (status || !work_count) return status;
+    size_t readers = (size_t)context_thread_count(ctx);
+    readers = readers < 1 ? 1 : readers > INDEX_MAX_READERS ? INDEX_MAX_READERS : readers;
+    if (readers > work_count) readers = work_count;
+    index_reader reader[INDEX_MAX_READERS];
+    prefetch *ahead[INDEX_MAX_READERS] = {0};
+    index_writer w = {.index = index, .ctx = ctx, .files = files, .work = work, .params = params, .summary = summary};
+    w.embeddings = malloc(INDEX_BATCH * index->dim * sizeof(float));
+    if (!w.embeddings) status = ERROR_OOM();
+    for (size_t k = 0; k < readers; k++) {
+        reader[k] = (index_reader){.index = index,
+                                   .model = context_model(ctx),
+                                   .files = files,
+                                   .work = work,
+                                   .work_count = work_count,
+                                   .next = k,
+                                   .stride = readers,
+                                   .params = params,
+                                   .max_pixels = params && params->max_pixels
+                                                     ? params->max_pixels
+                                                     : glimpse_image_default_params().max_pixels};
+        if (!status)
+            status = prefetch_start(sizeof(index_item), (INDEX_AHEAD + readers - 1) / readers, true, index_produce,
+                                    index_dispose, &reader[k], &ahead[k]);
     }
+    index_item item;
+    /* file f's items come from reader f % readers, its last one ending the file */
+    for (size_t file = 0; !status && file < work_count;) {
+        if (!prefetch_next(ahead[file % readers], &item)) {
+            status = error_set(GLIMPSE_STATUS_INTERNAL, "a decoding thread ended early");
+            break;
+        }
+        if (item.last) file++;
+        status = writer_take(&w, &item, work_count);
+        free(item.failure);
+    }
+    if (!status && !(status = writer_flush(&w))) status = writer_commit(&w, work_count);
+    for (size_t k = 0; k < readers; k++) {
+        prefetch_stop(ahead[k]); /* after a failure: the thread stopped, what it made freed */
+        reader_close_file(&reader[k]);
+    }
+    for (size_t j = 0; j < w.batched; j++) glimpse_image_free(w.batch[j].image);
+    for (size_t d = 0; d < w.done_count; d++) embedded_file_free(&w.done[d]);
+    embedded_file_free(&w.open);
+    free(w.done), free(w.embeddings);
     return status;
 }
 
@@ -1032,6 +1319,41 @@ static void writer_unlock(glimpse_index *index) {
     sqlite3_finalize(statement);
 }
 
+/* The decoding and video sampling the update asks for, against what the
+ * index records: the first update records them (fast decoding when the
+ * index is new, the sampling when videos first come), another is refused. */
+static glimpse_status record_choices(glimpse_index *index, const glimpse_index_params *params) {
+    bool fast = params && params->fast_decode;
+    const glimpse_frame_source *frames = params ? params->frames : NULL;
+    char *decode = NULL;
+    glimpse_status status = meta_get(index, "decode", &decode);
+    if (!status && !decode) {
+        /* an index holding pictures from before the record was decoded exactly */
+        status = count_where(index, "1") && fast
+                     ? error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                                 "%s was built decoding exactly; leave out --fast-decode, or use a new --db",
+                                 index->path)
+                     : meta_set(index, "decode", fast ? "fast" : "exact");
+        if (!status) index->fast_decode = fast;
+    } else if (!status && (strcmp(decode, "fast") == 0) != fast) {
+        status = error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s was built %s; %s, or use a new --db", index->path,
+                           index->fast_decode ? "with --fast-decode" : "decoding exactly",
+                           index->fast_decode ? "give --fast-decode" : "leave out --fast-decode");
+    }
+    free(decode);
+    if (status || !frames) return status;
+    const char *sampling = frames->sampling ? frames->sampling : "";
+    if (!index->video_sampling) {
+        status = meta_set(index, "video_sampling", sampling);
+        if (!status && !(index->video_sampling = strdup(sampling))) status = ERROR_OOM();
+    } else if (strcmp(index->video_sampling, sampling) != 0) {
+        status = error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                           "%s samples its videos' frames %s, not %s; give the same, or use a new --db", index->path,
+                           index->video_sampling, sampling);
+    }
+    return status;
+}
+
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
                                     size_t count, const glimpse_index_params *params,
                                     glimpse_index_summary *summary) {
@@ -1049,9 +1371,13 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
                          index->identity);
     drop_cache(index);
     if ((status = writer_lock(index))) return status;
+    if ((status = record_choices(index, params))) {
+        writer_unlock(index);
+        return status;
+    }
     walk_result walk;
     if ((status = walk_paths(paths, count, params ? params->exclude : NULL, params ? params->exclude_count : 0,
-                             &walk))) {
+                             params && params->frames, &walk))) {
         writer_unlock(index);
         return status;
     }
@@ -1103,10 +1429,10 @@ static glimpse_status step_under(glimpse_index *index, sqlite3_stmt *statement, 
     return *code == SQLITE_ROW || *code == SQLITE_DONE ? GLIMPSE_STATUS_OK : step_error(index, *code, "reading the index");
 }
 
-/* The number of rows "SELECT COUNT(*) FROM images WHERE condition" gives (0 when the column is missing). */
-static size_t count_where(glimpse_index *index, const char *condition) {
+/* The number "SELECT what FROM images WHERE condition" gives (0 when a column is missing). */
+static size_t count_select(glimpse_index *index, const char *what, const char *condition) {
     char sql[200];
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM images WHERE %s", condition);
+    snprintf(sql, sizeof sql, "SELECT %s FROM images WHERE %s", what, condition);
     sqlite3_stmt *statement;
     size_t count = 0;
     if (sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL) == SQLITE_OK) {
@@ -1116,13 +1442,27 @@ static size_t count_where(glimpse_index *index, const char *condition) {
     return count;
 }
 
+/* The rows where condition holds. */
+static size_t count_where(glimpse_index *index, const char *condition) {
+    return count_select(index, "COUNT(*)", condition);
+}
+
+/* The files (distinct paths, a video once) with a row where condition holds. */
+static size_t count_files(glimpse_index *index, const char *condition) {
+    return count_select(index, "COUNT(DISTINCT path)", condition);
+}
+
 glimpse_status glimpse_index_get_stats(glimpse_index *index, glimpse_index_stats *out) {
     if (!index || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_get_stats: NULL argument");
     memset(out, 0, sizeof *out);
     int64_t bytes = database_bytes(index);
     if (bytes < 0) return db_error(index, "reading its size");
-    out->images = glimpse_index_count(index);
-    out->failed = index->failed_column ? count_where(index, "failed IS NOT NULL") : 0;
+    out->images = count_files(index, "1");
+    out->failed = index->failed_column ? count_files(index, "failed IS NOT NULL") : 0;
+    out->videos = index->frames_column ? count_files(index, "time IS NOT NULL") : 0;
+    out->frames = index->frames_column ? count_where(index, "time IS NOT NULL") : 0;
+    out->video_sampling = index->video_sampling;
+    out->fast_decode = index->fast_decode;
     out->dim = index->dim;
     out->precision = index->precision;
     out->model_path = index->model_path;
@@ -1138,7 +1478,8 @@ glimpse_status glimpse_index_list_roots(glimpse_index *index, glimpse_index_root
     if (code == SQLITE_ERROR && strcmp(sqlite3_errmsg(index->db), "no such table: roots") == 0)
         return GLIMPSE_STATUS_OK; /* an index from before roots were recorded */
     if (code != SQLITE_OK) return prepare_error(index, code, "reading the paths indexed");
-    code = sqlite3_prepare_v2(index->db, "SELECT COUNT(*) FROM images WHERE " PATH_IS_OR_UNDER, -1, &count, NULL);
+    code = sqlite3_prepare_v2(index->db, "SELECT COUNT(DISTINCT path) FROM images WHERE " PATH_IS_OR_UNDER, -1, &count,
+                              NULL);
     glimpse_status status = code == SQLITE_OK ? GLIMPSE_STATUS_OK : prepare_error(index, code, "counting images");
     while (!status && (code = sqlite3_step(roots)) == SQLITE_ROW) {
         const char *path = (const char *)sqlite3_column_text(roots, 0);
@@ -1157,8 +1498,9 @@ glimpse_status glimpse_index_list_roots(glimpse_index *index, glimpse_index_root
 glimpse_status glimpse_index_list(glimpse_index *index, glimpse_index_entry_callback on_entry, void *user) {
     if (!index || !on_entry) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_list: NULL argument");
     sqlite3_stmt *statement;
-    const char *sql = index->failed_column ? "SELECT path, failed FROM images ORDER BY path"
-                                           : "SELECT path, NULL FROM images ORDER BY path";
+    /* a video once, failed if its frames are */
+    const char *sql = index->failed_column ? "SELECT path, MAX(failed) FROM images GROUP BY path ORDER BY path"
+                                           : "SELECT path, NULL FROM images GROUP BY path ORDER BY path";
     int code = sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL);
     if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
     while ((code = sqlite3_step(statement)) == SQLITE_ROW)
@@ -1186,8 +1528,14 @@ static glimpse_status delete_under(glimpse_index *index, const char *table, cons
     sqlite3_stmt *remove;
     int code;
     glimpse_status status = transaction_begin(index, sql, "removing entries", &remove);
+    sqlite3_stmt *files = NULL;
+    if (!status && removed && sqlite3_prepare_v2(index->db, "SELECT COUNT(DISTINCT path) FROM images WHERE " PATH_IS_OR_UNDER,
+                                                 -1, &files, NULL) != SQLITE_OK)
+        status = db_error(index, "removing entries");
+    if (!status && files && !(status = step_under(index, files, path, &code)))
+        *removed = (size_t)sqlite3_column_int64(files, 0); /* files: a video's frames count once */
+    sqlite3_finalize(files);
     if (!status) status = step_under(index, remove, path, &code);
-    if (!status && removed) *removed = (size_t)sqlite3_changes(index->db);
     return transaction_end(index, remove, status);
 }
 
@@ -1233,10 +1581,10 @@ glimpse_status glimpse_index_prune(glimpse_index *index, size_t *removed) {
     stored_images stored = {0};
     status = read_stored(index, &stored);
     sqlite3_stmt *remove = NULL;
-    if (!status) status = transaction_begin(index, "DELETE FROM images WHERE id = ?", "pruning", &remove);
+    if (!status) status = transaction_begin(index, "DELETE FROM images WHERE path = ?", "pruning", &remove);
     for (size_t r = 0; !status && r < stored.count; r++) {
         if (file_exists(stored.paths[r])) continue;
-        sqlite3_bind_int64(remove, 1, stored.rows[r].id);
+        sqlite3_bind_text(remove, 1, stored.paths[r], -1, SQLITE_STATIC);
         if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "pruning");
         sqlite3_reset(remove);
         (*removed)++;
@@ -1274,6 +1622,29 @@ static glimpse_status row_capacity(glimpse_index *index, size_t *capacity) {
     return GLIMPSE_STATUS_OK;
 }
 
+/* The statement reading rows as check_row and row_time take them: path,
+ * embedding, checksum (NULL in an index without), time (NULL in an index
+ * before videos), WHERE condition. Written into sql (ROW_SELECT_CAPACITY). */
+#define ROW_SELECT_CAPACITY 256
+static const char *row_select(const glimpse_index *index, const char *condition, char *sql) {
+    snprintf(sql, ROW_SELECT_CAPACITY, "SELECT path, embedding, %s, %s FROM images WHERE %s",
+             index->checksummed ? "checksum" : "NULL", index->frames_column ? "time" : "NULL", condition);
+    return sql;
+}
+
+/* A row's time (column 3 of row_select): negative for a still; damage unless
+ * NULL or a number of seconds a video can have. */
+static glimpse_status row_time(glimpse_index *index, sqlite3_stmt *row, double *time) {
+    *time = -1;
+    int type = sqlite3_column_type(row, 3);
+    if (type == SQLITE_NULL) return GLIMPSE_STATUS_OK;
+    double seconds = sqlite3_column_double(row, 3);
+    if ((type != SQLITE_FLOAT && type != SQLITE_INTEGER) || !(seconds >= 0 && seconds < 1e9))
+        return damaged(index, "a row's time is not a time in a video");
+    *time = seconds;
+    return GLIMPSE_STATUS_OK;
+}
+
 /* Damage unless the row (path, embedding, checksum if the index has them)
  * has the index's shape and matches its checksum. */
 static glimpse_status check_row(glimpse_index *index, sqlite3_stmt *row) {
@@ -1303,6 +1674,7 @@ static glimpse_status load_row(glimpse_index *index, sqlite3_stmt *row, size_t c
     size_t row_bytes = (size_t)sqlite3_column_bytes(row, 1);
     index->paths[index->count] = strdup(path);
     if (!index->paths[index->count]) return ERROR_OOM();
+    if ((status = row_time(index, row, &index->times[index->count]))) return status;
     memcpy(index->matrix + index->count * index->dim, blob, row_bytes);
     index->count++;
     return GLIMPSE_STATUS_OK;
@@ -1321,17 +1693,17 @@ static glimpse_status read_rows(glimpse_index *index) {
     size_t rounded = (bytes + huge - 1) / huge * huge;
     index->matrix = aligned_alloc(huge, rounded);
     index->paths = calloc(capacity, sizeof *index->paths);
+    index->times = malloc(capacity * sizeof *index->times);
     index->scores = malloc(capacity * sizeof(float));
-    if (!index->matrix || !index->paths || !index->scores) return ERROR_OOM();
+    if (!index->matrix || !index->paths || !index->times || !index->scores) return ERROR_OOM();
     madvise(index->matrix, rounded, MADV_HUGEPAGE);
     sqlite3_stmt *statement;
     /* failed entries (stale embeddings of files that no longer read) are left out */
-    const char *select = index->checksummed && index->failed_column
-                             ? "SELECT path, embedding, checksum FROM images WHERE failed IS NULL ORDER BY id"
-                         : index->checksummed ? "SELECT path, embedding, checksum FROM images ORDER BY id"
-                         : index->failed_column ? "SELECT path, embedding FROM images WHERE failed IS NULL ORDER BY id"
-                                                : "SELECT path, embedding FROM images ORDER BY id";
-    int code = sqlite3_prepare_v2(index->db, select, -1, &statement, NULL);
+    char sql[ROW_SELECT_CAPACITY];
+    int code = sqlite3_prepare_v2(index->db,
+                                  row_select(index, index->failed_column ? "failed IS NULL ORDER BY id" : "1 ORDER BY id",
+                                             sql),
+                                  -1, &statement, NULL);
     if (code != SQLITE_OK) return prepare_error(index, code, "reading the index");
     while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) status = load_row(index, statement, capacity);
     if (!status && code != SQLITE_DONE) status = step_error(index, code, "reading the index");
@@ -1367,8 +1739,9 @@ static glimpse_status open_vectors(glimpse_index *index, bool *usable) {
     size_t count = index->vectors.count;
     if (!status && *usable) {
         index->fetched = calloc(count + 1, sizeof *index->fetched);
+        index->fetched_times = malloc((count + 1) * sizeof *index->fetched_times);
         index->scan = malloc((2 * count + 1) * sizeof *index->scan);
-        if (!index->fetched || !index->scan) status = ERROR_OOM();
+        if (!index->fetched || !index->fetched_times || !index->scan) status = ERROR_OOM();
         index->vectors_open = true;
     }
     if (!status && !index->threads) status = pool_create(0, &index->threads);
@@ -1390,13 +1763,14 @@ static glimpse_status check_vector_row(glimpse_index *index, sqlite3_stmt *looku
         status = damaged(index, "its vector file's embeddings are not its rows'");
     if (!status && !index->fetched[r] && !(index->fetched[r] = strdup((const char *)sqlite3_column_text(lookup, 0))))
         status = ERROR_OOM();
+    if (!status) status = row_time(index, lookup, &index->fetched_times[r]);
     sqlite3_reset(lookup);
     return status;
 }
 
 /* Inserts (score, row) into the best-first list results[0..*n) of at most k. */
 static void keep_best(glimpse_search_result *results, size_t *rows, size_t *n, size_t k, float score, size_t row,
-                      const char *path) {
+                      const char *path, double time) {
     if (*n == k && !(score > results[*n - 1].score)) return;
     size_t at = *n < k ? (*n)++ : k - 1;
     while (at > 0 && score > results[at - 1].score) {
@@ -1404,7 +1778,7 @@ static void keep_best(glimpse_search_result *results, size_t *rows, size_t *n, s
         if (rows) rows[at] = rows[at - 1];
         at--;
     }
-    results[at] = (glimpse_search_result){path, score};
+    results[at] = (glimpse_search_result){path, score, time};
     if (rows) rows[at] = row;
 }
 
@@ -1472,6 +1846,7 @@ static glimpse_status search_vectors(glimpse_index *index, const float *query, s
                                      size_t *found) {
     const vector_file *v = &index->vectors;
     const size_t n = v->count, dim = v->dim;
+    char sql[ROW_SELECT_CAPACITY];
     uint8_t *query_u8 = malloc(v->q8.depth);
     int8_t *query_codes = malloc(v->q8.depth);
     size_t wanted = candidate_count(k) < n ? candidate_count(k) : n;
@@ -1485,7 +1860,7 @@ static glimpse_status search_vectors(glimpse_index *index, const float *query, s
         const int32_t *dots = index->scan;
         size_t taken = 0;
         for (size_t r = 0; !status && r < n; r++)
-            keep_best(candidates, rows, &taken, wanted, (float)dots[r] * (query_step * v->q8.scale[r]), r, NULL);
+            keep_best(candidates, rows, &taken, wanted, (float)dots[r] * (query_step * v->q8.scale[r]), r, NULL, -1);
         /* the candidates scored exactly; each float32 row as near its int8 twin's score as quantization allows */
         double query_l1 = 0;
         for (size_t d = 0; d < dim; d++) query_l1 += fabs((double)query[d]);
@@ -1496,19 +1871,17 @@ static glimpse_status search_vectors(glimpse_index *index, const float *query, s
                                      dim))
                 status = damaged(index, "its vector file's embeddings are not their int8 twins");
             else
-                keep_best(results, best, &kept, k, exact_score(index, cosine), rows[c], NULL);
+                keep_best(results, best, &kept, k, exact_score(index, cosine), rows[c], NULL, -1);
         }
         /* the results checked against their SQLite rows, which give their paths */
         sqlite3_stmt *lookup = NULL;
         int code = status ? SQLITE_OK
-                          : sqlite3_prepare_v2(index->db, index->checksummed
-                                                              ? "SELECT path, embedding, checksum FROM images WHERE id = ?"
-                                                              : "SELECT path, embedding FROM images WHERE id = ?",
-                                               -1, &lookup, NULL);
+                          : sqlite3_prepare_v2(index->db, row_select(index, "id = ?", sql), -1, &lookup, NULL);
         if (code != SQLITE_OK) status = prepare_error(index, code, "reading the index");
         for (size_t r = 0; !status && r < kept; r++) {
             status = check_vector_row(index, lookup, best[r]);
             results[r].path = index->fetched[best[r]];
+            results[r].time = index->fetched_times[best[r]];
         }
         sqlite3_finalize(lookup);
         *found = status ? 0 : kept;
@@ -1530,11 +1903,12 @@ static glimpse_status search_loaded(glimpse_index *index, const float *query, si
     glimpse_search_result *candidates = malloc(wanted * sizeof *candidates);
     size_t *rows = malloc(wanted * sizeof *rows);
     if (!candidates || !rows) status = ERROR_OOM();
-    for (size_t i = 0; !status && i < index->count; i++) keep_best(candidates, rows, &taken, wanted, index->scores[i], i, NULL);
+    for (size_t i = 0; !status && i < index->count; i++)
+        keep_best(candidates, rows, &taken, wanted, index->scores[i], i, NULL, -1);
     for (size_t c = 0; !status && c < taken; c++)
         keep_best(results, NULL, &n, k, exact_score(index, row_dot(query, index->matrix + rows[c] * index->dim,
                                                                     index->dim, NULL)),
-                  rows[c], index->paths[rows[c]]);
+                  rows[c], index->paths[rows[c]], index->times[rows[c]]);
     free(candidates), free(rows);
     *found = n;
     return status;
@@ -1615,11 +1989,9 @@ glimpse_status glimpse_index_embedding(glimpse_index *index, const char *path, f
     if (!index || !path || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_embedding: NULL argument");
     char *stored = stored_form(path);
     if (!stored) return ERROR_OOM();
-    const char *sql = index->checksummed && index->failed_column
-                          ? "SELECT path, embedding, checksum FROM images WHERE path = ? AND failed IS NULL"
-                      : index->checksummed ? "SELECT path, embedding, checksum FROM images WHERE path = ?"
-                      : index->failed_column ? "SELECT path, embedding FROM images WHERE path = ? AND failed IS NULL"
-                                             : "SELECT path, embedding FROM images WHERE path = ?";
+    char sql[ROW_SELECT_CAPACITY]; /* a video's first frame */
+    row_select(index, index->failed_column ? "path = ? AND failed IS NULL ORDER BY id LIMIT 1" : "path = ? ORDER BY id LIMIT 1",
+               sql);
     sqlite3_stmt *statement;
     int code = sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL);
     glimpse_status status = code == SQLITE_OK ? GLIMPSE_STATUS_OK : prepare_error(index, code, "reading the index");
@@ -1660,7 +2032,8 @@ static glimpse_status join_similar(glimpse_index *index, float min_cosine, size_
                       NULL);
         for (size_t i = 0; i < rows; i++)
             for (size_t j = i + 1; j < columns; j++)
-                if (scores[i * columns + j] >= min_cosine)
+                if (scores[i * columns + j] >= min_cosine &&
+                    !(index->times[first + i] >= 0 && strcmp(index->paths[first + i], index->paths[first + j]) == 0))
                     parent[group_root(parent, first + i)] = group_root(parent, first + j);
     }
     free(scores);
@@ -1689,16 +2062,21 @@ glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, 
     for (size_t r = 0; !status && r < n; r++) members[start[group_root(parent, r)]++] = r;
     for (size_t root = 0, from = 0; !status && root < n; root++) {
         size_t to = start[root], count = to - from; /* start[root] moved to the group's end */
-        if (count >= 2) {
-            const float *first = index->matrix + members[from] * dim;
-            for (size_t m = 0; m < count; m++) {
-                const float *row = index->matrix + members[from + m] * dim;
-                double dot = 0;
-                for (size_t d = 0; d < dim; d++) dot += (double)first[d] * row[d];
-                paths[m] = index->paths[members[from + m]];
-                similarity[m] = (float)dot;
-            }
-            on_group(user, paths, similarity, count);
+        /* a video once, by its frame nearest the group's first */
+        const float *first = index->matrix + members[from] * dim;
+        size_t files = 0;
+        for (size_t m = 0; count >= 2 && m < count; m++) {
+            const float *row = index->matrix + members[from + m] * dim;
+            double dot = 0;
+            for (size_t d = 0; d < dim; d++) dot += (double)first[d] * row[d];
+            const char *path = index->paths[members[from + m]];
+            size_t seen = 0;
+            while (seen < files && strcmp(paths[seen], path) != 0) seen++;
+            if (seen == files) paths[files] = path, similarity[files++] = (float)dot;
+            else if ((float)dot > similarity[seen] && seen > 0) similarity[seen] = (float)dot;
+        }
+        if (files >= 2) {
+            on_group(user, paths, similarity, files);
             (*groups)++;
         }
         from = to;

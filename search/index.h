@@ -42,6 +42,7 @@ typedef struct walk_result {
     root_list skipped; /* missing roots, unreadable roots and unreadable folders below roots */
     const char *const *exclude; /* --exclude patterns (borrowed), see walk_excludes */
     size_t exclude_count;
+    bool videos; /* video files are found under folders too (path_has_video_extension) */
 } walk_result;
 
 /* Adds the image files under each path (a file is taken as it is, a folder
@@ -51,7 +52,7 @@ typedef struct walk_result {
  * not exist, or a folder that cannot be read, goes to out->skipped and the
  * walk goes on; only running out of memory fails. */
 glimpse_status walk_paths(const char *const *paths, size_t count, const char *const *exclude, size_t exclude_count,
-                          walk_result *out);
+                          bool videos, walk_result *out);
 /* Whether an exclude pattern takes the path, or a folder it lies in: a
  * pattern without a slash matches a file or folder name, one with a slash
  * the whole path. */
@@ -61,6 +62,8 @@ void walk_result_free(walk_result *result);
 bool walk_judges(const walk_result *walk, const char *path);
 /* Whether the name ends in an extension of an image we decode (case-insensitive). */
 bool path_has_image_extension(const char *name);
+/* Whether it ends in an extension of a video container (case-insensitive). */
+bool path_has_video_extension(const char *name);
 
 /* The image files under one folder as walk_paths finds them (same names,
  * same rules), sorted, but named from the folder as given (a relative folder

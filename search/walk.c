@@ -18,17 +18,30 @@
  * any photo library, it guards against odd mounts. */
 #define WALK_MAX_DEPTH 64
 
+/* Whether name's extension (from its last dot) is one of extensions, in any case. */
+static bool ends_in_one_of(const char *name, const char *const *extensions, size_t count) {
+    const char *dot = strrchr(name, '.');
+    if (!dot) return false;
+    for (size_t i = 0; i < count; i++)
+        if (strcasecmp(dot, extensions[i]) == 0) return true;
+    return false;
+}
+
 bool path_has_image_extension(const char *name) {
     /* the decoders go by the bytes, not the name: every name JPEG, HEIF and
      * the rest are saved under (.jfif from browsers, .hif from cameras) */
     static const char *extensions[] = {".jpg", ".jpeg", ".jpe",  ".jfif", ".jif", ".jfi",  ".pjpeg", ".pjp",
                                        ".png", ".webp", ".tif",  ".tiff", ".heic", ".heif", ".hif",   ".avif",
                                        ".bmp", ".gif",  ".tga",  ".ppm",  ".pgm",  ".pnm"};
-    const char *dot = strrchr(name, '.');
-    if (!dot) return false;
-    for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
-        if (strcasecmp(dot, extensions[i]) == 0) return true;
-    return false;
+    return ends_in_one_of(name, extensions, sizeof extensions / sizeof extensions[0]);
+}
+
+bool path_has_video_extension(const char *name) {
+    /* the containers video_probe takes (vision/video.c), under the names phones, cameras and the web give them */
+    static const char *extensions[] = {".mp4", ".m4v", ".mov", ".qt",  ".3gp", ".3g2", ".mkv", ".webm", ".avi",
+                                       ".mts", ".m2ts", ".ts", ".mpg", ".mpeg", ".vob", ".flv", ".wmv", ".asf",
+                                       ".ogv", ".ogg"};
+    return ends_in_one_of(name, extensions, sizeof extensions / sizeof extensions[0]);
 }
 
 /* Room for one more item of item_size bytes in *items (count of *capacity used). */
@@ -108,7 +121,8 @@ static glimpse_status walk_folder(const char *folder, walk_result *out, int dept
         if (!walk_excludes(out, path) && lstat(path, &info) == 0) {
             if (S_ISDIR(info.st_mode)) {
                 status = walk_folder(path, out, depth + 1);
-            } else if (path_has_image_extension(entry->d_name)) {
+            } else if (path_has_image_extension(entry->d_name) ||
+                       (out->videos && path_has_video_extension(entry->d_name))) {
                 /* a link to a file counts as that file; links to folders are not followed */
                 if (S_ISLNK(info.st_mode) && stat(path, &info) != 0) info.st_mode = 0;
                 if (S_ISREG(info.st_mode)) status = add(list, path, &info);
@@ -150,9 +164,10 @@ static glimpse_status walk_root(const char *given, walk_result *out) {
 }
 
 glimpse_status walk_paths(const char *const *paths, size_t count, const char *const *exclude, size_t exclude_count,
-                          walk_result *out) {
+                          bool videos, walk_result *out) {
     memset(out, 0, sizeof *out);
     out->exclude = exclude, out->exclude_count = exclude_count;
+    out->videos = videos;
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t i = 0; i < count && !status; i++) status = walk_root(paths[i], out);
     file_list *files = &out->files;

@@ -617,6 +617,7 @@ static glimpse_status search_index(serve_job *job, glimpse_context *ctx) {
     for (size_t r = 0; r < work->found; r++) {
         cJSON *result = cJSON_CreateObject();
         cJSON_AddStringToObject(result, "path", work->results[r].path);
+        if (work->results[r].time >= 0) cJSON_AddNumberToObject(result, "time", work->results[r].time); /* a frame */
         cJSON_AddNumberToObject(result, "score", work->results[r].score);
         cJSON_AddItemToArray(results, result);
     }

@@ -265,12 +265,43 @@ static void test_old_index_is_upgraded(void **state) {
     assert_int_equal(search_damaged(copy, why, sizeof why), OUTCOME_SAME);
     char *upgrade = query_text(copy, "SELECT (SELECT value FROM meta WHERE key = 'format') || ', ' ||"
                                      " (SELECT COUNT(*) FROM images WHERE checksum IS NULL)");
-    assert_string_equal(upgrade, "2, 0"); /* format 2, no row without its checksum */
+    assert_string_equal(upgrade, "3, 0"); /* format 3 (videos' frames), no row without its checksum */
     free(upgrade);
     /* upgraded, it is verified: a changed vector is caught */
     change(copy, "UPDATE images SET embedding = CAST(x'00' || substr(embedding, 2) AS BLOB)"
                  " WHERE id = (SELECT MIN(id) FROM images)");
     assert_int_equal(search_damaged(copy, why, sizeof why), OUTCOME_DAMAGE_REPORTED);
+}
+
+/* An index made before videos (format 2: path UNIQUE, no frame or time):
+ * searched as it is read-only, and rebuilt in place into format 3 by the
+ * next writing open, every row and id kept and every search the same. */
+static void test_index_before_videos_migrates(void **state) {
+    (void)state;
+    char copy[700], why[600], command[4096];
+    snprintf(copy, sizeof copy, "%s/format2.db", workspace);
+    copy_and_change(copy, "CREATE TABLE old_images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,"
+                          " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL,"
+                          " embedding BLOB NOT NULL, checksum INTEGER, failed TEXT);"
+                          " INSERT INTO old_images SELECT id, path, size, mtime_ns, hash, embedding, checksum, failed"
+                          " FROM images; DROP TABLE images; ALTER TABLE old_images RENAME TO images;"
+                          " CREATE INDEX images_hash ON images(hash);"
+                          " UPDATE meta SET value = '2' WHERE key = 'format'");
+    char *before = query_text(copy, "SELECT COUNT(*) || ', ' || SUM(id) FROM images");
+    assert_int_equal(search_damaged(copy, why, sizeof why), OUTCOME_SAME);
+    snprintf(command, sizeof command, "%s index -m %s/model --db %s --quiet %s/pictures > /dev/null", GLIMPSE_BINARY,
+             workspace, copy, workspace);
+    assert_int_equal(system(command), 0);
+    assert_int_equal(search_damaged(copy, why, sizeof why), OUTCOME_SAME);
+    char *after = query_text(copy, "SELECT COUNT(*) || ', ' || SUM(id) FROM images");
+    assert_string_equal(after, before); /* the same rows, the same ids */
+    char *form = query_text(copy, "SELECT (SELECT value FROM meta WHERE key = 'format') || ', ' ||"
+                                  " (SELECT COUNT(*) FROM images WHERE frame = 0 AND time IS NULL)");
+    char expected[64];
+    snprintf(expected, sizeof expected, "3, %s", before);
+    *strchr(expected + 3, ',') = '\0'; /* "3, COUNT" */
+    assert_string_equal(form, expected);
+    free(before), free(after), free(form);
 }
 
 int main(void) {
@@ -281,6 +312,7 @@ int main(void) {
         cmocka_unit_test(test_changed_vector_is_caught),
         cmocka_unit_test(test_index_reports_damage),
         cmocka_unit_test(test_old_index_is_upgraded),
+        cmocka_unit_test(test_index_before_videos_migrates),
     };
     return cmocka_run_group_tests_name("index_damage", tests, setup, teardown);
 }

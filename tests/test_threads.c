@@ -1,7 +1,7 @@
 /* test_threads.c — one loaded model of each kind shared by 8 threads, each
  * with its own context, embedding and captioning at the same time: every
  * result is bit-identical to the single-threaded one. Uses the bundled demo
- * models, so it needs no fixtures. */
+ * models, so it needs no fixtures; and core/prefetch's producer thread. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "core/file.h"
+#include "core/prefetch.h"
 #include "glimpse.h"
 
 #define IMAGES 6
@@ -96,7 +97,63 @@ static void test_eight_threads_share_models(void **state) {
     free(clip_path), free(blip_path);
 }
 
+/* prefetch: items made on the producer thread come out in order, with a
+ * queue smaller than the work, the same as made on the caller's thread; a
+ * stop before the end disposes of every item made and never taken. */
+typedef struct counter {
+    int next, limit;
+    int made, disposed;
+} counter;
+
+static bool produce_number(void *user, void *item, const volatile bool *stopping) {
+    counter *c = user;
+    if (*stopping || c->next >= c->limit) return false;
+    int *value = malloc(sizeof *value); /* owned by the item: disposed of if never taken */
+    *value = c->next++;
+    *(int **)item = value;
+    __atomic_add_fetch(&c->made, 1, __ATOMIC_SEQ_CST);
+    return true;
+}
+
+static void dispose_number(void *user, void *item) {
+    counter *c = user;
+    free(*(int **)item);
+    __atomic_add_fetch(&c->disposed, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_prefetch_keeps_order(void **state) {
+    (void)state;
+    for (int ahead = 0; ahead < 2; ahead++) {
+        counter c = {.limit = 1000};
+        prefetch *p;
+        assert_int_equal(prefetch_start(sizeof(int *), 3, ahead, produce_number, dispose_number, &c, &p), 0);
+        int *value, expected = 0;
+        while (prefetch_next(p, &value)) {
+            assert_int_equal(*value, expected++);
+            free(value);
+        }
+        assert_int_equal(expected, 1000);
+        assert_false(prefetch_next(p, &value)); /* the end stays the end */
+        prefetch_stop(p);
+        assert_int_equal(c.disposed, 0);
+    }
+    /* stopped after a few: what was made and not taken is disposed of */
+    counter c = {.limit = 1000};
+    prefetch *p;
+    assert_int_equal(prefetch_start(sizeof(int *), 4, true, produce_number, dispose_number, &c, &p), 0);
+    int *value;
+    for (int i = 0; i < 5; i++) {
+        assert_true(prefetch_next(p, &value));
+        assert_int_equal(*value, i);
+        free(value);
+    }
+    prefetch_stop(p);
+    assert_int_equal(c.made, 5 + c.disposed);
+    assert_true(c.made < 1000);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_eight_threads_share_models)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_eight_threads_share_models),
+                                       cmocka_unit_test(test_prefetch_keeps_order)};
     return cmocka_run_group_tests_name("threads", tests, NULL, NULL);
 }

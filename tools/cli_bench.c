@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "api/bench.h"
+#include "core/file.h"
+#include "vision/image.h"
 #include "search/bench.h"
 #include "tools/cli_common.h"
 #include "tools/cli_html.h"
@@ -34,6 +36,9 @@ static const char bench_help[] =
     "do (the last layer for the pooled token only); BLIP's vision stage keeps every token,\n"
     "and SigLIP's, whose attention-pooling head reads them all, adds it.\n"
     "Batch stages (decode, preprocess, vision, text) report time per image or text.\n"
+    "--picture FILE decodes and preprocesses FILE instead of the PNG (a photograph: the\n"
+    "decode stage is then the decoder alone, preprocess the resize and the rest), and\n"
+    "--fast-decode decodes it as glimpse index --fast-decode does.\n"
     "With --search-rows N (CLIP, SigLIP), also an index of N random embeddings: opening it and\n"
     "loading its embeddings (search_load), a text query's embedding (query) and its top\n"
     "10 (search).\n"
@@ -62,6 +67,8 @@ typedef struct bench {
     int tokens;       /* --tokens: caption length */
     long search_rows; /* --search-rows: 0 = no search stages */
     bool profile;     /* --profile or GLIMPSE_PROFILE=1 */
+    const char *picture; /* --picture FILE: decoded instead of the made-up PNG */
+    bool fast_decode;    /* --fast-decode: decoded as index --fast-decode does */
     double profiled[BENCH_PROFILE_KINDS], profiled_since; /* the counters and the clock at the last report */
     double *times;    /* [runs] */
 } bench;
@@ -145,6 +152,8 @@ static bool parse_options(bench *b, int argc, char **argv) {
                                                  {"tokens", required_argument, NULL, 'n'},
                                                  {"search-rows", required_argument, NULL, 's'},
                                                  {"profile", no_argument, NULL, 'p'},
+                                                 {"picture", required_argument, NULL, 'i'},
+                                                 {"fast-decode", no_argument, NULL, 'f'},
                                                  {NULL, 0, NULL, 0}};
     int code;
     while ((code = getopt_long(argc, argv, "m:", long_options, NULL)) != -1) {
@@ -155,6 +164,8 @@ static bool parse_options(bench *b, int argc, char **argv) {
         case 'n': b->tokens = (int)cli_parse_long("bench", "--tokens", optarg, 1, 400); break;
         case 's': b->search_rows = cli_parse_long("bench", "--search-rows", optarg, 1, 100000000); break;
         case 'p': b->profile = true; break;
+        case 'i': b->picture = optarg; break;
+        case 'f': b->fast_decode = true; break;
         case CLI_OPT_HELP: printf("%s\n%s", bench_help, cli_common_help); return false;
         default: cli_usage_error("bench", "unknown option");
         }
@@ -193,17 +204,22 @@ static uint8_t *make_png(size_t *size) {
     return png;
 }
 
-/* decode: b->batch images from the PNG's bytes, left in images */
-static void time_decode(bench *b, const uint8_t *png, size_t png_size, glimpse_image **images) {
+/* decode: b->batch images from the PNG's bytes (or --picture's), left in images */
+static void time_decode(bench *b, const glimpse_context *ctx, const uint8_t *png, size_t png_size,
+                        glimpse_image **images) {
     for (int r = 0; r < b->runs; r++) {
         double start = cli_now();
         for (int i = 0; i < b->batch; i++) {
             if (r) glimpse_image_free(images[i]);
-            check(glimpse_image_load_memory(png, png_size, NULL, &images[i]));
+            check(bench_decode(ctx, png, png_size, b->fast_decode, &images[i]));
         }
         b->times[r] = cli_now() - start;
     }
-    report(b, "decode", "640x480 PNG", summarize(b->times, b->runs), 0, true);
+    char detail[64] = "640x480 PNG";
+    if (b->picture)
+        snprintf(detail, sizeof detail, "%dx%d%s", glimpse_image_width(images[0]), glimpse_image_height(images[0]),
+                 b->fast_decode ? " fast" : "");
+    report(b, "decode", detail, summarize(b->times, b->runs), 0, true);
 }
 
 /* preprocess and vision: the images to pixel_values, and the vision tower over them */
@@ -449,9 +465,11 @@ int command_bench(int argc, char **argv) {
     glimpse_model_info info;
     check(glimpse_model_get_info(model, &info));
     size_t png_size;
-    uint8_t *png = make_png(&png_size);
+    uint8_t *png = NULL;
+    if (b.picture) check(file_read_all(b.picture, IMAGE_FILE_MAX_BYTES, &png, &png_size));
+    else png = make_png(&png_size);
     glimpse_image *images[BENCH_MAX_BATCH];
-    time_decode(&b, png, png_size, images);
+    time_decode(&b, ctx, png, png_size, images);
     if (info.image_size) time_vision(&b, ctx, images, info.kind);
     if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
     if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);

@@ -200,8 +200,8 @@ int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size
     return counted.failures;
 }
 
-void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const float *scores,
-                       const float *clip_scores, size_t count) {
+void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const double *times,
+                       const float *scores, const float *clip_scores, size_t count) {
     if (options->json) {
         printf("{\"text\": ");
         json_string(stdout, text);
@@ -209,6 +209,7 @@ void cli_print_results(const cli_options *options, const char *text, const char 
         for (size_t r = 0; r < count; r++) {
             printf(r ? ", {\"image\": " : "{\"image\": ");
             json_path(stdout, paths[r]);
+            if (times && times[r] >= 0) printf(", \"time\": %.10g", times[r]);
             printf(", \"score\": ");
             json_float(stdout, scores[r]);
             if (clip_scores) {
@@ -225,8 +226,11 @@ void cli_print_results(const cli_options *options, const char *text, const char 
         for (size_t r = 0; r < count; r++) {
             if (clip_scores)
                 printf("  %8.4f  (clip %8.4f)  %s\n", scores[r], clip_scores[r], paths[r]);
-            else
-                printf("  %8.4f  %s\n", scores[r], paths[r]);
+            else {
+                printf("  %8.4f  ", scores[r]);
+                cli_print_picture(stdout, &(cli_picture){.path = paths[r], .seconds = times ? times[r] : -1});
+                putchar('\n');
+            }
         }
     }
 }

@@ -100,9 +100,10 @@ int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size
 /* One query's results, best first: with --json {"text": TEXT, "results":
  * [{"image": PATH, "score": S}, ...]} (re-ranked results, given the
  * first-stage clip_scores, also carry "clip_score" and "itm_score"), else
- * the text and a line per result. */
-void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const float *scores,
-                       const float *clip_scores, size_t count);
+ * the text and a line per result. times (may be NULL): a video frame's
+ * time, negative for a still: "PATH @ 0:12.5" and "time" in JSON. */
+void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const double *times,
+                       const float *scores, const float *clip_scores, size_t count);
 
 /* JSON writing: strings escaped (invalid UTF-8 becomes U+FFFD), floats
  * printed with 9 significant digits (enough to round-trip a float). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tools/cli_html.h"
+#include "tools/cli_inputs.h"
 #include "vision/resize.h"
 
 /* Thumbnails fit in a square of this many pixels. */
@@ -106,12 +107,14 @@ void cli_html_row(FILE *page, const char *heading) {
 void cli_html_row_end(FILE *page) { fputs("</div>\n", page); }
 
 /* The thumbnail of the image file at path as a PNG (malloc'd), or NULL with the reason in glimpse_last_error(). */
-static uint8_t *thumbnail(const cli_options *options, const char *path, size_t *size) {
+static uint8_t *thumbnail(const cli_options *options, const char *path, double seconds, size_t *size) {
     glimpse_image_params params = glimpse_image_default_params();
     params.max_pixels = options->max_pixels;
     params.ignore_exif_orientation = options->no_exif_rotate;
     glimpse_image *image, *small = NULL;
-    if (glimpse_image_load_file(path, &params, &image) != GLIMPSE_STATUS_OK) return NULL;
+    if (seconds >= 0 ? cli_video_frame_at(options, path, seconds, &image)
+                     : glimpse_image_load_file(path, &params, &image))
+        return NULL;
     int width = glimpse_image_width(image), height = glimpse_image_height(image);
     int longest = width > height ? width : height;
     uint8_t *png = NULL;
@@ -130,9 +133,10 @@ static uint8_t *thumbnail(const cli_options *options, const char *path, size_t *
     return png;
 }
 
-void cli_html_picture(FILE *page, const cli_options *options, const char *path, const char *caption) {
+void cli_html_picture(FILE *page, const cli_options *options, const char *path, double seconds,
+                      const char *caption) {
     size_t size = 0;
-    uint8_t *png = thumbnail(options, path, &size);
+    uint8_t *png = thumbnail(options, path, seconds, &size);
     fputs("<figure>", page);
     if (png) {
         fputs("<img alt=\"\" src=\"data:image/png;base64,", page);
@@ -147,6 +151,12 @@ void cli_html_picture(FILE *page, const cli_options *options, const char *path, 
     html_text(page, caption);
     fputs("</span><br>", page);
     html_text(page, path);
+    if (seconds >= 0) {
+        char time[CLI_TIME_CAPACITY];
+        cli_format_time(time, seconds);
+        fputs(" @ ", page);
+        html_text(page, time);
+    }
     fputs("</figcaption></figure>\n", page);
     free(png);
 }

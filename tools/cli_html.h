@@ -21,8 +21,10 @@ void cli_base64(FILE *page, const uint8_t *bytes, size_t size);
 void cli_html_row(FILE *page, const char *heading);
 void cli_html_row_end(FILE *page);
 /* One picture: its thumbnail (at most 200 pixels a side; the reason if it
- * cannot be read), the caption (a score) and its path. */
-void cli_html_picture(FILE *page, const cli_options *options, const char *path, const char *caption);
+ * cannot be read), the caption (a score) and its path; with seconds >= 0,
+ * the video's frame at that time, and the time after the path. */
+void cli_html_picture(FILE *page, const cli_options *options, const char *path, double seconds,
+                      const char *caption);
 /* Ends the page; false (with a message) if writing it failed. */
 bool cli_html_close(FILE *page, const char *path);
 

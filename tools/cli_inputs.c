@@ -9,7 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/prepare.h"
+#include "core/error.h"
 #include "core/file.h"
+#include "core/prefetch.h"
 #include "search/index.h"
 #include "vision/image.h"
 
@@ -166,9 +169,13 @@ static void close_input(const uint8_t *bytes, size_t size, bool mapped) {
 
 /* Decodes bytes as an image; a video where an image is wanted is named as one. */
 static bool decode_image(const cli_options *options, const char *path, cli_progress *progress, const uint8_t *bytes,
-                         size_t size, bool videos_elsewhere, glimpse_image **image) {
-    if (!image_decode_with(bytes, size, input_label(path), options->max_pixels, !options->no_exif_rotate, image))
-        return true;
+                         size_t size, bool videos_elsewhere, const cli_pictures *pictures, glimpse_image **image) {
+    glimpse_status status =
+        pictures && pictures->prepare_for
+            ? prepare_decode(pictures->prepare_for, bytes, size, input_label(path), options->max_pixels,
+                             !options->no_exif_rotate, pictures->fast_decode, image)
+            : image_decode_with(bytes, size, input_label(path), options->max_pixels, !options->no_exif_rotate, image);
+    if (!status) return true;
     if (progress) cli_progress_end(progress);
     if (videos_elsewhere && video_probe(bytes, size))
         cli_error("%s: a video; this command takes images (caption and embed take videos)", input_label(path));
@@ -182,7 +189,7 @@ bool cli_decode_input(const cli_options *options, const char *path, cli_progress
     size_t size;
     bool mapped;
     if (!open_input(path, progress, &bytes, &size, &mapped)) return false;
-    bool ok = decode_image(options, path, progress, bytes, size, true, image);
+    bool ok = decode_image(options, path, progress, bytes, size, true, NULL, image);
     close_input(bytes, size, mapped);
     return ok;
 }
@@ -229,6 +236,12 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
                 finish_input(pictures, source);
                 continue;
             }
+            if (pictures->prepare_for && prepare_resize(pictures->prepare_for, &picture->image)) {
+                glimpse_image_free(picture->image);
+                picture->image = NULL;
+                fail(pictures, source, glimpse_last_error());
+                continue;
+            }
             picture->path = pictures->paths[source];
             picture->source = source;
             return true;
@@ -251,7 +264,7 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
             continue;
         }
         bool decoded = decode_image(pictures->options, path, &pictures->progress, pictures->bytes, pictures->size,
-                                    !pictures->video, &picture->image);
+                                    !pictures->video, pictures, &picture->image);
         if (!decoded) {
             fail(pictures, source, NULL);
             continue;
@@ -271,17 +284,22 @@ void cli_pictures_end(cli_pictures *pictures) {
 
 /* ------------------------------------------------------------- results */
 
-void cli_print_picture(FILE *out, const cli_picture *picture) {
-    fputs(picture->path, out);
-    if (picture->seconds < 0) return;
-    double seconds = picture->seconds;
+void cli_format_time(char text[CLI_TIME_CAPACITY], double seconds) {
     long long whole_minutes = (long long)(seconds / 60);
     double rest = seconds - 60.0 * (double)whole_minutes;
     if (rest >= 59.95) whole_minutes++, rest = 0; /* 59.97 s shows as 1:00.0, not 0:60.0 */
     if (whole_minutes >= 60)
-        fprintf(out, " @ %lld:%02lld:%04.1f", whole_minutes / 60, whole_minutes % 60, rest);
+        snprintf(text, CLI_TIME_CAPACITY, "%lld:%02lld:%04.1f", whole_minutes / 60, whole_minutes % 60, rest);
     else
-        fprintf(out, " @ %lld:%04.1f", whole_minutes, rest);
+        snprintf(text, CLI_TIME_CAPACITY, "%lld:%04.1f", whole_minutes, rest);
+}
+
+void cli_print_picture(FILE *out, const cli_picture *picture) {
+    fputs(picture->path, out);
+    if (picture->seconds < 0) return;
+    char time[CLI_TIME_CAPACITY];
+    cli_format_time(time, picture->seconds);
+    fprintf(out, " @ %s", time);
 }
 
 void cli_json_picture(FILE *out, const cli_picture *picture) {
@@ -294,16 +312,43 @@ void cli_json_picture(FILE *out, const cli_picture *picture) {
 }
 
 #define CLI_PICTURE_BATCH 8
+/* Pictures decoded ahead of the towers: two batches (each resized for the
+ * model when pictures->prepare_for is set: a few hundred kB apiece). */
+#define CLI_PICTURES_AHEAD (2 * CLI_PICTURE_BATCH)
+
+typedef struct picture_ahead {
+    cli_picture picture;
+} picture_ahead;
+
+static bool produce_picture(void *user, void *item, const volatile bool *stopping) {
+    (void)stopping;
+    return cli_pictures_next(user, &((picture_ahead *)item)->picture);
+}
+
+static void dispose_picture(void *user, void *item) {
+    (void)user;
+    glimpse_image_free(((picture_ahead *)item)->picture.image);
+}
 
 void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim, cli_embedded *done, void *user) {
     cli_picture batch[CLI_PICTURE_BATCH];
     glimpse_image *images[CLI_PICTURE_BATCH];
     float *embeddings = cli_calloc(CLI_PICTURE_BATCH * dim, sizeof(float));
+    /* the pictures are read, decoded and resized on a thread of their own,
+     * a batch or two ahead of the towers; the order is kept */
+    prefetch *ahead;
+    if (prefetch_start(sizeof(picture_ahead), CLI_PICTURES_AHEAD, true, produce_picture, dispose_picture, pictures,
+                       &ahead)) {
+        cli_error("%s", glimpse_last_error());
+        exit(CLI_EXIT_FAILURE);
+    }
+    int failures = 0; /* the producer counts its own in options->failures: these join them at the end */
     bool more = true;
     while (more) {
         size_t count = 0;
-        while (count < CLI_PICTURE_BATCH && (more = cli_pictures_next(pictures, &batch[count])))
-            images[count] = batch[count].image, count++;
+        picture_ahead next;
+        while (count < CLI_PICTURE_BATCH && (more = prefetch_next(ahead, &next)))
+            batch[count] = next.picture, images[count] = batch[count].image, count++;
         if (!count) break;
         bool batch_failed = glimpse_embed_images(ctx, images, count, embeddings) != GLIMPSE_STATUS_OK;
         for (size_t j = 0; j < count; j++) {
@@ -311,12 +356,106 @@ void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim
             if (batch_failed && glimpse_embed_images(ctx, &images[j], 1, embeddings + j * dim)) {
                 cli_progress_end(&pictures->progress);
                 cli_error("%s: %s", input_label(batch[j].path), glimpse_last_error());
-                pictures->options->failures++;
+                failures++;
             } else {
                 done(user, &batch[j], embeddings + j * dim);
             }
             glimpse_image_free(images[j]);
         }
     }
+    prefetch_stop(ahead);
+    pictures->options->failures += failures;
     free(embeddings);
+}
+
+/* ------------------------------------------------ videos for the index */
+
+/* glimpse_frame_source's calls over vision/video.c: the library takes its
+ * frames without linking FFmpeg. */
+typedef struct index_videos {
+    video_params params;
+    char sampling[64];
+} index_videos;
+
+static bool source_is_video(void *user, const uint8_t *bytes, size_t size) {
+    (void)user;
+    return video_probe(bytes, size);
+}
+
+static glimpse_status source_open(void *user, const char *path, const uint8_t *bytes, size_t size, void **video) {
+    index_videos *videos = user;
+    video_reader *reader = NULL;
+    glimpse_status status = video_open(bytes, size, path, &videos->params, &reader);
+    *video = reader;
+    return status;
+}
+
+static glimpse_status source_next(void *user, void *video, glimpse_image **frame, double *seconds) {
+    (void)user;
+    int64_t number;
+    return video_next(video, frame, seconds, &number);
+}
+
+static void source_close(void *user, void *video) {
+    (void)user;
+    video_close(video);
+}
+
+void cli_sampling_text(const video_params *params, char text[64]) {
+    if (params->scene_threshold > 0)
+        snprintf(text, 64, "at scene changes of %g", params->scene_threshold);
+    else
+        snprintf(text, 64, "every %g s", params->every_seconds);
+}
+
+glimpse_frame_source *cli_frame_source(const cli_options *options, const video_params *params) {
+    index_videos *videos = cli_calloc(1, sizeof *videos);
+    glimpse_frame_source *source = cli_calloc(1, sizeof *source);
+    videos->params = *params;
+    videos->params.max_pixels = options->max_pixels;
+    videos->params.ignore_rotation = options->no_exif_rotate;
+    cli_sampling_text(params, videos->sampling);
+    *source = (glimpse_frame_source){.is_video = source_is_video,
+                                     .open = source_open,
+                                     .next = source_next,
+                                     .close = source_close,
+                                     .user = videos,
+                                     .sampling = videos->sampling};
+    return source;
+}
+
+void cli_frame_source_free(glimpse_frame_source *source) {
+    if (source) free(source->user);
+    free(source);
+}
+
+glimpse_status cli_video_frame_at(const cli_options *options, const char *path, double seconds,
+                                  glimpse_image **frame) {
+    *frame = NULL;
+    const uint8_t *bytes;
+    size_t size;
+    glimpse_status status = file_map(path, &bytes, &size);
+    if (status) return status;
+    /* sampled every `seconds`: the frame at or after it comes second (the first at 0) */
+    video_params params = video_default_params();
+    params.every_seconds = seconds > 0 ? seconds : 1;
+    params.max_pixels = options->max_pixels;
+    params.ignore_rotation = options->no_exif_rotate;
+    video_reader *reader = NULL;
+    status = video_open(bytes, size, path, &params, &reader);
+    double at = -1;
+    while (!status) {
+        glimpse_image *next = NULL;
+        int64_t number;
+        status = video_next(reader, &next, &at, &number);
+        if (status || !next) break;
+        glimpse_image_free(*frame);
+        *frame = next;
+        if (at >= seconds - 1e-6) break;
+    }
+    if (!status && !*frame) status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: no frame at %g s", path, seconds);
+    if (status) glimpse_image_free(*frame), *frame = NULL;
+    video_close(reader);
+    file_unmap(bytes, size);
+    return status;
 }

@@ -19,7 +19,13 @@
 #define CLI_STDIN_MAX_BYTES ((size_t)1 << 30)
 
 /* The video options' getopt_long codes (apart from every command's own). */
-enum { CLI_OPT_EVERY = 1900, CLI_OPT_SCENES, CLI_OPT_SCENE_THRESHOLD };
+enum { CLI_OPT_EVERY = 1900, CLI_OPT_SCENES, CLI_OPT_SCENE_THRESHOLD, CLI_OPT_FAST_DECODE };
+
+/* --fast-decode's cost, measured by bench/photos.sh (README), for the help texts. */
+#define CLI_FAST_DECODE_FIGURES                                                                                        \
+    "                       on 100 photographs of 12 MP the embeddings' cosine to the\n"                               \
+    "                       exact path was 0.999994 on average, 0.999899 at worst\n"                                    \
+    "                       (demo CLIP; a random-weight ViT-B/32: 0.999998, 0.999996)\n"
 
 #define CLI_VIDEO_LONG_OPTIONS                                                                                         \
     {"every", required_argument, NULL, CLI_OPT_EVERY}, {"scenes", no_argument, NULL, CLI_OPT_SCENES},                  \
@@ -63,6 +69,11 @@ typedef struct cli_pictures {
     size_t size;
     bool mapped;
     video_reader *reader; /* the video being read, if any */
+    /* set by the caller after cli_pictures_start, for pictures only embedded:
+     * each resized for this model as soon as it is decoded (on the thread
+     * ahead of the towers), JPEGs scaled in the DCT domain with fast_decode */
+    const glimpse_model *prepare_for;
+    bool fast_decode;
 } cli_pictures;
 
 void cli_pictures_start(cli_pictures *pictures, cli_options *options, const video_params *video, char *const *paths,
@@ -75,15 +86,31 @@ void cli_pictures_end(cli_pictures *pictures);
 /* Decodes one image (a file or '-'), as cli_load_image promises. */
 bool cli_decode_input(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image);
 
+/* A time in a video as M:SS.s (H:MM:SS.s when there are hours). */
+#define CLI_TIME_CAPACITY 48
+void cli_format_time(char text[CLI_TIME_CAPACITY], double seconds);
 /* "PATH" for an image, "PATH @ 0:12.5" for a frame (hours when there are some). */
 void cli_print_picture(FILE *out, const cli_picture *picture);
 /* The start of a result's JSON object: {"image": PATH, and "time": SECONDS for a frame. */
 void cli_json_picture(FILE *out, const cli_picture *picture);
 
-/* Embeds pictures in batches and hands each (with its embedding) to
+/* Embeds pictures in batches (read and decoded on a thread of their own,
+ * ahead of the towers) and hands each (with its embedding) to
  * done, in order. A batch that fails is retried picture by picture to name
  * the one at fault, which is reported and counted. Frees the images. */
 typedef void cli_embedded(void *user, const cli_picture *picture, const float *embedding);
 void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim, cli_embedded *done, void *user);
+
+/* The frames of videos for glimpse_index_update, read by vision/video.c with
+ * these sampling params (and the options' pixel limit and rotation): a new
+ * source, freed with cli_frame_source_free. */
+glimpse_frame_source *cli_frame_source(const cli_options *options, const video_params *params);
+void cli_frame_source_free(glimpse_frame_source *source);
+/* How params sample frames, in words, as an index records it. */
+void cli_sampling_text(const video_params *params, char text[64]);
+/* The frame of the video at path shown at seconds (the first at or after
+ * it, as sampling every `seconds` takes it): a new image in *frame. */
+glimpse_status cli_video_frame_at(const cli_options *options, const char *path, double seconds,
+                                  glimpse_image **frame);
 
 #endif

@@ -7,14 +7,17 @@
 #include <string.h>
 
 #include "tools/cli_common.h"
+#include "search/index.h"
 #include "tools/cli_html.h"
+#include "tools/cli_inputs.h"
 #include "tools/commands.h"
 
 /* ----------------------------------------------------------------- index */
 
 enum { INDEX_OPT_STATS = CLI_OPT_FIRST_FREE, INDEX_OPT_LIST, INDEX_OPT_PRUNE, INDEX_OPT_REMOVE, INDEX_OPT_EXCLUDE };
 
-static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS,
+static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_VIDEO_LONG_OPTIONS,
+                                                   {"fast-decode", no_argument, NULL, CLI_OPT_FAST_DECODE},
                                                    {"db", required_argument, NULL, 'd'},
                                                    {"check", no_argument, NULL, 'c'},
                                                    {"stats", no_argument, NULL, INDEX_OPT_STATS},
@@ -25,7 +28,8 @@ static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                    {NULL, 0, NULL, 0}};
 
 static const char index_help[] =
-    "Usage: glimpse index -m MODEL --db FILE [--exclude GLOB...] PATH...\n"
+    "Usage: glimpse index -m MODEL --db FILE [--exclude GLOB...] [--every SECONDS | --scenes]\n"
+    "                     [--fast-decode] PATH...\n"
     "       glimpse index --db FILE --stats | --list | --check | --prune | --remove PATH...\n"
     "Builds or refreshes a search index of image files: folders are walked\n"
     "recursively for JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA and PNM files\n"
@@ -42,6 +46,18 @@ static const char index_help[] =
     "reads or decodes is reported, left out of search results and tried again by\n"
     "the next run. The index records the model's precision (--int8 or not) and\n"
     "refuses the other; a model folder without preprocessor_config.json is refused.\n"
+    "Videos (.mp4, .mov, .mkv, .webm, .avi, .mts, ... under folders; any video named)\n"
+    "are indexed too: one entry per sampled frame, with its time (see --every and\n"
+    "--scenes below); a video is one file for refreshing, moves, removal and\n"
+    "failures (a changed video replaces all its frames). The sampling is recorded\n"
+    "in the index and used again when not given; another is refused.\n"
+    "Pictures are read, decoded and resized ahead of the towers, on as many threads\n"
+    "as --threads.\n"
+    "      --fast-decode    decode JPEGs scaled down in the DCT domain (libjpeg-turbo,\n"
+    "                       the smallest 1/8 step not below the model's resize), then\n"
+    "                       resize exactly; recorded in the index (a new index only;\n"
+    "                       used again when not given, the other way refused).\n"
+    CLI_FAST_DECODE_FIGURES
     "      --db FILE        the index database (created if missing)\n"
     "      --exclude GLOB   leave out files and folders whose name matches GLOB\n"
     "                       (\"*.gif\", \".thumbnails\"; a GLOB with a slash matches\n"
@@ -152,7 +168,13 @@ static int show_stats(const char *db, const cli_options *options) {
         json_path(stdout, stats.model_path ? stats.model_path : "");
         printf(", \"identity\": ");
         json_string(stdout, stats.model_identity);
-        printf(", \"precision\": \"%s\", \"dim\": %zu, \"roots\": [", precision, stats.dim);
+        printf(", \"precision\": \"%s\", \"dim\": %zu, \"videos\": %zu, \"frames\": %zu, \"decode\": \"%s\"",
+               precision, stats.dim, stats.videos, stats.frames, stats.fast_decode ? "fast" : "exact");
+        if (stats.video_sampling) {
+            printf(", \"video_sampling\": ");
+            json_string(stdout, stats.video_sampling);
+        }
+        printf(", \"roots\": [");
     } else {
         double bytes = (double)stats.file_bytes;
         printf("%s: %zu images, %.1f %s\n", db, stats.images, bytes < 1e6 ? bytes / 1e3 : bytes / 1e6,
@@ -160,8 +182,12 @@ static int show_stats(const char *db, const cli_options *options) {
         if (stats.failed)
             printf("failed: %zu (files that no longer read or decode: left out of results, tried again by the next "
                    "glimpse index; --list names them)\n", stats.failed);
-        printf("model: %s (%s), %s, %zu dimensions\npaths indexed:\n", stats.model_path ? stats.model_path : "?",
-               stats.model_identity, precision, stats.dim);
+        if (stats.videos)
+            printf("videos: %zu of them, %zu frames sampled %s\n", stats.videos, stats.frames,
+                   stats.video_sampling ? stats.video_sampling : "?");
+        printf("model: %s (%s), %s, %zu dimensions, %s decoding\npaths indexed:\n",
+               stats.model_path ? stats.model_path : "?", stats.model_identity, precision, stats.dim,
+               stats.fast_decode ? "fast (--fast-decode)" : "exact");
     }
     cli_options counter = *options;
     counter.failures = 0; /* counts the roots printed, for the commas */
@@ -244,6 +270,8 @@ typedef struct index_request {
     size_t removal_count, excluded_count;
     const char *const *paths; /* to index */
     size_t path_count;
+    video_params video;
+    bool video_given, fast_decode; /* --every/--scenes, --fast-decode given */
 } index_request;
 
 /* Indexes the paths asked: the summary on stdout, the exit status returned. */
@@ -257,6 +285,18 @@ static int index_paths(const index_request *request, cli_options *options) {
     }
     glimpse_context *ctx = cli_create_context(options, model);
     index_progress progress = {.bar = {0}, .options = options};
+    /* what the index recorded, unless given again */
+    glimpse_index_stats stats;
+    bool recorded = glimpse_index_get_stats(index, &stats) == GLIMPSE_STATUS_OK;
+    video_params video = request->video;
+    if (recorded && !request->video_given && stats.video_sampling) {
+        double value;
+        if (sscanf(stats.video_sampling, "every %lf s", &value) == 1 && value > 0)
+            video.every_seconds = value, video.scene_threshold = 0;
+        else if (sscanf(stats.video_sampling, "at scene changes of %lf", &value) == 1 && value > 0)
+            video.scene_threshold = value;
+    }
+    glimpse_frame_source *frames = cli_frame_source(options, &video);
     glimpse_index_params params = {
         .on_progress = on_progress,
         .on_failure = on_failure,
@@ -264,7 +304,9 @@ static int index_paths(const index_request *request, cli_options *options) {
         .max_pixels = options->max_pixels,
         .on_root_failure = on_root_failure,
         .exclude = (const char *const *)request->excluded,
-        .exclude_count = request->excluded_count};
+        .exclude_count = request->excluded_count,
+        .frames = frames,
+        .fast_decode = request->fast_decode || (recorded && stats.fast_decode)};
     glimpse_index_summary summary;
     double started = cli_now();
     glimpse_status status =
@@ -286,6 +328,7 @@ static int index_paths(const index_request *request, cli_options *options) {
     glimpse_context_free(ctx);
     glimpse_index_free(index);
     glimpse_model_free(model);
+    cli_frame_source_free(frames);
     return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
@@ -310,11 +353,17 @@ int command_index(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
     index_request request = {.removals = cli_calloc((size_t)argc, sizeof(char *)),
-                             .excluded = cli_calloc((size_t)argc, sizeof(char *))};
+                             .excluded = cli_calloc((size_t)argc, sizeof(char *)),
+                             .video = video_default_params()};
     int code;
     while ((code = getopt_long(argc, argv, "m:", index_long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "index")) continue;
+        if (cli_video_option(&request.video, code, optarg, "index")) {
+            request.video_given = true;
+            continue;
+        }
         switch (code) {
+        case CLI_OPT_FAST_DECODE: request.fast_decode = true; break;
         case 'd': request.db = optarg; break;
         case 'c': request.check = true; break;
         case INDEX_OPT_STATS: request.stats = true; break;
@@ -322,7 +371,7 @@ int command_index(int argc, char **argv) {
         case INDEX_OPT_PRUNE: request.prune = true; break;
         case INDEX_OPT_REMOVE: request.removals[request.removal_count++] = optarg; break;
         case INDEX_OPT_EXCLUDE: request.excluded[request.excluded_count++] = optarg; break;
-        case CLI_OPT_HELP: printf("%s\n%s", index_help, cli_common_help); break;
+        case CLI_OPT_HELP: printf("%s\n%s\n%s", index_help, cli_video_help, cli_common_help); break;
         default: cli_usage_error("index", "unknown option");
         }
         if (code == CLI_OPT_HELP) break;
@@ -364,7 +413,9 @@ static const char search_help[] =
     "      --html FILE      also write FILE, one self-contained page of the results'\n"
     "                       thumbnails with their scores and paths\n"
     "Scores are the model's logits: logit_scale x cosine, + logit_bias for SigLIP.\n"
+    "A video's frame shows as PATH @ M:SS.s (its time in the video).\n"
     "JSON: {\"text\": QUERY, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per query\n"
+    "(a video's frame: {\"image\": PATH, \"time\": SECONDS, \"score\": S})\n"
     "(\"text\": \"@PHOTO\" for --like; a name that is not UTF-8 has \"path_bytes\" too);\n"
     "a query that fails: {\"text\": QUERY, \"error\": REASON}.\n";
 
@@ -378,7 +429,7 @@ typedef struct search_query {
 /* Searches with one embedded query and prints its results, --like's photo itself left out. */
 static void search_and_print(cli_options *options, glimpse_index *index, const search_query *q,
                              const float *embedding, size_t k, glimpse_search_result *results, const char **paths,
-                             float *scores, FILE *page) {
+                             double *times, float *scores, FILE *page) {
     size_t found = 0;
     char *itself = q->like ? realpath(q->like, NULL) : NULL;
     if (glimpse_index_search(index, embedding, k + (q->like != NULL), results, &found) != GLIMPSE_STATUS_OK) {
@@ -391,15 +442,15 @@ static void search_and_print(cli_options *options, glimpse_index *index, const s
     size_t shown = 0;
     for (size_t r = 0; r < found && shown < k; r++) {
         if (itself && strcmp(results[r].path, itself) == 0) continue;
-        paths[shown] = results[r].path, scores[shown++] = results[r].score;
+        paths[shown] = results[r].path, times[shown] = results[r].time, scores[shown++] = results[r].score;
     }
-    cli_print_results(options, q->label, paths, scores, NULL, shown);
+    cli_print_results(options, q->label, paths, times, scores, NULL, shown);
     if (page) {
         cli_html_row(page, q->label);
         for (size_t r = 0; r < shown; r++) {
             char caption[32];
             snprintf(caption, sizeof caption, "%.4f", scores[r]);
-            cli_html_picture(page, options, paths[r], caption);
+            cli_html_picture(page, options, paths[r], times[r], caption);
         }
         cli_html_row_end(page);
     }
@@ -486,16 +537,17 @@ int command_search(int argc, char **argv) {
     glimpse_search_result *results = cli_calloc((size_t)k + 1, sizeof *results);
     const char **paths = cli_calloc((size_t)k + 1, sizeof *paths);
     float *scores = cli_calloc((size_t)k + 1, sizeof *scores);
+    double *times = cli_calloc((size_t)k + 1, sizeof *times);
     FILE *page = html ? cli_html_open(html, "glimpse search") : NULL;
     for (size_t i = 0; i < query_count; i++) {
         if (embed_search_query(&options, index, ctx, &queries[i], embedding))
-            search_and_print(&options, index, &queries[i], embedding, (size_t)k, results, paths, scores, page);
+            search_and_print(&options, index, &queries[i], embedding, (size_t)k, results, paths, times, scores, page);
         else
             options.failures++;
     }
     if (page && !cli_html_close(page, html)) options.failures++;
     for (size_t i = 0; i < like_count; i++) free(labels[i]);
-    free(labels), free(queries), free(embedding), free(results), free(paths), free(scores);
+    free(labels), free(queries), free(embedding), free(results), free(paths), free(scores), free(times);
     glimpse_index_free(index);
     return cli_finish(&options, ctx, model);
 }
@@ -535,7 +587,8 @@ static void print_group(void *user, const char *const *paths, const float *simil
         cli_html_row(printer->page, heading);
         for (size_t i = 0; i < count; i++) {
             snprintf(caption, sizeof caption, "cosine %.4f", similarity[i]);
-            cli_html_picture(printer->page, options, paths[i], caption);
+            /* a video by its first frame */
+            cli_html_picture(printer->page, options, paths[i], path_has_video_extension(paths[i]) ? 0 : -1, caption);
         }
         cli_html_row_end(printer->page);
     }

@@ -149,10 +149,18 @@ bool image_known_format(const uint8_t *bytes, size_t size) { return sniff(bytes,
 
 glimpse_status image_decode_with(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                                  int apply_orientation, glimpse_image **out) {
+    return image_decode_scaled(bytes, size, label, max_pixels, apply_orientation, 0, out);
+}
+
+glimpse_status image_decode_scaled(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
+                                   int apply_orientation, int min_side, glimpse_image **out) {
     *out = NULL;
     if (size == 0) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: empty file, not an image", label);
     int orientation = ORIENTATION_ABSENT;
-    glimpse_status status = sniff(bytes, size)(bytes, size, label, max_pixels, out, &orientation);
+    image_decoder *decoder = sniff(bytes, size);
+    glimpse_status status = decoder == decode_jpeg && min_side > 0
+                                ? decode_jpeg_scaled(bytes, size, label, max_pixels, min_side, out, &orientation)
+                                : decoder(bytes, size, label, max_pixels, out, &orientation);
     if (status || !apply_orientation) return status;
     status = image_orient(out, orientation);
     if (status) {

@@ -45,8 +45,25 @@ static int jpeg_orientation(const struct jpeg_decompress_struct *info) {
     return ORIENTATION_ABSENT;
 }
 
+/* The smallest libjpeg-turbo scale (num/8, num 1..8) at which both output
+ * sides are at least min_side; 8/8 (full size) when none smaller is. */
+static void jpeg_choose_scale(struct jpeg_decompress_struct *info, int min_side) {
+    info->scale_denom = 8;
+    for (unsigned num = 1; num <= 8; num++) {
+        info->scale_num = num;
+        jpeg_calc_output_dimensions(info);
+        if (num == 8 || (info->output_width >= (unsigned)min_side && info->output_height >= (unsigned)min_side))
+            return;
+    }
+}
+
 glimpse_status decode_jpeg(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                            glimpse_image **out, int *orientation) {
+    return decode_jpeg_scaled(bytes, size, label, max_pixels, 0, out, orientation);
+}
+
+glimpse_status decode_jpeg_scaled(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
+                                  int min_side, glimpse_image **out, int *orientation) {
     struct jpeg_decompress_struct info;
     jpeg_failure failure;
     glimpse_image *volatile image = NULL;
@@ -78,6 +95,7 @@ glimpse_status decode_jpeg(const uint8_t *bytes, size_t size, const char *label,
     info.out_color_space = cmyk ? JCS_CMYK : grey ? JCS_GRAYSCALE : JCS_RGB;
     info.dct_method = JDCT_ISLOW;
     info.do_fancy_upsampling = TRUE;
+    if (min_side > 0) jpeg_choose_scale(&info, min_side);
     jpeg_start_decompress(&info);
     glimpse_image *made;
     status = image_allocate((int)info.output_width, (int)info.output_height, &made);
@@ -94,9 +112,11 @@ glimpse_status decode_jpeg(const uint8_t *bytes, size_t size, const char *label,
         return ERROR_OOM();
     }
     while (info.output_scanline < info.output_height) {
-        JSAMPROW rows[1] = {row};
         uint8_t *target = image->pixels + (size_t)info.output_scanline * (size_t)info.output_width * 3;
+        /* RGB rows land in the image itself: no copy */
+        JSAMPROW rows[1] = {components == 3 ? target : row};
         jpeg_read_scanlines(&info, rows, 1);
+        if (components == 3) continue;
         for (size_t x = 0; x < info.output_width; x++) {
             const uint8_t *p = row + x * (size_t)components;
             if (components == 1) target[3 * x] = target[3 * x + 1] = target[3 * x + 2] = p[0];

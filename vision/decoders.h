@@ -23,6 +23,10 @@ typedef glimpse_status image_decoder(const uint8_t *bytes, size_t size, const ch
                                      glimpse_image **out, int *orientation);
 
 image_decoder decode_jpeg; /* decode_jpeg.c: libjpeg-turbo; APP1 Exif */
+/* decode_jpeg, scaled down in the DCT domain (libjpeg-turbo's scale_num/8)
+ * to the smallest size whose sides are both at least min_side (0: full size). */
+glimpse_status decode_jpeg_scaled(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
+                                  int min_side, glimpse_image **out, int *orientation);
 image_decoder decode_png;  /* decode_png.c: libpng; eXIf, raw-profile text, XMP */
 image_decoder decode_webp; /* decode_webp.c: libwebp's animation decoder, first frame; EXIF chunk */
 image_decoder decode_tiff; /* decode_tiff.c: libtiff, first page; its own Orientation tag */

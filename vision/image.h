@@ -32,6 +32,13 @@ glimpse_status image_decode(const uint8_t *bytes, size_t size, const char *label
 glimpse_status image_decode_with(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                                  int apply_orientation, glimpse_image **out);
 
+/* The same, but a JPEG is decoded scaled down in the DCT domain (libjpeg-turbo's
+ * scale_num/8) to the smallest size whose sides are both at least min_side:
+ * faster, and close to (not the same as) the full decode resized. min_side
+ * 0, and every other format, decode at full size. */
+glimpse_status image_decode_scaled(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
+                                   int apply_orientation, int min_side, glimpse_image **out);
+
 /* Whether one of the dedicated decoders (JPEG, PNG, WebP, TIFF, HEIF/AVIF)
  * claims the bytes by their magic numbers. */
 bool image_known_format(const uint8_t *bytes, size_t size);

@@ -151,23 +151,33 @@ void preprocess_geometry(const preprocess_config *config, int image_width, int i
     *top = config->do_center_crop ? floor_half(*resized_height - config->crop_height) : 0;
 }
 
-glimpse_status preprocess_image(float *pixel_values, const glimpse_image *image, const preprocess_config *config) {
+glimpse_status preprocess_resize(const preprocess_config *config, const glimpse_image *image, glimpse_image **out) {
+    *out = NULL;
     int width, height;
     resized_size(config, image->width, image->height, &width, &height);
+    if (!config->do_resize || (width == image->width && height == image->height)) return GLIMPSE_STATUS_OK;
+    /* a picture thousands of times longer than wide (a lying header among them) would be resized into
+     * gigabytes before the crop keeps a square of it: refused, as no photograph is */
+    if ((double)width * height > PREPROCESS_MAX_RESIZED_PIXELS)
+        return error_set(GLIMPSE_STATUS_TOO_LARGE,
+                         "a %dx%d picture is too elongated to preprocess: resized for the model it would be "
+                         "%dx%d pixels",
+                         image->width, image->height, width, height);
+    return image_resize(image, width, height, (resize_filter)config->resample, out);
+}
+
+int preprocess_decode_side(const preprocess_config *config) {
+    if (!config->do_resize) return 0;
+    if (config->shortest_edge > 0) return config->shortest_edge;
+    return config->resize_width > config->resize_height ? config->resize_width : config->resize_height;
+}
+
+glimpse_status preprocess_image(float *pixel_values, const glimpse_image *image, const preprocess_config *config) {
     glimpse_image *resized = NULL;
-    const glimpse_image *source = image;
-    if (config->do_resize && (width != image->width || height != image->height)) {
-        /* a picture thousands of times longer than wide (a lying header among them) would be resized into
-         * gigabytes before the crop keeps a square of it: refused, as no photograph is */
-        if ((double)width * height > PREPROCESS_MAX_RESIZED_PIXELS)
-            return error_set(GLIMPSE_STATUS_TOO_LARGE,
-                             "a %dx%d picture is too elongated to preprocess: resized for the model it would be "
-                             "%dx%d pixels",
-                             image->width, image->height, width, height);
-        glimpse_status status = image_resize(image, width, height, (resize_filter)config->resample, &resized);
-        if (status) return status;
-        source = resized;
-    }
+    glimpse_status status = preprocess_resize(config, image, &resized);
+    if (status) return status;
+    const glimpse_image *source = resized ? resized : image;
+    int width = source->width, height = source->height;
     /* transformers' center_crop: offsets floor((orig - crop) / 2); a crop
      * larger than the image pads with zeros around it. */
     int out_height = height, out_width = width, top = 0, left = 0;

@@ -52,6 +52,17 @@ void preprocess_output_size(const preprocess_config *config, int image_width, in
 void preprocess_geometry(const preprocess_config *config, int image_width, int image_height, int *resized_width,
                          int *resized_height, int *left, int *top);
 
+/* The picture resized as preprocess_image resizes it, as a new image in *out
+ * (caller frees), or *out NULL when it needs no resizing. preprocess_image
+ * given the resized picture resizes nothing more: the same pixel_values. */
+glimpse_status preprocess_resize(const preprocess_config *config, const glimpse_image *image, glimpse_image **out);
+
+/* The side both of a picture's sides must keep for its resize to see what it
+ * would see at full size (the short side CLIP resizes to; the larger of a
+ * fixed size): what a decoder scaling down in the DCT domain may not go
+ * below. 0 when the preprocessing does not resize (nothing may be scaled). */
+int preprocess_decode_side(const preprocess_config *config);
+
 /* Writes pixel_values [3, height, width] (height, width from
  * preprocess_output_size) for one image. */
 glimpse_status preprocess_image(float *pixel_values, const glimpse_image *image, const preprocess_config *config);

@@ -101,7 +101,8 @@ class IndexSummary(ctypes.Structure):
 class IndexParams(ctypes.Structure):
     _fields_ = [("on_progress", ProgressCallback), ("on_failure", FailureCallback), ("user", ctypes.c_void_p),
                 ("max_pixels", ctypes.c_uint64), ("on_root_failure", RootFailureCallback),
-                ("exclude", ctypes.POINTER(ctypes.c_char_p)), ("exclude_count", ctypes.c_size_t)]
+                ("exclude", ctypes.POINTER(ctypes.c_char_p)), ("exclude_count", ctypes.c_size_t),
+                ("frames", ctypes.c_void_p), ("fast_decode", ctypes.c_bool)]
 
 
 class IndexStats(ctypes.Structure):
@@ -114,7 +115,7 @@ GroupCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_
 
 
 class SearchResult(ctypes.Structure):
-    _fields_ = [("path", ctypes.c_char_p), ("score", ctypes.c_float)]
+    _fields_ = [("path", ctypes.c_char_p), ("score", ctypes.c_float), ("time", ctypes.c_double)]
 
 
 def _declare(name, restype, *argtypes):
