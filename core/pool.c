@@ -10,12 +10,15 @@
  * task the same way. A forward pass is a chain of short parallel steps (a
  * ViT-B/32 image: ~60 of 0.1–1 ms), and a futex sleep and wake-up at each
  * step cost 9% of the time in a virtual machine. */
+#define _GNU_SOURCE /* sched_getaffinity, sched_getcpu, pthread_setaffinity_np */
 #include "core/pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +33,8 @@ struct pool {
     void *shared;             /* pool_shared_buffer's, shared_bytes long, 64-byte aligned */
     size_t shared_bytes;
     int started;              /* workers that took their scratch slot */
+    int pinned;               /* whether the workers are pinned, worker i to cpus[i] */
+    int cpus[POOL_MAX_THREADS];
     pthread_mutex_t lock;
     pthread_cond_t wake;      /* a new job or shutdown */
     pthread_cond_t done;      /* the current job's last task finished */
@@ -106,8 +111,15 @@ static void *worker_main(void *argument) {
     pool *p = argument;
     unsigned long seen = 0;
     pthread_mutex_lock(&p->lock);
-    float *scratch = p->scratch + (size_t)++p->started * POOL_SCRATCH_FLOATS;
+    int slot = ++p->started;
+    float *scratch = p->scratch + (size_t)slot * POOL_SCRATCH_FLOATS;
     pthread_mutex_unlock(&p->lock);
+    if (p->pinned) { /* best effort: a refusal (a cgroup's cpuset changed meanwhile) leaves the thread unpinned */
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(p->cpus[slot - 1], &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
     for (;;) {
         if (!spin_until(job_or_shutdown, p, seen)) {
             pthread_mutex_lock(&p->lock);
@@ -122,13 +134,31 @@ static void *worker_main(void *argument) {
     return NULL;
 }
 
+/* Pins the workers, one CPU each, when GLIMPSE_PIN_THREADS=1 and the process may run on at least as many CPUs
+ * as the pool has threads: the caller's current CPU is left to the caller, the workers take the others in
+ * order (cpus[i] for worker i). The caller itself is never pinned (its affinity is the application's); the
+ * scheduler moves it off a worker's CPU, as the workers can no longer move. Off by default: issue 21 saw two
+ * spinning threads share one core while the other idled for whole runs, but on a loaded 2-core VM pinned
+ * workers measured no steadier (ViT-B/32 batch 1, 10 alternating processes: median 121 ms pinned, 117 ms
+ * not), and a library that pins threads takes a choice from the application. Returns whether it pinned. */
+static int pin_workers(int threads, int *cpus) {
+    const char *setting = getenv("GLIMPSE_PIN_THREADS");
+    if (threads < 2 || !setting || strcmp(setting, "1") != 0) return 0;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < threads) return 0;
+    int own = sched_getcpu(), taken = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE && taken < threads - 1; cpu++)
+        if (CPU_ISSET(cpu, &allowed) && cpu != own) cpus[taken++] = cpu;
+    return taken == threads - 1; /* (fewer: own was not in the allowed set, the reading raced a migration) */
+}
+
 glimpse_status pool_create(int threads, pool **out) {
     *out = NULL;
     if (threads <= 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         threads = online > 0 ? (int)online : 1;
     }
-    if (threads > 256) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "thread count %d is over 256", threads);
+    if (threads > POOL_MAX_THREADS) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "thread count %d is over 256", threads);
     pool *p = calloc(1, sizeof *p);
     if (!p) return ERROR_OOM();
     p->threads = threads;
@@ -143,6 +173,7 @@ glimpse_status pool_create(int threads, pool **out) {
     }
     p->scratch = (float *)(((uintptr_t)p->scratch_block + 63) & ~(uintptr_t)63);
     if (threads > 1) {
+        p->pinned = pin_workers(threads, p->cpus);
         p->workers = calloc((size_t)threads - 1, sizeof *p->workers);
         if (!p->workers) {
             pool_free(p);

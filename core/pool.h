@@ -9,6 +9,8 @@
 
 typedef struct pool pool;
 
+#define POOL_MAX_THREADS 256
+
 /* Every thread of a pool (the caller's turn included) owns this many floats
  * of scratch, aligned to 64 bytes, for kernels that rearrange their inputs
  * (the linear layer's panels: 48 rows × up to 5,461 features). */

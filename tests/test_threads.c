@@ -1,8 +1,10 @@
 /* test_threads.c — one loaded model of each kind shared by 8 threads, each
  * with its own context, embedding and captioning at the same time: every
  * result is bit-identical to the single-threaded one. Uses the bundled demo
- * models, so it needs no fixtures; and core/prefetch's producer thread. */
+ * models, so it needs no fixtures; core/prefetch's producer thread; and the pool's pinning. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,6 +15,7 @@
 #include <cmocka.h>
 
 #include "core/file.h"
+#include "core/pool.h"
 #include "core/prefetch.h"
 #include "glimpse.h"
 
@@ -121,6 +124,64 @@ static void dispose_number(void *user, void *item) {
     __atomic_add_fetch(&c->disposed, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Each task records how many CPUs the thread running it may use, and whether that thread is the caller. */
+typedef struct affinity_probe {
+    pthread_t caller;
+    int worker_cpus, worker_cpu, caller_cpus, worker_ran;
+    pthread_mutex_t lock;
+} affinity_probe;
+
+static void probe_affinity(void *argument, size_t index, float *scratch) {
+    (void)index, (void)scratch;
+    affinity_probe *probe = argument;
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    int cpus = CPU_COUNT(&set), cpu = -1;
+    for (int i = 0; i < CPU_SETSIZE && cpu < 0; i++)
+        if (CPU_ISSET(i, &set)) cpu = i;
+    struct timespec pause = {0, 2000000}; /* long enough that the worker takes some of the tasks */
+    nanosleep(&pause, NULL);
+    pthread_mutex_lock(&probe->lock);
+    if (pthread_equal(pthread_self(), probe->caller))
+        probe->caller_cpus = cpus;
+    else
+        probe->worker_cpus = cpus, probe->worker_cpu = cpu, probe->worker_ran = 1;
+    pthread_mutex_unlock(&probe->lock);
+}
+
+/* With GLIMPSE_PIN_THREADS=1, where the process may use two CPUs, a 2-thread pool pins its worker to one CPU
+ * and leaves the caller's own affinity alone; by default the worker is not pinned. */
+static void test_pool_pins_its_workers(void **state) {
+    (void)state;
+    cpu_set_t allowed;
+    assert_int_equal(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    if (CPU_COUNT(&allowed) < 2) {
+        print_message("one CPU only: nothing to pin, the check is skipped\n");
+        return;
+    }
+    for (int pin = 1; pin >= 0; pin--) {
+        if (pin)
+            setenv("GLIMPSE_PIN_THREADS", "1", 1);
+        else
+            unsetenv("GLIMPSE_PIN_THREADS");
+        pool *threads = NULL;
+        assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
+        affinity_probe probe = {.caller = pthread_self()};
+        pthread_mutex_init(&probe.lock, NULL);
+        for (int attempt = 0; attempt < 100 && !probe.worker_ran; attempt++) pool_for(threads, 16, probe_affinity, &probe);
+        pool_free(threads);
+        pthread_mutex_destroy(&probe.lock);
+        assert_true(probe.worker_ran);
+        assert_int_equal(probe.caller_cpus, CPU_COUNT(&allowed)); /* the caller is never pinned */
+        if (pin) {
+            assert_int_equal(probe.worker_cpus, 1);
+            assert_true(CPU_ISSET(probe.worker_cpu, &allowed));
+        } else {
+            assert_int_equal(probe.worker_cpus, CPU_COUNT(&allowed));
+        }
+    }
+}
+
 static void test_prefetch_keeps_order(void **state) {
     (void)state;
     for (int ahead = 0; ahead < 2; ahead++) {
@@ -154,6 +215,7 @@ static void test_prefetch_keeps_order(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_eight_threads_share_models),
+                                       cmocka_unit_test(test_pool_pins_its_workers),
                                        cmocka_unit_test(test_prefetch_keeps_order)};
     return cmocka_run_group_tests_name("threads", tests, NULL, NULL);
 }
