@@ -78,4 +78,35 @@ glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *p
                                 caption_token_callback callback, void *user, int32_t *out, size_t *out_length,
                                 pool *threads);
 
+/* ------------------------------------------------------ one caption's search, step by step */
+
+/* The search for one caption (greedy, sampled or beam) as a state that takes one decoder step's logits at a
+ * time, so that a scheduler can step many captions together (fusion/caption_batch.h); caption_generate
+ * drives one alone. The same settings and logits give the same tokens either way. */
+typedef struct caption_search caption_search;
+
+/* What the next decoder step takes: ids[s] the one new token of each of the search's sequences, which first
+ * become old sequence from[s] (from NULL: no reordering). ids NULL: the caption is finished. */
+typedef struct caption_step {
+    const int32_t *ids;
+    const size_t *from;
+} caption_step;
+
+/* A search from prompt[0..prompt_length) (copied), tokens streamed to callback (may be NULL) as
+ * caption_generate streams them. Free with caption_search_free. */
+glimpse_status caption_search_create(const caption_settings *settings, int32_t vocab, const int32_t *prompt,
+                                     size_t prompt_length, caption_token_callback callback, void *user,
+                                     caption_search **out);
+void caption_search_free(caption_search *search);
+/* Sequences the search's decoder steps carry (its beams). */
+size_t caption_search_sequences(const caption_search *search);
+/* The first step's ids [sequences × step] (the prompt, once per beam). */
+const int32_t *caption_search_first_ids(const caption_search *search, size_t *step);
+/* Takes a step's logits [sequences, vocab] (changed in place) and says what the next step takes. */
+glimpse_status caption_search_feed(caption_search *search, float *logits, caption_step *next);
+/* The finished caption's whole sequence (capacity max_length); beam search streams the winner's tokens after
+ * the prompt's prompt_length to the callback here. */
+glimpse_status caption_search_result(const caption_search *search, size_t prompt_length, int32_t *out,
+                                     size_t *out_length);
+
 #endif
