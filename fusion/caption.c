@@ -476,19 +476,49 @@ glimpse_status caption_decoder_check_room(const caption_decoder_room *room, size
     return GLIMPSE_STATUS_OK;
 }
 
+/* x[hidden] = token_embeddings row id + position_embeddings row position, id checked against the vocabulary. */
+static glimpse_status embed_row(float *x, const kernel_weight *token_embeddings, const float *position_embeddings,
+                                size_t hidden, int32_t vocab_size, int32_t id, size_t position) {
+    if (id < 0 || id >= vocab_size)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
+                         vocab_size);
+    kernel_weight_row_add(x, token_embeddings, (size_t)id, hidden, position_embeddings + position * hidden);
+    return GLIMPSE_STATUS_OK;
+}
+
 glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room, const kernel_weight *token_embeddings,
                                      const float *position_embeddings, size_t hidden, int32_t vocab_size,
                                      const int32_t *ids, size_t sequences, size_t step) {
     glimpse_status status = caption_decoder_check_room(room, sequences, step);
-    if (status) return status;
-    for (size_t q = 0; q < sequences; q++)
-        for (size_t j = 0; j < step; j++) {
-            int32_t id = ids[q * step + j];
-            if (id < 0 || id >= vocab_size)
-                return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
-                                 vocab_size);
-            kernel_weight_row_add(x + (q * step + j) * hidden, token_embeddings, (size_t)id, hidden,
-                                  position_embeddings + (room->length + j) * hidden);
-        }
-    return GLIMPSE_STATUS_OK;
+    for (size_t q = 0; q < sequences && !status; q++)
+        for (size_t j = 0; j < step && !status; j++)
+            status = embed_row(x + (q * step + j) * hidden, token_embeddings, position_embeddings, hidden, vocab_size,
+                               ids[q * step + j], room->length + j);
+    return status;
+}
+
+size_t caption_sequences_rows(const caption_sequence *sequences, size_t count) {
+    size_t rows = 0;
+    for (size_t q = 0; q < count; q++) rows += sequences[q].step;
+    return rows;
+}
+
+glimpse_status caption_decoder_embed_table(float *x, const caption_decoder_room *room,
+                                           const kernel_weight *token_embeddings, const float *position_embeddings,
+                                           size_t hidden, int32_t vocab_size, const caption_sequence *sequences,
+                                           size_t count) {
+    if (caption_sequences_rows(sequences, count) > room->max_step)
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu rows is more than the %zu a step of this decoder state holds",
+                         caption_sequences_rows(sequences, count), room->max_step);
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t q = 0; q < count && !status; q++) {
+        const caption_sequence *c = &sequences[q];
+        if (c->slot >= room->max_sequences || c->length + c->step > room->max_length)
+            return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu positions in slot %zu: more than the %zu positions of "
+                             "%zu slots this decoder state holds", c->length + c->step, c->slot, room->max_length,
+                             room->max_sequences);
+        for (size_t j = 0; j < c->step && !status; j++, x += hidden)
+            status = embed_row(x, token_embeddings, position_embeddings, hidden, vocab_size, c->ids[j], c->length + j);
+    }
+    return status;
 }

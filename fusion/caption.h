@@ -64,6 +64,46 @@ glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room,
                                      const float *position_embeddings, size_t hidden, int32_t vocab_size,
                                      const int32_t *ids, size_t sequences, size_t step);
 
+/* One sequence of a decoder step over a table of sequences (a batched step: many pictures' captions, each
+ * beam a sequence): `step` new tokens ids[0..step) appended to cache slot `slot` after the `length` positions
+ * it holds, attending to image slot `image`. */
+typedef struct caption_sequence {
+    size_t slot, length, step, image;
+    const int32_t *ids;
+} caption_sequence;
+
+/* Rows of a table: the sum of its steps. */
+size_t caption_sequences_rows(const caption_sequence *sequences, size_t count);
+
+/* caption_decoder_embed for a table (each sequence at its own positions), room.length unused: checks each
+ * against the room (slots max_sequences, positions max_length, rows max_step in all) and the vocabulary. */
+glimpse_status caption_decoder_embed_table(float *x, const caption_decoder_room *room,
+                                           const kernel_weight *token_embeddings, const float *position_embeddings,
+                                           size_t hidden, int32_t vocab_size, const caption_sequence *sequences,
+                                           size_t count);
+
+/* A decoder whose state holds many cache slots and image slots, stepped over a table of sequences
+ * (fusion/caption_batch.c drives it). Each row of a step comes out as it does in the family's own
+ * caption_decoder step, bit for bit, when `rowwise` is set (kernel_linear_rowwise) and the family's one-picture
+ * steps of one token are rowwise too. */
+typedef struct caption_batch_decoder {
+    void *self;
+    int32_t vocab_size;
+    size_t slots;      /* cache slots: sequences in flight */
+    size_t max_rows;   /* rows one step holds */
+    size_t max_length; /* positions each slot holds */
+    /* The first step of a picture in image slot `image` whose prompt is prompt_length ids and which searches
+     * with `beams` sequences, as the family's caption_decoder runs it: *rows each sequence takes (positions
+     * filled) and *copies, how many of the beams it runs (the others are copies of the first). */
+    void (*first_step)(void *self, size_t image, size_t prompt_length, size_t beams, size_t *rows, size_t *copies);
+    /* One step over the table; *logits [count, vocab]: each sequence's next-token logits (its last row),
+     * which the caller may change until the next step. */
+    glimpse_status (*step)(void *self, const caption_sequence *sequences, size_t count, int rowwise, float **logits,
+                           pool *threads);
+    /* Cache slot `to` takes the first `length` positions of slot `from`. */
+    void (*copy)(void *self, size_t to, size_t from, size_t length);
+} caption_batch_decoder;
+
 /* Called with each token as it is chosen (greedy and sampling only);
  * returning non-zero stops generation (GLIMPSE_STATUS_CANCELLED). */
 typedef int (*caption_token_callback)(void *user, int32_t id);
