@@ -74,5 +74,12 @@ glimpse_status read_generation_config(glimpse_model *model);
 glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json);
 glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                     const glimpse_caption_params *params, glimpse_caption *out);
+/* BLIP-2's parts of batched captioning (api/caption.c): the language model's prompt ids (OPT's start token
+ * first; caller frees), decode(ids, skip_special_tokens=True), the Q-Former's state and prefix made on first use,
+ * and the prefix of the image whose vision tokens are in ctx->vision_output into ctx->prefix. */
+glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count);
+glimpse_status blip2_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text);
+glimpse_status blip2_prepare_image_side(glimpse_context *ctx);
+glimpse_status blip2_image_prefix(glimpse_context *ctx);
 
 #endif

@@ -464,14 +464,6 @@ caption_decoder bert_caption_decoder(bert_decoder *self) {
 
 /* ------------------------------------------------ as caption_batch's decoder */
 
-/* transformers runs the prompt once per beam (caption_generate's first step: beams × prompt_length rows). */
-static void bert_batch_first_step(void *self, size_t image, size_t prompt_length, size_t beams, size_t *rows,
-                                  size_t *copies) {
-    (void)self, (void)image;
-    *rows = prompt_length;
-    *copies = beams;
-}
-
 static glimpse_status bert_batch_step(void *self, const caption_sequence *table, size_t count, int rowwise,
                                       float **logits, pool *threads) {
     bert_decoder *d = self;
@@ -501,7 +493,7 @@ caption_batch_decoder bert_caption_batch_decoder(bert_decoder *self) {
                                    .slots = self->state->max_sequences,
                                    .max_rows = self->state->max_rows,
                                    .max_length = self->state->max_length,
-                                   .first_step = bert_batch_first_step,
+                                   .first_step_each_beam = 1,
                                    .step = bert_batch_step,
                                    .copy = bert_batch_copy};
 }

@@ -92,10 +92,9 @@ typedef struct caption_batch_decoder {
     size_t slots;      /* cache slots: sequences in flight */
     size_t max_rows;   /* rows one step holds */
     size_t max_length; /* positions each slot holds */
-    /* The first step of a picture in image slot `image` whose prompt is prompt_length ids and which searches
-     * with `beams` sequences, as the family's caption_decoder runs it: *rows each sequence takes (positions
-     * filled) and *copies, how many of the beams it runs (the others are copies of the first). */
-    void (*first_step)(void *self, size_t image, size_t prompt_length, size_t beams, size_t *rows, size_t *copies);
+    /* How the family's caption_decoder runs a picture's first step: once per beam (BERT, GPT-2: beams ×
+     * prompt rows), or once, copied to the other beams (OPT). */
+    int first_step_each_beam;
     /* One step over the table; *logits [count, vocab]: each sequence's next-token logits (its last row),
      * which the caller may change until the next step. */
     glimpse_status (*step)(void *self, const caption_sequence *sequences, size_t count, int rowwise, float **logits,

@@ -338,14 +338,6 @@ caption_decoder gpt2_caption_decoder(gpt2_decoder *self) {
 
 /* ------------------------------------------------ as caption_batch's decoder */
 
-/* generate runs the prompt once per beam (caption_generate's first step: beams × prompt_length rows). */
-static void gpt2_batch_first_step(void *self, size_t image, size_t prompt_length, size_t beams, size_t *rows,
-                                  size_t *copies) {
-    (void)self, (void)image;
-    *rows = prompt_length;
-    *copies = beams;
-}
-
 static glimpse_status gpt2_batch_step(void *self, const caption_sequence *table, size_t count, int rowwise,
                                       float **logits, pool *threads) {
     gpt2_decoder *d = self;
@@ -377,7 +369,7 @@ caption_batch_decoder gpt2_caption_batch_decoder(gpt2_decoder *self) {
                                    .slots = self->state->max_sequences,
                                    .max_rows = self->state->max_rows,
                                    .max_length = self->state->max_length,
-                                   .first_step = gpt2_batch_first_step,
+                                   .first_step_each_beam = 1,
                                    .step = gpt2_batch_step,
                                    .copy = gpt2_batch_copy};
 }

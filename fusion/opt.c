@@ -358,15 +358,6 @@ glimpse_status opt_set_first_rows(const opt_model *model, opt_state *s, size_t i
     return status;
 }
 
-/* generate's first pass runs the prefix and the prompt once, whatever the beams (opt_decoder_step). */
-static void opt_batch_first_step(void *self, size_t image, size_t prompt_length, size_t beams, size_t *rows,
-                                 size_t *copies) {
-    (void)prompt_length, (void)beams;
-    opt_decoder *d = self;
-    *rows = d->state->slot_first_rows[image];
-    *copies = 1;
-}
-
 static glimpse_status opt_batch_step(void *self, const caption_sequence *table, size_t count, int rowwise,
                                      float **logits, pool *threads) {
     opt_decoder *d = self;
@@ -415,7 +406,7 @@ caption_batch_decoder opt_caption_batch_decoder(opt_decoder *self) {
                                    .slots = self->state->max_sequences,
                                    .max_rows = self->state->max_rows,
                                    .max_length = self->state->max_length,
-                                   .first_step = opt_batch_first_step,
+                                   .first_step_each_beam = 0,
                                    .step = opt_batch_step,
                                    .copy = opt_batch_copy};
 }
