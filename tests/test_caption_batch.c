@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "api/context.h"
@@ -207,12 +208,40 @@ static void test_demo_pictures(void **state) {
     glimpse_model_free(model);
 }
 
+/* glimpse caption over many pictures, a file that is no image among them: named on stderr, the others captioned
+ * in input order, the same output batched (the default) and with --batch-rows 1. */
+static void test_cli_batched(void **state) {
+    (void)state;
+    char bad[] = "/tmp/glimpse-caption-batch-XXXXXX";
+    int fd = mkstemp(bad);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "not an image", 12), 12);
+    close(fd);
+    const char *model = GLIMPSE_SOURCE_DIR "/models/demo-blip-caption";
+    const char *p0 = GLIMPSE_SOURCE_DIR "/examples/pictures/00000.png", *p2 = GLIMPSE_SOURCE_DIR "/examples/pictures/00002.png";
+    const char *p3 = GLIMPSE_SOURCE_DIR "/examples/pictures/00003.png", *p4 = GLIMPSE_SOURCE_DIR "/examples/pictures/00004.png";
+    const char *batched[] = {GLIMPSE_BINARY, "caption", "-m", model, "--json", p0, bad, p2, p3, p4, NULL};
+    const char *alone[] = {GLIMPSE_BINARY, "caption", "-m", model, "--json", "--batch-rows", "1", p0, bad, p2, p3, p4,
+                           NULL};
+    char *out_batched, *err_batched, *out_alone, *err_alone;
+    assert_int_equal(run_program(batched, &out_batched, &err_batched), 1);
+    assert_int_equal(run_program(alone, &out_alone, &err_alone), 1);
+    assert_string_equal(out_batched, out_alone);
+    assert_non_null(strstr(err_batched, bad));
+    assert_non_null(strstr(out_batched, "00000.png"));
+    assert_true(strstr(out_batched, "00000.png") < strstr(out_batched, "00002.png"));
+    assert_true(strstr(out_batched, "00003.png") < strstr(out_batched, "00004.png"));
+    unlink(bad);
+    free(out_batched), free(err_batched), free(out_alone), free(err_alone);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blip_cases),
         cmocka_unit_test(test_vit_gpt2_cases),
         cmocka_unit_test(test_blip2_cases),
         cmocka_unit_test(test_demo_pictures),
+        cmocka_unit_test(test_cli_batched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
