@@ -20,7 +20,8 @@
 #include "tools/commands.h"
 
 static const char bench_help[] =
-    "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--profile] [--json]\n"
+    "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--captions N]\n"
+    "                     [--profile] [--json]\n"
     "Times each stage and prints its median over N runs (default 5), their spread\n"
     "(fastest-slowest), the work done (GFLOP) and the rate reached (GFLOP/s). Stages:\n"
     "load, decode (a 640x480 PNG), preprocess, vision, text (CLIP 77 tokens, SigLIP 64),\n"
@@ -37,6 +38,15 @@ static const char bench_help[] =
     "With --search-rows N (CLIP, SigLIP), also an index of N random embeddings: opening it and\n"
     "loading its embeddings (search_load), a text query's embedding (query) and its top\n"
     "10 (search).\n"
+    "With --captions N (BLIP, ViT-GPT2, BLIP-2), only load and the gain of continuous batching:\n"
+    "N pictures captioned by one call, their steps batched (the default batch rows) and one\n"
+    "picture at a time (batch rows 1), alternately, greedy and 3 beams, each caption forced to\n"
+    "--tokens tokens and, to take the image side out, to 1 token. Decoder tokens per second are\n"
+    "N x (tokens - 1) over the difference of the two calls' medians (caption tokens, not beam\n"
+    "rows); captions per second are N over the whole call's median. JSON: {\"stage\":\n"
+    "\"captions\", \"detail\": \"batched\"|\"alone\"|\"gain\", \"pictures\": N, \"beams\": B, \"tokens\": T,\n"
+    "\"median_ms\": WHOLE CALL, \"min_ms\", \"max_ms\", \"one_token_ms\", \"decoder_tokens_per_s\",\n"
+    "\"captions_per_s\"}; the gain row has batched over alone of both rates.\n"
     "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
     "\"min_ms\": FASTEST, \"max_ms\": SLOWEST, \"gflops\": G, ...} where gflops is the rate\n"
     "reached at the median.\n"
@@ -52,6 +62,8 @@ static const char bench_help[] =
 /* Tokens the BERT states of the BLIP stages hold: the decoder steps' furthest
  * position (60) and a retrieval text fit. */
 #define BENCH_BERT_LENGTH 64
+/* The most --captions. */
+#define BENCH_MAX_CAPTIONS 256
 /* The decoded image: a smooth pattern, as a photo compresses. */
 #define PNG_WIDTH 640
 #define PNG_HEIGHT 480
@@ -61,6 +73,7 @@ typedef struct bench {
     int batch, runs, threads;
     int tokens;       /* --tokens: caption length */
     long search_rows; /* --search-rows: 0 = no search stages */
+    int captions;     /* --captions: 0 = the usual stages, else only continuous batching's gain over this many */
     bool profile;     /* --profile or GLIMPSE_PROFILE=1 */
     double profiled[BENCH_PROFILE_KINDS], profiled_since; /* the counters and the clock at the last report */
     double *times;    /* [runs] */
@@ -144,6 +157,7 @@ static bool parse_options(bench *b, int argc, char **argv) {
                                                  {"runs", required_argument, NULL, 'r'},
                                                  {"tokens", required_argument, NULL, 'n'},
                                                  {"search-rows", required_argument, NULL, 's'},
+                                                 {"captions", required_argument, NULL, 'c'},
                                                  {"profile", no_argument, NULL, 'p'},
                                                  {NULL, 0, NULL, 0}};
     int code;
@@ -155,6 +169,7 @@ static bool parse_options(bench *b, int argc, char **argv) {
         case 'n': b->tokens = (int)cli_parse_long("bench", "--tokens", optarg, 1, 400); break;
         case 's': b->search_rows = cli_parse_long("bench", "--search-rows", optarg, 1, 100000000); break;
         case 'p': b->profile = true; break;
+        case 'c': b->captions = (int)cli_parse_long("bench", "--captions", optarg, 2, BENCH_MAX_CAPTIONS); break;
         case CLI_OPT_HELP: printf("%s\n%s", bench_help, cli_common_help); return false;
         default: cli_usage_error("bench", "unknown option");
         }
@@ -306,6 +321,92 @@ static void time_captions(bench *b, glimpse_context *ctx, glimpse_image *const *
     }
 }
 
+/* --captions: one way of captioning the pictures (batch_rows 0 = batched, 1 = one at a time) */
+typedef struct caption_way {
+    const char *name;
+    int batch_rows;
+    double *whole, *one_token; /* [runs]: the call's seconds with captions of --tokens tokens, and of 1 */
+    double decoder_rate, caption_rate;
+} caption_way;
+
+/* Seconds of one glimpse_caption_images call over count pictures, every caption forced to tokens tokens. */
+static double time_caption_call(glimpse_context *ctx, glimpse_image *const *images, int count, int beams, int tokens,
+                                int batch_rows, glimpse_caption *captions) {
+    glimpse_caption_params params = glimpse_caption_default_params();
+    params.beams = beams, params.batch_rows = batch_rows;
+    params.max_tokens = params.min_tokens = tokens;
+    double start = cli_now();
+    check(glimpse_caption_images(ctx, images, (size_t)count, &params, captions));
+    double seconds = cli_now() - start;
+    for (int i = 0; i < count; i++) glimpse_caption_free(&captions[i]);
+    return seconds;
+}
+
+/* a over b, 0 when b is not above 0 (noise can leave no decoder time) */
+static double ratio_of(double a, double b) { return b > 0 ? a / b : 0; }
+
+/* Prints one way's row (or, with gain, batched's rates over alone's). */
+static void report_captions(const bench *b, const char *detail, int beams, timing whole, timing one,
+                            const caption_way *way, const caption_way *alone) {
+    const char *search = beams == 1 ? "greedy" : "3 beams";
+    if (b->options.json) {
+        printf("{\"stage\": \"captions\", \"detail\": \"%s\", \"pictures\": %d, \"beams\": %d, \"tokens\": %d, "
+               "\"threads\": %d",
+               detail, b->captions, beams, b->tokens, b->threads);
+        if (alone)
+            printf(", \"decoder_ratio\": %.3f, \"captions_ratio\": %.3f}\n",
+                   ratio_of(way->decoder_rate, alone->decoder_rate), ratio_of(way->caption_rate, alone->caption_rate));
+        else
+            printf(", \"median_ms\": %.1f, \"min_ms\": %.1f, \"max_ms\": %.1f, \"one_token_ms\": %.1f, "
+                   "\"decoder_tokens_per_s\": %.2f, \"captions_per_s\": %.3f}\n",
+                   whole.median * 1e3, whole.min * 1e3, whole.max * 1e3, one.median * 1e3, way->decoder_rate,
+                   way->caption_rate);
+    } else if (alone) {
+        printf("%-13s %-8s %-7s decoder tokens/s %.2fx, captions/s %.2fx (batched over alone)\n", "captions", detail,
+               search, ratio_of(way->decoder_rate, alone->decoder_rate), ratio_of(way->caption_rate, alone->caption_rate));
+    } else {
+        printf("%-13s %-8s %-7s %9.0f ms (%.0f-%.0f), 1 token %.0f ms: %8.1f decoder tokens/s %7.2f captions/s\n",
+               "captions", detail, search, whole.median * 1e3, whole.min * 1e3, whole.max * 1e3, one.median * 1e3,
+               way->decoder_rate, way->caption_rate);
+    }
+    fflush(stdout);
+}
+
+/* --captions N: continuous batching against one picture at a time, greedy and 3 beams. Each run times both
+ * ways, in turn first, at --tokens tokens and at 1 token; the difference of their medians is the decoder's
+ * part (the vision tower, the image's keys and values and the first step are in both). */
+static void time_caption_batching(bench *b, glimpse_context *ctx, const uint8_t *png, size_t png_size) {
+    int count = b->captions;
+    glimpse_image **images = calloc((size_t)count, sizeof *images);
+    glimpse_caption *captions = calloc((size_t)count, sizeof *captions);
+    double *times = calloc(4 * (size_t)b->runs, sizeof *times);
+    if (!images || !captions || !times) check(GLIMPSE_STATUS_OUT_OF_MEMORY);
+    for (int i = 0; i < count; i++) check(glimpse_image_load_memory(png, png_size, NULL, &images[i]));
+    caption_way ways[2] = {{"batched", 0, times, times + b->runs, 0, 0},
+                           {"alone", 1, times + 2 * b->runs, times + 3 * b->runs, 0, 0}};
+    time_caption_call(ctx, images, 2, 1, 2, 0, captions); /* warm */
+    for (int beams = 1; beams <= 3; beams += 2) {
+        for (int r = 0; r < b->runs; r++)
+            for (int w = 0; w < 2; w++) {
+                caption_way *way = &ways[(w + r) % 2];
+                way->whole[r] = time_caption_call(ctx, images, count, beams, b->tokens, way->batch_rows, captions);
+                way->one_token[r] = time_caption_call(ctx, images, count, beams, 1, way->batch_rows, captions);
+            }
+        timing whole[2], one[2];
+        for (int w = 0; w < 2; w++) {
+            caption_way *way = &ways[w];
+            whole[w] = summarize(way->whole, b->runs), one[w] = summarize(way->one_token, b->runs);
+            double decoder = whole[w].median - one[w].median;
+            way->decoder_rate = decoder > 0 ? count * (b->tokens - 1) / decoder : 0;
+            way->caption_rate = count / whole[w].median;
+            report_captions(b, way->name, beams, whole[w], one[w], way, NULL);
+        }
+        report_captions(b, "gain", beams, whole[0], one[0], &ways[0], &ways[1]);
+    }
+    for (int i = 0; i < count; i++) glimpse_image_free(images[i]);
+    free(images), free(captions), free(times);
+}
+
 /* BLIP captioning: cross_kv, decoder steps, whole captions */
 static void time_caption_stages(bench *b, glimpse_context *ctx, glimpse_image *const *images) {
     bench_bert *decoder;
@@ -451,15 +552,23 @@ int command_bench(int argc, char **argv) {
     size_t png_size;
     uint8_t *png = make_png(&png_size);
     glimpse_image *images[BENCH_MAX_BATCH];
-    time_decode(&b, png, png_size, images);
-    if (info.image_size) time_vision(&b, ctx, images, info.kind);
-    if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
-    if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
-    if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
-    if (info.kind == GLIMPSE_MODEL_KIND_BLIP2) time_blip2_stages(&b, ctx, images);
-    if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2) time_captions(&b, ctx, images);
-    if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
-    for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
+    bool captioner = info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION || info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ||
+                     info.kind == GLIMPSE_MODEL_KIND_BLIP2;
+    if (b.captions && !captioner) cli_usage_error("bench", "--captions needs a captioning model");
+    if (b.captions && b.tokens < 2) cli_usage_error("bench", "--captions needs --tokens 2 or more");
+    if (b.captions) {
+        time_caption_batching(&b, ctx, png, png_size);
+    } else {
+        time_decode(&b, png, png_size, images);
+        if (info.image_size) time_vision(&b, ctx, images, info.kind);
+        if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
+        if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
+        if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
+        if (info.kind == GLIMPSE_MODEL_KIND_BLIP2) time_blip2_stages(&b, ctx, images);
+        if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2) time_captions(&b, ctx, images);
+        if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
+        for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
+    }
     free(png);
     free(b.times);
     glimpse_context_free(ctx);
