@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/profile.h"
 
 /* --------------------------------------------------- logits processors */
 
@@ -445,6 +446,7 @@ glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *p
         caption_search_free(search);
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "beams must be 1 to %zu", decoder->max_sequences);
     }
+    uint64_t started = profile_start();
     decoder->restart(decoder->self);
     size_t sequences = caption_search_sequences(search), step = 0;
     const int32_t *ids = caption_search_first_ids(search, &step);
@@ -459,6 +461,7 @@ glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *p
     }
     if (!status) status = caption_search_result(search, prompt_length, out, out_length);
     caption_search_free(search);
+    profile_stop_decoding(started);
     return status;
 }
 

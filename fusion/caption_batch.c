@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/kernels.h"
 
 typedef enum phase { PHASE_WAITING = 0, PHASE_FIRST, PHASE_DECODING, PHASE_DONE } phase;
@@ -150,8 +151,10 @@ static int admit_next(run *r, size_t *next_picture, size_t *planned_rows, size_t
     /* alone, with the family's own products for these rows (caption_generate's first step) */
     size_t sequences = add_first(r, index, 0, copies);
     float *logits = NULL;
+    uint64_t started = profile_start();
     *status = r->decoder->step(r->decoder->self, r->table, sequences, 0, &logits, threads);
     if (!*status) *status = after_first(r, index, logits, copies, hooks);
+    profile_stop_decoding(started);
     if (!*status && p->phase == PHASE_DECODING) *planned_rows += p->beams, *planned_sequences += p->beams;
     return !*status;
 }
@@ -172,6 +175,7 @@ static glimpse_status shared_step(run *r, const caption_batch_hooks *hooks, pool
         }
     }
     if (!at) return GLIMPSE_STATUS_OK;
+    uint64_t started = profile_start();
     float *logits = NULL;
     glimpse_status status = r->decoder->step(r->decoder->self, r->table, at, 1, &logits, threads);
     size_t vocab = (size_t)r->decoder->vocab_size;
@@ -191,6 +195,7 @@ static glimpse_status shared_step(run *r, const caption_batch_hooks *hooks, pool
     for (size_t a = 0; a < r->active_count; a++)
         if (r->pictures[r->active[a]].phase != PHASE_DONE) r->active[kept++] = r->active[a];
     r->active_count = kept;
+    profile_stop_decoding(started);
     return status;
 }
 

@@ -39,14 +39,15 @@ static const char bench_help[] =
     "loading its embeddings (search_load), a text query's embedding (query) and its top\n"
     "10 (search).\n"
     "With --captions N (BLIP, ViT-GPT2, BLIP-2), only load and the gain of continuous batching:\n"
-    "N pictures captioned by one call, their steps batched (the default batch rows) and one\n"
-    "picture at a time (batch rows 1), alternately, greedy and 3 beams, each caption forced to\n"
-    "--tokens tokens and, to take the image side out, to 1 token. Decoder tokens per second are\n"
-    "N x (tokens - 1) over the difference of the two calls' medians (caption tokens, not beam\n"
-    "rows); captions per second are N over the whole call's median. JSON: {\"stage\":\n"
-    "\"captions\", \"detail\": \"batched\"|\"alone\"|\"gain\", \"pictures\": N, \"beams\": B, \"tokens\": T,\n"
-    "\"median_ms\": WHOLE CALL, \"min_ms\", \"max_ms\", \"one_token_ms\", \"decoder_tokens_per_s\",\n"
-    "\"captions_per_s\"}; the gain row has batched over alone of both rates.\n"
+    "N copies of the PNG captioned by one public call, their steps batched (the default batch\n"
+    "rows) and one picture at a time (batch rows 1), in turn, greedy and 3 beams, every caption\n"
+    "forced to --tokens tokens. Decoder tokens per second: N x tokens (caption tokens, not beam\n"
+    "rows) over the median time the library spent decoding (steps and search, not the vision\n"
+    "tower nor the image's keys and values); captions per second: N over the whole call's\n"
+    "median. JSON: {\"stage\": \"captions\", \"detail\": \"batched|alone|gain, greedy|3 beams\",\n"
+    "\"pictures\": N, \"beams\": B, \"tokens\": T, \"median_ms\", \"min_ms\", \"max_ms\" (the whole call),\n"
+    "\"decoding_ms\", \"decoding_min_ms\", \"decoding_max_ms\", \"decoder_tokens_per_s\",\n"
+    "\"captions_per_s\"}; the gain rows: \"decoder_ratio\" and \"captions_ratio\", batched over alone.\n"
     "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
     "\"min_ms\": FASTEST, \"max_ms\": SLOWEST, \"gflops\": G, ...} where gflops is the rate\n"
     "reached at the median.\n"
@@ -325,56 +326,78 @@ static void time_captions(bench *b, glimpse_context *ctx, glimpse_image *const *
 typedef struct caption_way {
     const char *name;
     int batch_rows;
-    double *whole, *one_token; /* [runs]: the call's seconds with captions of --tokens tokens, and of 1 */
+    double *whole, *decoding; /* [runs]: a call's seconds, and the seconds of them spent decoding */
+    double profiled[BENCH_PROFILE_KINDS], elapsed; /* --profile: the kinds' seconds during its calls, and theirs */
     double decoder_rate, caption_rate;
 } caption_way;
 
-/* Seconds of one glimpse_caption_images call over count pictures, every caption forced to tokens tokens. */
-static double time_caption_call(glimpse_context *ctx, glimpse_image *const *images, int count, int beams, int tokens,
-                                int batch_rows, glimpse_caption *captions) {
+/* One glimpse_caption_images call over count pictures, every caption forced to b->tokens tokens, timed
+ * into run r of way (and, with --profile, its kinds of work). */
+static void time_caption_call(bench *b, caption_way *way, int r, glimpse_context *ctx, glimpse_image *const *images,
+                              int count, int beams, glimpse_caption *captions) {
     glimpse_caption_params params = glimpse_caption_default_params();
-    params.beams = beams, params.batch_rows = batch_rows;
-    params.max_tokens = params.min_tokens = tokens;
-    double start = cli_now();
+    params.beams = beams, params.batch_rows = way->batch_rows;
+    params.max_tokens = params.min_tokens = b->tokens;
+    double kinds[BENCH_PROFILE_KINDS], kinds_after[BENCH_PROFILE_KINDS];
+    bench_profile_read(kinds);
+    double decoding = bench_profile_decoding(), start = cli_now();
     check(glimpse_caption_images(ctx, images, (size_t)count, &params, captions));
-    double seconds = cli_now() - start;
+    way->whole[r] = cli_now() - start;
+    way->decoding[r] = bench_profile_decoding() - decoding;
+    bench_profile_read(kinds_after);
+    for (int k = 0; k < BENCH_PROFILE_KINDS; k++) way->profiled[k] += kinds_after[k] - kinds[k];
+    way->elapsed += way->whole[r];
     for (int i = 0; i < count; i++) glimpse_caption_free(&captions[i]);
-    return seconds;
 }
 
-/* a over b, 0 when b is not above 0 (noise can leave no decoder time) */
+/* a over b, 0 when b is not above 0 */
 static double ratio_of(double a, double b) { return b > 0 ? a / b : 0; }
 
-/* Prints one way's row (or, with gain, batched's rates over alone's). */
-static void report_captions(const bench *b, const char *detail, int beams, timing whole, timing one,
-                            const caption_way *way, const caption_way *alone) {
+/* Prints one way's row (or, with alone, batched's rates over alone's), and with --profile the way's shares of
+ * its calls' time per kind of work. */
+static void report_captions(const bench *b, int beams, timing whole, timing decoding, const caption_way *way,
+                            const caption_way *alone) {
     const char *search = beams == 1 ? "greedy" : "3 beams";
     if (b->options.json) {
-        printf("{\"stage\": \"captions\", \"detail\": \"%s\", \"pictures\": %d, \"beams\": %d, \"tokens\": %d, "
-               "\"threads\": %d",
-               detail, b->captions, beams, b->tokens, b->threads);
+        printf("{\"stage\": \"captions\", \"detail\": \"%s, %s\", \"pictures\": %d, \"beams\": %d, "
+               "\"tokens\": %d, \"threads\": %d",
+               alone ? "gain" : way->name, search, b->captions, beams, b->tokens, b->threads);
         if (alone)
-            printf(", \"decoder_ratio\": %.3f, \"captions_ratio\": %.3f}\n",
+            printf(", \"decoder_ratio\": %.3f, \"captions_ratio\": %.3f",
                    ratio_of(way->decoder_rate, alone->decoder_rate), ratio_of(way->caption_rate, alone->caption_rate));
         else
-            printf(", \"median_ms\": %.1f, \"min_ms\": %.1f, \"max_ms\": %.1f, \"one_token_ms\": %.1f, "
-                   "\"decoder_tokens_per_s\": %.2f, \"captions_per_s\": %.3f}\n",
-                   whole.median * 1e3, whole.min * 1e3, whole.max * 1e3, one.median * 1e3, way->decoder_rate,
-                   way->caption_rate);
+            printf(", \"median_ms\": %.1f, \"min_ms\": %.1f, \"max_ms\": %.1f, \"decoding_ms\": %.1f, "
+                   "\"decoding_min_ms\": %.1f, \"decoding_max_ms\": %.1f, \"decoder_tokens_per_s\": %.2f, "
+                   "\"captions_per_s\": %.3f",
+                   whole.median * 1e3, whole.min * 1e3, whole.max * 1e3, decoding.median * 1e3, decoding.min * 1e3,
+                   decoding.max * 1e3, way->decoder_rate, way->caption_rate);
     } else if (alone) {
-        printf("%-13s %-8s %-7s decoder tokens/s %.2fx, captions/s %.2fx (batched over alone)\n", "captions", detail,
+        printf("%-13s gain     %-7s decoder tokens/s %.2fx, captions/s %.2fx (batched over alone)\n", "captions",
                search, ratio_of(way->decoder_rate, alone->decoder_rate), ratio_of(way->caption_rate, alone->caption_rate));
     } else {
-        printf("%-13s %-8s %-7s %9.0f ms (%.0f-%.0f), 1 token %.0f ms: %8.1f decoder tokens/s %7.2f captions/s\n",
-               "captions", detail, search, whole.median * 1e3, whole.min * 1e3, whole.max * 1e3, one.median * 1e3,
-               way->decoder_rate, way->caption_rate);
+        printf("%-13s %-8s %-7s %8.0f ms (%.0f-%.0f), decoding %.0f ms (%.0f-%.0f): %7.1f decoder tokens/s, "
+               "%.3f captions/s\n",
+               "captions", way->name, search, whole.median * 1e3, whole.min * 1e3, whole.max * 1e3,
+               decoding.median * 1e3, decoding.min * 1e3, decoding.max * 1e3, way->decoder_rate, way->caption_rate);
     }
+    if (b->profile && !alone) {
+        double counted = 0;
+        printf(b->options.json ? ", \"profile\": {" : "%13s profile:", "");
+        for (int k = 0; k < BENCH_PROFILE_KINDS; k++) {
+            double share = ratio_of(way->profiled[k], way->elapsed);
+            if (k < BENCH_PROFILE_KINDS - 1) counted += share;
+            printf(b->options.json ? "\"%s\": %.3f, " : " %s %.0f%%", bench_profile_names[k],
+                   b->options.json ? share : 100 * share);
+        }
+        printf(b->options.json ? "\"other\": %.3f}" : " other %.0f%%\n", b->options.json ? 1 - counted : 100 * (1 - counted));
+    }
+    if (b->options.json) printf("}\n");
     fflush(stdout);
 }
 
-/* --captions N: continuous batching against one picture at a time, greedy and 3 beams. Each run times both
- * ways, in turn first, at --tokens tokens and at 1 token; the difference of their medians is the decoder's
- * part (the vision tower, the image's keys and values and the first step are in both). */
+/* --captions N: continuous batching against one picture at a time, greedy and 3 beams, the two ways in turn
+ * first in each run. Decoder tokens per second: N x --tokens over the seconds the library spent decoding
+ * (steps and search; profile_stop_decoding), the vision tower and the image's keys and values left out. */
 static void time_caption_batching(bench *b, glimpse_context *ctx, const uint8_t *png, size_t png_size) {
     int count = b->captions;
     glimpse_image **images = calloc((size_t)count, sizeof *images);
@@ -382,26 +405,27 @@ static void time_caption_batching(bench *b, glimpse_context *ctx, const uint8_t 
     double *times = calloc(4 * (size_t)b->runs, sizeof *times);
     if (!images || !captions || !times) check(GLIMPSE_STATUS_OUT_OF_MEMORY);
     for (int i = 0; i < count; i++) check(glimpse_image_load_memory(png, png_size, NULL, &images[i]));
-    caption_way ways[2] = {{"batched", 0, times, times + b->runs, 0, 0},
-                           {"alone", 1, times + 2 * b->runs, times + 3 * b->runs, 0, 0}};
-    time_caption_call(ctx, images, 2, 1, 2, 0, captions); /* warm */
+    if (!b->profile) bench_profile_start(); /* (the decoding counter; --profile started it already) */
     for (int beams = 1; beams <= 3; beams += 2) {
+        caption_way ways[2] = {{.name = "batched", .batch_rows = 0, .whole = times, .decoding = times + b->runs},
+                               {.name = "alone", .batch_rows = 1, .whole = times + 2 * b->runs,
+                                .decoding = times + 3 * b->runs}};
+        int warm_tokens = b->tokens;
+        b->tokens = 2; /* warm: the states at their size, the weights in the page cache */
+        time_caption_call(b, &ways[0], 0, ctx, images, count < 4 ? count : 4, beams, captions);
+        b->tokens = warm_tokens;
+        memset(ways[0].profiled, 0, sizeof ways[0].profiled), ways[0].elapsed = 0;
         for (int r = 0; r < b->runs; r++)
-            for (int w = 0; w < 2; w++) {
-                caption_way *way = &ways[(w + r) % 2];
-                way->whole[r] = time_caption_call(ctx, images, count, beams, b->tokens, way->batch_rows, captions);
-                way->one_token[r] = time_caption_call(ctx, images, count, beams, 1, way->batch_rows, captions);
-            }
-        timing whole[2], one[2];
+            for (int w = 0; w < 2; w++) time_caption_call(b, &ways[(w + r) % 2], r, ctx, images, count, beams, captions);
+        timing whole[2], decoding[2];
         for (int w = 0; w < 2; w++) {
             caption_way *way = &ways[w];
-            whole[w] = summarize(way->whole, b->runs), one[w] = summarize(way->one_token, b->runs);
-            double decoder = whole[w].median - one[w].median;
-            way->decoder_rate = decoder > 0 ? count * (b->tokens - 1) / decoder : 0;
+            whole[w] = summarize(way->whole, b->runs), decoding[w] = summarize(way->decoding, b->runs);
+            way->decoder_rate = ratio_of((double)count * b->tokens, decoding[w].median);
             way->caption_rate = count / whole[w].median;
-            report_captions(b, way->name, beams, whole[w], one[w], way, NULL);
+            report_captions(b, beams, whole[w], decoding[w], way, NULL);
         }
-        report_captions(b, "gain", beams, whole[0], one[0], &ways[0], &ways[1]);
+        report_captions(b, beams, whole[0], decoding[0], &ways[0], &ways[1]);
     }
     for (int i = 0; i < count; i++) glimpse_image_free(images[i]);
     free(images), free(captions), free(times);
@@ -555,7 +579,6 @@ int command_bench(int argc, char **argv) {
     bool captioner = info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION || info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ||
                      info.kind == GLIMPSE_MODEL_KIND_BLIP2;
     if (b.captions && !captioner) cli_usage_error("bench", "--captions needs a captioning model");
-    if (b.captions && b.tokens < 2) cli_usage_error("bench", "--captions needs --tokens 2 or more");
     if (b.captions) {
         time_caption_batching(&b, ctx, png, png_size);
     } else {
