@@ -167,7 +167,10 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
     if (q) /* (the int8 twin knows its own sizes; its depth is in_features rounded up to 4) */
         out_features = q->out_features;
     if (rows == 0 || out_features == 0) return;
-    size_t block = column_block(threads, rows, q ? q->depth : in_features, out_features);
+    /* (rowwise without AVX-512: each row's sgemv calls are a one-row call's, so its columns are split as one
+     * row's are: OpenBLAS's sums may depend on where a column falls in the block) */
+    size_t block = column_block(threads, rowwise && !cpu_has_avx512() ? 1 : rows, q ? q->depth : in_features,
+                                out_features);
     linear_job job = {.out = out, .out_stride = out_stride, .in = in, .in_stride = in_stride, .weight = weight,
                       .bias = bias, .rows = rows, .in_features = in_features, .out_features = out_features,
                       .block = block, .accumulate = accumulate, .rowwise = rowwise};
@@ -182,6 +185,8 @@ void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_str
                    pool *threads) {
     linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, accumulate, false, threads);
 }
+
+bool kernel_linear_rows_exact(size_t rows) { return rows <= 1 || (cpu_has_avx512() && rows < KERNEL_LINEAR_FEW_ROWS); }
 
 void kernel_linear_rowwise(float *out, size_t out_stride, const float *in, size_t in_stride,
                            const kernel_weight *weight, const float *bias, size_t rows, size_t in_features,

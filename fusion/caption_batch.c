@@ -39,10 +39,10 @@ typedef struct run {
 } run;
 
 /* Whether a first step of `copies` sequences of `rows` rows comes out of a shared row-exact step as the
- * family's own first step gives it: its products there ran on one-row-exact kernels too (few rows, or one
- * token a sequence: caption_decoder steps of one token are row-exact). */
+ * family's own first step gives it: its products there ran on one-row-exact kernels too (few rows on
+ * AVX-512, or one token a sequence: caption_decoder steps of one token are row-exact). */
 static int first_step_shares(size_t rows, size_t copies) {
-    return rows == 1 || rows * copies < KERNEL_LINEAR_FEW_ROWS;
+    return rows == 1 || kernel_linear_rows_exact(rows * copies);
 }
 
 static size_t first_copies(const run *r, const picture *p) {
