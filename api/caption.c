@@ -480,13 +480,17 @@ glimpse_status caption_images_batched(glimpse_context *ctx, glimpse_image *const
     r.requests = calloc(count, sizeof *r.requests);
     r.pictures = calloc(count, sizeof *r.pictures);
     glimpse_status status = r.requests && r.pictures ? batch_prompts(&r, params) : ERROR_OOM();
-    /* sequences in flight: the rows asked for, at least one image's beams; image slots: as many images as fit */
-    size_t slots = batch_rows ? batch_rows : GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS, fewest_beams = SIZE_MAX;
+    /* sequences in flight: the rows asked for (by default GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS images' beams: with
+     * 3 beams, 5 images at a time left waves whose last image stepped alone), at least one image's beams; image
+     * slots: as many images as fit */
+    size_t slots = batch_rows, fewest_beams = SIZE_MAX, most_beams = 1;
     for (size_t i = 0; i < count; i++) {
         size_t beams = (size_t)params[i]->beams;
-        if (beams > slots) slots = beams;
+        if (beams > most_beams) most_beams = beams;
         if (beams < fewest_beams) fewest_beams = beams;
     }
+    if (!slots) slots = GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS * most_beams;
+    if (most_beams > slots) slots = most_beams;
     size_t image_slots = slots / fewest_beams < count ? slots / fewest_beams : count;
     caption_batch_decoder decoder;
     bert_decoder bert;

@@ -340,7 +340,8 @@ typedef struct glimpse_caption_params {
     /* Continuous batching when a call captions several images: the decoder steps of up to this many sequences
      * (an image takes `beams` of them) run as one step, which reads the decoder's weights once for all; images
      * join as others' captions finish. Captions are token for token those of one image at a time. 0 (the
-     * default) = GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS; 1 = one image at a time. Memory grows with it: per
+     * default) = GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS images' beams (16 images in flight, greedy or not); 1 = one
+     * image at a time. Memory grows with it: per
      * sequence its key/value cache (layers × 2 × hidden × positions floats: BLIP-base, 21 positions, 1.5 MB),
      * per image in flight its cross-attention keys and values (layers × 2 × hidden × image tokens: BLIP-base at
      * 384 px, 42.5 MB; ViT-GPT2, 14.5 MB). With several images, on_token hears each image's tokens in order,
@@ -349,7 +350,7 @@ typedef struct glimpse_caption_params {
     int batch_rows;
 } glimpse_caption_params;
 
-/* glimpse_caption_params.batch_rows' default: 16 greedy images, or 5 with 3 beams, step together. */
+/* glimpse_caption_params.batch_rows' default: this many images step together, each with its beams. */
 #define GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS 16
 
 /* Every search setting left to the model, no prompt, no callback, the
