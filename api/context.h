@@ -76,7 +76,7 @@ glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const gli
                                    caption_decode_fn decode, glimpse_caption *out);
 
 /* Captions images[i] with params[i] (resolved and checked) by continuous batching (fusion/caption_batch.h):
- * up to batch_rows sequences (0: GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS) step together; each caption token for
+ * up to batch_rows sequences (0: GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS images' beams) step together; each caption token for
  * token as one image at a time gives it. On failure every out[i] is left empty. */
 glimpse_status caption_images_batched(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                       const glimpse_caption_params *const *params, size_t batch_rows,
