@@ -136,3 +136,5 @@ const char *const bench_profile_names[BENCH_PROFILE_KINDS] = {"products", "atten
 void bench_profile_start(void) { profile_enable(true); }
 
 void bench_profile_read(double seconds[BENCH_PROFILE_KINDS]) { profile_read(seconds); }
+
+double bench_profile_decoding(void) { return profile_read_decoding(); }

@@ -83,5 +83,7 @@ double bench_blip2_step_bytes(const glimpse_context *ctx);
 extern const char *const bench_profile_names[BENCH_PROFILE_KINDS];
 void bench_profile_start(void);
 void bench_profile_read(double seconds[BENCH_PROFILE_KINDS]);
+/* Seconds spent decoding captions (decoder steps and search, not the image side) since bench_profile_start. */
+double bench_profile_decoding(void);
 
 #endif

@@ -68,6 +68,7 @@ glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const 
     return GLIMPSE_STATUS_OK;
 }
 
+/* The language model's prompt: the tokenizer's ids of the text (OPT's "</s>" first), or that start token alone. */
 glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
     *ids = NULL;
     if (!prompt || !prompt[0]) {
@@ -92,7 +93,7 @@ glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, 
 
 /* decode(ids, skip_special_tokens=True). Ids the model has but vocab.json lacks (OPT's embedding rows past the
  * tokenizer's 50,265, padding) stand for no text and are left out, where transformers' decode fails on them. */
-static glimpse_status bpe_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
+glimpse_status blip2_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
     int32_t *known = malloc((count ? count : 1) * sizeof *known);
     if (!known) return ERROR_OOM();
     size_t kept = 0, vocab = gpt2_tokenizer_vocab_size(model->byte_bpe);
@@ -103,8 +104,7 @@ static glimpse_status bpe_decode(const glimpse_model *model, const int32_t *ids,
     return status;
 }
 
-/* Makes or grows the context's run states for `sequences` of `positions`. */
-static glimpse_status prepare_states(glimpse_context *ctx, size_t sequences, size_t positions) {
+glimpse_status blip2_prepare_image_side(glimpse_context *ctx) {
     const glimpse_model *model = ctx->model;
     glimpse_status status = GLIMPSE_STATUS_OK;
     if (!ctx->qformer) status = blip2_qformer_state_create(&model->qformer, model->vision.tokens, &ctx->qformer);
@@ -112,6 +112,19 @@ static glimpse_status prepare_states(glimpse_context *ctx, size_t sequences, siz
         ctx->prefix = malloc((size_t)model->qformer.queries * (size_t)model->qformer.projection_dim * sizeof(float));
         if (!ctx->prefix) status = ERROR_OOM();
     }
+    return status;
+}
+
+glimpse_status blip2_image_prefix(glimpse_context *ctx) {
+    const glimpse_model *model = ctx->model;
+    return blip2_qformer_forward(&model->qformer, ctx->qformer, ctx->vision_output, model->vision.tokens, ctx->prefix,
+                                 ctx->threads);
+}
+
+/* Makes or grows the context's run states for `sequences` of `positions`. */
+static glimpse_status prepare_states(glimpse_context *ctx, size_t sequences, size_t positions) {
+    const glimpse_model *model = ctx->model;
+    glimpse_status status = blip2_prepare_image_side(ctx);
     opt_state *state = ctx->language;
     if (!status && (!state || state->max_sequences < sequences || state->max_length < positions)) {
         opt_state_free(ctx->language);
@@ -129,14 +142,13 @@ static glimpse_status prepare_states(glimpse_context *ctx, size_t sequences, siz
 static glimpse_status caption_one(glimpse_context *ctx, size_t image, const caption_request *request,
                                   glimpse_caption *out) {
     const glimpse_model *model = ctx->model;
-    glimpse_status status = blip2_qformer_forward(&model->qformer, ctx->qformer, ctx->vision_output,
-                                                  model->vision.tokens, ctx->prefix, ctx->threads);
+    glimpse_status status = blip2_image_prefix(ctx);
     if (status) return status;
     opt_decoder opt = {&model->language_model, ctx->language,  ctx->prefix, (size_t)model->qformer.queries,
                        request->prompt,        request->prompt_length};
     caption_decoder decoder = opt_caption_decoder(&opt);
     int32_t start = model->start_id;
-    return caption_decode_text(ctx, image, request->params, &decoder, &start, 1, bpe_decode, out);
+    return caption_decode_text(ctx, image, request->params, &decoder, &start, 1, blip2_decode, out);
 }
 
 glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,

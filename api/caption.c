@@ -11,6 +11,7 @@
 #include "api/model.h"
 #include "core/error.h"
 #include "fusion/caption.h"
+#include "fusion/caption_batch.h"
 #include "weights/config.h"
 
 glimpse_caption_params glimpse_caption_default_params(void) {
@@ -26,7 +27,8 @@ glimpse_caption_params glimpse_caption_default_params(void) {
                                     .top_p = 1.0f,
                                     .seed = 0,
                                     .on_token = NULL,
-                                    .user = NULL};
+                                    .user = NULL,
+                                    .batch_rows = 0};
 }
 
 /* glimpse's own search settings, where neither the caller nor the snapshot
@@ -107,6 +109,7 @@ static glimpse_status check_params(const glimpse_caption_params *p) {
     if (p->top_k < 0) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "top_k must not be negative");
     if (!(p->repetition_penalty > 0))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "repetition_penalty must be above 0");
+    if (p->batch_rows < 0) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "batch_rows must not be negative");
     return GLIMPSE_STATUS_OK;
 }
 
@@ -184,23 +187,28 @@ static int stream_token(void *user, int32_t id) {
     return stop;
 }
 
+/* The search settings of params after a prompt of prompt_length ids (start token first). */
+static caption_settings settings_of(const glimpse_model *model, const glimpse_caption_params *p, size_t prompt_length) {
+    return (caption_settings){prompt_length + (size_t)p->max_tokens,
+                              prompt_length + (size_t)p->min_tokens,
+                              p->beams,
+                              p->length_penalty,
+                              p->repetition_penalty,
+                              p->sample,
+                              p->temperature,
+                              p->top_k,
+                              p->top_p,
+                              p->seed,
+                              model->end_id,
+                              model->pad_id};
+}
+
 glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const glimpse_caption_params *p,
                                    const caption_decoder *decoder, const int32_t *prompt, size_t prompt_length,
                                    caption_decode_fn decode, glimpse_caption *out) {
     const glimpse_model *model = ctx->model;
     size_t max_length = prompt_length + (size_t)p->max_tokens;
-    caption_settings settings = {max_length,
-                                 prompt_length + (size_t)p->min_tokens,
-                                 p->beams,
-                                 p->length_penalty,
-                                 p->repetition_penalty,
-                                 p->sample,
-                                 p->temperature,
-                                 p->top_k,
-                                 p->top_p,
-                                 p->seed,
-                                 model->end_id,
-                                 model->pad_id};
+    caption_settings settings = settings_of(model, p, prompt_length);
     int32_t *ids = malloc(max_length * sizeof *ids);
     int32_t *generated = malloc(max_length * sizeof *generated);
     if (!ids || !generated) {
@@ -258,6 +266,14 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
     const glimpse_caption_params *p = &resolved;
     glimpse_status status = check_params(p);
     if (status) return status;
+    if (count > 1 && p->batch_rows != 1 && !ctx->caption_record) {
+        const glimpse_caption_params **each = malloc(count * sizeof *each);
+        if (!each) return ERROR_OOM();
+        for (size_t i = 0; i < count; i++) each[i] = p;
+        status = caption_images_batched(ctx, images, count, each, (size_t)p->batch_rows, out);
+        free(each);
+        return status;
+    }
     if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) return blip2_caption_images(ctx, images, count, p, out);
     int32_t *prompt = NULL;
     size_t prompt_length = 0;
@@ -315,5 +331,199 @@ glimpse_status caption_each_image(glimpse_context *ctx, glimpse_image *const *im
     }
     if (status)
         for (size_t i = 0; i < count; i++) glimpse_caption_free(&out[i]);
+    return status;
+}
+
+/* ------------------------------------------------------------ continuous batching (fusion/caption_batch.h) */
+
+/* One image of a batched call: its request's prompt and its stream of tokens. */
+typedef struct batch_picture {
+    int32_t *prompt;    /* the family's prompt ids (BLIP-2: the language model's, after the prefix) */
+    size_t prompt_length;
+    int32_t start;      /* BLIP-2's search starts from its start token alone */
+    stream stream;
+} batch_picture;
+
+typedef struct batch_run {
+    glimpse_context *ctx;
+    glimpse_image *const *images;
+    size_t count, done;
+    caption_batch_request *requests;
+    batch_picture *pictures;
+    glimpse_caption *out;
+    caption_decode_fn decode;
+    size_t vision_first, vision_count; /* the images in ctx->vision */
+    bert_state *bert;
+    gpt2_state *gpt2;
+    opt_state *opt;
+} batch_run;
+
+/* caption_batch_hooks.admit: the image through the vision tower (with the next few, in one batch) and into the
+ * decoder's image slot. */
+static glimpse_status batch_admit(void *user, size_t picture, size_t image) {
+    batch_run *r = user;
+    glimpse_context *ctx = r->ctx;
+    const glimpse_model *model = ctx->model;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (picture < r->vision_first || picture >= r->vision_first + r->vision_count) {
+        size_t batch = r->count - picture < CONTEXT_IMAGE_BATCH ? r->count - picture : CONTEXT_IMAGE_BATCH;
+        r->vision_count = 0;
+        if ((status = context_preprocess(ctx, r->images + picture, batch, picture))) return status;
+        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
+        r->vision_first = picture, r->vision_count = batch;
+    }
+    vit_post_norm_all(&model->vision, ctx->vision, picture - r->vision_first, ctx->vision_output);
+    size_t tokens = model->vision.tokens;
+    const batch_picture *p = &r->pictures[picture];
+    switch (model->kind) {
+    case GLIMPSE_MODEL_KIND_VIT_GPT2:
+        return gpt2_set_image_slot(&model->gpt2, r->gpt2, image, ctx->vision_output, tokens, ctx->threads);
+    case GLIMPSE_MODEL_KIND_BLIP2:
+        status = blip2_image_prefix(ctx);
+        return status ? status
+                      : opt_set_first_rows(&model->language_model, r->opt, image, ctx->prefix,
+                                           (size_t)model->qformer.queries, p->prompt, p->prompt_length);
+    default: return bert_set_image_slot(&model->text_decoder, r->bert, image, ctx->vision_output, tokens, ctx->threads);
+    }
+}
+
+/* caption_batch_hooks.finished: the ids decoded into the image's glimpse_caption, and progress. */
+static glimpse_status batch_finished(void *user, size_t picture) {
+    batch_run *r = user;
+    caption_batch_request *q = &r->requests[picture];
+    glimpse_caption *out = &r->out[picture];
+    glimpse_status status = r->decode(r->ctx->model, q->out, q->out_length, &out->text);
+    if (status) return status;
+    out->ids = q->out, out->id_count = q->out_length;
+    q->out = NULL; /* now the caption's */
+    return context_progress(r->ctx, ++r->done, r->count);
+}
+
+/* The family's prompt of each image, and what its request's search and first step take. */
+static glimpse_status batch_prompts(batch_run *r, const glimpse_caption_params *const *params) {
+    const glimpse_model *model = r->ctx->model;
+    bool blip2 = model->kind == GLIMPSE_MODEL_KIND_BLIP2;
+    for (size_t i = 0; i < r->count; i++) {
+        batch_picture *p = &r->pictures[i];
+        caption_batch_request *q = &r->requests[i];
+        glimpse_status status = blip2 ? blip2_prompt_ids(model, params[i]->prompt, &p->prompt, &p->prompt_length)
+                                      : caption_prompt_ids(model, params[i]->prompt, &p->prompt, &p->prompt_length);
+        if (status) return status;
+        p->start = model->start_id;
+        q->prompt = blip2 ? &p->start : p->prompt;
+        q->prompt_length = blip2 ? 1 : p->prompt_length;
+        q->first_rows = blip2 ? (size_t)model->qformer.queries + p->prompt_length : p->prompt_length;
+        q->settings = settings_of(model, params[i], q->prompt_length);
+        q->out = malloc(q->settings.max_length * sizeof *q->out);
+        p->stream = (stream){model, params[i], r->decode, i, malloc(q->settings.max_length * sizeof(int32_t)), 0,
+                             q->settings.max_length};
+        if (!q->out || !p->stream.ids) return ERROR_OOM();
+        q->callback = params[i]->on_token ? stream_token : NULL;
+        q->user = &p->stream;
+        size_t positions = (size_t)(model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? model->gpt2.config.max_positions
+                                    : blip2 ? model->language_model.config.max_positions
+                                            : model->text_decoder.config.max_positions);
+        size_t needed = q->first_rows + (size_t)params[i]->max_tokens;
+        if (needed > positions)
+            return error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt (%zu tokens) and %d new tokens exceed the model's "
+                             "%zu positions", p->prompt_length, params[i]->max_tokens, positions);
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
+/* The batched decoder state for the requests: `slots` sequences, `images` image slots. */
+static glimpse_status batch_state(batch_run *r, size_t slots, size_t images, caption_batch_decoder *decoder,
+                                  bert_decoder *bert, gpt2_decoder *gpt2, opt_decoder *opt) {
+    const glimpse_model *model = r->ctx->model;
+    size_t positions = 0, rows = 2 * slots + KERNEL_LINEAR_FEW_ROWS, first_rows = 0;
+    bool each_beam = model->kind != GLIMPSE_MODEL_KIND_BLIP2;
+    for (size_t i = 0; i < r->count; i++) {
+        const caption_batch_request *q = &r->requests[i];
+        size_t used = q->first_rows + q->settings.max_length - q->prompt_length;
+        size_t alone = q->first_rows * (each_beam ? (size_t)q->settings.beams : 1);
+        if (used > positions) positions = used;
+        if (alone > rows) rows = alone;
+        if (q->first_rows > first_rows) first_rows = q->first_rows;
+    }
+    size_t tokens = model->vision.tokens;
+    glimpse_status status;
+    switch (model->kind) {
+    case GLIMPSE_MODEL_KIND_VIT_GPT2:
+        status = gpt2_state_create_batched(&model->gpt2, slots, positions, rows, tokens, images, &r->gpt2);
+        *gpt2 = (gpt2_decoder){&model->gpt2, r->gpt2};
+        if (!status) *decoder = gpt2_caption_batch_decoder(gpt2);
+        return status;
+    case GLIMPSE_MODEL_KIND_BLIP2:
+        status = blip2_prepare_image_side(r->ctx);
+        if (!status)
+            status = opt_state_create_batched(&model->language_model, slots, positions, rows, images, first_rows,
+                                              &r->opt);
+        *opt = (opt_decoder){.model = &model->language_model, .state = r->opt};
+        if (!status) *decoder = opt_caption_batch_decoder(opt);
+        return status;
+    default:
+        status = bert_state_create_batched(&model->text_decoder, slots, positions, rows, tokens, images, &r->bert);
+        *bert = (bert_decoder){&model->text_decoder, r->bert};
+        if (!status) *decoder = bert_caption_batch_decoder(bert);
+        return status;
+    }
+}
+
+glimpse_status caption_images_batched(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                      const glimpse_caption_params *const *params, size_t batch_rows,
+                                      glimpse_caption *out) {
+    const glimpse_model *model = ctx->model;
+    for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
+    batch_run r = {.ctx = ctx, .images = images, .count = count, .out = out};
+    r.decode = model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? byte_bpe_decode
+               : model->kind == GLIMPSE_MODEL_KIND_BLIP2  ? blip2_decode
+                                                          : wordpiece_decode;
+    r.requests = calloc(count, sizeof *r.requests);
+    r.pictures = calloc(count, sizeof *r.pictures);
+    glimpse_status status = r.requests && r.pictures ? batch_prompts(&r, params) : ERROR_OOM();
+    /* sequences in flight: the rows asked for (by default GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS images' beams: with
+     * 3 beams, 5 images at a time left waves whose last image stepped alone), at least one image's beams; image
+     * slots: as many images as fit */
+    size_t slots = batch_rows, fewest_beams = SIZE_MAX, most_beams = 1;
+    for (size_t i = 0; i < count; i++) {
+        size_t beams = (size_t)params[i]->beams;
+        if (beams > most_beams) most_beams = beams;
+        if (beams < fewest_beams) fewest_beams = beams;
+    }
+    if (!slots) slots = GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS * most_beams;
+    if (most_beams > slots) slots = most_beams;
+    size_t image_slots = slots / fewest_beams < count ? slots / fewest_beams : count;
+    caption_batch_decoder decoder;
+    bert_decoder bert;
+    gpt2_decoder gpt2;
+    opt_decoder opt;
+    if (!status) status = batch_state(&r, slots, image_slots, &decoder, &bert, &gpt2, &opt);
+    caption_batch_hooks hooks = {batch_admit, batch_finished, &r};
+    if (!status) status = caption_batch_run(&decoder, r.requests, count, image_slots, &hooks, ctx->threads);
+    for (size_t i = 0; r.requests && r.pictures && i < count; i++) {
+        free(r.requests[i].out);
+        free(r.pictures[i].prompt);
+        free(r.pictures[i].stream.ids);
+    }
+    free(r.requests), free(r.pictures);
+    bert_state_free(r.bert), gpt2_state_free(r.gpt2), opt_state_free(r.opt);
+    if (status)
+        for (size_t i = 0; i < count; i++) glimpse_caption_free(&out[i]);
+    return status;
+}
+
+glimpse_status caption_images_each(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                   const glimpse_caption_params *params, size_t batch_rows, glimpse_caption *out) {
+    const glimpse_model *model = ctx->model;
+    glimpse_caption_params *resolved = malloc((count ? count : 1) * sizeof *resolved);
+    const glimpse_caption_params **each = malloc((count ? count : 1) * sizeof *each);
+    glimpse_status status = resolved && each ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    for (size_t i = 0; i < count && !status; i++) {
+        resolved[i] = resolve_params(model, &params[i]);
+        each[i] = &resolved[i];
+        status = check_params(&resolved[i]);
+    }
+    if (!status) status = caption_images_batched(ctx, images, count, each, batch_rows, out);
+    free(resolved), free(each);
     return status;
 }

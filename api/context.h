@@ -81,6 +81,17 @@ glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const gli
                                    const caption_decoder *decoder, const int32_t *prompt, size_t prompt_length,
                                    caption_decode_fn decode, glimpse_caption *out);
 
+/* Captions images[i] with params[i] (resolved and checked) by continuous batching (fusion/caption_batch.h):
+ * up to batch_rows sequences (0: GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS images' beams) step together; each caption token for
+ * token as one image at a time gives it. On failure every out[i] is left empty. */
+glimpse_status caption_images_batched(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                      const glimpse_caption_params *const *params, size_t batch_rows,
+                                      glimpse_caption *out);
+/* The same with each image's own params as a caller gives them (resolved and checked here): tests mix settings
+ * in one batch. */
+glimpse_status caption_images_each(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                   const glimpse_caption_params *params, size_t batch_rows, glimpse_caption *out);
+
 #define CONTEXT_ROLLOUT_BUDGET ((size_t)32 << 20)
 
 /* Reports progress of a multi-image call; GLIMPSE_STATUS_CANCELLED if the

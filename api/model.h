@@ -83,5 +83,11 @@ glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, 
 glimpse_status blip2_question_params(const glimpse_model *model, const glimpse_caption_params *params,
                                      const char *question, const char *what, glimpse_caption_params *asked,
                                      char **prompt);
+/* BLIP-2's parts of batched captioning (api/caption.c): decode(ids, skip_special_tokens=True), the
+ * Q-Former's state and prefix made on first use, and the prefix of the image whose vision tokens are in
+ * ctx->vision_output into ctx->prefix. */
+glimpse_status blip2_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text);
+glimpse_status blip2_prepare_image_side(glimpse_context *ctx);
+glimpse_status blip2_image_prefix(glimpse_context *ctx);
 
 #endif

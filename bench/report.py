@@ -174,3 +174,27 @@ if not markdown:
         if r.get("stage", "").startswith("memory_"):
             print(f"peak memory, {r['stage'][7:]}: {r['peak_mb']} MB for a {r['file_mb']} MB model file "
                   f"({r['peak_mb'] - r['file_mb']:+} MB)")
+
+# continuous batching (bench --captions): per model and search, the medians over run.sh's rounds (separate
+# processes) of the decoder's tokens per second and the captions per second, batched and one at a time
+if not markdown:
+    captions = [r for r in rows if r.get("stage") == "captions" and "median_ms" in r]
+    median = lambda values: sorted(values)[len(values) // 2] if len(values) % 2 else \
+        sum(sorted(values)[len(values) // 2 - 1:len(values) // 2 + 1]) / 2
+    for model in dict.fromkeys(r.get("model", "?") for r in captions):
+        for search in ("greedy", "3 beams"):
+            ways = {}
+            for way in ("batched", "alone"):
+                mine = [r for r in captions if r.get("model", "?") == model and r["detail"] == f"{way}, {search}"]
+                if mine:
+                    ways[way] = (median([r["decoder_tokens_per_s"] for r in mine]),
+                                 median([r["captions_per_s"] for r in mine]), len(mine), mine[0]["pictures"])
+            if len(ways) < 2:
+                continue
+            (bt, bc, n, pictures), (at, ac, _, _) = ways["batched"], ways["alone"]
+            gains = [r["decoder_ratio"] for r in rows if r.get("stage") == "captions" and r.get("model", "?") == model
+                     and r.get("detail") == f"gain, {search}"]
+            spread = f", per round {min(gains):.2f}-{max(gains):.2f}x" if gains else ""
+            print(f"captions, {model}, {pictures} pictures, {search}: decoder {bt:.1f} vs {at:.1f} tokens/s "
+                  f"({bt / at:.2f}x{spread}), whole captions {bc:.2f} vs {ac:.2f}/s ({bc / ac:.2f}x), "
+                  f"batched vs one at a time, medians of {n} processes")

@@ -76,6 +76,16 @@ vit_gpt2() { # RUNTIME-LABEL [--int8]: a whole caption of 16 tokens, the public 
     | sed "s/^{/{\"runtime\": \"$label\", /; s/\"stage\": \"caption\"/\"stage\": \"caption_vit_gpt2\"/" >> "$results"
 }
 vit_gpt2 glimpse
+# Continuous batching: 16 pictures of 20 tokens in one call, batched and one at a time, greedy and 3 beams,
+# in three processes (each alternating the two ways); report.py takes the medians of their rows.
+echo "glimpse, captions of 16 pictures batched and one at a time (BLIP-base, ViT-GPT2)..." >&2
+for round in 1 2 3; do
+  for model in Salesforce--blip-image-captioning-base nlpconnect--vit-gpt2-image-captioning; do
+    build/glimpse bench -m "$work/$model" --captions 16 --tokens 20 --threads "$threads" --runs 1 --json \
+      | grep '"stage": "captions"' | sed "s/^{/{\"runtime\": \"glimpse\", \"model\": \"$model\", \"round\": $round, /" \
+      >> "$results"
+  done
+done
 echo "glimpse, float16 BLIP-base..." >&2
 blip glimpse-f16 blip-base-f16
 echo "glimpse cold start (rank, 1 image + 1 text, a new process each time, file in the page cache)..." >&2

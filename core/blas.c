@@ -48,6 +48,7 @@ typedef struct linear_job {
     bool accumulate;
     const q8_path *q8_path; /* with an int8 weight: the kernels that run it */
     void *q8_prepared;      /* and the input quantized once for every column task (NULL: each task quantizes) */
+    bool rowwise; /* kernel_linear_rowwise */
 } linear_job;
 
 /* Columns first .. first+count of a float16 / bfloat16 product in plain loops. */
@@ -160,7 +161,7 @@ static void linear_task(void *argument, size_t index, float *scratch) {
                                   .in_stride = job->in_stride, .weight = job->weight->data,
                                   .weight_type = job->weight->type, .column_stride = job->in_features,
                                   .depth_stride = 1, .bias = job->bias, .scale = 1.0f, .accumulate = job->accumulate,
-                                  .rows = job->rows, .depth = job->in_features};
+                                  .rows = job->rows, .depth = job->in_features, .rowwise = job->rowwise};
         kernel_product_avx512(&product, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
         return;
     }
@@ -169,6 +170,14 @@ static void linear_task(void *argument, size_t index, float *scratch) {
         /* 16-bit weights reach this path only when a caller forces it (models
          * widen them at load where the AVX-512 kernels do not run): plain loops */
         linear_16bit_plain(job, first, count);
+        return;
+    }
+    if (job->rowwise && job->rows > 1) { /* sgemm's sums may depend on the rows beside: one sgemv per row */
+        for (size_t r = 0; r < job->rows; r++) {
+            linear_job row = *job;
+            row.in = job->in + r * job->in_stride, row.out = job->out + r * job->out_stride, row.rows = 1;
+            linear_f32_blas(&row, first, count);
+        }
         return;
     }
     linear_f32_blas(job, first, count);
@@ -187,18 +196,21 @@ static size_t column_block(const pool *threads, size_t rows, size_t depth, size_
     return block < LINEAR_COLUMN_BLOCK ? LINEAR_COLUMN_BLOCK : block;
 }
 
-void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
+static void linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, bool accumulate,
-                   pool *threads) {
+                   bool rowwise, pool *threads) {
     pthread_once(&blas_once, blas_single_threaded);
     const kernel_q8 *q = weight->q8;
     if (q) /* (the int8 twin knows its own sizes; its depth is in_features rounded up to 4) */
         out_features = q->out_features;
     if (rows == 0 || out_features == 0) return;
-    size_t block = column_block(threads, rows, q ? q->depth : in_features, out_features);
+    /* (rowwise without AVX-512: each row's sgemv calls are a one-row call's, so its columns are split as one
+     * row's are: OpenBLAS's sums may depend on where a column falls in the block) */
+    size_t block = column_block(threads, rowwise && !cpu_has_avx512() ? 1 : rows, q ? q->depth : in_features,
+                                out_features);
     linear_job job = {.out = out, .out_stride = out_stride, .in = in, .in_stride = in_stride, .weight = weight,
                       .bias = bias, .rows = rows, .in_features = in_features, .out_features = out_features,
-                      .block = block, .accumulate = accumulate};
+                      .block = block, .accumulate = accumulate, .rowwise = rowwise};
     size_t tasks = (out_features + block - 1) / block;
     uint64_t started = profile_start();
     if (q) {
@@ -207,6 +219,20 @@ void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_str
     }
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
     profile_stop(PROFILE_PRODUCTS, started);
+}
+
+void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
+                   const float *bias, size_t rows, size_t in_features, size_t out_features, bool accumulate,
+                   pool *threads) {
+    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, accumulate, false, threads);
+}
+
+bool kernel_linear_rows_exact(size_t rows) { return rows <= 1 || (cpu_has_avx512() && rows < KERNEL_LINEAR_FEW_ROWS); }
+
+void kernel_linear_rowwise(float *out, size_t out_stride, const float *in, size_t in_stride,
+                           const kernel_weight *weight, const float *bias, size_t rows, size_t in_features,
+                           size_t out_features, bool accumulate, pool *threads) {
+    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, accumulate, true, threads);
 }
 
 typedef struct attention_job {

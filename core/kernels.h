@@ -53,6 +53,25 @@ void kernel_weight_row_add(float *out, const kernel_weight *weight, size_t row, 
 void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, bool accumulate,
                    pool *threads);
+/* Rows below this go to the few-rows products (dot products) in kernel_linear on AVX-512: each row's result is
+ * then the one a one-row call gives, whatever rows come with it. */
+#define KERNEL_LINEAR_FEW_ROWS 16
+/* Whether kernel_linear over `rows` rows gives every row bit for bit as kernel_linear_rowwise (and a one-row
+ * call) does: one row always; on AVX-512 fewer than KERNEL_LINEAR_FEW_ROWS; without it (OpenBLAS's sgemm for
+ * several rows) only one. */
+bool kernel_linear_rows_exact(size_t rows);
+/* kernel_linear with every row computed as a one-row call computes it, at any row count (the few-rows
+ * kernels throughout; without AVX-512, one sgemv per row over the same column blocks as a one-row call): a
+ * batched caption step's rows then come out bit for bit as each picture's own steps would
+ * (fusion/caption_batch.c). Each weight is still read once per 64 rows on the AVX-512 kernels; int8
+ * products are row-exact at any count already. */
+void kernel_linear_rowwise(float *out, size_t out_stride, const float *in, size_t in_stride,
+                           const kernel_weight *weight, const float *bias, size_t rows, size_t in_features,
+                           size_t out_features, bool accumulate, pool *threads);
+/* kernel_linear or kernel_linear_rowwise: the type of both. */
+typedef void (*kernel_linear_fn)(float *out, size_t out_stride, const float *in, size_t in_stride,
+                                 const kernel_weight *weight, const float *bias, size_t rows, size_t in_features,
+                                 size_t out_features, bool accumulate, pool *threads);
 /* kernel_linear's oracle: float32 weights, double sums, no accumulate. */
 void kernel_linear_reference(float *out, size_t out_stride, const float *in, size_t in_stride,
                              const float *weight, const float *bias, size_t rows, size_t in_features,

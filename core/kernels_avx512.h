@@ -36,6 +36,7 @@ typedef struct kernel_product {
     float scale;
     int accumulate; /* (0 or 1) */
     size_t rows, depth;
+    int rowwise; /* (0 or 1) the few-rows kernel at any row count: each row as a one-row product gives it */
 } kernel_product;
 
 /* Columns first_column .. first_column+columns of the product. scratch

@@ -299,7 +299,7 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     const char *w = (const char *)p->weight + first_column * cs * element;
     const float *in = p->in, *b = p->bias ? p->bias + first_column : NULL;
     float *out = p->out + first_column;
-    if (rows < 16) { /* (kernel_product: only with depth_stride 1) */
+    if (rows < 16 || p->rowwise) { /* (kernel_product: only with depth_stride 1) */
         dot_block(out, out_stride, in, in_stride, w, type, cs, depth_total, b, p->scale, p->accumulate, 1, rows,
                   columns);
         return;

@@ -7,7 +7,7 @@
 #include <time.h>
 
 atomic_bool profile_on;
-static atomic_uint_fast64_t totals[PROFILE_KINDS];
+static atomic_uint_fast64_t totals[PROFILE_KINDS], decoding;
 static atomic_int environment_read;
 
 static uint64_t now_ns(void) {
@@ -19,6 +19,7 @@ static uint64_t now_ns(void) {
 void profile_enable(bool on) {
     atomic_store(&environment_read, 1);
     for (int k = 0; k < PROFILE_KINDS; k++) atomic_store(&totals[k], 0);
+    atomic_store(&decoding, 0);
     atomic_store(&profile_on, on);
 }
 
@@ -37,3 +38,9 @@ void profile_stop(profile_kind kind, uint64_t started) {
 void profile_read(double seconds[PROFILE_KINDS]) {
     for (int k = 0; k < PROFILE_KINDS; k++) seconds[k] = (double)atomic_load(&totals[k]) * 1e-9;
 }
+
+void profile_stop_decoding(uint64_t started) {
+    if (started) atomic_fetch_add_explicit(&decoding, now_ns() - started, memory_order_relaxed);
+}
+
+double profile_read_decoding(void) { return (double)atomic_load(&decoding) * 1e-9; }

@@ -31,4 +31,10 @@ void profile_stop(profile_kind kind, uint64_t started);
 /* Seconds counted per kind since the process started (or profile_enable). */
 void profile_read(double seconds[PROFILE_KINDS]);
 
+/* Counted apart from the kinds, which it contains: captions' decoding (their decoder steps and search, from
+ * the first step to the last token; not the vision tower nor the image's keys and values), the time
+ * `glimpse bench --captions` divides decoder tokens by. Seconds since the process started (or profile_enable). */
+void profile_stop_decoding(uint64_t started);
+double profile_read_decoding(void);
+
 #endif

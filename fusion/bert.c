@@ -110,36 +110,40 @@ void bert_model_free(bert_model *model) {
 
 /* ------------------------------------------------------------- run state */
 
-glimpse_status bert_state_create(const bert_model *model, size_t max_sequences, size_t max_length, size_t max_step,
-                                 size_t max_image_tokens, bert_state **out) {
+glimpse_status bert_state_create_batched(const bert_model *model, size_t slots, size_t max_length, size_t max_rows,
+                                         size_t max_image_tokens, size_t images, bert_state **out) {
     *out = NULL;
     const bert_config *c = &model->config;
     if (max_length > (size_t)c->max_positions) max_length = (size_t)c->max_positions;
-    if (max_step > max_length) max_step = max_length;
     bert_state *s = calloc(1, sizeof *s);
     if (!s) return ERROR_OOM();
-    size_t h = (size_t)c->hidden_size, layers = (size_t)c->layers, rows = max_sequences * max_step;
-    size_t cache = max_sequences * layers * max_length * h;
+    size_t h = (size_t)c->hidden_size, layers = (size_t)c->layers, rows = max_rows;
+    size_t cache = slots * layers * max_length * h;
     size_t widest = max_length > max_image_tokens ? max_length : max_image_tokens;
-    s->max_sequences = max_sequences;
+    s->max_sequences = slots;
     s->max_length = max_length;
-    s->max_step = max_step;
+    s->max_step = max_rows < max_length ? max_rows : max_length;
+    s->max_rows = max_rows;
     s->max_image_tokens = max_image_tokens;
+    s->max_images = images;
     s->self_keys = malloc(cache * sizeof(float));
     s->self_values = malloc(cache * sizeof(float));
     s->spare_keys = malloc(cache * sizeof(float));
     s->spare_values = malloc(cache * sizeof(float));
-    s->cross_keys = malloc(layers * max_image_tokens * h * sizeof(float));
-    s->cross_values = malloc(layers * max_image_tokens * h * sizeof(float));
+    s->cross_keys = malloc(images * layers * max_image_tokens * h * sizeof(float));
+    s->cross_values = malloc(images * layers * max_image_tokens * h * sizeof(float));
+    s->slot_image_tokens = calloc(images, sizeof *s->slot_image_tokens);
+    s->table = malloc(slots * sizeof *s->table);
     s->x = malloc(rows * h * sizeof(float));
     s->normed = malloc(rows * h * sizeof(float));
     s->q = malloc(rows * h * sizeof(float));
     s->context = malloc(rows * h * sizeof(float));
     s->mlp = malloc(rows * (size_t)c->intermediate_size * sizeof(float));
     s->scores = malloc((size_t)c->heads * rows * widest * sizeof(float));
-    s->logits = malloc(max_sequences * (size_t)c->vocab_size * sizeof(float));
+    s->logits = malloc(slots * (size_t)c->vocab_size * sizeof(float));
     if (!s->self_keys || !s->self_values || !s->spare_keys || !s->spare_values || !s->cross_keys ||
-        !s->cross_values || !s->x || !s->normed || !s->q || !s->context || !s->mlp || !s->scores || !s->logits) {
+        !s->cross_values || !s->slot_image_tokens || !s->table || !s->x || !s->normed || !s->q || !s->context ||
+        !s->mlp || !s->scores || !s->logits) {
         bert_state_free(s);
         return ERROR_OOM();
     }
@@ -147,10 +151,21 @@ glimpse_status bert_state_create(const bert_model *model, size_t max_sequences, 
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status bert_state_create(const bert_model *model, size_t max_sequences, size_t max_length, size_t max_step,
+                                 size_t max_image_tokens, bert_state **out) {
+    size_t positions = max_length < (size_t)model->config.max_positions ? max_length
+                                                                        : (size_t)model->config.max_positions;
+    if (max_step > positions) max_step = positions;
+    glimpse_status status =
+        bert_state_create_batched(model, max_sequences, max_length, max_sequences * max_step, max_image_tokens, 1, out);
+    if (!status) (*out)->max_step = max_step;
+    return status;
+}
+
 void bert_state_free(bert_state *s) {
     if (!s) return;
     free(s->self_keys), free(s->self_values), free(s->spare_keys), free(s->spare_values);
-    free(s->cross_keys), free(s->cross_values);
+    free(s->cross_keys), free(s->cross_values), free(s->slot_image_tokens), free(s->table);
     free(s->x), free(s->normed), free(s->q), free(s->context), free(s->mlp), free(s->scores), free(s->logits);
     free(s);
 }
@@ -161,19 +176,25 @@ static float *cache_at(const bert_model *model, const bert_state *s, float *base
     return base + ((sequence * (size_t)model->config.layers + layer) * s->max_length) * h;
 }
 
-glimpse_status bert_set_image(const bert_model *model, bert_state *s, const float *image_tokens,
-                              size_t image_token_count, pool *threads) {
+/* Image slot `image`'s cross keys or values of layer l: [max_image_tokens, h] (keys maybe transposed). */
+static float *image_at(const bert_model *model, const bert_state *s, float *base, size_t image, size_t layer) {
+    size_t h = (size_t)model->config.hidden_size;
+    return base + (image * (size_t)model->config.layers + layer) * s->max_image_tokens * h;
+}
+
+glimpse_status bert_set_image_slot(const bert_model *model, bert_state *s, size_t image, const float *image_tokens,
+                                   size_t image_token_count, pool *threads) {
     const bert_config *c = &model->config;
-    if (image_token_count > s->max_image_tokens)
-        return error_set(GLIMPSE_STATUS_INTERNAL, "%zu image tokens, state made for %zu", image_token_count,
-                         s->max_image_tokens);
+    if (image_token_count > s->max_image_tokens || image >= s->max_images)
+        return error_set(GLIMPSE_STATUS_INTERNAL, "%zu image tokens in image slot %zu, state made for %zu in %zu",
+                         image_token_count, image, s->max_image_tokens, s->max_images);
     size_t h = (size_t)c->hidden_size, e = (size_t)c->encoder_hidden_size, room = s->max_image_tokens;
     s->keys_transposed = cpu_has_avx512();
     for (int l = 0; l < c->layers; l++) {
         const bert_layer *layer = &model->layers[l];
         if (!layer->cross_key_weight.data) continue; /* a layer without cross-attention (the Q-Former's odd ones) */
-        float *keys = s->cross_keys + (size_t)l * room * h;
-        float *values = s->cross_values + (size_t)l * room * h;
+        float *keys = image_at(model, s, s->cross_keys, image, (size_t)l);
+        float *values = image_at(model, s, s->cross_values, image, (size_t)l);
         /* transposed keys: projected into the values' room first, then turned */
         float *projected = s->keys_transposed ? values : keys;
         kernel_linear(projected, h, image_tokens, e, &layer->cross_key_weight, layer->cross_key_bias,
@@ -186,104 +207,132 @@ glimpse_status bert_set_image(const bert_model *model, bert_state *s, const floa
         kernel_linear(values, h, image_tokens, e, &layer->cross_value_weight,
                       layer->cross_value_bias, image_token_count, e, h, false, threads);
     }
-    s->image_tokens = image_token_count;
-    s->length = 0;
+    s->slot_image_tokens[image] = image_token_count;
+    if (image == 0) s->image_tokens = image_token_count;
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status bert_set_image(const bert_model *model, bert_state *s, const float *image_tokens,
+                              size_t image_token_count, pool *threads) {
+    glimpse_status status = bert_set_image_slot(model, s, 0, image_tokens, image_token_count, threads);
+    if (!status) s->length = 0;
+    return status;
+}
+
 /* x = LayerNorm(projection(input) + x): BERT's "output" sub-layers. */
-static void add_and_norm(const bert_model *model, bert_state *s, const float *input, size_t in_features,
-                         const kernel_weight *weight, const float *bias, const float *norm_weight,
+static void add_and_norm(const bert_model *model, bert_state *s, kernel_linear_fn linear, const float *input,
+                         size_t in_features, const kernel_weight *weight, const float *bias, const float *norm_weight,
                          const float *norm_bias, size_t rows, pool *threads) {
     size_t h = (size_t)model->config.hidden_size;
-    kernel_linear(s->normed, h, input, in_features, weight, bias, rows, in_features, h, false, threads);
+    linear(s->normed, h, input, in_features, weight, bias, rows, in_features, h, false, threads);
     kernel_add(s->normed, s->x, rows * h);
     kernel_layernorm(s->x, s->normed, norm_weight, norm_bias, rows, h, model->config.layer_norm_eps);
 }
 
-/* Cross-attention of layer l for rows first .. first+count of s->q into the same rows of s->context. */
-static void cross_attention(const bert_model *model, bert_state *s, size_t l, size_t first, size_t count,
-                            const kernel_attention_rows *probabilities, pool *threads) {
+/* Cross-attention of layer l to image slot `image` for rows first .. first+count of s->q into the same rows of
+ * s->context. */
+static void cross_attention(const bert_model *model, bert_state *s, size_t l, size_t image, size_t first,
+                            size_t count, const kernel_attention_rows *probabilities, pool *threads) {
     size_t h = (size_t)model->config.hidden_size, heads = (size_t)model->config.heads, head_dim = h / heads;
     float scale = 1.0f / sqrtf((float)head_dim);
-    const float *image_keys = s->cross_keys + l * s->max_image_tokens * h;
-    const float *image_values = s->cross_values + l * s->max_image_tokens * h;
+    const float *image_keys = image_at(model, s, s->cross_keys, image, l);
+    const float *image_values = image_at(model, s, s->cross_values, image, l);
+    size_t tokens = s->slot_image_tokens[image];
     float *context = s->context + first * h;
     const float *q = s->q + first * h;
     if (s->keys_transposed)
         kernel_attention_keys_transposed(context, h, probabilities, q, h, image_keys, s->max_image_tokens,
-                                         image_values, h, count, s->image_tokens, heads, head_dim, scale, s->scores,
-                                         threads);
+                                         image_values, h, count, tokens, heads, head_dim, scale, s->scores, threads);
     else
-        kernel_attention(context, h, probabilities, q, h, image_keys, image_values, h, count, s->image_tokens, heads,
-                         head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
+        kernel_attention(context, h, probabilities, q, h, image_keys, image_values, h, count, tokens, heads, head_dim,
+                         scale, KERNEL_MASK_NONE, s->scores, threads);
 }
 
-/* The layers over rows = sequences × step rows of s->x, each sequence's new
- * tokens at cache positions length ..; self-attention causal or not. */
-static void run_layers(const bert_model *model, bert_state *s, size_t sequences, size_t step, int causal,
-                       int with_image, pool *threads) {
+/* The layers over the rows of a table of sequences in s->x (each sequence's rows in turn, its new tokens at
+ * cache positions length .. of its slot); self-attention causal or not; products by `linear`. */
+static void run_layers(const bert_model *model, bert_state *s, const caption_sequence *table, size_t count,
+                       int causal, int with_image, kernel_linear_fn linear, pool *threads) {
     const bert_config *c = &model->config;
     size_t h = (size_t)c->hidden_size, heads = (size_t)c->heads, head_dim = h / heads;
-    size_t rows = sequences * step, keys = s->length + step;
+    size_t rows = caption_sequences_rows(table, count);
     float scale = 1.0f / sqrtf((float)head_dim);
     for (int l = 0; l < c->layers; l++) {
         const bert_layer *layer = &model->layers[l];
         /* self-attention: new keys and values go into the cache */
-        kernel_linear(s->q, h, s->x, h, &layer->query_weight, layer->query_bias, rows, h, h, false, threads);
-        kernel_linear(s->context, h, s->x, h, &layer->key_weight, layer->key_bias, rows, h, h, false,
-                      threads);
-        for (size_t q = 0; q < sequences; q++)
-            memcpy(cache_at(model, s, s->self_keys, q, (size_t)l) + s->length * h, s->context + q * step * h,
-                   step * h * sizeof(float));
-        kernel_linear(s->context, h, s->x, h, &layer->value_weight, layer->value_bias, rows, h, h, false,
-                      threads);
-        for (size_t q = 0; q < sequences; q++)
-            memcpy(cache_at(model, s, s->self_values, q, (size_t)l) + s->length * h, s->context + q * step * h,
-                   step * h * sizeof(float));
-        for (size_t q = 0; q < sequences; q++) {
+        linear(s->q, h, s->x, h, &layer->query_weight, layer->query_bias, rows, h, h, false, threads);
+        linear(s->context, h, s->x, h, &layer->key_weight, layer->key_bias, rows, h, h, false, threads);
+        for (size_t q = 0, row = 0; q < count; row += table[q++].step)
+            memcpy(cache_at(model, s, s->self_keys, table[q].slot, (size_t)l) + table[q].length * h,
+                   s->context + row * h, table[q].step * h * sizeof(float));
+        linear(s->context, h, s->x, h, &layer->value_weight, layer->value_bias, rows, h, h, false, threads);
+        for (size_t q = 0, row = 0; q < count; row += table[q++].step)
+            memcpy(cache_at(model, s, s->self_values, table[q].slot, (size_t)l) + table[q].length * h,
+                   s->context + row * h, table[q].step * h * sizeof(float));
+        for (size_t q = 0, row = 0; q < count; row += table[q++].step) {
+            const caption_sequence *t = &table[q];
+            size_t keys = t->length + t->step;
             kernel_attention_rows place;
             const kernel_attention_rows *probabilities = attention_record_rows(
-                s->record, ATTENTION_KIND_SELF, (size_t)l, q, heads, s->length, step, keys, &place);
-            kernel_attention(s->context + q * step * h, h, probabilities, s->q + q * step * h, h,
-                             cache_at(model, s, s->self_keys, q, (size_t)l),
-                             cache_at(model, s, s->self_values, q, (size_t)l), h, step, keys, heads, head_dim, scale,
-                             causal ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE, s->scores, threads);
+                s->record, ATTENTION_KIND_SELF, (size_t)l, q, heads, t->length, t->step, keys, &place);
+            kernel_attention(s->context + row * h, h, probabilities, s->q + row * h, h,
+                             cache_at(model, s, s->self_keys, t->slot, (size_t)l),
+                             cache_at(model, s, s->self_values, t->slot, (size_t)l), h, t->step, keys, heads,
+                             head_dim, scale, causal ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE, s->scores, threads);
         }
-        add_and_norm(model, s, s->context, h, &layer->self_out_weight, layer->self_out_bias,
+        add_and_norm(model, s, linear, s->context, h, &layer->self_out_weight, layer->self_out_bias,
                      layer->self_norm_weight, layer->self_norm_bias, rows, threads);
-        /* cross-attention: every row attends to the same image tokens (in the layers that have it) */
+        /* cross-attention: each row attends to its sequence's image tokens (in the layers that have it); the
+         * rows of sequences after one another on the same image in one call, each sequence's alone when recorded */
         if (with_image && layer->cross_query_weight.data) {
-            kernel_linear(s->q, h, s->x, h, &layer->cross_query_weight, layer->cross_query_bias,
-                          rows, h, h, false, threads);
-            if (!s->record) {
-                cross_attention(model, s, (size_t)l, 0, rows, NULL, threads);
-            } else { /* each sequence's rows go to its own place */
-                for (size_t q = 0; q < sequences; q++) {
-                    kernel_attention_rows place;
-                    cross_attention(model, s, (size_t)l, q * step, step,
-                                    attention_record_rows(s->record, ATTENTION_KIND_CROSS, (size_t)l, q, heads,
-                                                          s->length, step, s->image_tokens, &place),
-                                    threads);
-                }
+            linear(s->q, h, s->x, h, &layer->cross_query_weight, layer->cross_query_bias, rows, h, h, false,
+                   threads);
+            for (size_t q = 0, row = 0; q < count;) {
+                size_t last = q, group_rows = table[q].step;
+                while (!s->record && last + 1 < count && table[last + 1].image == table[q].image)
+                    group_rows += table[++last].step;
+                kernel_attention_rows place;
+                const kernel_attention_rows *probabilities =
+                    attention_record_rows(s->record, ATTENTION_KIND_CROSS, (size_t)l, q, heads, table[q].length,
+                                          table[q].step, s->slot_image_tokens[table[q].image], &place);
+                cross_attention(model, s, (size_t)l, table[q].image, row, group_rows, probabilities, threads);
+                row += group_rows;
+                q = last + 1;
             }
-            add_and_norm(model, s, s->context, h, &layer->cross_out_weight, layer->cross_out_bias,
+            add_and_norm(model, s, linear, s->context, h, &layer->cross_out_weight, layer->cross_out_bias,
                          layer->cross_norm_weight, layer->cross_norm_bias, rows, threads);
         }
         /* feed-forward */
         size_t inter = (size_t)c->intermediate_size;
-        kernel_linear(s->mlp, inter, s->x, h, &layer->intermediate_weight,
-                      layer->intermediate_bias, rows, h, inter, false, threads);
+        linear(s->mlp, inter, s->x, h, &layer->intermediate_weight, layer->intermediate_bias, rows, h, inter, false,
+               threads);
         activation_apply(c->act, s->mlp, rows * inter);
-        add_and_norm(model, s, s->mlp, inter, &layer->output_weight, layer->output_bias,
+        add_and_norm(model, s, linear, s->mlp, inter, &layer->output_weight, layer->output_bias,
                      layer->output_norm_weight, layer->output_norm_bias, rows, threads);
     }
 }
+
+/* One sequence of `length` tokens in slot 0 at position 0 (the encoder passes). */
+static caption_sequence whole_text(size_t length) { return (caption_sequence){0, 0, length, 0, NULL}; }
 
 /* What the state holds, as caption_decoder_check_room and caption_decoder_embed check it. */
 static caption_decoder_room state_room(const bert_model *model, const bert_state *s) {
     return (caption_decoder_room){s->max_sequences, s->max_step, s->max_length, s->length, s->record,
                                   (size_t)model->config.heads, s->image_tokens};
+}
+
+/* Embeds the table's tokens into s->x with the embedding LayerNorm. */
+static glimpse_status embed_table(const bert_model *model, bert_state *s, const caption_sequence *table,
+                                  size_t count) {
+    const bert_config *c = &model->config;
+    size_t h = (size_t)c->hidden_size;
+    caption_decoder_room room = state_room(model, s);
+    room.max_step = s->max_rows;
+    glimpse_status status = caption_decoder_embed_table(s->x, &room, &model->word_embeddings,
+                                                        model->position_embeddings, h, c->vocab_size, table, count);
+    if (status) return status;
+    kernel_layernorm(s->x, s->x, model->embedding_norm_weight, model->embedding_norm_bias,
+                     caption_sequences_rows(table, count), h, c->layer_norm_eps);
+    return GLIMPSE_STATUS_OK;
 }
 
 static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const int32_t *ids, size_t sequences,
@@ -299,24 +348,35 @@ static glimpse_status embed_tokens(const bert_model *model, bert_state *s, const
     return GLIMPSE_STATUS_OK;
 }
 
+/* The layers and the LM head over a table whose tokens are embedded in s->x: each sequence's next-token logits
+ * (at its last row) to s->logits [count, vocab]. */
+static void decode_table(const bert_model *model, bert_state *s, const caption_sequence *table, size_t count,
+                         kernel_linear_fn linear, pool *threads) {
+    run_layers(model, s, table, count, 1, 1, linear, threads);
+    /* LM head on each sequence's last token: dense, activation, LayerNorm, decoder */
+    const bert_config *c = &model->config;
+    size_t h = (size_t)c->hidden_size;
+    for (size_t q = 0, row = 0; q < count; q++) {
+        row += table[q].step;
+        memcpy(s->normed + q * h, s->x + (row - 1) * h, h * sizeof(float));
+    }
+    linear(s->q, h, s->normed, h, &model->head_dense_weight, model->head_dense_bias, count, h, h, false, threads);
+    activation_apply(c->act, s->q, count * h);
+    kernel_layernorm(s->q, s->q, model->head_norm_weight, model->head_norm_bias, count, h, c->layer_norm_eps);
+    linear(s->logits, (size_t)c->vocab_size, s->q, h, &model->head_decoder_weight, model->head_decoder_bias, count, h,
+           (size_t)c->vocab_size, false, threads);
+}
+
 glimpse_status bert_decode_step(const bert_model *model, bert_state *s, const int32_t *ids, size_t sequences,
                                 size_t step, pool *threads) {
     if (!model->head_decoder_weight.data)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this text model has no LM head");
     glimpse_status status = embed_tokens(model, s, ids, sequences, step);
     if (status) return status;
-    run_layers(model, s, sequences, step, 1, 1, threads);
+    for (size_t q = 0; q < sequences; q++) s->table[q] = (caption_sequence){q, s->length, step, 0, ids + q * step};
+    /* one token a sequence: the rows as a batched step computes them (caption_batch.c) */
+    decode_table(model, s, s->table, sequences, step == 1 ? kernel_linear_rowwise : kernel_linear, threads);
     s->length += step;
-    /* LM head on each sequence's last token: dense, activation, LayerNorm, decoder */
-    const bert_config *c = &model->config;
-    size_t h = (size_t)c->hidden_size;
-    for (size_t q = 0; q < sequences; q++) memcpy(s->normed + q * h, s->x + (q * step + step - 1) * h, h * sizeof(float));
-    kernel_linear(s->q, h, s->normed, h, &model->head_dense_weight, model->head_dense_bias,
-                  sequences, h, h, false, threads);
-    activation_apply(c->act, s->q, sequences * h);
-    kernel_layernorm(s->q, s->q, model->head_norm_weight, model->head_norm_bias, sequences, h, c->layer_norm_eps);
-    kernel_linear(s->logits, (size_t)c->vocab_size, s->q, h, &model->head_decoder_weight,
-                  model->head_decoder_bias, sequences, h, (size_t)c->vocab_size, false, threads);
     return GLIMPSE_STATUS_OK;
 }
 
@@ -356,7 +416,8 @@ glimpse_status bert_encode(const bert_model *model, bert_state *s, const int32_t
     s->length = 0;
     glimpse_status status = embed_tokens(model, s, ids, 1, length);
     if (status) return status;
-    run_layers(model, s, 1, length, 0, with_image, threads);
+    caption_sequence text = whole_text(length);
+    run_layers(model, s, &text, 1, 0, with_image, kernel_linear, threads);
     s->length = 0; /* an encoder pass leaves nothing to continue from */
     return GLIMPSE_STATUS_OK;
 }
@@ -369,7 +430,8 @@ glimpse_status bert_encode_embedded(const bert_model *model, bert_state *s, cons
     if (status) return status;
     kernel_layernorm(s->x, embeddings, model->embedding_norm_weight, model->embedding_norm_bias, length,
                      (size_t)model->config.hidden_size, model->config.layer_norm_eps);
-    run_layers(model, s, 1, length, 0, with_image, threads);
+    caption_sequence text = whole_text(length);
+    run_layers(model, s, &text, 1, 0, with_image, kernel_linear, threads);
     return GLIMPSE_STATUS_OK;
 }
 
@@ -398,4 +460,40 @@ caption_decoder bert_caption_decoder(bert_decoder *self) {
                              bert_decoder_restart,
                              bert_decoder_step,
                              bert_decoder_reorder};
+}
+
+/* ------------------------------------------------ as caption_batch's decoder */
+
+static glimpse_status bert_batch_step(void *self, const caption_sequence *table, size_t count, int rowwise,
+                                      float **logits, pool *threads) {
+    bert_decoder *d = self;
+    *logits = d->state->logits;
+    if (count > d->state->max_sequences)
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu sequences: the state holds %zu", count,
+                         d->state->max_sequences);
+    glimpse_status status = embed_table(d->model, d->state, table, count);
+    if (!status) decode_table(d->model, d->state, table, count, rowwise ? kernel_linear_rowwise : kernel_linear, threads);
+    return status;
+}
+
+static void bert_batch_copy(void *self, size_t to, size_t from, size_t length) {
+    bert_decoder *d = self;
+    size_t h = (size_t)d->model->config.hidden_size;
+    for (size_t l = 0; l < (size_t)d->model->config.layers; l++) {
+        memcpy(cache_at(d->model, d->state, d->state->self_keys, to, l),
+               cache_at(d->model, d->state, d->state->self_keys, from, l), length * h * sizeof(float));
+        memcpy(cache_at(d->model, d->state, d->state->self_values, to, l),
+               cache_at(d->model, d->state, d->state->self_values, from, l), length * h * sizeof(float));
+    }
+}
+
+caption_batch_decoder bert_caption_batch_decoder(bert_decoder *self) {
+    return (caption_batch_decoder){.self = self,
+                                   .vocab_size = self->model->config.vocab_size,
+                                   .slots = self->state->max_sequences,
+                                   .max_rows = self->state->max_rows,
+                                   .max_length = self->state->max_length,
+                                   .first_step_each_beam = 1,
+                                   .step = bert_batch_step,
+                                   .copy = bert_batch_copy};
 }

@@ -77,12 +77,16 @@ glimpse_status bert_model_quantize(bert_model *model, q8_set *set);
 typedef struct bert_state {
     size_t max_sequences, max_length, max_step, max_image_tokens;
     size_t length;        /* tokens already in the self-attention cache */
-    size_t image_tokens;  /* tokens of the current image */
+    size_t image_tokens;  /* tokens of the current image (image slot 0) */
     float *self_keys, *self_values;     /* [sequences][layers][max_length][h] */
     float *spare_keys, *spare_values;   /* same, for reordering */
-    /* [layers][max_image_tokens][h]; with keys_transposed the keys are
-     * [layers][h][max_image_tokens] instead (kernel_attention_keys_transposed) */
+    /* [images][layers][max_image_tokens][h]; with keys_transposed the keys are
+     * [images][layers][h][max_image_tokens] instead (kernel_attention_keys_transposed) */
     float *cross_keys, *cross_values;
+    size_t max_images;     /* image slots (1 but in bert_state_create_batched's) */
+    size_t *slot_image_tokens; /* [max_images]: tokens of each image slot's image */
+    size_t max_rows;       /* rows of a step: max_sequences × max_step, or bert_state_create_batched's */
+    caption_sequence *table; /* [max_sequences]: bert_decode_step's sequences */
     int keys_transposed;                /* where the AVX-512 kernels run */
     float *x, *normed, *q, *context, *mlp; /* [rows, h] ... [rows, intermediate] */
     float *scores;                      /* [heads, max_step, max(max_length, max_image_tokens)] */
@@ -95,6 +99,10 @@ typedef struct bert_state {
 
 glimpse_status bert_state_create(const bert_model *model, size_t max_sequences, size_t max_length, size_t max_step,
                                  size_t max_image_tokens, bert_state **out);
+/* A state for batched captioning (caption_batch.h): `slots` cache slots of max_length positions, steps of up to
+ * max_rows rows in all, `images` image slots of up to max_image_tokens tokens. */
+glimpse_status bert_state_create_batched(const bert_model *model, size_t slots, size_t max_length, size_t max_rows,
+                                         size_t max_image_tokens, size_t images, bert_state **out);
 void bert_state_free(bert_state *state);
 
 /* Computes every layer's cross-attention keys and values from the image
@@ -102,6 +110,9 @@ void bert_state_free(bert_state *state);
  * self-attention cache. */
 glimpse_status bert_set_image(const bert_model *model, bert_state *state, const float *image_tokens,
                               size_t image_token_count, pool *threads);
+/* The same into image slot `image` of a batched state, the caches left as they are. */
+glimpse_status bert_set_image_slot(const bert_model *model, bert_state *state, size_t image, const float *image_tokens,
+                                   size_t image_token_count, pool *threads);
 
 /* Decoder step: `step` new tokens for each of `sequences` sequences
  * (ids[s × step + j]), appended at positions length .. length+step-1 with a
@@ -120,6 +131,9 @@ typedef struct bert_decoder {
     bert_state *state;
 } bert_decoder;
 caption_decoder bert_caption_decoder(bert_decoder *self);
+/* The decoder as caption_batch drives it (a state from bert_state_create_batched; image slots set with
+ * bert_set_image_slot). */
+caption_batch_decoder bert_caption_batch_decoder(bert_decoder *self);
 
 /* Encoder pass (ITM/ITC): one sequence of `length` ids, bidirectional,
  * with cross-attention to the image set by bert_set_image when

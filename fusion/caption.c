@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/profile.h"
 
 /* --------------------------------------------------- logits processors */
 
@@ -103,43 +104,6 @@ static int32_t sample_token(float *scores, int32_t vocab, const caption_settings
         if (running > target) return i;
     }
     return last;
-}
-
-/* --------------------------------------------------- greedy / sampling */
-
-static glimpse_status generate_single(const caption_decoder *decoder, const int32_t *prompt,
-                                      size_t prompt_length, const caption_settings *s,
-                                      caption_token_callback callback, void *user, int32_t *out, size_t *out_length,
-                                      pool *threads) {
-    int32_t vocab = decoder->vocab_size;
-    memcpy(out, prompt, prompt_length * sizeof *out);
-    size_t length = prompt_length;
-    float *sorted = s->sample ? malloc((size_t)vocab * sizeof(float)) : NULL;
-    if (s->sample && !sorted) return ERROR_OOM();
-    uint64_t random = s->seed;
-    float *logits = NULL;
-    glimpse_status status = decoder->step(decoder->self, prompt, 1, prompt_length, &logits, threads);
-    while (!status && length < s->max_length) {
-        float *scores = logits;
-        apply_processors(scores, out, length, s, vocab);
-        int32_t next = 0;
-        if (s->sample) {
-            next = sample_token(scores, vocab, s, &random, sorted);
-        } else {
-            for (int32_t i = 1; i < vocab; i++)
-                if (scores[i] > scores[next]) next = i;
-        }
-        out[length++] = next;
-        if (callback && callback(user, next)) {
-            status = error_set(GLIMPSE_STATUS_CANCELLED, "captioning was cancelled");
-            break;
-        }
-        if (next == s->end_id || length >= s->max_length) break;
-        status = decoder->step(decoder->self, &next, 1, 1, &logits, threads);
-    }
-    free(sorted);
-    *out_length = length;
-    return status;
 }
 
 /* ---------------------------------------------------------- beam search */
@@ -328,29 +292,141 @@ static void finish_beams(beam_search *b, int is_done, int32_t end_id, int32_t *o
     if (winner->length < b->max_length) out[(*out_length)++] = end_id;
 }
 
-static glimpse_status generate_beams(const caption_decoder *decoder, const int32_t *prompt,
-                                     size_t prompt_length, const caption_settings *s, int32_t *out,
-                                     size_t *out_length, pool *threads) {
-    beam_search b;
-    glimpse_status status = beam_search_start(&b, prompt, prompt_length, s);
-    float *logits = NULL;
-    if (!status) status = decoder->step(decoder->self, b.prompt_copies, b.beams, prompt_length, &logits, threads);
-    int is_done = 0;
-    while (!status) {
-        collect_candidates(&b, logits, decoder->vocab_size, s);
-        if (select_survivors(&b, s->end_id) < b.beams) { /* cannot happen with 2·beams candidates; guard anyway */
-            status = error_set(GLIMPSE_STATUS_INTERNAL, "beam search ran out of candidates");
-            break;
-        }
-        is_done = is_done || hypotheses_done(&b.finished, b.top[0].score, b.length);
-        advance_beams(&b);
-        if (is_done || b.length >= b.max_length) break;
-        decoder->reorder(decoder->self, b.next_from, b.beams);
-        status = decoder->step(decoder->self, b.next_tokens, b.beams, 1, &logits, threads);
+/* ------------------------------------------------------- one caption's search */
+
+struct caption_search {
+    caption_settings settings;
+    int32_t vocab;
+    caption_token_callback callback;
+    void *user;
+    /* greedy and sampling: the sequence so far, the random stream, top-k / top-p's sorted copy */
+    int32_t *sequence;
+    size_t length;
+    uint64_t random;
+    float *sorted;
+    int32_t next;
+    /* beams > 1 */
+    beam_search beams;
+    int is_done;
+    /* the finished caption */
+    int finished;
+    int32_t *out;
+    size_t out_length;
+};
+
+void caption_search_free(caption_search *search) {
+    if (!search) return;
+    if (search->settings.beams > 1) beam_search_free(&search->beams);
+    free(search->sequence), free(search->sorted), free(search->out);
+    free(search);
+}
+
+glimpse_status caption_search_create(const caption_settings *settings, int32_t vocab, const int32_t *prompt,
+                                     size_t prompt_length, caption_token_callback callback, void *user,
+                                     caption_search **out) {
+    *out = NULL;
+    if (prompt_length == 0) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "a caption needs at least the start token");
+    if (prompt_length >= settings->max_length)
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt (%zu tokens with the start token) leaves no room under "
+                                                   "the maximum length of %zu",
+                         prompt_length, settings->max_length);
+    if (settings->beams < 1) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "beams must be at least 1");
+    caption_search *search = calloc(1, sizeof *search);
+    if (!search) return ERROR_OOM();
+    search->settings = *settings, search->vocab = vocab, search->callback = callback, search->user = user;
+    search->out = malloc(settings->max_length * sizeof *search->out);
+    glimpse_status status = search->out ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    if (!status && settings->beams > 1) {
+        status = beam_search_start(&search->beams, prompt, prompt_length, settings);
+    } else if (!status) {
+        search->sequence = malloc(settings->max_length * sizeof *search->sequence);
+        search->sorted = settings->sample ? malloc((size_t)vocab * sizeof(float)) : NULL;
+        if (!search->sequence || (settings->sample && !search->sorted)) status = ERROR_OOM();
+        else memcpy(search->sequence, prompt, prompt_length * sizeof *prompt);
+        search->length = prompt_length;
+        search->random = settings->seed;
     }
-    if (!status) finish_beams(&b, is_done, s->end_id, out, out_length);
-    beam_search_free(&b);
-    return status;
+    if (status) {
+        caption_search_free(search);
+        return status;
+    }
+    *out = search;
+    return GLIMPSE_STATUS_OK;
+}
+
+size_t caption_search_sequences(const caption_search *search) { return (size_t)search->settings.beams; }
+
+const int32_t *caption_search_first_ids(const caption_search *search, size_t *step) {
+    if (search->settings.beams > 1) {
+        *step = search->beams.length;
+        return search->beams.prompt_copies;
+    }
+    *step = search->length;
+    return search->sequence;
+}
+
+/* greedy / sampling: the next token from the logits, as transformers' greedy_search and sample. */
+static glimpse_status feed_single(caption_search *search, float *scores, caption_step *next) {
+    const caption_settings *s = &search->settings;
+    apply_processors(scores, search->sequence, search->length, s, search->vocab);
+    int32_t chosen = 0;
+    if (s->sample) {
+        chosen = sample_token(scores, search->vocab, s, &search->random, search->sorted);
+    } else {
+        for (int32_t i = 1; i < search->vocab; i++)
+            if (scores[i] > scores[chosen]) chosen = i;
+    }
+    search->sequence[search->length++] = chosen;
+    if (search->callback && search->callback(search->user, chosen))
+        return error_set(GLIMPSE_STATUS_CANCELLED, "captioning was cancelled");
+    if (chosen == s->end_id || search->length >= s->max_length) {
+        memcpy(search->out, search->sequence, search->length * sizeof *search->out);
+        search->out_length = search->length;
+        search->finished = 1;
+        return GLIMPSE_STATUS_OK;
+    }
+    search->next = chosen;
+    next->ids = &search->next;
+    next->from = NULL;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* beam search: one step of transformers' beam_search; the winner's tokens go to the callback at the end. */
+static glimpse_status feed_beams(caption_search *search, float *logits, caption_step *next) {
+    beam_search *b = &search->beams;
+    const caption_settings *s = &search->settings;
+    collect_candidates(b, logits, search->vocab, s);
+    if (select_survivors(b, s->end_id) < b->beams) /* cannot happen with 2·beams candidates; guard anyway */
+        return error_set(GLIMPSE_STATUS_INTERNAL, "beam search ran out of candidates");
+    search->is_done = search->is_done || hypotheses_done(&b->finished, b->top[0].score, b->length);
+    advance_beams(b);
+    if (!search->is_done && b->length < b->max_length) {
+        next->ids = b->next_tokens;
+        next->from = b->next_from;
+        return GLIMPSE_STATUS_OK;
+    }
+    finish_beams(b, search->is_done, s->end_id, search->out, &search->out_length);
+    search->finished = 1;
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status caption_search_feed(caption_search *search, float *logits, caption_step *next) {
+    next->ids = NULL, next->from = NULL;
+    if (search->finished) return error_set(GLIMPSE_STATUS_INTERNAL, "the caption's search is already over");
+    return search->settings.beams > 1 ? feed_beams(search, logits, next) : feed_single(search, logits, next);
+}
+
+glimpse_status caption_search_result(const caption_search *search, size_t prompt_length, int32_t *out,
+                                     size_t *out_length) {
+    *out_length = 0;
+    if (!search->finished) return error_set(GLIMPSE_STATUS_INTERNAL, "the caption's search is not over");
+    memcpy(out, search->out, search->out_length * sizeof *out);
+    *out_length = search->out_length;
+    if (search->settings.beams > 1 && search->callback) /* beams: the winner's tokens once it is known */
+        for (size_t i = prompt_length; i < search->out_length; i++)
+            if (search->callback(search->user, search->out[i]))
+                return error_set(GLIMPSE_STATUS_CANCELLED, "captioning was cancelled");
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *prompt,
@@ -362,20 +438,30 @@ glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *p
     if (settings->max_length > decoder->max_length)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "max length %zu is over the decoder's %zu positions",
                          settings->max_length, decoder->max_length);
-    if (prompt_length >= settings->max_length)
-        return error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt (%zu tokens with the start token) leaves no room under "
-                                                   "the maximum length of %zu",
-                         prompt_length, settings->max_length);
-    if (settings->beams < 1 || (size_t)settings->beams > decoder->max_sequences)
+    caption_search *search = NULL;
+    glimpse_status status = caption_search_create(settings, decoder->vocab_size, prompt, prompt_length, callback,
+                                                  user, &search);
+    if (status) return status;
+    if ((size_t)settings->beams > decoder->max_sequences) {
+        caption_search_free(search);
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "beams must be 1 to %zu", decoder->max_sequences);
+    }
+    uint64_t started = profile_start();
     decoder->restart(decoder->self);
-    if (settings->beams == 1)
-        return generate_single(decoder, prompt, prompt_length, settings, callback, user, out, out_length, threads);
-    glimpse_status status =
-        generate_beams(decoder, prompt, prompt_length, settings, out, out_length, threads);
-    if (!status && callback)
-        for (size_t i = prompt_length; i < *out_length; i++)
-            if (callback(user, out[i])) return error_set(GLIMPSE_STATUS_CANCELLED, "captioning was cancelled");
+    size_t sequences = caption_search_sequences(search), step = 0;
+    const int32_t *ids = caption_search_first_ids(search, &step);
+    float *logits = NULL;
+    status = decoder->step(decoder->self, ids, sequences, step, &logits, threads);
+    while (!status) {
+        caption_step next;
+        status = caption_search_feed(search, logits, &next);
+        if (status || !next.ids) break;
+        if (next.from) decoder->reorder(decoder->self, next.from, sequences);
+        status = decoder->step(decoder->self, next.ids, sequences, 1, &logits, threads);
+    }
+    if (!status) status = caption_search_result(search, prompt_length, out, out_length);
+    caption_search_free(search);
+    profile_stop_decoding(started);
     return status;
 }
 
@@ -393,19 +479,49 @@ glimpse_status caption_decoder_check_room(const caption_decoder_room *room, size
     return GLIMPSE_STATUS_OK;
 }
 
+/* x[hidden] = token_embeddings row id + position_embeddings row position, id checked against the vocabulary. */
+static glimpse_status embed_row(float *x, const kernel_weight *token_embeddings, const float *position_embeddings,
+                                size_t hidden, int32_t vocab_size, int32_t id, size_t position) {
+    if (id < 0 || id >= vocab_size)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
+                         vocab_size);
+    kernel_weight_row_add(x, token_embeddings, (size_t)id, hidden, position_embeddings + position * hidden);
+    return GLIMPSE_STATUS_OK;
+}
+
 glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room, const kernel_weight *token_embeddings,
                                      const float *position_embeddings, size_t hidden, int32_t vocab_size,
                                      const int32_t *ids, size_t sequences, size_t step) {
     glimpse_status status = caption_decoder_check_room(room, sequences, step);
-    if (status) return status;
-    for (size_t q = 0; q < sequences; q++)
-        for (size_t j = 0; j < step; j++) {
-            int32_t id = ids[q * step + j];
-            if (id < 0 || id >= vocab_size)
-                return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
-                                 vocab_size);
-            kernel_weight_row_add(x + (q * step + j) * hidden, token_embeddings, (size_t)id, hidden,
-                                  position_embeddings + (room->length + j) * hidden);
-        }
-    return GLIMPSE_STATUS_OK;
+    for (size_t q = 0; q < sequences && !status; q++)
+        for (size_t j = 0; j < step && !status; j++)
+            status = embed_row(x + (q * step + j) * hidden, token_embeddings, position_embeddings, hidden, vocab_size,
+                               ids[q * step + j], room->length + j);
+    return status;
+}
+
+size_t caption_sequences_rows(const caption_sequence *sequences, size_t count) {
+    size_t rows = 0;
+    for (size_t q = 0; q < count; q++) rows += sequences[q].step;
+    return rows;
+}
+
+glimpse_status caption_decoder_embed_table(float *x, const caption_decoder_room *room,
+                                           const kernel_weight *token_embeddings, const float *position_embeddings,
+                                           size_t hidden, int32_t vocab_size, const caption_sequence *sequences,
+                                           size_t count) {
+    if (caption_sequences_rows(sequences, count) > room->max_step)
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu rows is more than the %zu a step of this decoder state holds",
+                         caption_sequences_rows(sequences, count), room->max_step);
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t q = 0; q < count && !status; q++) {
+        const caption_sequence *c = &sequences[q];
+        if (c->slot >= room->max_sequences || c->length + c->step > room->max_length)
+            return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu positions in slot %zu: more than the %zu positions of "
+                             "%zu slots this decoder state holds", c->length + c->step, c->slot, room->max_length,
+                             room->max_sequences);
+        for (size_t j = 0; j < c->step && !status; j++, x += hidden)
+            status = embed_row(x, token_embeddings, position_embeddings, hidden, vocab_size, c->ids[j], c->length + j);
+    }
+    return status;
 }

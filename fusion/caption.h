@@ -64,6 +64,45 @@ glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room,
                                      const float *position_embeddings, size_t hidden, int32_t vocab_size,
                                      const int32_t *ids, size_t sequences, size_t step);
 
+/* One sequence of a decoder step over a table of sequences (a batched step: many pictures' captions, each
+ * beam a sequence): `step` new tokens ids[0..step) appended to cache slot `slot` after the `length` positions
+ * it holds, attending to image slot `image`. */
+typedef struct caption_sequence {
+    size_t slot, length, step, image;
+    const int32_t *ids;
+} caption_sequence;
+
+/* Rows of a table: the sum of its steps. */
+size_t caption_sequences_rows(const caption_sequence *sequences, size_t count);
+
+/* caption_decoder_embed for a table (each sequence at its own positions), room.length unused: checks each
+ * against the room (slots max_sequences, positions max_length, rows max_step in all) and the vocabulary. */
+glimpse_status caption_decoder_embed_table(float *x, const caption_decoder_room *room,
+                                           const kernel_weight *token_embeddings, const float *position_embeddings,
+                                           size_t hidden, int32_t vocab_size, const caption_sequence *sequences,
+                                           size_t count);
+
+/* A decoder whose state holds many cache slots and image slots, stepped over a table of sequences
+ * (fusion/caption_batch.c drives it). Each row of a step comes out as it does in the family's own
+ * caption_decoder step, bit for bit, when `rowwise` is set (kernel_linear_rowwise) and the family's one-picture
+ * steps of one token are rowwise too. */
+typedef struct caption_batch_decoder {
+    void *self;
+    int32_t vocab_size;
+    size_t slots;      /* cache slots: sequences in flight */
+    size_t max_rows;   /* rows one step holds */
+    size_t max_length; /* positions each slot holds */
+    /* How the family's caption_decoder runs a picture's first step: once per beam (BERT, GPT-2: beams ×
+     * prompt rows), or once, copied to the other beams (OPT). */
+    int first_step_each_beam;
+    /* One step over the table; *logits [count, vocab]: each sequence's next-token logits (its last row),
+     * which the caller may change until the next step. */
+    glimpse_status (*step)(void *self, const caption_sequence *sequences, size_t count, int rowwise, float **logits,
+                           pool *threads);
+    /* Cache slot `to` takes the first `length` positions of slot `from`. */
+    void (*copy)(void *self, size_t to, size_t from, size_t length);
+} caption_batch_decoder;
+
 /* Called with each token as it is chosen (greedy and sampling only);
  * returning non-zero stops generation (GLIMPSE_STATUS_CANCELLED). */
 typedef int (*caption_token_callback)(void *user, int32_t id);
@@ -77,5 +116,36 @@ glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *p
                                 size_t prompt_length, const caption_settings *settings,
                                 caption_token_callback callback, void *user, int32_t *out, size_t *out_length,
                                 pool *threads);
+
+/* ------------------------------------------------------ one caption's search, step by step */
+
+/* The search for one caption (greedy, sampled or beam) as a state that takes one decoder step's logits at a
+ * time, so that a scheduler can step many captions together (fusion/caption_batch.h); caption_generate
+ * drives one alone. The same settings and logits give the same tokens either way. */
+typedef struct caption_search caption_search;
+
+/* What the next decoder step takes: ids[s] the one new token of each of the search's sequences, which first
+ * become old sequence from[s] (from NULL: no reordering). ids NULL: the caption is finished. */
+typedef struct caption_step {
+    const int32_t *ids;
+    const size_t *from;
+} caption_step;
+
+/* A search from prompt[0..prompt_length) (copied), tokens streamed to callback (may be NULL) as
+ * caption_generate streams them. Free with caption_search_free. */
+glimpse_status caption_search_create(const caption_settings *settings, int32_t vocab, const int32_t *prompt,
+                                     size_t prompt_length, caption_token_callback callback, void *user,
+                                     caption_search **out);
+void caption_search_free(caption_search *search);
+/* Sequences the search's decoder steps carry (its beams). */
+size_t caption_search_sequences(const caption_search *search);
+/* The first step's ids [sequences × step] (the prompt, once per beam). */
+const int32_t *caption_search_first_ids(const caption_search *search, size_t *step);
+/* Takes a step's logits [sequences, vocab] (changed in place) and says what the next step takes. */
+glimpse_status caption_search_feed(caption_search *search, float *logits, caption_step *next);
+/* The finished caption's whole sequence (capacity max_length); beam search streams the winner's tokens after
+ * the prompt's prompt_length to the callback here. */
+glimpse_status caption_search_result(const caption_search *search, size_t prompt_length, int32_t *out,
+                                     size_t *out_length);
 
 #endif

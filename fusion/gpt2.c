@@ -126,29 +126,32 @@ glimpse_status gpt2_model_quantize(gpt2_model *model, q8_set *set) {
     return status;
 }
 
-glimpse_status gpt2_state_create(const gpt2_model *model, size_t max_sequences, size_t max_length, size_t max_step,
-                                 size_t max_image_tokens, gpt2_state **out) {
+glimpse_status gpt2_state_create_batched(const gpt2_model *model, size_t slots, size_t max_length, size_t max_rows,
+                                         size_t max_image_tokens, size_t images, gpt2_state **out) {
     *out = NULL;
     const gpt2_config *c = &model->config;
     size_t h = (size_t)c->hidden_size, inner = (size_t)c->intermediate_size, layers = (size_t)c->layers;
-    size_t rows = max_sequences * max_step, widest = max_length > max_image_tokens ? max_length : max_image_tokens;
-    size_t work = inner > 3 * h ? inner : 3 * h, cache = max_sequences * layers * max_length * 2 * h;
+    size_t rows = max_rows, widest = max_length > max_image_tokens ? max_length : max_image_tokens;
+    size_t work = inner > 3 * h ? inner : 3 * h, cache = slots * layers * max_length * 2 * h;
     gpt2_state *s = calloc(1, sizeof *s);
     if (!s) return ERROR_OOM();
-    *s = (gpt2_state){.max_sequences = max_sequences, .max_length = max_length, .max_step = max_step,
-                      .max_image_tokens = max_image_tokens};
+    *s = (gpt2_state){.max_sequences = slots, .max_length = max_length, .max_step = max_rows,
+                      .max_image_tokens = max_image_tokens, .max_images = images, .max_rows = max_rows};
     s->cache = malloc(cache * sizeof(float));
     s->spare = malloc(cache * sizeof(float));
-    s->image_kv = malloc(layers * max_image_tokens * 2 * h * sizeof(float));
+    s->image_kv = malloc(images * layers * max_image_tokens * 2 * h * sizeof(float));
+    s->slot_image_tokens = calloc(images, sizeof *s->slot_image_tokens);
+    s->table = malloc(slots * sizeof *s->table);
     if (model->projection_weight.data) s->image = malloc(max_image_tokens * h * sizeof(float));
     s->x = malloc(rows * h * sizeof(float));
     s->normed = malloc(rows * h * sizeof(float));
     s->context = malloc(rows * h * sizeof(float));
     s->work = malloc(rows * work * sizeof(float));
-    s->scores = malloc((size_t)c->heads * max_step * widest * sizeof(float));
-    s->logits = malloc(max_sequences * (size_t)c->vocab_size * sizeof(float));
-    if (!s->cache || !s->spare || !s->image_kv || (model->projection_weight.data && !s->image) || !s->x ||
-        !s->normed || !s->context || !s->work || !s->scores || !s->logits) {
+    s->scores = malloc((size_t)c->heads * rows * widest * sizeof(float));
+    s->logits = malloc(slots * (size_t)c->vocab_size * sizeof(float));
+    if (!s->cache || !s->spare || !s->image_kv || !s->slot_image_tokens || !s->table ||
+        (model->projection_weight.data && !s->image) || !s->x || !s->normed || !s->context || !s->work ||
+        !s->scores || !s->logits) {
         gpt2_state_free(s);
         return ERROR_OOM();
     }
@@ -156,9 +159,17 @@ glimpse_status gpt2_state_create(const gpt2_model *model, size_t max_sequences, 
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status gpt2_state_create(const gpt2_model *model, size_t max_sequences, size_t max_length, size_t max_step,
+                                 size_t max_image_tokens, gpt2_state **out) {
+    glimpse_status status =
+        gpt2_state_create_batched(model, max_sequences, max_length, max_sequences * max_step, max_image_tokens, 1, out);
+    if (!status) (*out)->max_step = max_step;
+    return status;
+}
+
 void gpt2_state_free(gpt2_state *s) {
     if (!s) return;
-    free(s->cache), free(s->spare), free(s->image_kv), free(s->image);
+    free(s->cache), free(s->spare), free(s->image_kv), free(s->image), free(s->slot_image_tokens), free(s->table);
     free(s->x), free(s->normed), free(s->context), free(s->work), free(s->scores), free(s->logits);
     free(s);
 }
@@ -169,12 +180,18 @@ static float *cached(const gpt2_model *model, const gpt2_state *s, float *base, 
     return base + (sequence * (size_t)model->config.layers + layer) * s->max_length * 2 * h;
 }
 
-glimpse_status gpt2_set_image(const gpt2_model *model, gpt2_state *s, const float *image_tokens,
-                              size_t image_token_count, pool *threads) {
+/* Image slot `image`'s keys and values of block `layer`: [max_image_tokens][2h]. */
+static float *image_at(const gpt2_model *model, const gpt2_state *s, size_t image, size_t layer) {
+    size_t h = (size_t)model->config.hidden_size;
+    return s->image_kv + (image * (size_t)model->config.layers + layer) * s->max_image_tokens * 2 * h;
+}
+
+glimpse_status gpt2_set_image_slot(const gpt2_model *model, gpt2_state *s, size_t image, const float *image_tokens,
+                                   size_t image_token_count, pool *threads) {
     const gpt2_config *c = &model->config;
-    if (image_token_count > s->max_image_tokens)
-        return error_set(GLIMPSE_STATUS_INTERNAL, "%zu image tokens, state made for %zu", image_token_count,
-                         s->max_image_tokens);
+    if (image_token_count > s->max_image_tokens || image >= s->max_images)
+        return error_set(GLIMPSE_STATUS_INTERNAL, "%zu image tokens in image slot %zu, state made for %zu in %zu",
+                         image_token_count, image, s->max_image_tokens, s->max_images);
     size_t h = (size_t)c->hidden_size;
     if (model->projection_weight.data) { /* enc_to_dec_proj: the image tokens to the decoder's width */
         size_t e = (size_t)c->encoder_hidden_size;
@@ -184,75 +201,101 @@ glimpse_status gpt2_set_image(const gpt2_model *model, gpt2_state *s, const floa
     }
     for (int l = 0; l < c->layers; l++) {
         const gpt2_layer *layer = &model->layers[l];
-        kernel_linear(s->image_kv + (size_t)l * s->max_image_tokens * 2 * h, 2 * h, image_tokens, h,
-                      &layer->cross_kv_weight, layer->cross_kv_bias, image_token_count, h, 2 * h, false, threads);
+        kernel_linear(image_at(model, s, image, (size_t)l), 2 * h, image_tokens, h, &layer->cross_kv_weight,
+                      layer->cross_kv_bias, image_token_count, h, 2 * h, false, threads);
     }
-    s->image_tokens = image_token_count;
-    s->length = 0;
+    s->slot_image_tokens[image] = image_token_count;
+    if (image == 0) s->image_tokens = image_token_count;
     return GLIMPSE_STATUS_OK;
 }
 
-/* One block over rows = sequences × step rows of s->x. */
-static void run_block(const gpt2_model *model, gpt2_state *s, size_t l, size_t sequences, size_t step,
-                      pool *threads) {
+glimpse_status gpt2_set_image(const gpt2_model *model, gpt2_state *s, const float *image_tokens,
+                              size_t image_token_count, pool *threads) {
+    glimpse_status status = gpt2_set_image_slot(model, s, 0, image_tokens, image_token_count, threads);
+    if (!status) s->length = 0;
+    return status;
+}
+
+/* One block over the rows of a table of sequences in s->x; products by `linear`. */
+static void run_block(const gpt2_model *model, gpt2_state *s, size_t l, const caption_sequence *table, size_t count,
+                      kernel_linear_fn linear, pool *threads) {
     const gpt2_config *c = &model->config;
     const gpt2_layer *layer = &model->layers[l];
     size_t h = (size_t)c->hidden_size, heads = (size_t)c->heads, head_dim = h / heads;
-    size_t inner = (size_t)c->intermediate_size, rows = sequences * step, keys = s->length + step;
+    size_t inner = (size_t)c->intermediate_size, rows = caption_sequences_rows(table, count);
     float scale = c->scale_attention ? 1.0f / sqrtf((float)head_dim) : 1.0f;
     if (c->scale_by_inverse_layer) scale /= (float)(l + 1);
     float eps = c->layer_norm_eps;
     /* x += c_proj(causal self-attention(ln_1(x))); the new keys and values join the cache */
     kernel_layernorm(s->normed, s->x, layer->norm1_weight, layer->norm1_bias, rows, h, eps);
-    kernel_linear(s->work, 3 * h, s->normed, h, &layer->qkv_weight, layer->qkv_bias, rows, h, 3 * h, false, threads);
-    for (size_t q = 0; q < sequences; q++) {
-        float *cache = cached(model, s, s->cache, q, l);
-        for (size_t j = 0; j < step; j++)
-            memcpy(cache + (s->length + j) * 2 * h, s->work + (q * step + j) * 3 * h + h, 2 * h * sizeof(float));
+    linear(s->work, 3 * h, s->normed, h, &layer->qkv_weight, layer->qkv_bias, rows, h, 3 * h, false, threads);
+    for (size_t q = 0, row = 0; q < count; row += table[q++].step) {
+        const caption_sequence *t = &table[q];
+        size_t keys = t->length + t->step;
+        float *cache = cached(model, s, s->cache, t->slot, l);
+        for (size_t j = 0; j < t->step; j++)
+            memcpy(cache + (t->length + j) * 2 * h, s->work + (row + j) * 3 * h + h, 2 * h * sizeof(float));
         kernel_attention_rows place;
         const kernel_attention_rows *probabilities =
-            attention_record_rows(s->record, ATTENTION_KIND_SELF, l, q, heads, s->length, step, keys, &place);
-        kernel_attention(s->context + q * step * h, h, probabilities, s->work + q * step * 3 * h, 3 * h, cache,
-                         cache + h, 2 * h, step, keys, heads, head_dim, scale, KERNEL_MASK_CAUSAL, s->scores, threads);
+            attention_record_rows(s->record, ATTENTION_KIND_SELF, l, q, heads, t->length, t->step, keys, &place);
+        kernel_attention(s->context + row * h, h, probabilities, s->work + row * 3 * h, 3 * h, cache, cache + h,
+                         2 * h, t->step, keys, heads, head_dim, scale, KERNEL_MASK_CAUSAL, s->scores, threads);
     }
-    kernel_linear(s->x, h, s->context, h, &layer->out_weight, layer->out_bias, rows, h, h, true, threads);
+    linear(s->x, h, s->context, h, &layer->out_weight, layer->out_bias, rows, h, h, true, threads);
     /* x += c_proj(cross-attention(q_attn(ln_cross_attn(x)), the image's keys and values)) */
     kernel_layernorm(s->normed, s->x, layer->cross_norm_weight, layer->cross_norm_bias, rows, h, eps);
-    kernel_linear(s->work, h, s->normed, h, &layer->cross_query_weight, layer->cross_query_bias, rows, h, h, false,
-                  threads);
-    const float *image = s->image_kv + l * s->max_image_tokens * 2 * h;
-    for (size_t q = 0; q < sequences; q++) {
+    linear(s->work, h, s->normed, h, &layer->cross_query_weight, layer->cross_query_bias, rows, h, h, false, threads);
+    for (size_t q = 0, row = 0; q < count; row += table[q++].step) {
+        const caption_sequence *t = &table[q];
+        const float *image = image_at(model, s, t->image, l);
+        size_t tokens = s->slot_image_tokens[t->image];
         kernel_attention_rows place;
-        const kernel_attention_rows *probabilities = attention_record_rows(
-            s->record, ATTENTION_KIND_CROSS, l, q, heads, s->length, step, s->image_tokens, &place);
-        kernel_attention(s->context + q * step * h, h, probabilities, s->work + q * step * h, h, image, image + h,
-                         2 * h, step, s->image_tokens, heads, head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
+        const kernel_attention_rows *probabilities =
+            attention_record_rows(s->record, ATTENTION_KIND_CROSS, l, q, heads, t->length, t->step, tokens, &place);
+        kernel_attention(s->context + row * h, h, probabilities, s->work + row * h, h, image, image + h, 2 * h,
+                         t->step, tokens, heads, head_dim, scale, KERNEL_MASK_NONE, s->scores, threads);
     }
-    kernel_linear(s->x, h, s->context, h, &layer->cross_out_weight, layer->cross_out_bias, rows, h, h, true, threads);
+    linear(s->x, h, s->context, h, &layer->cross_out_weight, layer->cross_out_bias, rows, h, h, true, threads);
     /* x += mlp.c_proj(act(mlp.c_fc(ln_2(x)))) */
     kernel_layernorm(s->normed, s->x, layer->norm2_weight, layer->norm2_bias, rows, h, eps);
-    kernel_linear(s->work, inner, s->normed, h, &layer->fc1_weight, layer->fc1_bias, rows, h, inner, false, threads);
+    linear(s->work, inner, s->normed, h, &layer->fc1_weight, layer->fc1_bias, rows, h, inner, false, threads);
     activation_apply(c->act, s->work, rows * inner);
-    kernel_linear(s->x, h, s->work, inner, &layer->fc2_weight, layer->fc2_bias, rows, inner, h, true, threads);
+    linear(s->x, h, s->work, inner, &layer->fc2_weight, layer->fc2_bias, rows, inner, h, true, threads);
+}
+
+/* The blocks, ln_f and the head over a table whose tokens are embedded in s->x: each sequence's next-token
+ * logits (its last row) to s->logits [count, vocab]. */
+static void decode_table(const gpt2_model *model, gpt2_state *s, const caption_sequence *table, size_t count,
+                         kernel_linear_fn linear, pool *threads) {
+    const gpt2_config *c = &model->config;
+    for (size_t l = 0; l < (size_t)c->layers; l++) run_block(model, s, l, table, count, linear, threads);
+    size_t h = (size_t)c->hidden_size;
+    for (size_t q = 0, row = 0; q < count; q++) {
+        row += table[q].step;
+        kernel_layernorm(s->normed + q * h, s->x + (row - 1) * h, model->final_norm_weight, model->final_norm_bias,
+                         1, h, c->layer_norm_eps);
+    }
+    linear(s->logits, (size_t)c->vocab_size, s->normed, h, &model->head, NULL, count, h, (size_t)c->vocab_size, false,
+           threads);
+}
+
+/* What the state holds, as caption_decoder_check_room and caption_decoder_embed check it. */
+static caption_decoder_room state_room(const gpt2_model *model, const gpt2_state *s) {
+    return (caption_decoder_room){s->max_sequences, s->max_step, s->max_length, s->length, s->record,
+                                  (size_t)model->config.heads, s->image_tokens};
 }
 
 glimpse_status gpt2_decode_step(const gpt2_model *model, gpt2_state *s, const int32_t *ids, size_t sequences,
                                 size_t step, pool *threads) {
     const gpt2_config *c = &model->config;
-    caption_decoder_room room = {s->max_sequences, s->max_step, s->max_length, s->length, s->record,
-                                 (size_t)c->heads, s->image_tokens};
+    caption_decoder_room room = state_room(model, s);
     glimpse_status status = caption_decoder_embed(s->x, &room, &model->token_embedding, model->position_embedding,
                                                   (size_t)c->hidden_size, c->vocab_size, ids, sequences, step);
     if (status) return status;
-    for (size_t l = 0; l < (size_t)c->layers; l++) run_block(model, s, l, sequences, step, threads);
+    for (size_t q = 0; q < sequences; q++) s->table[q] = (caption_sequence){q, s->length, step, 0, ids + q * step};
+    /* one token a sequence: the rows as a batched step computes them (caption_batch.c) */
+    decode_table(model, s, s->table, sequences, step == 1 ? kernel_linear_rowwise : kernel_linear, threads);
     s->length += step;
-    /* ln_f and the head on each sequence's last token */
-    size_t h = (size_t)c->hidden_size;
-    for (size_t q = 0; q < sequences; q++)
-        kernel_layernorm(s->normed + q * h, s->x + (q * step + step - 1) * h, model->final_norm_weight,
-                         model->final_norm_bias, 1, h, c->layer_norm_eps);
-    kernel_linear(s->logits, (size_t)c->vocab_size, s->normed, h, &model->head, NULL, sequences, h,
-                  (size_t)c->vocab_size, false, threads);
     return GLIMPSE_STATUS_OK;
 }
 
@@ -291,4 +334,42 @@ caption_decoder gpt2_caption_decoder(gpt2_decoder *self) {
                              .restart = gpt2_decoder_restart,
                              .step = gpt2_decoder_step,
                              .reorder = gpt2_decoder_reorder};
+}
+
+/* ------------------------------------------------ as caption_batch's decoder */
+
+static glimpse_status gpt2_batch_step(void *self, const caption_sequence *table, size_t count, int rowwise,
+                                      float **logits, pool *threads) {
+    gpt2_decoder *d = self;
+    gpt2_state *s = d->state;
+    const gpt2_config *c = &d->model->config;
+    *logits = s->logits;
+    if (count > s->max_sequences)
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu sequences: the state holds %zu", count, s->max_sequences);
+    caption_decoder_room room = state_room(d->model, s);
+    room.max_step = s->max_rows;
+    glimpse_status status = caption_decoder_embed_table(s->x, &room, &d->model->token_embedding,
+                                                        d->model->position_embedding, (size_t)c->hidden_size,
+                                                        c->vocab_size, table, count);
+    if (!status) decode_table(d->model, s, table, count, rowwise ? kernel_linear_rowwise : kernel_linear, threads);
+    return status;
+}
+
+static void gpt2_batch_copy(void *self, size_t to, size_t from, size_t length) {
+    gpt2_decoder *d = self;
+    size_t row = 2 * (size_t)d->model->config.hidden_size;
+    for (size_t l = 0; l < (size_t)d->model->config.layers; l++)
+        memcpy(cached(d->model, d->state, d->state->cache, to, l), cached(d->model, d->state, d->state->cache, from, l),
+               length * row * sizeof(float));
+}
+
+caption_batch_decoder gpt2_caption_batch_decoder(gpt2_decoder *self) {
+    return (caption_batch_decoder){.self = self,
+                                   .vocab_size = self->model->config.vocab_size,
+                                   .slots = self->state->max_sequences,
+                                   .max_rows = self->state->max_rows,
+                                   .max_length = self->state->max_length,
+                                   .first_step_each_beam = 1,
+                                   .step = gpt2_batch_step,
+                                   .copy = gpt2_batch_copy};
 }

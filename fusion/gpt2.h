@@ -75,7 +75,11 @@ typedef struct gpt2_state {
     size_t length;       /* tokens already in the cache */
     size_t image_tokens; /* tokens of the current image */
     float *cache, *spare; /* [sequences][layers][max_length][2h]: each row a key then its value */
-    float *image_kv;      /* [layers][max_image_tokens][2h] likewise, from gpt2_set_image */
+    float *image_kv;      /* [images][layers][max_image_tokens][2h] likewise, from gpt2_set_image(_slot) */
+    size_t max_images;    /* image slots (1 but in gpt2_state_create_batched's) */
+    size_t *slot_image_tokens; /* [max_images] */
+    size_t max_rows;      /* rows of a step */
+    caption_sequence *table; /* [max_sequences]: gpt2_decode_step's sequences */
     float *image;         /* [max_image_tokens, h]: the image tokens after enc_to_dec_proj, if the model has one */
     float *x, *normed, *context; /* [rows, h] */
     float *work;                 /* [rows, max(3h, inner)]: q | k | v, then the cross query, then the MLP */
@@ -89,6 +93,10 @@ typedef struct gpt2_state {
 
 glimpse_status gpt2_state_create(const gpt2_model *model, size_t max_sequences, size_t max_length, size_t max_step,
                                  size_t max_image_tokens, gpt2_state **out);
+/* A state for batched captioning (caption_batch.h): `slots` cache slots of max_length positions, steps of up to
+ * max_rows rows in all, `images` image slots. */
+glimpse_status gpt2_state_create_batched(const gpt2_model *model, size_t slots, size_t max_length, size_t max_rows,
+                                         size_t max_image_tokens, size_t images, gpt2_state **out);
 void gpt2_state_free(gpt2_state *state);
 
 /* Computes every block's cross-attention keys and values from the image
@@ -96,6 +104,9 @@ void gpt2_state_free(gpt2_state *state);
  * once per image. Empties the cache. */
 glimpse_status gpt2_set_image(const gpt2_model *model, gpt2_state *state, const float *image_tokens,
                               size_t image_token_count, pool *threads);
+/* The same into image slot `image` of a batched state, the caches left as they are. */
+glimpse_status gpt2_set_image_slot(const gpt2_model *model, gpt2_state *state, size_t image, const float *image_tokens,
+                                   size_t image_token_count, pool *threads);
 
 /* `step` new tokens for each of `sequences` sequences (ids[s × step + j]) at
  * positions length .. length+step-1, causal, attending to the image; adds
@@ -114,5 +125,7 @@ typedef struct gpt2_decoder {
     gpt2_state *state;
 } gpt2_decoder;
 caption_decoder gpt2_caption_decoder(gpt2_decoder *self);
+/* The decoder as caption_batch drives it (a state from gpt2_state_create_batched). */
+caption_batch_decoder gpt2_caption_batch_decoder(gpt2_decoder *self);
 
 #endif

@@ -103,17 +103,18 @@ glimpse_status opt_model_quantize(opt_model *model, q8_set *set) {
 
 /* ------------------------------------------------------------- run state */
 
-glimpse_status opt_state_create(const opt_model *model, size_t max_sequences, size_t max_length, size_t max_step,
-                                opt_state **out) {
+glimpse_status opt_state_create_batched(const opt_model *model, size_t slots, size_t max_length, size_t max_rows,
+                                        size_t images, size_t max_first_rows, opt_state **out) {
     *out = NULL;
     const opt_config *c = &model->config;
     if (max_length > (size_t)c->max_positions) max_length = (size_t)c->max_positions;
-    if (max_step > max_length) max_step = max_length;
     opt_state *s = calloc(1, sizeof *s);
     if (!s) return ERROR_OOM();
-    size_t h = (size_t)c->hidden_size, proj = (size_t)c->word_embed_proj_dim, rows = max_sequences * max_step;
-    size_t cache = max_sequences * (size_t)c->layers * max_length * h;
-    s->max_sequences = max_sequences, s->max_length = max_length, s->max_step = max_step;
+    size_t h = (size_t)c->hidden_size, proj = (size_t)c->word_embed_proj_dim, rows = max_rows;
+    size_t cache = slots * (size_t)c->layers * max_length * h;
+    s->max_sequences = slots, s->max_length = max_length, s->max_rows = max_rows;
+    s->max_step = max_rows < max_length ? max_rows : max_length;
+    s->max_images = images, s->max_first_rows = max_first_rows;
     s->keys = malloc(cache * sizeof(float));
     s->values = malloc(cache * sizeof(float));
     s->spare_keys = malloc(cache * sizeof(float));
@@ -126,11 +127,15 @@ glimpse_status opt_state_create(const opt_model *model, size_t max_sequences, si
     s->context = malloc(rows * h * sizeof(float));
     s->mlp = malloc(rows * (size_t)c->ffn_dim * sizeof(float));
     s->embedded = malloc(rows * proj * sizeof(float));
-    s->last = malloc(max_sequences * (proj > h ? proj : h) * sizeof(float));
-    s->scores = malloc((size_t)c->heads * max_step * max_length * sizeof(float));
-    s->logits = malloc(max_sequences * (size_t)c->vocab_size * sizeof(float));
+    s->last = malloc(slots * (proj > h ? proj : h) * sizeof(float));
+    s->scores = malloc((size_t)c->heads * rows * max_length * sizeof(float));
+    s->logits = malloc(slots * (size_t)c->vocab_size * sizeof(float));
+    s->table = malloc(slots * sizeof *s->table);
+    s->first_rows = images ? malloc(images * max_first_rows * proj * sizeof(float)) : NULL;
+    s->slot_first_rows = images ? calloc(images, sizeof *s->slot_first_rows) : NULL;
     if (!s->keys || !s->values || !s->spare_keys || !s->spare_values || !s->x || !s->normed || !s->q || !s->k ||
-        !s->v || !s->context || !s->mlp || !s->embedded || !s->last || !s->scores || !s->logits) {
+        !s->v || !s->context || !s->mlp || !s->embedded || !s->last || !s->scores || !s->logits || !s->table ||
+        (images && (!s->first_rows || !s->slot_first_rows))) {
         opt_state_free(s);
         return ERROR_OOM();
     }
@@ -138,11 +143,22 @@ glimpse_status opt_state_create(const opt_model *model, size_t max_sequences, si
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status opt_state_create(const opt_model *model, size_t max_sequences, size_t max_length, size_t max_step,
+                                opt_state **out) {
+    size_t positions = max_length < (size_t)model->config.max_positions ? max_length
+                                                                        : (size_t)model->config.max_positions;
+    if (max_step > positions) max_step = positions;
+    glimpse_status status = opt_state_create_batched(model, max_sequences, max_length, max_sequences * max_step, 0, 0, out);
+    if (!status) (*out)->max_step = max_step;
+    return status;
+}
+
 void opt_state_free(opt_state *s) {
     if (!s) return;
     free(s->keys), free(s->values), free(s->spare_keys), free(s->spare_values);
     free(s->x), free(s->normed), free(s->q), free(s->k), free(s->v), free(s->context), free(s->mlp);
-    free(s->embedded), free(s->last), free(s->scores), free(s->logits);
+    free(s->embedded), free(s->last), free(s->scores), free(s->logits), free(s->table);
+    free(s->first_rows), free(s->slot_first_rows);
     free(s);
 }
 
@@ -165,31 +181,35 @@ glimpse_status opt_embed(const opt_model *model, const int32_t *ids, size_t coun
     return GLIMPSE_STATUS_OK;
 }
 
-/* One layer over rows = sequences × step rows of s->x, each sequence's new positions at length ... */
-static void run_layer(const opt_model *model, opt_state *s, size_t l, size_t sequences, size_t step, pool *threads) {
+/* One layer over the rows of a table of sequences in s->x, each sequence's new positions at its length ..;
+ * products by `linear`. */
+static void run_layer(const opt_model *model, opt_state *s, size_t l, const caption_sequence *table, size_t count,
+                      kernel_linear_fn linear, pool *threads) {
     const opt_config *c = &model->config;
     const encoder_layer *layer = &model->layers[l];
-    size_t h = (size_t)c->hidden_size, heads = (size_t)c->heads, head_dim = h / heads, rows = sequences * step;
+    size_t h = (size_t)c->hidden_size, heads = (size_t)c->heads, head_dim = h / heads;
+    size_t rows = caption_sequences_rows(table, count);
     float scale = 1.0f / sqrtf((float)head_dim), epsilon = 1e-5f;
     const float *input = s->x;
     if (c->layer_norm_before) {
         kernel_layernorm(s->normed, s->x, layer->norm1_weight, layer->norm1_bias, rows, h, epsilon);
         input = s->normed;
     }
-    kernel_linear(s->q, h, input, h, &layer->q_weight, layer->q_bias, rows, h, h, false, threads);
-    kernel_linear(s->k, h, input, h, &layer->k_weight, layer->k_bias, rows, h, h, false, threads);
-    kernel_linear(s->v, h, input, h, &layer->v_weight, layer->v_bias, rows, h, h, false, threads);
-    for (size_t q = 0; q < sequences; q++) {
-        float *keys = cache_at(model, s, s->keys, q, l), *values = cache_at(model, s, s->values, q, l);
-        memcpy(keys + s->length * h, s->k + q * step * h, step * h * sizeof(float));
-        memcpy(values + s->length * h, s->v + q * step * h, step * h * sizeof(float));
+    linear(s->q, h, input, h, &layer->q_weight, layer->q_bias, rows, h, h, false, threads);
+    linear(s->k, h, input, h, &layer->k_weight, layer->k_bias, rows, h, h, false, threads);
+    linear(s->v, h, input, h, &layer->v_weight, layer->v_bias, rows, h, h, false, threads);
+    for (size_t q = 0, row = 0; q < count; row += table[q++].step) {
+        const caption_sequence *t = &table[q];
+        float *keys = cache_at(model, s, s->keys, t->slot, l), *values = cache_at(model, s, s->values, t->slot, l);
+        memcpy(keys + t->length * h, s->k + row * h, t->step * h * sizeof(float));
+        memcpy(values + t->length * h, s->v + row * h, t->step * h * sizeof(float));
         kernel_attention_rows place;
         const kernel_attention_rows *probabilities = attention_record_rows(
-            s->record, ATTENTION_KIND_SELF, l, q, heads, s->length, step, s->length + step, &place);
-        kernel_attention(s->context + q * step * h, h, probabilities, s->q + q * step * h, h, keys, values, h, step,
-                         s->length + step, heads, head_dim, scale, KERNEL_MASK_CAUSAL, s->scores, threads);
+            s->record, ATTENTION_KIND_SELF, l, q, heads, t->length, t->step, t->length + t->step, &place);
+        kernel_attention(s->context + row * h, h, probabilities, s->q + row * h, h, keys, values, h, t->step,
+                         t->length + t->step, heads, head_dim, scale, KERNEL_MASK_CAUSAL, s->scores, threads);
     }
-    kernel_linear(s->x, h, s->context, h, &layer->out_weight, layer->out_bias, rows, h, h, true, threads);
+    linear(s->x, h, s->context, h, &layer->out_weight, layer->out_bias, rows, h, h, true, threads);
     if (!c->layer_norm_before) kernel_layernorm(s->x, s->x, layer->norm1_weight, layer->norm1_bias, rows, h, epsilon);
     input = s->x;
     if (c->layer_norm_before) {
@@ -197,16 +217,46 @@ static void run_layer(const opt_model *model, opt_state *s, size_t l, size_t seq
         input = s->normed;
     }
     size_t ffn = (size_t)c->ffn_dim;
-    kernel_linear(s->mlp, ffn, input, h, &layer->fc1_weight, layer->fc1_bias, rows, h, ffn, false, threads);
+    linear(s->mlp, ffn, input, h, &layer->fc1_weight, layer->fc1_bias, rows, h, ffn, false, threads);
     activation_apply(c->act, s->mlp, rows * ffn);
-    kernel_linear(s->x, h, s->mlp, ffn, &layer->fc2_weight, layer->fc2_bias, rows, ffn, h, true, threads);
+    linear(s->x, h, s->mlp, ffn, &layer->fc2_weight, layer->fc2_bias, rows, ffn, h, true, threads);
     if (!c->layer_norm_before) kernel_layernorm(s->x, s->x, layer->norm2_weight, layer->norm2_bias, rows, h, epsilon);
+}
+
+/* The forward over a table whose rows' embeddings [rows, word_embed_proj_dim] are given: each sequence's
+ * next-token logits (its last row) to s->logits [count, vocab]. */
+static void forward_table(const opt_model *model, opt_state *s, const float *embeddings,
+                          const caption_sequence *table, size_t count, kernel_linear_fn linear, pool *threads) {
+    const opt_config *c = &model->config;
+    size_t h = (size_t)c->hidden_size, proj = (size_t)c->word_embed_proj_dim;
+    size_t rows = caption_sequences_rows(table, count);
+    if (model->project_in.data)
+        linear(s->x, h, embeddings, proj, &model->project_in, NULL, rows, proj, h, false, threads);
+    else
+        memcpy(s->x, embeddings, rows * h * sizeof(float));
+    for (size_t q = 0, row = 0; q < count; q++)
+        for (size_t j = 0; j < table[q].step; j++, row++)
+            kernel_add(s->x + row * h, model->embed_positions + (table[q].length + j + OPT_POSITION_OFFSET) * h, h);
+    for (size_t l = 0; l < (size_t)c->layers; l++) run_layer(model, s, l, table, count, linear, threads);
+    /* the head on each sequence's last row */
+    for (size_t q = 0, row = 0; q < count; q++) {
+        row += table[q].step;
+        memcpy(s->normed + q * h, s->x + (row - 1) * h, h * sizeof(float));
+    }
+    if (model->final_norm_weight)
+        kernel_layernorm(s->normed, s->normed, model->final_norm_weight, model->final_norm_bias, count, h, 1e-5f);
+    const float *head_input = s->normed;
+    if (model->project_out.data) {
+        linear(s->last, proj, s->normed, h, &model->project_out, NULL, count, h, proj, false, threads);
+        head_input = s->last;
+    }
+    linear(s->logits, (size_t)c->vocab_size, head_input, proj, &model->lm_head, NULL, count, proj,
+           (size_t)c->vocab_size, false, threads);
 }
 
 glimpse_status opt_forward(const opt_model *model, opt_state *s, const float *embeddings, size_t sequences,
                            size_t step, pool *threads) {
     const opt_config *c = &model->config;
-    size_t h = (size_t)c->hidden_size, proj = (size_t)c->word_embed_proj_dim, rows = sequences * step;
     if (sequences > s->max_sequences || step > s->max_step || s->length + step > s->max_length)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu positions is more than the %zu this decoder state holds",
                          s->length + step, s->max_length);
@@ -214,26 +264,11 @@ glimpse_status opt_forward(const opt_model *model, opt_state *s, const float *em
                                             s->length + step, 0))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "the attention record has no room for %zu sequences of "
                          "%zu positions", sequences, s->length + step);
-    if (model->project_in.data)
-        kernel_linear(s->x, h, embeddings, proj, &model->project_in, NULL, rows, proj, h, false, threads);
-    else
-        memcpy(s->x, embeddings, rows * h * sizeof(float));
-    for (size_t r = 0; r < rows; r++)
-        kernel_add(s->x + r * h, model->embed_positions + (s->length + r % step + OPT_POSITION_OFFSET) * h, h);
-    for (size_t l = 0; l < (size_t)c->layers; l++) run_layer(model, s, l, sequences, step, threads);
+    for (size_t q = 0; q < sequences; q++) s->table[q] = (caption_sequence){q, s->length, step, 0, NULL};
+    /* one position a sequence: the rows as a batched step computes them (caption_batch.c) */
+    forward_table(model, s, embeddings, s->table, sequences, step == 1 ? kernel_linear_rowwise : kernel_linear,
+                  threads);
     s->length += step;
-    /* the head on each sequence's last row */
-    for (size_t q = 0; q < sequences; q++)
-        memcpy(s->normed + q * h, s->x + (q * step + step - 1) * h, h * sizeof(float));
-    if (model->final_norm_weight)
-        kernel_layernorm(s->normed, s->normed, model->final_norm_weight, model->final_norm_bias, sequences, h, 1e-5f);
-    const float *head_input = s->normed;
-    if (model->project_out.data) {
-        kernel_linear(s->last, proj, s->normed, h, &model->project_out, NULL, sequences, h, proj, false, threads);
-        head_input = s->last;
-    }
-    kernel_linear(s->logits, (size_t)c->vocab_size, head_input, proj, &model->lm_head, NULL, sequences, proj,
-                  (size_t)c->vocab_size, false, threads);
     return GLIMPSE_STATUS_OK;
 }
 
@@ -306,4 +341,72 @@ caption_decoder opt_caption_decoder(opt_decoder *self) {
                              opt_decoder_restart,
                              opt_decoder_step,
                              opt_decoder_reorder};
+}
+
+/* ------------------------------------------------ as caption_batch's decoder */
+
+glimpse_status opt_set_first_rows(const opt_model *model, opt_state *s, size_t image, const float *prefix,
+                                  size_t prefix_rows, const int32_t *prompt, size_t prompt_length) {
+    size_t proj = (size_t)model->config.word_embed_proj_dim;
+    if (image >= s->max_images || prefix_rows + prompt_length > s->max_first_rows)
+        return error_set(GLIMPSE_STATUS_INTERNAL, "%zu first rows in image slot %zu: the state holds %zu in %zu",
+                         prefix_rows + prompt_length, image, s->max_first_rows, s->max_images);
+    float *rows = s->first_rows + image * s->max_first_rows * proj;
+    memcpy(rows, prefix, prefix_rows * proj * sizeof(float));
+    glimpse_status status = opt_embed(model, prompt, prompt_length, rows + prefix_rows * proj);
+    s->slot_first_rows[image] = status ? 0 : prefix_rows + prompt_length;
+    return status;
+}
+
+static glimpse_status opt_batch_step(void *self, const caption_sequence *table, size_t count, int rowwise,
+                                     float **logits, pool *threads) {
+    opt_decoder *d = self;
+    opt_state *s = d->state;
+    size_t proj = (size_t)d->model->config.word_embed_proj_dim;
+    *logits = s->logits;
+    if (count > s->max_sequences || caption_sequences_rows(table, count) > s->max_rows)
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu sequences of %zu rows: the state holds %zu of %zu", count,
+                         caption_sequences_rows(table, count), s->max_sequences, s->max_rows);
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    float *embedded = s->embedded;
+    for (size_t q = 0; q < count && !status; embedded += table[q++].step * proj) {
+        const caption_sequence *t = &table[q];
+        if (t->slot >= s->max_sequences || t->length + t->step > s->max_length)
+            return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu positions in slot %zu: more than the %zu positions of "
+                             "%zu slots this decoder state holds", t->length + t->step, t->slot, s->max_length,
+                             s->max_sequences);
+        if (t->length > 0) {
+            status = opt_embed(d->model, t->ids, t->step, embedded);
+        } else if (t->image >= s->max_images || t->step != s->slot_first_rows[t->image]) {
+            status = error_set(GLIMPSE_STATUS_INTERNAL, "a sequence starts with %zu rows, its image slot has %zu",
+                               t->step, t->image < s->max_images ? s->slot_first_rows[t->image] : 0);
+        } else {
+            memcpy(embedded, s->first_rows + t->image * s->max_first_rows * proj, t->step * proj * sizeof(float));
+        }
+    }
+    if (!status)
+        forward_table(d->model, s, s->embedded, table, count, rowwise ? kernel_linear_rowwise : kernel_linear, threads);
+    return status;
+}
+
+static void opt_batch_copy(void *self, size_t to, size_t from, size_t length) {
+    opt_decoder *d = self;
+    size_t h = (size_t)d->model->config.hidden_size;
+    for (size_t l = 0; l < (size_t)d->model->config.layers; l++) {
+        memcpy(cache_at(d->model, d->state, d->state->keys, to, l), cache_at(d->model, d->state, d->state->keys, from, l),
+               length * h * sizeof(float));
+        memcpy(cache_at(d->model, d->state, d->state->values, to, l),
+               cache_at(d->model, d->state, d->state->values, from, l), length * h * sizeof(float));
+    }
+}
+
+caption_batch_decoder opt_caption_batch_decoder(opt_decoder *self) {
+    return (caption_batch_decoder){.self = self,
+                                   .vocab_size = self->model->config.vocab_size,
+                                   .slots = self->state->max_sequences,
+                                   .max_rows = self->state->max_rows,
+                                   .max_length = self->state->max_length,
+                                   .first_step_each_beam = 0,
+                                   .step = opt_batch_step,
+                                   .copy = opt_batch_copy};
 }

@@ -60,6 +60,13 @@ typedef struct opt_state {
     float *last;                       /* [max_sequences, word_embed_proj_dim] */
     float *scores;                     /* [heads, max_step, max_length] */
     float *logits;                     /* [max_sequences, vocab] */
+    size_t max_rows;                   /* rows of a step */
+    caption_sequence *table;           /* [max_sequences]: opt_forward's sequences */
+    /* batched states (opt_state_create_batched): each image slot's first rows, the prefix and the prompt's
+     * embeddings [max_images][max_first_rows][word_embed_proj_dim], and how many each has */
+    float *first_rows;
+    size_t *slot_first_rows;
+    size_t max_images, max_first_rows;
     /* NULL as created; else opt_forward records the self-attention layers it asks for (sequence s of a step
      * as the cache holds it, rows at the tokens' positions). */
     const attention_record *record;
@@ -67,6 +74,14 @@ typedef struct opt_state {
 
 glimpse_status opt_state_create(const opt_model *model, size_t max_sequences, size_t max_length, size_t max_step,
                                 opt_state **out);
+/* A state for batched captioning (caption_batch.h): `slots` cache slots of max_length positions, steps of up to
+ * max_rows rows in all, `images` image slots of up to max_first_rows first rows (opt_set_first_rows). */
+glimpse_status opt_state_create_batched(const opt_model *model, size_t slots, size_t max_length, size_t max_rows,
+                                        size_t images, size_t max_first_rows, opt_state **out);
+/* Image slot `image` of a batched state: its sequences start from prefix [prefix_rows, word_embed_proj_dim]
+ * followed by the embeddings of prompt[0..prompt_length) (opt_decoder's first step). */
+glimpse_status opt_set_first_rows(const opt_model *model, opt_state *state, size_t image, const float *prefix,
+                                  size_t prefix_rows, const int32_t *prompt, size_t prompt_length);
 void opt_state_free(opt_state *state);
 
 /* embeddings[s × step + j] (rows of word_embed_proj_dim) of `step` new
@@ -97,5 +112,8 @@ typedef struct opt_decoder {
     size_t prompt_length;
 } opt_decoder;
 caption_decoder opt_caption_decoder(opt_decoder *self);
+/* OPT as caption_batch drives it: a sequence at length 0 takes its image slot's first rows (its ids unread),
+ * later ones their ids; self->state from opt_state_create_batched (the other fields unused). */
+caption_batch_decoder opt_caption_batch_decoder(opt_decoder *self);
 
 #endif

@@ -349,7 +349,21 @@ typedef struct glimpse_caption_params {
     uint64_t seed;            /* sampling: the same seed gives the same caption (default 0) */
     glimpse_token_callback on_token; /* optional (default NULL) */
     void *user;
+    /* Continuous batching when a call captions several images: the decoder steps of up to this many sequences
+     * (an image takes `beams` of them) run as one step, which reads the decoder's weights once for all; images
+     * join as others' captions finish. Captions are token for token those of one image at a time. 0 (the
+     * default) = GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS images' beams (16 images in flight, greedy or not); 1 = one
+     * image at a time. Memory grows with it: per
+     * sequence its key/value cache (layers × 2 × hidden × positions floats: BLIP-base, 21 positions, 1.5 MB),
+     * per image in flight its cross-attention keys and values (layers × 2 × hidden × image tokens: BLIP-base at
+     * 384 px, 42.5 MB; ViT-GPT2, 14.5 MB). With several images, on_token hears each image's tokens in order,
+     * but the images' tokens interleave (images step together; image says which), and an image's callbacks
+     * all come before those of any image after it in the call only when batch_rows is 1. */
+    int batch_rows;
 } glimpse_caption_params;
+
+/* glimpse_caption_params.batch_rows' default: this many images step together, each with its beams. */
+#define GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS 16
 
 /* Every search setting left to the model, no prompt, no callback, the
  * sampling defaults above: what glimpse_caption_images takes for params NULL. */

@@ -901,6 +901,30 @@ static void test_bench_spread_and_profile(void **state) {
     assert_null(strstr(r.out, "profile"));
     result_free(&r);
     free(clip);
+    /* --captions: both ways and the gain, for greedy and 3 beams, with rates that follow from the times */
+    char *captioner = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
+    r = run("bench", "-m", captioner, "--captions", "3", "--tokens", "3", "--runs", "1", "--json", NULL);
+    assert_int_equal(r.status, 0);
+    lines = parse_json_lines(r.out);
+    int rows = 0;
+    for (const cJSON *line = lines->child; line; line = line->next) {
+        if (strcmp(cJSON_GetObjectItem(line, "stage")->valuestring, "captions") != 0) continue;
+        rows++;
+        const cJSON *rate = cJSON_GetObjectItem(line, "decoder_tokens_per_s");
+        if (!rate) {
+            assert_true(cJSON_GetObjectItem(line, "decoder_ratio")->valuedouble > 0);
+            continue;
+        }
+        double decoding = cJSON_GetObjectItem(line, "decoding_ms")->valuedouble;
+        assert_true(decoding > 0 && decoding <= cJSON_GetObjectItem(line, "median_ms")->valuedouble);
+        /* (decoding_ms is printed to 0.1 ms: the rate lies between those of its rounding's ends) */
+        assert_true(rate->valuedouble >= 0.999 * 9 / ((decoding + 0.05) / 1e3));
+        if (decoding > 0.05) assert_true(rate->valuedouble <= 1.001 * 9 / ((decoding - 0.05) / 1e3));
+    }
+    assert_int_equal(rows, 6);
+    cJSON_Delete(lines);
+    result_free(&r);
+    free(captioner);
 }
 
 int main(void) {

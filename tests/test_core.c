@@ -74,6 +74,41 @@ static void test_linear_matches_reference(void **state) {
     pool_free(threads);
 }
 
+/* kernel_linear_rowwise gives each row bit for bit what a one-row kernel_linear gives it, at any row count and
+ * on every path (test_core_without_avx512 runs this on OpenBLAS's), and kernel_linear does too wherever
+ * kernel_linear_rows_exact says so: continuous batching's captions rest on it (fusion/caption_batch.c). Shapes:
+ * products too small to split over the threads at one row but not at many, columns not a multiple of 8 or 4. */
+static void test_linear_rowwise_is_row_exact(void **state) {
+    (void)state;
+    const size_t shapes[][2] = {{32, 99}, {96, 1003}, {768, 300}};
+    const size_t row_counts[] = {2, 3, 5, 15, 16, 17, 48, 70};
+    pool *threads;
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t in = shapes[s][0], out = shapes[s][1], most = 70;
+        float *x = random_array(most * in), *w = random_array(out * in), *b = random_array(out);
+        float *alone = calloc(most * out, sizeof *alone), *together = calloc(most * out, sizeof *together);
+        const kernel_weight weight = kernel_weight_f32(w);
+        for (size_t r = 0; r < most; r++)
+            kernel_linear(alone + r * out, out, x + r * in, in, &weight, b, 1, in, out, false, threads);
+        for (size_t c = 0; c < sizeof row_counts / sizeof row_counts[0]; c++) {
+            size_t rows = row_counts[c];
+            kernel_linear_rowwise(together, out, x, in, &weight, b, rows, in, out, false, threads);
+            if (memcmp(together, alone, rows * out * sizeof(float)) != 0)
+                fail_msg("rowwise %zu rows x %zu x %zu differs from one row at a time", rows, in, out);
+            if (!kernel_linear_rows_exact(rows)) continue;
+            kernel_linear(together, out, x, in, &weight, b, rows, in, out, false, threads);
+            if (memcmp(together, alone, rows * out * sizeof(float)) != 0)
+                fail_msg("%zu rows x %zu x %zu, said to be row-exact, differ from one row at a time", rows, in, out);
+        }
+        free(x), free(w), free(b), free(alone), free(together);
+    }
+    assert_true(kernel_linear_rows_exact(1));
+    assert_true(kernel_linear_rows_exact(KERNEL_LINEAR_FEW_ROWS - 1) == cpu_has_avx512());
+    assert_false(kernel_linear_rows_exact(KERNEL_LINEAR_FEW_ROWS));
+    pool_free(threads);
+}
+
 /* Random finite 16-bit weights: float16 with subnormals among them, or bfloat16. */
 static uint16_t *random_halves(size_t n, weight_type type) {
     uint16_t *h = malloc(n * sizeof *h);
@@ -675,7 +710,8 @@ static void test_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
+        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
+        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),

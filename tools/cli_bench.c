@@ -22,7 +22,8 @@
 #include "tools/commands.h"
 
 static const char bench_help[] =
-    "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--profile] [--json]\n"
+    "Usage: glimpse bench -m MODEL [--batch B] [--threads T] [--runs N] [--tokens N] [--captions N]\n"
+    "                     [--profile] [--json]\n"
     "Times each stage and prints its median over N runs (default 5), their spread\n"
     "(fastest-slowest), the work done (GFLOP) and the rate reached (GFLOP/s). Stages:\n"
     "load, decode (a 640x480 PNG), preprocess, vision, text (CLIP 77 tokens, SigLIP 64),\n"
@@ -42,6 +43,16 @@ static const char bench_help[] =
     "With --search-rows N (CLIP, SigLIP), also an index of N random embeddings: opening it and\n"
     "loading its embeddings (search_load), a text query's embedding (query) and its top\n"
     "10 (search).\n"
+    "With --captions N (BLIP, ViT-GPT2, BLIP-2), only load and the gain of continuous batching:\n"
+    "N copies of the PNG captioned by one public call, their steps batched (the default batch\n"
+    "rows) and one picture at a time (batch rows 1), in turn, greedy and 3 beams, every caption\n"
+    "forced to --tokens tokens. Decoder tokens per second: N x tokens (caption tokens, not beam\n"
+    "rows) over the median time the library spent decoding (steps and search, not the vision\n"
+    "tower nor the image's keys and values); captions per second: N over the whole call's\n"
+    "median. JSON: {\"stage\": \"captions\", \"detail\": \"batched|alone|gain, greedy|3 beams\",\n"
+    "\"pictures\": N, \"beams\": B, \"tokens\": T, \"median_ms\", \"min_ms\", \"max_ms\" (the whole call),\n"
+    "\"decoding_ms\", \"decoding_min_ms\", \"decoding_max_ms\", \"decoder_tokens_per_s\",\n"
+    "\"captions_per_s\"}; the gain rows: \"decoder_ratio\" and \"captions_ratio\", batched over alone.\n"
     "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
     "\"min_ms\": FASTEST, \"max_ms\": SLOWEST, \"gflops\": G, ...} where gflops is the rate\n"
     "reached at the median.\n"
@@ -57,6 +68,8 @@ static const char bench_help[] =
 /* Tokens the BERT states of the BLIP stages hold: the decoder steps' furthest
  * position (60) and a retrieval text fit. */
 #define BENCH_BERT_LENGTH 64
+/* The most --captions. */
+#define BENCH_MAX_CAPTIONS 256
 /* The decoded image: a smooth pattern, as a photo compresses. */
 #define PNG_WIDTH 640
 #define PNG_HEIGHT 480
@@ -66,6 +79,7 @@ typedef struct bench {
     int batch, runs, threads;
     int tokens;       /* --tokens: caption length */
     long search_rows; /* --search-rows: 0 = no search stages */
+    int captions;     /* --captions: 0 = the usual stages, else only continuous batching's gain over this many */
     bool profile;     /* --profile or GLIMPSE_PROFILE=1 */
     const char *picture; /* --picture FILE: decoded instead of the made-up PNG */
     bool fast_decode;    /* --fast-decode: decoded as index --fast-decode does */
@@ -151,6 +165,7 @@ static bool parse_options(bench *b, int argc, char **argv) {
                                                  {"runs", required_argument, NULL, 'r'},
                                                  {"tokens", required_argument, NULL, 'n'},
                                                  {"search-rows", required_argument, NULL, 's'},
+                                                 {"captions", required_argument, NULL, 'c'},
                                                  {"profile", no_argument, NULL, 'p'},
                                                  {"picture", required_argument, NULL, 'i'},
                                                  {"fast-decode", no_argument, NULL, 'f'},
@@ -166,6 +181,7 @@ static bool parse_options(bench *b, int argc, char **argv) {
         case 'p': b->profile = true; break;
         case 'i': b->picture = optarg; break;
         case 'f': b->fast_decode = true; break;
+        case 'c': b->captions = (int)cli_parse_long("bench", "--captions", optarg, 2, BENCH_MAX_CAPTIONS); break;
         case CLI_OPT_HELP: printf("%s\n%s", bench_help, cli_common_help); return false;
         default: cli_usage_error("bench", "unknown option");
         }
@@ -322,6 +338,115 @@ static void time_captions(bench *b, glimpse_context *ctx, glimpse_image *const *
     }
 }
 
+/* --captions: one way of captioning the pictures (batch_rows 0 = batched, 1 = one at a time) */
+typedef struct caption_way {
+    const char *name;
+    int batch_rows;
+    double *whole, *decoding; /* [runs]: a call's seconds, and the seconds of them spent decoding */
+    double profiled[BENCH_PROFILE_KINDS], elapsed; /* --profile: the kinds' seconds during its calls, and theirs */
+    double decoder_rate, caption_rate;
+} caption_way;
+
+/* One glimpse_caption_images call over count pictures, every caption forced to b->tokens tokens, timed
+ * into run r of way (and, with --profile, its kinds of work). */
+static void time_caption_call(bench *b, caption_way *way, int r, glimpse_context *ctx, glimpse_image *const *images,
+                              int count, int beams, glimpse_caption *captions) {
+    glimpse_caption_params params = glimpse_caption_default_params();
+    params.beams = beams, params.batch_rows = way->batch_rows;
+    params.max_tokens = params.min_tokens = b->tokens;
+    double kinds[BENCH_PROFILE_KINDS], kinds_after[BENCH_PROFILE_KINDS];
+    bench_profile_read(kinds);
+    double decoding = bench_profile_decoding(), start = cli_now();
+    check(glimpse_caption_images(ctx, images, (size_t)count, &params, captions));
+    way->whole[r] = cli_now() - start;
+    way->decoding[r] = bench_profile_decoding() - decoding;
+    bench_profile_read(kinds_after);
+    for (int k = 0; k < BENCH_PROFILE_KINDS; k++) way->profiled[k] += kinds_after[k] - kinds[k];
+    way->elapsed += way->whole[r];
+    for (int i = 0; i < count; i++) glimpse_caption_free(&captions[i]);
+}
+
+/* a over b, 0 when b is not above 0 */
+static double ratio_of(double a, double b) { return b > 0 ? a / b : 0; }
+
+/* Prints one way's row (or, with alone, batched's rates over alone's), and with --profile the way's shares of
+ * its calls' time per kind of work. */
+static void report_captions(const bench *b, int beams, timing whole, timing decoding, const caption_way *way,
+                            const caption_way *alone) {
+    const char *search = beams == 1 ? "greedy" : "3 beams";
+    if (b->options.json) {
+        printf("{\"stage\": \"captions\", \"detail\": \"%s, %s\", \"pictures\": %d, \"beams\": %d, "
+               "\"tokens\": %d, \"threads\": %d",
+               alone ? "gain" : way->name, search, b->captions, beams, b->tokens, b->threads);
+        if (alone)
+            printf(", \"decoder_ratio\": %.3f, \"captions_ratio\": %.3f",
+                   ratio_of(way->decoder_rate, alone->decoder_rate), ratio_of(way->caption_rate, alone->caption_rate));
+        else
+            printf(", \"median_ms\": %.1f, \"min_ms\": %.1f, \"max_ms\": %.1f, \"decoding_ms\": %.1f, "
+                   "\"decoding_min_ms\": %.1f, \"decoding_max_ms\": %.1f, \"decoder_tokens_per_s\": %.2f, "
+                   "\"captions_per_s\": %.3f",
+                   whole.median * 1e3, whole.min * 1e3, whole.max * 1e3, decoding.median * 1e3, decoding.min * 1e3,
+                   decoding.max * 1e3, way->decoder_rate, way->caption_rate);
+    } else if (alone) {
+        printf("%-13s gain     %-7s decoder tokens/s %.2fx, captions/s %.2fx (batched over alone)\n", "captions",
+               search, ratio_of(way->decoder_rate, alone->decoder_rate), ratio_of(way->caption_rate, alone->caption_rate));
+    } else {
+        printf("%-13s %-8s %-7s %8.0f ms (%.0f-%.0f), decoding %.0f ms (%.0f-%.0f): %7.1f decoder tokens/s, "
+               "%.3f captions/s\n",
+               "captions", way->name, search, whole.median * 1e3, whole.min * 1e3, whole.max * 1e3,
+               decoding.median * 1e3, decoding.min * 1e3, decoding.max * 1e3, way->decoder_rate, way->caption_rate);
+    }
+    if (b->profile && !alone) {
+        double counted = 0;
+        printf(b->options.json ? ", \"profile\": {" : "%13s profile:", "");
+        for (int k = 0; k < BENCH_PROFILE_KINDS; k++) {
+            double share = ratio_of(way->profiled[k], way->elapsed);
+            if (k < BENCH_PROFILE_KINDS - 1) counted += share;
+            printf(b->options.json ? "\"%s\": %.3f, " : " %s %.0f%%", bench_profile_names[k],
+                   b->options.json ? share : 100 * share);
+        }
+        printf(b->options.json ? "\"other\": %.3f}" : " other %.0f%%\n", b->options.json ? 1 - counted : 100 * (1 - counted));
+    }
+    if (b->options.json) printf("}\n");
+    fflush(stdout);
+}
+
+/* --captions N: continuous batching against one picture at a time, greedy and 3 beams, the two ways in turn
+ * first in each run. Decoder tokens per second: N x --tokens over the seconds the library spent decoding
+ * (steps and search; profile_stop_decoding), the vision tower and the image's keys and values left out. */
+static void time_caption_batching(bench *b, glimpse_context *ctx, const uint8_t *png, size_t png_size) {
+    int count = b->captions;
+    glimpse_image **images = calloc((size_t)count, sizeof *images);
+    glimpse_caption *captions = calloc((size_t)count, sizeof *captions);
+    double *times = calloc(4 * (size_t)b->runs, sizeof *times);
+    if (!images || !captions || !times) check(GLIMPSE_STATUS_OUT_OF_MEMORY);
+    for (int i = 0; i < count; i++) check(glimpse_image_load_memory(png, png_size, NULL, &images[i]));
+    if (!b->profile) bench_profile_start(); /* (the decoding counter; --profile started it already) */
+    for (int beams = 1; beams <= 3; beams += 2) {
+        caption_way ways[2] = {{.name = "batched", .batch_rows = 0, .whole = times, .decoding = times + b->runs},
+                               {.name = "alone", .batch_rows = 1, .whole = times + 2 * b->runs,
+                                .decoding = times + 3 * b->runs}};
+        int warm_tokens = b->tokens;
+        b->tokens = 2; /* warm: the states at their size, the weights in the page cache */
+        time_caption_call(b, &ways[0], 0, ctx, images, count < 4 ? count : 4, beams, captions);
+        b->tokens = warm_tokens;
+        memset(ways[0].profiled, 0, sizeof ways[0].profiled), ways[0].elapsed = 0;
+        for (int r = 0; r < b->runs; r++)
+            for (int w = 0; w < 2; w++) time_caption_call(b, &ways[(w + r) % 2], r, ctx, images, count, beams, captions);
+        timing whole[2], decoding[2];
+        for (int w = 0; w < 2; w++) {
+            caption_way *way = &ways[w];
+            whole[w] = summarize(way->whole, b->runs), decoding[w] = summarize(way->decoding, b->runs);
+            way->decoder_rate = ratio_of((double)count * b->tokens, decoding[w].median);
+            way->caption_rate = count / whole[w].median;
+            report_captions(b, beams, whole[w], decoding[w], way, NULL);
+        }
+        report_captions(b, beams, whole[0], decoding[0], &ways[0], &ways[1]);
+    }
+    for (int i = 0; i < count; i++) glimpse_image_free(images[i]);
+    free(images), free(captions), free(times);
+}
+
 /* BLIP captioning: cross_kv, decoder steps, whole captions */
 static void time_caption_stages(bench *b, glimpse_context *ctx, glimpse_image *const *images) {
     bench_bert *decoder;
@@ -469,15 +594,20 @@ int command_bench(int argc, char **argv) {
     if (b.picture) check(file_read_all(b.picture, IMAGE_FILE_MAX_BYTES, &png, &png_size));
     else png = make_png(&png_size);
     glimpse_image *images[BENCH_MAX_BATCH];
-    time_decode(&b, ctx, png, png_size, images);
-    if (info.image_size) time_vision(&b, ctx, images, info.kind);
-    if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
-    if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
-    if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
-    if (info.kind == GLIMPSE_MODEL_KIND_BLIP2) time_blip2_stages(&b, ctx, images);
-    if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2) time_captions(&b, ctx, images);
-    if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
-    for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
+    if (b.captions && !glimpse_model_kind_can(info.kind, GLIMPSE_CAPABILITY_CAPTION)) cli_usage_error("bench", "--captions needs a captioning model");
+    if (b.captions) {
+        time_caption_batching(&b, ctx, png, png_size);
+    } else {
+        time_decode(&b, ctx, png, png_size, images);
+        if (info.image_size) time_vision(&b, ctx, images, info.kind);
+        if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
+        if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
+        if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
+        if (info.kind == GLIMPSE_MODEL_KIND_BLIP2) time_blip2_stages(&b, ctx, images);
+        if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2) time_captions(&b, ctx, images);
+        if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
+        for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
+    }
     free(png);
     free(b.times);
     glimpse_context_free(ctx);

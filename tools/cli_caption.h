@@ -21,6 +21,7 @@ enum {
     CLI_OPT_SEED,
     CLI_OPT_REPETITION,
     CLI_OPT_LENGTH_PENALTY,
+    CLI_OPT_BATCH_ROWS,
     CLI_OPT_CAPTION_END /* a command's own codes after these start here */
 };
 
@@ -32,7 +33,8 @@ enum {
         {"top-k", required_argument, NULL, CLI_OPT_TOP_K}, {"top-p", required_argument, NULL, CLI_OPT_TOP_P},         \
         {"seed", required_argument, NULL, CLI_OPT_SEED},                                                               \
         {"repetition-penalty", required_argument, NULL, CLI_OPT_REPETITION},                                           \
-        {"length-penalty", required_argument, NULL, CLI_OPT_LENGTH_PENALTY}
+        {"length-penalty", required_argument, NULL, CLI_OPT_LENGTH_PENALTY},                                           \
+        {"batch-rows", required_argument, NULL, CLI_OPT_BATCH_ROWS}
 
 /* The options' help lines. */
 extern const char cli_caption_options_help[];

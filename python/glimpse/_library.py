@@ -86,7 +86,8 @@ class CaptionParams(ctypes.Structure):
                 ("beams", ctypes.c_int), ("length_penalty", ctypes.c_float),
                 ("repetition_penalty", ctypes.c_float), ("sample", ctypes.c_bool),
                 ("temperature", ctypes.c_float), ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
-                ("seed", ctypes.c_uint64), ("on_token", TokenCallback), ("user", ctypes.c_void_p)]
+                ("seed", ctypes.c_uint64), ("on_token", TokenCallback), ("user", ctypes.c_void_p),
+                ("batch_rows", ctypes.c_int)]
 
 
 class Caption(ctypes.Structure):
