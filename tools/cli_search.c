@@ -1,6 +1,7 @@
 /* cli_search.c — `glimpse index` (build, refresh or manage a search index
  * of a photo collection), `glimpse search` (query it with texts, images,
  * combinations or a picture's neighbours) and `glimpse duplicates`. */
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -12,7 +13,14 @@
 
 /* ----------------------------------------------------------------- index */
 
-enum { INDEX_OPT_STATS = CLI_OPT_FIRST_FREE, INDEX_OPT_LIST, INDEX_OPT_PRUNE, INDEX_OPT_REMOVE, INDEX_OPT_EXCLUDE };
+enum {
+    INDEX_OPT_STATS = CLI_OPT_FIRST_FREE,
+    INDEX_OPT_LIST,
+    INDEX_OPT_PRUNE,
+    INDEX_OPT_REMOVE,
+    INDEX_OPT_EXCLUDE,
+    INDEX_OPT_IMPORT
+};
 
 static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                    {"db", required_argument, NULL, 'd'},
@@ -22,11 +30,13 @@ static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                    {"prune", no_argument, NULL, INDEX_OPT_PRUNE},
                                                    {"remove", required_argument, NULL, INDEX_OPT_REMOVE},
                                                    {"exclude", required_argument, NULL, INDEX_OPT_EXCLUDE},
+                                                   {"import", required_argument, NULL, INDEX_OPT_IMPORT},
                                                    {NULL, 0, NULL, 0}};
 
 static const char index_help[] =
     "Usage: glimpse index -m MODEL --db FILE [--exclude GLOB...] PATH...\n"
     "       glimpse index --db FILE --stats | --list | --check | --prune | --remove PATH...\n"
+    "       glimpse index [-m MODEL] --db FILE --import DIR\n"
     "Builds or refreshes a search index of image files: folders are walked\n"
     "recursively for JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA and PNM files\n"
     "(by their extensions in any case: .jpg, .JPG, .jpeg, .jfif, .heic, .hif, ...). Each\n"
@@ -56,6 +66,16 @@ static const char index_help[] =
     "                       were (an unplugged drive's too: only when asked)\n"
     "      --remove PATH    forget the entry of a file, or every entry under a\n"
     "                       folder (repeatable)\n"
+    "      --import DIR     merge the embeddings python -m glimpse.dask embed wrote\n"
+    "                       to DIR (manifest.json, part-NNNNN.npy and .json) without\n"
+    "                       embedding again. Their model (identity and precision)\n"
+    "                       must be the index's; -m defaults to the manifest's model\n"
+    "                       folder. A shard absent, partial or damaged is reported and\n"
+    "                       skipped whole; a picture whose file is not here with the\n"
+    "                       size and time it was embedded with is reported and left\n"
+    "                       out (index it with glimpse index); importing again adds\n"
+    "                       nothing twice. Video frames are not imported (the index\n"
+    "                       keeps no frame times). Exit status 1 if anything was left out\n"
     "--stats, --list, --prune and --remove take the model the index records.\n"
     "A summary line on stdout counts added, updated, moved, removed, unchanged and\n"
     "failed files (with --json, one object, after an object {\"image\": PATH,\n"
@@ -238,7 +258,7 @@ static int change_index(const char *db, cli_options *options, bool prune, char *
 
 /* What `glimpse index` was asked to do. */
 typedef struct index_request {
-    const char *db;
+    const char *db, *import; /* --import DIR */
     bool check, stats, list, prune;
     char **removals, **excluded; /* --remove and --exclude arguments */
     size_t removal_count, excluded_count;
@@ -289,15 +309,89 @@ static int index_paths(const index_request *request, cli_options *options) {
     return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
+static bool on_import_progress(void *user, size_t done, size_t total) {
+    index_progress *p = user;
+    if (p->bar.total != total) cli_progress_start(&p->bar, p->options, total, "shards");
+    cli_progress_step(&p->bar, done);
+    return false;
+}
+
+/* The model folder a glimpse.dask manifest names (for -m's default; *int8 set if its embeddings are
+ * int8); NULL if it cannot be read. The import itself checks the manifest in full. */
+static char *manifest_model_path(const char *folder, bool *int8) {
+    char *path = cli_calloc(strlen(folder) + 16, 1), *model = NULL;
+    sprintf(path, "%s/manifest.json", folder);
+    FILE *file = fopen(path, "rb");
+    free(path);
+    if (!file) return NULL;
+    char *text = cli_calloc(1 << 20, 1);
+    size_t length = fread(text, 1, (1 << 20) - 1, file);
+    fclose(file);
+    text[length] = 0;
+    cJSON *json = cJSON_Parse(text);
+    const cJSON *record = cJSON_GetObjectItemCaseSensitive(json, "model");
+    const cJSON *folder_item = cJSON_GetObjectItemCaseSensitive(record, "path");
+    if (cJSON_IsString(folder_item)) model = strdup(folder_item->valuestring);
+    const cJSON *precision = cJSON_GetObjectItemCaseSensitive(record, "precision");
+    *int8 = cJSON_IsString(precision) && strcmp(precision->valuestring, "int8") == 0;
+    cJSON_Delete(json);
+    free(text);
+    return model;
+}
+
+/* `glimpse index --import DIR`: glimpse.dask's shards merged; the summary on stdout. */
+static int import_shards(const index_request *request, cli_options *options) {
+    bool int8 = false;
+    char *default_model = manifest_model_path(request->import, &int8);
+    if (!options->model && !default_model) {
+        cli_error("%s/manifest.json: cannot be read, or names no model; give -m MODEL", request->import);
+        return CLI_EXIT_FAILURE;
+    }
+    if (!options->model) options->model = default_model;
+    if (int8) options->precision = GLIMPSE_PRECISION_INT8; /* the embeddings' precision; the index checks it */
+    glimpse_model *model = cli_load_model(options, "index", false, true); /* nothing is embedded */
+    glimpse_index *index;
+    if (glimpse_index_open(request->db, model, &index) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        glimpse_model_free(model);
+        free(default_model);
+        return CLI_EXIT_FAILURE;
+    }
+    index_progress progress = {.bar = {0}, .options = options};
+    glimpse_index_params params = {.on_progress = on_import_progress, .on_failure = on_failure, .user = &progress};
+    glimpse_index_summary summary;
+    double started = cli_now();
+    glimpse_status status = glimpse_index_import(index, request->import, &params, &summary);
+    cli_progress_end(&progress.bar);
+    if (status) cli_error("%s", glimpse_last_error());
+    double seconds = cli_now() - started;
+    if (options->json)
+        printf("{\"added\": %zu, \"updated\": %zu, \"unchanged\": %zu, \"failed\": %zu, \"shards_skipped\": %zu, "
+               "\"indexed\": %zu, \"seconds\": %.3f}\n",
+               summary.added, summary.updated, summary.unchanged, summary.failed, summary.roots_failed,
+               glimpse_index_count(index), seconds);
+    else
+        printf("imported: added %zu, updated %zu, unchanged %zu, failed %zu, shards skipped %zu; %zu images in the "
+               "index (%.1f s)\n",
+               summary.added, summary.updated, summary.unchanged, summary.failed, summary.roots_failed,
+               glimpse_index_count(index), seconds);
+    glimpse_index_free(index);
+    glimpse_model_free(model);
+    free(default_model);
+    return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
 /* Does what was asked, after checking the options go together. */
 static int run_index(const index_request *request, cli_options *options) {
     if (!request->db) cli_usage_error("index", "no index file: give --db FILE");
     bool changes = request->prune || request->removal_count;
-    int modes = request->check + request->stats + request->list + changes;
-    if (modes > 1) cli_usage_error("index", "--check, --stats, --list and --prune/--remove go one at a time");
+    int modes = request->check + request->stats + request->list + changes + (request->import != NULL);
+    if (modes > 1)
+        cli_usage_error("index", "--check, --stats, --list, --import and --prune/--remove go one at a time");
     if (modes && request->path_count)
-        cli_usage_error("index", "--check, --stats, --list, --prune and --remove take no paths");
+        cli_usage_error("index", "--check, --stats, --list, --import, --prune and --remove take no paths");
     if (modes && request->excluded_count) cli_usage_error("index", "--exclude goes with paths to index");
+    if (request->import) return import_shards(request, options);
     if (request->check) return check_index(request->db);
     if (request->stats) return show_stats(request->db, options);
     if (request->list) return list_entries(request->db, options);
@@ -322,6 +416,7 @@ int command_index(int argc, char **argv) {
         case INDEX_OPT_PRUNE: request.prune = true; break;
         case INDEX_OPT_REMOVE: request.removals[request.removal_count++] = optarg; break;
         case INDEX_OPT_EXCLUDE: request.excluded[request.excluded_count++] = optarg; break;
+        case INDEX_OPT_IMPORT: request.import = optarg; break;
         case CLI_OPT_HELP: printf("%s\n%s", index_help, cli_common_help); break;
         default: cli_usage_error("index", "unknown option");
         }

@@ -251,6 +251,9 @@ class Model(_Handle):
         self.logit_bias = float(info.logit_bias)
         self.image_size = int(info.image_size)
         self.weight_dtype = info.weight_dtype.decode() if info.weight_dtype else ""
+        identity = ctypes.create_string_buffer(128)
+        _check(_lib.glimpse_model_identity(self._handle, identity, len(identity)))
+        self.identity = identity.value.decode()  # what a search index records of the model
 
     def __repr__(self):
         return f"glimpse.Model({self.path!r}, kind={self.kind!r}, precision={self.precision!r})"

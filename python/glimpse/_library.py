@@ -124,6 +124,7 @@ _declare("glimpse_model_load", status, ctypes.c_char_p, ctypes.POINTER(LoadParam
 _declare("glimpse_model_free", None, P)
 _declare("glimpse_model_embedding_dim", ctypes.c_size_t, P)
 _declare("glimpse_model_get_info", status, P, ctypes.POINTER(ModelInfo))
+_declare("glimpse_model_identity", status, P, ctypes.c_char_p, ctypes.c_size_t)
 _declare("glimpse_context_default_params", ContextParams)
 _declare("glimpse_context_create", status, P, ctypes.POINTER(ContextParams), PP)
 _declare("glimpse_context_free", None, P)
