@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef GLIMPSE_HAVE_FAISS
+#include "search/faiss_folder.h"
+#endif
 #include "tools/cli_common.h"
 #include "tools/cli_html.h"
 #include "tools/commands.h"
@@ -431,16 +434,19 @@ int command_index(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- search */
 
-enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD, OPT_HTML };
+enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD, OPT_HTML, SEARCH_OPT_FAISS, SEARCH_OPT_NPROBE };
 
 static const struct option search_long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                     {"db", required_argument, NULL, 'd'},
                                                     {"like", required_argument, NULL, SEARCH_OPT_LIKE},
                                                     {"html", required_argument, NULL, OPT_HTML},
+                                                    {"faiss", required_argument, NULL, SEARCH_OPT_FAISS},
+                                                    {"nprobe", required_argument, NULL, SEARCH_OPT_NPROBE},
                                                     {NULL, 0, NULL, 0}};
 
 static const char search_help[] =
     "Usage: glimpse search --db FILE [-m MODEL] [-k N] [--json] [--like PHOTO...] QUERY...\n"
+    "       glimpse search --faiss INDEX [-m MODEL] [-k N] [--nprobe N] [--json] QUERY...\n"
     "Finds the indexed images closest to each query, best first.\n"
     "A query is a text, an image file, or a combination: parts joined by \" + \" and\n"
     "\" - \", each optionally weighted: \"beach + sunset - people\", \"2:sunset + beach\",\n"
@@ -458,6 +464,14 @@ static const char search_help[] =
     "                       else PHOTO embedded now. Repeatable; no QUERY needed\n"
     "      --html FILE      also write FILE, one self-contained page of the results'\n"
     "                       thumbnails with their scores and paths\n"
+    "      --faiss INDEX    search the FAISS index folder python -m glimpse.faiss build\n"
+    "                       made from glimpse.dask's shards instead of an SQLite index\n"
+    "                       (memory-mapped; the candidates re-scored with the exact\n"
+    "                       vectors when the folder keeps vectors.npy). The model is\n"
+    "                       the one the shards were embedded with. Only in a glimpse\n"
+    "                       built with FAISS (libfaiss-dev)\n"
+    "      --nprobe N       with --faiss: the inverted lists searched (default: the\n"
+    "                       index's, params.json); more finds more, slower\n"
     "Scores are the model's logits: logit_scale x cosine, + logit_bias for SigLIP.\n"
     "JSON: {\"text\": QUERY, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per query\n"
     "(\"text\": \"@PHOTO\" for --like; a name that is not UTF-8 has \"path_bytes\" too);\n"
@@ -525,11 +539,75 @@ static bool embed_search_query(const cli_options *options, glimpse_index *index,
     return !status;
 }
 
+/* `glimpse search --faiss INDEX`: text and combined queries against glimpse.faiss's index folder. */
+static int search_faiss(const char *folder, cli_options *options, char **queries, size_t query_count, size_t k,
+                        size_t nprobe, const char *html) {
+#ifdef GLIMPSE_HAVE_FAISS
+    faiss_folder *index;
+    if (faiss_folder_open(folder, &index) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    const faiss_folder_info *info = faiss_folder_get_info(index);
+    if (!options->model) options->model = info->model_path;
+    if (options->precision == GLIMPSE_PRECISION_FLOAT32 && strcmp(info->precision, "int8") == 0)
+        options->precision = GLIMPSE_PRECISION_INT8;
+    bool images = false;
+    for (size_t i = 0; i < query_count; i++) images |= glimpse_query_needs_images(queries[i]);
+    glimpse_model *model = cli_load_model(options, "search", images, true);
+    char identity[GLIMPSE_MODEL_IDENTITY_CAPACITY] = "";
+    glimpse_model_identity(model, identity, sizeof identity);
+    if (glimpse_model_embedding_dim(model) != info->dim || (info->identity && strcmp(identity, info->identity) != 0)) {
+        cli_error("%s holds embeddings of another model (%s, from %s) than %s; give that model", folder,
+                  info->identity ? info->identity : "?", info->model_path, options->model);
+        faiss_folder_free(index);
+        glimpse_model_free(model);
+        return CLI_EXIT_FAILURE;
+    }
+    glimpse_context *ctx = cli_create_context(options, model);
+    float *embedding = cli_calloc(info->dim, sizeof(float));
+    glimpse_search_result *results = cli_calloc(k, sizeof *results);
+    const char **paths = cli_calloc(k, sizeof *paths);
+    float *scores = cli_calloc(k, sizeof *scores);
+    FILE *page = html ? cli_html_open(html, "glimpse search") : NULL;
+    for (size_t q = 0; q < query_count; q++) {
+        size_t found = 0;
+        glimpse_status status = glimpse_embed_query(ctx, queries[q], embedding);
+        if (!status) status = faiss_folder_search(index, embedding, k, nprobe, results, &found);
+        if (status) {
+            cli_error("%s", glimpse_last_error());
+            print_json_error(options, "text", queries[q], glimpse_last_error());
+            options->failures++;
+            continue;
+        }
+        for (size_t r = 0; r < found; r++) paths[r] = results[r].path, scores[r] = results[r].score;
+        cli_print_results(options, queries[q], paths, scores, NULL, found);
+        if (page) {
+            cli_html_row(page, queries[q]);
+            for (size_t r = 0; r < found; r++) {
+                char caption[32];
+                snprintf(caption, sizeof caption, "%.4f", scores[r]);
+                cli_html_picture(page, options, paths[r], caption);
+            }
+            cli_html_row_end(page);
+        }
+    }
+    if (page && !cli_html_close(page, html)) options->failures++;
+    free(embedding), free(results), free(paths), free(scores);
+    faiss_folder_free(index);
+    return cli_finish(options, ctx, model);
+#else
+    (void)options, (void)queries, (void)query_count, (void)k, (void)nprobe, (void)html;
+    cli_error("%s: this glimpse was built without FAISS (install libfaiss-dev and build it again)", folder);
+    return CLI_EXIT_FAILURE;
+#endif
+}
+
 int command_search(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
-    const char *db = NULL, *html = NULL;
-    long k = 10;
+    const char *db = NULL, *html = NULL, *faiss = NULL;
+    long k = 10, nprobe = 0;
     int code;
     search_query *queries = cli_calloc((size_t)argc, sizeof *queries);
     size_t query_count = 0;
@@ -540,11 +618,20 @@ int command_search(int argc, char **argv) {
         case 'k': k = cli_parse_long("search", "-k", optarg, 1, 1L << 30); break;
         case SEARCH_OPT_LIKE: queries[query_count++] = (search_query){.label = NULL, .like = optarg}; break;
         case OPT_HTML: html = optarg; break;
+        case SEARCH_OPT_FAISS: faiss = optarg; break;
+        case SEARCH_OPT_NPROBE: nprobe = cli_parse_long("search", "--nprobe", optarg, 1, 1L << 20); break;
         case CLI_OPT_HELP: printf("%s\n%s", search_help, cli_common_help); free(queries); return CLI_EXIT_OK;
         default: cli_usage_error("search", "unknown option");
         }
     }
-    if (!db) cli_usage_error("search", "no index file: give --db FILE");
+    if (faiss) {
+        if (db || query_count) cli_usage_error("search", "--faiss goes without --db and --like");
+        if (optind >= argc) cli_usage_error("search", "no query");
+        free(queries);
+        return search_faiss(faiss, &options, argv + optind, (size_t)(argc - optind), (size_t)k, (size_t)nprobe, html);
+    }
+    if (nprobe) cli_usage_error("search", "--nprobe goes with --faiss");
+    if (!db) cli_usage_error("search", "no index file: give --db FILE or --faiss INDEX");
     if (optind >= argc && !query_count) cli_usage_error("search", "no query (give QUERY or --like PHOTO)");
     glimpse_index *index = open_for_reading(db);
     float *embedding = cli_calloc(glimpse_index_embedding_dim(index), sizeof(float));

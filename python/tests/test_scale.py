@@ -15,6 +15,10 @@ import pytest
 
 from conftest import BUILD, DEMO_CLIP
 
+# FAISS's OpenMP threads (here and in the glimpse program) wait without spinning: on a busy CI machine the
+# spinning made a 3,000-vector build take a minute instead of seconds
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from glimpse import dask as glimpse_dask  # noqa: E402
 from glimpse import shards  # noqa: E402
 
@@ -175,3 +179,112 @@ def test_foreign_or_changed_embeddings_are_refused(tmp_path, embeddings, collect
     done = glimpse("index", "--db", tmp_path / "index.db", "--import", folder, "--json", check=False)
     assert "changed since it was embedded" in done.stderr and "not found here" in done.stderr
     assert summary_of(done)["added"] == PICTURES - 2
+
+
+# ------------------------------------------------------------------------ glimpse search --faiss
+
+def faiss_available():
+    done = glimpse("search", "--faiss", "/nonexistent", "query", check=False)
+    return "built without FAISS" not in done.stderr
+
+
+needs_faiss = pytest.mark.skipif(not faiss_available(), reason="this glimpse was built without FAISS")
+
+
+@needs_faiss
+def test_faiss_search_of_pictures_equals_the_sqlite_index(tmp_path, embeddings, built):
+    pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
+    from glimpse import faiss as glimpse_faiss
+    for kind in ("flat", "ivfpq"):
+        glimpse_faiss.build(str(embeddings), str(tmp_path / kind), kind=kind)
+        assert_same_results(search("--faiss", tmp_path / kind), search("--db", built))
+
+
+@needs_faiss
+def test_faiss_search_at_a_few_thousand_vectors_is_exact_when_every_list_is_searched(tmp_path, model):
+    """3,000 vectors in 16 IVF-PQ lists: with nprobe = nlist and every candidate re-scored, recall is 1 by
+    construction, so glimpse search --faiss must give exact search's results and scores."""
+    pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
+    from glimpse import faiss as glimpse_faiss
+    count, dim = 3000, model.embedding_dim
+    rng = np.random.default_rng(4)
+    centres = rng.standard_normal((30, dim))
+    vectors = centres[rng.integers(0, 30, count)] + 0.5 * rng.standard_normal((count, dim))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    paths = [f"/synthetic/{i:05d}.jpg" for i in range(count)]
+    folder = tmp_path / "index"
+    parameters = glimpse_faiss.write_index(str(folder), vectors, paths, glimpse_dask.model_identity(model),
+                                           kind="ivfpq", nlist=16, nprobe=16)
+    assert parameters["nlist"] == 16 and parameters["quantizer"] == "flat"
+    params = json.loads((folder / "params.json").read_text())
+    (folder / "params.json").write_text(json.dumps(dict(params, rescore_factor=count)))
+    found = search("--faiss", folder, k=10)
+    for query, results in zip(QUERIES, found, strict=True):
+        embedding = model.embed_texts([query])[0]
+        cosines = vectors @ embedding
+        best = np.argsort(-cosines, kind="stable")[:10]
+        assert [path for path, _ in results] == [paths[i] for i in best]
+        np.testing.assert_allclose([s for _, s in results], model.logit_scale * cosines[best] + model.logit_bias,
+                                   rtol=0, atol=1e-4)
+    # the default nprobe and candidates still find most of them; --nprobe 1 fewer, and never anything else
+    (folder / "params.json").write_text(json.dumps(params))
+    narrow = search("--faiss", folder, "--nprobe", 1, k=10)
+    assert all(len(results) == 10 for results in narrow)
+    # without vectors.npy, FAISS's own (PQ) scores are given
+    os.unlink(folder / "vectors.npy")
+    assert all(len(results) == 10 for results in search("--faiss", folder, k=10))
+
+
+@pytest.fixture(scope="module")
+def faiss_index(tmp_path_factory, embeddings):
+    pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
+    from glimpse import faiss as glimpse_faiss
+    folder = tmp_path_factory.mktemp("faiss") / "index"
+    glimpse_faiss.build(str(embeddings), str(folder), kind="ivfpq")
+    return folder
+
+
+@needs_faiss
+@pytest.mark.parametrize("how, message", [
+    ("missing folder", "no such FAISS index folder"),
+    ("no index.faiss", "index.faiss: missing"),
+    ("index.faiss garbage", "not a FAISS index glimpse reads"),
+    ("index.faiss truncated", "not a FAISS index glimpse reads"),
+    ("params.json damaged", "params.json: not valid JSON"),
+    ("params.json count", "where params.json says"),
+    ("offsets.npy truncated", "offsets.npy: not a NumPy array file"),
+    ("paths.bin short", "do not span paths.bin"),
+    ("vectors.npy wrong shape", "vectors.npy: holds"),
+    ("another model", "another model"),
+])
+def test_faiss_index_damage_is_a_clear_error(tmp_path, faiss_index, how, message):
+    folder = tmp_path / "index"
+    shutil.copytree(faiss_index, folder)
+    params = json.loads((folder / "params.json").read_text())
+    if how == "missing folder":
+        shutil.rmtree(folder)
+    elif how == "no index.faiss":
+        os.unlink(folder / "index.faiss")
+    elif how == "index.faiss garbage":
+        (folder / "index.faiss").write_bytes(b"\0" * 4096)
+    elif how == "index.faiss truncated":
+        data = (folder / "index.faiss").read_bytes()
+        (folder / "index.faiss").write_bytes(data[:len(data) // 2])
+    elif how == "params.json damaged":
+        (folder / "params.json").write_text("{\"kind\": ")
+    elif how == "params.json count":
+        (folder / "params.json").write_text(json.dumps(dict(params, count=params["count"] + 1)))
+    elif how == "offsets.npy truncated":
+        data = (folder / "offsets.npy").read_bytes()
+        (folder / "offsets.npy").write_bytes(data[:-8])
+    elif how == "paths.bin short":
+        data = (folder / "paths.bin").read_bytes()
+        (folder / "paths.bin").write_bytes(data[:-3])
+    elif how == "vectors.npy wrong shape":
+        np.save(folder / "vectors.npy", np.load(folder / "vectors.npy")[:-1])
+    elif how == "another model":
+        record = dict(params["model"], identity="CLIPModel/64/0123456789abcdef")
+        (folder / "params.json").write_text(json.dumps(dict(params, model=record)))
+    done = glimpse("search", "--faiss", folder, "--json", "a query", check=False)
+    assert done.returncode == 1 and message in done.stderr, done.stderr
+    assert done.stdout == ""
