@@ -544,6 +544,22 @@ class Index(_Handle):
             raise ValueError("glimpse.Index.update: open the index with a model to update it")
         paths = [_encode_path(root) for root in _as_list(roots, (str, os.PathLike))]
         array = (ctypes.c_char_p * len(paths))(*paths)
+        return self._change(lambda params, summary: _lib.glimpse_index_update(
+            self._handle, self.model._context(), array, len(paths), params, summary), progress, max_pixels)
+
+    def import_embeddings(self, folder, progress=None):
+        """Merges the shards glimpse.dask embed wrote to folder without embedding again (glimpse index
+        --import): their model identity and precision must be the index's. A shard absent, partial or
+        damaged is skipped whole (in failures, counted in roots_failed); a picture whose file changed
+        since it was embedded is left out (failures, failed). progress(done, total) counts shards.
+        Returns an IndexSummary."""
+        if self.model is None:
+            raise ValueError("glimpse.Index.import_embeddings: open the index with a model to change it")
+        return self._change(lambda params, summary: _lib.glimpse_index_import(
+            self._handle, _encode_path(folder), params, summary), progress)
+
+    def _change(self, call, progress, max_pixels=0):
+        """Runs call(params, summary) with callbacks that collect failures; an IndexSummary."""
         failures, root_failures = [], []
         guard = _CallbackGuard()
         params = _c.IndexParams()
@@ -556,8 +572,7 @@ class Index(_Handle):
             lambda user, path, status, reason: root_failures.append((os.fsdecode(path),
                                                                      reason.decode(errors="replace"))))
         summary = _c.IndexSummary()
-        status = _lib.glimpse_index_update(self._handle, self.model._context(), array, len(paths),
-                                           ctypes.byref(params), ctypes.byref(summary))
+        status = call(ctypes.byref(params), ctypes.byref(summary))
         guard.reraise()
         _check(status)
         counts = [getattr(summary, name) for name, _ in _c.IndexSummary._fields_]

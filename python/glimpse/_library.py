@@ -154,6 +154,7 @@ _declare("glimpse_index_count", ctypes.c_size_t, P)
 _declare("glimpse_index_verify", status, P, c_bool_p)
 _declare("glimpse_index_update", status, P, P, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
          ctypes.POINTER(IndexParams), ctypes.POINTER(IndexSummary))
+_declare("glimpse_index_import", status, P, ctypes.c_char_p, ctypes.POINTER(IndexParams), ctypes.POINTER(IndexSummary))
 _declare("glimpse_index_search", status, P, c_float_p, ctypes.c_size_t, ctypes.POINTER(SearchResult), c_size_t_p)
 _declare("glimpse_embed_query", status, P, ctypes.c_char_p, c_float_p)
 _declare("glimpse_query_needs_images", ctypes.c_bool, ctypes.c_char_p)

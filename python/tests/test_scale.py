@@ -111,6 +111,12 @@ def test_imported_shards_search_as_an_indexed_collection(tmp_path, embeddings, b
     # and glimpse index over the pictures finds every imported one unchanged
     refreshed = summary_of(glimpse("index", "-m", DEMO_CLIP, "--db", db, "--json", collection, check=False))
     assert (refreshed["added"], refreshed["updated"], refreshed["unchanged"]) == (0, 0, PICTURES)
+    # the binding's Index.import_embeddings is the same call
+    import glimpse as binding
+    with binding.Model(DEMO_CLIP) as loaded, binding.Index(tmp_path / "binding.db", loaded) as index:
+        summary = index.import_embeddings(embeddings)
+        assert (summary.added, summary.failed, len(summary.failures)) == (PICTURES, 1, 1)
+        assert index.import_embeddings(embeddings).unchanged == PICTURES
     # into the index glimpse index built: the same pictures are recognised, nothing doubled
     copy = tmp_path / "copy.db"
     shutil.copy(built, copy)
