@@ -21,6 +21,7 @@
 typedef struct mapped {
     const uint8_t *bytes;
     size_t size;
+    bool present; /* the file exists (an empty one maps to no bytes) */
 } mapped;
 
 struct faiss_folder {
@@ -97,6 +98,7 @@ static glimpse_status map_file(faiss_folder *f, const char *name, bool optional,
         if (!optional) status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: missing from the FAISS index folder", path);
     } else {
         status = file_map(path, &m->bytes, &m->size);
+        m->present = !status;
     }
     free(path);
     return status;
@@ -149,7 +151,7 @@ static glimpse_status open_files(faiss_folder *f) {
     if (f->offset[0] != 0 || f->offset[info->count] != f->paths.size)
         return damaged(f, "offsets.npy", "its offsets do not span paths.bin");
     if ((status = map_file(f, "vectors.npy", true, &f->vectors))) return status;
-    if (f->vectors.bytes || f->vectors.size) {
+    if (f->vectors.present) {
         if ((status = check_array(f, &f->vectors, "vectors.npy", "<f4", info->count, info->dim, 2, &data)))
             return status;
         f->vector = data;
