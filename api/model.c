@@ -484,6 +484,11 @@ static uint64_t hash_bytes(uint64_t hash, const uint8_t *bytes, size_t size) {
     return hash;
 }
 
+glimpse_status glimpse_model_identity(const glimpse_model *model, char *out, size_t capacity) {
+    if (!model || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_model_identity: NULL argument");
+    return model_identity(model, out, capacity);
+}
+
 glimpse_status model_identity(const glimpse_model *model, char *out, size_t capacity) {
     uint64_t hash = 0xcbf29ce484222325ull;
     char *text = cJSON_PrintUnformatted(model->config);

@@ -217,6 +217,16 @@ typedef struct glimpse_model_info {
 
 glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out);
 
+/* Room for any glimpse_model_identity, with its NUL. */
+#define GLIMPSE_MODEL_IDENTITY_CAPACITY 128
+/* Writes the identity a search index records of a model,
+ * "ARCHITECTURE/EMBEDDING_DIM/HASH" (the hash covers config.json and the
+ * projection tensors), into out (capacity bytes, at least
+ * GLIMPSE_MODEL_IDENTITY_CAPACITY): embeddings made elsewhere with this
+ * model (glimpse.dask's shards) carry it, so that an index can tell they are
+ * its model's. Equal identities with equal precisions give equal embeddings. */
+glimpse_status glimpse_model_identity(const glimpse_model *model, char *out, size_t capacity);
+
 /* --------------------------------------------------------------- context */
 
 typedef struct glimpse_context glimpse_context;
@@ -546,6 +556,27 @@ typedef struct glimpse_index_params {
  * count 0 it only forgets the stored files that no longer exist. */
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
                                     size_t count, const glimpse_index_params *params,
+                                    glimpse_index_summary *summary);
+
+/* Merges the embeddings glimpse.dask wrote into folder (manifest.json,
+ * part-NNNNN.npy + part-NNNNN.json; python/glimpse/shards.py) into the
+ * index without embedding anything. The manifest's model identity
+ * (glimpse_model_identity), precision and embedding size must be the
+ * index's (GLIMPSE_STATUS_WRONG_MODEL otherwise, nothing imported). Each
+ * shard is read and checked whole first (the .npy header bounds-checked,
+ * its shape against its .json's pictures, every row a normalised
+ * embedding): one absent, partial or damaged is reported through
+ * params->on_failure (its .npy path, the reason), counted in
+ * summary->roots_failed and skipped, never half imported; the others are
+ * stored one transaction each. A picture is imported only if its file is
+ * here with the size and time it had when it was embedded (its content hash
+ * is read from it); else it is reported and counted in summary->failed, as
+ * are the files the run found broken and video frames (the index keeps no
+ * frame times). A path stored with the same size, time and hash is counted
+ * unchanged (importing twice adds nothing), another stored path updated.
+ * on_progress counts shards. Needs a handle opened with a model (any of the
+ * index's: nothing is embedded), and the writer's turn as for an update. */
+glimpse_status glimpse_index_import(glimpse_index *index, const char *folder, const glimpse_index_params *params,
                                     glimpse_index_summary *summary);
 
 /* What an index holds, for `glimpse index --stats`. */

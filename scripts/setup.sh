@@ -13,6 +13,7 @@ packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-
           libmicrohttpd-dev       # glimpse serve's HTTP server
           python3-numpy python3-pytest python3-setuptools python3-pip python3-venv  # python/: its tests, pip install
           python3-distributed python3-faiss  # glimpse.dask (dask-scheduler, dask-worker) and glimpse.faiss
+          libfaiss-dev  # glimpse search --faiss (FAISS from C++, search/faiss_engine.cpp); optional at build time
           clang libclang-rt-14-dev  # clang: the libFuzzer targets
           fonts-dejavu-core chromium  # explain: the labels' font; the --html page's browser test
           libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg)  # video; ffmpeg: test_video's reference

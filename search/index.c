@@ -682,8 +682,7 @@ static void find_changed(const file_list *files, stored_images *stored, pending 
     }
 }
 
-/* The content hash of a file; false if it cannot be read. */
-static bool hash_file(const char *path, int64_t *hash) {
+bool index_hash_file(const char *path, int64_t *hash) {
     uint8_t *bytes;
     size_t size;
     if (file_read_all(path, IMAGE_FILE_MAX_BYTES, &bytes, &size) != GLIMPSE_STATUS_OK) return false;
@@ -731,7 +730,7 @@ static glimpse_status keep_same_bytes(glimpse_index *index, sqlite3_stmt *update
                                       const stored_images *stored, bool *handled, glimpse_index_summary *summary) {
     int32_t r;
     int64_t hash;
-    if (!strmap_get(stored->by_path, f->path, strlen(f->path), &r) || !hash_file(f->path, &hash))
+    if (!strmap_get(stored->by_path, f->path, strlen(f->path), &r) || !index_hash_file(f->path, &hash))
         return GLIMPSE_STATUS_OK;
     if (hash != stored->rows[r].hash || stored->rows[r].size != f->size) return GLIMPSE_STATUS_OK;
     *handled = true;
@@ -758,7 +757,7 @@ static glimpse_status claim_moved(glimpse_index *index, sqlite3_stmt *update, co
                                   stored_images *stored, const walk_result *walk, bool *handled,
                                   glimpse_index_summary *summary) {
     int64_t hash;
-    if (!hash_file(f->path, &hash)) return GLIMPSE_STATUS_OK;
+    if (!index_hash_file(f->path, &hash)) return GLIMPSE_STATUS_OK;
     int64_t key[2] = {hash, f->size};
     int32_t candidate;
     if (!strmap_get(stored->by_content, (const char *)key, sizeof key, &candidate)) return GLIMPSE_STATUS_OK;
@@ -1406,6 +1405,85 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     stored_images_free(&stored);
     free(work);
     walk_result_free(&walk);
+    return status;
+}
+
+/* ---------------------------------------------------------------- import */
+
+glimpse_status index_import_begin(glimpse_index *index, const char *label, const char *identity,
+                                  const char *precision, size_t dim) {
+    if (index->read_only)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                         "%s was opened for searching (read-only); open it with a model to import into it", index->path);
+    if (strcmp(identity, index->identity) != 0)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s holds embeddings of another model (%s) than %s (%s)", label,
+                         identity, index->path, index->identity);
+    if (strcmp(precision, precision_name(index->precision)) != 0)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s holds %s embeddings and %s holds %s ones", label, precision,
+                         index->path, precision_name(index->precision));
+    if (dim != index->dim)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s holds embeddings of %zu numbers and %s of %zu", label, dim,
+                         index->path, index->dim);
+    drop_cache(index);
+    return writer_lock(index);
+}
+
+glimpse_status index_import_store(glimpse_index *index, const imported_picture *pictures, size_t count,
+                                  glimpse_index_summary *summary) {
+    sqlite3_stmt *insert, *find = NULL, *remove = NULL;
+    /* a picture is one row, frame 0 (rows of a video that was at this path, or a failure, are replaced) */
+    glimpse_status status = transaction_begin(index,
+                                              "INSERT INTO images(path, frame, time, size, mtime_ns, hash, embedding,"
+                                              " checksum) VALUES (?1, 0, NULL, ?2, ?3, ?4, ?5,"
+                                              " glimpse_row_checksum(?1, ?5))",
+                                              "preparing an insert", &insert);
+    if (!status && sqlite3_prepare_v2(index->db, "SELECT size, mtime_ns, hash, failed IS NOT NULL FROM images"
+                                                 " WHERE path = ? AND frame = 0 AND time IS NULL", -1, &find,
+                                      NULL) != SQLITE_OK)
+        status = db_error(index, "reading the index");
+    if (!status && sqlite3_prepare_v2(index->db, "DELETE FROM images WHERE path = ?", -1, &remove, NULL) != SQLITE_OK)
+        status = db_error(index, "preparing an insert");
+    for (size_t i = 0; i < count && !status; i++) {
+        const imported_picture *p = &pictures[i];
+        sqlite3_bind_text(find, 1, p->path, -1, SQLITE_STATIC);
+        int code = sqlite3_step(find);
+        bool stored = code == SQLITE_ROW;
+        bool same = stored && sqlite3_column_int64(find, 0) == p->size && sqlite3_column_int64(find, 1) == p->mtime_ns &&
+                    sqlite3_column_int64(find, 2) == p->hash && sqlite3_column_int(find, 3) == 0;
+        sqlite3_reset(find);
+        if (code != SQLITE_ROW && code != SQLITE_DONE) {
+            status = step_error(index, code, "reading the index");
+            break;
+        }
+        if (same) {
+            summary->unchanged++;
+            continue;
+        }
+        sqlite3_bind_text(remove, 1, p->path, -1, SQLITE_STATIC);
+        if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "replacing an entry");
+        sqlite3_reset(remove);
+        if (status) break;
+        sqlite3_bind_text(insert, 1, p->path, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(insert, 2, p->size);
+        sqlite3_bind_int64(insert, 3, p->mtime_ns);
+        sqlite3_bind_int64(insert, 4, p->hash);
+        sqlite3_bind_blob(insert, 5, p->embedding, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
+        if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "storing an embedding");
+        sqlite3_reset(insert);
+        if (stored)
+            summary->updated++;
+        else
+            summary->added++;
+    }
+    sqlite3_finalize(find);
+    sqlite3_finalize(remove);
+    return transaction_end(index, insert, status);
+}
+
+glimpse_status index_import_end(glimpse_index *index, glimpse_status status) {
+    if (!status) status = write_vectors(index);
+    writer_unlock(index);
+    if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     return status;
 }
 

@@ -75,4 +75,34 @@ glimpse_status walk_folder_files(const char *folder, walk_result *out);
 /* A 64-bit hash of bytes (content identity for moved files). */
 uint64_t content_hash(const uint8_t *bytes, size_t size);
 
+/* The content hash of the file at path, as the index stores it; false if it cannot be read. */
+bool index_hash_file(const char *path, int64_t *hash);
+
+/* --------------------------------------------------- for import.c (index.c)
+ * Storing embeddings made elsewhere (glimpse_index_import): begin, store
+ * shard after shard, end. */
+
+/* One picture to store: its file as it is now, and its embedding ([dim], borrowed). */
+typedef struct imported_picture {
+    const char *path; /* absolute */
+    int64_t size, mtime_ns, hash;
+    const float *embedding;
+} imported_picture;
+
+/* WRONG_MODEL unless embeddings of the model identity at precision
+ * ("float32" or "int8") and of dim are the index's own (label names where
+ * they come from in the message); INVALID_ARGUMENT for a read-only handle.
+ * Then takes the writer's turn (BUSY as for an update). */
+glimpse_status index_import_begin(glimpse_index *index, const char *label, const char *identity,
+                                  const char *precision, size_t dim);
+/* Stores the pictures in one transaction (all or none survive a crash): a
+ * path stored with the same size, time and hash (and not failed) is counted
+ * unchanged and left alone, another stored path is updated, a new one added. */
+glimpse_status index_import_store(glimpse_index *index, const imported_picture *pictures, size_t count,
+                                  glimpse_index_summary *summary);
+/* After the last store: rewrites the vector file (unless status is a
+ * failure) and gives the writer's turn back. Returns status, or the failure
+ * to write. */
+glimpse_status index_import_end(glimpse_index *index, glimpse_status status);
+
 #endif

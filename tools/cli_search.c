@@ -1,11 +1,15 @@
 /* cli_search.c — `glimpse index` (build, refresh or manage a search index
  * of a photo collection), `glimpse search` (query it with texts, images,
  * combinations or a picture's neighbours) and `glimpse duplicates`. */
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef GLIMPSE_HAVE_FAISS
+#include "search/faiss_folder.h"
+#endif
 #include "tools/cli_common.h"
 #include "search/index.h"
 #include "tools/cli_html.h"
@@ -14,7 +18,14 @@
 
 /* ----------------------------------------------------------------- index */
 
-enum { INDEX_OPT_STATS = CLI_OPT_FIRST_FREE, INDEX_OPT_LIST, INDEX_OPT_PRUNE, INDEX_OPT_REMOVE, INDEX_OPT_EXCLUDE };
+enum {
+    INDEX_OPT_STATS = CLI_OPT_FIRST_FREE,
+    INDEX_OPT_LIST,
+    INDEX_OPT_PRUNE,
+    INDEX_OPT_REMOVE,
+    INDEX_OPT_EXCLUDE,
+    INDEX_OPT_IMPORT
+};
 
 static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_VIDEO_LONG_OPTIONS,
                                                    {"fast-decode", no_argument, NULL, CLI_OPT_FAST_DECODE},
@@ -25,12 +36,14 @@ static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_
                                                    {"prune", no_argument, NULL, INDEX_OPT_PRUNE},
                                                    {"remove", required_argument, NULL, INDEX_OPT_REMOVE},
                                                    {"exclude", required_argument, NULL, INDEX_OPT_EXCLUDE},
+                                                   {"import", required_argument, NULL, INDEX_OPT_IMPORT},
                                                    {NULL, 0, NULL, 0}};
 
 static const char index_help[] =
     "Usage: glimpse index -m MODEL --db FILE [--exclude GLOB...] [--every SECONDS | --scenes]\n"
     "                     [--fast-decode] PATH...\n"
     "       glimpse index --db FILE --stats | --list | --check | --prune | --remove PATH...\n"
+    "       glimpse index [-m MODEL] --db FILE --import DIR\n"
     "Builds or refreshes a search index of image files: folders are walked\n"
     "recursively for JPEG, PNG, WebP, TIFF, HEIC, AVIF, BMP, GIF, TGA and PNM files\n"
     "(by their extensions in any case: .jpg, .JPG, .jpeg, .jfif, .heic, .hif, ...). Each\n"
@@ -72,6 +85,16 @@ static const char index_help[] =
     "                       were (an unplugged drive's too: only when asked)\n"
     "      --remove PATH    forget the entry of a file, or every entry under a\n"
     "                       folder (repeatable)\n"
+    "      --import DIR     merge the embeddings python -m glimpse.dask embed wrote\n"
+    "                       to DIR (manifest.json, part-NNNNN.npy and .json) without\n"
+    "                       embedding again. Their model (identity and precision)\n"
+    "                       must be the index's; -m defaults to the manifest's model\n"
+    "                       folder. A shard absent, partial or damaged is reported and\n"
+    "                       skipped whole; a picture whose file is not here with the\n"
+    "                       size and time it was embedded with is reported and left\n"
+    "                       out (index it with glimpse index); importing again adds\n"
+    "                       nothing twice. Video frames are not imported (the index\n"
+    "                       keeps no frame times). Exit status 1 if anything was left out\n"
     "--stats, --list, --prune and --remove take the model the index records.\n"
     "A summary line on stdout counts added, updated, moved, removed, unchanged and\n"
     "failed files (with --json, one object, after an object {\"image\": PATH,\n"
@@ -264,7 +287,7 @@ static int change_index(const char *db, cli_options *options, bool prune, char *
 
 /* What `glimpse index` was asked to do. */
 typedef struct index_request {
-    const char *db;
+    const char *db, *import; /* --import DIR */
     bool check, stats, list, prune;
     char **removals, **excluded; /* --remove and --exclude arguments */
     size_t removal_count, excluded_count;
@@ -332,15 +355,89 @@ static int index_paths(const index_request *request, cli_options *options) {
     return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
+static bool on_import_progress(void *user, size_t done, size_t total) {
+    index_progress *p = user;
+    if (p->bar.total != total) cli_progress_start(&p->bar, p->options, total, "shards");
+    cli_progress_step(&p->bar, done);
+    return false;
+}
+
+/* The model folder a glimpse.dask manifest names (for -m's default; *int8 set if its embeddings are
+ * int8); NULL if it cannot be read. The import itself checks the manifest in full. */
+static char *manifest_model_path(const char *folder, bool *int8) {
+    char *path = cli_calloc(strlen(folder) + 16, 1), *model = NULL;
+    sprintf(path, "%s/manifest.json", folder);
+    FILE *file = fopen(path, "rb");
+    free(path);
+    if (!file) return NULL;
+    char *text = cli_calloc(1 << 20, 1);
+    size_t length = fread(text, 1, (1 << 20) - 1, file);
+    fclose(file);
+    text[length] = 0;
+    cJSON *json = cJSON_Parse(text);
+    const cJSON *record = cJSON_GetObjectItemCaseSensitive(json, "model");
+    const cJSON *folder_item = cJSON_GetObjectItemCaseSensitive(record, "path");
+    if (cJSON_IsString(folder_item)) model = strdup(folder_item->valuestring);
+    const cJSON *precision = cJSON_GetObjectItemCaseSensitive(record, "precision");
+    *int8 = cJSON_IsString(precision) && strcmp(precision->valuestring, "int8") == 0;
+    cJSON_Delete(json);
+    free(text);
+    return model;
+}
+
+/* `glimpse index --import DIR`: glimpse.dask's shards merged; the summary on stdout. */
+static int import_shards(const index_request *request, cli_options *options) {
+    bool int8 = false;
+    char *default_model = manifest_model_path(request->import, &int8);
+    if (!options->model && !default_model) {
+        cli_error("%s/manifest.json: cannot be read, or names no model; give -m MODEL", request->import);
+        return CLI_EXIT_FAILURE;
+    }
+    if (!options->model) options->model = default_model;
+    if (int8) options->precision = GLIMPSE_PRECISION_INT8; /* the embeddings' precision; the index checks it */
+    glimpse_model *model = cli_load_model(options, "index", false, true); /* nothing is embedded */
+    glimpse_index *index;
+    if (glimpse_index_open(request->db, model, &index) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        glimpse_model_free(model);
+        free(default_model);
+        return CLI_EXIT_FAILURE;
+    }
+    index_progress progress = {.bar = {0}, .options = options};
+    glimpse_index_params params = {.on_progress = on_import_progress, .on_failure = on_failure, .user = &progress};
+    glimpse_index_summary summary;
+    double started = cli_now();
+    glimpse_status status = glimpse_index_import(index, request->import, &params, &summary);
+    cli_progress_end(&progress.bar);
+    if (status) cli_error("%s", glimpse_last_error());
+    double seconds = cli_now() - started;
+    if (options->json)
+        printf("{\"added\": %zu, \"updated\": %zu, \"unchanged\": %zu, \"failed\": %zu, \"shards_skipped\": %zu, "
+               "\"indexed\": %zu, \"seconds\": %.3f}\n",
+               summary.added, summary.updated, summary.unchanged, summary.failed, summary.roots_failed,
+               glimpse_index_count(index), seconds);
+    else
+        printf("imported: added %zu, updated %zu, unchanged %zu, failed %zu, shards skipped %zu; %zu images in the "
+               "index (%.1f s)\n",
+               summary.added, summary.updated, summary.unchanged, summary.failed, summary.roots_failed,
+               glimpse_index_count(index), seconds);
+    glimpse_index_free(index);
+    glimpse_model_free(model);
+    free(default_model);
+    return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
 /* Does what was asked, after checking the options go together. */
 static int run_index(const index_request *request, cli_options *options) {
     if (!request->db) cli_usage_error("index", "no index file: give --db FILE");
     bool changes = request->prune || request->removal_count;
-    int modes = request->check + request->stats + request->list + changes;
-    if (modes > 1) cli_usage_error("index", "--check, --stats, --list and --prune/--remove go one at a time");
+    int modes = request->check + request->stats + request->list + changes + (request->import != NULL);
+    if (modes > 1)
+        cli_usage_error("index", "--check, --stats, --list, --import and --prune/--remove go one at a time");
     if (modes && request->path_count)
-        cli_usage_error("index", "--check, --stats, --list, --prune and --remove take no paths");
+        cli_usage_error("index", "--check, --stats, --list, --import, --prune and --remove take no paths");
     if (modes && request->excluded_count) cli_usage_error("index", "--exclude goes with paths to index");
+    if (request->import) return import_shards(request, options);
     if (request->check) return check_index(request->db);
     if (request->stats) return show_stats(request->db, options);
     if (request->list) return list_entries(request->db, options);
@@ -371,6 +468,7 @@ int command_index(int argc, char **argv) {
         case INDEX_OPT_PRUNE: request.prune = true; break;
         case INDEX_OPT_REMOVE: request.removals[request.removal_count++] = optarg; break;
         case INDEX_OPT_EXCLUDE: request.excluded[request.excluded_count++] = optarg; break;
+        case INDEX_OPT_IMPORT: request.import = optarg; break;
         case CLI_OPT_HELP: printf("%s\n%s\n%s", index_help, cli_video_help, cli_common_help); break;
         default: cli_usage_error("index", "unknown option");
         }
@@ -385,16 +483,19 @@ int command_index(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- search */
 
-enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD, OPT_HTML };
+enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD, OPT_HTML, SEARCH_OPT_FAISS, SEARCH_OPT_NPROBE };
 
 static const struct option search_long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                     {"db", required_argument, NULL, 'd'},
                                                     {"like", required_argument, NULL, SEARCH_OPT_LIKE},
                                                     {"html", required_argument, NULL, OPT_HTML},
+                                                    {"faiss", required_argument, NULL, SEARCH_OPT_FAISS},
+                                                    {"nprobe", required_argument, NULL, SEARCH_OPT_NPROBE},
                                                     {NULL, 0, NULL, 0}};
 
 static const char search_help[] =
     "Usage: glimpse search --db FILE [-m MODEL] [-k N] [--json] [--like PHOTO...] QUERY...\n"
+    "       glimpse search --faiss INDEX [-m MODEL] [-k N] [--nprobe N] [--json] QUERY...\n"
     "Finds the indexed images closest to each query, best first.\n"
     "A query is a text, an image file, or a combination: parts joined by \" + \" and\n"
     "\" - \", each optionally weighted: \"beach + sunset - people\", \"2:sunset + beach\",\n"
@@ -412,6 +513,14 @@ static const char search_help[] =
     "                       else PHOTO embedded now. Repeatable; no QUERY needed\n"
     "      --html FILE      also write FILE, one self-contained page of the results'\n"
     "                       thumbnails with their scores and paths\n"
+    "      --faiss INDEX    search the FAISS index folder python -m glimpse.faiss build\n"
+    "                       made from glimpse.dask's shards instead of an SQLite index\n"
+    "                       (memory-mapped; the candidates re-scored with the exact\n"
+    "                       vectors when the folder keeps vectors.npy). The model is\n"
+    "                       the one the shards were embedded with. Only in a glimpse\n"
+    "                       built with FAISS (libfaiss-dev)\n"
+    "      --nprobe N       with --faiss: the inverted lists searched (default: the\n"
+    "                       index's, params.json); more finds more, slower\n"
     "Scores are the model's logits: logit_scale x cosine, + logit_bias for SigLIP.\n"
     "A video's frame shows as PATH @ M:SS.s (its time in the video).\n"
     "JSON: {\"text\": QUERY, \"results\": [{\"image\": PATH, \"score\": S}, ...]} per query\n"
@@ -481,11 +590,75 @@ static bool embed_search_query(const cli_options *options, glimpse_index *index,
     return !status;
 }
 
+/* `glimpse search --faiss INDEX`: text and combined queries against glimpse.faiss's index folder. */
+static int search_faiss(const char *folder, cli_options *options, char **queries, size_t query_count, size_t k,
+                        size_t nprobe, const char *html) {
+#ifdef GLIMPSE_HAVE_FAISS
+    faiss_folder *index;
+    if (faiss_folder_open(folder, &index) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", glimpse_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    const faiss_folder_info *info = faiss_folder_get_info(index);
+    if (!options->model) options->model = info->model_path;
+    if (options->precision == GLIMPSE_PRECISION_FLOAT32 && strcmp(info->precision, "int8") == 0)
+        options->precision = GLIMPSE_PRECISION_INT8;
+    bool images = false;
+    for (size_t i = 0; i < query_count; i++) images |= glimpse_query_needs_images(queries[i]);
+    glimpse_model *model = cli_load_model(options, "search", images, true);
+    char identity[GLIMPSE_MODEL_IDENTITY_CAPACITY] = "";
+    glimpse_model_identity(model, identity, sizeof identity);
+    if (glimpse_model_embedding_dim(model) != info->dim || (info->identity && strcmp(identity, info->identity) != 0)) {
+        cli_error("%s holds embeddings of another model (%s, from %s) than %s; give that model", folder,
+                  info->identity ? info->identity : "?", info->model_path, options->model);
+        faiss_folder_free(index);
+        glimpse_model_free(model);
+        return CLI_EXIT_FAILURE;
+    }
+    glimpse_context *ctx = cli_create_context(options, model);
+    float *embedding = cli_calloc(info->dim, sizeof(float));
+    glimpse_search_result *results = cli_calloc(k, sizeof *results);
+    const char **paths = cli_calloc(k, sizeof *paths);
+    float *scores = cli_calloc(k, sizeof *scores);
+    FILE *page = html ? cli_html_open(html, "glimpse search") : NULL;
+    for (size_t q = 0; q < query_count; q++) {
+        size_t found = 0;
+        glimpse_status status = glimpse_embed_query(ctx, queries[q], embedding);
+        if (!status) status = faiss_folder_search(index, embedding, k, nprobe, results, &found);
+        if (status) {
+            cli_error("%s", glimpse_last_error());
+            print_json_error(options, "text", queries[q], glimpse_last_error());
+            options->failures++;
+            continue;
+        }
+        for (size_t r = 0; r < found; r++) paths[r] = results[r].path, scores[r] = results[r].score;
+        cli_print_results(options, queries[q], paths, NULL, scores, NULL, found); /* (stills only: no frame times) */
+        if (page) {
+            cli_html_row(page, queries[q]);
+            for (size_t r = 0; r < found; r++) {
+                char caption[32];
+                snprintf(caption, sizeof caption, "%.4f", scores[r]);
+                cli_html_picture(page, options, paths[r], -1, caption);
+            }
+            cli_html_row_end(page);
+        }
+    }
+    if (page && !cli_html_close(page, html)) options->failures++;
+    free(embedding), free(results), free(paths), free(scores);
+    faiss_folder_free(index);
+    return cli_finish(options, ctx, model);
+#else
+    (void)options, (void)queries, (void)query_count, (void)k, (void)nprobe, (void)html;
+    cli_error("%s: this glimpse was built without FAISS (install libfaiss-dev and build it again)", folder);
+    return CLI_EXIT_FAILURE;
+#endif
+}
+
 int command_search(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
-    const char *db = NULL, *html = NULL;
-    long k = 10;
+    const char *db = NULL, *html = NULL, *faiss = NULL;
+    long k = 10, nprobe = 0;
     int code;
     search_query *queries = cli_calloc((size_t)argc, sizeof *queries);
     size_t query_count = 0;
@@ -496,11 +669,20 @@ int command_search(int argc, char **argv) {
         case 'k': k = cli_parse_long("search", "-k", optarg, 1, 1L << 30); break;
         case SEARCH_OPT_LIKE: queries[query_count++] = (search_query){.label = NULL, .like = optarg}; break;
         case OPT_HTML: html = optarg; break;
+        case SEARCH_OPT_FAISS: faiss = optarg; break;
+        case SEARCH_OPT_NPROBE: nprobe = cli_parse_long("search", "--nprobe", optarg, 1, 1L << 20); break;
         case CLI_OPT_HELP: printf("%s\n%s", search_help, cli_common_help); free(queries); return CLI_EXIT_OK;
         default: cli_usage_error("search", "unknown option");
         }
     }
-    if (!db) cli_usage_error("search", "no index file: give --db FILE");
+    if (faiss) {
+        if (db || query_count) cli_usage_error("search", "--faiss goes without --db and --like");
+        if (optind >= argc) cli_usage_error("search", "no query");
+        free(queries);
+        return search_faiss(faiss, &options, argv + optind, (size_t)(argc - optind), (size_t)k, (size_t)nprobe, html);
+    }
+    if (nprobe) cli_usage_error("search", "--nprobe goes with --faiss");
+    if (!db) cli_usage_error("search", "no index file: give --db FILE or --faiss INDEX");
     if (optind >= argc && !query_count) cli_usage_error("search", "no query (give QUERY or --like PHOTO)");
     glimpse_index *index = open_for_reading(db);
     float *embedding = cli_calloc(glimpse_index_embedding_dim(index), sizeof(float));

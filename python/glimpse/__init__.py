@@ -261,6 +261,9 @@ class Model(_Handle):
         self.logit_bias = float(info.logit_bias)
         self.image_size = int(info.image_size)
         self.weight_dtype = info.weight_dtype.decode() if info.weight_dtype else ""
+        identity = ctypes.create_string_buffer(128)
+        _check(_lib.glimpse_model_identity(self._handle, identity, len(identity)))
+        self.identity = identity.value.decode()  # what a search index records of the model
 
     def __repr__(self):
         return f"glimpse.Model({self.path!r}, kind={self.kind!r}, precision={self.precision!r})"
@@ -598,6 +601,22 @@ class Index(_Handle):
             raise ValueError("glimpse.Index.update: open the index with a model to update it")
         paths = [_encode_path(root) for root in _as_list(roots, (str, os.PathLike))]
         array = (ctypes.c_char_p * len(paths))(*paths)
+        return self._change(lambda params, summary: _lib.glimpse_index_update(
+            self._handle, self.model._context(), array, len(paths), params, summary), progress, max_pixels)
+
+    def import_embeddings(self, folder, progress=None):
+        """Merges the shards glimpse.dask embed wrote to folder without embedding again (glimpse index
+        --import): their model identity and precision must be the index's. A shard absent, partial or
+        damaged is skipped whole (in failures, counted in roots_failed); a picture whose file changed
+        since it was embedded is left out (failures, failed). progress(done, total) counts shards.
+        Returns an IndexSummary."""
+        if self.model is None:
+            raise ValueError("glimpse.Index.import_embeddings: open the index with a model to change it")
+        return self._change(lambda params, summary: _lib.glimpse_index_import(
+            self._handle, _encode_path(folder), params, summary), progress)
+
+    def _change(self, call, progress, max_pixels=0):
+        """Runs call(params, summary) with callbacks that collect failures; an IndexSummary."""
         failures, root_failures = [], []
         guard = _CallbackGuard()
         params = _c.IndexParams()
@@ -610,16 +629,16 @@ class Index(_Handle):
             lambda user, path, status, reason: root_failures.append((os.fsdecode(path),
                                                                      reason.decode(errors="replace"))))
         summary = _c.IndexSummary()
-        status = _lib.glimpse_index_update(self._handle, self.model._context(), array, len(paths),
-                                           ctypes.byref(params), ctypes.byref(summary))
+        status = call(ctypes.byref(params), ctypes.byref(summary))
         guard.reraise()
         _check(status)
         counts = [getattr(summary, name) for name, _ in _c.IndexSummary._fields_]
         return IndexSummary(*counts, failures, root_failures)
 
     def stats(self):
-        """What the index holds, as `glimpse index --stats`: a dict of images, failed, dim, precision,
-        model_path, model_identity, file_bytes."""
+        """What the index holds, as `glimpse index --stats`: a dict of images (files; a video counts once),
+        failed, dim, precision, model_path, model_identity, file_bytes, videos, frames (stored for the videos),
+        video_sampling (None before the index held videos) and fast_decode."""
         stats = _c.IndexStats()
         _check(_lib.glimpse_index_get_stats(self._handle, ctypes.byref(stats)))
         precisions = {value: name for name, value in _c.PRECISIONS.items()}
@@ -627,7 +646,9 @@ class Index(_Handle):
                 "precision": precisions.get(stats.precision, str(stats.precision)),
                 "model_path": os.fsdecode(stats.model_path or b""),
                 "model_identity": (stats.model_identity or b"").decode(errors="replace"),
-                "file_bytes": stats.file_bytes}
+                "file_bytes": stats.file_bytes, "videos": stats.videos, "frames": stats.frames,
+                "video_sampling": stats.video_sampling.decode() if stats.video_sampling else None,
+                "fast_decode": bool(stats.fast_decode)}
 
     def remove(self, path):
         """Forgets the entry of the file at path, or every entry under the folder at path (which need not

@@ -109,7 +109,8 @@ class IndexParams(ctypes.Structure):
 class IndexStats(ctypes.Structure):
     _fields_ = [("images", ctypes.c_size_t), ("failed", ctypes.c_size_t), ("dim", ctypes.c_size_t),
                 ("precision", ctypes.c_int), ("model_path", ctypes.c_char_p), ("model_identity", ctypes.c_char_p),
-                ("file_bytes", ctypes.c_uint64)]
+                ("file_bytes", ctypes.c_uint64), ("videos", ctypes.c_size_t), ("frames", ctypes.c_size_t),
+                ("video_sampling", ctypes.c_char_p), ("fast_decode", ctypes.c_bool)]
 
 
 GroupCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), c_float_p, ctypes.c_size_t)
@@ -135,6 +136,7 @@ _declare("glimpse_model_load", status, ctypes.c_char_p, ctypes.POINTER(LoadParam
 _declare("glimpse_model_free", None, P)
 _declare("glimpse_model_embedding_dim", ctypes.c_size_t, P)
 _declare("glimpse_model_get_info", status, P, ctypes.POINTER(ModelInfo))
+_declare("glimpse_model_identity", status, P, ctypes.c_char_p, ctypes.c_size_t)
 _declare("glimpse_context_default_params", ContextParams)
 _declare("glimpse_context_create", status, P, ctypes.POINTER(ContextParams), PP)
 _declare("glimpse_context_free", None, P)
@@ -166,6 +168,7 @@ _declare("glimpse_index_count", ctypes.c_size_t, P)
 _declare("glimpse_index_verify", status, P, c_bool_p)
 _declare("glimpse_index_update", status, P, P, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
          ctypes.POINTER(IndexParams), ctypes.POINTER(IndexSummary))
+_declare("glimpse_index_import", status, P, ctypes.c_char_p, ctypes.POINTER(IndexParams), ctypes.POINTER(IndexSummary))
 _declare("glimpse_index_search", status, P, c_float_p, ctypes.c_size_t, ctypes.POINTER(SearchResult), c_size_t_p)
 _declare("glimpse_embed_query", status, P, ctypes.c_char_p, c_float_p)
 _declare("glimpse_index_get_stats", status, P, ctypes.POINTER(IndexStats))

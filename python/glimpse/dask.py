@@ -43,8 +43,9 @@ def list_pictures(roots):
 
 
 def model_identity(model):
-    """What the manifest records of a model: its description and a SHA-256 over its config.json and
-    weight files, so that a resumed run refuses to mix in another model's vectors."""
+    """What the manifest records of a model: its description, the identity a glimpse search index records
+    (glimpse index --import compares them) and a SHA-256 over its config.json and weight files, so that a
+    resumed run refuses to mix in another model's vectors."""
     digest = hashlib.sha256()
     for name in sorted(os.listdir(model.path)):
         if name == "config.json" or name.endswith(".safetensors"):
@@ -52,7 +53,7 @@ def model_identity(model):
             with open(os.path.join(model.path, name), "rb") as file:
                 for block in iter(lambda: file.read(1 << 20), b""):
                     digest.update(block)
-    return {"path": model.path, "architecture": model.architecture, "kind": model.kind,
+    return {"path": model.path, "identity": model.identity, "architecture": model.architecture, "kind": model.kind,
             "embedding_dim": model.embedding_dim, "precision": model.precision, "logit_scale": model.logit_scale,
             "logit_bias": model.logit_bias, "weight_dtype": model.weight_dtype, "sha256": digest.hexdigest()}
 

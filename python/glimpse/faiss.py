@@ -19,24 +19,68 @@ from . import shards
 FLAT_BELOW = 100_000  # fewer vectors than this: an exact flat index (a scan of n x dim floats is fast enough)
 
 
-def ivfpq_parameters(count, dim):
+HNSW_QUANTIZER_FROM = 4096  # from this many lists, an HNSW graph over the centroids finds a vector's lists
+
+
+def ivfpq_parameters(count, dim, nlist=None):
     """IVF-PQ parameters for count vectors of dim: nlist ~ 4 sqrt(n) lists (a power of two, at most n/39 so
-    that k-means has 39 training points a list), PQ of dim/8 sub-vectors (8 dimensions each, dividing dim)
-    of 8 bits (fewer for tiny collections: 2^bits <= n/39), nprobe ~ nlist/64 lists searched."""
-    nlist = 2 ** round(math.log2(max(4 * math.sqrt(count), 1)))
-    nlist = int(max(1, min(nlist, count // 39, 65536)))
+    that k-means has 39 training points a list; or as given), PQ of dim/8 sub-vectors (8 dimensions each,
+    dividing dim) of 8 bits (fewer for tiny collections: 2^bits <= n/39), nprobe ~ nlist/64 lists searched.
+    From HNSW_QUANTIZER_FROM lists (about a million vectors) a query finds its lists through an HNSW graph
+    (32 links) over the centroids, built after the adds (which assign by batched matrix products), and
+    k-means trains on 32 points a list instead of 64. k-means runs 10 iterations; the PQ codebooks train
+    on 64 points a centroid in 10 iterations."""
+    if not nlist:
+        nlist = 2 ** round(math.log2(max(4 * math.sqrt(count), 1)))
+        nlist = int(max(1, min(nlist, count // 39, 65536)))
     sub_vectors = max(1, dim // 8)
     while dim % sub_vectors:
         sub_vectors -= 1
     bits = int(max(1, min(8, math.floor(math.log2(max(count // 39, 2))))))
     nprobe = int(min(nlist, max(16, nlist // 64)))
-    train = int(min(count, max(64 * nlist, 2 ** bits * 64)))
-    return {"nlist": nlist, "pq_sub_vectors": sub_vectors, "pq_bits": bits, "nprobe": nprobe, "train_size": train}
+    if nlist >= HNSW_QUANTIZER_FROM:
+        quantizer, train = "hnsw32", int(min(count, 32 * nlist))
+    else:
+        quantizer, train = "flat", int(min(count, max(64 * nlist, 2 ** bits * 64)))
+    return {"nlist": int(nlist), "pq_sub_vectors": sub_vectors, "pq_bits": bits, "nprobe": nprobe,
+            "train_size": train, "quantizer": quantizer, "kmeans_iterations": 10, "pq_iterations": 10,
+            "pq_points_per_centroid": 64}
+
+
+def quantizer_search_breadth(nprobe):
+    """The HNSW quantizer's efSearch for nprobe lists (the C side, search/faiss_index.cpp, uses the same)."""
+    return max(64, 2 * int(nprobe))
+
+
+def set_nprobe(index, nprobe):
+    """Sets the lists searched (and an HNSW quantizer's search breadth) on an IVF index; nothing on others."""
+    import faiss
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:
+        return
+    ivf.nprobe = int(nprobe)
+    quantizer = faiss.downcast_index(ivf.quantizer)
+    if isinstance(quantizer, faiss.IndexHNSW):
+        quantizer.hnsw.efSearch = quantizer_search_breadth(nprobe)
+
+
+def read_rows(vectors, rows):
+    """vectors[rows] for sorted row numbers, also from a reader that only takes slices (a chunked file)."""
+    if isinstance(vectors, np.ndarray):
+        return np.ascontiguousarray(vectors[rows], dtype=np.float32)
+    out = np.empty((len(rows), vectors.shape[1]), np.float32)
+    for first in range(0, len(rows), 4096):
+        group = rows[first:first + 4096]
+        block = vectors[int(group[0]):int(group[-1]) + 1]
+        out[first:first + len(group)] = block[group - group[0]]
+    return out
 
 
 def make_index(vectors, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=None, seed=1234):
-    """A trained FAISS index holding vectors (float32 [n, dim], L2-normalised; inner product) and the
-    parameters it was made with. kind: "flat" (exact), "ivfpq", or "auto" (flat below FLAT_BELOW)."""
+    """A trained FAISS index holding vectors (float32 [n, dim], L2-normalised; inner product; an array,
+    a memory map, or any object with .shape whose slices give arrays) and the parameters it was made
+    with. kind: "flat" (exact), "ivfpq", or "auto" (flat below FLAT_BELOW)."""
     import faiss
     count, dim = vectors.shape
     if kind == "auto":
@@ -45,32 +89,66 @@ def make_index(vectors, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=Non
         index = faiss.IndexFlatIP(dim)
         parameters = {"kind": "flat"}
     elif kind == "ivfpq":
-        parameters = ivfpq_parameters(count, dim)
-        for name, value in (("nlist", nlist), ("pq_sub_vectors", pq_sub_vectors), ("nprobe", nprobe)):
+        parameters = ivfpq_parameters(count, dim, nlist)
+        for name, value in (("pq_sub_vectors", pq_sub_vectors), ("nprobe", nprobe)):
             if value:
                 parameters[name] = int(value)
         if dim % parameters["pq_sub_vectors"]:
             raise ValueError(f"{parameters['pq_sub_vectors']} PQ sub-vectors do not divide dimension {dim}")
         parameters["kind"] = "ivfpq"
+        # k-means and the adds assign vectors to lists by a flat scan of the centroids, in batches that are
+        # matrix products (OpenBLAS): Debian's FAISS computes an HNSW graph's distances with its plain
+        # scalar loop (fvec_inner_product_ref, seen in gdb), 6x slower here than the batched scan
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFPQ(quantizer, dim, parameters["nlist"], parameters["pq_sub_vectors"],
                                  parameters["pq_bits"], faiss.METRIC_INNER_PRODUCT)
+        index.cp.niter = parameters["kmeans_iterations"]
+        # the PQ codebooks (256 centroids in each 8-dimensional sub-space) learn from 64 points a centroid
+        # in 10 iterations: FAISS's default 256 points and 25 iterations spent 7 CPU-minutes of a
+        # 200,000-vector build here in those 64 small k-means, for codebooks the re-scoring corrects anyway
+        index.pq.cp.niter = parameters["pq_iterations"]
+        index.pq.cp.max_points_per_centroid = parameters["pq_points_per_centroid"]
         sample = np.random.default_rng(seed).choice(count, size=parameters["train_size"], replace=False)
-        index.train(np.ascontiguousarray(vectors[np.sort(sample)]))
+        index.train(read_rows(vectors, np.sort(sample)))
     else:
         raise ValueError(f"index kind is auto, flat or ivfpq, not {kind!r}")
     for first in range(0, count, 262144):
         index.add(np.ascontiguousarray(vectors[first:first + 262144], dtype=np.float32))
+    if kind == "ivfpq" and parameters["quantizer"] == "hnsw32":
+        # a query finds its lists through an HNSW graph over the centroids: one query's flat scan of
+        # 16,384 centroids of 512 is 8 million scalar multiply-adds (milliseconds), the graph's a few %
+        graph = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
+        graph.hnsw.efConstruction = 40
+        graph.add(quantizer.reconstruct_n(0, parameters["nlist"]))
+        index.quantizer = graph
+        index.referenced_objects.append(graph)  # kept alive with the index (the SWIG field does not own it)
+    if kind == "ivfpq":
+        set_nprobe(index, parameters["nprobe"])
     return index, parameters
 
 
 def write_paths(folder, paths):
     """The id -> path table: paths.bin (the UTF-8 paths back to back) and offsets.npy (uint64 [n + 1]),
-    both memory-mapped by readers, so a lookup costs two reads whatever the collection's size."""
-    encoded = [path.encode(errors="surrogateescape") for path in paths]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.uint64)
-    np.cumsum([len(path) for path in encoded], out=offsets[1:])
-    shards.write_atomically(os.path.join(folder, "paths.bin"), lambda file: file.write(b"".join(encoded)))
+    both memory-mapped by readers, so a lookup costs two reads whatever the collection's size. paths is
+    any sequence with a length; it is streamed, never held encoded as a whole."""
+    offsets = np.zeros(len(paths) + 1, dtype=np.uint64)
+
+    def write_bytes(file):
+        position, written = 0, 0
+        batch = []
+        for row, path in enumerate(paths):
+            encoded = path.encode(errors="surrogateescape")
+            position += len(encoded)
+            offsets[row + 1] = position
+            batch.append(encoded)
+            if len(batch) == 65536:
+                file.write(b"".join(batch))
+                batch = []
+            written = row + 1
+        file.write(b"".join(batch))
+        if written != len(paths):
+            raise ValueError(f"{written} paths for a table of {len(paths)}")
+    shards.write_atomically(os.path.join(folder, "paths.bin"), write_bytes)
     shards.write_atomically(os.path.join(folder, "offsets.npy"), lambda file: np.save(file, offsets))
 
 
@@ -132,7 +210,7 @@ class FaissIndex:
                 (self.vectors is not None and self.vectors.shape != (self.index.ntotal, self.index.d)):
             raise ValueError(f"{folder}: index.faiss, the path table and vectors.npy do not agree")
         if self.parameters["kind"] == "ivfpq":
-            faiss.extract_index_ivf(self.index).nprobe = self.parameters["nprobe"]
+            set_nprobe(self.index, self.parameters["nprobe"])
         self.model = model
         self.scale = self.parameters["model"]["logit_scale"]
         self.bias = self.parameters["model"]["logit_bias"]
@@ -154,12 +232,11 @@ class FaissIndex:
         """(rows int64 [q, k], cosines float32 [q, k]) of the k nearest vectors to each query (float32 [q,
         dim]); -1 where fewer exist. With rescore and vectors.npy, the index's k × rescore_factor candidates
         are re-scored with the exact vectors."""
-        import faiss
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if queries.shape[1] != self.index.d:
             raise ValueError(f"queries of dimension {queries.shape[1]} for an index of dimension {self.index.d}")
         if nprobe and self.parameters["kind"] == "ivfpq":
-            faiss.extract_index_ivf(self.index).nprobe = int(nprobe)
+            set_nprobe(self.index, nprobe)
         exact = rescore and self.vectors is not None and self.parameters["kind"] != "flat"
         candidates = k * (rescore_factor or self.parameters.get("rescore_factor", 50)) if exact else k
         scores, rows = self.index.search(queries, min(candidates, max(len(self), 1)))

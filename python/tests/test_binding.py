@@ -420,6 +420,7 @@ STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info
            "ContextParams": "glimpse_context_params", "ImageParams": "glimpse_image_params",
            "CaptionParams": "glimpse_caption_params", "Caption": "glimpse_caption",
            "IndexSummary": "glimpse_index_summary", "IndexParams": "glimpse_index_params",
+           "IndexStats": "glimpse_index_stats",
            "SearchResult": "glimpse_search_result", "ExplainMap": "glimpse_explain_map",
            "ExplainTensor": "glimpse_explain_tensor", "Explanation": "glimpse_explanation",
            "ExplainParams": "glimpse_explain_params"}
@@ -429,6 +430,11 @@ def test_structures_match_the_header(tmp_path):
     import shutil
     import subprocess
     from glimpse import _library
+    # every structure of the binding is checked, so a new one cannot be forgotten here (glimpse_index_stats was:
+    # the header had gained four fields, the library wrote them past the binding's buffer, and Python crashed later)
+    mirrored = {name for name, value in vars(_library).items()
+                if isinstance(value, type) and issubclass(value, ctypes.Structure) and value is not ctypes.Structure}
+    assert mirrored == set(STRUCTS), f"structures not compared with the header: {sorted(mirrored - set(STRUCTS))}"
     compiler = shutil.which("cc")
     if not compiler:
         pytest.skip("no C compiler to read the header's layout")

@@ -1,0 +1,296 @@
+"""test_scale.py — the way from glimpse.dask's shards back into the C tools: `glimpse index --import` merges
+shards (written here by glimpse.shards, as glimpse.dask writes them, no cluster needed) into an SQLite index
+that must then search as one built by `glimpse index` over the same pictures; damaged, partial and foreign
+shard folders are refused or skipped whole; and `glimpse search --faiss` over glimpse.faiss's index gives
+exact search's results when recall is 1 by construction (nprobe = nlist), with clear errors for a missing,
+damaged or mismatched index."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import BUILD, DEMO_CLIP
+
+# FAISS's OpenMP threads (here and in the glimpse program) wait without spinning: on a busy CI machine the
+# spinning made a 3,000-vector build take a minute instead of seconds
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from glimpse import dask as glimpse_dask  # noqa: E402
+from glimpse import shards  # noqa: E402
+
+PICTURES = 40
+SHARD_SIZE = 16
+QUERIES = ["a red circle above a blue square", "green stripes", "a yellow triangle on black"]
+
+
+def glimpse(*arguments, check=True):
+    done = subprocess.run([str(BUILD / "glimpse"), *map(str, arguments)], capture_output=True, text=True)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def search(*arguments, k=8):
+    """Each query's [(path, score)] from glimpse search --json."""
+    lines = glimpse("search", *arguments, "-k", k, "--json", *QUERIES).stdout.splitlines()
+    return [[(r["image"], r["score"]) for r in json.loads(line)["results"]] for line in lines]
+
+
+def summary_of(done):
+    """The summary object glimpse index --json prints last (after one object per failure)."""
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def assert_same_results(found, expected):
+    for mine, theirs in zip(found, expected, strict=True):
+        assert [path for path, _ in mine] == [path for path, _ in theirs]
+        np.testing.assert_allclose([s for _, s in mine], [s for _, s in theirs], rtol=0, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def model():
+    import glimpse as binding
+    with binding.Model(DEMO_CLIP, threads=1) as loaded:
+        yield loaded
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("collection")
+    subprocess.run([str(BUILD / "glimpse-make-pictures"), "--out", str(folder), "--count", str(PICTURES), "--seed",
+                    "11"], check=True, capture_output=True)
+    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    return folder
+
+
+def write_embeddings(out, model, paths):
+    """The folder glimpse.dask embed writes for paths, made here shard by shard with the same code."""
+    os.makedirs(out, exist_ok=True)
+    count = (len(paths) + SHARD_SIZE - 1) // SHARD_SIZE
+    shards.write_plan(str(out), paths)
+    manifest = {"format": shards.MANIFEST_FORMAT, "model": glimpse_dask.model_identity(model),
+                "shard_size": SHARD_SIZE, "batch_size": 8, "shards": count, "roots": [], "complete": False}
+    for shard in range(count):
+        vectors, pictures, broken = glimpse_dask.embed_pictures(model, paths[shard * SHARD_SIZE:][:SHARD_SIZE])
+        shards.write_shard(str(out), shard, vectors, pictures, broken)
+    return glimpse_dask.finish(str(out), manifest)
+
+
+@pytest.fixture(scope="module")
+def embeddings(tmp_path_factory, model, collection):
+    out = tmp_path_factory.mktemp("embeddings")
+    write_embeddings(out, model, glimpse_dask.list_pictures([str(collection)]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, collection):
+    """An index built by glimpse index over the same pictures (the broken one reported)."""
+    db = tmp_path_factory.mktemp("built") / "built.db"
+    done = glimpse("index", "-m", DEMO_CLIP, "--db", db, collection, check=False)
+    assert done.returncode == 1 and "broken.png" in done.stderr
+    return db
+
+
+def test_imported_shards_search_as_an_indexed_collection(tmp_path, embeddings, built, collection):
+    db = tmp_path / "imported.db"
+    done = glimpse("index", "--db", db, "--import", embeddings, "--json", check=False)
+    assert done.returncode == 1 and "broken.png" in done.stderr  # the run's broken file, reported
+    summary = summary_of(done)
+    assert (summary["added"], summary["unchanged"], summary["failed"], summary["shards_skipped"]) == \
+        (PICTURES, 0, 1, 0)
+    assert_same_results(search("--db", db), search("--db", built))
+    # importing again adds nothing; the index is unchanged
+    summary = summary_of(glimpse("index", "--db", db, "--import", embeddings, "--json", check=False))
+    assert (summary["added"], summary["updated"], summary["unchanged"], summary["indexed"]) == \
+        (0, 0, PICTURES, PICTURES)
+    # and glimpse index over the pictures finds every imported one unchanged
+    refreshed = summary_of(glimpse("index", "-m", DEMO_CLIP, "--db", db, "--json", collection, check=False))
+    assert (refreshed["added"], refreshed["updated"], refreshed["unchanged"]) == (0, 0, PICTURES)
+    # the binding's Index.import_embeddings is the same call
+    import glimpse as binding
+    with binding.Model(DEMO_CLIP) as loaded, binding.Index(tmp_path / "binding.db", loaded) as index:
+        summary = index.import_embeddings(embeddings)
+        assert (summary.added, summary.failed, len(summary.failures)) == (PICTURES, 1, 1)
+        assert index.import_embeddings(embeddings).unchanged == PICTURES
+    # into the index glimpse index built: the same pictures are recognised, nothing doubled
+    copy = tmp_path / "copy.db"
+    shutil.copy(built, copy)
+    summary = summary_of(glimpse("index", "--db", copy, "--import", embeddings, "--json", check=False))
+    assert summary["indexed"] == PICTURES and summary["added"] == 0
+
+
+def damage(folder, embeddings, how):
+    shutil.copytree(embeddings, folder)
+    npy, record = folder / "part-00001.npy", folder / "part-00001.json"
+    data = npy.read_bytes()
+    if how == "truncated":
+        npy.write_bytes(data[:len(data) - 100])
+    elif how == "header past the end":
+        npy.write_bytes(data[:8] + b"\xff\xff" + data[10:60])
+    elif how == "shape lies":
+        npy.write_bytes(data.replace(b"(16, ", b"(15, ", 1))
+    elif how == "not normalised":
+        vectors = np.load(npy)
+        vectors[3] *= 2
+        np.save(npy, vectors)
+    elif how == "fewer pictures":
+        value = json.loads(record.read_text())
+        value["pictures"].pop()
+        record.write_text(json.dumps(value))
+    elif how == "partial":
+        os.unlink(record)
+    elif how == "not json":
+        record.write_text('{"format": "glimpse-shard-1", "shard": 1, "pictures": [')
+    elif how == "not npy":
+        npy.write_bytes(b"PK\x03\x04" + data[4:])
+
+
+@pytest.mark.parametrize("how", ["truncated", "header past the end", "shape lies", "not normalised", "fewer pictures",
+                                 "partial", "not json", "not npy"])
+def test_a_damaged_shard_is_skipped_whole(tmp_path, embeddings, how):
+    folder = tmp_path / "embeddings"
+    damage(folder, embeddings, how)
+    done = glimpse("index", "--db", tmp_path / "index.db", "--import", folder, "--json", check=False)
+    assert done.returncode == 1
+    assert "part-00001." in done.stderr and "the shard is skipped" in done.stderr, done.stderr
+    summary = summary_of(done)
+    assert summary["shards_skipped"] == 1 and summary["added"] == PICTURES - SHARD_SIZE
+
+
+def test_foreign_or_changed_embeddings_are_refused(tmp_path, embeddings, collection, built):
+    folder = tmp_path / "embeddings"
+    shutil.copytree(embeddings, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    # another model's identity, another precision, no identity at all: nothing imported
+    for model, message in ((dict(manifest["model"], identity="CLIPModel/512/0123456789abcdef"), "another model"),
+                           (dict(manifest["model"], precision="int8"), "int8"),
+                           ({k: v for k, v in manifest["model"].items() if k != "identity"}, "no glimpse model")):
+        (folder / "manifest.json").write_text(json.dumps(dict(manifest, model=model)))
+        done = glimpse("index", "-m", DEMO_CLIP, "--db", built, "--import", folder, check=False)
+        assert done.returncode == 1 and message in done.stderr, done.stderr
+    # a picture changed since it was embedded is left out, not imported with its old vector
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    pictures = tmp_path / "pictures"
+    shutil.copytree(collection, pictures)
+    write_embeddings(folder, __import__("glimpse").Model(DEMO_CLIP),
+                     glimpse_dask.list_pictures([str(pictures)]))
+    changed = sorted(pictures.glob("*.png"))[2]
+    os.utime(changed, ns=(0, 10**9))
+    os.unlink(sorted(pictures.glob("*.png"))[3])
+    done = glimpse("index", "--db", tmp_path / "index.db", "--import", folder, "--json", check=False)
+    assert "changed since it was embedded" in done.stderr and "not found here" in done.stderr
+    assert summary_of(done)["added"] == PICTURES - 2
+
+
+# ------------------------------------------------------------------------ glimpse search --faiss
+
+def faiss_available():
+    done = glimpse("search", "--faiss", "/nonexistent", "query", check=False)
+    return "built without FAISS" not in done.stderr
+
+
+needs_faiss = pytest.mark.skipif(not faiss_available(), reason="this glimpse was built without FAISS")
+
+
+@needs_faiss
+def test_faiss_search_of_pictures_equals_the_sqlite_index(tmp_path, embeddings, built):
+    pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
+    from glimpse import faiss as glimpse_faiss
+    for kind in ("flat", "ivfpq"):
+        glimpse_faiss.build(str(embeddings), str(tmp_path / kind), kind=kind)
+        assert_same_results(search("--faiss", tmp_path / kind), search("--db", built))
+
+
+@needs_faiss
+def test_faiss_search_at_a_few_thousand_vectors_is_exact_when_every_list_is_searched(tmp_path, model):
+    """3,000 vectors in 16 IVF-PQ lists: with nprobe = nlist and every candidate re-scored, recall is 1 by
+    construction, so glimpse search --faiss must give exact search's results and scores."""
+    pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
+    from glimpse import faiss as glimpse_faiss
+    count, dim = 3000, model.embedding_dim
+    rng = np.random.default_rng(4)
+    centres = rng.standard_normal((30, dim))
+    vectors = centres[rng.integers(0, 30, count)] + 0.5 * rng.standard_normal((count, dim))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    paths = [f"/synthetic/{i:05d}.jpg" for i in range(count)]
+    folder = tmp_path / "index"
+    parameters = glimpse_faiss.write_index(str(folder), vectors, paths, glimpse_dask.model_identity(model),
+                                           kind="ivfpq", nlist=16, nprobe=16)
+    assert parameters["nlist"] == 16 and parameters["quantizer"] == "flat"
+    params = json.loads((folder / "params.json").read_text())
+    (folder / "params.json").write_text(json.dumps(dict(params, rescore_factor=count)))
+    found = search("--faiss", folder, k=10)
+    for query, results in zip(QUERIES, found, strict=True):
+        embedding = model.embed_texts([query])[0]
+        cosines = vectors @ embedding
+        best = np.argsort(-cosines, kind="stable")[:10]
+        assert [path for path, _ in results] == [paths[i] for i in best]
+        np.testing.assert_allclose([s for _, s in results], model.logit_scale * cosines[best] + model.logit_bias,
+                                   rtol=0, atol=1e-4)
+    # the default nprobe and candidates still find most of them; --nprobe 1 fewer, and never anything else
+    (folder / "params.json").write_text(json.dumps(params))
+    narrow = search("--faiss", folder, "--nprobe", 1, k=10)
+    assert all(len(results) == 10 for results in narrow)
+    # without vectors.npy, FAISS's own (PQ) scores are given
+    os.unlink(folder / "vectors.npy")
+    assert all(len(results) == 10 for results in search("--faiss", folder, k=10))
+
+
+@pytest.fixture(scope="module")
+def faiss_index(tmp_path_factory, embeddings):
+    pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
+    from glimpse import faiss as glimpse_faiss
+    folder = tmp_path_factory.mktemp("faiss") / "index"
+    glimpse_faiss.build(str(embeddings), str(folder), kind="ivfpq")
+    return folder
+
+
+@needs_faiss
+@pytest.mark.parametrize("how, message", [
+    ("missing folder", "no such FAISS index folder"),
+    ("no index.faiss", "index.faiss: missing"),
+    ("index.faiss garbage", "not a FAISS index glimpse reads"),
+    ("index.faiss truncated", "not a FAISS index glimpse reads"),
+    ("params.json damaged", "params.json: not valid JSON"),
+    ("params.json count", "where params.json says"),
+    ("offsets.npy truncated", "offsets.npy: not a NumPy array file"),
+    ("paths.bin short", "do not span paths.bin"),
+    ("vectors.npy wrong shape", "vectors.npy: holds"),
+    ("another model", "another model"),
+])
+def test_faiss_index_damage_is_a_clear_error(tmp_path, faiss_index, how, message):
+    folder = tmp_path / "index"
+    shutil.copytree(faiss_index, folder)
+    params = json.loads((folder / "params.json").read_text())
+    if how == "missing folder":
+        shutil.rmtree(folder)
+    elif how == "no index.faiss":
+        os.unlink(folder / "index.faiss")
+    elif how == "index.faiss garbage":
+        (folder / "index.faiss").write_bytes(b"\0" * 4096)
+    elif how == "index.faiss truncated":
+        data = (folder / "index.faiss").read_bytes()
+        (folder / "index.faiss").write_bytes(data[:len(data) // 2])
+    elif how == "params.json damaged":
+        (folder / "params.json").write_text("{\"kind\": ")
+    elif how == "params.json count":
+        (folder / "params.json").write_text(json.dumps(dict(params, count=params["count"] + 1)))
+    elif how == "offsets.npy truncated":
+        data = (folder / "offsets.npy").read_bytes()
+        (folder / "offsets.npy").write_bytes(data[:-8])
+    elif how == "paths.bin short":
+        data = (folder / "paths.bin").read_bytes()
+        (folder / "paths.bin").write_bytes(data[:-3])
+    elif how == "vectors.npy wrong shape":
+        np.save(folder / "vectors.npy", np.load(folder / "vectors.npy")[:-1])
+    elif how == "another model":
+        record = dict(params["model"], identity="CLIPModel/64/0123456789abcdef")
+        (folder / "params.json").write_text(json.dumps(dict(params, model=record)))
+    done = glimpse("search", "--faiss", folder, "--json", "a query", check=False)
+    assert done.returncode == 1 and message in done.stderr, done.stderr
+    assert done.stdout == ""

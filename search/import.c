@@ -1,0 +1,270 @@
+/* import.c — glimpse_index_import: merges the embedding folder glimpse.dask
+ * writes (python/glimpse/shards.py: manifest.json, part-NNNNN.npy float32
+ * [n, dim] + part-NNNNN.json) into a search index without embedding again.
+ * Reads and checks the files; the storing itself is index.c's. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "search/index.h"
+#include "search/npy.h"
+
+/* Bounds on what the folder's JSON files may claim before they are believed. */
+#define IMPORT_MANIFEST_MAX_BYTES ((size_t)16 << 20)
+#define IMPORT_SHARD_JSON_MAX_BYTES ((size_t)512 << 20)
+#define IMPORT_MAX_SHARDS 100000000.0
+/* An embedding's length may be off 1 by this much (float32 rounding); more is damage. */
+#define IMPORT_NORM_TOLERANCE 1e-3
+/* JSON numbers are doubles: integers above 2^53 (a nanosecond time) are rounded; sizes must be exact. */
+#define IMPORT_EXACT_INTEGER 9007199254740992.0
+
+/* Reads and parses the JSON file at path (at most max_bytes); BAD_FORMAT naming it if it is not JSON. */
+static glimpse_status read_json(const char *path, size_t max_bytes, cJSON **out) {
+    uint8_t *bytes;
+    size_t size;
+    glimpse_status status = file_read_all(path, max_bytes, &bytes, &size);
+    if (status) return status;
+    *out = cJSON_ParseWithLength((const char *)bytes, size);
+    free(bytes);
+    return *out ? GLIMPSE_STATUS_OK : error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: not valid JSON", path);
+}
+
+/* The string member name of object, or NULL. */
+static const char *string_member(const cJSON *object, const char *name) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, name);
+    return cJSON_IsString(item) ? item->valuestring : NULL;
+}
+
+/* Whether object's member name is a number that is a whole value in [0, limit]; *value set. */
+static bool whole_member(const cJSON *object, const char *name, double limit, double *value) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, name);
+    if (!cJSON_IsNumber(item)) return false;
+    *value = item->valuedouble;
+    return *value >= 0 && *value <= limit && floor(*value) == *value;
+}
+
+/* What the manifest says that the import needs. */
+typedef struct manifest {
+    cJSON *json;
+    const char *identity, *precision;
+    size_t dim, shards;
+} manifest;
+
+static glimpse_status read_manifest(const char *path, manifest *out) {
+    glimpse_status status = read_json(path, IMPORT_MANIFEST_MAX_BYTES, &out->json);
+    if (status) return status;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(out->json, "model");
+    const char *format = string_member(out->json, "format");
+    double dim, shards;
+    if (!format || strcmp(format, "glimpse-embeddings-1") != 0 || !cJSON_IsObject(model))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: not the manifest of a glimpse.dask embedding folder", path);
+    out->identity = string_member(model, "identity");
+    out->precision = string_member(model, "precision");
+    if (!out->identity)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL,
+                         "%s records no glimpse model identity (written by an older glimpse.dask): run the same "
+                         "glimpse.dask embed command again, which records it without embedding anything again",
+                         path);
+    if (!out->precision || !whole_member(model, "embedding_dim", 65536, &dim) || dim < 1 ||
+        !whole_member(out->json, "shards", IMPORT_MAX_SHARDS, &shards))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: its model's precision or embedding size, or its shard "
+                                                    "count, is missing or not a number", path);
+    out->dim = (size_t)dim, out->shards = (size_t)shards;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* One shard read and checked whole: its vectors mapped, its pictures' records. */
+typedef struct shard {
+    char *npy_path, *json_path;
+    const uint8_t *map;
+    size_t map_size;
+    const float *vectors; /* [count, dim], inside map */
+    cJSON *json;
+    const cJSON *pictures, *broken;
+    size_t count;
+} shard;
+
+static void shard_free(shard *s) {
+    if (s->map) file_unmap(s->map, s->map_size);
+    cJSON_Delete(s->json);
+    free(s->npy_path), free(s->json_path);
+    memset(s, 0, sizeof *s);
+}
+
+/* Checks one picture record of a shard: an object with an absolute path, a whole size and a time. */
+static bool picture_record_valid(const cJSON *picture) {
+    double size;
+    const char *path = string_member(picture, "path");
+    const cJSON *mtime = cJSON_GetObjectItemCaseSensitive(picture, "mtime_ns");
+    return cJSON_IsObject(picture) && path && path[0] == '/' &&
+           whole_member(picture, "size", IMPORT_EXACT_INTEGER, &size) && cJSON_IsNumber(mtime) &&
+           mtime->valuedouble >= 0;
+}
+
+/* Reads shard number n of folder into s, checked whole: BAD_FORMAT or NOT_FOUND with the reason when it is
+ * absent, partial or damaged (nothing of it may be imported), other failures as they come. */
+static glimpse_status read_shard(const char *folder, size_t n, size_t dim, shard *s) {
+    char name[40];
+    snprintf(name, sizeof name, "part-%05zu.npy", n);
+    s->npy_path = file_join(folder, name);
+    snprintf(name, sizeof name, "part-%05zu.json", n);
+    s->json_path = file_join(folder, name);
+    if (!s->npy_path || !s->json_path) return ERROR_OOM();
+    bool has_npy = file_is_regular(s->npy_path), has_json = file_is_regular(s->json_path);
+    if (!has_json)
+        return error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: %s", s->npy_path,
+                         has_npy ? "partial: its .json (written last) is missing, so the shard is not complete"
+                                 : "absent: the embedding run has not done it yet (run glimpse.dask embed again)");
+    if (!has_npy) return error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: missing beside its .json", s->npy_path);
+    glimpse_status status = read_json(s->json_path, IMPORT_SHARD_JSON_MAX_BYTES, &s->json);
+    if (status) return status;
+    const char *format = string_member(s->json, "format");
+    double number, shard_dim;
+    s->pictures = cJSON_GetObjectItemCaseSensitive(s->json, "pictures");
+    s->broken = cJSON_GetObjectItemCaseSensitive(s->json, "broken");
+    if (!format || strcmp(format, "glimpse-shard-1") != 0 || !whole_member(s->json, "shard", IMPORT_MAX_SHARDS, &number) ||
+        (size_t)number != n || !cJSON_IsArray(s->pictures) || (s->broken && !cJSON_IsArray(s->broken)))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: not the record of shard %zu", s->json_path, n);
+    if (!whole_member(s->json, "dim", 65536, &shard_dim) || (size_t)shard_dim != dim)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: its embeddings are not of %zu numbers", s->json_path, dim);
+    s->count = (size_t)cJSON_GetArraySize(s->pictures);
+    size_t r = 0;
+    for (const cJSON *picture = s->pictures->child; picture; picture = picture->next, r++)
+        if (!picture_record_valid(picture))
+            return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: picture %zu's record lacks an absolute path, a size or "
+                                                        "a time", s->json_path, r);
+    if ((status = file_map(s->npy_path, &s->map, &s->map_size))) return status;
+    npy_array array;
+    if ((status = npy_parse(s->map, s->map_size, 1, s->npy_path, &array))) return status;
+    if (strcmp(array.descr, "<f4") != 0 || array.dims != 2 || array.shape[1] != dim || array.shape[0] != s->count)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT,
+                         "%s: holds %zu x %zu %s where its .json needs %zu float32 embeddings of %zu", s->npy_path,
+                         array.shape[0], array.shape[1], array.descr, s->count, dim);
+    if (array.data_offset % sizeof(float))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: its data is not aligned to floats", s->npy_path);
+    s->vectors = (const float *)(const void *)(s->map + array.data_offset);
+    for (size_t row = 0; row < s->count; row++) {
+        double norm = 0;
+        for (size_t i = 0; i < dim; i++) norm += (double)s->vectors[row * dim + i] * s->vectors[row * dim + i];
+        if (!(fabs(sqrt(norm) - 1.0) <= IMPORT_NORM_TOLERANCE))
+            return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: row %zu is not a normalised embedding (length %g)",
+                             s->npy_path, row, sqrt(norm));
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
+static void report(const glimpse_index_params *params, const char *path, const char *reason) {
+    if (params && params->on_failure) params->on_failure(params->user, path, reason);
+}
+
+/* The file of a picture record as it is here now: *ok false (and the reason reported) unless it is there,
+ * readable, and of the size and time it had when it was embedded. */
+static void check_picture_file(const cJSON *picture, imported_picture *out, bool *ok,
+                               const glimpse_index_params *params) {
+    const char *path = string_member(picture, "path");
+    double size = cJSON_GetObjectItemCaseSensitive(picture, "size")->valuedouble;
+    double mtime = cJSON_GetObjectItemCaseSensitive(picture, "mtime_ns")->valuedouble;
+    char reason[1024];
+    struct stat info;
+    *ok = false;
+    if (cJSON_GetObjectItemCaseSensitive(picture, "time")) {
+        snprintf(reason, sizeof reason, "%s: a video frame; the index has no place for a frame's time, so it is "
+                                        "not imported", path);
+    } else if (stat(path, &info) != 0 || !S_ISREG(info.st_mode)) {
+        snprintf(reason, sizeof reason, "%s: not found here, so not imported (the embedding run saw it)", path);
+    } else {
+        int64_t mtime_ns = (int64_t)info.st_mtim.tv_sec * 1000000000 + info.st_mtim.tv_nsec;
+        /* the JSON time is a double: compared as one (within its 2^-52 rounding), stored exact from stat */
+        if ((double)info.st_size != size || (double)mtime_ns != mtime) {
+            snprintf(reason, sizeof reason, "%s: changed since it was embedded (size or time differ), so not "
+                                            "imported; index it with glimpse index", path);
+        } else if (!index_hash_file(path, &out->hash)) {
+            snprintf(reason, sizeof reason, "%s: cannot be read, so not imported", path);
+        } else {
+            out->path = path, out->size = (int64_t)info.st_size, out->mtime_ns = mtime_ns;
+            *ok = true;
+            return;
+        }
+    }
+    report(params, path, reason);
+}
+
+/* Imports shard n (read and checked whole first): each picture whose file is here as it was embedded. A shard
+ * absent, partial or damaged is reported (*skipped) and nothing of it imported. */
+static glimpse_status import_shard(glimpse_index *index, const char *folder, size_t n, size_t dim,
+                                   const glimpse_index_params *params, glimpse_index_summary *summary) {
+    shard s = {0};
+    glimpse_status status = read_shard(folder, n, dim, &s);
+    if (status == GLIMPSE_STATUS_OUT_OF_MEMORY || status == GLIMPSE_STATUS_INTERNAL) {
+        shard_free(&s);
+        return status;
+    }
+    if (status) {
+        char reason[1024];
+        snprintf(reason, sizeof reason, "%s; the shard is skipped", glimpse_last_error());
+        summary->roots_failed++;
+        report(params, s.npy_path ? s.npy_path : folder, reason);
+        shard_free(&s);
+        return GLIMPSE_STATUS_OK;
+    }
+    imported_picture *pictures = calloc(s.count + 1, sizeof *pictures);
+    if (!pictures) {
+        shard_free(&s);
+        return ERROR_OOM();
+    }
+    size_t ready = 0, row = 0;
+    for (const cJSON *picture = s.pictures->child; picture; picture = picture->next, row++) {
+        bool ok;
+        check_picture_file(picture, &pictures[ready], &ok, params);
+        if (!ok) {
+            summary->failed++;
+            continue;
+        }
+        pictures[ready++].embedding = s.vectors + row * dim;
+    }
+    /* the files the embedding run could not read or decode, reported as glimpse index reports them */
+    for (const cJSON *broken = s.broken ? s.broken->child : NULL; broken; broken = broken->next) {
+        const char *path = string_member(broken, "path"), *why = string_member(broken, "reason");
+        char reason[1024];
+        snprintf(reason, sizeof reason, "%s: %s (when it was embedded)", path ? path : "?", why ? why : "broken");
+        summary->failed++;
+        report(params, path ? path : s.json_path, reason);
+    }
+    status = index_import_store(index, pictures, ready, summary);
+    free(pictures);
+    shard_free(&s);
+    return status;
+}
+
+glimpse_status glimpse_index_import(glimpse_index *index, const char *folder, const glimpse_index_params *params,
+                                    glimpse_index_summary *summary) {
+    if (!index || !folder || !summary)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_import: NULL argument");
+    memset(summary, 0, sizeof *summary);
+    if (!file_is_directory(folder))
+        return error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: no such folder (the output of glimpse.dask embed)", folder);
+    char *path = file_join(folder, "manifest.json");
+    if (!path) return ERROR_OOM();
+    manifest m = {0};
+    glimpse_status status = read_manifest(path, &m);
+    if (!status) status = index_import_begin(index, path, m.identity, m.precision, m.dim);
+    free(path);
+    if (status) {
+        cJSON_Delete(m.json);
+        return status;
+    }
+    if (params && params->on_progress && params->on_progress(params->user, 0, m.shards))
+        status = error_set(GLIMPSE_STATUS_CANCELLED, "the import was stopped");
+    for (size_t n = 0; n < m.shards && !status; n++) {
+        status = import_shard(index, folder, n, m.dim, params, summary);
+        if (!status && params && params->on_progress && params->on_progress(params->user, n + 1, m.shards))
+            status = error_set(GLIMPSE_STATUS_CANCELLED, "the import was stopped");
+    }
+    cJSON_Delete(m.json);
+    return index_import_end(index, status);
+}
