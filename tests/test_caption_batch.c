@@ -194,10 +194,11 @@ static void test_demo_pictures(void **state) {
     }
     /* greedy, streamed token by token */
     p.beams = 1, p.batch_rows = 0;
+    p.on_token = NULL, p.user = NULL; /* (the loop's streams are out of scope) */
     free_captions(alone, 6);
     for (int i = 0; i < 6; i++) assert_int_equal(glimpse_caption_images(ctx, &images[i], 1, &p, &alone[i]), 0);
     streams s = {0};
-    p.user = &s;
+    p.on_token = record_stream, p.user = &s;
     assert_int_equal(glimpse_caption_images(ctx, images, 6, &p, batched), GLIMPSE_STATUS_OK);
     expect_same(batched, alone, 6, 0);
     for (int i = 0; i < 6; i++) assert_int_equal(s.counts[i], batched[i].id_count - 1);
