@@ -214,7 +214,7 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
     size_t tasks = (out_features + block - 1) / block;
     uint64_t started = profile_start();
     if (q) {
-        job.q8_path = q8_path_choose();
+        job.q8_path = q8_path_choose(rows);
         if (tasks > 1 && rows >= 16) q8_prepare_shared(threads, &job); /* (a few rows quantize in no time) */
     }
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */

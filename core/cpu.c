@@ -6,9 +6,27 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#if defined(GLIMPSE_HAVE_AVX512) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static pthread_once_t detected = PTHREAD_ONCE_INIT;
-static bool has_avx512, has_avx512_vnni, has_avx2;
+static bool has_avx512, has_avx512_vnni, has_avx2, has_amx_int8;
+
+#if defined(GLIMPSE_HAVE_AVX512) && defined(__linux__)
+/* AMX-TILE and AMX-INT8 (CPUID leaf 7: EDX bits 24 and 25), and Linux's leave
+ * to use the tile registers: a process asks for it once (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 and later); every
+ * thread of the process then has it. No leave, no AMX. */
+static bool amx_int8_usable(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;
+    const long request_permission = 0x1023, tile_data = 18;
+    return syscall(SYS_arch_prctl, request_permission, tile_data) == 0;
+}
+#endif
 
 static void detect(void) {
     const char *off = getenv("GLIMPSE_NO_AVX512"); /* to run the plain paths anywhere */
@@ -21,6 +39,10 @@ static void detect(void) {
     __builtin_cpu_init();
     has_avx512 = __builtin_cpu_supports("avx512f");
     has_avx512_vnni = has_avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+#ifdef __linux__
+    const char *no_amx = getenv("GLIMPSE_NO_AMX"); /* to run the VNNI kernels on an AMX machine */
+    has_amx_int8 = has_avx512_vnni && !(no_amx && no_amx[0] && no_amx[0] != '0') && amx_int8_usable();
+#endif
 #endif
 }
 
@@ -32,6 +54,11 @@ bool cpu_has_avx512(void) {
 bool cpu_has_avx512_vnni(void) {
     pthread_once(&detected, detect);
     return has_avx512_vnni;
+}
+
+bool cpu_has_amx_int8(void) {
+    pthread_once(&detected, detect);
+    return has_amx_int8;
 }
 
 bool cpu_has_avx2(void) {

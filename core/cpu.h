@@ -1,6 +1,7 @@
 /* cpu.h — which of the tuned kernels this processor runs, asked once per
  * process: AVX-512 F (the float kernels), AVX-512 VNNI (the int8 ones) and
- * AVX2 (the int8 kernel of processors without VNNI).
+ * AMX (Intel's tile unit: the int8 kernel of many rows) and AVX2 (the int8
+ * kernel of processors without VNNI).
  * The dispatching kernels and the few places that shape data for them ask
  * here; nothing else needs to know. No model knowledge. */
 #ifndef GLIMPSE_CORE_CPU_H
@@ -17,6 +18,11 @@ bool cpu_has_avx512(void);
 /* true if the int8 VNNI kernels run here: cpu_has_avx512() and the CPU has
  * AVX-512 BW and VNNI too. */
 bool cpu_has_avx512_vnni(void);
+
+/* true if the int8 AMX kernel runs here: cpu_has_avx512_vnni(), the CPU has
+ * AMX-TILE and AMX-INT8, Linux let the process use the tiles, and the
+ * environment variable GLIMPSE_NO_AMX is unset, empty or "0". */
+bool cpu_has_amx_int8(void);
 
 /* true if the AVX2 int8 kernel runs here (x86-64 builds, the CPU has AVX2;
  * GLIMPSE_NO_AVX512 turns it off too, so that variable still means "the

@@ -68,6 +68,8 @@ void kernel_layernorm_avx512(float *out, const float *in, const float *weight, c
  * transposed into panels of 48 once, then any columns against them; bit for
  * bit what q8_product_plain gives. */
 extern const q8_path q8_path_vnni;
+/* The same on AMX tiles (linear_q8_amx.c; where cpu_has_amx_int8(), 16 rows or more). */
+extern const q8_path q8_path_amx;
 /* One weight row quantized as kernel_q8_quantize does (identical results):
  * q[k] for k < n, the row's scale in *scale; returns Σ q. */
 int32_t q8_quantize_weight_row_avx512(int8_t *q, const float *w, size_t n, float *scale);

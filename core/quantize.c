@@ -15,7 +15,8 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, siz
                                   size_t in_features) {
     memset(q, 0, sizeof *q);
     size_t depth = (in_features + 3) / 4 * 4;
-    q->weight = calloc(out_features * depth, 1);
+    /* (slack past the last row: the AMX kernel's tiles read 16 rows of 64 bytes from any column) */
+    q->weight = calloc((out_features + 16) * depth + 64, 1);
     q->scale = malloc(out_features * sizeof *q->scale);
     q->sum = malloc(out_features * sizeof *q->sum);
     float *widened = weight->type == WEIGHT_TYPE_F32 ? NULL : malloc(in_features * sizeof *widened);
@@ -129,8 +130,9 @@ void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_
     }
 }
 
-const q8_path *q8_path_choose(void) {
+const q8_path *q8_path_choose(size_t rows) {
 #ifdef GLIMPSE_HAVE_AVX512
+    if (rows >= 16 && cpu_has_amx_int8()) return &q8_path_amx;
     if (cpu_has_avx512_vnni()) return &q8_path_vnni;
 #endif
 #ifdef GLIMPSE_HAVE_AVX2

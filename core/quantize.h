@@ -2,8 +2,9 @@
  * (symmetric, w ≈ q · scale, q in [-127, 127]) and activations quantized per
  * row at each call (symmetric, 127 steps either side of the row's largest
  * magnitude). A quantized weight is the q8 twin of its kernel_weight, and
- * kernel_linear (kernels.h) then runs the int8 product: on AVX-512 VNNI
- * integer dot products (linear_q8_vnni.c) where cpu_has_avx512_vnni(), else
+ * kernel_linear (kernels.h) then runs the int8 product: on AMX tiles
+ * (linear_q8_amx.c) for 16 rows or more where cpu_has_amx_int8(), on AVX-512
+ * VNNI integer dot products (linear_q8_vnni.c) where cpu_has_avx512_vnni(), else
  * on plain loops that give bit-identical results (the integer sums are exact
  * and both paths finish them with the same float operations in the same order). */
 #ifndef GLIMPSE_CORE_QUANTIZE_H
@@ -17,7 +18,8 @@
 #include "core/kernels.h"
 
 typedef struct kernel_q8 {
-    int8_t *weight;     /* [out_features, depth], each row zero-padded from in_features to depth */
+    int8_t *weight;     /* [out_features, depth], each row zero-padded from in_features to depth; 16 rows
+                         * and 64 bytes of slack after the last (allocated, zero, never part of a result) */
     float *scale;       /* [out_features]: max |w| of the row / 127 */
     int32_t *sum;       /* [out_features]: Σ of the row's q (activations go in offset by 128) */
     size_t out_features, in_features, depth; /* depth: in_features rounded up to a multiple of 4 */
@@ -89,8 +91,9 @@ extern const q8_path q8_path_plain;
 #ifdef GLIMPSE_HAVE_AVX2
 extern const q8_path q8_path_avx2;
 #endif
-/* The fastest path this CPU runs. */
-const q8_path *q8_path_choose(void);
+/* The fastest path this CPU runs for a product of `rows` rows (AMX's tiles take 16 rows or more; fewer, a
+ * decoder step's, are bound by reading the weights, which the VNNI kernel does as fast). */
+const q8_path *q8_path_choose(size_t rows);
 
 /* The plain and AVX2 paths' prepared rows: a scale per row (padded to 64
  * bytes), then `planes` planes of rows × depth bytes; prepared 16 rows a part. */
