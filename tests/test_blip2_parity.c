@@ -72,6 +72,19 @@ static void first_step_logits(const glimpse_model *m, opt_state *lm, const float
     assert_int_equal(decoder.step(decoder.self, &placeholder, 1, 1, logits, NULL), GLIMPSE_STATUS_OK);
 }
 
+/* Image i of the fixture through the vision tower and the Q-Former, as generation runs them: its pixels, the
+ * vision tower's post-LayerNorm states (embeds) and the language model's prefix. */
+static void image_to_prefix(const glimpse_model *m, const parity_fixture *f, size_t i, vit_state *vision,
+                            bert_state *qformer, float *pixels, float *embeds, float *prefix) {
+    glimpse_image *image = fixture_image(parity_image(f, i));
+    assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_STATUS_OK);
+    glimpse_image_free(image);
+    vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+    vit_post_norm_all(&m->vision, vision, 0, embeds);
+    assert_int_equal(blip2_qformer_forward(&m->qformer, qformer, embeds, m->vision.tokens, prefix, NULL),
+                     GLIMPSE_STATUS_OK);
+}
+
 static void test_hidden_states_and_first_logits(void **state) {
     parity_fixture *f = *state;
     if (!f) skip();
@@ -93,14 +106,9 @@ static void test_hidden_states_and_first_logits(void **state) {
     assert_int_equal(blip2_qformer_state_create(&m->qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
     assert_int_equal(opt_state_create(&m->language_model, 1, 32, 32, &lm), GLIMPSE_STATUS_OK);
     for (size_t i = 0; i < f->image_count; i++) {
-        glimpse_image *image = fixture_image(parity_image(f, i));
-        assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_STATUS_OK);
-        glimpse_image_free(image);
+        image_to_prefix(m, f, i, vision, qformer, pixels, embeds, prefix);
         compare(f, "pixel_values", i, pixels, plane, 1e-6);
-        vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-        vit_post_norm_all(&m->vision, vision, 0, embeds);
         compare(f, "vision_last_hidden_state", i, embeds, tokens * hidden, TOLERANCE);
-        assert_int_equal(blip2_qformer_forward(&m->qformer, qformer, embeds, tokens, prefix, NULL), GLIMPSE_STATUS_OK);
         compare(f, "qformer_last_hidden_state", i, qformer->x, queries * qhidden, TOLERANCE);
         compare(f, "language_projection", i, prefix, queries * text_hidden, TOLERANCE);
         float *logits;
@@ -246,12 +254,7 @@ static void test_qformer_attention(void **state) {
     assert_int_equal(blip2_qformer_state_create(&m->qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
     qformer->record = &record;
     for (size_t i = 0; i < f->image_count; i++) {
-        glimpse_image *image = fixture_image(parity_image(f, i));
-        assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_STATUS_OK);
-        glimpse_image_free(image);
-        vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-        vit_post_norm_all(&m->vision, vision, 0, embeds);
-        assert_int_equal(blip2_qformer_forward(&m->qformer, qformer, embeds, tokens, prefix, NULL), GLIMPSE_STATUS_OK);
+        image_to_prefix(m, f, i, vision, qformer, pixels, embeds, prefix);
         char name[64];
         snprintf(name, sizeof name, "qformer_self_attentions.%zu", i);
         double d = fabs(relative_difference(record.probabilities[ATTENTION_KIND_SELF],
@@ -347,12 +350,7 @@ static void test_language_model_attention_recomputed(void **state) {
     assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_STATUS_OK);
     assert_int_equal(blip2_qformer_state_create(&m->qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
     for (size_t i = 0; i < f->image_count; i++) {
-        glimpse_image *image = fixture_image(parity_image(f, i));
-        assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_STATUS_OK);
-        glimpse_image_free(image);
-        vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-        vit_post_norm_all(&m->vision, vision, 0, embeds);
-        assert_int_equal(blip2_qformer_forward(&m->qformer, qformer, embeds, tokens, prefix, NULL), GLIMPSE_STATUS_OK);
+        image_to_prefix(m, f, i, vision, qformer, pixels, embeds, prefix);
         /* every layer recorded through generation's first step: the logits are still the reference's */
         attention_record record = {.layers = {(1ull << layers) - 1, 0}, .sequences = 1, .heads = heads,
                                    .rows = rows, .columns = {rows, 0}};

@@ -5,6 +5,8 @@
 #ifndef GLIMPSE_VISION_RESIZE_H
 #define GLIMPSE_VISION_RESIZE_H
 
+#include <stdbool.h>
+
 #include "vision/image.h"
 
 typedef enum resize_filter {
@@ -19,5 +21,9 @@ int resize_filter_supported(int pillow_resample);
 /* A new image of width × height resampled from source. Caller frees. */
 glimpse_status image_resize(const glimpse_image *source, int width, int height, resize_filter filter,
                             glimpse_image **out);
+/* The same on the AVX-512 passes (vectorised, where built and cpu_has_avx512()) or the plain loops: the
+ * results are identical either way (the tests compare them). */
+glimpse_status image_resize_on(const glimpse_image *source, int width, int height, resize_filter filter,
+                               bool vectorised, glimpse_image **out);
 
 #endif
