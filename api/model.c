@@ -318,7 +318,11 @@ static glimpse_status load_vit_gpt2(glimpse_model *model, const glimpse_load_par
     return check_vocabulary(model, "vocab.json", gpt2_tokenizer_vocab_size(model->byte_bpe), text.vocab_size);
 }
 
-/* int8 twins of every tower's projections (each tower that was loaded). */
+static void release_stored(void *store, const void *data, size_t bytes) { weight_store_release_pages(store, data, bytes); }
+
+/* int8 twins of every tower's projections (each tower that was loaded). The stored values of each weight
+ * quantized leave the process's memory once its twin is made (BLIP-2 OPT-2.7B --int8: 11.3 GB resident at the
+ * peak for a 7.6 GB mapped checkpoint when they stayed). */
 static glimpse_status quantize(glimpse_model *model, glimpse_precision precision) {
     if (precision != GLIMPSE_PRECISION_INT8)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)precision);
@@ -327,6 +331,7 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
         log_message(GLIMPSE_LOG_LEVEL_WARNING, "this CPU has neither AVX-512 VNNI nor AVX2: int8 products run on "
                                                "plain loops, slower than float32");
     glimpse_status status = GLIMPSE_STATUS_OK;
+    model->quantized.release = release_stored, model->quantized.release_user = model->store;
     if (model->vision.weights.layers) status = vit_model_quantize(&model->vision, &model->quantized);
     if (!status && model->text.weights.layers) status = clip_text_model_quantize(&model->text, &model->quantized);
     if (!status && model->text_decoder.layers) status = bert_model_quantize(&model->text_decoder, &model->quantized);

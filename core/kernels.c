@@ -49,6 +49,12 @@ void kernel_widen(float *out, const void *data, weight_type type, size_t n) {
         memcpy(out, data, n * sizeof(float));
         return;
     }
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) { /* (a BLIP-2 OPT-2.7B loaded --int8 widens 2.7 G values: 5 s of its load this way) */
+        kernel_widen_avx512(out, data, type, n);
+        return;
+    }
+#endif
     const uint8_t *bytes = data; /* little-endian, any alignment */
     for (size_t i = 0; i < n; i++) {
         uint16_t half = (uint16_t)(bytes[2 * i] | (bytes[2 * i + 1] << 8));

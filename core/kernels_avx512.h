@@ -62,6 +62,9 @@ void kernel_quick_gelu_avx512(float *x, size_t n);
 void kernel_layernorm_avx512(float *out, const float *in, const float *weight, const float *bias, size_t rows,
                              size_t dim, float epsilon);
 
+/* kernel_widen of float16 / bfloat16 values, 16 at a time (identical results: the conversion is exact). */
+void kernel_widen_avx512(float *out, const void *data, weight_type type, size_t n);
+
 /* ------------------------------------------------ int8 products (linear_q8_vnni.c) */
 
 /* The int8 product on VNNI (quantize.h's q8_path): rows quantized and

@@ -60,6 +60,16 @@ static inline __attribute__((always_inline)) __m512 load_weights_tail(const void
     return load_weights(copy, 0, type);
 }
 
+void kernel_widen_avx512(float *out, const void *data, weight_type type, size_t n) {
+    size_t k = 0;
+    if (type == WEIGHT_TYPE_F16)
+        for (; k + 16 <= n; k += 16) _mm512_storeu_ps(out + k, load_weights(data, k, WEIGHT_TYPE_F16));
+    else
+        for (; k + 16 <= n; k += 16) _mm512_storeu_ps(out + k, load_weights(data, k, WEIGHT_TYPE_BF16));
+    if (k < n)
+        _mm512_mask_storeu_ps(out + k, (__mmask16)((1u << (n - k)) - 1), load_weights_tail(data, k, n - k, type));
+}
+
 /* ------------------------------------------------------------ dot products */
 
 #define DOT_ROWS 4

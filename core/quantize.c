@@ -157,6 +157,7 @@ glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_feature
     }
     set->items[set->count++] = q;
     weight->q8 = q;
+    if (set->release) set->release(set->release_user, weight->data, out_features * in_features * weight_type_bytes(weight->type));
     return GLIMPSE_STATUS_OK;
 }
 

@@ -35,6 +35,10 @@ void kernel_q8_free(kernel_q8 *q);
 typedef struct q8_set {
     kernel_q8 **items;
     size_t count, capacity;
+    /* Called (when set) with each weight's stored values once its twin is made: a loader gives their pages
+     * back to the file mapping, so the process does not hold both (the values stay readable). */
+    void (*release)(void *user, const void *data, size_t bytes);
+    void *release_user;
 } q8_set;
 /* Quantizes weight[out_features, in_features] into the set and sets weight->q8 to it. */
 glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_features, size_t in_features);

@@ -171,6 +171,24 @@ static void test_linear_16bit_weights(void **state) {
     pool_free(threads);
 }
 
+/* kernel_widen (vectorised where AVX-512 runs) against the one-value conversions, every float16 and bfloat16
+ * value, at an odd length and an odd start (any alignment): the same bits (NaNs: NaN). */
+static void test_widen_every_16bit_value(void **state) {
+    (void)state;
+    uint16_t *values = malloc((65536 + 1) * sizeof *values);
+    float *wide = malloc(65536 * sizeof *wide);
+    for (int type = 0; type < 2; type++) {
+        for (uint32_t v = 0; v < 65536; v++) values[v + 1] = (uint16_t)v;
+        kernel_widen(wide, values + 1, type ? WEIGHT_TYPE_BF16 : WEIGHT_TYPE_F16, 65535);
+        for (uint32_t v = 0; v < 65535; v++) {
+            float want = type ? kernel_bf16_to_f32((uint16_t)v) : kernel_f16_to_f32((uint16_t)v);
+            if (isnan(want) ? !isnan(wide[v]) : memcmp(&want, &wide[v], sizeof want) != 0)
+                fail_msg("%s 0x%04x widened to %a, not %a", type ? "bfloat16" : "float16", v, wide[v], want);
+        }
+    }
+    free(values), free(wide);
+}
+
 static void test_linear_q8_matches_integer_reference(void **state) {
     (void)state;
     /* rows: one, a few (dot tiles), panels with 0, 1-4 and 5-15 rows left over;
@@ -711,7 +729,7 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
-        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
+        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),

@@ -331,6 +331,18 @@ glimpse_status weight_store_get_matrix_transposed(weight_store *store, kernel_we
     return GLIMPSE_STATUS_OK;
 }
 
+void weight_store_release_pages(const weight_store *store, const void *data, size_t bytes) {
+    const uint8_t *start = data;
+    for (size_t i = 0; store && start && i < store->file_count; i++) {
+        const safetensors *file = store->files[i];
+        if (file->owns_mapping && start >= file->bytes && bytes <= file->size &&
+            (size_t)(start - file->bytes) <= file->size - bytes) {
+            file_release_pages(start, bytes);
+            return;
+        }
+    }
+}
+
 size_t weight_store_parameters(const weight_store *store) { return store->parameters; }
 size_t weight_store_copied_bytes(const weight_store *store) { return store->copied_bytes; }
 size_t weight_store_bytes(const weight_store *store) { return store->bytes; }

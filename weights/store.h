@@ -55,6 +55,10 @@ size_t weight_store_parameters(const weight_store *store);
 /* Bytes the store allocated for widened or realigned copies (the rest is the mapped files). */
 size_t weight_store_copied_bytes(const weight_store *store);
 size_t weight_store_bytes(const weight_store *store);
+/* Gives the pages of data[0, bytes) back if they lie in one of the store's file mappings (nothing otherwise:
+ * copies stay): the process stops holding them, and a later read maps them again from the file. For weights
+ * whose int8 twin replaced them, so that an int8 model does not keep both resident. */
+void weight_store_release_pages(const weight_store *store, const void *data, size_t bytes);
 const char *weight_store_dtype(const weight_store *store); /* "F32", "F16", "BF16", "mixed", "none" */
 
 #endif
