@@ -285,19 +285,9 @@ static void micro_any(float *out, size_t out_stride, const float *panel, size_t 
  * column_stride apart, for the micro-kernel's broadcasts). */
 static void widen_columns(float *widened, const void *weight, weight_type type, size_t column_stride, size_t columns,
                           size_t depth) {
-    for (size_t c = 0; c < columns; c++) {
-        const char *column = (const char *)weight + c * column_stride * weight_type_bytes(type);
-        float *to = widened + c * depth;
-        size_t k = 0;
-        if (type == WEIGHT_TYPE_F16)
-            for (; k + 16 <= depth; k += 16) _mm512_storeu_ps(to + k, load_weights(column, k, WEIGHT_TYPE_F16));
-        else
-            for (; k + 16 <= depth; k += 16) _mm512_storeu_ps(to + k, load_weights(column, k, WEIGHT_TYPE_BF16));
-        if (k < depth)
-            _mm512_mask_storeu_ps(to + k, (__mmask16)((1u << (depth - k)) - 1),
-                                  type == WEIGHT_TYPE_F16 ? load_weights_tail(column, k, depth - k, WEIGHT_TYPE_F16)
-                                                     : load_weights_tail(column, k, depth - k, WEIGHT_TYPE_BF16));
-    }
+    for (size_t c = 0; c < columns; c++)
+        kernel_widen_avx512(widened + c * depth, (const char *)weight + c * column_stride * weight_type_bytes(type),
+                            type, depth);
 }
 
 void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t columns, float *scratch,
