@@ -27,7 +27,17 @@ import resource
 import sys
 import time
 
-import numpy as np
+# Debian 12's OpenBLAS 0.3.21 takes its oldest x86-64 kernels on CPUs it does not know, such as the AMX Xeons
+# (Sapphire / Emerald Rapids): FAISS's k-means and adds then ran 4x slower (README). Read when numpy and FAISS
+# load OpenBLAS, so set before either is imported; a value already in the environment wins.
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        if " amx_int8" in cpuinfo.read():
+            os.environ.setdefault("OPENBLAS_CORETYPE", "SapphireRapids")
+except OSError:
+    pass
+
+import numpy as np  # noqa: E402
 
 # FAISS's OpenMP threads otherwise spin while they wait: on a shared machine (this benchmark runs under
 # nice beside other work) that spinning took 10x the time of a 3,000-vector IVF-PQ build. Read by libgomp
