@@ -27,15 +27,16 @@ rounds=${2:-3}
 count=${3:-100}
 work=build/bench
 model=${GLIMPSE_PHOTOS_MODEL:-$work/openai--clip-vit-base-patch32}
-python=/usr/bin/python3
+. bench/peer_env.sh
+python=("${peer_python[@]}")
 photos=$work/photos$count
 onnx=$work/photos-onnx
 node_modules=${GLIMPSE_NODE_MODULES:-$work/node/node_modules}
 mkdir -p "$work"
 [ -f "$model/model.safetensors" ] ||
   build/glimpse-make-model "${GLIMPSE_CONFIGS:-../shared/configs}/openai--clip-vit-base-patch32.json" "$model" >/dev/null
-[ -f "$photos/photo$(printf %04d $((count - 1))).jpg" ] || $python bench/photos.py make "$photos" "$count"
-[ -f "$onnx/vit_b_32.onnx" ] || $python bench/photos.py export "$onnx" >/dev/null 2>&1
+[ -f "$photos/photo$(printf %04d $((count - 1))).jpg" ] || "${python[@]}" bench/photos.py make "$photos" "$count"
+[ -f "$onnx/vit_b_32.onnx" ] || "${python[@]}" bench/photos.py export "$onnx" >/dev/null 2>&1
 results=$work/photos.jsonl
 : > "$results"
 
@@ -56,8 +57,8 @@ for round in $(seq "$rounds"); do
   glimpse_index "glimpse index"
   glimpse_index "glimpse index --fast-decode" --fast-decode
   if [ -n "${GLIMPSE_BASELINE:-}" ]; then GLIMPSE_BIN=$GLIMPSE_BASELINE glimpse_index "baseline glimpse index"; fi
-  $python bench/photos.py feed "$photos" | NODE_PATH=$node_modules node bench/ort_photos.js "$onnx/vit_b_32.onnx" "$threads" >> "$results"
-  $python bench/photos.py torch "$photos" "$threads" >> "$results"
+  "${python[@]}" bench/photos.py feed "$photos" | NODE_PATH=$node_modules node bench/ort_photos.js "$onnx/vit_b_32.onnx" "$threads" >> "$results"
+  "${python[@]}" bench/photos.py torch "$photos" "$threads" >> "$results"
 done
 
 # where one photograph's time goes: decoding, resizing and the rest, the tower (per picture, batches of 8)
@@ -71,7 +72,7 @@ drawings=$work/photos-drawings
 if [ ! -f "$drawings/00005.jpg" ]; then
   mkdir -p "$drawings"
   for p in examples/pictures/*.png; do
-    $python -c "from PIL import Image; import sys; Image.open(sys.argv[1]).convert('RGB').resize((4032, 3024), Image.BICUBIC).save(sys.argv[2], quality=90)" \
+    "${python[@]}" -c "from PIL import Image; import sys; Image.open(sys.argv[1]).convert('RGB').resize((4032, 3024), Image.BICUBIC).save(sys.argv[2], quality=90)" \
       "$p" "$drawings/$(basename "${p%.png}").jpg"
   done
 fi
@@ -79,12 +80,12 @@ for m in models/demo-clip "$model"; do
   for set in "$photos" "$drawings"; do
     build/glimpse embed -m "$m" --json "$set" > "$work/photos-exact.jsonl"
     build/glimpse embed -m "$m" --json --fast-decode "$set" > "$work/photos-fast.jsonl"
-    $python bench/photos.py cosine "$work/photos-exact.jsonl" "$work/photos-fast.jsonl" \
+    "${python[@]}" bench/photos.py cosine "$work/photos-exact.jsonl" "$work/photos-fast.jsonl" \
       | sed "s|^{|{\"runtime\": \"fast-decode cosine\", \"model\": \"$(basename "$m")\", \"set\": \"$(basename "$set")\", |" >> "$results"
   done
 done
 cat "$results"
-$python - "$results" <<'PY'
+"${python[@]}" - "$results" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 runs = {}

@@ -153,8 +153,8 @@ memory memory_caption_blip_base Salesforce--blip-image-captioning-base caption "
 memory memory_caption_blip_base_int8 Salesforce--blip-image-captioning-base caption --int8 "${pictures[@]}"
 memory memory_caption_blip_base_f16 blip-base-f16 caption "${pictures[@]}"
 echo "pytorch..." >&2
-# OpenBLAS's Haswell override (set on some machines for old OpenBLAS builds) slows current numpy and torch
-env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/peers.py --threads "$threads" --runs "$runs" \
+. bench/peer_env.sh # OpenBLAS on its best kernels for PyTorch's products
+"${peer_python[@]}" bench/peers.py --threads "$threads" --runs "$runs" \
   --onnx-dir "$work/onnx" --vit-gpt2-config "$configs/nlpconnect--vit-gpt2-image-captioning.json" \
   --caption-tokens 16 --blip2 2>/dev/null >> "$results"
 echo "onnxruntime..." >&2

@@ -20,7 +20,8 @@ for model in google--siglip-base-patch16-224 google--siglip-so400m-patch14-384; 
 done
 [ -d "$work/node/node_modules/onnxruntime-node" ] ||
   { echo "siglip.sh: run bench/run.sh once first (it installs onnxruntime-node)" >&2; exit 1; }
-python=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3)
+. bench/peer_env.sh
+python=("${peer_python[@]}")
 if [ ! -f "$work/onnx/vision_siglip_so400m_384.onnx" ]; then
   "${python[@]}" - "$work/onnx" <<'PY'
 import sys, torch
