@@ -491,8 +491,8 @@ typedef struct glimpse_index_summary {
     size_t roots_failed; /* paths given, or folders below them, missing or unreadable (see on_root_failure) */
 } glimpse_index_summary;
 
-/* Videos for an index, read by the caller (libglimpse links no video
- * library): glimpse index passes FFmpeg's frames (glimpse_video in the CLI).
+/* Videos for an index: glimpse_video_frames_new (below) gives FFmpeg's
+ * sampled frames, as glimpse index takes them; a caller may bring its own.
  * Called on the update's decoding thread, one video at a time, in order. */
 typedef struct glimpse_frame_source {
     /* whether a file's bytes are a video this source reads (else it is taken for an image) */
@@ -508,6 +508,51 @@ typedef struct glimpse_frame_source {
      * the index when it first holds videos; an update with another is refused */
     const char *sampling;
 } glimpse_frame_source;
+
+/* ---- videos: sampled frames, through FFmpeg's libraries (libavformat,
+ * libavcodec, libswscale). A video is read from memory only: no other file,
+ * pipe or network address is ever opened. */
+
+typedef struct glimpse_video_options {
+    /* > 0: the first frame at or after each multiple of this many seconds
+     * (default 2) */
+    double every_seconds;
+    /* > 0: instead, a frame where its 64x64 grey thumbnail differs from the
+     * last frame taken by this mean absolute difference (of full scale;
+     * glimpse index --scenes's default is 0.1); 0: use every_seconds */
+    double scene_threshold;
+    uint64_t max_pixels;  /* frames with more pixels are refused (0 = the image limit) */
+    bool ignore_rotation; /* keep frames as stored, ignoring the display matrix */
+} glimpse_video_options;
+
+glimpse_video_options glimpse_video_default_options(void);
+
+/* Whether bytes look like a video container read here (MP4/MOV,
+ * Matroska/WebM, AVI, MPEG-TS/PS, FLV, ASF, Ogg) rather than a still image. */
+bool glimpse_is_video(const uint8_t *bytes, size_t size);
+
+typedef struct glimpse_video glimpse_video;
+
+/* Opens the video in bytes, which must stay valid until glimpse_video_close;
+ * label names it in errors (a path, say). options may be NULL (defaults). */
+glimpse_status glimpse_video_open(const uint8_t *bytes, size_t size, const char *label,
+                                  const glimpse_video_options *options, glimpse_video **out);
+/* The next sampled frame (a new image, upright, RGB8 as the ffmpeg tool
+ * converts it to rgb24; free with glimpse_image_free) and its time in
+ * seconds from the start of the file; *frame NULL after the last. A
+ * damaged packet is skipped; a video where no frame decodes is an error. */
+glimpse_status glimpse_video_next(glimpse_video *video, glimpse_image **frame, double *seconds);
+void glimpse_video_close(glimpse_video *video);
+
+/* The sampling in words, as an index records it ("every 2 s", "at scene
+ * changes of 0.1"), NUL-terminated within capacity. */
+void glimpse_video_sampling_text(const glimpse_video_options *options, char *text, size_t capacity);
+
+/* A frame source for glimpse_index_params.frames that samples every video
+ * with options (NULL: defaults); NULL when out of memory. Free it with
+ * glimpse_video_frames_free (only a source made here) after the update. */
+glimpse_frame_source *glimpse_video_frames_new(const glimpse_video_options *options);
+void glimpse_video_frames_free(glimpse_frame_source *frames);
 
 typedef struct glimpse_index_params {
     /* progress over the files that need embedding; return true to stop

@@ -29,8 +29,9 @@ struct faiss_folder {
     faiss_folder_info info;
     cJSON *params;
     faiss_engine *engine;
-    mapped paths, offsets, vectors;
+    mapped paths, offsets, vectors, times;
     const uint64_t *offset; /* [count + 1], inside offsets */
+    const double *time;     /* [count], inside times: a video frame's time, negative for a still; NULL: all stills */
     const float *vector;    /* [count, dim], inside vectors; NULL without vectors.npy */
     /* one search's scratch */
     int64_t *rows;
@@ -150,6 +151,11 @@ static glimpse_status open_files(faiss_folder *f) {
     f->offset = data;
     if (f->offset[0] != 0 || f->offset[info->count] != f->paths.size)
         return damaged(f, "offsets.npy", "its offsets do not span paths.bin");
+    if ((status = map_file(f, "times.npy", true, &f->times))) return status;
+    if (f->times.present) {
+        if ((status = check_array(f, &f->times, "times.npy", "<f8", info->count, 1, 1, &data))) return status;
+        f->time = data;
+    }
     if ((status = map_file(f, "vectors.npy", true, &f->vectors))) return status;
     if (f->vectors.present) {
         if ((status = check_array(f, &f->vectors, "vectors.npy", "<f4", info->count, info->dim, 2, &data)))
@@ -188,7 +194,7 @@ static void free_result_paths(faiss_folder *f) {
 void faiss_folder_free(faiss_folder *f) {
     if (!f) return;
     if (f->engine) faiss_engine_free(f->engine);
-    unmap(&f->paths), unmap(&f->offsets), unmap(&f->vectors);
+    unmap(&f->paths), unmap(&f->offsets), unmap(&f->vectors), unmap(&f->times);
     free_result_paths(f);
     free(f->result_paths), free(f->rows), free(f->scores);
     cJSON_Delete(f->params);
@@ -275,6 +281,7 @@ glimpse_status faiss_folder_search(faiss_folder *f, const float *query, size_t k
         status = row_path(f, best[i].row, &f->result_paths[i]);
         results[i].path = f->result_paths[i];
         results[i].score = info->logit_scale * best[i].cosine + info->logit_bias;
+        results[i].time = f->time && f->time[best[i].row] >= 0 ? f->time[best[i].row] : -1;
         if (!status) *found = i + 1;
     }
     free(best);

@@ -52,6 +52,7 @@ static bool whole_member(const cJSON *object, const char *name, double limit, do
 typedef struct manifest {
     cJSON *json;
     const char *identity, *precision;
+    const char *sampling; /* how the videos' frames were sampled ("every 2 s"); NULL: no videos taken */
     size_t dim, shards;
 } manifest;
 
@@ -65,6 +66,7 @@ static glimpse_status read_manifest(const char *path, manifest *out) {
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: not the manifest of a glimpse.dask embedding folder", path);
     out->identity = string_member(model, "identity");
     out->precision = string_member(model, "precision");
+    out->sampling = string_member(out->json, "video_sampling");
     if (!out->identity)
         return error_set(GLIMPSE_STATUS_WRONG_MODEL,
                          "%s records no glimpse model identity (written by an older glimpse.dask): run the same "
@@ -96,14 +98,44 @@ static void shard_free(shard *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* Checks one picture record of a shard: an object with an absolute path, a whole size and a time. */
+/* Checks one picture record of a shard: an object with an absolute path, a whole size and a time; a video's
+ * frame has its number ("frame") and its time in the video ("time", seconds) as well. */
 static bool picture_record_valid(const cJSON *picture) {
-    double size;
+    double size, frame;
     const char *path = string_member(picture, "path");
     const cJSON *mtime = cJSON_GetObjectItemCaseSensitive(picture, "mtime_ns");
+    const cJSON *time = cJSON_GetObjectItemCaseSensitive(picture, "time");
+    bool has_frame = cJSON_GetObjectItemCaseSensitive(picture, "frame") != NULL;
+    if (time || has_frame) {
+        if (!cJSON_IsNumber(time) || !(time->valuedouble >= 0 && time->valuedouble < 1e12) ||
+            !whole_member(picture, "frame", IMPORT_EXACT_INTEGER, &frame))
+            return false;
+    }
     return cJSON_IsObject(picture) && path && path[0] == '/' &&
            whole_member(picture, "size", IMPORT_EXACT_INTEGER, &size) && cJSON_IsNumber(mtime) &&
            mtime->valuedouble >= 0;
+}
+
+/* A video frame's number, or -1 for a still picture's record (checked by picture_record_valid). */
+static double frame_number(const cJSON *picture) {
+    const cJSON *frame = cJSON_GetObjectItemCaseSensitive(picture, "frame");
+    return frame ? frame->valuedouble : -1;
+}
+
+/* Whether the records keep each video's frames together, numbered 0, 1, ... in order, and name every still
+ * picture once in a row: what the importer groups by. */
+static bool frames_in_order(const cJSON *pictures, size_t *bad) {
+    const cJSON *previous = NULL;
+    size_t r = 0;
+    for (const cJSON *picture = pictures->child; picture; previous = picture, picture = picture->next, r++) {
+        double frame = frame_number(picture);
+        bool continues = previous && strcmp(string_member(previous, "path"), string_member(picture, "path")) == 0;
+        if (continues ? !(frame >= 1 && frame_number(previous) == frame - 1) : frame > 0) {
+            *bad = r;
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Reads shard number n of folder into s, checked whole: BAD_FORMAT or NOT_FOUND with the reason when it is
@@ -137,7 +169,11 @@ static glimpse_status read_shard(const char *folder, size_t n, size_t dim, shard
     for (const cJSON *picture = s->pictures->child; picture; picture = picture->next, r++)
         if (!picture_record_valid(picture))
             return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: picture %zu's record lacks an absolute path, a size or "
-                                                        "a time", s->json_path, r);
+                                                        "a time (or has a video frame's number or time wrong)",
+                             s->json_path, r);
+    if (!frames_in_order(s->pictures, &r))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: picture %zu repeats the path before it without being its "
+                                                    "video's next frame", s->json_path, r);
     if ((status = file_map(s->npy_path, &s->map, &s->map_size))) return status;
     npy_array array;
     if ((status = npy_parse(s->map, s->map_size, 1, s->npy_path, &array))) return status;
@@ -163,7 +199,8 @@ static void report(const glimpse_index_params *params, const char *path, const c
 }
 
 /* The file of a picture record as it is here now: *ok false (and the reason reported) unless it is there,
- * readable, and of the size and time it had when it was embedded. */
+ * readable, and of the size and time it had when it was embedded. A video's frame also gets its number and
+ * time in the video. */
 static void check_picture_file(const cJSON *picture, imported_picture *out, bool *ok,
                                const glimpse_index_params *params) {
     const char *path = string_member(picture, "path");
@@ -172,10 +209,7 @@ static void check_picture_file(const cJSON *picture, imported_picture *out, bool
     char reason[1024];
     struct stat info;
     *ok = false;
-    if (cJSON_GetObjectItemCaseSensitive(picture, "time")) {
-        snprintf(reason, sizeof reason, "%s: a video frame; the index has no place for a frame's time, so it is "
-                                        "not imported", path);
-    } else if (stat(path, &info) != 0 || !S_ISREG(info.st_mode)) {
+    if (stat(path, &info) != 0 || !S_ISREG(info.st_mode)) {
         snprintf(reason, sizeof reason, "%s: not found here, so not imported (the embedding run saw it)", path);
     } else {
         int64_t mtime_ns = (int64_t)info.st_mtim.tv_sec * 1000000000 + info.st_mtim.tv_nsec;
@@ -187,6 +221,8 @@ static void check_picture_file(const cJSON *picture, imported_picture *out, bool
             snprintf(reason, sizeof reason, "%s: cannot be read, so not imported", path);
         } else {
             out->path = path, out->size = (int64_t)info.st_size, out->mtime_ns = mtime_ns;
+            out->frame = frame_number(picture) < 0 ? 0 : (int64_t)frame_number(picture);
+            out->time = frame_number(picture) < 0 ? -1 : cJSON_GetObjectItemCaseSensitive(picture, "time")->valuedouble;
             *ok = true;
             return;
         }
@@ -218,12 +254,19 @@ static glimpse_status import_shard(glimpse_index *index, const char *folder, siz
         return ERROR_OOM();
     }
     size_t ready = 0, row = 0;
+    bool ok = false; /* (the previous record's file was found as it was) */
     for (const cJSON *picture = s.pictures->child; picture; picture = picture->next, row++) {
-        bool ok;
-        check_picture_file(picture, &pictures[ready], &ok, params);
-        if (!ok) {
-            summary->failed++;
-            continue;
+        if (frame_number(picture) > 0) { /* a video's next frame: its file was judged with frame 0 */
+            if (!ok) continue;
+            pictures[ready] = pictures[ready - 1];
+            pictures[ready].frame = (int64_t)frame_number(picture);
+            pictures[ready].time = cJSON_GetObjectItemCaseSensitive(picture, "time")->valuedouble;
+        } else {
+            check_picture_file(picture, &pictures[ready], &ok, params);
+            if (!ok) {
+                summary->failed++;
+                continue;
+            }
         }
         pictures[ready++].embedding = s.vectors + row * dim;
     }
@@ -252,7 +295,7 @@ glimpse_status glimpse_index_import(glimpse_index *index, const char *folder, co
     if (!path) return ERROR_OOM();
     manifest m = {0};
     glimpse_status status = read_manifest(path, &m);
-    if (!status) status = index_import_begin(index, path, m.identity, m.precision, m.dim);
+    if (!status) status = index_import_begin(index, path, m.identity, m.precision, m.dim, m.sampling);
     free(path);
     if (status) {
         cJSON_Delete(m.json);

@@ -1318,6 +1318,21 @@ static void writer_unlock(glimpse_index *index) {
     sqlite3_finalize(statement);
 }
 
+/* How videos' frames are sampled, against what the index records: the first
+ * to bring videos records it, another is refused. */
+static glimpse_status record_sampling(glimpse_index *index, const char *sampling) {
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (!index->video_sampling) {
+        status = meta_set(index, "video_sampling", sampling);
+        if (!status && !(index->video_sampling = strdup(sampling))) status = ERROR_OOM();
+    } else if (strcmp(index->video_sampling, sampling) != 0) {
+        status = error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                           "%s samples its videos' frames %s, not %s; give the same, or use a new --db", index->path,
+                           index->video_sampling, sampling);
+    }
+    return status;
+}
+
 /* The decoding and video sampling the update asks for, against what the
  * index records: the first update records them (fast decoding when the
  * index is new, the sampling when videos first come), another is refused. */
@@ -1341,16 +1356,7 @@ static glimpse_status record_choices(glimpse_index *index, const glimpse_index_p
     }
     free(decode);
     if (status || !frames) return status;
-    const char *sampling = frames->sampling ? frames->sampling : "";
-    if (!index->video_sampling) {
-        status = meta_set(index, "video_sampling", sampling);
-        if (!status && !(index->video_sampling = strdup(sampling))) status = ERROR_OOM();
-    } else if (strcmp(index->video_sampling, sampling) != 0) {
-        status = error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
-                           "%s samples its videos' frames %s, not %s; give the same, or use a new --db", index->path,
-                           index->video_sampling, sampling);
-    }
-    return status;
+    return record_sampling(index, frames->sampling ? frames->sampling : "");
 }
 
 glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, const char *const *paths,
@@ -1411,7 +1417,7 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
 /* ---------------------------------------------------------------- import */
 
 glimpse_status index_import_begin(glimpse_index *index, const char *label, const char *identity,
-                                  const char *precision, size_t dim) {
+                                  const char *precision, size_t dim, const char *sampling) {
     if (index->read_only)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
                          "%s was opened for searching (read-only); open it with a model to import into it", index->path);
@@ -1425,31 +1431,45 @@ glimpse_status index_import_begin(glimpse_index *index, const char *label, const
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s holds embeddings of %zu numbers and %s of %zu", label, dim,
                          index->path, index->dim);
     drop_cache(index);
-    return writer_lock(index);
+    glimpse_status status = writer_lock(index);
+    if (!status && sampling && (status = record_sampling(index, sampling))) writer_unlock(index);
+    return status;
+}
+
+/* The rows pictures[first..] of one path (a still, or a video's frames): how many. */
+static size_t same_path_run(const imported_picture *pictures, size_t first, size_t count) {
+    size_t end = first + 1;
+    while (end < count && strcmp(pictures[end].path, pictures[first].path) == 0) end++;
+    return end - first;
 }
 
 glimpse_status index_import_store(glimpse_index *index, const imported_picture *pictures, size_t count,
                                   glimpse_index_summary *summary) {
     sqlite3_stmt *insert, *find = NULL, *remove = NULL;
-    /* a picture is one row, frame 0 (rows of a video that was at this path, or a failure, are replaced) */
+    /* a picture is one row, frame 0, time NULL; a video one row per frame (rows that were at the path, or a
+     * failure, are replaced) */
     glimpse_status status = transaction_begin(index,
                                               "INSERT INTO images(path, frame, time, size, mtime_ns, hash, embedding,"
-                                              " checksum) VALUES (?1, 0, NULL, ?2, ?3, ?4, ?5,"
+                                              " checksum) VALUES (?1, ?6, ?7, ?2, ?3, ?4, ?5,"
                                               " glimpse_row_checksum(?1, ?5))",
                                               "preparing an insert", &insert);
-    if (!status && sqlite3_prepare_v2(index->db, "SELECT size, mtime_ns, hash, failed IS NOT NULL FROM images"
-                                                 " WHERE path = ? AND frame = 0 AND time IS NULL", -1, &find,
-                                      NULL) != SQLITE_OK)
+    if (!status &&
+        sqlite3_prepare_v2(index->db, "SELECT size, mtime_ns, hash, failed IS NOT NULL, time IS NULL,"
+                                      " (SELECT COUNT(*) FROM images AS f WHERE f.path = images.path)"
+                                      " FROM images WHERE path = ? AND frame = 0", -1, &find, NULL) != SQLITE_OK)
         status = db_error(index, "reading the index");
     if (!status && sqlite3_prepare_v2(index->db, "DELETE FROM images WHERE path = ?", -1, &remove, NULL) != SQLITE_OK)
         status = db_error(index, "preparing an insert");
-    for (size_t i = 0; i < count && !status; i++) {
+    for (size_t i = 0; i < count && !status;) {
         const imported_picture *p = &pictures[i];
+        size_t rows = same_path_run(pictures, i, count);
+        bool still = rows == 1 && p->time < 0;
         sqlite3_bind_text(find, 1, p->path, -1, SQLITE_STATIC);
         int code = sqlite3_step(find);
         bool stored = code == SQLITE_ROW;
         bool same = stored && sqlite3_column_int64(find, 0) == p->size && sqlite3_column_int64(find, 1) == p->mtime_ns &&
-                    sqlite3_column_int64(find, 2) == p->hash && sqlite3_column_int(find, 3) == 0;
+                    sqlite3_column_int64(find, 2) == p->hash && sqlite3_column_int(find, 3) == 0 &&
+                    (sqlite3_column_int(find, 4) != 0) == still && (size_t)sqlite3_column_int64(find, 5) == rows;
         sqlite3_reset(find);
         if (code != SQLITE_ROW && code != SQLITE_DONE) {
             status = step_error(index, code, "reading the index");
@@ -1457,23 +1477,32 @@ glimpse_status index_import_store(glimpse_index *index, const imported_picture *
         }
         if (same) {
             summary->unchanged++;
+            i += rows;
             continue;
         }
         sqlite3_bind_text(remove, 1, p->path, -1, SQLITE_STATIC);
         if (sqlite3_step(remove) != SQLITE_DONE) status = db_error(index, "replacing an entry");
         sqlite3_reset(remove);
-        if (status) break;
-        sqlite3_bind_text(insert, 1, p->path, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(insert, 2, p->size);
-        sqlite3_bind_int64(insert, 3, p->mtime_ns);
-        sqlite3_bind_int64(insert, 4, p->hash);
-        sqlite3_bind_blob(insert, 5, p->embedding, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
-        if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "storing an embedding");
-        sqlite3_reset(insert);
+        for (size_t r = i; r < i + rows && !status; r++) {
+            const imported_picture *row = &pictures[r];
+            sqlite3_bind_text(insert, 1, row->path, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(insert, 2, row->size);
+            sqlite3_bind_int64(insert, 3, row->mtime_ns);
+            sqlite3_bind_int64(insert, 4, row->hash);
+            sqlite3_bind_blob(insert, 5, row->embedding, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
+            sqlite3_bind_int64(insert, 6, still ? 0 : row->frame);
+            if (still)
+                sqlite3_bind_null(insert, 7);
+            else
+                sqlite3_bind_double(insert, 7, row->time);
+            if (sqlite3_step(insert) != SQLITE_DONE) status = db_error(index, "storing an embedding");
+            sqlite3_reset(insert);
+        }
         if (stored)
             summary->updated++;
         else
             summary->added++;
+        i += rows;
     }
     sqlite3_finalize(find);
     sqlite3_finalize(remove);

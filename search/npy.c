@@ -65,13 +65,13 @@ glimpse_status npy_parse(const uint8_t *bytes, size_t size, int whole, const cha
     static const struct {
         const char *text;
         size_t bytes;
-    } types[] = {{"'<f4'", 4}, {"'<u8'", 8}, {"'<i8'", 8}};
+    } types[] = {{"'<f4'", 4}, {"'<f8'", 8}, {"'<u8'", 8}, {"'<i8'", 8}};
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         if ((size_t)(end - descr) >= strlen(types[t].text) && memcmp(descr, types[t].text, strlen(types[t].text)) == 0) {
             snprintf(out->descr, sizeof out->descr, "%.3s", types[t].text + 1);
             out->element_bytes = types[t].bytes;
         }
-    if (!out->element_bytes) return refuse(label, "elements other than little-endian float32, uint64 or int64");
+    if (!out->element_bytes) return refuse(label, "elements other than little-endian float32, float64, uint64 or int64");
     const char *c = shape;
     if (c >= end || *c++ != '(') return refuse(label, "a shape that is not a tuple");
     while (out->dims < 3) {

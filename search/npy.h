@@ -20,7 +20,7 @@ typedef struct npy_array {
 
 /* Parses the header at the start of bytes[0..size) (a whole file, or at
  * least its header). Refuses (BAD_FORMAT, "LABEL: ...") anything but a
- * little-endian f4/u8/i8 array in C order of one or two dimensions, and a
+ * little-endian f4/f8/u8/i8 array in C order of one or two dimensions, and a
  * header running past size. With whole set, the data must fill the rest of
  * the file exactly (a truncated or padded file is refused). */
 glimpse_status npy_parse(const uint8_t *bytes, size_t size, int whole, const char *label, npy_array *out);

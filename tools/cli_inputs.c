@@ -370,63 +370,23 @@ void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim
 
 /* ------------------------------------------------ videos for the index */
 
-/* glimpse_frame_source's calls over vision/video.c: the library takes its
- * frames without linking FFmpeg. */
-typedef struct index_videos {
-    video_params params;
-    char sampling[64];
-} index_videos;
-
-static bool source_is_video(void *user, const uint8_t *bytes, size_t size) {
-    (void)user;
-    return video_probe(bytes, size);
-}
-
-static glimpse_status source_open(void *user, const char *path, const uint8_t *bytes, size_t size, void **video) {
-    index_videos *videos = user;
-    video_reader *reader = NULL;
-    glimpse_status status = video_open(bytes, size, path, &videos->params, &reader);
-    *video = reader;
-    return status;
-}
-
-static glimpse_status source_next(void *user, void *video, glimpse_image **frame, double *seconds) {
-    (void)user;
-    int64_t number;
-    return video_next(video, frame, seconds, &number);
-}
-
-static void source_close(void *user, void *video) {
-    (void)user;
-    video_close(video);
-}
-
-void cli_sampling_text(const video_params *params, char text[64]) {
-    if (params->scene_threshold > 0)
-        snprintf(text, 64, "at scene changes of %g", params->scene_threshold);
-    else
-        snprintf(text, 64, "every %g s", params->every_seconds);
-}
-
+/* The library's frame source (api/video.c) with the command's sampling and
+ * picture options. */
 glimpse_frame_source *cli_frame_source(const cli_options *options, const video_params *params) {
-    index_videos *videos = cli_calloc(1, sizeof *videos);
-    glimpse_frame_source *source = cli_calloc(1, sizeof *source);
-    videos->params = *params;
-    videos->params.max_pixels = options->max_pixels;
-    videos->params.ignore_rotation = options->no_exif_rotate;
-    cli_sampling_text(params, videos->sampling);
-    *source = (glimpse_frame_source){.is_video = source_is_video,
-                                     .open = source_open,
-                                     .next = source_next,
-                                     .close = source_close,
-                                     .user = videos,
-                                     .sampling = videos->sampling};
+    glimpse_video_options chosen = {.every_seconds = params->every_seconds,
+                                    .scene_threshold = params->scene_threshold,
+                                    .max_pixels = options->max_pixels,
+                                    .ignore_rotation = options->no_exif_rotate};
+    glimpse_frame_source *source = glimpse_video_frames_new(&chosen);
+    if (!source) {
+        cli_error("%s", glimpse_last_error());
+        exit(CLI_EXIT_FAILURE);
+    }
     return source;
 }
 
 void cli_frame_source_free(glimpse_frame_source *source) {
-    if (source) free(source->user);
-    free(source);
+    glimpse_video_frames_free(source);
 }
 
 glimpse_status cli_video_frame_at(const cli_options *options, const char *path, double seconds,

@@ -101,13 +101,11 @@ void cli_json_picture(FILE *out, const cli_picture *picture);
 typedef void cli_embedded(void *user, const cli_picture *picture, const float *embedding);
 void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim, cli_embedded *done, void *user);
 
-/* The frames of videos for glimpse_index_update, read by vision/video.c with
- * these sampling params (and the options' pixel limit and rotation): a new
- * source, freed with cli_frame_source_free. */
+/* The frames of videos for glimpse_index_update, the library's source
+ * (glimpse_video_frames_new) with these sampling params and the options'
+ * pixel limit and rotation; freed with cli_frame_source_free. */
 glimpse_frame_source *cli_frame_source(const cli_options *options, const video_params *params);
 void cli_frame_source_free(glimpse_frame_source *source);
-/* How params sample frames, in words, as an index records it. */
-void cli_sampling_text(const video_params *params, char text[64]);
 /* The frame of the video at path shown at seconds (the first at or after
  * it, as sampling every `seconds` takes it): a new image in *frame. */
 glimpse_status cli_video_frame_at(const cli_options *options, const char *path, double seconds,

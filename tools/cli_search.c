@@ -93,8 +93,9 @@ static const char index_help[] =
     "                       skipped whole; a picture whose file is not here with the\n"
     "                       size and time it was embedded with is reported and left\n"
     "                       out (index it with glimpse index); importing again adds\n"
-    "                       nothing twice. Video frames are not imported (the index\n"
-    "                       keeps no frame times). Exit status 1 if anything was left out\n"
+    "                       nothing twice. A video's frames go in with their times;\n"
+    "                       the folder's sampling must be the index's (recorded if it\n"
+    "                       has none). Exit status 1 if anything was left out\n"
     "--stats, --list, --prune and --remove take the model the index records.\n"
     "A summary line on stdout counts added, updated, moved, removed, unchanged and\n"
     "failed files (with --json, one object, after an object {\"image\": PATH,\n"
@@ -620,6 +621,7 @@ static int search_faiss(const char *folder, cli_options *options, char **queries
     glimpse_search_result *results = cli_calloc(k, sizeof *results);
     const char **paths = cli_calloc(k, sizeof *paths);
     float *scores = cli_calloc(k, sizeof *scores);
+    double *times = cli_calloc(k, sizeof *times);
     FILE *page = html ? cli_html_open(html, "glimpse search") : NULL;
     for (size_t q = 0; q < query_count; q++) {
         size_t found = 0;
@@ -631,20 +633,21 @@ static int search_faiss(const char *folder, cli_options *options, char **queries
             options->failures++;
             continue;
         }
-        for (size_t r = 0; r < found; r++) paths[r] = results[r].path, scores[r] = results[r].score;
-        cli_print_results(options, queries[q], paths, NULL, scores, NULL, found); /* (stills only: no frame times) */
+        for (size_t r = 0; r < found; r++)
+            paths[r] = results[r].path, scores[r] = results[r].score, times[r] = results[r].time;
+        cli_print_results(options, queries[q], paths, times, scores, NULL, found);
         if (page) {
             cli_html_row(page, queries[q]);
             for (size_t r = 0; r < found; r++) {
                 char caption[32];
                 snprintf(caption, sizeof caption, "%.4f", scores[r]);
-                cli_html_picture(page, options, paths[r], -1, caption);
+                cli_html_picture(page, options, paths[r], times[r], caption);
             }
             cli_html_row_end(page);
         }
     }
     if (page && !cli_html_close(page, html)) options->failures++;
-    free(embedding), free(results), free(paths), free(scores);
+    free(embedding), free(results), free(paths), free(scores), free(times);
     faiss_folder_free(index);
     return cli_finish(options, ctx, model);
 #else

@@ -3,6 +3,7 @@ Pure Python over the C API through ctypes: nothing is compiled at install. Every
 runs without the GIL, so threads sharing one Model run in parallel."""
 
 import ctypes
+import mmap
 import os
 import threading
 from collections import namedtuple
@@ -12,8 +13,8 @@ import numpy as np
 from . import _library as _c
 from ._library import lib as _lib
 
-__all__ = ["GlimpseError", "Model", "Image", "Index", "Caption", "IndexSummary", "Explanation", "ExplainMap",
-           "version"]
+__all__ = ["GlimpseError", "Model", "Image", "Video", "Index", "Caption", "IndexSummary", "Explanation", "ExplainMap",
+           "is_video", "video_sampling", "version"]
 
 
 def version():
@@ -188,6 +189,106 @@ class Image(_Handle):
         if self._handle:
             _lib.glimpse_image_free(self._handle)
             self._handle = None
+
+
+    @classmethod
+    def _adopt(cls, handle):
+        """An Image owning a handle the library made (a video's frame)."""
+        image = cls.__new__(cls)
+        image._handle = handle
+        return image
+
+
+# ------------------------------------------------------------------ videos
+
+def _video_options(every=None, scenes=None, max_pixels=None, ignore_rotation=False):
+    options = _lib.glimpse_video_default_options()
+    if scenes is not None:
+        if not float(scenes) > 0:
+            raise ValueError(f"glimpse: scenes is a threshold above 0 (0.1 is the usual), not {scenes!r}")
+        options.scene_threshold = float(scenes)
+    elif every is not None:
+        if not float(every) > 0:
+            raise ValueError(f"glimpse: every is a number of seconds above 0, not {every!r}")
+        options.every_seconds = float(every)
+    options.max_pixels = int(max_pixels or 0)
+    options.ignore_rotation = bool(ignore_rotation)
+    return options
+
+
+def video_sampling(every=None, scenes=None):
+    """How Video(..., every, scenes) samples, in the words an index records ("every 2 s", "at scene changes
+    of 0.1"): glimpse.dask's manifest keeps it, and glimpse index --import refuses to mix two samplings."""
+    text = ctypes.create_string_buffer(64)
+    _lib.glimpse_video_sampling_text(ctypes.byref(_video_options(every, scenes)), text, len(text))
+    return text.value.decode()
+
+
+def is_video(source):
+    """Whether a file (a path) or bytes hold a video container glimpse reads (MP4/MOV, Matroska/WebM, AVI,
+    MPEG-TS/PS, FLV, ASF, Ogg) rather than a still picture; judged from the first MiB."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as file:
+            source = file.read(1 << 20)
+    data = bytes(source)
+    return bool(_lib.glimpse_is_video(data, len(data)))
+
+
+class Video(_Handle):
+    """The frames sampled from a video, as glimpse index takes them: iterating yields (seconds, Image) in
+    order, seconds counted from the start of the file. source is a path (memory-mapped, never read whole)
+    or the file's bytes. Sampling: the first frame at or after every `every` seconds (default 2), or, with
+    `scenes`, a frame wherever the picture changes by that much (0.1 is glimpse index --scenes's default).
+    Frames are upright (the stream's display matrix) unless ignore_rotation; a frame with more pixels than
+    max_pixels is refused. A damaged packet is skipped; a video where no frame decodes raises GlimpseError.
+    One Video is read by one thread at a time."""
+
+    def __init__(self, source, every=None, scenes=None, max_pixels=None, ignore_rotation=False):
+        self._handle, self._map, self._view, self._data = None, None, None, None
+        options = _video_options(every, scenes, max_pixels, ignore_rotation)
+        if isinstance(source, (str, os.PathLike)):
+            label = _encode_path(source)
+            with open(source, "rb") as file:
+                size = os.fstat(file.fileno()).st_size
+                if size == 0:
+                    raise GlimpseError(_c.STATUS_NAMES.index("BAD_FORMAT"), f"{os.fspath(source)}: an empty file")
+                # copy-on-write: a writable view for ctypes; the library only reads it
+                self._map = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
+            self._view = (ctypes.c_char * size).from_buffer(self._map)
+            address = ctypes.addressof(self._view)
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            label, self._data = b"video in memory", bytes(source)
+            size, address = len(self._data), ctypes.cast(ctypes.c_char_p(self._data), ctypes.c_void_p).value
+        else:
+            raise TypeError(f"glimpse.Video: a path or bytes, not {type(source).__name__}")
+        handle = ctypes.c_void_p()
+        status = _lib.glimpse_video_open(address, size, label, ctypes.byref(options), ctypes.byref(handle))
+        if status:
+            self.close()
+        _check(status)
+        self._handle = handle.value
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self._handle:
+            raise StopIteration
+        frame, seconds = ctypes.c_void_p(), ctypes.c_double()
+        _check(_lib.glimpse_video_next(self._handle, ctypes.byref(frame), ctypes.byref(seconds)))
+        if not frame.value:
+            raise StopIteration
+        return seconds.value, Image._adopt(frame.value)
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            _lib.glimpse_video_close(self._handle)
+            self._handle = None
+        self._view = None  # (the mapping cannot close while a view of it exists)
+        if getattr(self, "_map", None) is not None:
+            self._map.close()
+            self._map = None
+        self._data = None
 
 
 def _as_list(items, single_types):
@@ -592,17 +693,28 @@ class Index(_Handle):
             _lib.glimpse_index_free(self._handle)
             self._handle = None
 
-    def update(self, roots, progress=None, max_pixels=0):
+    def update(self, roots, progress=None, max_pixels=0, videos=False, every=None, scenes=None):
         """Brings the index up to date with files and folders (walked recursively): new and changed
         pictures embedded, moved ones recognised by content, vanished ones forgotten. progress(done,
         total) is called after each batch; returning True stops (what was committed stays;
-        glimpse.CancelledError). Returns an IndexSummary."""
+        glimpse.CancelledError). videos=True takes videos too, as glimpse index does: each sampled as
+        Video(every=, scenes=) samples it (an index keeps one sampling). Returns an IndexSummary."""
         if self.model is None:
             raise ValueError("glimpse.Index.update: open the index with a model to update it")
         paths = [_encode_path(root) for root in _as_list(roots, (str, os.PathLike))]
         array = (ctypes.c_char_p * len(paths))(*paths)
-        return self._change(lambda params, summary: _lib.glimpse_index_update(
-            self._handle, self.model._context(), array, len(paths), params, summary), progress, max_pixels)
+        frames = None
+        if videos:
+            frames = _lib.glimpse_video_frames_new(ctypes.byref(_video_options(every, scenes, max_pixels)))
+            if not frames:
+                raise MemoryError("glimpse.Index.update: out of memory")
+        try:
+            return self._change(lambda params, summary: _lib.glimpse_index_update(
+                self._handle, self.model._context(), array, len(paths), params, summary), progress, max_pixels,
+                frames)
+        finally:
+            if frames:
+                _lib.glimpse_video_frames_free(frames)
 
     def import_embeddings(self, folder, progress=None):
         """Merges the shards glimpse.dask embed wrote to folder without embedding again (glimpse index
@@ -615,12 +727,13 @@ class Index(_Handle):
         return self._change(lambda params, summary: _lib.glimpse_index_import(
             self._handle, _encode_path(folder), params, summary), progress)
 
-    def _change(self, call, progress, max_pixels=0):
+    def _change(self, call, progress, max_pixels=0, frames=None):
         """Runs call(params, summary) with callbacks that collect failures; an IndexSummary."""
         failures, root_failures = [], []
         guard = _CallbackGuard()
         params = _c.IndexParams()
         params.max_pixels = max_pixels
+        params.frames = frames
         if progress is not None:
             params.on_progress = _c.ProgressCallback(lambda user, done, total: guard.run(progress, done, total))
         params.on_failure = _c.FailureCallback(
@@ -695,10 +808,11 @@ class Index(_Handle):
             self.model = Model(self.model_path, load_vision=needs_images)
         return self.model
 
-    def search(self, query, k=10):
+    def search(self, query, k=10, with_times=False):
         """The k stored pictures closest to query, best first, as [(path, score)]: query is a text or a
         combined query as `glimpse search` takes it ("sunset + beach - people", "@photo.jpg"), or an
-        embedding (float32 [embedding_dim], L2-normalised). score = logit_scale × cosine + logit_bias."""
+        embedding (float32 [embedding_dim], L2-normalised). score = logit_scale × cosine + logit_bias.
+        with_times: [(path, score, time)], time a video frame's seconds, None for a still picture."""
         if isinstance(query, str):
             vector = self._query_model(query).embed_query(query)
         else:
@@ -712,5 +826,7 @@ class Index(_Handle):
         results = (_c.SearchResult * k)()
         found = ctypes.c_size_t()
         _check(_lib.glimpse_index_search(self._handle, _floats(vector), k, results, ctypes.byref(found)))
-        return [(os.fsdecode(result.path), float(result.score)) for result in results[:found.value]]
+        return [(os.fsdecode(result.path), float(result.score))
+                + ((float(result.time) if result.time >= 0 else None,) if with_times else ())
+                for result in results[:found.value]]
 

@@ -113,6 +113,11 @@ class IndexStats(ctypes.Structure):
                 ("video_sampling", ctypes.c_char_p), ("fast_decode", ctypes.c_bool)]
 
 
+class VideoOptions(ctypes.Structure):
+    _fields_ = [("every_seconds", ctypes.c_double), ("scene_threshold", ctypes.c_double),
+                ("max_pixels", ctypes.c_uint64), ("ignore_rotation", ctypes.c_bool)]
+
+
 GroupCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), c_float_p, ctypes.c_size_t)
 
 
@@ -180,6 +185,15 @@ _declare("glimpse_index_duplicates", status, P, ctypes.c_float, GroupCallback, c
 _declare("glimpse_image_pixels", ctypes.POINTER(ctypes.c_uint8), P)
 INDEX_DUPLICATE_COSINE = 0.95  # GLIMPSE_INDEX_DUPLICATE_COSINE
 _declare("glimpse_query_needs_images", ctypes.c_bool, ctypes.c_char_p)
+_declare("glimpse_video_default_options", VideoOptions)
+_declare("glimpse_is_video", ctypes.c_bool, ctypes.c_void_p, ctypes.c_size_t)
+_declare("glimpse_video_open", status, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
+         ctypes.POINTER(VideoOptions), PP)
+_declare("glimpse_video_next", status, P, PP, ctypes.POINTER(ctypes.c_double))
+_declare("glimpse_video_close", None, P)
+_declare("glimpse_video_sampling_text", None, ctypes.POINTER(VideoOptions), ctypes.c_char_p, ctypes.c_size_t)
+_declare("glimpse_video_frames_new", P, ctypes.POINTER(VideoOptions))
+_declare("glimpse_video_frames_free", None, P)
 
 # ------------------------------------------------------------------ explanation
 

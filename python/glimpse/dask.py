@@ -1,10 +1,11 @@
-"""dask.py — embeds a picture collection across a Dask distributed cluster: the pictures under the roots are
-split into shards, the shards mapped over the workers (each loads the model once, through a worker plugin),
+"""dask.py — embeds a picture and video collection across a Dask distributed cluster: the files under the roots
+are split into shards, the shards mapped over the workers (each loads the model once, through a worker plugin),
 and the client writes each shard's result atomically into the output folder (format: glimpse/shards.py).
+A video gives a row per sampled frame, as glimpse index samples it (every 2 s by default).
 
     python -m glimpse.dask embed --scheduler tcp://HOST:8786 -m MODEL --out DIR ROOTS...
 
-Workers read the pictures themselves, so every worker must see the roots and the model at the same paths
+Workers read the files themselves, so every worker must see the roots and the model at the same paths
 (a shared or synced folder); the output folder is written by the client only. A worker that dies has its
 shards run again elsewhere by Dask; a run that stops is resumed by running the same command again."""
 
@@ -21,13 +22,17 @@ import numpy as np
 from . import shards
 
 PLUGIN_NAME = "glimpse-model"
-IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".tif", ".tiff", ".heic", ".heif", ".avif",
-                    ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"}  # as glimpse index walks (search/walk.c)
+# the names glimpse index walks for (search/walk.c): the decoders go by the bytes, these only choose the files
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".jpe", ".jfif", ".jif", ".jfi", ".pjpeg", ".pjp", ".png", ".webp", ".tif",
+                    ".tiff", ".heic", ".heif", ".hif", ".avif", ".bmp", ".gif", ".tga", ".ppm", ".pgm", ".pnm"}
+VIDEO_EXTENSIONS = {".mp4", ".m4v", ".mov", ".qt", ".3gp", ".3g2", ".mkv", ".webm", ".avi", ".mts", ".m2ts", ".ts",
+                    ".mpg", ".mpeg", ".vob", ".flv", ".wmv", ".asf", ".ogv", ".ogg"}
 
 
-def list_pictures(roots):
-    """Every picture file under the roots (files given directly are kept whatever their name), absolute,
-    sorted: the same roots give the same order, hence the same shards."""
+def list_pictures(roots, videos=True):
+    """Every picture file (and video file, with videos) under the roots (files given directly are kept
+    whatever their name), absolute, sorted: the same roots give the same order, hence the same shards."""
+    extensions = IMAGE_EXTENSIONS | (VIDEO_EXTENSIONS if videos else set())
     found = set()
     for root in roots:
         root = os.path.abspath(root)
@@ -38,7 +43,7 @@ def list_pictures(roots):
             raise FileNotFoundError(f"{root}: no such file or folder")
         for folder, _, names in os.walk(root):
             found.update(os.path.join(folder, name) for name in names
-                         if os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS)
+                         if os.path.splitext(name)[1].lower() in extensions)
     return sorted(found)
 
 
@@ -85,11 +90,61 @@ class ModelPlugin:
         self.__dict__.update(state, model=None)
 
 
-def embed_pictures(model, paths, batch_size=8):
+def file_sha256(path):
+    """The SHA-256 of a file, read a MiB at a time (a video may be gigabytes)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def describe(path):
+    """A file's record: path, size, mtime_ns (as the file is now) and sha256."""
+    status = os.stat(path)
+    return {"path": path, "size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": file_sha256(path)}
+
+
+def _reason(error):
+    import glimpse
+    return error.message if isinstance(error, glimpse.GlimpseError) else error.strerror or str(error)
+
+
+def embed_video(model, path, batch_size, video):
+    """The frames of the video at path, sampled as video (a dict of glimpse.Video's every/scenes) says, embedded
+    batch_size at a time: (vectors, records), a record per frame with its number and time. Raises on a video
+    that fails anywhere (the whole video is then broken, as in glimpse index)."""
+    import glimpse
+    record = describe(path)
+    vectors, records, frames = [], [], []
+
+    def flush():
+        if frames:
+            vectors.append(model.embed_images([image for _, image in frames], batch_size=len(frames)))
+            for _, image in frames:
+                image.close()
+            frames.clear()
+    with glimpse.Video(path, **video) as reader:
+        try:
+            for seconds, image in reader:
+                records.append(dict(record, frame=len(records), time=seconds))
+                frames.append((seconds, image))
+                if len(frames) == batch_size:
+                    flush()
+            flush()
+        finally:
+            for _, image in frames:
+                image.close()
+    dim = model.embedding_dim
+    return (np.concatenate(vectors) if vectors else np.empty((0, dim), np.float32)), records
+
+
+def embed_pictures(model, paths, batch_size=8, video=None):
     """Embeds paths batch_size at a time (a batch's pictures that fail to decode are left out of it, the
     others embedded together), so the vectors equal `glimpse embed`'s bit for bit when it is given the same
-    pictures in the same batches (it fills each batch with the next pictures that decode). Returns
-    (vectors, pictures, broken)."""
+    pictures in the same batches (it fills each batch with the next pictures that decode). With video (a
+    dict of glimpse.Video's every/scenes), a file with a video's name whose bytes are a video gives its
+    sampled frames, in batches of their own. Returns (vectors, pictures, broken)."""
     import glimpse
     vectors, pictures, broken = [], [], []
     for first in range(0, len(paths), batch_size):
@@ -98,6 +153,12 @@ def embed_pictures(model, paths, batch_size=8):
             if not path:
                 continue  # padding of the plan
             try:
+                if video is not None and os.path.splitext(path)[1].lower() in VIDEO_EXTENSIONS and \
+                        glimpse.is_video(path):
+                    frame_vectors, records = embed_video(model, path, batch_size, video)
+                    vectors.append(frame_vectors)
+                    pictures.extend(records)
+                    continue
                 with open(path, "rb") as file:
                     data = file.read()
                     status = os.fstat(file.fileno())
@@ -105,8 +166,7 @@ def embed_pictures(model, paths, batch_size=8):
                 described.append({"path": path, "size": status.st_size, "mtime_ns": status.st_mtime_ns,
                                   "sha256": hashlib.sha256(data).hexdigest()})
             except (OSError, glimpse.GlimpseError) as error:
-                reason = error.message if isinstance(error, glimpse.GlimpseError) else error.strerror or str(error)
-                broken.append({"path": path, "reason": reason})
+                broken.append({"path": path, "reason": _reason(error)})
         if images:
             vectors.append(model.embed_images(images, batch_size=len(images)))
             pictures.extend(described)
@@ -116,7 +176,7 @@ def embed_pictures(model, paths, batch_size=8):
     return (np.concatenate(vectors) if vectors else np.empty((0, dim), np.float32)), pictures, broken
 
 
-def embed_shard(shard, paths, batch_size):
+def embed_shard(shard, paths, batch_size, video=None):
     """The task run on a worker: the shard's (shard, vectors, pictures, broken, seconds)."""
     from distributed import get_worker
     started = time.perf_counter()
@@ -125,22 +185,28 @@ def embed_shard(shard, paths, batch_size):
     if plugin is None or plugin.model is None:
         raise RuntimeError(f"glimpse.dask: worker {worker.name} has no model loaded (did its plugin fail?)")
     model = plugin.model
-    vectors, pictures, broken = embed_pictures(model, paths, batch_size)
+    vectors, pictures, broken = embed_pictures(model, paths, batch_size, video)
     return shard, vectors, pictures, broken, time.perf_counter() - started
 
 
 # ------------------------------------------------------------ on the client
 
-def plan(out, roots, manifest_model, shard_size):
+def plan(out, roots, manifest_model, shard_size, sampling=None):
     """The shards' paths: pictures.txt of an earlier run, extended with pictures found since (starting on a
-    new shard, the last one padded), or a new plan. Returns (paths, shard count)."""
-    listing = list_pictures(roots)
+    new shard, the last one padded), or a new plan. sampling: how videos are sampled, in words (None: no
+    videos). Returns (paths, shard count)."""
+    listing = list_pictures(roots, videos=sampling is not None)
     if os.path.exists(os.path.join(out, "manifest.json")):
         manifest = shards.read_manifest(out)
         if manifest["model"]["sha256"] != manifest_model["sha256"] or \
                 manifest["model"]["precision"] != manifest_model["precision"]:
             raise ValueError(f"{out} holds embeddings of another model ({manifest['model']['path']}, "
                              f"{manifest['model']['precision']}); use another output folder")
+        if manifest.get("video_sampling") != sampling:
+            was, now = (f"sampled {value}" if value else "without videos"
+                        for value in (manifest.get("video_sampling"), sampling))
+            raise ValueError(f"{out} holds embeddings made {was}, not {now}; give the same, or use another "
+                             "output folder")
         shard_size = manifest["shard_size"]
         paths = shards.read_plan(out)
         planned = set(paths)
@@ -179,8 +245,9 @@ class Progress:
 
 
 def embed(scheduler, model_path, out, roots, shard_size=1024, batch_size=8, precision="float32", threads=0,
-          quiet=False):
-    """Embeds the pictures under roots on the Dask cluster at scheduler (an address or a
+          quiet=False, videos=True, every=None, scenes=None):
+    """Embeds the pictures (and, with videos, the videos' frames sampled every `every` seconds, 2 by default,
+    or at scene changes of `scenes`) under roots on the Dask cluster at scheduler (an address or a
     distributed.Client) into the folder out; resumes an earlier run there. Returns the manifest (counts of
     pictures and broken files; the broken files themselves are in out/broken.tsv and the shards' .json)."""
     import glimpse
@@ -188,16 +255,18 @@ def embed(scheduler, model_path, out, roots, shard_size=1024, batch_size=8, prec
 
     if shard_size <= 0 or batch_size <= 0:
         raise ValueError("shard_size and batch_size must be positive")
+    video = {"every": every, "scenes": scenes} if videos else None
+    sampling = glimpse.video_sampling(every, scenes) if videos else None
     os.makedirs(out, exist_ok=True)
     if os.path.isdir(model_path):  # the workers may start elsewhere: a folder is named absolutely
         model_path = os.path.abspath(model_path)
     with glimpse.Model(model_path, precision=precision, load_text=False) as model:
         identity = model_identity(model)
-    paths, shard_size, shard_count = plan(out, roots, identity, shard_size)
+    paths, shard_size, shard_count = plan(out, roots, identity, shard_size, sampling)
     shards.write_plan(out, paths)
     manifest = {"format": shards.MANIFEST_FORMAT, "model": identity, "library_version": glimpse.version(),
                 "shard_size": shard_size, "batch_size": batch_size, "shards": shard_count,
-                "roots": [os.path.abspath(root) for root in roots], "complete": False}
+                "roots": [os.path.abspath(root) for root in roots], "video_sampling": sampling, "complete": False}
     shards.write_json(os.path.join(out, "manifest.json"), manifest)
 
     todo = [shard for shard in range(shard_count) if not shards.shard_is_complete(out, shard)]
@@ -208,7 +277,7 @@ def embed(scheduler, model_path, out, roots, shard_size=1024, batch_size=8, prec
         if todo:
             client.register_worker_plugin(ModelPlugin(model_path, precision, threads), name=PLUGIN_NAME)
             futures = [client.submit(embed_shard, shard, paths[shard * shard_size:(shard + 1) * shard_size],
-                                     batch_size, key=f"glimpse-shard-{identity['sha256'][:12]}-{shard}",
+                                     batch_size, video, key=f"glimpse-shard-{identity['sha256'][:12]}-{shard}",
                                      retries=2, pure=False)
                        for shard in todo]
             for future in as_completed(futures):
@@ -224,17 +293,20 @@ def embed(scheduler, model_path, out, roots, shard_size=1024, batch_size=8, prec
 
 
 def finish(out, manifest):
-    """Once every shard is complete: counts in the manifest, marked complete, broken files in broken.tsv."""
-    pictures, broken = 0, []
+    """Once every shard is complete: counts in the manifest (pictures: rows, a video's frames each one; frames
+    and videos among them), marked complete, broken files in broken.tsv."""
+    pictures, frames, videos, broken = 0, 0, 0, []
     for shard in range(manifest["shards"]):
         found = shards.read_shard(out, shard)
         if found is None:
             raise RuntimeError(f"{out}: shard {shard} did not complete")
         pictures += len(found[1]["pictures"])
+        frames += sum("frame" in record for record in found[1]["pictures"])
+        videos += sum(record.get("frame") == 0 for record in found[1]["pictures"])
         broken += found[1]["broken"]
     shards.write_atomically(os.path.join(out, "broken.tsv"), lambda file: file.write("".join(
         f"{item['path']}\t{item['reason']}\n" for item in broken).encode(errors="surrogateescape")))
-    manifest.update(complete=True, pictures=pictures, broken=len(broken))
+    manifest.update(complete=True, pictures=pictures, frames=frames, videos=videos, broken=len(broken))
     shards.write_json(os.path.join(out, "manifest.json"), manifest)
     return manifest
 
@@ -291,13 +363,23 @@ def main(argv=None):
     command.add_argument("--batch-size", type=int, default=8, help="pictures per model call (default 8)")
     command.add_argument("--threads", type=int, default=0, help="glimpse threads per worker task (0 = all cores)")
     command.add_argument("--int8", action="store_true", help="int8 precision (close to, not equal to, float32)")
+    command.add_argument("--every", type=float, metavar="SECONDS",
+                         help="a video's frames: one at the start and every SECONDS after it (default 2)")
+    command.add_argument("--scenes", action="store_true", help="a video's frames at its start and scene changes "
+                         "instead (as glimpse index --scenes)")
+    command.add_argument("--scene-threshold", type=float, metavar="T", default=0.1,
+                         help="the change that makes a scene, of full scale (default 0.1)")
+    command.add_argument("--no-videos", action="store_true", help="pictures only: leave videos out")
     command.add_argument("--quiet", action="store_true", help="no progress")
-    command.add_argument("roots", nargs="+", metavar="ROOTS", help="picture files and folders (walked)")
+    command.add_argument("roots", nargs="+", metavar="ROOTS", help="picture and video files and folders (walked)")
     arguments = parser.parse_args(argv)
+    if arguments.scenes and arguments.every is not None:
+        parser.error("--every and --scenes choose the frames two ways: give one")
     try:
         manifest = embed(arguments.scheduler, arguments.model, arguments.out, arguments.roots, arguments.shard_size,
                          arguments.batch_size, "int8" if arguments.int8 else "float32", arguments.threads,
-                         arguments.quiet)
+                         arguments.quiet, videos=not arguments.no_videos, every=arguments.every,
+                         scenes=arguments.scene_threshold if arguments.scenes else None)
     except (OSError, ValueError, RuntimeError) as error:
         print(f"glimpse.dask: {error}", file=sys.stderr)
         return 1
@@ -305,7 +387,8 @@ def main(argv=None):
         with open(os.path.join(arguments.out, "broken.tsv"), encoding="utf-8", errors="replace") as file:
             for line in file:
                 print("glimpse.dask: broken: " + line.rstrip("\n").replace("\t", ": ", 1), file=sys.stderr)
-    print(f"glimpse.dask: {manifest['pictures']} pictures in {manifest['shards']} shards in {arguments.out}"
+    frames = f" ({manifest['frames']} of them frames of {manifest['videos']} videos)" if manifest.get("videos") else ""
+    print(f"glimpse.dask: {manifest['pictures']} pictures{frames} in {manifest['shards']} shards in {arguments.out}"
           + (f", {manifest['broken']} broken (listed in broken.tsv)" if manifest["broken"] else ""), file=sys.stderr)
     return 0
 

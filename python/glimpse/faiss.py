@@ -162,16 +162,20 @@ def build(embeddings, out, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=
     vectors_path = os.path.join(out, "vectors.npy" if keep_vectors else "vectors.building.npy")
     try:
         vectors, pictures, manifest = shards.load_embeddings(embeddings, vectors_path)
+        times = None
+        if any("time" in picture for picture in pictures):
+            times = np.array([picture.get("time", -1.0) for picture in pictures], dtype=np.float64)
         return write_index(out, vectors, [picture["path"] for picture in pictures], manifest["model"], kind,
-                           nlist, pq_sub_vectors, nprobe, False, started)
+                           nlist, pq_sub_vectors, nprobe, False, started, times)
     finally:
         if not keep_vectors and os.path.exists(vectors_path):
             os.unlink(vectors_path)
 
 
 def write_index(out, vectors, paths, model, kind="auto", nlist=None, pq_sub_vectors=None, nprobe=None,
-                keep_vectors=True, started=None):
-    """Writes the index folder out: index.faiss, the id -> path table, vectors.npy (the exact float32
+                keep_vectors=True, started=None, times=None):
+    """Writes the index folder out: index.faiss, the id -> path table, times.npy (float64 [n]: a video
+    frame's time in seconds, -1 for a still; only when times are given), vectors.npy (the exact float32
     vectors for re-scoring: written when keep_vectors, kept if already there) and params.json (what was
     chosen, model: the manifest's model record, and the build's time)."""
     import faiss
@@ -182,6 +186,14 @@ def write_index(out, vectors, paths, model, kind="auto", nlist=None, pq_sub_vect
     faiss.write_index(index, temporary)
     os.replace(temporary, os.path.join(out, "index.faiss"))
     write_paths(out, paths)
+    times_path = os.path.join(out, "times.npy")
+    if times is not None:
+        times = np.asarray(times, dtype=np.float64)
+        if times.shape != (len(vectors),):
+            raise ValueError(f"{len(times)} times for {len(vectors)} vectors")
+        shards.write_atomically(times_path, lambda file: np.save(file, times))
+    elif os.path.exists(times_path):  # (an earlier build's, of other rows)
+        os.unlink(times_path)
     if keep_vectors:
         shards.write_atomically(os.path.join(out, "vectors.npy"), lambda file: np.save(file, vectors))
     parameters.update(count=len(vectors), dim=int(vectors.shape[1]), metric="inner product",
@@ -206,9 +218,12 @@ class FaissIndex:
         self.offsets = np.load(os.path.join(folder, "offsets.npy"), mmap_mode="r")
         size = os.path.getsize(os.path.join(folder, "paths.bin"))
         self.paths = np.memmap(os.path.join(folder, "paths.bin"), dtype=np.uint8, mode="r") if size else b""
+        times = os.path.join(folder, "times.npy")
+        self.times = np.load(times, mmap_mode="r") if os.path.exists(times) else None
         if len(self.offsets) != self.index.ntotal + 1 or int(self.offsets[-1]) != size or \
-                (self.vectors is not None and self.vectors.shape != (self.index.ntotal, self.index.d)):
-            raise ValueError(f"{folder}: index.faiss, the path table and vectors.npy do not agree")
+                (self.vectors is not None and self.vectors.shape != (self.index.ntotal, self.index.d)) or \
+                (self.times is not None and self.times.shape != (self.index.ntotal,)):
+            raise ValueError(f"{folder}: index.faiss, the path table, times.npy and vectors.npy do not agree")
         if self.parameters["kind"] == "ivfpq":
             set_nprobe(self.index, self.parameters["nprobe"])
         self.model = model
@@ -220,6 +235,12 @@ class FaissIndex:
 
     def path(self, row):
         return bytes(self.paths[int(self.offsets[row]):int(self.offsets[row + 1])]).decode(errors="surrogateescape")
+
+    def time(self, row):
+        """A video frame's time in seconds, or None for a still picture."""
+        if self.times is None or not self.times[row] >= 0:
+            return None
+        return float(self.times[row])
 
     def embed(self, query):
         if self.model is None:
@@ -252,13 +273,23 @@ class FaissIndex:
             out_rows[q, :len(best)], out_scores[q, :len(best)] = order[best], cosines[best]
         return out_rows, out_scores
 
-    def search(self, query, k=10, nprobe=None, rescore=True):
+    def search(self, query, k=10, nprobe=None, rescore=True, with_times=False):
         """The k stored pictures closest to query (a text or combined query, or an embedding) as
-        [(path, score)], best first."""
+        [(path, score)], best first; with_times, [(path, score, time)], time a video frame's seconds or
+        None for a still."""
         vector = self.embed(query) if isinstance(query, str) else query
         rows, cosines = self.search_vectors(vector, k, nprobe, rescore)
-        return [(self.path(row), float(self.scale * cosine + self.bias))
+        return [(self.path(row), float(self.scale * cosine + self.bias)) + ((self.time(row),) if with_times else ())
                 for row, cosine in zip(rows[0], cosines[0]) if row >= 0]
+
+
+def format_time(seconds):
+    """A frame's time as glimpse search prints it: M:SS.s, or H:MM:SS.s from an hour."""
+    minutes = int(seconds // 60)
+    rest = seconds - 60.0 * minutes
+    if rest >= 59.95:  # 59.97 s shows as 1:00.0, not 0:60.0
+        minutes, rest = minutes + 1, 0.0
+    return f"{minutes // 60}:{minutes % 60:02d}:{rest:04.1f}" if minutes >= 60 else f"{minutes}:{rest:04.1f}"
 
 
 def main(argv=None):
@@ -290,13 +321,15 @@ def main(argv=None):
             return 0
         index = FaissIndex(arguments.index)
         for query in arguments.queries:
-            results = index.search(query, arguments.k, arguments.nprobe)
+            results = index.search(query, arguments.k, arguments.nprobe, with_times=True)
             if arguments.json:
-                print(json.dumps({"text": query, "results": [{"image": p, "score": s} for p, s in results]}))
+                print(json.dumps({"text": query, "results": [
+                    dict({"image": p, "score": s}, **({"time": t} if t is not None else {})) for p, s, t in results]}))
             else:
                 print(query)
-                for path, score in results:
-                    print(f"  {score:8.4f}  {path}")
+                for path, score, seconds in results:
+                    at = f" @ {format_time(seconds)}" if seconds is not None else ""
+                    print(f"  {score:8.4f}  {path}{at}")
     except (OSError, ValueError, RuntimeError) as error:
         print(f"glimpse.faiss: {error}", file=sys.stderr)
         return 1

@@ -3,11 +3,13 @@ pictures.txt (the plan: shard i is lines i*shard_size to (i+1)*shard_size) and p
 + part-NNNNN.json, written atomically. Only numpy and the standard library; no cluster needed to read.
 
     DIR/manifest.json     {"format": "glimpse-embeddings-1", "model": {...}, "shard_size": S, "shards": N,
-                           "complete": bool, "pictures": n, "broken": b, ...}
+                           "video_sampling": "every 2 s" (null: no videos), "complete": bool,
+                           "pictures": n (rows), "frames": f, "videos": v, "broken": b, ...}
     DIR/pictures.txt      one path per line, in shard order; an empty line is padding (no picture)
     DIR/part-NNNNN.npy    float32 [n, dim]: row r is the embedding of pictures[r] of the shard's .json
     DIR/part-NNNNN.json   {"format": "glimpse-shard-1", "shard": i, "dim": d, "pictures": [{"path", "size",
-                           "mtime_ns", "sha256"}], "broken": [{"path", "reason"}]}
+                           "mtime_ns", "sha256"} (a video's frame adds "frame": its number from 0 and
+                           "time": seconds; a video's frames are consecutive)], "broken": [{"path", "reason"}]}
 
 A shard is complete when its .json exists (written last, after its .npy) and names as many pictures as
 its .npy has rows; anything else is absent and is embedded again."""

@@ -268,6 +268,83 @@ def test_index_management_equals_the_cli(demo_clip, pictures, tmp_path):
         assert len(index) == len(pictures) - 1
 
 
+# --------------------------------------------------------- videos
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory, pictures):
+    """trip.mp4: three demo pictures shown 2 s each at 10 frames a second (made by the ffmpeg tool)."""
+    import shutil
+    import subprocess
+    if not shutil.which("ffmpeg"):
+        pytest.skip("no ffmpeg tool to make a video")
+    path = tmp_path_factory.mktemp("video") / "trip.mp4"
+    inputs = [a for picture in pictures[:3] for a in ("-loop", "1", "-t", "2", "-r", "10", "-i", str(picture))]
+    filters = "".join(f"[{i}:v]scale=96:64,setsar=1[v{i}];" for i in range(3)) + \
+        "".join(f"[v{i}]" for i in range(3)) + "concat=n=3:v=1:a=0,format=yuv420p[out]"
+    subprocess.run(["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y", *inputs, "-filter_complex",
+                    filters, "-map", "[out]", "-c:v", "libx264", "-r", "10", str(path)], check=True)
+    return path
+
+
+def test_video_frames_are_the_cli_s(demo_clip, video):
+    for sampling, options in (({}, []), ({"every": 0.5}, ["--every", "0.5"]), ({"scenes": 0.1}, ["--scenes"])):
+        expected = glimpse_cli("embed", "-m", DEMO_CLIP, "--json", *options, "-i", video)
+        with glimpse.Video(video, **sampling) as frames:
+            got = list(frames)
+        assert [seconds for seconds, _ in got] == [row["time"] for row in expected], sampling
+        embeddings = demo_clip.embed_images([image for _, image in got])
+        np.testing.assert_array_equal(embeddings, np.array([row["embedding"] for row in expected], np.float32))
+        assert all((image.width, image.height) == (96, 64) for _, image in got)
+    # from bytes: the same frames, pixel for pixel
+    with glimpse.Video(video) as from_file, glimpse.Video(video.read_bytes()) as from_bytes:
+        for (t1, a), (t2, b) in zip(from_file, from_bytes, strict=True):
+            assert t1 == t2
+            np.testing.assert_array_equal(a.pixels(), b.pixels())
+    assert glimpse.is_video(video) and glimpse.is_video(video.read_bytes())
+    assert glimpse.video_sampling() == "every 2 s" and glimpse.video_sampling(scenes=0.2) == "at scene changes of 0.2"
+
+
+def test_video_errors(video, pictures, tmp_path):
+    assert not glimpse.is_video(pictures[0])
+    with pytest.raises(glimpse.GlimpseError, match="not a video") as error:
+        glimpse.Video(b"this is not a video")
+    assert error.value.status == "BAD_FORMAT"
+    with pytest.raises(glimpse.GlimpseError):
+        glimpse.Video(pictures[0])
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(video.read_bytes()[:1200])
+    with pytest.raises(glimpse.GlimpseError):
+        list(glimpse.Video(cut))
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    with pytest.raises(glimpse.GlimpseError, match="empty"):
+        glimpse.Video(tmp_path / "empty.mp4")
+    with pytest.raises(FileNotFoundError):
+        glimpse.Video(tmp_path / "missing.mp4")
+    for bad in ({"every": 0}, {"scenes": -1}):
+        with pytest.raises(ValueError):
+            glimpse.Video(video, **bad)
+    with pytest.raises(TypeError):
+        glimpse.Video(3)
+
+
+def test_index_update_takes_videos_as_the_cli_does(demo_clip, video, tmp_path):
+    mine, theirs = tmp_path / "mine.db", tmp_path / "theirs.db"
+    with glimpse.Index(mine, demo_clip) as index:
+        summary = index.update([video.parent], videos=True)
+        assert (summary.added, summary.failed) == (1, 0)
+        stats = index.stats()
+        assert (stats["videos"], stats["frames"], stats["video_sampling"]) == (1, 3, "every 2 s")
+        with pytest.raises(glimpse.GlimpseError, match="every 2 s"):
+            index.update([video.parent], videos=True, every=1)
+    glimpse_cli("index", "-m", DEMO_CLIP, "--db", theirs, "--json", video.parent)
+    query = "a red circle"
+    expected = glimpse_cli("search", "--db", theirs, "--json", "-k", "3", query)[0]["results"]
+    with glimpse.Index(mine) as index:
+        found = index.search(query, k=3, with_times=True)
+    assert [(path, seconds) for path, _, seconds in found] == [(r["image"], r.get("time")) for r in expected]
+    assert any(seconds is not None for _, _, seconds in found)
+
+
 def test_image_pixels_are_the_decoded_picture(pictures):
     with glimpse.Image(pictures[0]) as image:
         np.testing.assert_array_equal(image.pixels(), np.asarray(PILImage.open(pictures[0]).convert("RGB")))
@@ -423,7 +500,7 @@ STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info
            "IndexStats": "glimpse_index_stats",
            "SearchResult": "glimpse_search_result", "ExplainMap": "glimpse_explain_map",
            "ExplainTensor": "glimpse_explain_tensor", "Explanation": "glimpse_explanation",
-           "ExplainParams": "glimpse_explain_params"}
+           "ExplainParams": "glimpse_explain_params", "VideoOptions": "glimpse_video_options"}
 
 
 def test_structures_match_the_header(tmp_path):

@@ -148,6 +148,45 @@ def test_a_killed_worker_loses_nothing_and_a_rerun_resumes(cluster, collection, 
     os.unlink(collection / "zz-new.png")
 
 
+def test_videos_on_the_cluster_are_their_sampled_frames(cluster, collection, tmp_path):
+    """A video among pictures: each sampled frame is a row with its time, as glimpse embed gives it; a run with
+    another sampling is refused by the folder; --no-videos leaves the video out."""
+    if not shutil.which("ffmpeg"):
+        pytest.skip("no ffmpeg tool to make a video")
+    folder = tmp_path / "album"
+    folder.mkdir()
+    pictures = sorted((collection / "a").glob("0000*.png"))
+    for picture in pictures[:3]:
+        shutil.copy(picture, folder)
+    inputs = [a for picture in pictures[3:5] for a in ("-loop", "1", "-t", "2", "-r", "10", "-i", str(picture))]
+    subprocess.run(["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y", *inputs, "-filter_complex",
+                    "[0:v]setsar=1[a];[1:v]setsar=1[b];[a][b]concat=n=2:v=1:a=0,format=yuv420p[out]", "-map",
+                    "[out]", "-c:v", "libx264", "-r", "10", str(folder / "clip.mp4")], check=True)
+    address, _ = cluster
+
+    def run(out, *options):
+        return subprocess.run([sys.executable, "-m", "glimpse.dask", "embed", "--scheduler", address, "-m",
+                               str(DEMO_CLIP), "--out", str(out), "--threads", "1", *options, str(folder)],
+                              env=dict(os.environ, PYTHONPATH=str(SOURCE / "python")), capture_output=True,
+                              text=True, timeout=120)
+    done = run(tmp_path / "out", "--every", "1")
+    assert done.returncode == 0, done.stderr
+    assert "7 pictures (4 of them frames of 1 videos)" in done.stderr, done.stderr
+    vectors, pictures_found, manifest = shards.load_embeddings(tmp_path / "out")
+    assert manifest["video_sampling"] == "every 1 s" and (manifest["frames"], manifest["videos"]) == (4, 1)
+    frames = [(row, p) for row, p in enumerate(pictures_found) if "frame" in p]
+    cli = [json.loads(line) for line in subprocess.run(
+        [str(BUILD / "glimpse"), "embed", "-m", str(DEMO_CLIP), "--threads", "1", "--json", "--every", "1", "-i",
+         str(folder / "clip.mp4")], capture_output=True, text=True, check=True).stdout.splitlines()]
+    assert [p["time"] for _, p in frames] == [row["time"] for row in cli] == [0.0, 1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(vectors[[row for row, _ in frames]],
+                                  np.array([row["embedding"] for row in cli], dtype=np.float32))
+    refused = run(tmp_path / "out", "--scenes")
+    assert refused.returncode == 1 and "sampled every 1 s" in refused.stderr, refused.stderr
+    done = run(tmp_path / "stills", "--no-videos")
+    assert done.returncode == 0 and "3 pictures in" in done.stderr, done.stderr
+
+
 def test_an_incomplete_run_is_not_indexed(tmp_path):
     """A folder whose run has not completed, or whose shard is damaged, is refused by glimpse.faiss."""
     out = tmp_path / "embeddings"

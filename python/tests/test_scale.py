@@ -67,15 +67,18 @@ def collection(tmp_path_factory):
     return folder
 
 
-def write_embeddings(out, model, paths):
-    """The folder glimpse.dask embed writes for paths, made here shard by shard with the same code."""
+def write_embeddings(out, model, paths, video=None, sampling=None):
+    """The folder glimpse.dask embed writes for paths, made here shard by shard with the same code (video: a
+    dict of glimpse.Video's every/scenes, sampling its words; None: no videos)."""
     os.makedirs(out, exist_ok=True)
     count = (len(paths) + SHARD_SIZE - 1) // SHARD_SIZE
     shards.write_plan(str(out), paths)
     manifest = {"format": shards.MANIFEST_FORMAT, "model": glimpse_dask.model_identity(model),
-                "shard_size": SHARD_SIZE, "batch_size": 8, "shards": count, "roots": [], "complete": False}
+                "shard_size": SHARD_SIZE, "batch_size": 8, "shards": count, "roots": [], "complete": False,
+                "video_sampling": sampling}
     for shard in range(count):
-        vectors, pictures, broken = glimpse_dask.embed_pictures(model, paths[shard * SHARD_SIZE:][:SHARD_SIZE])
+        vectors, pictures, broken = glimpse_dask.embed_pictures(model, paths[shard * SHARD_SIZE:][:SHARD_SIZE],
+                                                                video=video)
         shards.write_shard(str(out), shard, vectors, pictures, broken)
     return glimpse_dask.finish(str(out), manifest)
 
@@ -185,6 +188,103 @@ def test_foreign_or_changed_embeddings_are_refused(tmp_path, embeddings, collect
     done = glimpse("index", "--db", tmp_path / "index.db", "--import", folder, "--json", check=False)
     assert "changed since it was embedded" in done.stderr and "not found here" in done.stderr
     assert summary_of(done)["added"] == PICTURES - 2
+
+
+# ------------------------------------------------------------------------ videos
+
+def search_with_times(*arguments, k=8):
+    """Each query's [(path, time or None, score)] from glimpse search --json."""
+    lines = glimpse("search", *arguments, "-k", k, "--json", *QUERIES).stdout.splitlines()
+    return [[(r["image"], r.get("time"), r["score"]) for r in json.loads(line)["results"]] for line in lines]
+
+
+@pytest.fixture(scope="module")
+def video_collection(tmp_path_factory, collection):
+    """A folder of 6 demo pictures and trip.mp4, a video showing 3 others for 2 s each (10 frames a second,
+    made by the ffmpeg tool), and a video cut short after its header."""
+    if not shutil.which("ffmpeg"):
+        pytest.skip("no ffmpeg tool to make a video")
+    folder = tmp_path_factory.mktemp("videos")
+    pictures = sorted(collection.glob("*.png"))
+    for picture in pictures[:6]:
+        shutil.copy(picture, folder)
+    inputs = [a for picture in pictures[6:9] for a in ("-loop", "1", "-t", "2", "-r", "10", "-i", str(picture))]
+    filters = "".join(f"[{i}:v]scale=128:96,setsar=1[v{i}];" for i in range(3)) + \
+        "".join(f"[v{i}]" for i in range(3)) + "concat=n=3:v=1:a=0,format=yuv420p[out]"
+    subprocess.run(["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y", *inputs, "-filter_complex",
+                    filters, "-map", "[out]", "-c:v", "libx264", "-r", "10", str(folder / "trip.mp4")], check=True)
+    (folder / "cut.mp4").write_bytes((folder / "trip.mp4").read_bytes()[:1200])
+    return folder
+
+
+def test_videos_go_from_shards_to_sqlite_and_faiss_as_frames(tmp_path, model, video_collection):
+    """glimpse.dask's frames of a video are glimpse embed's (times and vectors, bit for bit); imported into
+    SQLite they search as glimpse index's own frames do; glimpse.faiss keeps their times."""
+    import glimpse as binding
+    out = tmp_path / "embeddings"
+    sampling = binding.video_sampling()
+    paths = glimpse_dask.list_pictures([str(video_collection)])
+    assert [os.path.basename(p) for p in paths][-2:] == ["cut.mp4", "trip.mp4"]
+    assert glimpse_dask.list_pictures([str(video_collection)], videos=False) == paths[:-2]
+    manifest = write_embeddings(out, model, paths, video={"every": None, "scenes": None}, sampling=sampling)
+    vectors, pictures, _ = shards.load_embeddings(str(out))
+    frames = [(row, p) for row, p in enumerate(pictures) if "frame" in p]
+    assert (manifest["pictures"], manifest["frames"], manifest["videos"], manifest["broken"]) == (9, 3, 1, 1)
+    assert [p["time"] for _, p in frames] == [0.0, 2.0, 4.0] and [p["frame"] for _, p in frames] == [0, 1, 2]
+    broken = (out / "broken.tsv").read_text()
+    assert broken.startswith(str(video_collection / "cut.mp4") + "\t"), broken
+    cli = glimpse("embed", "-m", DEMO_CLIP, "--threads", "1", "--json", "-i", video_collection / "trip.mp4")
+    rows = [json.loads(line) for line in cli.stdout.splitlines()]
+    assert [row["time"] for row in rows] == [p["time"] for _, p in frames]
+    np.testing.assert_array_equal(vectors[[row for row, _ in frames]],
+                                  np.array([row["embedding"] for row in rows], dtype=np.float32))
+
+    # into SQLite: one video of three frames, searched as glimpse index's own
+    db, built = tmp_path / "imported.db", tmp_path / "built.db"
+    done = glimpse("index", "--db", db, "--import", out, "--json", check=False)
+    assert done.returncode == 1 and "cut.mp4" in done.stderr
+    assert (summary_of(done)["added"], summary_of(done)["failed"]) == (7, 1)
+    stats = json.loads(glimpse("index", "--db", db, "--stats", "--json").stdout)
+    assert (stats["videos"], stats["frames"], stats["video_sampling"]) == (1, 3, sampling)
+    assert glimpse("index", "-m", DEMO_CLIP, "--db", built, video_collection, check=False).returncode == 1
+    imported = search_with_times("--db", db, k=9)
+    assert any(time is not None for results in imported for _, time, _ in results)
+    for mine, theirs in zip(imported, search_with_times("--db", built, k=9), strict=True):
+        assert [(path, time) for path, time, _ in mine] == [(path, time) for path, time, _ in theirs]
+        np.testing.assert_allclose([s for *_, s in mine], [s for *_, s in theirs], rtol=0, atol=1e-4)
+    # importing again, or glimpse index over the folder, finds the video unchanged
+    assert summary_of(glimpse("index", "--db", db, "--import", out, "--json", check=False))["unchanged"] == 7
+    refreshed = summary_of(glimpse("index", "-m", DEMO_CLIP, "--db", db, "--json", video_collection, check=False))
+    assert (refreshed["added"], refreshed["updated"], refreshed["unchanged"]) == (0, 0, 7)
+    # frames sampled another way are refused by an index that samples every 2 s
+    manifest_path = out / "manifest.json"
+    manifest_path.write_text(json.dumps(dict(json.loads(manifest_path.read_text()), video_sampling="every 5 s")))
+    done = glimpse("index", "--db", db, "--import", out, check=False)
+    assert done.returncode == 1 and "every 5 s" in done.stderr, done.stderr
+    manifest_path.write_text(json.dumps(dict(json.loads(manifest_path.read_text()), video_sampling=sampling)))
+    # a shard whose frames are out of order is damaged: skipped whole
+    record = out / "part-00000.json"
+    original = record.read_text()
+    value = json.loads(original)
+    value["pictures"][-1]["frame"] = 5
+    record.write_text(json.dumps(value))
+    done = glimpse("index", "--db", tmp_path / "damaged.db", "--import", out, check=False)
+    assert done.returncode == 1 and "the shard is skipped" in done.stderr, done.stderr
+    record.write_text(original)
+
+    # FAISS: the frames' times are kept, in Python and in glimpse search --faiss
+    if not faiss_available():
+        return
+    pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
+    from glimpse import faiss as glimpse_faiss
+    glimpse_faiss.build(str(out), str(tmp_path / "faiss"), kind="flat")
+    times = np.load(tmp_path / "faiss" / "times.npy")
+    assert list(times) == [p.get("time", -1.0) for p in pictures]
+    index = glimpse_faiss.FaissIndex(str(tmp_path / "faiss"), model)
+    found = index.search(QUERIES[0], k=9, with_times=True)
+    assert sorted(t for _, _, t in found if t is not None) == [0.0, 2.0, 4.0]
+    for mine, theirs in zip(search_with_times("--faiss", tmp_path / "faiss", k=9), imported, strict=True):
+        assert [(path, time) for path, time, _ in mine] == [(path, time) for path, time, _ in theirs]
 
 
 # ------------------------------------------------------------------------ glimpse search --faiss
