@@ -6,26 +6,8 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "core/avx512_math.h"
 #include "core/kernels_avx512.h"
-
-/* e^x for 16 floats: Cephes' expf (x = n·ln2 + r, a degree-5 polynomial for
- * e^r, scaled by 2^n), within 2 ulp over the float range; underflows to 0. */
-static inline __m512 exp16(__m512 x) {
-    const __m512 high = _mm512_set1_ps(88.3762626647949f), low = _mm512_set1_ps(-103.972084045410f);
-    x = _mm512_min_ps(_mm512_max_ps(x, low), high);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    x = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.3981999507E-3f));
-    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(8.3334519073E-3f));
-    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(4.1665795894E-2f));
-    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.6666665459E-1f));
-    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(5.0000001201E-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
 
 void kernel_softmax_avx512(float *x, size_t rows, size_t n) {
     for (size_t r = 0; r < rows; r++) {
@@ -51,7 +33,7 @@ void kernel_softmax_avx512(float *x, size_t rows, size_t n) {
             _mm512_mask_storeu_ps(row + i, tail, e);
             sum = _mm512_mask_add_ps(sum, tail, sum, e);
         }
-        __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+        __m512 inverse = _mm512_set1_ps(1.0f / sum16(sum));
         for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(row + i, _mm512_mul_ps(_mm512_loadu_ps(row + i), inverse));
         if (i < n) _mm512_mask_storeu_ps(row + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + i), inverse));
     }

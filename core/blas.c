@@ -333,6 +333,25 @@ static void attention_head(void *argument, size_t head, float *scratch) {
         size_t count = queries - first < ATTENTION_QUERY_BLOCK ? queries - first : ATTENTION_QUERY_BLOCK;
         const float *q = job->q + first * job->q_stride + offset;
         float *out = job->out + first * job->out_stride + offset;
+#ifdef GLIMPSE_HAVE_AVX512
+        if (cpu_has_avx512()) { /* the three steps in one, where the kernel takes the block */
+            const kernel_attention_rows *rows = job->probabilities;
+            kernel_attention_block block = {
+                .out = out, .out_stride = job->out_stride, .q = q, .q_stride = job->q_stride, .k = job->k + offset,
+                .v = job->v + offset, .kv_stride = job->kv_stride, .count = count, .keys = keys,
+                .head_dim = job->head_dim, .scale = job->scale, .causal = job->mask == KERNEL_MASK_CAUSAL,
+                .visible = (long long)(first + shift),
+                .probabilities = rows ? rows->out + head * rows->head_stride + first * rows->row_stride : NULL,
+                .probability_stride = rows ? rows->row_stride : 0};
+            if (kernel_attention_block_avx512(&block, scratch, scratch ? POOL_SCRATCH_FLOATS : 0)) {
+                if (rows) /* the recording's rows are zero past the keys */
+                    for (size_t i = 0; i < count; i++)
+                        for (size_t j = keys; j < rows->row_stride; j++)
+                            rows->out[head * rows->head_stride + (first + i) * rows->row_stride + j] = 0.0f;
+                continue;
+            }
+        }
+#endif
         head_scores(scores, q, job->q_stride, job->k + offset, job->kv_stride, count, keys, job->head_dim,
                     job->scale, scratch);
         if (job->mask == KERNEL_MASK_CAUSAL) /* query first + i sees keys up to first + i + shift */

@@ -46,6 +46,35 @@ typedef struct kernel_product {
 void kernel_product_avx512(const kernel_product *product, size_t first_column, size_t columns, float *scratch,
                            size_t scratch_floats);
 
+/* One head's attention for a block of queries (linear_avx512.c):
+ *   out[t] = Σ_j softmax_j(scale · q[t]·k[j] (masked)) · v[j]   for t < count, j < keys,
+ * rows of q, k and v head_dim long (q_stride, kv_stride apart). With causal,
+ * query t sees keys j <= t + visible. probabilities (or NULL) gets row t's
+ * probabilities at probabilities + t·probability_stride. */
+typedef struct kernel_attention_block {
+    float *out;
+    size_t out_stride;
+    const float *q;
+    size_t q_stride;
+    const float *k, *v;
+    size_t kv_stride, count, keys, head_dim;
+    float scale;
+    bool causal;
+    long long visible;
+    float *probabilities;
+    size_t probability_stride;
+} kernel_attention_block;
+
+/* The block's scores, softmax and weighted values in one pass over the
+ * thread's scratch: the scores stay as the micro-kernel makes them (a line
+ * of the queries per key), so neither they nor the probabilities are
+ * transposed, and the softmax runs down the keys. Bit for bit what
+ * kernel_product_avx512, kernel_softmax_avx512 and kernel_product_avx512
+ * again give. Returns false, having done nothing, where those would not put
+ * every query in one panel (fewer than 16, more than 48, or 1-4 past a
+ * multiple of 16) or the scratch lacks (head_dim + keys) · 48 floats. */
+bool kernel_attention_block_avx512(const kernel_attention_block *block, float *scratch, size_t scratch_floats);
+
 /* out[q][0..width) = Σ_j weights[q][j] · rows[j][0..width) for q < count, j < n
  * (rows j are row_stride apart): attention's P·V for a decoder step's few queries. */
 void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,

@@ -31,9 +31,12 @@
  * Last, attention's P·V for a step's few queries: weighted sums of value rows.
  */
 #include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/avx512_math.h"
 #include "core/avx512_tiles.h"
 #include "core/kernels_avx512.h"
 
@@ -216,13 +219,14 @@ static void pack_panel(float *panel, const float *in, size_t in_stride, size_t r
  * rather than accumulated (first == 1: the first block of the depth).
  * next_weight (or NULL) is the next micro-kernel's weights: the prefetches
  * run on into its columns, so its first features are not read cold. */
-static inline __attribute__((always_inline)) void micro(float *out, size_t out_stride, const float *panel,
-                                                         size_t depth, const float *weight, size_t column_stride,
-                                                         size_t depth_stride, const float *next_weight,
-                                                         const float *bias, float scale, int accumulate, int first,
-                                                         size_t rows, const int vectors, const int columns) {
+/* sum[c][v] (lane i: row 16v + i) = Σ_k panel[k][16v + i] · weight[c·column_stride + k·depth_stride] for
+ * c < columns, k < depth: the micro-kernel's loop, which the attention kernel shares. */
+static inline __attribute__((always_inline)) void micro_sums(__m512 sum[MICRO_COLUMNS][PANEL_VECTORS],
+                                                              const float *panel, size_t depth, const float *weight,
+                                                              size_t column_stride, size_t depth_stride,
+                                                              const float *next_weight, const int vectors,
+                                                              const int columns) {
     const size_t width = (size_t)vectors * 16;
-    __m512 sum[MICRO_COLUMNS][PANEL_VECTORS];
     for (int c = 0; c < columns; c++)
         for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_setzero_ps();
     for (size_t k = 0; k < depth; k++) {
@@ -243,6 +247,15 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
             for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_fmadd_ps(w, x[v], sum[c][v]);
         }
     }
+}
+
+static inline __attribute__((always_inline)) void micro(float *out, size_t out_stride, const float *panel,
+                                                         size_t depth, const float *weight, size_t column_stride,
+                                                         size_t depth_stride, const float *next_weight,
+                                                         const float *bias, float scale, int accumulate, int first,
+                                                         size_t rows, const int vectors, const int columns) {
+    __m512 sum[MICRO_COLUMNS][PANEL_VECTORS];
+    micro_sums(sum, panel, depth, weight, column_stride, depth_stride, next_weight, vectors, columns);
     if (scale != 1.0f)
         for (int c = 0; c < columns; c++)
             for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_mul_ps(sum[c][v], _mm512_set1_ps(scale));
@@ -365,6 +378,107 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
             }
         }
     }
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* st[j][t] = scale · Σ_d panel[d][t] · k[j][d] for the columns (keys) j < columns of one micro-kernel: the
+ * scores of up to 48 queries (panel: the queries transposed) left as they come out of the registers, one
+ * line of the queries per key, which is how the softmax and the values' product want them. */
+static inline __attribute__((always_inline)) void scores_micro(float *st, const float *panel, size_t depth,
+                                                                const float *k, size_t k_stride,
+                                                                const float *next_k, float scale, const int vectors,
+                                                                const int columns) {
+    const size_t width = (size_t)vectors * 16;
+    __m512 sum[MICRO_COLUMNS][PANEL_VECTORS];
+    micro_sums(sum, panel, depth, k, k_stride, 1, next_k, vectors, columns);
+    for (int c = 0; c < columns; c++)
+        for (int v = 0; v < vectors; v++)
+            _mm512_store_ps(st + (size_t)c * width + 16 * (size_t)v,
+                            scale != 1.0f ? _mm512_mul_ps(sum[c][v], _mm512_set1_ps(scale)) : sum[c][v]);
+}
+
+#define SCORES_CASE(V, C)                                                                                              \
+    case (V)*16 + (C): scores_micro(st, panel, depth, k, k_stride, next_k, scale, V, C); break;
+#define SCORES_CASES(V)                                                                                                \
+    SCORES_CASE(V, 1)                                                                                                  \
+    SCORES_CASE(V, 2)                                                                                                  \
+    SCORES_CASE(V, 3)                                                                                                  \
+    SCORES_CASE(V, 4) SCORES_CASE(V, 5) SCORES_CASE(V, 6) SCORES_CASE(V, 7) SCORES_CASE(V, 8)
+
+static void scores_any(float *st, const float *panel, size_t depth, const float *k, size_t k_stride,
+                       const float *next_k, float scale, int vectors, int columns) {
+    switch (vectors * 16 + columns) {
+        SCORES_CASES(1)
+        SCORES_CASES(2)
+        SCORES_CASES(3)
+    default: break;
+    }
+}
+
+/* Softmax over the keys (the lines of st) for each query (lane), in place: the max, e^(x - max) and the sum,
+ * then the product by the sum's inverse, as kernel_softmax_avx512 does for a row of scores, with the sum
+ * taken in its order (16 partial sums, key j in partial j mod 16, added as sum16 adds lanes), so that every
+ * probability is bit for bit the one it gives. A query that sees no key gets zeros, as there. */
+static void softmax_columns(float *st, size_t keys, int vectors) {
+    const size_t width = (size_t)vectors * 16;
+    for (int v = 0; v < vectors; v++) {
+        float *line = st + 16 * (size_t)v;
+        __m512 top = _mm512_set1_ps(-INFINITY);
+        for (size_t j = 0; j < keys; j++) top = _mm512_max_ps(top, _mm512_load_ps(line + j * width));
+        __m512 part[16];
+        for (int i = 0; i < 16; i++) part[i] = _mm512_setzero_ps();
+        for (size_t j = 0; j < keys; j++) {
+            __m512 e = exp16(_mm512_sub_ps(_mm512_load_ps(line + j * width), top));
+            _mm512_store_ps(line + j * width, e);
+            part[j % 16] = _mm512_add_ps(part[j % 16], e);
+        }
+        __mmask16 seen = _mm512_cmp_ps_mask(top, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+        __m512 inverse = _mm512_maskz_div_ps(seen, _mm512_set1_ps(1.0f), sum_lanes_of(part));
+        for (size_t j = 0; j < keys; j++)
+            _mm512_store_ps(line + j * width, _mm512_mul_ps(_mm512_load_ps(line + j * width), inverse));
+    }
+}
+
+bool kernel_attention_block_avx512(const kernel_attention_block *a, float *scratch, size_t scratch_floats) {
+    size_t count = a->count, keys = a->keys, depth = a->head_dim;
+    /* only where the product kernel would take every query into its panel: the same sums then */
+    if (count < 16 || count > PANEL_ROWS || (count % 16 && count % 16 <= REMAINDER_ROWS) || !keys || !depth)
+        return false;
+    const int vectors = (int)((count + 15) / 16);
+    const size_t width = (size_t)vectors * 16;
+    if (!scratch || (depth + keys) > scratch_floats / width) return false;
+    float *panel = scratch, *st = scratch + depth * width; /* st[j][t]: key j's scores, then probabilities */
+    pack_panel(panel, a->q, a->q_stride, count, depth, vectors);
+    for (size_t j = 0; j < keys; j += MICRO_COLUMNS) {
+        int columns = (int)(keys - j < MICRO_COLUMNS ? keys - j : MICRO_COLUMNS);
+        const float *k = a->k + j * a->kv_stride;
+        scores_any(st + j * width, panel, depth, k, a->kv_stride,
+                   j + MICRO_COLUMNS < keys ? k + MICRO_COLUMNS * a->kv_stride : NULL, a->scale, vectors, columns);
+    }
+    if (a->causal) /* query t sees keys j <= t + visible: key j hides from the queries before j - visible */
+        for (size_t j = 0; j < keys; j++)
+            for (int v = 0; v < vectors; v++) {
+                __m512i lane = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                _mm512_set1_epi32(16 * v));
+                __mmask16 hidden = 0;
+                long long first_seeing = (long long)j - a->visible; /* the first query that sees key j */
+                if (first_seeing > 0)
+                    hidden = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(first_seeing > 64 ? 64 : (int)first_seeing));
+                float *line = st + j * width + 16 * (size_t)v;
+                _mm512_store_ps(line, _mm512_mask_blend_ps(hidden, _mm512_load_ps(line), _mm512_set1_ps(-INFINITY)));
+            }
+    softmax_columns(st, keys, vectors);
+    if (a->probabilities) /* the recording wants rows of keys */
+        for (size_t t = 0; t < count; t++)
+            for (size_t j = 0; j < keys; j++) a->probabilities[t * a->probability_stride + j] = st[j * width + t];
+    for (size_t c = 0; c < depth; c += MICRO_COLUMNS) {
+        int columns = (int)(depth - c < MICRO_COLUMNS ? depth - c : MICRO_COLUMNS);
+        micro_any(a->out + c, a->out_stride, st, keys, a->v + c, 1, a->kv_stride,
+                  c + MICRO_COLUMNS < depth ? a->v + c + MICRO_COLUMNS : NULL, NULL, 1.0f, 0, 1, count, vectors,
+                  columns);
+    }
+    return true;
 }
 
 /* ------------------------------------------------------- weighted row sums */

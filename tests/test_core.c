@@ -308,6 +308,65 @@ static void test_attention_matches_reference(void **state) {
     pool_free(threads);
 }
 
+/* The one-pass attention block (scores left a line of queries per key, the softmax down the keys) against the
+ * three kernels it replaces, bit for bit: scores, softmax, weighted values; and the blocks it refuses. */
+static void test_attention_block_is_the_three_kernels(void **state) {
+    (void)state;
+#ifdef GLIMPSE_HAVE_AVX512
+    if (!cpu_has_avx512()) skip();
+    float *scratch = aligned_alloc(64, POOL_SCRATCH_FLOATS * sizeof(float));
+    /* (queries, keys, head_dim): BLIP 384's 48-query blocks of 577 keys, CLIP text's 29 after 48, SigLIP
+     * so400m's head of 72, odd sizes, fewer keys than a micro-kernel's 8, a whole 16 */
+    const size_t cases[][3] = {{48, 577, 64}, {29, 77, 64}, {48, 729, 72}, {37, 45, 13}, {16, 5, 64}, {32, 16, 80},
+                               {21, 300, 64}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int causal = 0; causal < 2; causal++) {
+            size_t nq = cases[c][0], nk = cases[c][1], hd = cases[c][2], stride = 3 * hd + 5;
+            float *q = random_array(nq * stride), *kv = random_array(nk * stride);
+            float *fast = calloc(nq * hd, sizeof *fast), *slow = calloc(nq * hd, sizeof *slow);
+            float *probabilities = calloc(nq * nk, sizeof *probabilities), *scores = malloc(nq * nk * sizeof *scores);
+            float scale = 1.0f / sqrtf((float)hd);
+            long long visible = causal ? (long long)nk - (long long)nq - 3 : 0; /* some queries see no key */
+            kernel_attention_block block = {.out = fast, .out_stride = hd, .q = q, .q_stride = stride, .k = kv,
+                                            .v = kv + hd, .kv_stride = stride, .count = nq, .keys = nk,
+                                            .head_dim = hd, .scale = scale, .causal = causal, .visible = visible,
+                                            .probabilities = probabilities, .probability_stride = nk};
+            assert_true(kernel_attention_block_avx512(&block, scratch, POOL_SCRATCH_FLOATS));
+            kernel_product product = {.out = scores, .out_stride = nk, .in = q, .in_stride = stride, .weight = kv,
+                                      .weight_type = WEIGHT_TYPE_F32, .column_stride = stride, .depth_stride = 1,
+                                      .scale = scale, .rows = nq, .depth = hd};
+            kernel_product_avx512(&product, 0, nk, scratch, POOL_SCRATCH_FLOATS);
+            for (size_t i = 0; causal && i < nq; i++)
+                for (size_t j = 0; j < nk; j++)
+                    if ((long long)j > (long long)i + visible) scores[i * nk + j] = -INFINITY;
+            kernel_softmax_avx512(scores, nq, nk);
+            kernel_product values = {.out = slow, .out_stride = hd, .in = scores, .in_stride = nk, .weight = kv + hd,
+                                     .weight_type = WEIGHT_TYPE_F32, .column_stride = 1, .depth_stride = stride,
+                                     .scale = 1.0f, .rows = nq, .depth = nk};
+            kernel_product_avx512(&values, 0, hd, scratch, POOL_SCRATCH_FLOATS);
+            if (memcmp(probabilities, scores, nq * nk * sizeof *scores) != 0)
+                fail_msg("attention block case %zu causal %d: probabilities differ", c, causal);
+            if (memcmp(fast, slow, nq * hd * sizeof *fast) != 0)
+                fail_msg("attention block case %zu causal %d: outputs differ", c, causal);
+            free(q), free(kv), free(fast), free(slow), free(probabilities), free(scores);
+        }
+    /* blocks the product kernel would split (1-4 rows past 16 go to dot products), too few or too many
+     * queries, or a scratch too small: refused, untouched */
+    const size_t refused[][2] = {{18, POOL_SCRATCH_FLOATS}, {4, POOL_SCRATCH_FLOATS}, {49, POOL_SCRATCH_FLOATS},
+                                 {48, 1000}};
+    for (size_t c = 0; c < sizeof refused / sizeof refused[0]; c++) {
+        float q[49 * 64] = {0}, kv[64 * 64] = {0}, out[49 * 64];
+        kernel_attention_block block = {.out = out, .out_stride = 64, .q = q, .q_stride = 64, .k = kv, .v = kv,
+                                        .kv_stride = 64, .count = refused[c][0], .keys = 64, .head_dim = 64,
+                                        .scale = 1.0f};
+        assert_false(kernel_attention_block_avx512(&block, scratch, refused[c][1]));
+    }
+    free(scratch);
+#else
+    skip();
+#endif
+}
+
 static void test_attention_keys_transposed(void **state) {
     (void)state;
     /* (the decoder stores keys so only where cpu_has_avx512(); elsewhere this runs on OpenBLAS) */
@@ -729,7 +788,7 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
-        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
+        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
