@@ -325,9 +325,7 @@ glimpse_status weight_store_get_matrix_transposed(weight_store *store, kernel_we
     }
     free(widened);
     *out = (kernel_weight){turned, type, NULL};
-    const safetensors *file = NULL;
-    find_with_file(store, name, &file);
-    if (file && file->owns_mapping) file_release_pages(entry->data, entry->bytes); /* only the copy is read now */
+    weight_store_release_pages(store, entry->data, entry->bytes); /* only the copy is read now */
     return GLIMPSE_STATUS_OK;
 }
 
