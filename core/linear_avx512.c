@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/avx512_math.h"
 #include "core/avx512_tiles.h"
@@ -59,7 +60,7 @@ static inline __attribute__((always_inline)) __m512 load_weights_tail(const void
     __mmask16 mask = (__mmask16)((1u << n) - 1);
     if (type == WEIGHT_TYPE_F32) return _mm512_maskz_loadu_ps(mask, (const float *)weight + k);
     uint16_t copy[16] = {0};
-    for (size_t i = 0; i < n; i++) copy[i] = ((const uint16_t *)weight)[k + i];
+    memcpy(copy, (const char *)weight + 2 * k, 2 * n); /* (a file may place 16-bit values at odd addresses) */
     return load_weights(copy, 0, type);
 }
 
