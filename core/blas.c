@@ -329,6 +329,19 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     const attention_job *job = argument;
     size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim, shift = keys - queries;
     float *scores = job->scratch + head * queries * keys;
+#ifdef GLIMPSE_HAVE_AVX512
+    /* with several blocks of queries, the head's values regrouped once at the end of the scratch */
+    const float *packed_v = NULL;
+    size_t block_scratch = scratch ? POOL_SCRATCH_FLOATS : 0;
+    if (scratch && cpu_has_avx512() && queries >= 2 * ATTENTION_QUERY_BLOCK) {
+        size_t packed = (kernel_attention_packed_floats(keys, job->head_dim) + 15) / 16 * 16; /* (64-byte aligned) */
+        if (packed + (job->head_dim + keys) * ATTENTION_QUERY_BLOCK <= POOL_SCRATCH_FLOATS) {
+            float *room = scratch + POOL_SCRATCH_FLOATS - packed;
+            kernel_attention_pack_values_avx512(room, job->v + offset, job->kv_stride, keys, job->head_dim);
+            packed_v = room, block_scratch = POOL_SCRATCH_FLOATS - packed;
+        }
+    }
+#endif
     for (size_t first = 0; first < queries; first += ATTENTION_QUERY_BLOCK) {
         size_t count = queries - first < ATTENTION_QUERY_BLOCK ? queries - first : ATTENTION_QUERY_BLOCK;
         const float *q = job->q + first * job->q_stride + offset;
@@ -342,14 +355,15 @@ static void attention_head(void *argument, size_t head, float *scratch) {
                 .head_dim = job->head_dim, .scale = job->scale, .causal = job->mask == KERNEL_MASK_CAUSAL,
                 .visible = (long long)(first + shift),
                 .probabilities = rows ? rows->out + head * rows->head_stride + first * rows->row_stride : NULL,
-                .probability_stride = rows ? rows->row_stride : 0};
-            if (kernel_attention_block_avx512(&block, scratch, scratch ? POOL_SCRATCH_FLOATS : 0)) {
+                .probability_stride = rows ? rows->row_stride : 0, .packed_v = packed_v};
+            if (kernel_attention_block_avx512(&block, scratch, block_scratch)) {
                 if (rows) /* the recording's rows are zero past the keys */
                     for (size_t i = 0; i < count; i++)
                         for (size_t j = keys; j < rows->row_stride; j++)
                             rows->out[head * rows->head_stride + (first + i) * rows->row_stride + j] = 0.0f;
                 continue;
             }
+            packed_v = NULL; /* (the three kernels below may use all of the scratch) */
         }
 #endif
         head_scores(scores, q, job->q_stride, job->k + offset, job->kv_stride, count, keys, job->head_dim,

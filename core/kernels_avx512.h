@@ -63,7 +63,19 @@ typedef struct kernel_attention_block {
     long long visible;
     float *probabilities;
     size_t probability_stride;
+    /* v regrouped by kernel_attention_pack_values_avx512 (NULL: v read in place) */
+    const float *packed_v;
 } kernel_attention_block;
+
+/* Floats kernel_attention_pack_values_avx512 writes for keys × head_dim values. */
+size_t kernel_attention_packed_floats(size_t keys, size_t head_dim);
+/* A head's values, v[j][d] (rows kv_stride apart), regrouped for the block
+ * kernel: 8 dimensions at a time, each group's keys back to back (32 bytes
+ * a key), so the values' product streams them instead of reading one line
+ * per key of rows thousands of bytes apart. The same values: results are
+ * unchanged. Worth it for a head's several blocks of queries. */
+void kernel_attention_pack_values_avx512(float *packed, const float *v, size_t kv_stride, size_t keys,
+                                         size_t head_dim);
 
 /* The block's scores, softmax and weighted values in one pass over the
  * thread's scratch: the scores stay as the micro-kernel makes them (a line

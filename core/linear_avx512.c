@@ -441,6 +441,22 @@ static void softmax_columns(float *st, size_t keys, int vectors) {
     }
 }
 
+size_t kernel_attention_packed_floats(size_t keys, size_t head_dim) {
+    return (head_dim + MICRO_COLUMNS - 1) / MICRO_COLUMNS * keys * MICRO_COLUMNS;
+}
+
+void kernel_attention_pack_values_avx512(float *packed, const float *v, size_t kv_stride, size_t keys,
+                                         size_t head_dim) {
+    for (size_t c = 0; c < head_dim; c += MICRO_COLUMNS) {
+        size_t columns = head_dim - c < MICRO_COLUMNS ? head_dim - c : MICRO_COLUMNS;
+        __mmask16 lanes = (__mmask16)((1u << columns) - 1);
+        float *group = packed + c * keys; /* (c / 8 groups of keys × 8 before it) */
+        for (size_t j = 0; j < keys; j++)
+            _mm256_storeu_ps(group + j * MICRO_COLUMNS,
+                             _mm512_castps512_ps256(_mm512_maskz_loadu_ps(lanes, v + j * kv_stride + c)));
+    }
+}
+
 bool kernel_attention_block_avx512(const kernel_attention_block *a, float *scratch, size_t scratch_floats) {
     size_t count = a->count, keys = a->keys, depth = a->head_dim;
     /* only where the product kernel would take every query into its panel: the same sums then */
@@ -475,9 +491,14 @@ bool kernel_attention_block_avx512(const kernel_attention_block *a, float *scrat
             for (size_t j = 0; j < keys; j++) a->probabilities[t * a->probability_stride + j] = st[j * width + t];
     for (size_t c = 0; c < depth; c += MICRO_COLUMNS) {
         int columns = (int)(depth - c < MICRO_COLUMNS ? depth - c : MICRO_COLUMNS);
-        micro_any(a->out + c, a->out_stride, st, keys, a->v + c, 1, a->kv_stride,
-                  c + MICRO_COLUMNS < depth ? a->v + c + MICRO_COLUMNS : NULL, NULL, 1.0f, 0, 1, count, vectors,
-                  columns);
+        bool more = c + MICRO_COLUMNS < depth;
+        if (a->packed_v) /* group c / 8: key j's 8 values at j · 8 */
+            micro_any(a->out + c, a->out_stride, st, keys, a->packed_v + c * keys, 1, MICRO_COLUMNS,
+                      more ? a->packed_v + (c + MICRO_COLUMNS) * keys : NULL, NULL, 1.0f, 0, 1, count, vectors,
+                      columns);
+        else
+            micro_any(a->out + c, a->out_stride, st, keys, a->v + c, 1, a->kv_stride, more ? a->v + c + MICRO_COLUMNS : NULL,
+                      NULL, 1.0f, 0, 1, count, vectors, columns);
     }
     return true;
 }
