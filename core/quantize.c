@@ -15,8 +15,12 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, siz
                                   size_t in_features) {
     memset(q, 0, sizeof *q);
     size_t depth = (in_features + 3) / 4 * 4;
-    /* (slack past the last row: the AMX kernel's tiles read 16 rows of 64 bytes from any column) */
-    q->weight = calloc((out_features + 16) * depth + 64, 1);
+    /* (slack past the last row: the AMX kernel's tiles read 16 rows of 64 bytes from any column; aligned to
+     * 64 bytes, so that a tile's 64-byte rows are whole cache lines where depth allows: calloc's large blocks
+     * start 16 bytes into a page, and every row then straddled two lines) */
+    size_t weight_bytes = ((out_features + 16) * depth + 64 + 63) / 64 * 64;
+    q->weight = aligned_alloc(64, weight_bytes);
+    if (q->weight) memset(q->weight, 0, weight_bytes);
     q->scale = malloc(out_features * sizeof *q->scale);
     q->sum = malloc(out_features * sizeof *q->sum);
     float *widened = weight->type == WEIGHT_TYPE_F32 ? NULL : malloc(in_features * sizeof *widened);
