@@ -173,6 +173,15 @@ static double expect_word_map(const glimpse_explanation *e, const glimpse_explai
 /* Every word map of e against the reference's rows (row_shift -1: the row that chose the token), the words
  * covering every non-special token from `begin` on, pieces ("##") joined to the word before. Returns the largest
  * difference. */
+/* One layer's and head's rows of a [layers, heads, n, image_tokens] attention tensor: a new [n, image_tokens]. */
+static float *one_head_rows(const float *attention, size_t heads, size_t n, size_t image_tokens, size_t layer,
+                            size_t head) {
+    float *one = malloc(n * image_tokens * sizeof(float));
+    assert_non_null(one);
+    memcpy(one, attention + (layer * heads + head) * n * image_tokens, n * image_tokens * sizeof(float));
+    return one;
+}
+
 static double check_word_maps(const glimpse_explanation *e, const glimpse_model *model, const float *cross,
                               size_t layers, size_t heads, size_t image_tokens, size_t begin, int row_shift) {
     size_t patches = image_tokens - 1, next = begin;
@@ -248,10 +257,7 @@ static void test_blip_caption_word_maps(void **state) {
         params.head = 2;
         if (glimpse_explain_caption(ctx, image, &caption, &params, &e)) fail_msg("%s", glimpse_last_error());
         assert_int_equal(e->raw_count, 0);
-        float *one = malloc(n * image_tokens * sizeof(float));
-        for (size_t t = 0; t < n; t++)
-            memcpy(one + t * image_tokens, cross + ((((layers - 1) * heads) + 2) * n + t) * image_tokens,
-                   image_tokens * sizeof(float));
+        float *one = one_head_rows(cross, heads, n, image_tokens, layers - 1, 2);
         d = check_word_maps(e, f.model, one, 1, 1, image_tokens, prompt_length, -1);
         if (d > worst) worst = d;
         free(one);
@@ -581,10 +587,7 @@ static void test_vit_gpt2_word_maps(void **state) {
         params.head = 1;
         if (glimpse_explain_caption(ctx, image, &caption, &params, &e)) fail_msg("%s", glimpse_last_error());
         assert_int_equal(e->raw_count, 0);
-        float *one = malloc(n * image_tokens * sizeof(float));
-        for (size_t t = 0; t < n; t++)
-            memcpy(one + t * image_tokens, cross + ((((layers - 1) * heads) + 1) * n + t) * image_tokens,
-                   image_tokens * sizeof(float));
+        float *one = one_head_rows(cross, heads, n, image_tokens, layers - 1, 1);
         d = check_bpe_word_maps(e, &vocab, one, 1, 1, image_tokens, prompt_length);
         if (d > worst) worst = d;
         free(one);
