@@ -8,13 +8,24 @@
 #include <faiss/IndexIVF.h>
 #include <faiss/index_io.h>
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <numeric>
+#include <vector>
 
 struct faiss_engine {
     std::unique_ptr<faiss::Index> index;
+    // An IVF index's centroids [nlist, d], copied at open: a query's lists are found by ranking them all
+    // exactly (one matrix-vector product) rather than through the index's own quantizer, whose HNSW graph
+    // missed lists that held true neighbours (10M vectors: 0.61 recall at 16 lists against 0.93 exact).
+    std::vector<float> centroids;
+    std::vector<float> coarse;         // one query's centroid scores
+    std::vector<faiss::Index::idx_t> lists;
+    std::vector<float> list_scores;
 };
 
 namespace {
@@ -23,8 +34,6 @@ void describe(const std::exception &failure, char *error, size_t capacity) {
     if (capacity) std::snprintf(error, capacity, "%s", failure.what());
 }
 
-// The HNSW quantizer's efSearch for nprobe lists: glimpse.faiss's quantizer_search_breadth.
-int quantizer_search_breadth(size_t nprobe) { return static_cast<int>(std::max<size_t>(64, 2 * nprobe)); }
 
 } // namespace
 
@@ -36,7 +45,19 @@ extern "C" int faiss_engine_open(const char *path, faiss_engine **out, char *err
             if (capacity) std::snprintf(error, capacity, "its metric is not the inner product glimpse.faiss uses");
             return -1;
         }
-        *out = new faiss_engine{std::move(index)};
+        auto engine = std::make_unique<faiss_engine>();
+        if (faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(index.get())) {
+            try {
+                engine->centroids.resize(ivf->nlist * static_cast<size_t>(ivf->d));
+                ivf->quantizer->reconstruct_n(0, static_cast<faiss::Index::idx_t>(ivf->nlist),
+                                              engine->centroids.data());
+                engine->coarse.resize(ivf->nlist);
+            } catch (const std::exception &) { // a quantizer that cannot give its centroids: FAISS finds the lists
+                engine->centroids.clear();
+            }
+        }
+        engine->index = std::move(index);
+        *out = engine.release();
         return 0;
     } catch (const std::exception &failure) {
         describe(failure, error, capacity);
@@ -60,12 +81,29 @@ extern "C" int faiss_engine_search(faiss_engine *engine, const float *query, siz
                                    float *scores, char *error, size_t capacity) {
     try {
         faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(engine->index.get());
-        if (ivf && nprobe) {
-            ivf->nprobe = std::min(nprobe, ivf->nlist);
-            if (auto *hnsw = dynamic_cast<faiss::IndexHNSW *>(ivf->quantizer))
-                hnsw->hnsw.efSearch = quantizer_search_breadth(ivf->nprobe);
+        if (ivf && nprobe) ivf->nprobe = std::min(nprobe, ivf->nlist);
+        if (!ivf || engine->centroids.empty()) {
+            engine->index->search(1, query, static_cast<faiss::Index::idx_t>(k), scores, rows);
+            return 0;
         }
-        engine->index->search(1, query, static_cast<faiss::Index::idx_t>(k), scores, rows);
+        size_t nlist = ivf->nlist, probe = ivf->nprobe;
+        // every centroid's inner product with the query, the best `probe` lists first (ties by list number)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(nlist), ivf->d, 1.0f, engine->centroids.data(),
+                    ivf->d, query, 1, 0.0f, engine->coarse.data(), 1);
+        std::vector<faiss::Index::idx_t> &lists = engine->lists;
+        lists.resize(nlist);
+        std::iota(lists.begin(), lists.end(), 0);
+        const std::vector<float> &coarse = engine->coarse;
+        auto better = [&coarse](faiss::Index::idx_t a, faiss::Index::idx_t b) {
+            return coarse[a] != coarse[b] ? coarse[a] > coarse[b] : a < b;
+        };
+        std::partial_sort(lists.begin(), lists.begin() + static_cast<std::ptrdiff_t>(probe), lists.end(), better);
+        lists.resize(probe);
+        engine->list_scores.resize(probe);
+        for (size_t i = 0; i < probe; i++) engine->list_scores[i] = coarse[lists[i]];
+        ivf->parallel_mode = 1; // one query: its lists scanned by FAISS's threads together
+        ivf->search_preassigned(1, query, static_cast<faiss::Index::idx_t>(k), lists.data(), engine->list_scores.data(),
+                                scores, rows, false);
         return 0;
     } catch (const std::exception &failure) {
         describe(failure, error, capacity);

@@ -226,6 +226,19 @@ class FaissIndex:
             raise ValueError(f"{folder}: index.faiss, the path table, times.npy and vectors.npy do not agree")
         if self.parameters["kind"] == "ivfpq":
             set_nprobe(self.index, self.parameters["nprobe"])
+        self.ivf, self.centroids = None, None
+        try:
+            self.ivf = faiss.extract_index_ivf(self.index)
+        except RuntimeError:
+            pass
+        if self.ivf is not None:
+            # a query's lists come from ranking every centroid exactly (one matrix product), not from the
+            # index's quantizer: its HNSW graph missed lists holding true neighbours (README, 10M vectors)
+            try:
+                self.centroids = self.ivf.quantizer.reconstruct_n(0, self.ivf.nlist)
+            except RuntimeError:
+                self.centroids = None
+            self.ivf.parallel_mode = 1  # a query's lists scanned by FAISS's threads together
         self.model = model
         self.scale = self.parameters["model"]["logit_scale"]
         self.bias = self.parameters["model"]["logit_bias"]
@@ -260,7 +273,7 @@ class FaissIndex:
             set_nprobe(self.index, nprobe)
         exact = rescore and self.vectors is not None and self.parameters["kind"] != "flat"
         candidates = k * (rescore_factor or self.parameters.get("rescore_factor", 50)) if exact else k
-        scores, rows = self.index.search(queries, min(candidates, max(len(self), 1)))
+        scores, rows = self.candidates(queries, min(candidates, max(len(self), 1)))
         if not exact:
             return rows[:, :k], scores[:, :k]
         out_rows = np.full((len(queries), k), -1, np.int64)
@@ -272,6 +285,23 @@ class FaissIndex:
             best = np.argsort(-cosines, kind="stable")[:k]
             out_rows[q, :len(best)], out_scores[q, :len(best)] = order[best], cosines[best]
         return out_rows, out_scores
+
+    def candidates(self, queries, count):
+        """FAISS's (scores, rows) of the count best candidates for each query; an IVF index is searched in the
+        lists of the exact centroid ranking (ties by list number)."""
+        if self.centroids is None:
+            return self.index.search(queries, count)
+        import faiss
+        probe = min(int(self.ivf.nprobe), self.ivf.nlist)
+        coarse = queries @ self.centroids.T
+        lists = np.argsort(-coarse, axis=1, kind="stable")[:, :probe].astype(np.int64)
+        list_scores = np.ascontiguousarray(np.take_along_axis(coarse, lists, 1), dtype=np.float32)
+        lists = np.ascontiguousarray(lists)
+        scores = np.empty((len(queries), count), np.float32)
+        rows = np.empty((len(queries), count), np.int64)
+        self.ivf.search_preassigned(len(queries), faiss.swig_ptr(queries), count, faiss.swig_ptr(lists),
+                                    faiss.swig_ptr(list_scores), faiss.swig_ptr(scores), faiss.swig_ptr(rows), False)
+        return scores, rows
 
     def search(self, query, k=10, nprobe=None, rescore=True, with_times=False):
         """The k stored pictures closest to query (a text or combined query, or an embedding) as

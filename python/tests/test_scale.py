@@ -341,6 +341,37 @@ def test_faiss_search_at_a_few_thousand_vectors_is_exact_when_every_list_is_sear
     assert all(len(results) == 10 for results in search("--faiss", folder, k=10))
 
 
+@needs_faiss
+def test_faiss_searches_the_lists_of_the_exact_centroid_ranking(tmp_path, model):
+    """With one list searched and every candidate re-scored, the results are exactly the best vectors of the
+    list whose centroid is nearest the query, in Python and in glimpse search --faiss."""
+    faiss = pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
+    from glimpse import faiss as glimpse_faiss
+    count, dim = 2000, model.embedding_dim
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((count, dim)) + 2.0 * rng.standard_normal((20, dim))[rng.integers(0, 20, count)]
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    paths = [f"/synthetic/{i:05d}.jpg" for i in range(count)]
+    folder = tmp_path / "index"
+    glimpse_faiss.write_index(str(folder), vectors, paths, glimpse_dask.model_identity(model), kind="ivfpq", nlist=16,
+                              nprobe=1)
+    params = json.loads((folder / "params.json").read_text())
+    (folder / "params.json").write_text(json.dumps(dict(params, rescore_factor=count)))
+    index = glimpse_faiss.FaissIndex(str(folder), model)
+    ivf = faiss.extract_index_ivf(index.index)
+    members = {}
+    for l in range(ivf.nlist):
+        size = ivf.invlists.list_size(l)
+        members[l] = faiss.rev_swig_ptr(ivf.invlists.get_ids(l), size).copy() if size else np.empty(0, np.int64)
+    found = search("--faiss", folder, k=5)
+    for query, results in zip(QUERIES, found, strict=True):
+        embedding = model.embed_texts([query])[0]
+        nearest = int(np.argmax(index.centroids @ embedding))
+        rows = members[nearest][np.argsort(-(vectors[members[nearest]] @ embedding), kind="stable")[:5]]
+        assert [path for path, _ in results] == [paths[r] for r in rows]
+        assert [path for path, _ in index.search(embedding, k=5)] == [paths[r] for r in rows]
+
+
 @pytest.fixture(scope="module")
 def faiss_index(tmp_path_factory, embeddings):
     pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
