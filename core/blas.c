@@ -249,14 +249,25 @@ typedef struct attention_job {
     const kernel_attention_rows *probabilities; /* NULL: nothing recorded */
 } attention_job;
 
+/* Query `query`'s row of one head in the recording. */
+static float *recorded_row(const kernel_attention_rows *rows, size_t head, size_t query) {
+    return rows->out + head * rows->head_stride + query * rows->row_stride;
+}
+
+/* The recording's rows of queries first .. first+count of one head: zero past the keys. */
+static void clear_past_keys(const kernel_attention_rows *rows, size_t head, size_t first, size_t count, size_t keys) {
+    for (size_t i = 0; i < count; i++) {
+        float *row = recorded_row(rows, head, first + i);
+        for (size_t j = keys; j < rows->row_stride; j++) row[j] = 0.0f;
+    }
+}
+
 /* Copies one head's normalised scores of queries first .. first+count (scores[count, keys]) to the recording. */
 static void record_probabilities(const kernel_attention_rows *rows, size_t head, size_t first, const float *scores,
                                  size_t count, size_t keys) {
-    for (size_t i = 0; i < count; i++) {
-        float *row = rows->out + head * rows->head_stride + (first + i) * rows->row_stride;
-        memcpy(row, scores + i * keys, keys * sizeof(float));
-        for (size_t j = keys; j < rows->row_stride; j++) row[j] = 0.0f;
-    }
+    for (size_t i = 0; i < count; i++)
+        memcpy(recorded_row(rows, head, first + i), scores + i * keys, keys * sizeof(float));
+    clear_past_keys(rows, head, first, count, keys);
 }
 
 /* One head's scores[count, keys] = scale · q[count, head_dim] · kᵀ, k's rows
@@ -354,13 +365,10 @@ static void attention_head(void *argument, size_t head, float *scratch) {
                 .v = job->v + offset, .kv_stride = job->kv_stride, .count = count, .keys = keys,
                 .head_dim = job->head_dim, .scale = job->scale, .causal = job->mask == KERNEL_MASK_CAUSAL,
                 .visible = (long long)(first + shift),
-                .probabilities = rows ? rows->out + head * rows->head_stride + first * rows->row_stride : NULL,
+                .probabilities = rows ? recorded_row(rows, head, first) : NULL,
                 .probability_stride = rows ? rows->row_stride : 0, .packed_v = packed_v};
             if (kernel_attention_block_avx512(&block, scratch, block_scratch)) {
-                if (rows) /* the recording's rows are zero past the keys */
-                    for (size_t i = 0; i < count; i++)
-                        for (size_t j = keys; j < rows->row_stride; j++)
-                            rows->out[head * rows->head_stride + (first + i) * rows->row_stride + j] = 0.0f;
+                if (rows) clear_past_keys(rows, head, first, count, keys);
                 continue;
             }
             packed_v = NULL; /* (the three kernels below may use all of the scratch) */

@@ -473,18 +473,20 @@ bool kernel_attention_block_avx512(const kernel_attention_block *a, float *scrat
         scores_any(st + j * width, panel, depth, k, a->kv_stride,
                    j + MICRO_COLUMNS < keys ? k + MICRO_COLUMNS * a->kv_stride : NULL, a->scale, vectors, columns);
     }
-    if (a->causal) /* query t sees keys j <= t + visible: key j hides from the queries before j - visible */
-        for (size_t j = 0; j < keys; j++)
+    if (a->causal) { /* query t sees keys j <= t + visible: key j hides from the queries before j - visible */
+        const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        for (size_t j = 0; j < keys; j++) {
+            long long hidden_queries = (long long)j - a->visible;
+            if (hidden_queries <= 0) continue;
+            if (hidden_queries > (long long)width) hidden_queries = (long long)width;
             for (int v = 0; v < vectors; v++) {
-                __m512i lane = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                _mm512_set1_epi32(16 * v));
-                __mmask16 hidden = 0;
-                long long first_seeing = (long long)j - a->visible; /* the first query that sees key j */
-                if (first_seeing > 0)
-                    hidden = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(first_seeing > 64 ? 64 : (int)first_seeing));
+                __mmask16 hidden = _mm512_cmplt_epi32_mask(_mm512_add_epi32(lanes, _mm512_set1_epi32(16 * v)),
+                                                           _mm512_set1_epi32((int)hidden_queries));
                 float *line = st + j * width + 16 * (size_t)v;
                 _mm512_store_ps(line, _mm512_mask_blend_ps(hidden, _mm512_load_ps(line), _mm512_set1_ps(-INFINITY)));
             }
+        }
+    }
     softmax_columns(st, keys, vectors);
     if (a->probabilities) /* the recording wants rows of keys */
         for (size_t t = 0; t < count; t++)

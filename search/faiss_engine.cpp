@@ -52,6 +52,7 @@ extern "C" int faiss_engine_open(const char *path, faiss_engine **out, char *err
                 ivf->quantizer->reconstruct_n(0, static_cast<faiss::Index::idx_t>(ivf->nlist),
                                               engine->centroids.data());
                 engine->coarse.resize(ivf->nlist);
+                ivf->parallel_mode = 1; // one query at a time: its lists scanned by FAISS's threads together
             } catch (const std::exception &) { // a quantizer that cannot give its centroids: FAISS finds the lists
                 engine->centroids.clear();
             }
@@ -101,7 +102,6 @@ extern "C" int faiss_engine_search(faiss_engine *engine, const float *query, siz
         lists.resize(probe);
         engine->list_scores.resize(probe);
         for (size_t i = 0; i < probe; i++) engine->list_scores[i] = coarse[lists[i]];
-        ivf->parallel_mode = 1; // one query: its lists scanned by FAISS's threads together
         ivf->search_preassigned(1, query, static_cast<faiss::Index::idx_t>(k), lists.data(), engine->list_scores.data(),
                                 scores, rows, false);
         return 0;

@@ -122,6 +122,13 @@ static double frame_number(const cJSON *picture) {
     return frame ? frame->valuedouble : -1;
 }
 
+/* A record's frame number and time into out: a video frame's, or frame 0 and a negative time for a still. */
+static void take_frame(imported_picture *out, const cJSON *picture) {
+    double frame = frame_number(picture);
+    out->frame = frame < 0 ? 0 : (int64_t)frame;
+    out->time = frame < 0 ? -1 : cJSON_GetObjectItemCaseSensitive(picture, "time")->valuedouble;
+}
+
 /* Whether the records keep each video's frames together, numbered 0, 1, ... in order, and name every still
  * picture once in a row: what the importer groups by. */
 static bool frames_in_order(const cJSON *pictures, size_t *bad) {
@@ -221,8 +228,7 @@ static void check_picture_file(const cJSON *picture, imported_picture *out, bool
             snprintf(reason, sizeof reason, "%s: cannot be read, so not imported", path);
         } else {
             out->path = path, out->size = (int64_t)info.st_size, out->mtime_ns = mtime_ns;
-            out->frame = frame_number(picture) < 0 ? 0 : (int64_t)frame_number(picture);
-            out->time = frame_number(picture) < 0 ? -1 : cJSON_GetObjectItemCaseSensitive(picture, "time")->valuedouble;
+            take_frame(out, picture);
             *ok = true;
             return;
         }
@@ -259,8 +265,7 @@ static glimpse_status import_shard(glimpse_index *index, const char *folder, siz
         if (frame_number(picture) > 0) { /* a video's next frame: its file was judged with frame 0 */
             if (!ok) continue;
             pictures[ready] = pictures[ready - 1];
-            pictures[ready].frame = (int64_t)frame_number(picture);
-            pictures[ready].time = cJSON_GetObjectItemCaseSensitive(picture, "time")->valuedouble;
+            take_frame(&pictures[ready], picture);
         } else {
             check_picture_file(picture, &pictures[ready], &ok, params);
             if (!ok) {

@@ -1490,8 +1490,8 @@ glimpse_status index_import_store(glimpse_index *index, const imported_picture *
             sqlite3_bind_int64(insert, 3, row->mtime_ns);
             sqlite3_bind_int64(insert, 4, row->hash);
             sqlite3_bind_blob(insert, 5, row->embedding, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
-            sqlite3_bind_int64(insert, 6, still ? 0 : row->frame);
-            if (still)
+            sqlite3_bind_int64(insert, 6, row->frame);
+            if (row->time < 0)
                 sqlite3_bind_null(insert, 7);
             else
                 sqlite3_bind_double(insert, 7, row->time);

@@ -47,6 +47,19 @@ def list_pictures(roots, videos=True):
     return sorted(found)
 
 
+def hash_file(digest, path):
+    """Feeds the file at path to digest, a MiB at a time (a video or a weight file may be gigabytes)."""
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest
+
+
+def file_sha256(path):
+    """The SHA-256 of a file, in hex."""
+    return hash_file(hashlib.sha256(), path).hexdigest()
+
+
 def model_identity(model):
     """What the manifest records of a model: its description, the identity a glimpse search index records
     (glimpse index --import compares them) and a SHA-256 over its config.json and weight files, so that a
@@ -55,9 +68,7 @@ def model_identity(model):
     for name in sorted(os.listdir(model.path)):
         if name == "config.json" or name.endswith(".safetensors"):
             digest.update(name.encode())
-            with open(os.path.join(model.path, name), "rb") as file:
-                for block in iter(lambda: file.read(1 << 20), b""):
-                    digest.update(block)
+            hash_file(digest, os.path.join(model.path, name))
     return {"path": model.path, "identity": model.identity, "architecture": model.architecture, "kind": model.kind,
             "embedding_dim": model.embedding_dim, "precision": model.precision, "logit_scale": model.logit_scale,
             "logit_bias": model.logit_bias, "weight_dtype": model.weight_dtype, "sha256": digest.hexdigest()}
@@ -88,15 +99,6 @@ class ModelPlugin:
 
     def __setstate__(self, state):
         self.__dict__.update(state, model=None)
-
-
-def file_sha256(path):
-    """The SHA-256 of a file, read a MiB at a time (a video may be gigabytes)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def describe(path):
@@ -159,12 +161,9 @@ def embed_pictures(model, paths, batch_size=8, video=None):
                     vectors.append(frame_vectors)
                     pictures.extend(records)
                     continue
-                with open(path, "rb") as file:
-                    data = file.read()
-                    status = os.fstat(file.fileno())
+                record = describe(path)
                 images.append(glimpse.Image(path))  # from the file, as glimpse embed reads it
-                described.append({"path": path, "size": status.st_size, "mtime_ns": status.st_mtime_ns,
-                                  "sha256": hashlib.sha256(data).hexdigest()})
+                described.append(record)
             except (OSError, glimpse.GlimpseError) as error:
                 broken.append({"path": path, "reason": _reason(error)})
         if images:

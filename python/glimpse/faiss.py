@@ -48,7 +48,9 @@ def ivfpq_parameters(count, dim, nlist=None):
 
 
 def quantizer_search_breadth(nprobe):
-    """The HNSW quantizer's efSearch for nprobe lists (the C side, search/faiss_index.cpp, uses the same)."""
+    """The HNSW quantizer's efSearch for nprobe lists: for FAISS's own search of an index (building, or an
+    index whose quantizer cannot give its centroids); FaissIndex and glimpse search --faiss rank the
+    centroids exactly instead."""
     return max(64, 2 * int(nprobe))
 
 
