@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
+#include "core/bf16x3.h"
 #include "fusion/bert.h"
 #include "fusion/blip2.h"
 #include "fusion/gpt2.h"
@@ -53,6 +54,7 @@ struct glimpse_model {
     opt_model language_model;
     glimpse_precision precision;
     q8_set quantized; /* the int8 weights, with GLIMPSE_PRECISION_INT8 */
+    bf16x3_set split; /* float32: the towers' weights split for AMX's bfloat16 tiles, where they run */
     bool preprocessor_defaults; /* no preprocessor_config.json: the family's default preprocessing */
 };
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bf16x3.h"
 #include "core/cpu.h"
 #include "core/kernels.h"
 #include "core/kernels_avx512.h"
@@ -48,6 +49,8 @@ typedef struct linear_job {
     bool accumulate;
     const q8_path *q8_path; /* with an int8 weight: the kernels that run it */
     void *q8_prepared;      /* and the input quantized once for every column task (NULL: each task quantizes) */
+    void *bf16x3_prepared;  /* with a bf16x3 twin: the input split once for every column task (NULL: float32) */
+    size_t prepare_parts;   /* in this many parts */
     bool rowwise; /* kernel_linear_rowwise */
 } linear_job;
 
@@ -147,12 +150,34 @@ static void q8_prepare_shared(pool *threads, linear_job *job) {
     pool_for(threads, 1, q8_prepare_task, job); /* (one task: on this thread, with its scratch) */
 }
 
+/* Part `index` of the input of a product on bf16x3 twins, split into job->bf16x3_prepared. */
+static void split_prepare_task(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    const linear_job *job = argument;
+    size_t blocks = bf16x3_input_blocks(job->rows), share = (blocks + job->prepare_parts - 1) / job->prepare_parts;
+    bf16x3_prepare(job->bf16x3_prepared, job->in, job->in_stride, job->weight->bf16x3, job->rows, index * share,
+                   share);
+}
+
+/* Splits the input once for every column task: over the threads where the product is split over them (a
+ * 400 × 3072 input is 1.2 M values), else on this one. */
+static void split_prepare(pool *threads, linear_job *job, size_t tasks) {
+    size_t blocks = bf16x3_input_blocks(job->rows), workers = (size_t)pool_threads(threads);
+    job->prepare_parts = tasks > 1 && blocks > 1 ? (blocks < workers ? blocks : workers) : 1;
+    pool_for(threads, job->prepare_parts, split_prepare_task, job);
+}
+
 static void linear_task(void *argument, size_t index, float *scratch) {
     const linear_job *job = argument;
     size_t first = index * job->block;
     size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
     if (job->weight->q8) {
         linear_q8(job, first, count, scratch);
+        return;
+    }
+    if (job->bf16x3_prepared) {
+        bf16x3_product(job->out, job->out_stride, job->bf16x3_prepared, job->weight->bf16x3, job->bias, job->rows,
+                       job->accumulate, first, count);
         return;
     }
 #ifdef GLIMPSE_HAVE_AVX512
@@ -185,14 +210,14 @@ static void linear_task(void *argument, size_t index, float *scratch) {
 
 /* Output columns per task when a product of rows × depth × columns is split
  * over the pool's threads (all of them for one task). */
-static size_t column_block(const pool *threads, size_t rows, size_t depth, size_t columns) {
+static size_t column_block(const pool *threads, size_t rows, size_t depth, size_t columns, size_t multiple) {
     int workers = pool_threads(threads);
     if (workers <= 1 || (double)rows * (double)depth * (double)columns <= LINEAR_PARALLEL_MIN_WORK) return columns;
     /* the panel kernels transpose the input once per task: one task per thread
      * there; elsewhere two, so that uneven threads even out */
     size_t share = rows >= 16 && cpu_has_avx512() ? (size_t)workers : (size_t)workers * 2;
     size_t block = (columns + share - 1) / share;
-    block = (block + 7) / 8 * 8; /* whole micro-kernels */
+    block = (block + multiple - 1) / multiple * multiple; /* whole micro-kernels */
     return block < LINEAR_COLUMN_BLOCK ? LINEAR_COLUMN_BLOCK : block;
 }
 
@@ -204,15 +229,20 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
     if (q) /* (the int8 twin knows its own sizes; its depth is in_features rounded up to 4) */
         out_features = q->out_features;
     if (rows == 0 || out_features == 0) return;
+    /* a bf16x3 twin runs with the input split once, on this thread, into the pool's shared buffer (without a
+     * pool, or where it cannot grow, the float32 values it was made from run on the FMA kernels) */
+    const kernel_bf16x3 *split = q ? NULL : weight->bf16x3;
+    void *split_input = split ? pool_shared_buffer(threads, bf16x3_input_bytes(split, rows)) : NULL;
     /* (rowwise without AVX-512: each row's sgemv calls are a one-row call's, so its columns are split as one
      * row's are: OpenBLAS's sums may depend on where a column falls in the block) */
     size_t block = column_block(threads, rowwise && !cpu_has_avx512() ? 1 : rows, q ? q->depth : in_features,
-                                out_features);
+                                out_features, split_input ? 32 : 8); /* (AMX: two 16-column tiles) */
     linear_job job = {.out = out, .out_stride = out_stride, .in = in, .in_stride = in_stride, .weight = weight,
                       .bias = bias, .rows = rows, .in_features = in_features, .out_features = out_features,
-                      .block = block, .accumulate = accumulate, .rowwise = rowwise};
+                      .block = block, .accumulate = accumulate, .rowwise = rowwise, .bf16x3_prepared = split_input};
     size_t tasks = (out_features + block - 1) / block;
     uint64_t started = profile_start();
+    if (split_input) split_prepare(threads, &job, tasks);
     if (q) {
         job.q8_path = q8_path_choose(rows);
         if (tasks > 1 && rows >= 16) q8_prepare_shared(threads, &job); /* (a few rows quantize in no time) */

@@ -13,7 +13,7 @@
 #endif
 
 static pthread_once_t detected = PTHREAD_ONCE_INIT;
-static bool has_avx512, has_avx512_vnni, has_avx2, has_amx_int8;
+static bool has_avx512, has_avx512_vnni, has_avx2, has_amx_int8, has_amx_bf16;
 
 #if defined(GLIMPSE_HAVE_AVX512) && defined(__linux__)
 /* AMX-TILE and AMX-INT8 (CPUID leaf 7: EDX bits 24 and 25), and Linux's leave
@@ -23,6 +23,16 @@ static bool has_avx512, has_avx512_vnni, has_avx2, has_amx_int8;
 static bool amx_int8_usable(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;
+    const long request_permission = 0x1023, tile_data = 18;
+    return syscall(SYS_arch_prctl, request_permission, tile_data) == 0;
+}
+
+/* AMX-BF16 (CPUID leaf 7: EDX bit 22) and AVX-512 BF16 (leaf 7 subleaf 1: EAX bit 5, the conversions that split
+ * float32 into bfloat16), with the same leave to use the tiles. */
+static bool amx_bf16_usable(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) return false;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5))) return false;
     const long request_permission = 0x1023, tile_data = 18;
     return syscall(SYS_arch_prctl, request_permission, tile_data) == 0;
 }
@@ -41,7 +51,9 @@ static void detect(void) {
     has_avx512_vnni = has_avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
 #ifdef __linux__
     const char *no_amx = getenv("GLIMPSE_NO_AMX"); /* to run the VNNI kernels on an AMX machine */
-    has_amx_int8 = has_avx512_vnni && !(no_amx && no_amx[0] && no_amx[0] != '0') && amx_int8_usable();
+    bool amx_allowed = !(no_amx && no_amx[0] && no_amx[0] != '0');
+    has_amx_int8 = has_avx512_vnni && amx_allowed && amx_int8_usable();
+    has_amx_bf16 = has_avx512_vnni && amx_allowed && amx_bf16_usable();
 #endif
 #endif
 }
@@ -59,6 +71,11 @@ bool cpu_has_avx512_vnni(void) {
 bool cpu_has_amx_int8(void) {
     pthread_once(&detected, detect);
     return has_amx_int8;
+}
+
+bool cpu_has_amx_bf16(void) {
+    pthread_once(&detected, detect);
+    return has_amx_bf16;
 }
 
 bool cpu_has_avx2(void) {

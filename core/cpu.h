@@ -24,6 +24,12 @@ bool cpu_has_avx512_vnni(void);
  * environment variable GLIMPSE_NO_AMX is unset, empty or "0". */
 bool cpu_has_amx_int8(void);
 
+/* true if the float32 products on AMX's bfloat16 tiles run here (bf16x3.h):
+ * cpu_has_avx512_vnni(), the CPU has AMX-TILE, AMX-BF16 and AVX-512 BF16,
+ * Linux let the process use the tiles, and GLIMPSE_NO_AMX is unset, empty or
+ * "0" (set, float32 products run on the AVX-512 FMA kernels). */
+bool cpu_has_amx_bf16(void);
+
 /* true if the AVX2 int8 kernel runs here (x86-64 builds, the CPU has AVX2;
  * GLIMPSE_NO_AVX512 turns it off too, so that variable still means "the
  * plain loops everywhere"). */

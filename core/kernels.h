@@ -16,6 +16,7 @@
 typedef enum weight_type { WEIGHT_TYPE_F32 = 0, WEIGHT_TYPE_F16, WEIGHT_TYPE_BF16 } weight_type;
 
 struct kernel_q8;
+struct kernel_bf16x3;
 /* A linear layer's weight [out_features, in_features], rows contiguous, in
  * the checkpoint's own type: float16 and bfloat16 stay 16-bit in memory
  * (half the bytes each caption step reads) and are widened exactly, a few
@@ -25,7 +26,11 @@ typedef struct kernel_weight {
     const void *data;
     weight_type type;
     const struct kernel_q8 *q8;
+    const struct kernel_bf16x3 *bf16x3; /* its float32 values split for AMX's bfloat16 tiles (bf16x3.h), or NULL */
 } kernel_weight;
+/* Makes a twin of weight[out_features, in_features] into set and points weight at it (q8_set_add_twin,
+ * bf16x3_set_add): how a model hands its layers' weights to either kind of twin. */
+typedef glimpse_status (*kernel_twin_add)(void *set, kernel_weight *weight, size_t out_features, size_t in_features);
 static inline kernel_weight kernel_weight_f32(const float *data) {
     return (kernel_weight){.data = data, .type = WEIGHT_TYPE_F32};
 }

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/amx.h"
 #include "core/avx512_tiles.h"
 #include "core/kernels_avx512.h"
 
@@ -34,12 +35,6 @@
 #define AMX_CHUNK 64  /* features per tile step (a tile line's 64 bytes) */
 #define AMX_TILE 1024 /* bytes of one B tile */
 
-/* The tile configuration (ldtilecfg's 64-byte layout, palette 1). */
-typedef struct amx_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t bytes_per_row[16];
-    uint8_t rows[16];
-} amx_config;
 
 static size_t amx_chunks(const kernel_q8 *q) { return (q->depth + AMX_CHUNK - 1) / AMX_CHUNK; }
 static size_t amx_blocks(size_t rows) { return (rows + AMX_ROWS - 1) / AMX_ROWS; }
@@ -128,10 +123,7 @@ static inline __attribute__((always_inline)) void amx_micro(float *out, size_t o
         }
     }
     int32_t sums[4][16][16] __attribute__((aligned(64)));
-    _tile_stored(0, sums[0], 64);
-    if (two_blocks) _tile_stored(1, sums[1], 64);
-    if (two_columns) _tile_stored(2, sums[2], 64);
-    if (two_columns && two_blocks) _tile_stored(3, sums[3], 64);
+    amx_store_sums(sums, two_columns, two_blocks);
     for (int half = 0; half < 1 + two_columns; half++)
         for (int block = 0; block < 1 + two_blocks; block++) {
             size_t first_row = (b0 + (size_t)block) * AMX_ROWS;
@@ -144,11 +136,7 @@ static inline __attribute__((always_inline)) void amx_micro(float *out, size_t o
 
 static void amx_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
                         size_t rows, bool accumulate, size_t first, size_t count) {
-    amx_config config;
-    memset(&config, 0, sizeof config);
-    config.palette = 1;
-    for (int t = 0; t < 8; t++) config.rows[t] = 16, config.bytes_per_row[t] = 64;
-    _tile_loadconfig(&config);
+    amx_configure();
     const uint8_t *bytes = prepared;
     const float *scales = (const float *)(bytes + amx_scales_offset(q, rows));
     size_t blocks = amx_blocks(rows), end = first + count;

@@ -165,6 +165,10 @@ glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_feature
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status q8_set_add_twin(void *set, kernel_weight *weight, size_t out_features, size_t in_features) {
+    return q8_set_add(set, weight, out_features, in_features);
+}
+
 void q8_set_free(q8_set *set) {
     for (size_t i = 0; i < set->count; i++) {
         kernel_q8_free(set->items[i]);

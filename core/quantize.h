@@ -42,6 +42,8 @@ typedef struct q8_set {
 } q8_set;
 /* Quantizes weight[out_features, in_features] into the set and sets weight->q8 to it. */
 glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_features, size_t in_features);
+/* The same as a kernel_twin_add (set: a q8_set). */
+glimpse_status q8_set_add_twin(void *set, kernel_weight *weight, size_t out_features, size_t in_features);
 void q8_set_free(q8_set *set);
 
 /* ------------------------------------------------ shared with the kernels */

@@ -34,21 +34,22 @@ void activation_apply(activation act, float *x, size_t n) {
     }
 }
 
-glimpse_status encoder_layers_quantize(encoder_layer *layers, size_t count, const encoder_shape *shape, q8_set *set) {
+glimpse_status encoder_layers_add_twins(encoder_layer *layers, size_t count, const encoder_shape *shape,
+                                        kernel_twin_add add, void *set) {
     size_t h = shape->hidden, inter = shape->intermediate;
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t l = 0; l < count && !status; l++) {
         encoder_layer *layer = &layers[l];
         if (layer->qkv_weight.data) {
-            status = q8_set_add(set, &layer->qkv_weight, 3 * h, h);
+            status = add(set, &layer->qkv_weight, 3 * h, h);
         } else {
-            if (!status) status = q8_set_add(set, &layer->q_weight, h, h);
-            if (!status) status = q8_set_add(set, &layer->k_weight, h, h);
-            if (!status) status = q8_set_add(set, &layer->v_weight, h, h);
+            if (!status) status = add(set, &layer->q_weight, h, h);
+            if (!status) status = add(set, &layer->k_weight, h, h);
+            if (!status) status = add(set, &layer->v_weight, h, h);
         }
-        if (!status) status = q8_set_add(set, &layer->out_weight, h, h);
-        if (!status) status = q8_set_add(set, &layer->fc1_weight, inter, h);
-        if (!status) status = q8_set_add(set, &layer->fc2_weight, h, inter);
+        if (!status) status = add(set, &layer->out_weight, h, h);
+        if (!status) status = add(set, &layer->fc1_weight, inter, h);
+        if (!status) status = add(set, &layer->fc2_weight, h, inter);
     }
     return status;
 }

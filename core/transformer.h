@@ -58,8 +58,10 @@ typedef struct encoder_scratch {
     size_t qkv_stride, mlp_stride;
 } encoder_scratch;
 
-/* Makes int8 twins of every layer's projections (owned by set, set as each kernel_weight's q8). */
-glimpse_status encoder_layers_quantize(encoder_layer *layers, size_t count, const encoder_shape *shape, q8_set *set);
+/* Makes twins of every layer's projections with add (q8_set_add_twin: int8; bf16x3_set_add: float32 on AMX's
+ * bfloat16 tiles), owned by set and pointed at by each kernel_weight. */
+glimpse_status encoder_layers_add_twins(encoder_layer *layers, size_t count, const encoder_shape *shape,
+                                        kernel_twin_add add, void *set);
 
 /* Floats of scratch needed (for one allocation carved with encoder_scratch_carve). */
 size_t encoder_scratch_floats(const encoder_shape *shape, size_t rows, size_t max_sequence);

@@ -95,7 +95,7 @@ glimpse_status opt_model_quantize(opt_model *model, q8_set *set) {
     const opt_config *c = &model->config;
     encoder_shape shape = {(size_t)c->hidden_size, (size_t)c->heads, (size_t)c->ffn_dim, 1e-5f, c->act,
                            KERNEL_MASK_CAUSAL};
-    glimpse_status status = encoder_layers_quantize(model->layers, (size_t)c->layers, &shape, set);
+    glimpse_status status = encoder_layers_add_twins(model->layers, (size_t)c->layers, &shape, q8_set_add_twin, set);
     if (!status)
         status = q8_set_add(set, &model->lm_head, (size_t)c->vocab_size, (size_t)c->word_embed_proj_dim);
     return status;

@@ -71,9 +71,9 @@ static encoder_shape shape_of(const clip_text_model *model) {
     return shape;
 }
 
-glimpse_status clip_text_model_quantize(clip_text_model *model, q8_set *set) {
+glimpse_status clip_text_model_add_twins(clip_text_model *model, kernel_twin_add add, void *set) {
     encoder_shape shape = shape_of(model);
-    return encoder_layers_quantize(model->weights.layers, (size_t)model->config.layers, &shape, set);
+    return encoder_layers_add_twins(model->weights.layers, (size_t)model->config.layers, &shape, add, set);
 }
 
 glimpse_status clip_text_state_create(const clip_text_model *model, size_t max_sequences, clip_text_state **out) {

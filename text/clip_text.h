@@ -59,8 +59,8 @@ glimpse_status clip_text_config_read(const cJSON *json, const char *where, clip_
 glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_config *config,
                                     const clip_text_names *names, weight_store *store);
 void clip_text_model_free(clip_text_model *model);
-/* Makes int8 twins of every layer's projections (owned by set). */
-glimpse_status clip_text_model_quantize(clip_text_model *model, q8_set *set);
+/* Makes twins of every layer's projections with add (encoder_layers_add_twins), owned by set. */
+glimpse_status clip_text_model_add_twins(clip_text_model *model, kernel_twin_add add, void *set);
 
 typedef struct clip_text_state {
     size_t max_rows, max_sequences;

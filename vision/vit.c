@@ -99,10 +99,12 @@ static encoder_shape shape_of(const vit_model *model) {
     return shape;
 }
 
-glimpse_status vit_model_quantize(vit_model *model, q8_set *set) {
+glimpse_status vit_model_add_twins(vit_model *model, kernel_twin_add add, void *set) {
     encoder_shape shape = shape_of(model);
-    glimpse_status status = encoder_layers_quantize(model->weights.layers, (size_t)model->config.layers, &shape, set);
-    if (!status && model->weights.head_probe) status = encoder_layers_quantize(&model->weights.head, 1, &shape, set);
+    glimpse_status status =
+        encoder_layers_add_twins(model->weights.layers, (size_t)model->config.layers, &shape, add, set);
+    if (!status && model->weights.head_probe)
+        status = encoder_layers_add_twins(&model->weights.head, 1, &shape, add, set);
     return status;
 }
 

@@ -60,8 +60,8 @@ glimpse_status vit_config_read(const cJSON *json, const char *where, vit_variant
 glimpse_status vit_model_load(vit_model *model, const vit_config *config, const vit_names *names,
                               weight_store *store);
 void vit_model_free(vit_model *model);
-/* Makes int8 twins of every layer's projections (owned by set). */
-glimpse_status vit_model_quantize(vit_model *model, q8_set *set);
+/* Makes twins of every layer's projections with add (encoder_layers_add_twins), owned by set. */
+glimpse_status vit_model_add_twins(vit_model *model, kernel_twin_add add, void *set);
 
 /* Activations for up to max_batch images. */
 typedef struct vit_state {

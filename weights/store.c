@@ -265,7 +265,7 @@ static glimpse_status get_matrix(weight_store *store, kernel_weight *out, size_t
         memcpy(copy, data, entry->bytes);
         data = copy;
     }
-    *out = (kernel_weight){data, type, NULL};
+    *out = (kernel_weight){data, type, NULL, NULL};
     return GLIMPSE_STATUS_OK;
 }
 
@@ -324,7 +324,7 @@ glimpse_status weight_store_get_matrix_transposed(weight_store *store, kernel_we
         }
     }
     free(widened);
-    *out = (kernel_weight){turned, type, NULL};
+    *out = (kernel_weight){turned, type, NULL, NULL};
     weight_store_release_pages(store, entry->data, entry->bytes); /* only the copy is read now */
     return GLIMPSE_STATUS_OK;
 }
