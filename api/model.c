@@ -344,27 +344,27 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     return status;
 }
 
-/* A vision tower of at least this many tokens a picture runs its float32 products on AMX's bfloat16 tiles. */
-#define SPLIT_MIN_TOKENS 256
-
-/* float32 where the CPU has AMX-BF16: a vision tower whose every picture has SPLIT_MIN_TOKENS tokens or more
- * (BLIP at 384 px: 577; SigLIP so400m: 729) gets its float32 weights split into bfloat16 parts (bf16x3.h), so
- * its products run on the tiles as exactly as float32, and the stored values leave the process's memory as an
- * int8 load's do (the parts take 1.5 times their bytes). Smaller towers stay on the FMA kernels: with fewer
- * rows a product is bound by reading its weights, and the parts are more bytes to read (ViT-B/32 at batch 1:
- * 48 against 29 ms, where 8 pictures a batch ran 1.23x faster on the tiles). GLIMPSE_NO_AMX=1 keeps them all. */
+/* float32 on AMX's bfloat16 tiles, when GLIMPSE_FLOAT32_TILES=always and the CPU has AMX-BF16: the towers'
+ * float32 weights split into bfloat16 parts at load (bf16x3.h), so their products run on the tiles as exactly
+ * as float32. The stored values leave the process's memory as an int8 load's do (the parts take 1.5 times
+ * their bytes); the decoders' weights, read a few rows at a time, stay as they are. Measured on 2 cores of a
+ * Xeon with AMX: ViT-B/32 at 8 pictures a batch 1.39x faster, at one 0.9x (a product of 50 rows is bound by
+ * reading its weights, and the parts are more bytes); BLIP at 384 px 1.2x. It costs the split at load (on
+ * every core, in a pool made for it) and fresh memory for the parts, which the kernel must zero: 0.15-1 s
+ * for ViT-B/32 on that machine, so it is for processes that embed many pictures (glimpse serve and index
+ * turn it on unless the variable says otherwise). */
 static glimpse_status split_towers(glimpse_model *model) {
-    /* GLIMPSE_FLOAT32_TILES=always splits every tower, text towers too, whatever its size (the parity tests'
-     * way onto the tiles with the tiny reference models; batch work on small towers), =never none */
     const char *choice = getenv("GLIMPSE_FLOAT32_TILES");
-    bool always = choice && strcmp(choice, "always") == 0, never = choice && strcmp(choice, "never") == 0;
-    if (!bf16x3_available() || never) return GLIMPSE_STATUS_OK;
+    if (!bf16x3_available() || !choice || strcmp(choice, "always") != 0) return GLIMPSE_STATUS_OK;
+    if (!model->vision.weights.layers && !model->text.weights.layers) return GLIMPSE_STATUS_OK;
+    glimpse_status status = pool_create(0, &model->split.threads);
+    if (status) return status;
     model->split.release = release_stored, model->split.release_user = model->store;
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    if (model->vision.weights.layers && (always || model->vision.tokens >= SPLIT_MIN_TOKENS))
-        status = vit_model_add_twins(&model->vision, bf16x3_set_add, &model->split);
-    if (!status && always && model->text.weights.layers)
+    if (model->vision.weights.layers) status = vit_model_add_twins(&model->vision, bf16x3_set_add, &model->split);
+    if (!status && model->text.weights.layers)
         status = clip_text_model_add_twins(&model->text, bf16x3_set_add, &model->split);
+    pool_free(model->split.threads);
+    model->split.threads = NULL;
     return status;
 }
 

@@ -11,8 +11,9 @@
 bool bf16x3_available(void) { return cpu_has_amx_bf16(); }
 
 #ifndef GLIMPSE_HAVE_AVX512 /* (cpu_has_amx_bf16() is false: nothing below is ever reached but make's refusal) */
-glimpse_status kernel_bf16x3_make(kernel_bf16x3 *s, const float *weight, size_t out_features, size_t in_features) {
-    (void)weight, (void)out_features, (void)in_features;
+glimpse_status kernel_bf16x3_make(kernel_bf16x3 *s, const float *weight, size_t out_features, size_t in_features,
+                                  pool *threads) {
+    (void)weight, (void)out_features, (void)in_features, (void)threads;
     memset(s, 0, sizeof *s);
     return error_set(GLIMPSE_STATUS_UNSUPPORTED, "built without the AVX-512 and AMX kernels");
 }
@@ -42,7 +43,7 @@ glimpse_status bf16x3_set_add(void *set_pointer, kernel_weight *weight, size_t o
     }
     kernel_bf16x3 *s = malloc(sizeof *s);
     if (!s) return ERROR_OOM();
-    glimpse_status status = kernel_bf16x3_make(s, weight->data, out_features, in_features);
+    glimpse_status status = kernel_bf16x3_make(s, weight->data, out_features, in_features, set->threads);
     if (status) {
         free(s);
         return status;

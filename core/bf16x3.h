@@ -22,21 +22,23 @@
 
 #include "glimpse.h"
 #include "core/kernels.h"
+#include "core/pool.h"
 
 typedef struct kernel_bf16x3 {
-    /* three planes (hi, mid, lo) of [out_features + 16, depth] bfloat16, plane_elements apart: rows padded with
-     * zero from in_features to depth (in_features rounded up to 32, a tile line) and 16 zero rows after the
-     * last, so a tile read from any column is inside the allocation; 64-byte aligned */
-    uint16_t *planes;
-    size_t out_features, in_features, depth, plane_elements;
+    /* the A tiles, each 16 weight rows × 32 features of one part, 1 KiB in a row: in order of the column tile
+     * (16 columns), then the chunk (32 features), then the part (hi, mid, lo); features from in_features to
+     * depth (in_features rounded up to 32) and columns past out_features are zero; 64-byte aligned */
+    uint16_t *tiles;
+    size_t out_features, in_features, depth, column_tiles;
 } kernel_bf16x3;
 
 /* true where the twins run: cpu_has_amx_bf16() (core/cpu.h). */
 bool bf16x3_available(void);
 
-/* Splits weight[out_features, in_features] (float32) into s; s owns what it allocates. Fails with
- * GLIMPSE_STATUS_UNSUPPORTED where !bf16x3_available(). */
-glimpse_status kernel_bf16x3_make(kernel_bf16x3 *s, const float *weight, size_t out_features, size_t in_features);
+/* Splits weight[out_features, in_features] (float32) into s, over the pool's threads (NULL: this one); s owns
+ * what it allocates. Fails with GLIMPSE_STATUS_UNSUPPORTED where !bf16x3_available(). */
+glimpse_status kernel_bf16x3_make(kernel_bf16x3 *s, const float *weight, size_t out_features, size_t in_features,
+                                  pool *threads);
 void kernel_bf16x3_free(kernel_bf16x3 *s);
 
 /* The product in two steps, as the int8 one (quantize.h): prepare() splits rows of in (in_stride floats apart)
@@ -44,7 +46,7 @@ void kernel_bf16x3_free(kernel_bf16x3 *s);
  * output columns against them:
  *   out[r][c] (+)= Σ_k in[r][k] · weight[c][k] + bias[c]  for r < rows, first <= c < first + count
  * ("+=" when accumulate: out + (sum + bias), as the FMA kernels round it). Each row's results depend on that
- * row alone, never on the rows beside it or on the column range. */
+ * row alone, never on the rows beside it or on the column range. first is a multiple of 16 (a column tile). */
 size_t bf16x3_input_bytes(const kernel_bf16x3 *s, size_t rows);
 /* prepare() works in blocks of 16 rows (any range of them, so threads can share the work): how many. */
 size_t bf16x3_input_blocks(size_t rows);
@@ -63,6 +65,7 @@ typedef struct bf16x3_set {
     /* Called (when set) with each weight's stored values once its twin is made (as q8_set's release). */
     void (*release)(void *user, const void *data, size_t bytes);
     void *release_user;
+    pool *threads; /* what splits the weights (NULL: the calling thread) */
 } bf16x3_set;
 /* Splits weight (float32; others are left as they are, with success) into the set and sets weight->bf16x3.
  * set is a bf16x3_set (void *: the shape of kernel_twin_add, kernels.h). */

@@ -4,7 +4,7 @@
  * -mavx512bf16 and -ffp-contract=off; called only where cpu_has_amx_bf16().
  *
  * A tdpbf16ps multiplies a 16 × 32 tile of bfloat16 (A: 16 weight rows, 32
- * features each, read in place from a plane) by a 32 × 16 tile (B: line g
+ * features each, stored as whole tiles at load) by a 32 × 16 tile (B: line g
  * holds features 2g and 2g+1 of each of 16 input rows) into 16 × 16 float32
  * sums. The input's layout, made by prepare():
  *
@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/amx.h"
 #include "core/avx512_tiles.h"
@@ -28,6 +29,7 @@
 #define TILE_FEATURES 32 /* features per tile step (a tile line's 64 bytes of bfloat16) */
 #define TILE_BYTES 1024
 #define PARTS 3
+#define HUGE_PAGE ((size_t)2 << 20)
 #ifndef GROUP_BYTES
 #define GROUP_BYTES (768 * 1024)
 #endif
@@ -75,33 +77,52 @@ void bf16x3_split_value(float x, uint16_t parts[3]) {
     for (int p = 0; p < PARTS; p++) parts[p] = (uint16_t)_mm_extract_epi16(_mm512_castsi512_si128(part[p]), 0);
 }
 
-glimpse_status kernel_bf16x3_make(kernel_bf16x3 *s, const float *weight, size_t out_features, size_t in_features) {
-    memset(s, 0, sizeof *s);
-    if (!bf16x3_available()) return error_set(GLIMPSE_STATUS_UNSUPPORTED, "this CPU has no AMX-BF16 tiles");
-    size_t depth = (in_features + TILE_FEATURES - 1) / TILE_FEATURES * TILE_FEATURES;
-    size_t rows = out_features + TILE_ROWS;
-    if (depth && rows > SIZE_MAX / depth / PARTS / sizeof(uint16_t)) return ERROR_OOM();
-    size_t plane = rows * depth, bytes = (PARTS * plane * sizeof(uint16_t) + 63) / 64 * 64;
-    uint16_t *planes = aligned_alloc(64, bytes);
-    if (!planes) return ERROR_OOM();
-    memset(planes + (size_t)out_features * depth, 0, TILE_ROWS * depth * sizeof(uint16_t));
-    for (int p = 1; p < PARTS; p++)
-        memset(planes + p * plane + (size_t)out_features * depth, 0, TILE_ROWS * depth * sizeof(uint16_t));
-    for (size_t c = 0; c < out_features; c++)
-        for (size_t k = 0; k < depth; k += TILE_FEATURES) {
-            __m512 x0, x1;
-            size_t count = k < in_features ? in_features - k : 0;
-            load32(weight + c * in_features + k, count, &x0, &x1);
+typedef struct split_job {
+    const kernel_bf16x3 *s;
+    const float *weight;
+} split_job;
+
+/* Column tile `index` of the weight into its tiles. */
+static void split_column_tile(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    const split_job *job = argument;
+    const kernel_bf16x3 *s = job->s;
+    const size_t chunks = chunks_of(s), tile = TILE_BYTES / sizeof(uint16_t);
+    for (size_t c = index * TILE_ROWS; c < (index + 1) * TILE_ROWS; c++)
+        for (size_t chunk = 0; chunk < chunks; chunk++) {
+            size_t k = chunk * TILE_FEATURES, count = c < s->out_features && k < s->in_features ? s->in_features - k : 0;
+            __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
+            if (count) load32(job->weight + c * s->in_features + k, count, &x0, &x1);
             __m512i part[PARTS];
             split32(x0, x1, part);
-            for (int p = 0; p < PARTS; p++) _mm512_store_si512(planes + p * plane + c * depth + k, part[p]);
+            uint16_t *line = s->tiles + ((index * chunks + chunk) * PARTS) * tile + (c % TILE_ROWS) * TILE_FEATURES;
+            for (int p = 0; p < PARTS; p++) _mm512_store_si512(line + p * tile, part[p]);
         }
-    *s = (kernel_bf16x3){planes, out_features, in_features, depth, plane};
+}
+
+glimpse_status kernel_bf16x3_make(kernel_bf16x3 *s, const float *weight, size_t out_features, size_t in_features,
+                                  pool *threads) {
+    memset(s, 0, sizeof *s);
+    if (!bf16x3_available()) return error_set(GLIMPSE_STATUS_UNSUPPORTED, "this CPU has no AMX-BF16 tiles");
+    size_t depth = (in_features + TILE_FEATURES - 1) / TILE_FEATURES * TILE_FEATURES, chunks = depth / TILE_FEATURES;
+    size_t column_tiles = (out_features + TILE_ROWS - 1) / TILE_ROWS;
+    if (chunks && column_tiles > SIZE_MAX / chunks / PARTS / TILE_BYTES) return ERROR_OOM();
+    size_t bytes = column_tiles * chunks * PARTS * TILE_BYTES;
+    /* megabytes of tiles on huge pages where Linux gives them: far fewer page walks per product */
+    size_t alignment = bytes >= HUGE_PAGE ? HUGE_PAGE : 64, rounded = (bytes + alignment - 1) / alignment * alignment;
+    uint16_t *tiles = aligned_alloc(alignment, rounded ? rounded : 64);
+    if (!tiles) return ERROR_OOM();
+#ifdef MADV_HUGEPAGE
+    if (alignment == HUGE_PAGE) madvise(tiles, rounded, MADV_HUGEPAGE);
+#endif
+    *s = (kernel_bf16x3){tiles, out_features, in_features, depth, column_tiles};
+    split_job job = {s, weight};
+    pool_for(threads, column_tiles, split_column_tile, &job);
     return GLIMPSE_STATUS_OK;
 }
 
 void kernel_bf16x3_free(kernel_bf16x3 *s) {
-    free(s->planes);
+    free(s->tiles);
     memset(s, 0, sizeof *s);
 }
 
@@ -150,24 +171,16 @@ static void finish(float *out, size_t out_stride, float sums[16][16], size_t c0,
     }
 }
 
-/* The four products of the A tiles 4 (and 5) with the B tiles 6 (and 7) into sum tiles 0-3. */
-#define TILE_PRODUCTS()                                                                                                \
-    do {                                                                                                               \
-        _tile_dpbf16ps(0, 4, 6);                                                                                       \
-        if (two_blocks) _tile_dpbf16ps(1, 4, 7);                                                                       \
-        if (two_columns) _tile_dpbf16ps(2, 5, 6);                                                                      \
-        if (two_columns && two_blocks) _tile_dpbf16ps(3, 5, 7);                                                        \
-    } while (0)
-#define LOAD_A(part)                                                                                                   \
-    do {                                                                                                               \
-        _tile_loadd(4, a + (part) * plane, stride);                                                                    \
-        if (two_columns) _tile_loadd(5, a + (part) * plane + 16 * depth, stride);                                      \
-    } while (0)
-#define LOAD_B(part)                                                                                                   \
-    do {                                                                                                               \
-        _tile_loadd(6, b + (part) * TILE_BYTES, 64);                                                                   \
-        if (two_blocks) _tile_loadd(7, b + block_size + (part) * TILE_BYTES, 64);                                      \
-    } while (0)
+/* One product into a sum tile (0: A 4 · B 6; 1: A 4 · B 7; 2: A 5 · B 6; 3: A 5 · B 7), where it is in use. */
+#define D0() _tile_dpbf16ps(0, 4, 6)
+#define D1() do { if (two_blocks) _tile_dpbf16ps(1, 4, 7); } while (0)
+#define D2() do { if (two_columns) _tile_dpbf16ps(2, 5, 6); } while (0)
+#define D3() do { if (two_columns && two_blocks) _tile_dpbf16ps(3, 5, 7); } while (0)
+/* A part of the weights into tile 4 (the first 16 columns) or 5; of the input into 6 (first block) or 7. */
+#define A4(part) _tile_loadd(4, a + (part) * tile, 64)
+#define A5(part) do { if (two_columns) _tile_loadd(5, a + next_tile + (part) * tile, 64); } while (0)
+#define B6(part) _tile_loadd(6, b + (part) * TILE_BYTES, 64)
+#define B7(part) do { if (two_blocks) _tile_loadd(7, b + block_size + (part) * TILE_BYTES, 64); } while (0)
 
 /* Columns c0 .. c0+columns (≤ 32) × blocks b0 (and b0+1 when two_blocks): per chunk the six part products
  * hi·hi, hi·mid, hi·lo, mid·hi, mid·mid, lo·hi (A part · B part), in that order. */
@@ -176,30 +189,26 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
                                                          int columns, size_t chunk0, size_t chunk1,
                                                          const float *bias, int accumulate, const int two_columns,
                                                          const int two_blocks) {
-    const size_t depth = s->depth, plane = s->plane_elements, block_size = block_bytes(s);
-    const long stride = (long)(depth * sizeof(uint16_t));
+    const size_t chunks = chunks_of(s), tile = TILE_BYTES / sizeof(uint16_t), block_size = block_bytes(s);
+    const size_t next_tile = chunks * PARTS * tile; /* the next 16 columns' tile of the same chunk and part */
     _tile_zero(0);
     if (two_blocks) _tile_zero(1);
     if (two_columns) _tile_zero(2);
     if (two_columns && two_blocks) _tile_zero(3);
     for (size_t chunk = chunk0; chunk < chunk1; chunk++) {
-        const uint16_t *a = s->planes + c0 * depth + chunk * TILE_FEATURES;
+        const uint16_t *a = s->tiles + (c0 / TILE_ROWS * chunks + chunk) * PARTS * tile;
         const uint8_t *b = prepared + b0 * block_size + chunk * PARTS * TILE_BYTES;
-        LOAD_A(0);
-        LOAD_B(0);
-        TILE_PRODUCTS();
-        LOAD_B(1);
-        TILE_PRODUCTS();
-        LOAD_B(2);
-        TILE_PRODUCTS();
-        LOAD_A(1);
-        LOAD_B(0);
-        TILE_PRODUCTS();
-        LOAD_B(1);
-        TILE_PRODUCTS();
-        LOAD_A(2);
-        LOAD_B(0);
-        TILE_PRODUCTS();
+        /* The tiles are not renamed: a load waits for the products still reading its tile. So each load is
+         * placed right after the last product that reads the tile it replaces, and each part product's four
+         * tile products start with the tiles loaded longest ago. Part products: hi·hi, hi·mid, hi·lo (A hi),
+         * mid·hi, mid·mid (A mid), lo·hi (A lo). */
+        A4(0); B6(0); A5(0); B7(0);
+        D0(); D2(); B6(1); D1(); D3(); B7(1); /* hi · hi */
+        D0(); D2(); B6(2); D1(); D3(); B7(2); /* hi · mid */
+        D0(); D2(); B6(0); D1(); A4(1); D3(); B7(0); A5(1); /* hi · lo */
+        D0(); D1(); D2(); B6(1); D3(); B7(1); /* mid · hi */
+        D0(); D1(); A4(2); D2(); B6(0); D3(); B7(0); A5(2); /* mid · mid */
+        D0(); D1(); D2(); D3(); /* lo · hi */
     }
     float sums[4][16][16] __attribute__((aligned(64)));
     amx_store_sums(sums, two_columns, two_blocks);

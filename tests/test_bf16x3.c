@@ -84,7 +84,7 @@ static void test_product_as_exact_as_float32(void **state) {
         double *exact = malloc(rows * out * sizeof *exact);
         for (size_t i = 0; i < rows * out_stride; i++) start[i] = random_float() * 4.0f;
         kernel_bf16x3 split;
-        assert_int_equal(kernel_bf16x3_make(&split, w, out, in), GLIMPSE_STATUS_OK);
+        assert_int_equal(kernel_bf16x3_make(&split, w, out, in, shape % 2 ? threads : NULL), GLIMPSE_STATUS_OK);
         kernel_weight weight = kernel_weight_f32(w);
         weight.bf16x3 = &split;
         for (int variant = 0; variant < 4; variant++) {

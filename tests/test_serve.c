@@ -1267,6 +1267,8 @@ static void test_sigterm_drains(void **state) {
 }
 
 int main(void) {
+    /* the library in this process as glimpse serve runs it: on AMX's tiles unless the variable says otherwise */
+    setenv("GLIMPSE_FLOAT32_TILES", "always", 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed_equals_library),   cmocka_unit_test(test_concurrent_embeddings_equal_alone),
         cmocka_unit_test(test_rank_equals_library),    cmocka_unit_test(test_rank_blip_retrieval),

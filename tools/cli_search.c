@@ -448,6 +448,8 @@ static int run_index(const index_request *request, cli_options *options) {
 }
 
 int command_index(int argc, char **argv) {
+    /* a whole library: the split of the towers' weights at load is soon repaid (core/bf16x3.h) */
+    setenv("GLIMPSE_FLOAT32_TILES", "always", 0);
     cli_options options;
     cli_options_init(&options);
     index_request request = {.removals = cli_calloc((size_t)argc, sizeof(char *)),
