@@ -404,7 +404,9 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
                 "to float32)%s", model->architecture, model->folder, weight_store_parameters(model->store),
                 weight_store_dtype(model->store), weight_store_bytes(model->store) / 1e6,
                 weight_store_copied_bytes(model->store) / 1e6,
-                model->precision == GLIMPSE_PRECISION_INT8 ? "; projections quantized to int8" : "");
+                model->precision == GLIMPSE_PRECISION_INT8 ? "; projections quantized to int8"
+                : model->split.count                       ? "; float32 towers split for AMX's bfloat16 tiles"
+                                                           : "");
     *out = model;
     return GLIMPSE_STATUS_OK;
 }

@@ -171,5 +171,7 @@ echo "glimpse serve: 16 clients, 10,000 requests; then the batching gain (demo C
 /usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --batching --requests 2000
 /usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --batching --requests 400 \
   --model "$work/openai--clip-vit-base-patch32"
+echo "towers as alternating processes: float32 on FMA and on AMX's tiles, int8, ONNX Runtime (3 rounds)..." >&2
+bench/towers.sh 3 "$threads"
 echo "photos: glimpse index of 100 twelve-megapixel JPEGs, exact and --fast-decode, beside Pillow + ONNX Runtime and Pillow + PyTorch..." >&2
 bench/photos.sh "$threads" 3 100

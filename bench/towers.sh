@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# towers.sh [ROUNDS] [THREADS] — every tower as a user meets it: each round a new
+# process per side and shape, the sides alternating so that all see the same
+# minutes of this machine: glimpse float32 on the AVX-512 FMA kernels
+# (GLIMPSE_FLOAT32_TILES=never), glimpse float32 on AMX's bfloat16 tiles
+# (=always; core/bf16x3.h: as exact as float32, what glimpse serve and index
+# run), glimpse --int8, and ONNX Runtime float32 on the same shapes. Prints per
+# side and shape the median of the processes' medians, the fastest and
+# slowest process, and the ratio to ONNX Runtime. Shapes: CLIP ViT-B/32
+# vision and text at batch 1 and 8 (per picture or text), BLIP-base vision at
+# 384 px, SigLIP base 224 and so400m 384 vision (float32 only). Needs what
+# bench/run.sh sets up (the random full-size models, the ONNX exports,
+# onnxruntime-node); run that once first. On a CPU without AMX-BF16 the tiles
+# side is the FMA side again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+threads=${2:-2}
+work=build/bench
+for f in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base google--siglip-base-patch16-224 \
+  google--siglip-so400m-patch14-384 onnx/vit_b_32.onnx node/node_modules/onnxruntime-node; do
+  [ -e "$work/$f" ] || { echo "towers.sh: run bench/run.sh once first ($work/$f is missing)" >&2; exit 1; }
+done
+out=$work/towers.txt
+: > "$out"
+side() { # LABEL ROUND TILES [--int8]
+  local label=$1 round=$2 tiles=$3 int8=${4:-} batch
+  for batch in 1 8; do
+    GLIMPSE_FLOAT32_TILES=$tiles build/glimpse bench -m "$work/openai--clip-vit-base-patch32" $int8 --batch "$batch" \
+      --threads "$threads" --runs 7 --json | grep -E '"stage": "(vision|text)"' |
+      sed -E "s/.*\"stage\": \"([a-z]+)\", \"batch\": ([0-9]+).*\"median_ms\": ([0-9.]+).*/$label $round clip_\1_b\2 \3/" >> "$out"
+  done
+  GLIMPSE_FLOAT32_TILES=$tiles build/glimpse bench -m "$work/Salesforce--blip-image-captioning-base" $int8 \
+    --threads "$threads" --runs 3 --json | grep '"stage": "vision"' |
+    sed -E "s/.*\"median_ms\": ([0-9.]+).*/$label $round blip_384 \1/" >> "$out"
+  [ -n "$int8" ] && return
+  local model
+  for model in base-patch16-224 so400m-patch14-384; do
+    GLIMPSE_FLOAT32_TILES=$tiles build/glimpse bench -m "$work/google--siglip-$model" --threads "$threads" --runs 2 \
+      --json | grep '"stage": "vision"' | sed -E "s/.*\"median_ms\": ([0-9.]+).*/$label $round siglip_${model%%-*} \1/" >> "$out"
+  done
+}
+for round in $(seq "$rounds"); do
+  echo "towers.sh: round $round of $rounds" >&2
+  side float32-fma "$round" never
+  side float32-tiles "$round" always
+  side int8 "$round" never --int8
+  for stage in vision text vision_blip_384 vision_siglip_base_224 vision_siglip_so400m_384; do
+    NODE_PATH=$work/node/node_modules node bench/ort_bench.js "$work/onnx" "$threads" 5 "$stage" |
+      sed -E "s/.*\"stage\":\"([a-z_0-9]+)\",\"batch\":([0-9]+).*\"median_ms\":([0-9.]+).*/onnxruntime $round \1_b\2 \3/" \
+      >> "$out"
+  done
+done
+/usr/bin/python3 - "$out" <<'PY'
+import collections, statistics, sys
+times = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    parts = line.split()
+    if len(parts) == 4:
+        times[(parts[0], parts[2])].append(float(parts[3]))
+peers = {"clip_vision_b1": "vision_b1", "clip_vision_b8": "vision_b8", "clip_text_b1": "text_b1",
+         "clip_text_b8": "text_b8", "blip_384": "vision_blip_384_b1", "siglip_base": "vision_siglip_base_224_b1",
+         "siglip_so400m": "vision_siglip_so400m_384_b1"}
+def cell(values, peer):
+    if not values:
+        return "–"
+    m = statistics.median(values)
+    ratio = f", {peer / m:.2f}×" if peer else ""
+    return f"{m:.1f} ms ({min(values):.1f}–{max(values):.1f}{ratio})"
+print("| stage (ms per picture or text; fastest–slowest process; vs ONNX Runtime) | float32, FMA | float32, tiles | int8 | ONNX Runtime float32 |")
+print("|---|---|---|---|---|")
+for stage, peer_stage in peers.items():
+    peer = times.get(("onnxruntime", peer_stage))
+    peer_median = statistics.median(peer) if peer else None
+    print(f"| {stage} | {cell(times.get(('float32-fma', stage)), peer_median)} | "
+          f"{cell(times.get(('float32-tiles', stage)), peer_median)} | {cell(times.get(('int8', stage)), peer_median)} | "
+          f"{cell(peer, None)} |")
+PY
