@@ -357,15 +357,21 @@ static glimpse_status split_towers(glimpse_model *model) {
     const char *choice = getenv("GLIMPSE_FLOAT32_TILES");
     if (!bf16x3_available() || !choice || strcmp(choice, "always") != 0) return GLIMPSE_STATUS_OK;
     if (!model->vision.weights.layers && !model->text.weights.layers) return GLIMPSE_STATUS_OK;
-    glimpse_status status = pool_create(0, &model->split.threads);
-    if (status) return status;
+    if (pool_create(0, &model->split.threads)) model->split.threads = NULL; /* (then on this thread) */
     model->split.release = release_stored, model->split.release_user = model->store;
+    glimpse_status status = GLIMPSE_STATUS_OK;
     if (model->vision.weights.layers) status = vit_model_add_twins(&model->vision, bf16x3_set_add, &model->split);
     if (!status && model->text.weights.layers)
         status = clip_text_model_add_twins(&model->text, bf16x3_set_add, &model->split);
     pool_free(model->split.threads);
     model->split.threads = NULL;
-    return status;
+    if (status) { /* (the extra memory, say): the model runs as it would without the tiles */
+        log_message(GLIMPSE_LOG_LEVEL_WARNING, "float32 towers stay on the FMA kernels: %s", glimpse_last_error());
+        if (model->vision.weights.layers) vit_model_add_twins(&model->vision, bf16x3_twin_clear, NULL);
+        if (model->text.weights.layers) clip_text_model_add_twins(&model->text, bf16x3_twin_clear, NULL);
+        bf16x3_set_free(&model->split);
+    }
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load_params *params,

@@ -54,6 +54,12 @@ glimpse_status bf16x3_set_add(void *set_pointer, kernel_weight *weight, size_t o
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status bf16x3_twin_clear(void *set, kernel_weight *weight, size_t out_features, size_t in_features) {
+    (void)set, (void)out_features, (void)in_features;
+    weight->bf16x3 = NULL;
+    return GLIMPSE_STATUS_OK;
+}
+
 void bf16x3_set_free(bf16x3_set *set) {
     for (size_t i = 0; i < set->count; i++) {
         kernel_bf16x3_free(set->items[i]);

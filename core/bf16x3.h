@@ -1,8 +1,11 @@
 /* bf16x3.h — float32 linear layers on AMX's bfloat16 tiles, as exact as
  * float32: every float32 weight and input value is split into three bfloat16
  * parts, x = hi + mid + lo, exactly (each part takes the next 8 significant
- * bits of the 24; only values below 2^-126 lose bits, flushed as the tiles
- * flush them), and a product sums the six part products that reach 2^-24 of
+ * bits of the 24), for every float32 from 2^-110 to 2^127: below, the
+ * remainders under 2^-126 are flushed to zero, as the conversions and the
+ * tiles flush them (an error under 2^-126); from 2^127 up, and infinities and
+ * NaNs, hi is the value cut to bfloat16 and the other parts zero, so they stay
+ * infinite or NaN as in float32. A product sums the six part products that reach 2^-24 of
  * the result (hi·hi, hi·mid, hi·lo, mid·hi, mid·mid, lo·hi) into float32
  * tiles. The three left out are below float32's own rounding; measured
  * against double sums, the error is below that of plain float32 loops.
@@ -45,7 +48,8 @@ void kernel_bf16x3_free(kernel_bf16x3 *s);
  * into input_bytes(rows) bytes (64-byte aligned) in the layout of the tiles, then product() runs any range of
  * output columns against them:
  *   out[r][c] (+)= Σ_k in[r][k] · weight[c][k] + bias[c]  for r < rows, first <= c < first + count
- * ("+=" when accumulate: out + (sum + bias), as the FMA kernels round it). Each row's results depend on that
+ * ("+=" when accumulate: out + (sum + bias) where the depth is at most 768 features, as the FMA kernels
+ * round it; a deeper product adds the sums of each 768 features to out in turn). Each row's results depend on that
  * row alone, never on the rows beside it or on the column range. first is a multiple of 16 (a column tile). */
 size_t bf16x3_input_bytes(const kernel_bf16x3 *s, size_t rows);
 /* prepare() works in blocks of 16 rows (any range of them, so threads can share the work): how many. */
@@ -71,5 +75,8 @@ typedef struct bf16x3_set {
  * set is a bf16x3_set (void *: the shape of kernel_twin_add, kernels.h). */
 glimpse_status bf16x3_set_add(void *set, kernel_weight *weight, size_t out_features, size_t in_features);
 void bf16x3_set_free(bf16x3_set *set);
+/* A kernel_twin_add that takes a weight's bf16x3 twin away (weight->bf16x3 = NULL; set unused): before freeing a
+ * set whose making failed part way, so no weight points into it. */
+glimpse_status bf16x3_twin_clear(void *set, kernel_weight *weight, size_t out_features, size_t in_features);
 
 #endif

@@ -46,16 +46,28 @@ static inline __m512 widen_bf16(__m256bh v) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)v), 16));
 }
 
+/* x where |x| < 2^127; elsewhere (huge, infinite, NaN) x cut to its top 16 bits, NaNs kept NaN, in *big the
+ * lanes cut: rounding those to bfloat16 is then exact (it cannot overflow to infinity) and leaves nothing. */
+static inline __m512 cut_big(__m512 x, __mmask16 *big) {
+    const __m512 magnitude = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF)));
+    *big = _mm512_cmp_ps_mask(magnitude, _mm512_set1_ps(0x1p127f), _CMP_NLT_UQ);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    __m512i cut = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0xFFFF0000u));
+    cut = _mm512_mask_or_epi32(cut, nan, cut, _mm512_set1_epi32(0x00400000)); /* a quiet NaN's top bit */
+    return _mm512_mask_blend_ps(*big, x, _mm512_castsi512_ps(cut));
+}
+
 /* The three parts of 32 consecutive values x0 (the first 16) and x1, each part as 32 bfloat16 in order (so a
  * 32-bit lane g holds values 2g and 2g+1). Rounding to nearest even each time: what is left after hi is exact
  * in float32, and so is what is left after mid, which then has at most 8 significant bits. */
 static inline void split32(__m512 x0, __m512 x1, __m512i part[PARTS]) {
-    __m512 r0 = x0, r1 = x1;
+    __mmask16 big0, big1;
+    __m512 r0 = cut_big(x0, &big0), r1 = cut_big(x1, &big1);
     for (int p = 0; p < PARTS; p++) {
         part[p] = (__m512i)_mm512_cvtne2ps_pbh(r1, r0);
         if (p + 1 < PARTS) {
-            r0 = _mm512_sub_ps(r0, widen_bf16(_mm512_cvtneps_pbh(r0)));
-            r1 = _mm512_sub_ps(r1, widen_bf16(_mm512_cvtneps_pbh(r1)));
+            r0 = _mm512_maskz_sub_ps((__mmask16)~big0, r0, widen_bf16(_mm512_cvtneps_pbh(r0)));
+            r1 = _mm512_maskz_sub_ps((__mmask16)~big1, r1, widen_bf16(_mm512_cvtneps_pbh(r1)));
         }
     }
 }

@@ -51,6 +51,16 @@ static void test_split_is_exact(void **state) {
     uint16_t parts[3];
     bf16x3_split_value(0.0f, parts);
     assert_true(parts[0] == 0 && parts[1] == 0 && parts[2] == 0);
+    /* from 2^127 up: cut to bfloat16, never rounded up to infinity; infinities and NaNs stay so */
+    const float big[] = {3.4028235e38f, -3.4e38f, 0x1p127f, INFINITY, -INFINITY, NAN};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        bf16x3_split_value(big[i], parts);
+        double hi = bf16_value(parts[0]);
+        assert_true(parts[1] == 0 && parts[2] == 0);
+        if (isnan(big[i])) assert_true(isnan(hi));
+        else if (isinf(big[i])) assert_true(hi == (double)big[i]);
+        else assert_true(isfinite(hi) && fabs(hi - big[i]) <= fabs(big[i]) / 128);
+    }
 }
 
 /* Worst |result - double sum| over the results, for out[rows][out_stride]. */
@@ -69,7 +79,8 @@ static void test_product_as_exact_as_float32(void **state) {
     /* rows: one, under a block, one block, odd blocks; depths: under a tile line, a masked tail, more than one
      * span of 24 chunks (768 features); columns: under a tile, not a multiple of 16 or 32 */
     const size_t shapes[][3] = {{1, 7, 5},     {15, 33, 17},    {16, 32, 16},  {17, 100, 31},  {50, 768, 96},
-                                {77, 800, 40}, {33, 1537, 65},  {400, 96, 24}, {130, 2500, 33}};
+                                {77, 800, 40}, {33, 1537, 65},  {400, 96, 24}, {130, 2500, 33},
+                                {100, 800, 300}}; /* (the last: two column tasks, the input split by both threads) */
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     for (size_t shape = 0; shape < sizeof shapes / sizeof shapes[0]; shape++) {
