@@ -229,7 +229,7 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
     if (q) /* (the int8 twin knows its own sizes; its depth is in_features rounded up to 4) */
         out_features = q->out_features;
     if (rows == 0 || out_features == 0) return;
-    /* a bf16x3 twin runs with the input split once, on this thread, into the pool's shared buffer (without a
+    /* a bf16x3 twin runs with the input split once (split_prepare) into the pool's shared buffer (without a
      * pool, or where it cannot grow, the float32 values it was made from run on the FMA kernels) */
     const kernel_bf16x3 *split = q ? NULL : weight->bf16x3;
     void *split_input = split ? pool_shared_buffer(threads, bf16x3_input_bytes(split, rows)) : NULL;
