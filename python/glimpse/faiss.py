@@ -205,18 +205,44 @@ def write_index(out, vectors, paths, model, kind="auto", nlist=None, pq_sub_vect
     return parameters
 
 
+def best_lists(scores, count):
+    """The count best of scores (one query's centroid scores) as int64 list numbers, best first, equal scores
+    by list number: what a stable sort of all of them gives, from a partition (0.1 against 1.1 ms over 16,384
+    lists)."""
+    if count >= len(scores):
+        return np.argsort(-scores, kind="stable").astype(np.int64)
+    chosen = np.argpartition(-scores, count - 1)[:count]
+    threshold = scores[chosen].min()
+    above = np.flatnonzero(scores > threshold)
+    tied = np.flatnonzero(scores == threshold)[:count - len(above)]  # the lowest list numbers among the ties
+    picked = np.concatenate([above, tied])
+    return picked[np.lexsort((picked, -scores[picked]))].astype(np.int64)
+
+
+MADV_POPULATE_READ = 22  # Linux 5.14: map every page of a file mapping now (mmap's module lacks the name in 3.11)
+
+
 class FaissIndex:
     """An index folder made by build(), memory-mapped: search() takes texts or combined queries (embedded
     with the model the shards were made with, loaded on first use) or embeddings, and gives [(path, score)]
     best first, score = logit_scale × cosine + logit_bias as glimpse search gives it."""
 
-    def __init__(self, folder, model=None):
+    def __init__(self, folder, model=None, populate=False):
+        """populate: map every page of vectors.npy at open (a long-lived process: the re-scoring then reads
+        memory, not page faults; 10M vectors, 20.5 GB in the page cache, take seconds and 40 MB of page tables).
+        Where the kernel has no MADV_POPULATE_READ it only asks for the file to be read ahead."""
         import faiss
         self.folder = folder
         self.parameters = shards.read_json(os.path.join(folder, "params.json"))
         self.index = faiss.read_index(os.path.join(folder, "index.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
         vectors = os.path.join(folder, "vectors.npy")
         self.vectors = np.load(vectors, mmap_mode="r") if os.path.exists(vectors) else None
+        if populate and self.vectors is not None and getattr(self.vectors, "_mmap", None) is not None:
+            import mmap
+            try:
+                self.vectors._mmap.madvise(MADV_POPULATE_READ)
+            except OSError:
+                self.vectors._mmap.madvise(mmap.MADV_WILLNEED)
         self.offsets = np.load(os.path.join(folder, "offsets.npy"), mmap_mode="r")
         size = os.path.getsize(os.path.join(folder, "paths.bin"))
         self.paths = np.memmap(os.path.join(folder, "paths.bin"), dtype=np.uint8, mode="r") if size else b""
@@ -296,7 +322,7 @@ class FaissIndex:
         import faiss
         probe = min(int(self.ivf.nprobe), self.ivf.nlist)
         coarse = queries @ self.centroids.T
-        lists = np.argsort(-coarse, axis=1, kind="stable")[:, :probe].astype(np.int64)
+        lists = np.stack([best_lists(row, probe) for row in coarse])
         list_scores = np.ascontiguousarray(np.take_along_axis(coarse, lists, 1), dtype=np.float32)
         lists = np.ascontiguousarray(lists)
         scores = np.empty((len(queries), count), np.float32)

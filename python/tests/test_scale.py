@@ -372,6 +372,29 @@ def test_faiss_searches_the_lists_of_the_exact_centroid_ranking(tmp_path, model)
         assert [path for path, _ in index.search(embedding, k=5)] == [paths[r] for r in rows]
 
 
+def test_the_best_lists_are_a_stable_sorts_first_ones():
+    """The coarse ranking's partition picks the lists a stable sort of every centroid score would, ties at the
+    boundary by the lowest list number (a wrong pick there changes which vectors are searched)."""
+    from glimpse.faiss import best_lists
+    rng = np.random.default_rng(3)
+    for trial in range(3000):
+        n = int(rng.integers(1, 300))
+        scores = (rng.integers(0, 4, n) if trial % 2 else rng.random(n)).astype(np.float32)
+        count = int(rng.integers(1, n + 1))
+        assert best_lists(scores, count).tolist() == np.argsort(-scores, kind="stable")[:count].tolist()
+
+
+@needs_faiss
+def test_a_populated_mapping_searches_alike(tmp_path, faiss_index):
+    """FaissIndex(populate=True) maps vectors.npy whole at open; the results are the same, bit for bit."""
+    from glimpse import faiss as glimpse_faiss
+    plain, populated = glimpse_faiss.FaissIndex(str(faiss_index)), glimpse_faiss.FaissIndex(str(faiss_index),
+                                                                                            populate=True)
+    queries = np.ascontiguousarray(plain.vectors[::7][:20] + 0.01, dtype=np.float32)
+    for a, b in zip(plain.search_vectors(queries, k=5), populated.search_vectors(queries, k=5), strict=True):
+        assert np.array_equal(a, b)
+
+
 @pytest.fixture(scope="module")
 def faiss_index(tmp_path_factory, embeddings):
     pytest.importorskip("faiss", reason="Debian's python3-faiss is not installed")
