@@ -216,6 +216,8 @@ def best_lists(scores, count):
     above = np.flatnonzero(scores > threshold)
     tied = np.flatnonzero(scores == threshold)[:count - len(above)]  # the lowest list numbers among the ties
     picked = np.concatenate([above, tied])
+    if len(picked) != count:  # NaN scores (a NaN query) compare with nothing: the sort's order, count of them
+        return np.argsort(-scores, kind="stable")[:count].astype(np.int64)
     return picked[np.lexsort((picked, -scores[picked]))].astype(np.int64)
 
 

@@ -382,6 +382,9 @@ def test_the_best_lists_are_a_stable_sorts_first_ones():
         scores = (rng.integers(0, 4, n) if trial % 2 else rng.random(n)).astype(np.float32)
         count = int(rng.integers(1, n + 1))
         assert best_lists(scores, count).tolist() == np.argsort(-scores, kind="stable")[:count].tolist()
+    # a NaN query's scores: still count lists (FAISS reads that many for each query), as the sort gives them
+    for scores in (np.full(50, np.nan, np.float32), np.where(np.arange(50) % 3, np.nan, 1.0).astype(np.float32)):
+        assert best_lists(scores, 10).tolist() == np.argsort(-scores, kind="stable")[:10].tolist()
 
 
 @needs_faiss
