@@ -1,12 +1,15 @@
 /* embed.c — the embedding calls of the public API (CLIP, SigLIP): images
  * are preprocessed in parallel and encoded in batches; texts are tokenized
  * and encoded packed together; scores and token ids. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
+#include "core/kernels.h"
+#include "core/pool.h"
 #include "fusion/retrieval.h"
 
 glimpse_status glimpse_embed_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
@@ -84,6 +87,29 @@ glimpse_status glimpse_score(const glimpse_model *model, const float *image_embe
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_score needs a CLIP or SigLIP model");
     retrieval_logits(logits, image_embeddings, image_count, text_embeddings, text_count,
                      glimpse_model_embedding_dim(model), model->logit_scale, model->logit_bias);
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Below this many rows glimpse_dot_rows runs on the caller: a thread's start costs more than it saves. */
+#define DOT_ROWS_PARALLEL_FROM 1024
+
+glimpse_status glimpse_dot_rows(const float *matrix, size_t count, size_t dim, const int64_t *rows, size_t n,
+                                const float *query, int threads, float *out) {
+    if (!n) return GLIMPSE_STATUS_OK;
+    if (!matrix || !query || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_dot_rows: NULL argument");
+    if (!dim || count > SIZE_MAX / dim / sizeof(float))
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_dot_rows: %zu rows of %zu floats", count, dim);
+    if (!rows && n > count)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_dot_rows: %zu rows of a matrix of %zu", n, count);
+    for (size_t i = 0; rows && i < n; i++)
+        if (rows[i] < 0 || (uint64_t)rows[i] >= count)
+            return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_dot_rows: row %lld (item %zu) outside a matrix of %zu rows",
+                             (long long)rows[i], i, count);
+    pool *workers = NULL;
+    if (n >= DOT_ROWS_PARALLEL_FROM && threads != 1 && pool_create(threads, &workers) != GLIMPSE_STATUS_OK)
+        workers = NULL; /* no threads to be had: the caller alone */
+    kernel_dot_rows(out, matrix, dim, rows, n, query, workers);
+    pool_free(workers);
     return GLIMPSE_STATUS_OK;
 }
 

@@ -161,6 +161,42 @@ void kernel_l2_normalize(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] *= inverse;
 }
 
+void kernel_dot_rows_reference(float *out, const float *matrix, size_t dim, const int64_t *rows, size_t n,
+                               const float *x) {
+    for (size_t i = 0; i < n; i++) {
+        const float *row = matrix + (rows ? (size_t)rows[i] : i) * dim;
+        double dot = 0;
+        for (size_t d = 0; d < dim; d++) dot += (double)row[d] * x[d];
+        out[i] = (float)dot;
+    }
+}
+
+/* Rows a task of kernel_dot_rows takes: enough that its first rows' misses (not prefetched) weigh little. */
+#define DOT_ROWS_BLOCK 256
+
+typedef struct dot_rows_job {
+    float *out;
+    const float *matrix, *x;
+    size_t dim, n;
+    const int64_t *rows;
+} dot_rows_job;
+
+static void dot_rows_block(void *argument, size_t block, float *scratch) {
+    (void)scratch;
+    const dot_rows_job *job = argument;
+    size_t first = block * DOT_ROWS_BLOCK, n = job->n - first < DOT_ROWS_BLOCK ? job->n - first : DOT_ROWS_BLOCK;
+    const float *matrix = job->rows ? job->matrix : job->matrix + first * job->dim;
+    const int64_t *rows = job->rows ? job->rows + first : NULL;
+    FAST_OR_REFERENCE(kernel_dot_rows_avx512, kernel_dot_rows_reference)(job->out + first, matrix, job->dim, rows, n,
+                                                                        job->x);
+}
+
+void kernel_dot_rows(float *out, const float *matrix, size_t dim, const int64_t *rows, size_t n, const float *x,
+                     pool *threads) {
+    dot_rows_job job = {out, matrix, x, dim, n, rows};
+    pool_for(threads, (n + DOT_ROWS_BLOCK - 1) / DOT_ROWS_BLOCK, dot_rows_block, &job);
+}
+
 void kernel_linear_reference(float *out, size_t out_stride, const float *in, size_t in_stride,
                              const float *weight, const float *bias, size_t rows, size_t in_features,
                              size_t out_features) {

@@ -113,6 +113,19 @@ void kernel_softmax_reference(float *x, size_t rows, size_t n);
 /* Scales x[n] to unit L2 norm (left as is when the norm is 0). */
 void kernel_l2_normalize(float *x, size_t n);
 
+/* out[i] = Σ_d matrix[rows[i]·dim + d] · x[d] for i < n (rows NULL: row i):
+ * a search's exact scores of its candidates, read straight from the stored
+ * vectors (a mapped vectors.npy), and a query's centroid scores. Rows are
+ * read in the order given (sorted, a mapped file is read forward), the next
+ * ones prefetched while one is summed, in blocks over the pool's threads
+ * (NULL: the caller alone). Every row must be below the matrix's count: the
+ * caller checks. The reference sums in double; the AVX-512 kernel in float,
+ * 64 lanes (within a few float rounding steps of it). */
+void kernel_dot_rows(float *out, const float *matrix, size_t dim, const int64_t *rows, size_t n, const float *x,
+                     pool *threads);
+void kernel_dot_rows_reference(float *out, const float *matrix, size_t dim, const int64_t *rows, size_t n,
+                               const float *x);
+
 typedef enum kernel_mask {
     KERNEL_MASK_NONE = 0,  /* every query sees every key */
     KERNEL_MASK_CAUSAL = 1 /* query i sees keys 0..i (+ key_offset) */

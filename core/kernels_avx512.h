@@ -92,6 +92,12 @@ bool kernel_attention_block_avx512(const kernel_attention_block *block, float *s
 void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
                                  const float *rows, size_t row_stride, size_t count, size_t n, size_t width);
 
+/* ------------------------------------------------ scores of stored rows (dot_rows_avx512.c) */
+
+/* kernel_dot_rows for rows first .. first + n of the list (or of the matrix, rows NULL), on one thread. */
+void kernel_dot_rows_avx512(float *out, const float *matrix, size_t dim, const int64_t *rows, size_t n,
+                            const float *x);
+
 /* ------------------------------------------- row-wise maths (activations_avx512.c) */
 
 /* What kernel_softmax, kernel_gelu, kernel_quick_gelu and kernel_layernorm

@@ -312,6 +312,18 @@ glimpse_status glimpse_embed_texts(glimpse_context *ctx, const char *const *text
 glimpse_status glimpse_score(const glimpse_model *model, const float *image_embeddings, size_t image_count,
                              const float *text_embeddings, size_t text_count, float *logits);
 
+/* Inner products of stored vectors with a query, for re-scoring a vector
+ * index's candidates exactly (glimpse.faiss does it on its memory-mapped
+ * vectors.npy): out[i] = Σ_d matrix[rows[i]·dim + d] · query[d] for i < n,
+ * where matrix holds count rows of dim floats; rows NULL means rows 0 .. n-1.
+ * The rows are read in the order given (sort them to read a mapped file
+ * forward), the next ones prefetched, over `threads` threads (<= 0: every
+ * core; a few hundred rows run on the caller alone). Summed in float (in
+ * double without AVX-512). GLIMPSE_STATUS_INVALID_ARGUMENT, with nothing
+ * written, when a row is outside [0, count). No model needed. */
+glimpse_status glimpse_dot_rows(const float *matrix, size_t count, size_t dim, const int64_t *rows, size_t n,
+                                const float *query, int threads, float *out);
+
 /* Token ids of a text as the model's tokenizer gives them (with start and end
  * tokens, truncated to the model's context; SigLIP's padded with its end token
  * to exactly 64, as its processor pads them; ViT-GPT2's GPT-2 tokenizer adds

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/kernels.h"
+#include "core/pool.h"
 #include "search/faiss_engine.h"
 #include "search/faiss_folder.h"
 #include "search/npy.h"
@@ -33,6 +35,7 @@ struct faiss_folder {
     const uint64_t *offset; /* [count + 1], inside offsets */
     const double *time;     /* [count], inside times: a video frame's time, negative for a still; NULL: all stills */
     const float *vector;    /* [count, dim], inside vectors; NULL without vectors.npy */
+    pool *threads;          /* the re-scoring's, created with the first search that re-scores */
     /* one search's scratch */
     int64_t *rows;
     float *scores;
@@ -194,6 +197,7 @@ static void free_result_paths(faiss_folder *f) {
 void faiss_folder_free(faiss_folder *f) {
     if (!f) return;
     if (f->engine) faiss_engine_free(f->engine);
+    pool_free(f->threads);
     unmap(&f->paths), unmap(&f->offsets), unmap(&f->vectors), unmap(&f->times);
     free_result_paths(f);
     free(f->result_paths), free(f->rows), free(f->scores);
@@ -209,6 +213,12 @@ typedef struct candidate {
     int64_t row;
     float cosine;
 } candidate;
+
+/* Ascending row numbers. */
+static int by_row(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
 
 /* Best first; equal cosines by row, as glimpse.faiss orders them. */
 static int by_cosine(const void *a, const void *b) {
@@ -257,25 +267,21 @@ glimpse_status faiss_folder_search(faiss_folder *f, const float *query, size_t k
     if (faiss_engine_search(f->engine, query, wanted, nprobe ? nprobe : info->nprobe, f->rows, f->scores, reason,
                             sizeof reason) != 0)
         return error_set(GLIMPSE_STATUS_INTERNAL, "%s: FAISS search failed: %s", f->path, reason);
-    candidate *best = malloc(wanted * sizeof *best);
-    if (!best) return ERROR_OOM();
-    size_t n = 0;
+    size_t n = 0; /* the rows found (FAISS ends short lists with -1), checked, kept in place */
     for (size_t i = 0; i < wanted; i++) {
         int64_t row = f->rows[i];
         if (row < 0) continue;
-        if ((uint64_t)row >= info->count) {
-            free(best);
-            return damaged(f, "index.faiss", "it returned a row past its count");
-        }
-        float cosine = f->scores[i];
-        if (info->rescore) {
-            const float *v = f->vector + (size_t)row * info->dim;
-            double dot = 0;
-            for (size_t d = 0; d < info->dim; d++) dot += (double)v[d] * query[d];
-            cosine = (float)dot;
-        }
-        best[n++] = (candidate){row, cosine};
+        if ((uint64_t)row >= info->count) return damaged(f, "index.faiss", "it returned a row past its count");
+        f->rows[n] = row, f->scores[n++] = f->scores[i];
     }
+    if (info->rescore) { /* exact cosines, the rows read in file order over the pool's threads */
+        qsort(f->rows, n, sizeof *f->rows, by_row);
+        if (!f->threads && (status = pool_create(0, &f->threads))) return status;
+        kernel_dot_rows(f->scores, f->vector, info->dim, f->rows, n, query, f->threads);
+    }
+    candidate *best = malloc((n ? n : 1) * sizeof *best);
+    if (!best) return ERROR_OOM();
+    for (size_t i = 0; i < n; i++) best[i] = (candidate){f->rows[i], f->scores[i]};
     if (info->rescore) qsort(best, n, sizeof *best, by_cosine);
     for (size_t i = 0; i < n && i < k && !status; i++) {
         status = row_path(f, best[i].row, &f->result_paths[i]);

@@ -110,6 +110,46 @@ static void assert_same_caption(glimpse_context *ctx, glimpse_image *image, cons
 /* The default params leave beams, lengths and penalties to the model: the
  * demo captioner's generation_config.json says 1 beam, max_length 16,
  * min_length 0; a model without one gets glimpse's 3 beams, 5 to 20 tokens. */
+/* glimpse_dot_rows: every row checked before anything is written (a row past the matrix or negative is
+ * refused, out untouched), no rows is nothing to do, and the scores are the rows' inner products, on the
+ * caller and over threads (2,000 rows). */
+static void test_dot_rows_checks_its_rows(void **state) {
+    (void)state;
+    enum { COUNT = 3000, DIM = 40, N = 2000 };
+    float *matrix = malloc(COUNT * DIM * sizeof *matrix), query[DIM], *out = malloc(N * sizeof *out);
+    int64_t *rows = malloc(N * sizeof *rows);
+    assert_non_null(matrix), assert_non_null(out), assert_non_null(rows);
+    for (size_t i = 0; i < (size_t)COUNT * DIM; i++) matrix[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    for (size_t d = 0; d < DIM; d++) query[d] = (float)d / DIM - 0.3f;
+    for (size_t i = 0; i < N; i++) rows[i] = (int64_t)((i * 1543) % COUNT);
+    for (int threads = 0; threads <= 1; threads++) {
+        assert_int_equal(glimpse_dot_rows(matrix, COUNT, DIM, rows, N, query, threads, out), GLIMPSE_STATUS_OK);
+        for (size_t i = 0; i < N; i++) {
+            double dot = 0;
+            for (size_t d = 0; d < DIM; d++) dot += (double)matrix[(size_t)rows[i] * DIM + d] * query[d];
+            assert_true(fabs(dot - out[i]) < 1e-5);
+        }
+    }
+    /* rows NULL: the first n rows, never more than the matrix has */
+    assert_int_equal(glimpse_dot_rows(matrix, N, DIM, NULL, N + 1, query, 2, out), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(glimpse_dot_rows(matrix, COUNT, DIM, NULL, N, query, 2, out), GLIMPSE_STATUS_OK);
+    for (size_t i = 0; i < N; i++) {
+        double dot = 0;
+        for (size_t d = 0; d < DIM; d++) dot += (double)matrix[i * DIM + d] * query[d];
+        assert_true(fabs(dot - out[i]) < 1e-5);
+    }
+    for (int64_t bad = 0; bad < 2; bad++) {
+        rows[N - 1] = bad ? -1 : COUNT;
+        for (size_t i = 0; i < N; i++) out[i] = 7.0f;
+        assert_int_equal(glimpse_dot_rows(matrix, COUNT, DIM, rows, N, query, 0, out), GLIMPSE_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(glimpse_last_error(), "outside a matrix of 3000 rows"));
+        for (size_t i = 0; i < N; i++) assert_true(out[i] == 7.0f);
+    }
+    assert_int_equal(glimpse_dot_rows(NULL, 0, DIM, NULL, 0, query, 0, NULL), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_dot_rows(matrix, COUNT, 0, rows, 1, query, 0, out), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    free(matrix), free(out), free(rows);
+}
+
 static void test_caption_settings_left_to_the_model(void **state) {
     (void)state;
     glimpse_caption_params defaults = glimpse_caption_default_params();
@@ -186,6 +226,7 @@ static void test_caption_minimum_left_to_the_model(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zero_items_are_invalid),
+        cmocka_unit_test(test_dot_rows_checks_its_rows),
         cmocka_unit_test(test_caption_settings_left_to_the_model),
         cmocka_unit_test(test_caption_minimum_left_to_the_model),
     };

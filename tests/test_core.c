@@ -680,6 +680,38 @@ static void test_row_kernels_match_reference(void **state) {
     }
 }
 
+/* kernel_dot_rows against its double-summing twin: picked rows (repeated, in any order) and the
+ * first rows (rows NULL), dimensions with and without a tail past 64 and 16, on no pool and on two
+ * threads (blocks of 256 rows, so 700 rows split unevenly). */
+static void test_dot_rows_matches_reference(void **state) {
+    (void)state;
+    const size_t count = 900, dims[] = {512, 77, 16, 3};
+    pool *two;
+    assert_int_equal(pool_create(2, &two), GLIMPSE_STATUS_OK);
+    for (size_t t = 0; t < sizeof dims / sizeof *dims; t++) {
+        size_t dim = dims[t], n = 700;
+        float *matrix = random_array(count * dim), *x = random_array(dim);
+        int64_t *rows = malloc(n * sizeof *rows);
+        for (size_t i = 0; i < n; i++) rows[i] = (int64_t)((i * 7919u + 13u) % count);
+        float *fast = malloc(n * sizeof *fast), *slow = malloc(n * sizeof *slow);
+        for (int picked = 0; picked < 2; picked++)
+            for (int threaded = 0; threaded < 2; threaded++) {
+                memset(fast, 0xff, n * sizeof *fast);
+                kernel_dot_rows(fast, matrix, dim, picked ? rows : NULL, n, x, threaded ? two : NULL);
+                kernel_dot_rows_reference(slow, matrix, dim, picked ? rows : NULL, n, x);
+                for (size_t i = 0; i < n; i++) {
+                    const float *row = matrix + (picked ? (size_t)rows[i] : i) * dim;
+                    double magnitude = 0;
+                    for (size_t d = 0; d < dim; d++) magnitude += fabs((double)row[d] * x[d]);
+                    assert_true(fabs((double)fast[i] - slow[i]) <= 1e-6 * magnitude + 1e-30);
+                    if (!cpu_has_avx512()) assert_true(fast[i] == slow[i]);
+                }
+            }
+        free(matrix), free(x), free(rows), free(fast), free(slow);
+    }
+    pool_free(two);
+}
+
 static void test_softmax_and_normalize(void **state) {
     (void)state;
     float x[6] = {1, 2, 3, 1000, 1000, -INFINITY};
@@ -800,6 +832,7 @@ int main(void) {
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
+        cmocka_unit_test(test_dot_rows_matches_reference),
         cmocka_unit_test(test_vector_maths_against_double), cmocka_unit_test(test_row_kernels_match_reference),
         cmocka_unit_test(test_pool_runs_every_index_once),
         cmocka_unit_test(test_pool_jobs_never_mix), cmocka_unit_test(test_strmap),
