@@ -203,7 +203,7 @@ def main():
     started = time.perf_counter()
     index = glimpse_faiss.FaissIndex(folder, populate=arguments.populate)
     open_seconds = round(time.perf_counter() - started, 2)
-    log(stage="open", populate=arguments.populate, seconds=open_seconds)
+    log(stage="open", populate=arguments.populate, seconds=open_seconds, huge_mapped=index.huge_mapped)
     report = {"count": arguments.count, "dim": DIM, "generate_seconds": generated,
               "mean_pair_cosine": round(pair_cosine, 3), "exact_search_seconds_all_queries": exact_seconds,
               "build_seconds": parameters["build_seconds"],
@@ -212,7 +212,8 @@ def main():
               "path_table_bytes": os.path.getsize(os.path.join(folder, "paths.bin")) +
               os.path.getsize(os.path.join(folder, "offsets.npy")),
               "vector_bytes": os.path.getsize(path), "peak_rss_mib_until_built": build_peak,
-              "populate": arguments.populate, "open_seconds": open_seconds, "runs": []}
+              "populate": arguments.populate, "open_seconds": open_seconds, "huge_mapped": index.huge_mapped,
+              "runs": []}
     for nprobe in arguments.nprobe:
         for factor in arguments.rescore_factor:
             latencies, hits = [], 0

@@ -14,12 +14,35 @@ from . import _library as _c
 from ._library import lib as _lib
 
 __all__ = ["GlimpseError", "Model", "Image", "Video", "Index", "Caption", "IndexSummary", "Explanation", "ExplainMap",
-           "is_video", "video_sampling", "version"]
+           "is_video", "video_sampling", "version", "dot_rows"]
 
 
 def version():
     """The version of the libglimpse actually loaded, "MAJOR.MINOR.PATCH"."""
     return _lib.glimpse_version().decode()
+
+
+def dot_rows(matrix, query, rows=None, threads=0):
+    """matrix[rows] @ query as float32 [len(rows)], read in place (nothing copied out): matrix is a C-contiguous
+    float32 [count, dim] array or memory map (a vectors.npy opened with mmap_mode="r"), rows int64 row numbers
+    (each in [0, count); sort them to read a mapped file forward; None: every row), query float32 [dim]. The
+    exact re-scoring of glimpse.faiss's candidates: the next rows prefetched while one is summed, over threads
+    (0: every core). Sums in float32 where the CPU has AVX-512, else in double."""
+    if not (isinstance(matrix, np.ndarray) and matrix.ndim == 2 and matrix.dtype == np.float32
+            and matrix.flags.c_contiguous):
+        raise ValueError("dot_rows: matrix must be a C-contiguous float32 [count, dim] array")
+    query = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+    if query.shape[0] != matrix.shape[1]:
+        raise ValueError(f"dot_rows: a query of {query.shape[0]} for rows of {matrix.shape[1]}")
+    if rows is not None:
+        rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+    n = matrix.shape[0] if rows is None else rows.shape[0]
+    out = np.empty(n, np.float32)
+    if n:
+        _check(_lib.glimpse_dot_rows(matrix.ctypes.data, matrix.shape[0], matrix.shape[1],
+                                     None if rows is None else rows.ctypes.data, n, _floats(query), int(threads),
+                                     _floats(out)))
+    return out
 
 
 # ------------------------------------------------------------------ errors

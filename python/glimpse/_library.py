@@ -156,6 +156,8 @@ _declare("glimpse_image_height", ctypes.c_int, P)
 _declare("glimpse_embed_images", status, P, PP, ctypes.c_size_t, c_float_p)
 _declare("glimpse_embed_texts", status, P, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t, c_float_p)
 _declare("glimpse_score", status, P, c_float_p, ctypes.c_size_t, c_float_p, ctypes.c_size_t, c_float_p)
+_declare("glimpse_dot_rows", status, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p,
+         ctypes.c_size_t, c_float_p, ctypes.c_int, c_float_p)
 _declare("glimpse_tokenize", status, P, ctypes.c_char_p, c_int32_p, ctypes.c_size_t, c_size_t_p)
 _declare("glimpse_caption_default_params", CaptionParams)
 _declare("glimpse_caption_images", status, P, PP, ctypes.c_size_t, ctypes.POINTER(CaptionParams),

@@ -194,6 +194,34 @@ def test_numpy_arrays_that_are_not_c_contiguous(demo_clip, pictures):
     np.testing.assert_array_equal(demo_clip.embed_images([rgba]), got[:1])
 
 
+def test_dot_rows_scores_stored_rows_in_place(tmp_path):
+    """glimpse.dot_rows gives matrix[rows] @ query (within float rounding) from an array and from a read-only
+    memory map, on one thread and on all, with the rows in any order or none given; a row outside the matrix,
+    a wrong query size or a matrix that is not C-contiguous float32 is refused."""
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((5000, 96)).astype(np.float32)
+    np.save(tmp_path / "m.npy", matrix)
+    mapped = np.load(tmp_path / "m.npy", mmap_mode="r")
+    query = rng.standard_normal(96).astype(np.float32)
+    rows = rng.integers(0, 5000, 3000)
+    expected = (matrix.astype(np.float64) @ query.astype(np.float64))
+    for source in (matrix, mapped):
+        for threads in (1, 0):
+            np.testing.assert_allclose(glimpse.dot_rows(source, query, rows, threads), expected[rows], rtol=0, atol=1e-4)
+            np.testing.assert_allclose(glimpse.dot_rows(source, query, np.sort(rows), threads), expected[np.sort(rows)],
+                                       rtol=0, atol=1e-4)
+            np.testing.assert_allclose(glimpse.dot_rows(source, query, None, threads), expected, rtol=0, atol=1e-4)
+    assert glimpse.dot_rows(matrix, query, []).shape == (0,)
+    for bad in (5000, -1):
+        with pytest.raises(ValueError, match="outside a matrix of 5000 rows"):
+            glimpse.dot_rows(matrix, query, [0, bad, 1])
+    with pytest.raises(ValueError, match="a query of 95"):
+        glimpse.dot_rows(matrix, query[:95], rows)
+    for wrong in (matrix[:, :48], matrix.astype(np.float64), matrix[0]):
+        with pytest.raises(ValueError, match="C-contiguous float32"):
+            glimpse.dot_rows(wrong, query, [0])
+
+
 def test_bad_inputs_raise_glimpse_errors(demo_clip, demo_caption, tmp_path):
     fixtures = fixture("clip-tiny").parent / "images"
     with pytest.raises(FileNotFoundError, match="missing.png"):

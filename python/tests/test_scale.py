@@ -451,3 +451,17 @@ def test_faiss_index_damage_is_a_clear_error(tmp_path, faiss_index, how, message
     done = glimpse("search", "--faiss", folder, "--json", "a query", check=False)
     assert done.returncode == 1 and message in done.stderr, done.stderr
     assert done.stdout == ""
+
+
+def test_mapping_a_file_whole_keeps_its_contents(tmp_path):
+    """map_whole on a 72 MB file (above the size where a file cached in small pages is dropped from the page
+    cache and read again to be mapped by huge ones): the array reads the same numbers afterwards, and the
+    fraction it reports as mapped by huge pages is a fraction (0 where the kernel maps none)."""
+    from glimpse import faiss as glimpse_faiss
+    rows = np.arange(72 * 2**20 // 2048 * 512, dtype=np.float32).reshape(-1, 512)
+    np.save(tmp_path / "vectors.npy", rows)
+    mapped = np.load(tmp_path / "vectors.npy", mmap_mode="r")
+    fraction = glimpse_faiss.map_whole(mapped, str(tmp_path / "vectors.npy"))
+    assert 0.0 <= fraction <= 1.0
+    assert np.array_equal(mapped[::997], rows[::997]) and np.array_equal(mapped[-1], rows[-1])
+    assert glimpse_faiss.huge_mapped_fraction(0, 4096) == 0.0  # no mapping there
