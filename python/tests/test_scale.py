@@ -465,3 +465,14 @@ def test_mapping_a_file_whole_keeps_its_contents(tmp_path):
     assert 0.0 <= fraction <= 1.0
     assert np.array_equal(mapped[::997], rows[::997]) and np.array_equal(mapped[-1], rows[-1])
     assert glimpse_faiss.huge_mapped_fraction(0, 4096) == 0.0  # no mapping there
+
+
+def test_the_ivfpq_parameters_follow_the_stated_rule():
+    """The defaults the README states and measured: 4 sqrt(n) lists, nlist/128 of them searched (16 to 48),
+    100 (n / 10^6)^0.7 candidates a result re-scored (50 to 1,000) and 64 bytes of PQ code at dimension 512."""
+    from glimpse import faiss as glimpse_faiss
+    for count, nlist, nprobe, factor in ((200_000, 2048, 16, 50), (1_000_000, 4096, 32, 100),
+                                         (10_000_000, 16384, 48, 500), (100_000_000, 32768, 48, 1000)):
+        chosen = glimpse_faiss.ivfpq_parameters(count, 512)
+        assert (chosen["nlist"], chosen["nprobe"], chosen["rescore_factor"], chosen["pq_sub_vectors"]) == \
+            (nlist, nprobe, factor, 64), count
