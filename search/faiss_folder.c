@@ -276,7 +276,7 @@ glimpse_status faiss_folder_search(faiss_folder *f, const float *query, size_t k
     }
     if (info->rescore) { /* exact cosines, the rows read in file order over the pool's threads */
         qsort(f->rows, n, sizeof *f->rows, by_row);
-        if (!f->threads && (status = pool_create(0, &f->threads))) return status;
+        if (!f->threads && pool_create(0, &f->threads) != GLIMPSE_STATUS_OK) f->threads = NULL; /* the caller alone */
         kernel_dot_rows(f->scores, f->vector, info->dim, f->rows, n, query, f->threads);
     }
     candidate *best = malloc((n ? n : 1) * sizeof *best);
