@@ -690,11 +690,30 @@ IndexSummary.__doc__ = """What Index.update did: counts, then failures [(path, r
 root_failures [(path, reason)] of paths given (or folders under them) that were missing or unreadable."""
 
 
+def _is_faiss_folder(path):
+    """Whether path is an index folder of python -m glimpse.faiss build (index.faiss and params.json in it)."""
+    try:
+        return os.path.isdir(path) and all(os.path.isfile(os.path.join(path, name))
+                                           for name in ("index.faiss", "params.json"))
+    except TypeError:
+        return False
+
+
 class Index(_Handle):
     """A glimpse search index (an SQLite file of paths, content hashes and embeddings). With a model, the
     index is created if needed and must have been built with that model; without one it must exist and
     is opened read-only, for searching (a text query then loads the index's own model, text tower only).
-    One Index per thread (SQLite handles other processes)."""
+    One Index per thread (SQLite handles other processes).
+
+    A FAISS index folder (python -m glimpse.faiss build) opens as glimpse.faiss.FaissIndex instead, as
+    glimpse search --faiss searches it: read-only, with the same search(query, k, with_times), len() and
+    `with`; its candidates re-scored with the exact vectors. Needs Debian's python3-faiss."""
+
+    def __new__(cls, path=None, model=None):
+        if cls is Index and path is not None and _is_faiss_folder(path):
+            from .faiss import FaissIndex
+            return FaissIndex(os.fspath(path), model)
+        return super().__new__(cls)
 
     def __init__(self, path, model=None):
         self._handle = None

@@ -345,6 +345,16 @@ class FaissIndex:
     def __len__(self):
         return int(self.index.ntotal)
 
+    def close(self):
+        """Lets go of the index, the mappings and the model (as glimpse.Index.close does); also at `with`'s end."""
+        self.index = self.ivf = self.vectors = self.offsets = self.paths = self.times = self.model = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def path(self, row):
         return bytes(self.paths[int(self.offsets[row]):int(self.offsets[row + 1])]).decode(errors="surrogateescape")
 
@@ -408,6 +418,8 @@ class FaissIndex:
         """The k stored pictures closest to query (a text or combined query, or an embedding) as
         [(path, score)], best first; with_times, [(path, score, time)], time a video frame's seconds or
         None for a still."""
+        if k <= 0:
+            return []
         vector = self.embed(query) if isinstance(query, str) else query
         rows, cosines = self.search_vectors(vector, k, nprobe, rescore)
         return [(self.path(row), float(self.scale * cosine + self.bias)) + ((self.time(row),) if with_times else ())

@@ -476,3 +476,21 @@ def test_the_ivfpq_parameters_follow_the_stated_rule():
         chosen = glimpse_faiss.ivfpq_parameters(count, 512)
         assert (chosen["nlist"], chosen["nprobe"], chosen["rescore_factor"], chosen["pq_sub_vectors"]) == \
             (nlist, nprobe, factor, 64), count
+
+
+@needs_faiss
+def test_the_python_index_opens_a_faiss_folder(tmp_path, model, embeddings, built):
+    """glimpse.Index on a FAISS index folder is a FaissIndex: the same results as glimpse.faiss's own class and,
+    for an exact (flat) folder, the SQLite index's and glimpse search --faiss's."""
+    import glimpse as binding
+    from glimpse import faiss as glimpse_faiss
+    glimpse_faiss.build(str(embeddings), str(tmp_path / "flat"), kind="flat")
+    with binding.Index(tmp_path / "flat", model) as index, binding.Index(built) as sqlite:
+        assert isinstance(index, glimpse_faiss.FaissIndex) and len(index) == len(sqlite)
+        found = [index.search(query, 8) for query in QUERIES]
+        assert_same_results(found, [sqlite.search(query, 8) for query in QUERIES])
+        assert_same_results(found, search("--faiss", tmp_path / "flat"))
+        assert index.search(QUERIES[0], 0) == []
+    assert index.index is None  # closed at the end of with
+    with pytest.raises(binding.GlimpseError):
+        binding.Index(tmp_path / "missing")  # neither a FAISS folder nor an SQLite index
