@@ -3,9 +3,9 @@
  * (a search's candidates, gathered from a mapped vectors.npy of millions of
  * rows). Each row is a few kilobytes at a random place, so the time is the
  * memory's, not the arithmetic's: the rows DOT_ROWS_AHEAD ahead are
- * prefetched whole while the current one is summed, which keeps several
- * rows' cache lines in flight instead of one row's (measured in the README,
- * "FAISS at 10 million vectors"). */
+ * prefetched whole while the current one is summed, so that several rows'
+ * cache lines are asked for at once (the README's 10M FAISS figures give
+ * what the whole re-scoring takes). */
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -318,7 +318,7 @@ glimpse_status glimpse_score(const glimpse_model *model, const float *image_embe
  * where matrix holds count rows of dim floats; rows NULL means rows 0 .. n-1.
  * The rows are read in the order given (sort them to read a mapped file
  * forward), the next ones prefetched, over `threads` threads (<= 0: every
- * core; a few hundred rows run on the caller alone). Summed in float (in
+ * core; fewer than 1,024 rows run on the caller alone). Summed in float (in
  * double without AVX-512). GLIMPSE_STATUS_INVALID_ARGUMENT, with nothing
  * written, when a row is outside [0, count). No model needed. */
 glimpse_status glimpse_dot_rows(const float *matrix, size_t count, size_t dim, const int64_t *rows, size_t n,

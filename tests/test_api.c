@@ -107,9 +107,6 @@ static void assert_same_caption(glimpse_context *ctx, glimpse_image *image, cons
     glimpse_caption_free(&first), glimpse_caption_free(&second);
 }
 
-/* The default params leave beams, lengths and penalties to the model: the
- * demo captioner's generation_config.json says 1 beam, max_length 16,
- * min_length 0; a model without one gets glimpse's 3 beams, 5 to 20 tokens. */
 /* glimpse_dot_rows: every row checked before anything is written (a row past the matrix or negative is
  * refused, out untouched), no rows is nothing to do, and the scores are the rows' inner products, on the
  * caller and over threads (2,000 rows). */
@@ -150,6 +147,9 @@ static void test_dot_rows_checks_its_rows(void **state) {
     free(matrix), free(out), free(rows);
 }
 
+/* The default params leave beams, lengths and penalties to the model: the
+ * demo captioner's generation_config.json says 1 beam, max_length 16,
+ * min_length 0; a model without one gets glimpse's 3 beams, 5 to 20 tokens. */
 static void test_caption_settings_left_to_the_model(void **state) {
     (void)state;
     glimpse_caption_params defaults = glimpse_caption_default_params();
