@@ -18,18 +18,17 @@ static inline const float *row_at(const float *matrix, size_t dim, const int64_t
     return matrix + (rows ? (size_t)rows[i] : i) * dim;
 }
 
+/* Every cache line of row i asked for. */
+static inline void prefetch_row(const float *matrix, size_t dim, const int64_t *rows, size_t i) {
+    const char *row = (const char *)row_at(matrix, dim, rows, i);
+    for (size_t b = 0; b < dim * sizeof(float); b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+}
+
 void kernel_dot_rows_avx512(float *out, const float *matrix, size_t dim, const int64_t *rows, size_t n,
                             const float *x) {
-    size_t bytes = dim * sizeof(float);
-    for (size_t i = 0; i < n && i < DOT_ROWS_AHEAD; i++) {
-        const char *ahead = (const char *)row_at(matrix, dim, rows, i);
-        for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
-    }
+    for (size_t i = 0; i < n && i < DOT_ROWS_AHEAD; i++) prefetch_row(matrix, dim, rows, i);
     for (size_t i = 0; i < n; i++) {
-        if (i + DOT_ROWS_AHEAD < n) {
-            const char *ahead = (const char *)row_at(matrix, dim, rows, i + DOT_ROWS_AHEAD);
-            for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
-        }
+        if (i + DOT_ROWS_AHEAD < n) prefetch_row(matrix, dim, rows, i + DOT_ROWS_AHEAD);
         const float *row = row_at(matrix, dim, rows, i);
         __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
         size_t d = 0;

@@ -347,7 +347,8 @@ class FaissIndex:
 
     def close(self):
         """Lets go of the index, the mappings and the model (as glimpse.Index.close does); also at `with`'s end."""
-        self.index = self.ivf = self.vectors = self.offsets = self.paths = self.times = self.model = None
+        self.index = self.ivf = self.centroids = self.vectors = self.offsets = self.paths = self.times = None
+        self.model = None
 
     def __enter__(self):
         return self
