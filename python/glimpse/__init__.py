@@ -5,6 +5,7 @@ runs without the GIL, so threads sharing one Model run in parallel."""
 import ctypes
 import mmap
 import os
+import stat
 import threading
 from collections import namedtuple
 
@@ -14,7 +15,7 @@ from . import _library as _c
 from ._library import lib as _lib
 
 __all__ = ["GlimpseError", "Model", "Image", "Video", "Index", "Caption", "IndexSummary", "Explanation", "ExplainMap",
-           "is_video", "video_sampling", "version", "dot_rows"]
+           "is_video", "video_sampling", "version", "dot_rows", "open_regular"]
 
 
 def version():
@@ -121,6 +122,34 @@ def _encode_path(path):
     return os.fsencode(os.fspath(path))
 
 
+def open_regular(path):
+    """Opens path for reading in binary, as open(path, "rb") does, but only a regular file (links followed):
+    a named pipe, a device or a folder raises InputOutputError at once, as glimpse's C tools refuse them,
+    instead of blocking until something writes to a pipe. The caller closes the file (or uses `with`)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a pipe's open returns at once
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            what = ("a named pipe, not a regular file (not read: it may never end)" if stat.S_ISFIFO(mode)
+                    else "a folder, not a file" if stat.S_ISDIR(mode) else "not a regular file")
+            raise InputOutputError(_c.STATUS_NAMES.index("IO"), f"{os.fsdecode(os.fspath(path))}: {what}")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _whole_number(what, value, minimum):
+    """value as an int of at least minimum; anything else (a str, a float, a bool) raises: a setting given
+    in the wrong type is a mistake to say, not to guess at."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"glimpse: {what} is a whole number, not {value!r}")
+    if value < minimum:
+        raise ValueError(f"glimpse: {what} is at least {minimum}, not {value}")
+    return int(value)
+
+
 def _floats(array):
     return array.ctypes.data_as(_c.c_float_p)
 
@@ -132,7 +161,11 @@ def _handles(images):
 def _texts(texts):
     if isinstance(texts, str):
         texts = [texts]
-    encoded = [str(text).encode() for text in texts]
+    texts = list(texts)
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"glimpse: texts are str, not {type(text).__name__} ({text!r})")
+    encoded = [text.encode() for text in texts]
     return encoded, (ctypes.c_char_p * len(encoded))(*encoded)
 
 
@@ -251,7 +284,7 @@ def is_video(source):
     """Whether a file (a path) or bytes hold a video container glimpse reads (MP4/MOV, Matroska/WebM, AVI,
     MPEG-TS/PS, FLV, ASF, Ogg) rather than a still picture; judged from the first MiB."""
     if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as file:
+        with open_regular(source) as file:
             source = file.read(1 << 20)
     data = bytes(source)
     return bool(_lib.glimpse_is_video(data, len(data)))
@@ -271,7 +304,7 @@ class Video(_Handle):
         options = _video_options(every, scenes, max_pixels, ignore_rotation)
         if isinstance(source, (str, os.PathLike)):
             label = _encode_path(source)
-            with open(source, "rb") as file:
+            with open_regular(source) as file:
                 size = os.fstat(file.fileno()).st_size
                 if size == 0:
                     raise GlimpseError(_c.STATUS_NAMES.index("BAD_FORMAT"), f"{os.fspath(source)}: an empty file")
@@ -360,6 +393,7 @@ class Model(_Handle):
 
     def __init__(self, path, threads=0, precision="float32", load_vision=True, load_text=True):
         self._handle = None
+        _whole_number("threads", threads, 0)
         if precision not in _c.PRECISIONS:
             raise ValueError(f"glimpse.Model: precision is float32 or int8, not {precision!r}")
         params = _lib.glimpse_load_default_params()
@@ -368,7 +402,7 @@ class Model(_Handle):
         handle = ctypes.c_void_p()
         _check(_lib.glimpse_model_load(_encode_path(path), ctypes.byref(params), ctypes.byref(handle)))
         self._handle = handle.value
-        self.threads = int(threads)
+        self.threads = _whole_number("threads", threads, 0)
         self.precision = precision
         self._local = threading.local()
         self._contexts = []
@@ -454,7 +488,7 @@ class Model(_Handle):
         """Scores every image against every text: float32 [images, texts], higher is better. CLIP and
         SigLIP: the logit (score()); BLIP retrieval: the ITM match probability, or with mode="itc" the ITC
         cosine. np.argsort(-scores[:, t]) orders the images for text t."""
-        if self.kind in ("clip", "siglip"):
+        if self.embedding_dim:  # CLIP-style towers embed into one space
             return self.score(self.embed_images(images), self.embed_texts(texts))
         if mode not in _c.MATCH_MODES:
             raise ValueError(f"glimpse.Model.rank: mode is itm or itc, not {mode!r}")
@@ -514,14 +548,15 @@ class Model(_Handle):
         prompt's bytes are kept on the structure (ctypes holds them while it lives)."""
         params = _lib.glimpse_caption_default_params()
         params.prompt = prompt.encode() if prompt is not None else None
-        for name, value in (("max_tokens", max_tokens), ("min_tokens", min_tokens), ("beams", beams)):
+        for name, value, minimum in (("max_tokens", max_tokens, 1), ("min_tokens", min_tokens, 0),
+                                     ("beams", beams, 1)):
             if value is not None:
-                setattr(params, name, int(value))
+                setattr(params, name, _whole_number(name, value, minimum))
         for name, value in (("length_penalty", length_penalty), ("repetition_penalty", repetition_penalty)):
             if value is not None:
                 setattr(params, name, float(value))
-        params.sample, params.temperature, params.top_k = bool(sample), float(temperature), int(top_k)
-        params.top_p, params.seed = float(top_p), int(seed)
+        params.sample, params.temperature = bool(sample), float(temperature)
+        params.top_k, params.top_p, params.seed = _whole_number("top_k", top_k, 0), float(top_p), _whole_number("seed", seed, 0)
         return params
 
     def _generate(self, images, params, on_token, question=None):
@@ -863,7 +898,7 @@ class Index(_Handle):
             if vector.shape[0] != dim:
                 raise ValueError(f"glimpse.Index.search: the index holds {dim}-dimensional embeddings, "
                                  f"the query has {vector.shape[0]}")
-        if k <= 0:
+        if _whole_number("k", k, 0) == 0:
             return []
         results = (_c.SearchResult * k)()
         found = ctypes.c_size_t()

@@ -48,8 +48,11 @@ def list_pictures(roots, videos=True):
 
 
 def hash_file(digest, path):
-    """Feeds the file at path to digest, a MiB at a time (a video or a weight file may be gigabytes)."""
-    with open(path, "rb") as file:
+    """Feeds the file at path to digest, a MiB at a time (a video or a weight file may be gigabytes). Only a
+    regular file is read: a named pipe among the pictures raises OSError at once (and is listed as broken)
+    instead of blocking the worker until something writes to it."""
+    import glimpse
+    with glimpse.open_regular(path) as file:
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return digest

@@ -240,6 +240,56 @@ def test_bad_inputs_raise_glimpse_errors(demo_clip, demo_caption, tmp_path):
         glimpse.Model("/no-such-model")
 
 
+def test_settings_of_the_wrong_type_or_range_are_refused(demo_clip, demo_caption, pictures, tmp_path):
+    for bad in ({"beams": -1}, {"beams": 0}, {"beams": "2"}, {"max_tokens": 0}, {"min_tokens": -2},
+                {"beams": 2.5}, {"top_k": -1}, {"seed": -3}):
+        with pytest.raises((TypeError, ValueError), match=next(iter(bad))):
+            demo_caption.caption(pictures[:1], **bad)
+    with pytest.raises(TypeError, match="threads"):
+        glimpse.Model(DEMO_CLIP, threads="2")
+    with pytest.raises(ValueError, match="threads"):
+        glimpse.Model(DEMO_CLIP, threads=-1)
+    with pytest.raises(TypeError, match="str"):
+        demo_clip.embed_texts([5])
+    with pytest.raises(TypeError, match="str"):
+        demo_clip.embed_texts(["a red circle", None])
+    with glimpse.Index(str(tmp_path / "empty.db"), model=demo_clip) as index:
+        assert index.search("a red circle", k=0) == []
+        with pytest.raises(ValueError, match="k is at least 0"):
+            index.search("a red circle", k=-1)
+        with pytest.raises(TypeError, match="k is a whole number"):
+            index.search("a red circle", k="3")
+
+
+def test_named_pipes_are_refused_at_once(pictures, tmp_path):
+    """A named pipe that nothing writes to must be refused, not read: reading it would block forever (an alarm
+    turns such a hang into a failure here)."""
+    import signal
+    import glimpse.dask
+    pipe = tmp_path / "pipe.mp4"
+    os.mkfifo(pipe)
+
+    def hang(signum, frame):
+        raise RuntimeError("blocked reading a FIFO instead of refusing it")  # (not an OSError: no raises() takes it)
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(20)
+    try:
+        for call in (lambda: glimpse.is_video(pipe), lambda: glimpse.Video(pipe), lambda: glimpse.Image(pipe),
+                     lambda: glimpse.open_regular(pipe)):
+            with pytest.raises(OSError, match="named pipe"):
+                call()
+        with pytest.raises(OSError, match="folder"):
+            glimpse.open_regular(tmp_path)
+        with glimpse.Model(DEMO_CLIP, threads=1) as model:
+            vectors, described, broken = glimpse.dask.embed_pictures(model, [pictures[0], str(pipe)],
+                                                                     video={"every": 2})
+        assert [record["path"] for record in described] == [pictures[0]] and len(vectors) == 1
+        assert [b["path"] for b in broken] == [str(pipe)] and "named pipe" in broken[0]["reason"]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 # ----------------------------------------------------------------- index
 
 def test_index_update_and_search_equal_the_cli(demo_clip, pictures, tmp_path):
