@@ -12,7 +12,7 @@ struct prefetch {
     unsigned char *ring; /* capacity items */
     size_t head, count;  /* the oldest item, and how many are waiting */
     bool ended;          /* the producer returned false */
-    volatile bool stopping;
+    atomic_bool stopping; /* written by the caller, read by the producer outside the lock */
     bool ahead;      /* a thread runs the producer */
     pthread_t thread;
     pthread_mutex_t lock;

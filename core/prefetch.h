@@ -5,6 +5,7 @@
 #ifndef GLIMPSE_CORE_PREFETCH_H
 #define GLIMPSE_CORE_PREFETCH_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -14,8 +15,9 @@ typedef struct prefetch prefetch;
 
 /* Called on the producer thread: fills item (item_size bytes, zeroed) with
  * the next result and returns true, or returns false at the end. It may
- * look at *stopping (set when the caller stops early) to end sooner. */
-typedef bool (*prefetch_produce)(void *user, void *item, const volatile bool *stopping);
+ * read *stopping (an atomic load: set by the caller's thread when it stops
+ * early) to end sooner. */
+typedef bool (*prefetch_produce)(void *user, void *item, const atomic_bool *stopping);
 /* Releases what an item produced but never taken owns (when stopped early). */
 typedef void (*prefetch_dispose)(void *user, void *item);
 

@@ -909,7 +909,7 @@ static bool reader_fail(index_reader *r, index_item *item) {
     return true;
 }
 
-static bool index_produce(void *user, void *out, const volatile bool *stopping) {
+static bool index_produce(void *user, void *out, const atomic_bool *stopping) {
     index_reader *r = user;
     index_item *item = out;
     const glimpse_frame_source *frames = r->params ? r->params->frames : NULL;

@@ -108,7 +108,7 @@ typedef struct counter {
     int made, disposed;
 } counter;
 
-static bool produce_number(void *user, void *item, const volatile bool *stopping) {
+static bool produce_number(void *user, void *item, const atomic_bool *stopping) {
     counter *c = user;
     if (*stopping || c->next >= c->limit) return false;
     int *value = malloc(sizeof *value); /* owned by the item: disposed of if never taken */

@@ -320,7 +320,7 @@ typedef struct picture_ahead {
     cli_picture picture;
 } picture_ahead;
 
-static bool produce_picture(void *user, void *item, const volatile bool *stopping) {
+static bool produce_picture(void *user, void *item, const atomic_bool *stopping) {
     (void)stopping;
     return cli_pictures_next(user, &((picture_ahead *)item)->picture);
 }
