@@ -28,7 +28,7 @@ import sys
 import time
 
 # Debian 12's OpenBLAS 0.3.21 takes its oldest x86-64 kernels on CPUs it does not know, such as the AMX Xeons
-# (Sapphire / Emerald Rapids): FAISS's k-means and adds then ran 4x slower (README). Read when numpy and FAISS
+# (Sapphire / Emerald Rapids), where FAISS's k-means and adds run 4x slower (docs/scale-out.md). Read when numpy and FAISS
 # load OpenBLAS, so set before either is imported; a value already in the environment wins.
 try:
     with open("/proc/cpuinfo") as cpuinfo:

@@ -1,6 +1,7 @@
 """report.py — the table of bench/run.sh: each stage's median for glimpse,
 PyTorch and ONNX Runtime, and glimpse's speed-up over each (above 1 is
-faster), with the machine's roof. With --markdown, the rows of README's table.
+faster), with the machine's roof. With --markdown, the same tables in Markdown, as docs/benchmarks.md
+shows them (run.sh writes them, with the machine and commit, to build/bench/benchmarks.md).
 
 run.sh measures glimpse's towers before the peers and again after them
 ("glimpse-after"); the table's glimpse figure for a tower is the mean of the
@@ -38,7 +39,10 @@ for first in rows:
 
 markdown = "--markdown" in sys.argv[2:]
 peak = next((r["gflops"] for r in rows if r.get("runtime") == "roof" and r.get("stage") == "fma_peak"), None)
-if not markdown:
+if markdown:
+    print("| stage | glimpse | PyTorch | ONNX Runtime | vs PyTorch | vs ONNX Runtime | glimpse GFLOP/s | of the FMA loop |")
+    print("|---|---|---|---|---|---|---|---|")
+else:
     print(f"{'stage':34s} {'glimpse':>10s} {'pytorch':>10s} {'onnxrt':>10s} {'vs torch':>9s} {'vs ort':>8s} {'glimpse GFLOP/s':>16s} {'of FMA peak':>12s}")
 cases = [("vision", 1, "ViT-B/32 vision, batch 1", None), ("vision", 8, "ViT-B/32 vision, batch 8 (per image)", None),
          ("text", 1, "CLIP text, 77 tokens", None), ("text", 8, "CLIP text, batch 8 (per text)", None),
@@ -59,7 +63,7 @@ for stage, batch, name, detail in cases:
     if markdown:
         md = lambda r: f"{r['median_ms']:.1f} ms" if r else "–"
         mdr = lambda r: f"{r['median_ms'] / g['median_ms']:.2f}×" if r and g else "–"
-        print(f"| {name} | {md(g)} | {md(t)} | {md(o)} | {mdr(t)} | {mdr(o)} | {rate.strip() or '–'} |")
+        print(f"| {name} | {md(g)} | {md(t)} | {md(o)} | {mdr(t)} | {mdr(o)} | {rate.strip() or '–'} | {share.strip() or '–'} |")
         continue
     print(f"{name:34s} {cell(g)} {cell(t)} {cell(o)} {ratio(t)} {ratio(o)} {rate} {share}")
 # int8 (--int8) beside ONNX Runtime's float32 and glimpse's own float32

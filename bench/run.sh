@@ -9,6 +9,9 @@
 # Not part of the tests; needs a built tree (scripts/setup.sh) and network
 # access to Debian's and npm's registries on first use.
 # Ends with bench/photos.sh: pictures per second indexing 12-megapixel photographs.
+# Writes build/bench/benchmarks.md: the machine, CPU, commit and the tables (report.py --markdown and
+# towers.sh's) in docs/benchmarks.md's form, to replace its current run (the run it replaces goes, as raw
+# results, to bench/results/DATE-MACHINE.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-2}
@@ -37,7 +40,7 @@ done
 cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof"
 results=$work/results.jsonl
 : > "$results"
-# This VM's memory speed drifts by tens of percent over minutes: each decoder bench gets the bandwidth
+# A virtual machine's memory speed can drift by tens of percent over minutes: each decoder bench gets the bandwidth
 # measured just before and just after it (report.py takes their mean for its step bound), and the
 # towers are measured again after the peers (report.py compares the peers with the mean of both).
 bandwidth_beside() { "$work/roof" "$threads" bandwidth | sed "s/^{/{\"beside\": \"$1\", /" >> "$results"; }
@@ -166,12 +169,26 @@ blip glimpse-after Salesforce--blip-image-captioning-base
 echo "roof (FMA peak, read bandwidth)..." >&2
 "$work/roof" "$threads" >> "$results"
 /usr/bin/python3 bench/report.py "$results"
+page=$work/benchmarks.md
+{
+  echo "| | |"
+  echo "|---|---|"
+  echo "| date | $(date -u +%Y-%m-%d) |"
+  echo "| machine | $(nproc) cores of $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" \
+    "(family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)," \
+    "model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/^Mem:/ {print $2}') GiB |"
+  echo "| commit measured | $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)') |"
+  echo "| command | \`bench/run.sh $threads $runs\` |"
+  echo
+  /usr/bin/python3 bench/report.py "$results" --markdown
+} > "$page"
 echo "glimpse serve: 16 clients, 10,000 requests; then the batching gain (demo CLIP, then ViT-B/32)..." >&2
 /usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --requests 10000 --max-rss-growth 5
 /usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --batching --requests 2000
 /usr/bin/python3 bench/serve_load.py --glimpse build/glimpse --batching --requests 400 \
   --model "$work/openai--clip-vit-base-patch32"
 echo "towers as alternating processes: float32 on FMA and on AMX's tiles, int8, ONNX Runtime (3 rounds)..." >&2
-bench/towers.sh 3 "$threads"
+{ echo; bench/towers.sh 3 "$threads"; } | tee -a "$page"
 echo "photos: glimpse index of 100 twelve-megapixel JPEGs, exact and --fast-decode, beside Pillow + ONNX Runtime and Pillow + PyTorch..." >&2
 bench/photos.sh "$threads" 3 100
+echo "the tables for docs/benchmarks.md: $page" >&2

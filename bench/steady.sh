@@ -5,8 +5,8 @@
 # new ONNX Runtime process on the same shape, alternating so that both sides
 # see the same minutes of this machine. Each process reports the median of
 # its own 5 runs at batch 1; this prints, per side, the median over the
-# processes, the fastest and slowest, and slowest ÷ median (issue 21's target
-# for glimpse: at most 1.2). Needs what bench/run.sh sets up (the random
+# processes, the fastest and slowest, and slowest ÷ median (the aim for glimpse:
+# at most 1.2). Needs what bench/run.sh sets up (the random
 # full-size model and the ONNX export); run that once first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
