@@ -3,8 +3,8 @@
  * uneven tasks balance themselves and a worker that wakes late can never take
  * a task of a job it did not read. The caller returns as soon as every task
  * has finished: it never waits for a worker that took none (one the system
- * had not yet run, or had put on the caller's own core), which made whole
- * forward passes two to three times slower in such runs. Between jobs a
+ * had not yet run, or had put on the caller's own core), which would make a
+ * forward pass two to three times slower when it happens. Between jobs a
  * worker first spins for a short while (POOL_SPIN_NS) watching for the next
  * one, then sleeps on a condition variable; the caller waits for the last
  * task the same way. A forward pass is a chain of short parallel steps (a
@@ -137,10 +137,10 @@ static void *worker_main(void *argument) {
 /* Pins the workers, one CPU each, when GLIMPSE_PIN_THREADS=1 and the process may run on at least as many CPUs
  * as the pool has threads: the caller's current CPU is left to the caller, the workers take the others in
  * order (cpus[i] for worker i). The caller itself is never pinned (its affinity is the application's); the
- * scheduler moves it off a worker's CPU, as the workers can no longer move. Off by default: issue 21 saw two
- * spinning threads share one core while the other idled for whole runs, but on a loaded 2-core VM pinned
- * workers measured no steadier (ViT-B/32 batch 1, 10 alternating processes: median 121 ms pinned, 117 ms
- * not), and a library that pins threads takes a choice from the application. Returns whether it pinned. */
+ * scheduler moves it off a worker's CPU, as the workers can no longer move. Off by default: pinning keeps two
+ * spinning threads from sharing one core while the other idles, but on a loaded 2-core VM pinned workers
+ * measure no steadier (ViT-B/32 batch 1, 10 alternating processes: median 121 ms pinned, 117 ms not), and
+ * a library that pins threads takes a choice from the application. Returns whether it pinned. */
 static int pin_workers(int threads, int *cpus) {
     const char *setting = getenv("GLIMPSE_PIN_THREADS");
     if (threads < 2 || !setting || strcmp(setting, "1") != 0) return 0;

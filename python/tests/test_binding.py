@@ -570,7 +570,7 @@ def test_byte_bpe_captioner_explanations_equal_the_cli(tmp_path):
 
 
 # The binding's structures, field by field, against the C header's: a field appended to a public struct in
-# glimpse.h (as glimpse_index_params' exclude list was) must be appended here too, or calls read past the end.
+# glimpse.h must be appended here too, or the library writes past the binding's buffer.
 STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info",
            "ContextParams": "glimpse_context_params", "ImageParams": "glimpse_image_params",
            "CaptionParams": "glimpse_caption_params", "Caption": "glimpse_caption",
@@ -585,8 +585,8 @@ def test_structures_match_the_header(tmp_path):
     import shutil
     import subprocess
     from glimpse import _library
-    # every structure of the binding is checked, so a new one cannot be forgotten here (glimpse_index_stats was:
-    # the header had gained four fields, the library wrote them past the binding's buffer, and Python crashed later)
+    # every structure of the binding is checked, so a new one cannot be forgotten here (a field the header gains and
+    # the binding lacks makes the library write past the binding's buffer, and Python crash later)
     mirrored = {name for name, value in vars(_library).items()
                 if isinstance(value, type) and issubclass(value, ctypes.Structure) and value is not ctypes.Structure}
     assert mirrored == set(STRUCTS), f"structures not compared with the header: {sorted(mirrored - set(STRUCTS))}"
