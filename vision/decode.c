@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "vision/decode_pnm.h"
 #include "vision/decoders.h"
 
 glimpse_status image_allocate(int width, int height, glimpse_image **out) {
@@ -91,6 +92,7 @@ static int stb_end(void *user) {
 
 static glimpse_status decode_stb(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                                  glimpse_image **out, int *orientation) {
+    if (pnm_signature(bytes, size)) return decode_pnm(bytes, size, label, max_pixels, out, orientation);
     *orientation = ORIENTATION_ABSENT; /* Pillow reads no EXIF from these */
     static const stbi_io_callbacks callbacks = {stb_read, stb_skip, stb_end};
     int width, height, components;

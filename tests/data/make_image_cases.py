@@ -665,6 +665,78 @@ def hostile_cases():
         expected="refuse:bad_format")
 
 
+# ------------------------------------------------------------------ PNM (decode_pnm.c) and stb's BMP, GIF, TGA
+
+def refused_by_pillow(data):
+    """Whether Pillow refuses these bytes too (a refusal case must be one for the reference as well)."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.convert("RGB")
+    except Exception:
+        return True
+    return False
+
+
+def add_refused(name, data, suffix, status="bad_format"):
+    assert status != "bad_format" or refused_by_pillow(data), name
+    add(name, data, suffix, expected="refuse:" + status)
+
+
+def pnm_cases():
+    own = random.Random(35)  # its own sequence: the cases above keep their bytes
+
+    def samples(count, maximum):
+        return [own.randint(0, maximum) for _ in range(count)]
+
+    def raw(magic, width, height, maxval, values, header=None):
+        wide = maxval > 255
+        data = b"".join(v.to_bytes(2 if wide else 1, "big") for v in values)
+        return (header or b"%s\n%d %d\n%d\n" % (magic, width, height, maxval)) + data
+
+    def plain(magic, width, height, maxval, values, per_line=17):
+        lines = [b" ".join(b"%d" % v for v in values[i:i + per_line]) for i in range(0, len(values), per_line)]
+        return b"%s\n%d %d\n%d\n" % (magic, width, height, maxval) + b"\n".join(lines) + b"\n"
+
+    # the 16-bit PGM of the over-read (about 100 KB): Pillow reads it as mode I and clips at 255 in RGB
+    big = samples(224 * 224, 700)
+    add("pnm_p5_maxval65535", raw(b"P5", 224, 224, 65535, big), ".pgm")
+    add("pnm_p5_maxval65535_full_range", raw(b"P5", 31, 17, 65535, samples(31 * 17, 65535)), ".pgm")
+    add("pnm_p5_maxval1000", raw(b"P5", 23, 11, 1000, samples(23 * 11, 1000)), ".pgm")
+    add("pnm_p5_maxval100", raw(b"P5", 23, 11, 100, samples(23 * 11, 100)), ".pgm")
+    add("pnm_p5_above_maxval", raw(b"P5", 23, 11, 100, samples(23 * 11, 255)), ".pgm")
+    add("pnm_p5_maxval255", raw(b"P5", 23, 11, 255, samples(23 * 11, 255)), ".pgm")
+    add("pnm_p6_maxval65535", raw(b"P6", 29, 13, 65535, samples(29 * 13 * 3, 65535)), ".ppm")
+    add("pnm_p6_maxval4095", raw(b"P6", 29, 13, 4095, samples(29 * 13 * 3, 4095)), ".ppm")
+    add("pnm_p6_above_maxval", raw(b"P6", 29, 13, 1000, samples(29 * 13 * 3, 65535)), ".ppm")
+    add("pnm_p6_maxval15", raw(b"P6", 29, 13, 15, samples(29 * 13 * 3, 15)), ".ppm")
+    add("pnm_p6_maxval255", raw(b"P6", 29, 13, 255, samples(29 * 13 * 3, 255)), ".ppm")
+    add("pnm_p6_comments", raw(b"P6", 5, 4, 255, samples(60, 255),
+                               b"P6\r\n# made by hand\r\n5\t#width\n4 # height\n2#a comment inside a number\n55\n"), ".ppm")
+    bits = bytes(own.randint(0, 255) for _ in range(2 * 9))
+    add("pnm_p4_width13", b"P4\n13 9\n" + bits, ".pbm")
+    add("pnm_p1", b"P1\n# a comment\n7 3\n0101010 1111111\n00#inside\n00011\n", ".pbm")
+    add("pnm_p2_maxval7", plain(b"P2", 19, 7, 7, samples(19 * 7, 7)), ".pgm")
+    add("pnm_p2_maxval65535", plain(b"P2", 19, 7, 65535, samples(19 * 7, 65535)), ".pgm")
+    add("pnm_p3_maxval255", plain(b"P3", 19, 7, 255, samples(19 * 7 * 3, 255)), ".ppm")
+    add("pnm_p3_maxval1000", plain(b"P3", 19, 7, 1000, samples(19 * 7 * 3, 1000)), ".ppm")
+    add("pnm_p3_comment_in_sample", b"P3\n2 1\n255\n1#c\n2 3 4 5 6 7\n", ".ppm")
+    # refused: short data, lying headers, out-of-range values
+    p5 = raw(b"P5", 224, 224, 65535, big)
+    add_refused("pnm_p5_truncated", p5[:-1], ".pgm")
+    add_refused("pnm_p6_truncated", raw(b"P6", 29, 13, 255, samples(29 * 13 * 3, 255))[:-5], ".ppm")
+    add_refused("pnm_p4_truncated", b"P4\n13 9\n" + bits[:-1], ".pbm")
+    add_refused("pnm_p1_truncated", b"P1\n7 3\n0101010 1111111\n0001\n", ".pbm")
+    add_refused("pnm_p3_truncated", plain(b"P3", 19, 7, 255, samples(19 * 7 * 3 - 1, 255)), ".ppm")
+    add_refused("pnm_p2_above_maxval", b"P2\n2 1\n7\n3 8\n", ".pgm")
+    add_refused("pnm_maxval0", b"P5\n2 1\n0\n\0\0", ".pgm")
+    add_refused("pnm_maxval65536", b"P5\n2 1\n65536\n" + bytes(8), ".pgm")
+    add_refused("pnm_header_truncated", b"P6\n3 ", ".ppm")
+    add_refused("pnm_token_too_long", b"P6\n00000000003 1\n255\n" + bytes(9), ".ppm")
+    add_refused("pnm_not_a_number", b"P6\n3x 1\n255\n" + bytes(9), ".ppm")
+    add_refused("pnm_lying_size", b"P6\n60000 60000\n255\n" + bytes(100), ".ppm", "too_large")
+    add("pnm_limit", b"P5\n20 10\n255\n" + bytes(200), ".pgm", mode="limit=100", expected="refuse:too_large")
+
+
 png_cases()
 png_orientation_cases()
 jpeg_cases()
@@ -672,6 +744,7 @@ webp_cases()
 tiff_cases()
 heif_cases()
 hostile_cases()
+pnm_cases()
 with open(os.path.join(OUT, "cases.tsv"), "w") as f:
     for case in CASES:
         f.write("\t".join(case) + "\n")
