@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "vision/decode_pnm.h"
+#include "vision/decode_stb_checks.h"
 #include "vision/decoders.h"
 
 glimpse_status image_allocate(int width, int height, glimpse_image **out) {
@@ -101,6 +102,7 @@ static glimpse_status decode_stb(const uint8_t *bytes, size_t size, const char *
         return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                          "%s: not an image (not JPEG, PNG, WebP, TIFF, HEIF, AVIF, BMP, GIF, TGA or PNM)", label);
     glimpse_status status = check_dimensions(label, (uint64_t)width, (uint64_t)height, max_pixels);
+    if (!status) status = stb_check_data(bytes, size, label);
     if (status) return status;
     reader = (stb_reader){bytes, size, 0, 0};
     uint8_t *pixels = stbi_load_from_callbacks(&callbacks, &reader, &width, &height, &components, 3);
