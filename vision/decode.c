@@ -1,5 +1,5 @@
-/* decode.c — format sniffing by magic bytes, the stb_image formats (BMP,
- * GIF, TGA, PNM), the EXIF orientation step, and the public image API. Every
+/* decode.c — format sniffing by magic bytes, the stb_image formats (BMP, GIF,
+ * TGA; PNM goes to decode_pnm.c), the EXIF orientation step, and the public image API. Every
  * decoder (here and in decode_FORMAT.c) reads from memory with bounds it
  * cannot exceed, reports truncation as an error (as Pillow does without
  * LOAD_TRUNCATED_IMAGES), prints nothing, and checks the pixel count against
