@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "explain/stb_truetype_impl.h"
 #include "text/utf8.h"
 
 /* Larger files are refused as fonts (DejaVu Sans is 757 KB). */
@@ -88,6 +89,10 @@ glimpse_status explain_draw_text(explain_canvas *canvas, const explain_font *fon
             if (!coverage) return ERROR_OOM();
             stbtt_MakeCodepointBitmap(&font->info, coverage, glyph_width, glyph_height, glyph_width, scale, scale,
                                       codepoint);
+            if (truetype_allocation_failed()) {
+                free(coverage);
+                return ERROR_OOM();
+            }
             int left = (int)lroundf(pen) + x0, top = baseline + y0;
             for (int gy = 0; gy < glyph_height; gy++)
                 for (int gx = 0; gx < glyph_width; gx++) {

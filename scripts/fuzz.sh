@@ -3,6 +3,7 @@
 # and UndefinedBehaviorSanitizer in build-fuzz/, and runs each for SECONDS
 # (default 30) from a seed corpus: the repository's demo models, pictures and
 # configs, plus the reference fixtures when ../shared/fixtures is there.
+# GLIMPSE_FUZZ_TARGETS="fuzz_a fuzz_b" builds and runs only those.
 # Prints the executions per target. A crash keeps its input under
 # build-fuzz/crashes/ and fails; add it to fuzz/regressions/TARGET/ once fixed.
 set -euo pipefail
@@ -14,13 +15,14 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGLIMPSE_FUZZ=ON -DCMAKE_BUILD_TY
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
   >/dev/null
-targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images fuzz_video"
+all_targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images fuzz_video fuzz_images_stb"
+targets=${GLIMPSE_FUZZ_TARGETS:-$all_targets}
 cmake --build build-fuzz -j"$(nproc)" --target $targets 2>&1 | grep -E "error|warning" || true
 
 corpus=build-fuzz/corpus
 rm -rf "$corpus" build-fuzz/crashes
 mkdir -p build-fuzz/crashes
-for t in $targets; do mkdir -p "$corpus/$t"; cp fuzz/regressions/$t/* "$corpus/$t/" 2>/dev/null || true; done
+for t in $all_targets; do mkdir -p "$corpus/$t"; cp fuzz/regressions/$t/* "$corpus/$t/" 2>/dev/null || true; done
 # safetensors: the first 64 KiB of each weights file (the header and some data)
 for f in models/*/model.safetensors "$fixtures"/*/*.safetensors; do
   [ -f "$f" ] && head -c 65536 "$f" > "$corpus/fuzz_safetensors/$(echo "$f" | tr '/' '_')"
@@ -36,6 +38,9 @@ done
 # every format and EXIF layout test_image_formats checks, when Pillow is there to make them
 if /usr/bin/python3 tests/data/make_image_cases.py build-fuzz/image_cases 2>/dev/null; then
   find build-fuzz/image_cases -type f ! -name '*.ppm' ! -name '*.tsv' -size -64k -exec cp {} "$corpus/fuzz_images/" \;
+  # the simple formats on their own target: stb_image's BMP, GIF, TGA and decode_pnm.c's PNM
+  find build-fuzz/image_cases -type f \( -name '*.bmp' -o -name '*.gif' -o -name '*.tga' -o -name '*.pnm' \
+    -o -name '*.pgm' -o -name '*.pbm' \) -size -64k -exec cp {} "$corpus/fuzz_images_stb/" \;
 fi
 # small videos of each container and codec the reader takes, made by the ffmpeg tool
 if command -v ffmpeg >/dev/null; then

@@ -1,5 +1,5 @@
-/* decode.c — format sniffing by magic bytes, the stb_image formats (BMP,
- * GIF, TGA, PNM), the EXIF orientation step, and the public image API. Every
+/* decode.c — format sniffing by magic bytes, the stb_image formats (BMP, GIF,
+ * TGA; PNM goes to decode_pnm.c), the EXIF orientation step, and the public image API. Every
  * decoder (here and in decode_FORMAT.c) reads from memory with bounds it
  * cannot exceed, reports truncation as an error (as Pillow does without
  * LOAD_TRUNCATED_IMAGES), prints nothing, and checks the pixel count against
@@ -13,6 +13,8 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "vision/decode_pnm.h"
+#include "vision/decode_stb_checks.h"
 #include "vision/decoders.h"
 
 glimpse_status image_allocate(int width, int height, glimpse_image **out) {
@@ -91,6 +93,7 @@ static int stb_end(void *user) {
 
 static glimpse_status decode_stb(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                                  glimpse_image **out, int *orientation) {
+    if (pnm_signature(bytes, size)) return decode_pnm(bytes, size, label, max_pixels, out, orientation);
     *orientation = ORIENTATION_ABSENT; /* Pillow reads no EXIF from these */
     static const stbi_io_callbacks callbacks = {stb_read, stb_skip, stb_end};
     int width, height, components;
@@ -99,6 +102,7 @@ static glimpse_status decode_stb(const uint8_t *bytes, size_t size, const char *
         return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                          "%s: not an image (not JPEG, PNG, WebP, TIFF, HEIF, AVIF, BMP, GIF, TGA or PNM)", label);
     glimpse_status status = check_dimensions(label, (uint64_t)width, (uint64_t)height, max_pixels);
+    if (!status) status = stb_check_data(bytes, size, label);
     if (status) return status;
     reader = (stb_reader){bytes, size, 0, 0};
     uint8_t *pixels = stbi_load_from_callbacks(&callbacks, &reader, &width, &height, &components, 3);

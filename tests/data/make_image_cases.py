@@ -665,6 +665,111 @@ def hostile_cases():
         expected="refuse:bad_format")
 
 
+# ------------------------------------------------------------------ PNM (decode_pnm.c) and stb's BMP, GIF, TGA
+
+def refused_by_pillow(data):
+    """Whether Pillow refuses these bytes too (a refusal case must be one for the reference as well)."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.convert("RGB")
+    except Exception:
+        return True
+    return False
+
+
+def add_refused(name, data, suffix, status="bad_format"):
+    assert status != "bad_format" or refused_by_pillow(data), name
+    add(name, data, suffix, expected="refuse:" + status)
+
+
+def pnm_cases():
+    # PPM inputs are named .pnm: NAME.ppm is the reference
+    own = random.Random(35)  # its own sequence: the cases above keep their bytes
+
+    def samples(count, maximum):
+        return [own.randint(0, maximum) for _ in range(count)]
+
+    def raw(magic, width, height, maxval, values, header=None):
+        wide = maxval > 255
+        data = b"".join(v.to_bytes(2 if wide else 1, "big") for v in values)
+        return (header or b"%s\n%d %d\n%d\n" % (magic, width, height, maxval)) + data
+
+    def plain(magic, width, height, maxval, values, per_line=17):
+        lines = [b" ".join(b"%d" % v for v in values[i:i + per_line]) for i in range(0, len(values), per_line)]
+        return b"%s\n%d %d\n%d\n" % (magic, width, height, maxval) + b"\n".join(lines) + b"\n"
+
+    # the 16-bit PGM of the over-read (about 100 KB): Pillow reads it as mode I and clips at 255 in RGB
+    big = samples(224 * 224, 700)
+    add("pnm_p5_maxval65535", raw(b"P5", 224, 224, 65535, big), ".pgm")
+    add("pnm_p5_maxval65535_full_range", raw(b"P5", 31, 17, 65535, samples(31 * 17, 65535)), ".pgm")
+    add("pnm_p5_maxval1000", raw(b"P5", 23, 11, 1000, samples(23 * 11, 1000)), ".pgm")
+    add("pnm_p5_maxval100", raw(b"P5", 23, 11, 100, samples(23 * 11, 100)), ".pgm")
+    add("pnm_p5_above_maxval", raw(b"P5", 23, 11, 100, samples(23 * 11, 255)), ".pgm")
+    add("pnm_p5_maxval255", raw(b"P5", 23, 11, 255, samples(23 * 11, 255)), ".pgm")
+    add("pnm_p6_maxval65535", raw(b"P6", 29, 13, 65535, samples(29 * 13 * 3, 65535)), ".pnm")
+    add("pnm_p6_maxval4095", raw(b"P6", 29, 13, 4095, samples(29 * 13 * 3, 4095)), ".pnm")
+    add("pnm_p6_above_maxval", raw(b"P6", 29, 13, 1000, samples(29 * 13 * 3, 65535)), ".pnm")
+    add("pnm_p6_maxval15", raw(b"P6", 29, 13, 15, samples(29 * 13 * 3, 15)), ".pnm")
+    add("pnm_p6_maxval255", raw(b"P6", 29, 13, 255, samples(29 * 13 * 3, 255)), ".pnm")
+    add("pnm_p6_comments", raw(b"P6", 5, 4, 255, samples(60, 255),
+                               b"P6\r\n# made by hand\r\n5\t#width\n4 # height\n2#a comment inside a number\n55\n"), ".pnm")
+    bits = bytes(own.randint(0, 255) for _ in range(2 * 9))
+    add("pnm_p4_width13", b"P4\n13 9\n" + bits, ".pbm")
+    add("pnm_p1", b"P1\n# a comment\n7 3\n0101010 1111111\n00#inside\n00011\n", ".pbm")
+    add("pnm_p2_maxval7", plain(b"P2", 19, 7, 7, samples(19 * 7, 7)), ".pgm")
+    add("pnm_p2_maxval65535", plain(b"P2", 19, 7, 65535, samples(19 * 7, 65535)), ".pgm")
+    add("pnm_p3_maxval255", plain(b"P3", 19, 7, 255, samples(19 * 7 * 3, 255)), ".pnm")
+    add("pnm_p3_maxval1000", plain(b"P3", 19, 7, 1000, samples(19 * 7 * 3, 1000)), ".pnm")
+    add("pnm_p3_comment_in_sample", b"P3\n2 1\n255\n1#c\n2 3 4 5 6 7\n", ".pnm")
+    # refused: short data, lying headers, out-of-range values
+    p5 = raw(b"P5", 224, 224, 65535, big)
+    add_refused("pnm_p5_truncated", p5[:-1], ".pgm")
+    add_refused("pnm_p6_truncated", raw(b"P6", 29, 13, 255, samples(29 * 13 * 3, 255))[:-5], ".pnm")
+    add_refused("pnm_p4_truncated", b"P4\n13 9\n" + bits[:-1], ".pbm")
+    add_refused("pnm_p1_truncated", b"P1\n7 3\n0101010 1111111\n0001\n", ".pbm")
+    add_refused("pnm_p3_truncated", plain(b"P3", 19, 7, 255, samples(19 * 7 * 3 - 1, 255)), ".pnm")
+    add_refused("pnm_p2_above_maxval", b"P2\n2 1\n7\n3 8\n", ".pgm")
+    add_refused("pnm_maxval0", b"P5\n2 1\n0\n\0\0", ".pgm")
+    add_refused("pnm_maxval65536", b"P5\n2 1\n65536\n" + bytes(8), ".pgm")
+    add_refused("pnm_header_truncated", b"P6\n3 ", ".pnm")
+    add_refused("pnm_token_too_long", b"P6\n00000000003 1\n255\n" + bytes(9), ".pnm")
+    add_refused("pnm_not_a_number", b"P6\n3x 1\n255\n" + bytes(9), ".pnm")
+    add_refused("pnm_lying_size", b"P6\n60000 60000\n255\n" + bytes(100), ".pnm", "too_large")
+    add("pnm_limit", b"P5\n20 10\n255\n" + bytes(200), ".pgm", mode="limit=100", expected="refuse:too_large")
+
+
+def stb_cases():
+    """stb_image's formats (BMP, GIF, TGA) as Pillow writes them, cut short, with lying headers, and the
+    published stb_image 2.27 bugs decode.c still has to stop (decode_stb_checks.c)."""
+    own = random.Random(36)
+    image = asymmetric(29, 13)
+    palette = image.quantize(16)
+    bmp, tga, gif = saved(image, "BMP"), saved(image, "TGA"), saved(palette, "GIF")
+    add("bmp_rgb", bmp, ".bmp")
+    add("bmp_palette", saved(palette, "BMP"), ".bmp")
+    add("tga_rgb", tga, ".tga")
+    add("tga_rle", saved(image, "TGA", compression="tga_rle"), ".tga")
+    add("tga_grey", saved(image.convert("L"), "TGA"), ".tga")
+    add("gif_palette", gif, ".gif")
+    add_refused("bmp_truncated", bmp[:len(bmp) - 100], ".bmp")
+    add_refused("gif_truncated", gif[:len(gif) // 2], ".gif")
+    add_refused("tga_rle_truncated", saved(image, "TGA", compression="tga_rle")[:-60], ".tga")
+    lying = bytearray(bmp)
+    lying[18:26] = struct.pack("<ii", 20000, 20000)
+    add_refused("bmp_lying_size", bytes(lying), ".bmp", "too_large")
+    lying = bytearray(gif)
+    lying[6:10] = struct.pack("<HH", 60000, 60000)
+    add_refused("gif_lying_size", bytes(lying), ".gif", "too_large")
+    add_refused("gif_garbage_after_header", gif[:13] + bytes(own.randint(0, 255) for _ in range(60)), ".gif")
+    # CVE-2023-45663: an uncompressed TGA cut inside its last row (stb hands back uninitialised pixels)
+    add_refused("tga_cve_2023_45663_truncated_row", tga[:18 + 29 * 13 * 3 - 7], ".tga")
+    add_refused("tga_grey_truncated_row", saved(image.convert("L"), "TGA")[:18 + 29 * 13 - 3], ".tga")
+    # CVE-2023-45661: a second frame disposed "to previous" (stb's two_back); decode.c reads the first frame only
+    frames = [palette, image.transpose(Image.Transpose.ROTATE_180).quantize(16)]
+    add("gif_cve_2023_45661_dispose_previous",
+        saved(frames[0], "GIF", save_all=True, append_images=frames[1:], disposal=3, duration=50), ".gif")
+
+
 png_cases()
 png_orientation_cases()
 jpeg_cases()
@@ -672,6 +777,8 @@ webp_cases()
 tiff_cases()
 heif_cases()
 hostile_cases()
+pnm_cases()
+stb_cases()
 with open(os.path.join(OUT, "cases.tsv"), "w") as f:
     for case in CASES:
         f.write("\t".join(case) + "\n")
