@@ -1,9 +1,9 @@
 /* test_torch_bin.c — PyTorch .bin checkpoints: florence2-tiny's
  * pytorch_model.bin bit for bit against its model.safetensors (skipped
- * without the fixtures), the small float16/bfloat16 files and hostile or
- * damaged ones tests/data/make_torch_bin.py writes without torch (every one
- * refused with a message naming what), and snapshot folders holding .bin
- * files, single and sharded, opened by the weight store. */
+ * without the fixtures), the small float16/bfloat16 files (ZIP64 layout
+ * too) and hostile or damaged ones tests/data/make_torch_bin.py writes
+ * without torch (each refused with a message naming what), and snapshot
+ * folders holding .bin files, single and sharded, opened by the store. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -63,6 +63,17 @@ static void test_float16_file(void **state) {
     assert_int_equal(find(file, "model.position_ids")->dtype, TENSOR_DTYPE_OTHER);
     assert_string_equal(find(file, "model.position_ids")->dtype_name, "I64");
     assert_int_equal(find(file, "model.proj.weight")->dtype, TENSOR_DTYPE_F32);
+
+    /* the same archive with every size and offset in ZIP64 fields, as torch writes files over 4 GiB */
+    safetensors *zip64;
+    if (torch_bin_open(DATA "zip64.bin", &zip64)) fail_msg("%s", glimpse_last_error());
+    assert_int_equal(zip64->count, file->count);
+    for (size_t i = 0; i < file->count; i++) {
+        assert_string_equal(zip64->entries[i].name, file->entries[i].name);
+        assert_int_equal(zip64->entries[i].bytes, file->entries[i].bytes);
+        assert_memory_equal(zip64->entries[i].data, file->entries[i].data, file->entries[i].bytes);
+    }
+    safetensors_close(zip64);
 
     weight_store *store;
     assert_int_equal(weight_store_from_file(file, &store), GLIMPSE_STATUS_OK);

@@ -160,14 +160,6 @@ void zip_free(zip_archive *archive) {
     *archive = (zip_archive){0};
 }
 
-const zip_entry *zip_find(const zip_archive *archive, const char *name) {
-    size_t length = strlen(name);
-    for (size_t i = 0; i < archive->count; i++)
-        if (archive->entries[i].name_length == length && memcmp(archive->entries[i].name, name, length) == 0)
-            return &archive->entries[i];
-    return NULL;
-}
-
 uint32_t zip_crc32(const uint8_t *bytes, size_t size) {
     uint32_t crc = 0xffffffffu;
     for (size_t i = 0; i < size; i++) {

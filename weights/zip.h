@@ -31,9 +31,6 @@ typedef struct zip_archive {
 glimpse_status zip_read(const uint8_t *bytes, size_t size, const char *label, zip_archive *out);
 void zip_free(zip_archive *archive);
 
-/* The entry named exactly name, or NULL. */
-const zip_entry *zip_find(const zip_archive *archive, const char *name);
-
 /* The CRC-32 (ZIP's, the same as zlib's) of bytes, for checking an entry. */
 uint32_t zip_crc32(const uint8_t *bytes, size_t size);
 

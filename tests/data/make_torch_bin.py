@@ -88,6 +88,31 @@ def write_bin(path, pickled, storages, archive="archive", method=zipfile.ZIP_STO
         put("version", "3\n")
 
 
+def write_zip64(path, source):
+    """The entries of the ZIP source again, every size and offset given only in ZIP64 fields (as torch.save
+    writes archives over 4 GiB): local and central ZIP64 extras, a ZIP64 end record and its locator."""
+    with zipfile.ZipFile(source) as z:
+        entries = [(info.filename.encode(), z.read(info)) for info in z.infolist()]
+    out, central = bytearray(), bytearray()
+    for name, data in entries:
+        crc, offset = zipfile.crc32(data), len(out)
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(name), 20)
+        out += name + struct.pack("<HHQQ", 1, 16, len(data), len(data)) + data
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 0, 0, 0x21, crc, 0xFFFFFFFF,
+                               0xFFFFFFFF, len(name), 28, 0, 0, 0, 0, 0xFFFFFFFF)
+        central += name + struct.pack("<HHQQQ", 1, 24, len(data), len(data), offset)
+    directory, end = len(out), len(out) + len(central)
+    out += central
+    out += struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, len(entries), len(entries), len(central),
+                       directory)
+    out += struct.pack("<IIQI", 0x07064B50, 0, end, 1)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    with open(path, "wb") as f:
+        f.write(out)
+    with zipfile.ZipFile(path) as z:  # Python's reader agrees
+        assert [(i.filename.encode(), z.read(i)) for i in z.infolist()] == entries
+
+
 def half(values):
     return struct.pack(f"<{len(values)}e", *values)
 
@@ -132,6 +157,7 @@ def main():
     state, storages = good_state()
     pickled = state_pickle(state)
     write_bin(out("f16.bin"), pickled, storages, archive="pytorch_model", byteorder="little")
+    write_zip64(out("zip64.bin"), out("f16.bin"))
 
     # sharded: two files and the index naming which holds which tensor
     first = collections.OrderedDict((k, state[k]) for k in ("model.shared.weight", "model.tail"))
