@@ -16,7 +16,6 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGLIMPSE_FUZZ=ON -DCMAKE_BUILD_TY
   >/dev/null
 targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images fuzz_video"
 targets="$targets fuzz_torch_bin"
-targets=${GLIMPSE_FUZZ_TARGETS:-$targets} # e.g. GLIMPSE_FUZZ_TARGETS=fuzz_torch_bin: only that one
 cmake --build build-fuzz -j"$(nproc)" --target $targets 2>&1 | grep -E "error|warning" || true
 
 corpus=build-fuzz/corpus

@@ -158,21 +158,19 @@ static glimpse_status pop_mark(machine *m, size_t *first, size_t *n) {
     return GLIMPSE_STATUS_OK;
 }
 
-static glimpse_status append_items(machine *m, value *container, value **items, size_t n) {
+static glimpse_status append_items(value *container, value *const *items, size_t n) {
     if (!grow(&container->as.items.items, &container->as.items.capacity, container->as.items.count + n,
               sizeof(value *), SIZE_MAX / sizeof(value *)))
         return ERROR_OOM();
     if (n) memcpy(container->as.items.items + container->as.items.count, items, n * sizeof *items);
     container->as.items.count += n;
-    (void)m;
     return GLIMPSE_STATUS_OK;
 }
 
 static glimpse_status make_tuple(machine *m, size_t first, size_t n) {
     value *tuple = make(m, VALUE_TUPLE);
     if (!tuple) return ERROR_OOM();
-    value **items = m->stack + first;
-    glimpse_status status = append_items(m, tuple, items, n);
+    glimpse_status status = append_items(tuple, n ? m->stack + first : NULL, n); /* (the stack may be unallocated) */
     if (status) return status;
     m->depth = first;
     return push(m, tuple);
@@ -414,7 +412,7 @@ static glimpse_status fill(machine *m, size_t first, size_t n, value_kind kind, 
     if (first == 0 || m->stack[first - 1]->kind != kind)
         return refuse(m, "%s without a %s below its items", opcode, kind == VALUE_DICT ? "dict" : "list");
     if (kind == VALUE_DICT && n % 2) return refuse(m, "%s with an odd number of keys and values", opcode);
-    glimpse_status status = append_items(m, m->stack[first - 1], m->stack + first, n);
+    glimpse_status status = append_items(m->stack[first - 1], m->stack + first, n);
     m->depth = first;
     return status;
 }
