@@ -187,6 +187,10 @@ def main():
         "stack_underflow.bin": head + b"}s.",
         "no_stop.bin": pickled[:-1],
         "not_a_dict.bin": head + b"K\x01.",
+        # size bombs: marks nested past the limit, a memo index of 2^32 - 1, a string claiming 4 GiB
+        "mark_bomb.bin": head + b"(" * 5000 + b"t.",
+        "memo_bomb.bin": head + b"}r\xff\xff\xff\xff.",
+        "string_bomb.bin": head + b"X\xf0\xff\xff\xff.",
     }
     for name, data in bad.items():
         write_bin(out(name), data, [])
