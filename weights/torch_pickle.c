@@ -109,15 +109,18 @@ static glimpse_status refuse(const machine *m, const char *format, ...) {
                      opcode_name(m->bytes[m->op_at]), what);
 }
 
-/* Grows *array (of element bytes each) to hold at least `needed`, up to `limit`. */
-static int grow(void *array, size_t *capacity, size_t needed, size_t element, size_t limit) {
+/* Grows the array whose address is array_address (of element bytes each) to hold at least `needed`, up to `limit`.
+ * The pointer is read and written with memcpy: it is a value ** or a size_t *, never a void *. */
+static int grow(void *array_address, size_t *capacity, size_t needed, size_t element, size_t limit) {
     if (needed <= *capacity) return 1;
     if (needed > limit) return 0;
     size_t wanted = *capacity ? *capacity : 16;
     while (wanted < needed) wanted = wanted > limit / 2 ? limit : wanted * 2;
-    void *grown = realloc(*(void **)array, wanted * element);
+    void *array;
+    memcpy(&array, array_address, sizeof array);
+    void *grown = realloc(array, wanted * element);
     if (!grown) return 0;
-    *(void **)array = grown;
+    memcpy(array_address, &grown, sizeof grown);
     *capacity = wanted;
     return 1;
 }
