@@ -15,7 +15,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGLIMPSE_FUZZ=ON -DCMAKE_BUILD_TY
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
   >/dev/null
-all_targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images fuzz_video fuzz_images_stb"
+all_targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images fuzz_video fuzz_images_stb fuzz_torch_bin"
 targets=${GLIMPSE_FUZZ_TARGETS:-$all_targets}
 cmake --build build-fuzz -j"$(nproc)" --target $targets 2>&1 | grep -E "error|warning" || true
 
@@ -27,6 +27,13 @@ for t in $all_targets; do mkdir -p "$corpus/$t"; cp fuzz/regressions/$t/* "$corp
 for f in models/*/model.safetensors "$fixtures"/*/*.safetensors; do
   [ -f "$f" ] && head -c 65536 "$f" > "$corpus/fuzz_safetensors/$(echo "$f" | tr '/' '_')"
 done
+# PyTorch .bin: the small files test_torch_bin reads, and each fixture checkpoint's data.pkl (its pickle alone)
+if [ -d "$corpus/fuzz_torch_bin" ]; then
+  cp tests/data/torch_bin/*.bin "$corpus/fuzz_torch_bin/"
+  for f in "$fixtures"/*/pytorch_model.bin; do
+    [ -f "$f" ] && unzip -p "$f" '*/data.pkl' 2>/dev/null | head -c 65536 > "$corpus/fuzz_torch_bin/$(echo "$f" | tr '/' '_').pkl"  || true
+  done
+fi
 for f in models/*/*.json tools/configs/*.json "$fixtures"/*/config.json "$fixtures"/*/preprocessor_config.json; do
   [ -f "$f" ] && cp "$f" "$corpus/fuzz_config/$(echo "$f" | tr '/' '_')"
 done

@@ -180,12 +180,16 @@ done:
 }
 
 glimpse_status safetensors_open(const char *path, safetensors **out) {
+    return tensor_file_open(path, safetensors_parse, out);
+}
+
+glimpse_status tensor_file_open(const char *path, tensor_file_parser parse, safetensors **out) {
     *out = NULL;
     const uint8_t *map;
     size_t size;
     glimpse_status status = file_map(path, &map, &size);
     if (status) return status;
-    status = safetensors_parse(map, size, path, out);
+    status = parse(map, size, path, out);
     if (status) {
         file_unmap(map, size);
         return status;

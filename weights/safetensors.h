@@ -46,6 +46,9 @@ glimpse_status safetensors_parse(const uint8_t *bytes, size_t size, const char *
 
 /* Maps and parses a file. */
 glimpse_status safetensors_open(const char *path, safetensors **out);
+/* Maps a file and parses it with parse (safetensors_parse, torch_bin_parse), which takes over the mapping. */
+typedef glimpse_status (*tensor_file_parser)(const uint8_t *bytes, size_t size, const char *label, safetensors **out);
+glimpse_status tensor_file_open(const char *path, tensor_file_parser parse, safetensors **out);
 void safetensors_close(safetensors *file);
 
 /* The entry of that name, or NULL. */

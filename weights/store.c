@@ -1,4 +1,5 @@
-/* store.c — the tensors of a snapshot folder, single-file or sharded. */
+/* store.c — the tensors of a snapshot folder, single-file or sharded,
+ * safetensors or PyTorch .bin (the same tensor table either way). */
 #include "weights/store.h"
 
 #include <cjson/cJSON.h>
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/kernels.h"
+#include "weights/torch_bin.h"
 
 typedef struct owned_buffer {
     struct owned_buffer *next;
@@ -23,7 +25,11 @@ struct weight_store {
     owned_buffer *buffers; /* widened or realigned copies */
     size_t parameters, bytes, copied_bytes;
     unsigned dtypes_seen; /* bit per tensor_dtype */
+    const char *format;   /* what weight_store_open read: "safetensors", "PyTorch .bin" */
 };
+
+/* Maps and parses one weights file (safetensors_open, torch_bin_open). */
+typedef glimpse_status (*file_opener)(const char *path, safetensors **out);
 
 #define INDEX_MAX_BYTES (64u * 1024u * 1024u)
 
@@ -57,7 +63,8 @@ static int safe_shard_name(const char *name) {
     return name[0] != '\0' && strchr(name, '/') == NULL && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
-static glimpse_status open_sharded(weight_store *store, const char *folder, const char *index_path) {
+static glimpse_status open_sharded(weight_store *store, const char *folder, const char *index_path,
+                                   file_opener open_file) {
     uint8_t *text;
     size_t size;
     glimpse_status status = file_read_all(index_path, INDEX_MAX_BYTES, &text, &size);
@@ -96,7 +103,7 @@ static glimpse_status open_sharded(weight_store *store, const char *folder, cons
             break;
         }
         safetensors *file;
-        status = safetensors_open(path, &file);
+        status = open_file(path, &file);
         free(path);
         if (status) break;
         status = add_file(store, file);
@@ -117,32 +124,45 @@ static glimpse_status open_sharded(weight_store *store, const char *folder, cons
     return status;
 }
 
+/* What a snapshot folder may hold, in the order of preference: safetensors (no pickle at all) before .bin. */
+static const struct weights_layout {
+    const char *name;
+    int sharded; /* name is the index naming the shards */
+    file_opener open_file;
+    const char *format;
+} layouts[] = {
+    {"model.safetensors", 0, safetensors_open, "safetensors"},
+    {"model.safetensors.index.json", 1, safetensors_open, "safetensors"},
+    {"pytorch_model.bin", 0, torch_bin_open, "PyTorch .bin"},
+    {"pytorch_model.bin.index.json", 1, torch_bin_open, "PyTorch .bin"},
+};
+
 glimpse_status weight_store_open(const char *folder, weight_store **out) {
     *out = NULL;
     weight_store *store = calloc(1, sizeof *store);
     if (!store) return ERROR_OOM();
-    char *single = file_join(folder, "model.safetensors");
-    char *index = file_join(folder, "model.safetensors.index.json");
     glimpse_status status = GLIMPSE_STATUS_OK;
-    if (!single || !index) {
-        status = ERROR_OOM();
-    } else if (file_is_regular(single)) {
-        safetensors *file;
-        status = safetensors_open(single, &file);
-        if (!status) {
-            status = add_file(store, file);
-            if (status) safetensors_close(file);
+    int found = 0;
+    for (size_t i = 0; !found && !status && i < sizeof layouts / sizeof layouts[0]; i++) {
+        char *path = file_join(folder, layouts[i].name);
+        if (!path) {
+            status = ERROR_OOM();
+        } else if (file_is_regular(path)) {
+            found = 1;
+            store->format = layouts[i].format;
+            if (layouts[i].sharded) {
+                status = open_sharded(store, folder, path, layouts[i].open_file);
+            } else {
+                safetensors *file;
+                status = layouts[i].open_file(path, &file);
+                if (!status && (status = add_file(store, file))) safetensors_close(file);
+            }
         }
-    } else if (file_is_regular(index)) {
-        status = open_sharded(store, folder, index);
-    } else {
-        status = error_set(GLIMPSE_STATUS_NOT_FOUND,
-                           "%s: no model.safetensors or model.safetensors.index.json (PyTorch .bin checkpoints are "
-                           "not read; use the safetensors files the hub publishes)",
-                           folder);
+        free(path);
     }
-    free(single);
-    free(index);
+    if (!status && !found)
+        status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: no model.safetensors, pytorch_model.bin or their sharded "
+                           "index (.index.json)", folder);
     if (status) {
         weight_store_free(store);
         return status;
@@ -344,6 +364,7 @@ void weight_store_release_pages(const weight_store *store, const void *data, siz
 size_t weight_store_parameters(const weight_store *store) { return store->parameters; }
 size_t weight_store_copied_bytes(const weight_store *store) { return store->copied_bytes; }
 size_t weight_store_bytes(const weight_store *store) { return store->bytes; }
+const char *weight_store_format(const weight_store *store) { return store->format ? store->format : "none"; }
 
 const char *weight_store_dtype(const weight_store *store) {
     switch (store->dtypes_seen) {

@@ -1,5 +1,7 @@
 /* store.h — a model's tensors: one model.safetensors or a sharded set named
- * by model.safetensors.index.json, looked up by name with the shape checked.
+ * by model.safetensors.index.json, else the same as PyTorch .bin files
+ * (pytorch_model.bin, pytorch_model.bin.index.json; read without running
+ * their pickle), looked up by name with the shape checked.
  * Float32 tensors are handed out in place from the mapping. Float16 and
  * bfloat16 weight matrices (weight_store_get_matrix) stay 16-bit, in place,
  * where the AVX-512 kernels run; every other 16-bit tensor (embeddings,
@@ -60,5 +62,7 @@ size_t weight_store_bytes(const weight_store *store);
  * whose int8 twin replaced them, so that an int8 model does not keep both resident. */
 void weight_store_release_pages(const weight_store *store, const void *data, size_t bytes);
 const char *weight_store_dtype(const weight_store *store); /* "F32", "F16", "BF16", "mixed", "none" */
+/* The kind of file weight_store_open read: "safetensors", "PyTorch .bin" ("none" for weight_store_from_file). */
+const char *weight_store_format(const weight_store *store);
 
 #endif
