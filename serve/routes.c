@@ -12,9 +12,8 @@
 #include <string.h>
 
 #include "serve/internal.h"
-#include "tools/cli_common.h" /* json_string */
-#include "tools/cli_html.h"   /* cli_base64 */
-#include "tools/explain_json.h"
+#include "output/explain_json.h"
+#include "output/json.h"
 
 #define SEARCH_MAX_K 1000
 #define QUERY_MAX_BYTES 4096
@@ -538,7 +537,7 @@ static void reply_explanation(serve_reply *reply, const serve_model *model, cons
     explain_json_fields(out, work->kind, work->question, work->explanation);
     if (png) {
         fputs(", \"png\": \"", out);
-        cli_base64(out, png, png_size);
+        json_base64(out, png, png_size);
         fputc('"', out);
     }
     fputc('}', out);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "glimpse.h"
+#include "output/json.h" /* the --json lines are written with it */
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAILURE 1 /* some input or the model failed */
@@ -105,14 +106,6 @@ int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size
 void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const double *times,
                        const float *scores, const float *clip_scores, size_t count);
 
-/* JSON writing: strings escaped (invalid UTF-8 becomes U+FFFD), floats
- * printed with 9 significant digits (enough to round-trip a float). */
-bool json_string(FILE *out, const char *text); /* false if some byte was not UTF-8 (written as U+FFFD) */
-/* A file name as a JSON string and, when it is not UTF-8, the field
- * `, "path_bytes": [bytes...]` after it, so that a program can reopen it. */
-void json_path(FILE *out, const char *path);
-void json_float(FILE *out, float value);
-void json_floats(FILE *out, const float *values, size_t count);
 
 double cli_now(void);
 

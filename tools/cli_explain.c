@@ -12,7 +12,7 @@
 #include "tools/cli_common.h"
 #include "tools/cli_html.h"
 #include "tools/commands.h"
-#include "tools/explain_json.h"
+#include "output/explain_json.h"
 
 static const char explain_help[] =
     "Usage: glimpse explain -m MODEL [-t TEXT... | -q QUESTION...] [caption options] [--layer L]\n"
@@ -293,7 +293,7 @@ static bool html_section(FILE *out, size_t number, const char *path, const expla
             return false;
         }
         fprintf(out, "<script type=\"text/plain\" id=\"s%zu-m%zu\">data:image/png;base64,", number, m);
-        cli_base64(out, png, size);
+        json_base64(out, png, size);
         fputs("</script>\n", out);
         free(png);
     }

@@ -67,18 +67,6 @@ static void html_text(FILE *page, const char *text) {
     }
 }
 
-void cli_base64(FILE *page, const uint8_t *bytes, size_t size) {
-    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < size; i += 3) {
-        uint32_t group = (uint32_t)bytes[i] << 16 | (i + 1 < size ? (uint32_t)bytes[i + 1] << 8 : 0) |
-                         (i + 2 < size ? bytes[i + 2] : 0);
-        fputc(digits[group >> 18 & 63], page);
-        fputc(digits[group >> 12 & 63], page);
-        fputc(i + 1 < size ? digits[group >> 6 & 63] : '=', page);
-        fputc(i + 2 < size ? digits[group & 63] : '=', page);
-    }
-}
-
 FILE *cli_html_open(const char *path, const char *title) {
     FILE *page = fopen(path, "w");
     if (!page) {
@@ -140,7 +128,7 @@ void cli_html_picture(FILE *page, const cli_options *options, const char *path, 
     fputs("<figure>", page);
     if (png) {
         fputs("<img alt=\"\" src=\"data:image/png;base64,", page);
-        cli_base64(page, png, size);
+        json_base64(page, png, size);
         fputs("\">", page);
     } else {
         fputs("<div class=\"missing\">", page);

@@ -15,8 +15,6 @@ uint8_t *cli_png_encode(const uint8_t *rgb, int width, int height, size_t *size)
 
 /* Opens the page at path with its title; exits with a message if it cannot be written. */
 FILE *cli_html_open(const char *path, const char *title);
-/* bytes in base64 (RFC 4648, padded): data: URIs, and /v1/explain's contact sheet. */
-void cli_base64(FILE *page, const uint8_t *bytes, size_t size);
 /* A heading and a row of pictures after it, until cli_html_row_end. */
 void cli_html_row(FILE *page, const char *heading);
 void cli_html_row_end(FILE *page);

@@ -1,12 +1,12 @@
 /* explain_json.c — writes an explanation as JSON for `glimpse explain --json` and glimpse serve's
  * POST /v1/explain, so the command and the endpoint print the same grids in the same shape. */
-#include "tools/explain_json.h"
+#include "output/explain_json.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/cli_common.h"
+#include "output/json.h"
 
 static void json_grid(FILE *out, const glimpse_explanation *e, const float *grid) {
     fputc('[', out);

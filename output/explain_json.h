@@ -1,7 +1,7 @@
 /* explain_json.h — an explanation as JSON, the same in `glimpse explain --json` (tools/cli_explain.c) and in
  * glimpse serve's POST /v1/explain (serve/routes.c): both write through these, so their grids cannot differ. */
-#ifndef GLIMPSE_EXPLAIN_JSON_H
-#define GLIMPSE_EXPLAIN_JSON_H
+#ifndef GLIMPSE_OUTPUT_EXPLAIN_JSON_H
+#define GLIMPSE_OUTPUT_EXPLAIN_JSON_H
 
 #include <stdio.h>
 

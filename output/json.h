@@ -1,0 +1,22 @@
+/* json.h — JSON text written to a FILE (json.c): what the CLI's --json lines and glimpse serve's replies
+ * share, so both escape strings and print numbers the same way. No parsing, no model knowledge. */
+#ifndef GLIMPSE_OUTPUT_JSON_H
+#define GLIMPSE_OUTPUT_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* JSON writing: strings escaped (invalid UTF-8 becomes U+FFFD), floats
+ * printed with 9 significant digits (enough to round-trip a float). */
+bool json_string(FILE *out, const char *text); /* false if some byte was not UTF-8 (written as U+FFFD) */
+/* A file name as a JSON string and, when it is not UTF-8, the field
+ * `, "path_bytes": [bytes...]` after it, so that a program can reopen it. */
+void json_path(FILE *out, const char *path);
+void json_float(FILE *out, float value);
+void json_floats(FILE *out, const float *values, size_t count);
+/* bytes in base64 (RFC 4648, padded): HTML pages' data: URIs, and /v1/explain's contact sheet. */
+void json_base64(FILE *out, const uint8_t *bytes, size_t size);
+
+#endif
