@@ -282,6 +282,22 @@ glimpse_status glimpse_image_load_file(const char *path, const glimpse_image_par
 /* The same from encoded bytes in memory; the bytes are only borrowed. */
 glimpse_status glimpse_image_load_memory(const void *bytes, size_t size, const glimpse_image_params *params,
                                          glimpse_image **out);
+/* The same, naming the bytes by label (a path, say; NULL: "image in memory") in its errors, and made
+ * ready for a model when prepare_for is not NULL: resized as the model's preprocessing resizes, so that
+ * embedding the image later resizes nothing and gives the same numbers (the resize is done here, on the
+ * caller's thread: an application decoding ahead of the model moves that work off the model's thread).
+ * fast_decode (with prepare_for): a JPEG is decoded at the smallest DCT scale that keeps both sides at
+ * least what the resize needs, then resized exactly; faster on large photographs, and close to but not
+ * bit for bit the exact path (glimpse embed --fast-decode). prepare_for is only read. */
+glimpse_status glimpse_image_decode(const void *bytes, size_t size, const char *label,
+                                    const glimpse_image_params *params, const glimpse_model *prepare_for,
+                                    bool fast_decode, glimpse_image **out);
+/* Replaces *image by its copy resized for model (freeing the original), as glimpse_image_decode's
+ * prepare_for does; leaves it when no resize is needed. On failure *image is kept (the caller's). */
+glimpse_status glimpse_image_prepare(const glimpse_model *model, glimpse_image **image);
+/* A new copy of image resized to width × height (each at least 1) with Pillow's bicubic filter
+ * (Image.resize(..., BICUBIC)), as thumbnails are made; the caller frees *out. */
+glimpse_status glimpse_image_resize(const glimpse_image *image, int width, int height, glimpse_image **out);
 /* Copies decoded pixels. stride is the distance in bytes between rows
  * (0 = width × bytes per pixel). */
 glimpse_status glimpse_image_from_pixels(const uint8_t *pixels, int width, int height, size_t stride,
@@ -538,6 +554,8 @@ typedef struct glimpse_video_options {
 } glimpse_video_options;
 
 glimpse_video_options glimpse_video_default_options(void);
+/* The scene threshold glimpse index --scenes and glimpse embed --scenes take when given none. */
+#define GLIMPSE_VIDEO_DEFAULT_SCENE_THRESHOLD 0.1
 
 /* Whether bytes look like a video container read here (MP4/MOV,
  * Matroska/WebM, AVI, MPEG-TS/PS, FLV, ASF, Ogg) rather than a still image. */

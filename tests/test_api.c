@@ -223,12 +223,57 @@ static void test_caption_minimum_left_to_the_model(void **state) {
     free(folder);
 }
 
+/* glimpse_image_decode names the bytes by their label, and with prepare_for gives an image that embeds to the
+ * same numbers as the picture decoded plainly (the resize done ahead); glimpse_image_prepare does the same to a
+ * decoded image, and glimpse_image_resize makes a thumbnail of the size asked. */
+static void test_images_decoded_and_prepared_for_a_model(void **state) {
+    (void)state;
+    glimpse_model *clip = load_demo("demo-clip");
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_context_create(clip, NULL, &ctx), GLIMPSE_STATUS_OK);
+    char *path = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00003.png");
+    const uint8_t *bytes;
+    size_t size;
+    assert_int_equal(file_map(path, &bytes, &size), GLIMPSE_STATUS_OK);
+    glimpse_image *plain = NULL, *prepared = NULL, *later = demo_picture(3), *bad = NULL, *small = NULL;
+    assert_int_equal(glimpse_image_decode(bytes, size, "pictures/three.png", NULL, NULL, false, &plain), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_image_decode(bytes, size, NULL, NULL, clip, false, &prepared), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_image_prepare(clip, &later), GLIMPSE_STATUS_OK);
+    size_t dim = glimpse_model_embedding_dim(clip);
+    float a[512], b[512], c[512];
+    assert_true(dim <= 512);
+    /* the demo CLIP's 64-pixel input is smaller than the picture: a prepared image is resized already */
+    assert_true(glimpse_image_width(prepared) < glimpse_image_width(plain));
+    assert_int_equal(glimpse_image_width(prepared), glimpse_image_width(later));
+    assert_int_equal(glimpse_embed_images(ctx, &plain, 1, a), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_images(ctx, &prepared, 1, b), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_embed_images(ctx, &later, 1, c), GLIMPSE_STATUS_OK);
+    assert_memory_equal(a, b, dim * sizeof(float));
+    assert_memory_equal(a, c, dim * sizeof(float));
+    assert_int_not_equal(glimpse_image_decode(bytes, size / 3, "pictures/cut.png", NULL, NULL, false, &bad),
+                         GLIMPSE_STATUS_OK);
+    assert_null(bad);
+    assert_non_null(strstr(glimpse_last_error(), "pictures/cut.png"));
+    assert_int_equal(glimpse_image_resize(plain, 7, 5, &small), GLIMPSE_STATUS_OK);
+    assert_int_equal(glimpse_image_width(small), 7);
+    assert_int_equal(glimpse_image_height(small), 5);
+    glimpse_image_free(small);
+    assert_int_equal(glimpse_image_resize(plain, 0, 5, &small), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_null(small);
+    glimpse_image_free(plain), glimpse_image_free(prepared), glimpse_image_free(later);
+    file_unmap(bytes, size);
+    free(path);
+    glimpse_context_free(ctx);
+    glimpse_model_free(clip);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zero_items_are_invalid),
         cmocka_unit_test(test_dot_rows_checks_its_rows),
         cmocka_unit_test(test_caption_settings_left_to_the_model),
         cmocka_unit_test(test_caption_minimum_left_to_the_model),
+        cmocka_unit_test(test_images_decoded_and_prepared_for_a_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -133,7 +133,7 @@ void cli_caption_fit_model(glimpse_caption_params *params, const glimpse_model *
 /* Parses the command line of `command` ("caption", or "ask" which takes a question) into options, params and
  * video: what is not given stays as glimpse_caption_default_params() leaves it, to the model. False after --help. */
 static bool parse_options(const char *command, int argc, char **argv, cli_options *options,
-                          glimpse_caption_params *params, const char **question, video_params *video) {
+                          glimpse_caption_params *params, const char **question, glimpse_video_options *video) {
     bool asking = strcmp(command, "ask") == 0;
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_CAPTION_LONG_OPTIONS,
                                                  {"question", required_argument, NULL, OPT_QUESTION},
@@ -280,7 +280,7 @@ static void caption_group(cli_options *options, glimpse_context *ctx, cli_pictur
 /* Captions the images, and the sampled frames of videos, several to a call (as --batch-rows allows); each input
  * that fails is named on stderr and counted, and the others go on. Results come in the order of the inputs. */
 static void caption_files(cli_options *options, glimpse_context *ctx, char *const *paths, size_t count,
-                          glimpse_caption_params *params, const asked *ask, const video_params *video) {
+                          glimpse_caption_params *params, const asked *ask, const glimpse_video_options *video) {
     streaming stream = {.active = count == 1 && !options->json && isatty(STDOUT_FILENO), .printed = 0, .broken = false};
     size_t group_size = params->batch_rows == 1 ? 1
                         : params->batch_rows > GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS
@@ -317,7 +317,7 @@ static int caption_command(const char *command, int argc, char **argv) {
     cli_options_init(&options);
     glimpse_caption_params params = glimpse_caption_default_params();
     asked ask = {NULL, NULL};
-    video_params video = video_default_params();
+    glimpse_video_options video = glimpse_video_default_options();
     if (!parse_options(command, argc, argv, &options, &params, &ask.question, &video)) return CLI_EXIT_OK;
     if (strcmp(command, "ask") == 0) ask.prompt = params.prompt;
     if (argc == optind) cli_usage_error(command, "no images given");

@@ -98,7 +98,7 @@ static void print_picture_embedding(void *user, const cli_picture *picture, cons
 int command_embed(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
-    video_params video = video_default_params();
+    glimpse_video_options video = glimpse_video_default_options();
     string_list images = {0}, texts = {0};
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_VIDEO_LONG_OPTIONS,
                                                  {"image", required_argument, NULL, 'i'},

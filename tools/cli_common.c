@@ -1,6 +1,5 @@
 /* cli_common.c — shared plumbing of the glimpse subcommands. */
 #include "tools/cli_common.h"
-#include "tools/cli_inputs.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -173,69 +172,4 @@ void cli_progress_end(cli_progress *progress) {
     if (progress->active) fprintf(stderr, "\r\033[K");
 }
 
-bool cli_load_image(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image) {
-    return cli_decode_input(options, path, progress, image);
-}
-
-/* The rows of cli_embed_image_files, by the index of each picture's path. */
-typedef struct embedded_rows {
-    float *embeddings;
-    bool *ok;
-    size_t dim;
-} embedded_rows;
-
-static void keep_row(void *user, const cli_picture *picture, const float *embedding) {
-    embedded_rows *rows = user;
-    memcpy(rows->embeddings + picture->source * rows->dim, embedding, rows->dim * sizeof(float));
-    rows->ok[picture->source] = true;
-}
-
-int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
-                          size_t count, float *embeddings, bool *ok) {
-    memset(embeddings, 0, count * dim * sizeof(float));
-    memset(ok, 0, count * sizeof *ok);
-    cli_options counted = *options; /* failures counted from zero here, returned */
-    counted.failures = 0;
-    cli_pictures pictures;
-    cli_pictures_start(&pictures, &counted, NULL, paths, count);
-    embedded_rows rows = {embeddings, ok, dim};
-    cli_embed_pictures(&pictures, ctx, dim, keep_row, &rows);
-    cli_pictures_end(&pictures);
-    return counted.failures;
-}
-
-void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const double *times,
-                       const float *scores, const float *clip_scores, size_t count) {
-    if (options->json) {
-        printf("{\"text\": ");
-        json_string(stdout, text);
-        printf(", \"results\": [");
-        for (size_t r = 0; r < count; r++) {
-            printf(r ? ", {\"image\": " : "{\"image\": ");
-            json_path(stdout, paths[r]);
-            if (times && times[r] >= 0) printf(", \"time\": %.10g", times[r]);
-            printf(", \"score\": ");
-            json_float(stdout, scores[r]);
-            if (clip_scores) {
-                printf(", \"clip_score\": ");
-                json_float(stdout, clip_scores[r]);
-                printf(", \"itm_score\": ");
-                json_float(stdout, scores[r]);
-            }
-            printf("}");
-        }
-        printf("]}\n");
-    } else {
-        printf("%s\n", text);
-        for (size_t r = 0; r < count; r++) {
-            if (clip_scores)
-                printf("  %8.4f  (clip %8.4f)  %s\n", scores[r], clip_scores[r], paths[r]);
-            else {
-                printf("  %8.4f  ", scores[r]);
-                cli_print_picture(stdout, &(cli_picture){.path = paths[r], .seconds = times ? times[r] : -1});
-                putchar('\n');
-            }
-        }
-    }
-}
 

@@ -85,26 +85,6 @@ void cli_progress_start(cli_progress *progress, const cli_options *options, size
 void cli_progress_step(cli_progress *progress, size_t done);
 void cli_progress_end(cli_progress *progress);
 
-/* Loads an image file (or '-', standard input, read once) within
- * --max-pixels, turned upright by its EXIF orientation unless
- * --no-exif-rotate. On failure prints the reason (ending progress's bar
- * first, if given) and returns false. */
-bool cli_load_image(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image);
-
-/* Embeds image files (or '-') in batches. For each path that cannot be read or
- * decoded (a video among them), prints one error line, counts a failure and sets ok[i] = false.
- * embeddings receives count × dim floats (rows of failed images zeroed).
- * Returns the failures. */
-int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
-                          size_t count, float *embeddings, bool *ok);
-
-/* One query's results, best first: with --json {"text": TEXT, "results":
- * [{"image": PATH, "score": S}, ...]} (re-ranked results, given the
- * first-stage clip_scores, also carry "clip_score" and "itm_score"), else
- * the text and a line per result. times (may be NULL): a video frame's
- * time, negative for a still: "PATH @ 0:12.5" and "time" in JSON. */
-void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const double *times,
-                       const float *scores, const float *clip_scores, size_t count);
 
 
 double cli_now(void);

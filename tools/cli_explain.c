@@ -10,6 +10,7 @@
 
 #include "tools/cli_caption.h"
 #include "tools/cli_common.h"
+#include "tools/cli_inputs.h"
 #include "tools/cli_html.h"
 #include "tools/commands.h"
 #include "output/explain_json.h"

@@ -6,7 +6,6 @@
 
 #include "tools/cli_html.h"
 #include "tools/cli_inputs.h"
-#include "vision/resize.h"
 
 /* Thumbnails fit in a square of this many pixels. */
 #define THUMBNAIL_PIXELS 200
@@ -108,8 +107,7 @@ static uint8_t *thumbnail(const cli_options *options, const char *path, double s
     uint8_t *png = NULL;
     if (longest > THUMBNAIL_PIXELS) {
         int new_width = width * THUMBNAIL_PIXELS / longest, new_height = height * THUMBNAIL_PIXELS / longest;
-        if (image_resize(image, new_width ? new_width : 1, new_height ? new_height : 1, RESIZE_FILTER_BICUBIC,
-                         &small) != GLIMPSE_STATUS_OK)
+        if (glimpse_image_resize(image, new_width ? new_width : 1, new_height ? new_height : 1, &small))
             small = NULL;
     }
     const glimpse_image *shown = small ? small : image;

@@ -9,12 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/prepare.h"
-#include "core/error.h"
 #include "core/file.h"
 #include "core/prefetch.h"
 #include "search/index.h"
-#include "vision/image.h"
 
 const char cli_inputs_help[] =
     "Inputs: image files; '-' for one picture on standard input (read whole, up to 1 GiB;\n"
@@ -47,14 +44,14 @@ double cli_parse_double(const char *command, const char *option, const char *tex
     return value;
 }
 
-bool cli_video_option(video_params *params, int code, const char *argument, const char *command) {
+bool cli_video_option(glimpse_video_options *params, int code, const char *argument, const char *command) {
     switch (code) {
     case CLI_OPT_EVERY:
         params->every_seconds = cli_parse_double(command, "--every", argument, 0.001, 1e9);
         params->scene_threshold = 0;
         return true;
     case CLI_OPT_SCENES:
-        if (!(params->scene_threshold > 0)) params->scene_threshold = VIDEO_DEFAULT_SCENE_THRESHOLD;
+        if (!(params->scene_threshold > 0)) params->scene_threshold = GLIMPSE_VIDEO_DEFAULT_SCENE_THRESHOLD;
         return true;
     case CLI_OPT_SCENE_THRESHOLD:
         params->scene_threshold = cli_parse_double(command, "--scene-threshold", argument, 0.0001, 1);
@@ -170,14 +167,12 @@ static void close_input(const uint8_t *bytes, size_t size, bool mapped) {
 /* Decodes bytes as an image; a video where an image is wanted is named as one. */
 static bool decode_image(const cli_options *options, const char *path, cli_progress *progress, const uint8_t *bytes,
                          size_t size, bool videos_elsewhere, const cli_pictures *pictures, glimpse_image **image) {
-    glimpse_status status =
-        pictures && pictures->prepare_for
-            ? prepare_decode(pictures->prepare_for, bytes, size, input_label(path), options->max_pixels,
-                             !options->no_exif_rotate, pictures->fast_decode, image)
-            : image_decode_with(bytes, size, input_label(path), options->max_pixels, !options->no_exif_rotate, image);
-    if (!status) return true;
+    glimpse_image_params params = {.max_pixels = options->max_pixels, .ignore_exif_orientation = options->no_exif_rotate};
+    const glimpse_model *model = pictures ? pictures->prepare_for : NULL;
+    bool fast = pictures && pictures->fast_decode;
+    if (!glimpse_image_decode(bytes, size, input_label(path), &params, model, fast, image)) return true;
     if (progress) cli_progress_end(progress);
-    if (videos_elsewhere && video_probe(bytes, size))
+    if (videos_elsewhere && glimpse_is_video(bytes, size))
         cli_error("%s: a video; this command takes images (caption and embed take videos)", input_label(path));
     else
         cli_error("%s", glimpse_last_error());
@@ -196,7 +191,7 @@ bool cli_decode_input(const cli_options *options, const char *path, cli_progress
 
 /* ------------------------------------------------------------ pictures */
 
-void cli_pictures_start(cli_pictures *pictures, cli_options *options, const video_params *video, char *const *paths,
+void cli_pictures_start(cli_pictures *pictures, cli_options *options, const glimpse_video_options *video, char *const *paths,
                         size_t count) {
     memset(pictures, 0, sizeof *pictures);
     pictures->options = options;
@@ -208,7 +203,7 @@ void cli_pictures_start(cli_pictures *pictures, cli_options *options, const vide
 
 /* The input open (an image decoded, or a video ended or failed) is done with. */
 static void finish_input(cli_pictures *pictures, size_t source) {
-    video_close(pictures->reader);
+    glimpse_video_close(pictures->reader);
     pictures->reader = NULL;
     close_input(pictures->bytes, pictures->size, pictures->mapped);
     pictures->bytes = NULL, pictures->size = 0, pictures->mapped = false;
@@ -227,8 +222,7 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
     for (;;) {
         if (pictures->reader) {
             size_t source = pictures->video_source;
-            int64_t number;
-            if (video_next(pictures->reader, &picture->image, &picture->seconds, &number)) {
+            if (glimpse_video_next(pictures->reader, &picture->image, &picture->seconds)) {
                 fail(pictures, source, glimpse_last_error());
                 continue;
             }
@@ -236,7 +230,7 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
                 finish_input(pictures, source);
                 continue;
             }
-            if (pictures->prepare_for && prepare_resize(pictures->prepare_for, &picture->image)) {
+            if (pictures->prepare_for && glimpse_image_prepare(pictures->prepare_for, &picture->image)) {
                 glimpse_image_free(picture->image);
                 picture->image = NULL;
                 fail(pictures, source, glimpse_last_error());
@@ -253,11 +247,11 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
             fail(pictures, source, NULL);
             continue;
         }
-        if (pictures->video && video_probe(pictures->bytes, pictures->size)) {
-            video_params params = *pictures->video;
+        if (pictures->video && glimpse_is_video(pictures->bytes, pictures->size)) {
+            glimpse_video_options params = *pictures->video;
             params.max_pixels = pictures->options->max_pixels;
             params.ignore_rotation = pictures->options->no_exif_rotate;
-            if (video_open(pictures->bytes, pictures->size, input_label(path), &params, &pictures->reader))
+            if (glimpse_video_open(pictures->bytes, pictures->size, input_label(path), &params, &pictures->reader))
                 fail(pictures, source, glimpse_last_error());
             else
                 pictures->video_source = source;
@@ -283,6 +277,73 @@ void cli_pictures_end(cli_pictures *pictures) {
 }
 
 /* ------------------------------------------------------------- results */
+
+bool cli_load_image(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image) {
+    return cli_decode_input(options, path, progress, image);
+}
+
+/* The rows of cli_embed_image_files, by the index of each picture's path. */
+typedef struct embedded_rows {
+    float *embeddings;
+    bool *ok;
+    size_t dim;
+} embedded_rows;
+
+static void keep_row(void *user, const cli_picture *picture, const float *embedding) {
+    embedded_rows *rows = user;
+    memcpy(rows->embeddings + picture->source * rows->dim, embedding, rows->dim * sizeof(float));
+    rows->ok[picture->source] = true;
+}
+
+int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
+                          size_t count, float *embeddings, bool *ok) {
+    memset(embeddings, 0, count * dim * sizeof(float));
+    memset(ok, 0, count * sizeof *ok);
+    cli_options counted = *options; /* failures counted from zero here, returned */
+    counted.failures = 0;
+    cli_pictures pictures;
+    cli_pictures_start(&pictures, &counted, NULL, paths, count);
+    embedded_rows rows = {embeddings, ok, dim};
+    cli_embed_pictures(&pictures, ctx, dim, keep_row, &rows);
+    cli_pictures_end(&pictures);
+    return counted.failures;
+}
+
+void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const double *times,
+                       const float *scores, const float *clip_scores, size_t count) {
+    if (options->json) {
+        printf("{\"text\": ");
+        json_string(stdout, text);
+        printf(", \"results\": [");
+        for (size_t r = 0; r < count; r++) {
+            printf(r ? ", {\"image\": " : "{\"image\": ");
+            json_path(stdout, paths[r]);
+            if (times && times[r] >= 0) printf(", \"time\": %.10g", times[r]);
+            printf(", \"score\": ");
+            json_float(stdout, scores[r]);
+            if (clip_scores) {
+                printf(", \"clip_score\": ");
+                json_float(stdout, clip_scores[r]);
+                printf(", \"itm_score\": ");
+                json_float(stdout, scores[r]);
+            }
+            printf("}");
+        }
+        printf("]}\n");
+    } else {
+        printf("%s\n", text);
+        for (size_t r = 0; r < count; r++) {
+            if (clip_scores)
+                printf("  %8.4f  (clip %8.4f)  %s\n", scores[r], clip_scores[r], paths[r]);
+            else {
+                printf("  %8.4f  ", scores[r]);
+                cli_print_picture(stdout, &(cli_picture){.path = paths[r], .seconds = times ? times[r] : -1});
+                putchar('\n');
+            }
+        }
+    }
+}
+
 
 void cli_format_time(char text[CLI_TIME_CAPACITY], double seconds) {
     long long whole_minutes = (long long)(seconds / 60);
@@ -372,7 +433,7 @@ void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim
 
 /* The library's frame source (api/video.c) with the command's sampling and
  * picture options. */
-glimpse_frame_source *cli_frame_source(const cli_options *options, const video_params *params) {
+glimpse_frame_source *cli_frame_source(const cli_options *options, const glimpse_video_options *params) {
     glimpse_video_options chosen = {.every_seconds = params->every_seconds,
                                     .scene_threshold = params->scene_threshold,
                                     .max_pixels = options->max_pixels,
@@ -397,25 +458,24 @@ glimpse_status cli_video_frame_at(const cli_options *options, const char *path, 
     glimpse_status status = file_map(path, &bytes, &size);
     if (status) return status;
     /* sampled every `seconds`: the frame at or after it comes second (the first at 0) */
-    video_params params = video_default_params();
+    glimpse_video_options params = glimpse_video_default_options();
     params.every_seconds = seconds > 0 ? seconds : 1;
     params.max_pixels = options->max_pixels;
     params.ignore_rotation = options->no_exif_rotate;
-    video_reader *reader = NULL;
-    status = video_open(bytes, size, path, &params, &reader);
+    glimpse_video *reader = NULL;
+    status = glimpse_video_open(bytes, size, path, &params, &reader);
     double at = -1;
     while (!status) {
         glimpse_image *next = NULL;
-        int64_t number;
-        status = video_next(reader, &next, &at, &number);
+        status = glimpse_video_next(reader, &next, &at);
         if (status || !next) break;
         glimpse_image_free(*frame);
         *frame = next;
         if (at >= seconds - 1e-6) break;
     }
-    if (!status && !*frame) status = error_set(GLIMPSE_STATUS_NOT_FOUND, "%s: no frame at %g s", path, seconds);
+    if (!status && !*frame) status = GLIMPSE_STATUS_NOT_FOUND; /* (glimpse_video_next reports a video of no frame) */
     if (status) glimpse_image_free(*frame), *frame = NULL;
-    video_close(reader);
+    glimpse_video_close(reader);
     file_unmap(bytes, size);
     return status;
 }

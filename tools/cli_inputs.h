@@ -13,7 +13,6 @@
 #include <stdio.h>
 
 #include "tools/cli_common.h"
-#include "vision/video.h"
 
 /* The most read from standard input: 1 GiB. */
 #define CLI_STDIN_MAX_BYTES ((size_t)1 << 30)
@@ -36,7 +35,7 @@ extern const char cli_inputs_help[];
 extern const char cli_video_help[];
 
 /* Handles a video option given getopt_long's code; true if it was one. */
-bool cli_video_option(video_params *params, int code, const char *argument, const char *command);
+bool cli_video_option(glimpse_video_options *params, int code, const char *argument, const char *command);
 
 /* Parses a number in [minimum, maximum] or exits with a usage error. */
 double cli_parse_double(const char *command, const char *option, const char *text, double minimum, double maximum);
@@ -61,14 +60,14 @@ typedef struct cli_picture {
 /* The pictures of a list of paths, one after the other. */
 typedef struct cli_pictures {
     cli_options *options;
-    const video_params *video; /* NULL: videos are refused */
+    const glimpse_video_options *video; /* NULL: videos are refused */
     char *const *paths;
     size_t count, next, video_source;
     cli_progress progress; /* one step per path */
     const uint8_t *bytes;  /* the open input (mapped, or standard input's) */
     size_t size;
     bool mapped;
-    video_reader *reader; /* the video being read, if any */
+    glimpse_video *reader; /* the video being read, if any */
     /* set by the caller after cli_pictures_start, for pictures only embedded:
      * each resized for this model as soon as it is decoded (on the thread
      * ahead of the towers), JPEGs scaled in the DCT domain with fast_decode */
@@ -76,7 +75,7 @@ typedef struct cli_pictures {
     bool fast_decode;
 } cli_pictures;
 
-void cli_pictures_start(cli_pictures *pictures, cli_options *options, const video_params *video, char *const *paths,
+void cli_pictures_start(cli_pictures *pictures, cli_options *options, const glimpse_video_options *video, char *const *paths,
                         size_t count);
 /* The next picture; false at the end. Inputs that cannot be read are named
  * on stderr and counted in options->failures, and the next is taken. */
@@ -104,11 +103,32 @@ void cli_embed_pictures(cli_pictures *pictures, glimpse_context *ctx, size_t dim
 /* The frames of videos for glimpse_index_update, the library's source
  * (glimpse_video_frames_new) with these sampling params and the options'
  * pixel limit and rotation; freed with cli_frame_source_free. */
-glimpse_frame_source *cli_frame_source(const cli_options *options, const video_params *params);
+glimpse_frame_source *cli_frame_source(const cli_options *options, const glimpse_video_options *params);
 void cli_frame_source_free(glimpse_frame_source *source);
 /* The frame of the video at path shown at seconds (the first at or after
  * it, as sampling every `seconds` takes it): a new image in *frame. */
 glimpse_status cli_video_frame_at(const cli_options *options, const char *path, double seconds,
                                   glimpse_image **frame);
+
+/* Loads an image file (or '-', standard input, read once) within
+ * --max-pixels, turned upright by its EXIF orientation unless
+ * --no-exif-rotate. On failure prints the reason (ending progress's bar
+ * first, if given) and returns false. */
+bool cli_load_image(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image);
+
+/* Embeds image files (or '-') in batches. For each path that cannot be read or
+ * decoded (a video among them), prints one error line, counts a failure and sets ok[i] = false.
+ * embeddings receives count × dim floats (rows of failed images zeroed).
+ * Returns the failures. */
+int cli_embed_image_files(const cli_options *options, glimpse_context *ctx, size_t dim, char *const *paths,
+                          size_t count, float *embeddings, bool *ok);
+
+/* One query's results, best first: with --json {"text": TEXT, "results":
+ * [{"image": PATH, "score": S}, ...]} (re-ranked results, given the
+ * first-stage clip_scores, also carry "clip_score" and "itm_score"), else
+ * the text and a line per result. times (may be NULL): a video frame's
+ * time, negative for a still: "PATH @ 0:12.5" and "time" in JSON. */
+void cli_print_results(const cli_options *options, const char *text, const char *const *paths, const double *times,
+                       const float *scores, const float *clip_scores, size_t count);
 
 #endif

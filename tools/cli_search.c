@@ -294,7 +294,7 @@ typedef struct index_request {
     size_t removal_count, excluded_count;
     const char *const *paths; /* to index */
     size_t path_count;
-    video_params video;
+    glimpse_video_options video;
     bool video_given, fast_decode; /* --every/--scenes, --fast-decode given */
 } index_request;
 
@@ -312,7 +312,7 @@ static int index_paths(const index_request *request, cli_options *options) {
     /* what the index recorded, unless given again */
     glimpse_index_stats stats;
     bool recorded = glimpse_index_get_stats(index, &stats) == GLIMPSE_STATUS_OK;
-    video_params video = request->video;
+    glimpse_video_options video = request->video;
     if (recorded && !request->video_given && stats.video_sampling) {
         double value;
         if (sscanf(stats.video_sampling, "every %lf s", &value) == 1 && value > 0)
@@ -454,7 +454,7 @@ int command_index(int argc, char **argv) {
     cli_options_init(&options);
     index_request request = {.removals = cli_calloc((size_t)argc, sizeof(char *)),
                              .excluded = cli_calloc((size_t)argc, sizeof(char *)),
-                             .video = video_default_params()};
+                             .video = glimpse_video_default_options()};
     int code;
     while ((code = getopt_long(argc, argv, "m:", index_long_options, NULL)) != -1) {
         if (cli_common_option(&options, code, optarg, "index")) continue;

@@ -20,7 +20,7 @@
  * differs from the last frame taken by this mean absolute difference (of
  * full scale). Between two unrelated photographs (the fixtures' nine) it is
  * 0.27 at the median; between examples/pictures' drawings 0.04 to 0.16. */
-#define VIDEO_DEFAULT_SCENE_THRESHOLD 0.1
+#define VIDEO_DEFAULT_SCENE_THRESHOLD GLIMPSE_VIDEO_DEFAULT_SCENE_THRESHOLD
 /* Streams a container may have (more is refused): a home video has two or three. */
 #define VIDEO_MAX_STREAMS 64
 
