@@ -20,7 +20,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
-#include "search/index.h"
+#include "search/walk.h"
 #include "search/vectors.h"
 
 #define VECTOR_MAGIC "GLIMVEC1"

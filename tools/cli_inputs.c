@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/prefetch.h"
-#include "search/index.h"
+#include "search/walk.h"
 #include "vision/image.h"
 
 const char cli_inputs_help[] =
