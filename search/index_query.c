@@ -208,14 +208,6 @@ static float exact_score(const glimpse_index *index, double cosine) {
     return (float)cosine * index->logit_scale + index->logit_bias;
 }
 
-/* query · row in double, and (row_l1 not NULL) Σ|row|. */
-static double row_dot(const float *query, const float *row, size_t dim, double *row_l1) {
-    double dot = 0, l1 = 0;
-    for (size_t d = 0; d < dim; d++) dot += (double)query[d] * row[d], l1 += fabs((double)row[d]);
-    if (row_l1) *row_l1 = l1;
-    return dot;
-}
-
 /* Whether an int8 score is as far from the float32 cosine as quantization
  * allows at most: q·w − q̂·ŵ = e_q·w + q̂·e_w, each error at most half its
  * row's step; beyond it, the file's float32 row is not its int8 twin's. */
@@ -238,7 +230,8 @@ static void scan_task(void *argument, size_t task, float *scratch) {
     const scan_job *job = argument;
     const vector_file *v = &job->index->vectors;
     size_t first = task * SCAN_BLOCK_ROWS, count = v->count - first < SCAN_BLOCK_ROWS ? v->count - first : SCAN_BLOCK_ROWS;
-    vector_scan(job->index->scan, job->index->scan + v->count, job->query, v, first, count);
+    kernel_dot_codes(job->index->scan, job->index->scan + v->count, job->query, v->q8.weight, v->q8.depth, first,
+                     count);
 }
 
 /* The int8 scan of the whole vector file for the query's codes (index->scan),
@@ -282,7 +275,7 @@ static glimpse_status search_vectors(glimpse_index *index, const float *query, s
         for (size_t d = 0; d < dim; d++) query_l1 += fabs((double)query[d]);
         size_t kept = 0, *best = rows + wanted; /* the k best rows, after the candidates' */
         for (size_t c = 0; !status && c < taken; c++) {
-            double row_l1, cosine = row_dot(query, v->rows + rows[c] * dim, dim, &row_l1);
+            double row_l1, cosine = kernel_dot_double(query, v->rows + rows[c] * dim, dim, &row_l1);
             if (!within_quantization(cosine, candidates[c].score, query_l1, row_l1, query_step, v->q8.scale[rows[c]],
                                      dim))
                 status = index_damaged(index, "its vector file's embeddings are not their int8 twins");
@@ -322,8 +315,8 @@ glimpse_status index_search_loaded(glimpse_index *index, const float *query, siz
     for (size_t i = 0; !status && i < index->count; i++)
         keep_best(candidates, rows, &taken, wanted, index->scores[i], i, NULL, -1);
     for (size_t c = 0; !status && c < taken; c++)
-        keep_best(results, NULL, &n, k, exact_score(index, row_dot(query, index->matrix + rows[c] * index->dim,
-                                                                    index->dim, NULL)),
+        keep_best(results, NULL, &n, k,
+                  exact_score(index, kernel_dot_double(query, index->matrix + rows[c] * index->dim, index->dim, NULL)),
                   rows[c], index->paths[rows[c]], index->times[rows[c]]);
     free(candidates), free(rows);
     *found = n;
