@@ -17,7 +17,7 @@ glimpse_status glimpse_index_embedding(glimpse_index *index, const char *path, f
     if (!stored) return ERROR_OOM();
     char sql[ROW_SELECT_CAPACITY]; /* a video's first frame */
     index_row_select(index, index->failed_column ? "path = ? AND failed IS NULL ORDER BY id LIMIT 1" : "path = ? ORDER BY id LIMIT 1",
-               sql);
+                     sql);
     sqlite3_stmt *statement;
     int code = sqlite3_prepare_v2(index->db, sql, -1, &statement, NULL);
     glimpse_status status = code == SQLITE_OK ? GLIMPSE_STATUS_OK : index_prepare_error(index, code, "reading the index");

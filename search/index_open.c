@@ -44,7 +44,7 @@ static void sql_row_checksum(sqlite3_context *call, int argc, sqlite3_value **ar
     size_t embedding_bytes = (size_t)sqlite3_value_bytes(argv[1]);
     static const uint8_t none = 0;
     sqlite3_result_int64(call, index_row_checksum(path ? path : &none, path ? path_bytes : 0,
-                                            embedding ? embedding : &none, embedding ? embedding_bytes : 0));
+                                                  embedding ? embedding : &none, embedding ? embedding_bytes : 0));
 }
 
 /* SQL glimpse_file_exists(path): whether a file or folder is at path (pruning). */

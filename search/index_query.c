@@ -118,7 +118,7 @@ static glimpse_status read_rows(glimpse_index *index) {
     char sql[ROW_SELECT_CAPACITY];
     int code = sqlite3_prepare_v2(index->db,
                                   index_row_select(index, index->failed_column ? "failed IS NULL ORDER BY id" : "1 ORDER BY id",
-                                             sql),
+                                                   sql),
                                   -1, &statement, NULL);
     if (code != SQLITE_OK) return index_prepare_error(index, code, "reading the index");
     while (!status && (code = sqlite3_step(statement)) == SQLITE_ROW) status = load_row(index, statement, capacity);
@@ -302,7 +302,7 @@ static glimpse_status search_vectors(glimpse_index *index, const float *query, s
 /* The exact search over the rows loaded from SQLite: every score in one
  * float32 matrix-vector product, the best candidates scored as exact_score. */
 glimpse_status index_search_loaded(glimpse_index *index, const float *query, size_t k, glimpse_search_result *results,
-                                    size_t *found) {
+                                   size_t *found) {
     glimpse_status status = index_load_cache(index);
     if (status || !k) return status;
     const kernel_weight matrix = kernel_weight_f32(index->matrix);

@@ -191,9 +191,9 @@ static glimpse_status record_moves(glimpse_index *index, const walk_result *walk
     const file_list *files = &walk->files;
     sqlite3_stmt *update;
     glimpse_status status = index_transaction_begin(index, "UPDATE images SET path = ?1, mtime_ns = ?2,"
-                                              " checksum = glimpse_row_checksum(?1, embedding), failed = NULL"
-                                              " WHERE path = ?3",
-                                              "preparing a move", &update);
+                                                    " checksum = glimpse_row_checksum(?1, embedding), failed = NULL"
+                                                    " WHERE path = ?3",
+                                                    "preparing a move", &update);
     size_t kept = 0;
     for (size_t w = 0; !status && w < *work_count; w++) {
         const found_file *f = &files->items[work[w].file];
@@ -448,9 +448,9 @@ static glimpse_status writer_store(index_writer *w) {
     sqlite3_stmt *insert, *remove = NULL;
     glimpse_status status =
         index_transaction_begin(index,
-                          "INSERT INTO images(path, frame, time, size, mtime_ns, hash, embedding, checksum)"
-                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, glimpse_row_checksum(?1, ?7))",
-                          "preparing an insert", &insert);
+                                "INSERT INTO images(path, frame, time, size, mtime_ns, hash, embedding, checksum)"
+                                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, glimpse_row_checksum(?1, ?7))",
+                                "preparing an insert", &insert);
     if (!status && sqlite3_prepare_v2(index->db, "DELETE FROM images WHERE path = ?", -1, &remove, NULL) != SQLITE_OK)
         status = index_db_error(index, "preparing an insert");
     for (size_t d = 0; d < w->done_count && !status; d++) {
@@ -599,7 +599,7 @@ static glimpse_status embed_work(glimpse_index *index, glimpse_context *ctx, con
 static glimpse_status record_roots(glimpse_index *index, const root_list *judged) {
     sqlite3_stmt *insert;
     glimpse_status status = index_transaction_begin(index, "INSERT OR REPLACE INTO roots(path, folder, updated) VALUES (?, ?, ?)",
-                                              "recording the paths indexed", &insert);
+                                                    "recording the paths indexed", &insert);
     for (size_t i = 0; !status && i < judged->count; i++) {
         sqlite3_bind_text(insert, 1, judged->items[i].path, -1, SQLITE_STATIC);
         sqlite3_bind_int(insert, 2, judged->items[i].folder);

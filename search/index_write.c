@@ -19,7 +19,7 @@
 
 /* Begins a write transaction with the one statement its rows need. */
 glimpse_status index_transaction_begin(glimpse_index *index, const char *sql, const char *what,
-                                        sqlite3_stmt **statement) {
+                                       sqlite3_stmt **statement) {
     *statement = NULL;
     if (sqlite3_prepare_v2(index->db, sql, -1, statement, NULL) != SQLITE_OK) return index_db_error(index, what);
     return index_exec(index, "BEGIN IMMEDIATE");
@@ -60,7 +60,7 @@ glimpse_status index_writer_lock(glimpse_index *index) {
     gethostname(host, sizeof host - 1);
     sqlite3_stmt *statement;
     glimpse_status status = index_transaction_begin(index, "SELECT pid, host, started FROM writer WHERE id = 1",
-                                              "reading the index's writer", &statement);
+                                                    "reading the index's writer", &statement);
     if (!status && sqlite3_step(statement) == SQLITE_ROW && writer_holds(statement, host))
         status = error_set(GLIMPSE_STATUS_BUSY,
                            "%s is being updated by another glimpse index (process %lld on %s); wait for it to finish",

@@ -5,7 +5,7 @@
  *                      hash of the sections below up to the codes, hash of the header
  *   ids int64[count] | scales float[count] | sums int32[count] |
  *   codes int8[count, depth] | rows float[count, dim]
- * The int8 codes are kernel_q8's (quantize.h), so kernel_linear scans them. */
+ * The int8 codes are kernel_q8's (quantize.h); a search scans them with kernel_dot_codes. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
