@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "core/avx512_math.h"
+#include "core/kernels.h"
 #include "core/kernels_avx512.h"
 
 void kernel_softmax_avx512(float *x, size_t rows, size_t n) {

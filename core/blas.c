@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/bf16x3.h"
+#include "core/blas_gemv.h"
 #include "core/cpu.h"
 #include "core/kernels.h"
 #include "core/kernels_avx512.h"
@@ -454,4 +455,9 @@ void kernel_attention_keys_transposed(float *out, size_t out_stride, const kerne
     uint64_t started = profile_start();
     pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, transposed_head, &job);
     profile_stop(PROFILE_ATTENTION, started);
+}
+
+void blas_matrix_vector(float *out, const float *matrix, size_t rows, size_t cols, const float *x) {
+    pthread_once(&blas_once, blas_single_threaded);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)cols, 1.0f, matrix, (int)cols, x, 1, 0.0f, out, 1);
 }

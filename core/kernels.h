@@ -10,10 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/kernel_types.h"
 #include "core/pool.h"
 
-/* How a weight matrix's numbers are stored: as the checkpoint has them. */
-typedef enum weight_type { WEIGHT_TYPE_F32 = 0, WEIGHT_TYPE_F16, WEIGHT_TYPE_BF16 } weight_type;
 
 struct kernel_q8;
 struct kernel_bf16x3;
@@ -34,8 +33,6 @@ typedef glimpse_status (*kernel_twin_add)(void *set, kernel_weight *weight, size
 static inline kernel_weight kernel_weight_f32(const float *data) {
     return (kernel_weight){.data = data, .type = WEIGHT_TYPE_F32};
 }
-/* Bytes of one stored value. */
-static inline size_t weight_type_bytes(weight_type type) { return type == WEIGHT_TYPE_F32 ? 4 : 2; }
 
 /* Exact widening of one float16 / bfloat16 value, and of n values of any type. */
 float kernel_f16_to_f32(uint16_t half);
@@ -125,6 +122,25 @@ void kernel_dot_rows(float *out, const float *matrix, size_t dim, const int64_t 
                      pool *threads);
 void kernel_dot_rows_reference(float *out, const float *matrix, size_t dim, const int64_t *rows, size_t n,
                                const float *x);
+
+/* The int8 scan of stored codes (a search's first pass over the int8 twins
+ * of its rows): for r in [first, first + count) of codes[rows, depth],
+ *   dots[r] = Σ_k query[k] · codes[r·depth + k],  sums[r] = Σ_k codes[r·depth + k]
+ * every code read once (sums let the caller compare a row's codes with the
+ * sum it stored: a damaged code shows there). query: depth signed codes. The
+ * sums are exact integers: AVX2 (kernel_dot_codes_avx2, dot_codes_avx2.c;
+ * x86-64 builds, where cpu_has_avx2()) and the plain twin give the same. */
+void kernel_dot_codes(int32_t *dots, int32_t *sums, const int8_t *query, const int8_t *codes, size_t depth,
+                      size_t first, size_t count);
+void kernel_dot_codes_reference(int32_t *dots, int32_t *sums, const int8_t *query, const int8_t *codes, size_t depth,
+                                size_t first, size_t count);
+void kernel_dot_codes_avx2(int32_t *dots, int32_t *sums, const int8_t *query, const int8_t *codes, size_t depth,
+                           size_t first, size_t count);
+
+/* x[n] · y[n] summed in double, in order; with y_l1, Σ |y[d]| too (the bound
+ * a search puts on its int8 scores' error needs the row's L1 norm). A plain
+ * loop, its own twin: a search's exact score of a candidate. */
+double kernel_dot_double(const float *x, const float *y, size_t n, double *y_l1);
 
 typedef enum kernel_mask {
     KERNEL_MASK_NONE = 0,  /* every query sees every key */

@@ -11,8 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/kernels.h"
-#include "core/quantize.h"
+#include "core/kernel_types.h"
 
 /* ------------------------------------------------ float products (linear_avx512.c) */
 

@@ -21,6 +21,7 @@
 
 #include "core/avx512_tiles.h"
 #include "core/kernels_avx512.h"
+#include "core/quantize.h"
 
 /* acc + Σ (4 u8 of unsigned_bytes) · (4 s8 of signed_bytes) per 32-bit lane. In
  * assembly because GCC 12 spills and copies every accumulator of

@@ -15,15 +15,9 @@
 #include <stdint.h>
 
 #include "glimpse.h"
+#include "core/kernel_types.h"
 #include "core/kernels.h"
 
-typedef struct kernel_q8 {
-    int8_t *weight;     /* [out_features, depth], each row zero-padded from in_features to depth; 16 rows
-                         * and 64 bytes of slack after the last (allocated, zero, never part of a result) */
-    float *scale;       /* [out_features]: max |w| of the row / 127 */
-    int32_t *sum;       /* [out_features]: Σ of the row's q (activations go in offset by 128) */
-    size_t out_features, in_features, depth; /* depth: in_features rounded up to a multiple of 4 */
-} kernel_q8;
 
 /* Quantizes weight[out_features, in_features] of any type (16-bit ones
  * widened a row at a time); q owns what it allocates. */
@@ -65,31 +59,8 @@ void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_
 /* kernel_q8_quantize's weight row on AVX2 (identical): returns the row's sum, writes its scale. */
 int32_t q8_quantize_weight_row_avx2(int8_t *out, const float *row, size_t n, float *scale_out);
 
-/* ------------------------------------------------ the product in two steps */
 
-/* One way of running the int8 product (VNNI, AVX2 or plain loops), in two
- * steps so that a product split over a pool's column tasks quantizes its input
- * once (kernel_linear): prepare() quantizes the rows in[rows, in_stride] into
- * the layout product() reads (in parts that may run on different threads),
- * then product() runs any range of output columns against them. Every path
- * gives q8_product_plain's results bit for bit. Buffers are 64-byte aligned. */
-typedef struct q8_path {
-    /* bytes of `rows` prepared rows */
-    size_t (*input_bytes)(const kernel_q8 *q, size_t rows);
-    /* bytes of scratch prepare() needs beside them (per thread) */
-    size_t (*temp_bytes)(const kernel_q8 *q);
-    /* how many independent parts prepare() splits `rows` rows into */
-    size_t (*parts)(const kernel_q8 *q, size_t rows);
-    /* part `part` of the rows into prepared (input_bytes), temp holding temp_bytes */
-    void (*prepare)(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
-                    size_t part, void *temp);
-    /* columns first .. first+count of out[rows, out_stride] (+)= prepared rows · q + bias */
-    void (*product)(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                    size_t rows, bool accumulate, size_t first, size_t count);
-    /* how many of rows_left rows to prepare at a time when the prepared rows and temp must share
-     * scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
-    size_t (*chunk_rows)(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes);
-} q8_path;
+/* ------------------------------------------------ the product in two steps (q8_path, kernel_types.h) */
 
 /* Plain loops (any CPU) and AVX2 (linear_q8_avx2.c; x86-64 builds, where
  * cpu_has_avx2()); VNNI's is in kernels_avx512.h. */

@@ -2,13 +2,12 @@
 // file of glimpse that includes FAISS. Every FAISS exception is caught here
 // and turned into the error text the C side reports.
 #include "search/faiss_engine.h"
+#include "core/blas_gemv.h"
 
 #include <faiss/IVFlib.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/index_io.h>
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -89,8 +88,7 @@ extern "C" int faiss_engine_search(faiss_engine *engine, const float *query, siz
         }
         size_t nlist = ivf->nlist, probe = ivf->nprobe;
         // every centroid's inner product with the query, the best `probe` lists first (ties by list number)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(nlist), ivf->d, 1.0f, engine->centroids.data(),
-                    ivf->d, query, 1, 0.0f, engine->coarse.data(), 1);
+        blas_matrix_vector(engine->coarse.data(), engine->centroids.data(), nlist, static_cast<size_t>(ivf->d), query);
         std::vector<faiss::Index::idx_t> &lists = engine->lists;
         lists.resize(nlist);
         std::iota(lists.begin(), lists.end(), 0);

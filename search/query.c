@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/kernels.h"
-#include "search/index.h"
+#include "search/walk.h"
 
 typedef struct query_part {
     char *text;    /* trimmed, without the @ of an image part */

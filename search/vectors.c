@@ -5,12 +5,9 @@
  *                      hash of the sections below up to the codes, hash of the header
  *   ids int64[count] | scales float[count] | sums int32[count] |
  *   codes int8[count, depth] | rows float[count, dim]
- * The int8 codes are kernel_q8's (quantize.h), so kernel_linear scans them. */
+ * The int8 codes are kernel_q8's (quantize.h); a search scans them with kernel_dot_codes. */
 #define _GNU_SOURCE
 #include <errno.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +17,9 @@
 
 #include "core/error.h"
 #include "core/file.h"
-#include "search/index.h"
+#include "core/kernels.h"
+#include "core/quantize.h"
+#include "search/walk.h"
 #include "search/vectors.h"
 
 #define VECTOR_MAGIC "GLIMVEC1"
@@ -206,54 +205,4 @@ glimpse_status vector_file_open(vector_file *file, const char *path, uint64_t st
 void vector_file_close(vector_file *file) {
     file_unmap(file->map, file->map_bytes);
     memset(file, 0, sizeof *file);
-}
-
-void vector_scan_plain(int32_t *dots, int32_t *sums, const int8_t *query, const vector_file *file, size_t first,
-                       size_t count) {
-    const size_t depth = file->q8.depth;
-    for (size_t r = first; r < first + count; r++) {
-        const int8_t *codes = file->q8.weight + r * depth;
-        int32_t dot = 0, sum = 0;
-        for (size_t k = 0; k < depth; k++) dot += (int32_t)query[k] * codes[k], sum += codes[k];
-        dots[r] = dot, sums[r] = sum;
-    }
-}
-
-#if defined(__x86_64__)
-/* 32 codes a step: |query| · (codes with query's sign) in 16-bit pairs
- * (at most 2 · 127 · 127, no saturation), then 32-bit sums; the codes' own
- * sum as 1 · codes the same way. */
-__attribute__((target("avx2"))) static void vector_scan_avx2(int32_t *dots, int32_t *sums, const int8_t *query,
-                                                              const vector_file *file, size_t first, size_t count) {
-    const size_t depth = file->q8.depth, whole = depth / 32 * 32;
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    for (size_t r = first; r < first + count; r++) {
-        const int8_t *codes = file->q8.weight + r * depth;
-        __m256i dot = _mm256_setzero_si256(), sum = _mm256_setzero_si256();
-        for (size_t k = 0; k < whole; k += 32) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(query + k));
-            __m256i c = _mm256_loadu_si256((const __m256i *)(codes + k));
-            __m256i products = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(c, q));
-            dot = _mm256_add_epi32(dot, _mm256_madd_epi16(products, ones16));
-            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, c), ones16));
-        }
-        int32_t lanes[8], sum_lanes[8], d = 0, s = 0;
-        _mm256_storeu_si256((__m256i *)lanes, dot);
-        _mm256_storeu_si256((__m256i *)sum_lanes, sum);
-        for (int i = 0; i < 8; i++) d += lanes[i], s += sum_lanes[i];
-        for (size_t k = whole; k < depth; k++) d += (int32_t)query[k] * codes[k], s += codes[k];
-        dots[r] = d, sums[r] = s;
-    }
-}
-#endif
-
-void vector_scan(int32_t *dots, int32_t *sums, const int8_t *query, const vector_file *file, size_t first,
-                 size_t count) {
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2")) {
-        vector_scan_avx2(dots, sums, query, file, first, count);
-        return;
-    }
-#endif
-    vector_scan_plain(dots, sums, query, file, first, count);
 }

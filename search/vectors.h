@@ -11,8 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/kernels.h"
-#include "core/quantize.h"
+#include "core/kernel_types.h"
 #include "glimpse.h"
 
 typedef struct vector_file {
@@ -48,17 +47,6 @@ glimpse_status vector_writer_finish(vector_writer *w, glimpse_status status);
  * (GLIMPSE_STATUS_BAD_FORMAT naming it). */
 glimpse_status vector_file_open(vector_file *file, const char *path, uint64_t stamp, size_t dim, bool *usable);
 void vector_file_close(vector_file *file);
-
-/* The int8 scan of rows [first, first + count) of the file: dots[r] =
- * Σ query[k] · codes[r][k] and sums[r] = Σ codes[r][k] (which must equal
- * the stored q8.sum[r]: a damaged code shows there), every code read once.
- * query: depth signed codes (a row of q8_quantize_row, less its offset of
- * 128). Runs on AVX2 where the CPU has it, else on vector_scan_plain. */
-void vector_scan(int32_t *dots, int32_t *sums, const int8_t *query, const vector_file *file, size_t first,
-                 size_t count);
-/* vector_scan's plain loops: its oracle, and its stand-in on other CPUs. */
-void vector_scan_plain(int32_t *dots, int32_t *sums, const int8_t *query, const vector_file *file, size_t first,
-                       size_t count);
 
 /* The path of the vector file of the index at db_path; caller frees. */
 char *vector_file_path(const char *db_path);

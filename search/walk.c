@@ -12,7 +12,8 @@
 
 #include "core/error.h"
 #include "core/file.h"
-#include "search/index.h"
+#include "search/walk.h"
+#include "vision/image.h"
 
 /* Folders deeper than this below a path given are not walked: deeper than
  * any photo library, it guards against odd mounts. */
@@ -243,4 +244,13 @@ glimpse_status walk_folder_files(const char *folder, walk_result *out) {
     }
     if (out->files.count) qsort(out->files.items, out->files.count, sizeof *out->files.items, compare_paths);
     return GLIMPSE_STATUS_OK;
+}
+
+bool index_hash_file(const char *path, int64_t *hash) {
+    uint8_t *bytes;
+    size_t size;
+    if (file_read_all(path, IMAGE_FILE_MAX_BYTES, &bytes, &size) != GLIMPSE_STATUS_OK) return false;
+    *hash = (int64_t)content_hash(bytes, size);
+    free(bytes);
+    return true;
 }

@@ -825,6 +825,58 @@ static void test_errors(void **state) {
     assert_string_equal(glimpse_version(), GLIMPSE_VERSION_STRING);
 }
 
+/* The int8 scan of a search's codes (AVX2 where the CPU has it) against its plain twin and a loop of its own, on
+ * codes of every value and depths that are and are not multiples of the 32 codes of a step; rows outside
+ * [first, first + count) are left alone. */
+static void test_dot_codes_matches_reference(void **state) {
+    (void)state;
+    enum { ROWS = 37, MAX_DEPTH = 100 };
+    int8_t *codes = malloc(ROWS * MAX_DEPTH), query[MAX_DEPTH];
+    assert_non_null(codes);
+    uint32_t random = 99;
+    for (size_t i = 0; i < ROWS * MAX_DEPTH; i++) {
+        random = random * 1664525u + 1013904223u;
+        codes[i] = (int8_t)((random >> 24) % 255 - 127);
+    }
+    for (size_t k = 0; k < MAX_DEPTH; k++) query[k] = (int8_t)(k % 255 - 127);
+    const size_t depths[] = {1, 31, 32, 64, 100};
+    for (size_t t = 0; t < sizeof depths / sizeof *depths; t++) {
+        size_t depth = depths[t], first = t, count = ROWS - 2 * t;
+        int32_t dots[ROWS], sums[ROWS], plain_dots[ROWS], plain_sums[ROWS];
+        for (int r = 0; r < ROWS; r++) dots[r] = sums[r] = plain_dots[r] = plain_sums[r] = -7;
+        kernel_dot_codes(dots, sums, query, codes, depth, first, count);
+        kernel_dot_codes_reference(plain_dots, plain_sums, query, codes, depth, first, count);
+        for (size_t r = 0; r < ROWS; r++) {
+            int32_t dot = 0, sum = 0;
+            for (size_t k = 0; k < depth; k++) dot += query[k] * codes[r * depth + k], sum += codes[r * depth + k];
+            bool inside = r >= first && r < first + count;
+            assert_int_equal(plain_dots[r], inside ? dot : -7);
+            assert_int_equal(plain_sums[r], inside ? sum : -7);
+            assert_int_equal(dots[r], inside ? dot : -7);
+            assert_int_equal(sums[r], inside ? sum : -7);
+        }
+#ifdef GLIMPSE_HAVE_AVX2
+        if (cpu_has_avx2()) {
+            kernel_dot_codes_avx2(dots, sums, query, codes, depth, first, count);
+            assert_memory_equal(dots, plain_dots, sizeof dots);
+            assert_memory_equal(sums, plain_sums, sizeof sums);
+        }
+#endif
+    }
+    free(codes);
+}
+
+/* kernel_dot_double: the dot product in double and the second vector's L1 norm, on values whose sums are exact. */
+static void test_dot_double_and_l1(void **state) {
+    (void)state;
+    const float x[] = {1.0f, 2.0f, 3.0f, -0.25f}, y[] = {-1.0f, 0.5f, 2.0f, 4.0f};
+    double l1 = 0;
+    assert_true(kernel_dot_double(x, y, 4, &l1) == 5.0);
+    assert_true(l1 == 7.5);
+    assert_true(kernel_dot_double(x, y, 3, NULL) == 6.0);
+    assert_true(kernel_dot_double(x, y, 0, &l1) == 0.0 && l1 == 0.0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
@@ -832,7 +884,8 @@ int main(void) {
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
-        cmocka_unit_test(test_dot_rows_matches_reference),
+        cmocka_unit_test(test_dot_rows_matches_reference), cmocka_unit_test(test_dot_codes_matches_reference),
+        cmocka_unit_test(test_dot_double_and_l1),
         cmocka_unit_test(test_vector_maths_against_double), cmocka_unit_test(test_row_kernels_match_reference),
         cmocka_unit_test(test_pool_runs_every_index_once),
         cmocka_unit_test(test_pool_jobs_never_mix), cmocka_unit_test(test_strmap),

@@ -1155,35 +1155,6 @@ static void test_vector_file(void **state) {
     close_indexer(&x);
 }
 
-/* The vector file's int8 scan (AVX2 where the CPU has it) against its plain twin, on codes of every value and a
- * depth that is not a multiple of the 32 codes of a step. */
-static void test_vector_scan(void **state) {
-    (void)state;
-    enum { ROWS = 37, DEPTH = 100 };
-    int8_t *codes = malloc(ROWS * DEPTH), query[DEPTH];
-    int32_t sums[ROWS];
-    uint32_t random = 99;
-    for (size_t i = 0; i < ROWS * DEPTH; i++) {
-        random = random * 1664525u + 1013904223u;
-        codes[i] = (int8_t)((random >> 24) % 255 - 127);
-    }
-    for (size_t k = 0; k < DEPTH; k++) query[k] = (int8_t)(k % 255 - 127);
-    vector_file file = {.count = ROWS, .dim = DEPTH, .q8 = {.weight = codes, .sum = sums, .out_features = ROWS,
-                                                            .in_features = DEPTH, .depth = DEPTH}};
-    int32_t dots[ROWS], found_sums[ROWS], plain_dots[ROWS], plain_sums[ROWS];
-    vector_scan(dots, found_sums, query, &file, 0, ROWS);
-    vector_scan_plain(plain_dots, plain_sums, query, &file, 0, ROWS);
-    for (int r = 0; r < ROWS; r++) {
-        int32_t dot = 0, sum = 0;
-        for (int k = 0; k < DEPTH; k++) dot += query[k] * codes[r * DEPTH + k], sum += codes[r * DEPTH + k];
-        assert_int_equal(plain_dots[r], dot);
-        assert_int_equal(plain_sums[r], sum);
-        assert_int_equal(dots[r], dot);
-        assert_int_equal(found_sums[r], sum);
-    }
-    free(codes);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
@@ -1201,7 +1172,6 @@ int main(void) {
         cmocka_unit_test(test_management_command_line),
         cmocka_unit_test(test_similar_pictures),
         cmocka_unit_test(test_vector_file),
-        cmocka_unit_test(test_vector_scan),
     };
     return cmocka_run_group_tests_name("search", tests, setup, teardown);
 }

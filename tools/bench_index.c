@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "search/bench.h"
+#include "search/index_bench.h"
 #include "tools/cli_common.h"
 
 static const char usage[] =

@@ -16,7 +16,7 @@
 #include "api/bench.h"
 #include "core/file.h"
 #include "vision/image.h"
-#include "search/bench.h"
+#include "search/index_bench.h"
 #include "tools/cli_common.h"
 #include "tools/cli_html.h"
 #include "tools/commands.h"

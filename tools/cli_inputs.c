@@ -11,7 +11,7 @@
 
 #include "core/file.h"
 #include "core/prefetch.h"
-#include "search/index.h"
+#include "search/walk.h"
 
 const char cli_inputs_help[] =
     "Inputs: image files; '-' for one picture on standard input (read whole, up to 1 GiB;\n"

@@ -11,7 +11,7 @@
 #include "search/faiss_folder.h"
 #endif
 #include "tools/cli_common.h"
-#include "search/index.h"
+#include "search/walk.h"
 #include "tools/cli_html.h"
 #include "tools/cli_inputs.h"
 #include "tools/commands.h"

@@ -1,9 +1,9 @@
-/* bench.h — the hooks through which the developer benchmarks (`glimpse
+/* index_bench.h — the hooks through which the developer benchmarks (`glimpse
  * bench --search-rows`, glimpse-bench-index) fill an index with made-up
  * rows and compare its searches. White-box, like api/bench.h: nothing but
  * the benchmarks includes this header. */
-#ifndef GLIMPSE_SEARCH_BENCH_H
-#define GLIMPSE_SEARCH_BENCH_H
+#ifndef GLIMPSE_SEARCH_INDEX_BENCH_H
+#define GLIMPSE_SEARCH_INDEX_BENCH_H
 
 #include <stddef.h>
 

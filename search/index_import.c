@@ -1,9 +1,11 @@
-/* import.c — glimpse_index_import: merges the embedding folder glimpse.dask
- * writes (python/glimpse/shards.py: manifest.json, part-NNNNN.npy float32
- * [n, dim] + part-NNNNN.json) into a search index without embedding again.
- * Reads and checks the files; the storing itself is index.c's. */
+/* index_import.c — glimpse_index_import: merges the embedding folder
+ * glimpse.dask writes (python/glimpse/shards.py: manifest.json,
+ * part-NNNNN.npy float32 [n, dim] + part-NNNNN.json; docs/formats.md) into a
+ * search index without embedding again: reads and checks the files, then
+ * stores each shard's pictures in one transaction. Embeds nothing. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +13,8 @@
 
 #include "core/error.h"
 #include "core/file.h"
-#include "search/index.h"
+#include "search/walk.h"
+#include "search/index_internal.h"
 #include "search/npy.h"
 
 /* Bounds on what the folder's JSON files may claim before they are believed. */
@@ -22,6 +25,16 @@
 #define IMPORT_NORM_TOLERANCE 1e-3
 /* JSON numbers are doubles: integers above 2^53 (a nanosecond time) are rounded; sizes must be exact. */
 #define IMPORT_EXACT_INTEGER 9007199254740992.0
+
+/* One picture to store: its file as it is now, and its embedding ([dim],
+ * borrowed); a video's frames are consecutive entries of the same path. */
+typedef struct imported_picture {
+    const char *path; /* absolute */
+    int64_t size, mtime_ns, hash;
+    const float *embedding;
+    int64_t frame; /* a video's frame number (0, 1, ...); 0 for a still */
+    double time;   /* a video frame's time in seconds; negative for a still */
+} imported_picture;
 
 /* Reads and parses the JSON file at path (at most max_bytes); BAD_FORMAT naming it if it is not JSON. */
 static glimpse_status read_json(const char *path, size_t max_bytes, cJSON **out) {
@@ -234,6 +247,119 @@ static void check_picture_file(const cJSON *picture, imported_picture *out, bool
         }
     }
     report(params, path, reason);
+}
+
+/* WRONG_MODEL unless embeddings of the model identity at precision
+ * ("float32" or "int8") and of dim are the index's own (label names where
+ * they come from in the message); INVALID_ARGUMENT for a read-only handle,
+ * or when sampling (how the folder's videos were sampled, NULL: none) is
+ * not the one the index records (it is recorded if the index has none).
+ * Then takes the writer's turn (BUSY as for an update). */
+static glimpse_status index_import_begin(glimpse_index *index, const char *label, const char *identity,
+                                         const char *precision, size_t dim, const char *sampling) {
+    if (index->read_only)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                         "%s was opened for searching (read-only); open it with a model to import into it", index->path);
+    if (strcmp(identity, index->identity) != 0)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s holds embeddings of another model (%s) than %s (%s)", label,
+                         identity, index->path, index->identity);
+    if (strcmp(precision, index_precision_name(index->precision)) != 0)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s holds %s embeddings and %s holds %s ones", label, precision,
+                         index->path, index_precision_name(index->precision));
+    if (dim != index->dim)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s holds embeddings of %zu numbers and %s of %zu", label, dim,
+                         index->path, index->dim);
+    index_drop_cache(index);
+    glimpse_status status = index_writer_lock(index);
+    if (!status && sampling && (status = index_record_sampling(index, sampling))) index_writer_unlock(index);
+    return status;
+}
+
+/* The rows pictures[first..] of one path (a still, or a video's frames): how many. */
+static size_t same_path_run(const imported_picture *pictures, size_t first, size_t count) {
+    size_t end = first + 1;
+    while (end < count && strcmp(pictures[end].path, pictures[first].path) == 0) end++;
+    return end - first;
+}
+
+/* Stores the pictures in one transaction (all or none survive a crash): a
+ * path stored with the same size, time and hash (and not failed; for a
+ * video, as many frames) is counted unchanged and left alone, another
+ * stored path is updated (all its rows replaced), a new one added. */
+static glimpse_status index_import_store(glimpse_index *index, const imported_picture *pictures, size_t count,
+                                         glimpse_index_summary *summary) {
+    sqlite3_stmt *insert, *find = NULL, *remove = NULL;
+    /* a picture is one row, frame 0, time NULL; a video one row per frame (rows that were at the path, or a
+     * failure, are replaced) */
+    glimpse_status status = index_transaction_begin(index,
+                                              "INSERT INTO images(path, frame, time, size, mtime_ns, hash, embedding,"
+                                              " checksum) VALUES (?1, ?6, ?7, ?2, ?3, ?4, ?5,"
+                                              " glimpse_row_checksum(?1, ?5))",
+                                              "preparing an insert", &insert);
+    if (!status &&
+        sqlite3_prepare_v2(index->db, "SELECT size, mtime_ns, hash, failed IS NOT NULL, time IS NULL,"
+                                      " (SELECT COUNT(*) FROM images AS f WHERE f.path = images.path)"
+                                      " FROM images WHERE path = ? AND frame = 0", -1, &find, NULL) != SQLITE_OK)
+        status = index_db_error(index, "reading the index");
+    if (!status && sqlite3_prepare_v2(index->db, "DELETE FROM images WHERE path = ?", -1, &remove, NULL) != SQLITE_OK)
+        status = index_db_error(index, "preparing an insert");
+    for (size_t i = 0; i < count && !status;) {
+        const imported_picture *p = &pictures[i];
+        size_t rows = same_path_run(pictures, i, count);
+        bool still = rows == 1 && p->time < 0;
+        sqlite3_bind_text(find, 1, p->path, -1, SQLITE_STATIC);
+        int code = sqlite3_step(find);
+        bool stored = code == SQLITE_ROW;
+        bool same = stored && sqlite3_column_int64(find, 0) == p->size && sqlite3_column_int64(find, 1) == p->mtime_ns &&
+                    sqlite3_column_int64(find, 2) == p->hash && sqlite3_column_int(find, 3) == 0 &&
+                    (sqlite3_column_int(find, 4) != 0) == still && (size_t)sqlite3_column_int64(find, 5) == rows;
+        sqlite3_reset(find);
+        if (code != SQLITE_ROW && code != SQLITE_DONE) {
+            status = index_step_error(index, code, "reading the index");
+            break;
+        }
+        if (same) {
+            summary->unchanged++;
+            i += rows;
+            continue;
+        }
+        sqlite3_bind_text(remove, 1, p->path, -1, SQLITE_STATIC);
+        if (sqlite3_step(remove) != SQLITE_DONE) status = index_db_error(index, "replacing an entry");
+        sqlite3_reset(remove);
+        for (size_t r = i; r < i + rows && !status; r++) {
+            const imported_picture *row = &pictures[r];
+            sqlite3_bind_text(insert, 1, row->path, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(insert, 2, row->size);
+            sqlite3_bind_int64(insert, 3, row->mtime_ns);
+            sqlite3_bind_int64(insert, 4, row->hash);
+            sqlite3_bind_blob(insert, 5, row->embedding, (int)(index->dim * sizeof(float)), SQLITE_STATIC);
+            sqlite3_bind_int64(insert, 6, row->frame);
+            if (row->time < 0)
+                sqlite3_bind_null(insert, 7);
+            else
+                sqlite3_bind_double(insert, 7, row->time);
+            if (sqlite3_step(insert) != SQLITE_DONE) status = index_db_error(index, "storing an embedding");
+            sqlite3_reset(insert);
+        }
+        if (stored)
+            summary->updated++;
+        else
+            summary->added++;
+        i += rows;
+    }
+    sqlite3_finalize(find);
+    sqlite3_finalize(remove);
+    return index_transaction_end(index, insert, status);
+}
+
+/* After the last store: rewrites the vector file (unless status is a
+ * failure) and gives the writer's turn back. Returns status, or the failure
+ * to write. */
+static glimpse_status index_import_end(glimpse_index *index, glimpse_status status) {
+    if (!status) status = index_write_vectors(index);
+    index_writer_unlock(index);
+    if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    return status;
 }
 
 /* Imports shard n (read and checked whole first): each picture whose file is here as it was embedded. A shard

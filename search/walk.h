@@ -1,8 +1,9 @@
-/* index.h — internal helpers of the search library: walking folders for
- * image files and hashing file contents. The index itself is the public
- * glimpse_index (include/glimpse.h), implemented in index.c on SQLite. */
-#ifndef GLIMPSE_SEARCH_INDEX_H
-#define GLIMPSE_SEARCH_INDEX_H
+/* walk.h — internal helpers of the search library: walking folders for
+ * image files and hashing file contents (walk.c). The index itself is the
+ * public glimpse_index (include/glimpse.h), implemented in search/index_*.c
+ * on SQLite. */
+#ifndef GLIMPSE_SEARCH_WALK_H
+#define GLIMPSE_SEARCH_WALK_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -77,38 +78,5 @@ uint64_t content_hash(const uint8_t *bytes, size_t size);
 
 /* The content hash of the file at path, as the index stores it; false if it cannot be read. */
 bool index_hash_file(const char *path, int64_t *hash);
-
-/* --------------------------------------------------- for import.c (index.c)
- * Storing embeddings made elsewhere (glimpse_index_import): begin, store
- * shard after shard, end. */
-
-/* One picture to store: its file as it is now, and its embedding ([dim],
- * borrowed); a video's frames are consecutive entries of the same path. */
-typedef struct imported_picture {
-    const char *path; /* absolute */
-    int64_t size, mtime_ns, hash;
-    const float *embedding;
-    int64_t frame; /* a video's frame number (0, 1, ...); 0 for a still */
-    double time;   /* a video frame's time in seconds; negative for a still */
-} imported_picture;
-
-/* WRONG_MODEL unless embeddings of the model identity at precision
- * ("float32" or "int8") and of dim are the index's own (label names where
- * they come from in the message); INVALID_ARGUMENT for a read-only handle,
- * or when sampling (how the folder's videos were sampled, NULL: none) is
- * not the one the index records (it is recorded if the index has none).
- * Then takes the writer's turn (BUSY as for an update). */
-glimpse_status index_import_begin(glimpse_index *index, const char *label, const char *identity,
-                                  const char *precision, size_t dim, const char *sampling);
-/* Stores the pictures in one transaction (all or none survive a crash): a
- * path stored with the same size, time and hash (and not failed; for a
- * video, as many frames) is counted unchanged and left alone, another
- * stored path is updated (all its rows replaced), a new one added. */
-glimpse_status index_import_store(glimpse_index *index, const imported_picture *pictures, size_t count,
-                                  glimpse_index_summary *summary);
-/* After the last store: rewrites the vector file (unless status is a
- * failure) and gives the writer's turn back. Returns status, or the failure
- * to write. */
-glimpse_status index_import_end(glimpse_index *index, glimpse_status status);
 
 #endif

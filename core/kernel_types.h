@@ -1,0 +1,51 @@
+/* kernel_types.h — the types the kernels' headers share: how a weight's
+ * numbers are stored (weight_type), an int8 twin of a weight (kernel_q8) and
+ * a way of running the int8 product (q8_path). Types only, no functions:
+ * kernels.h, quantize.h and kernels_avx512.h include it, and it includes
+ * none of them, so those headers need not include each other. */
+#ifndef GLIMPSE_CORE_KERNEL_TYPES_H
+#define GLIMPSE_CORE_KERNEL_TYPES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How a weight matrix's numbers are stored: as the checkpoint has them. */
+typedef enum weight_type { WEIGHT_TYPE_F32 = 0, WEIGHT_TYPE_F16, WEIGHT_TYPE_BF16 } weight_type;
+/* Bytes of one stored value. */
+static inline size_t weight_type_bytes(weight_type type) { return type == WEIGHT_TYPE_F32 ? 4 : 2; }
+
+/* An int8 twin of a weight (quantize.h makes it and runs it). */
+typedef struct kernel_q8 {
+    int8_t *weight;     /* [out_features, depth], each row zero-padded from in_features to depth; 16 rows
+                         * and 64 bytes of slack after the last (allocated, zero, never part of a result) */
+    float *scale;       /* [out_features]: max |w| of the row / 127 */
+    int32_t *sum;       /* [out_features]: Σ of the row's q (activations go in offset by 128) */
+    size_t out_features, in_features, depth; /* depth: in_features rounded up to a multiple of 4 */
+} kernel_q8;
+
+/* One way of running the int8 product (VNNI, AVX2 or plain loops), in two
+ * steps so that a product split over a pool's column tasks quantizes its input
+ * once (kernel_linear): prepare() quantizes the rows in[rows, in_stride] into
+ * the layout product() reads (in parts that may run on different threads),
+ * then product() runs any range of output columns against them. Every path
+ * gives q8_product_plain's results bit for bit. Buffers are 64-byte aligned. */
+typedef struct q8_path {
+    /* bytes of `rows` prepared rows */
+    size_t (*input_bytes)(const kernel_q8 *q, size_t rows);
+    /* bytes of scratch prepare() needs beside them (per thread) */
+    size_t (*temp_bytes)(const kernel_q8 *q);
+    /* how many independent parts prepare() splits `rows` rows into */
+    size_t (*parts)(const kernel_q8 *q, size_t rows);
+    /* part `part` of the rows into prepared (input_bytes), temp holding temp_bytes */
+    void (*prepare)(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
+                    size_t part, void *temp);
+    /* columns first .. first+count of out[rows, out_stride] (+)= prepared rows · q + bias */
+    void (*product)(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
+                    size_t rows, bool accumulate, size_t first, size_t count);
+    /* how many of rows_left rows to prepare at a time when the prepared rows and temp must share
+     * scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
+    size_t (*chunk_rows)(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes);
+} q8_path;
+
+#endif
