@@ -1,5 +1,5 @@
 /* kernels_avx512.h — the AVX-512 kernels behind the dispatching ones
- * (kernels.h): declarations for the files that choose them (blas.c,
+ * (kernels.h): declarations for the files that choose them (linear.c, attention.c,
  * kernels.c, quantize.c) and the files that define them (linear_avx512.c,
  * activations_avx512.c, linear_q8_vnni.c). Models never include this: they
  * call kernel_linear, kernel_softmax, ... and those ask core/cpu.h.

@@ -1,5 +1,5 @@
 /* linear_q8_vnni.c — the int8 linear layer on AVX-512 VNNI (quantize.h;
- * blas.c's kernel_linear calls it where cpu_has_avx512_vnni()).
+ * linear.c's kernel_linear calls it where cpu_has_avx512_vnni()).
  * The same two shapes as the float kernels of linear_avx512.c, with
  * vpdpbusd (16 lanes × 4 unsigned-by-signed byte products added into 32-bit
  * sums) in place of the FMA, so one instruction does 64 multiply-adds:

@@ -2,7 +2,7 @@
 // file of glimpse that includes FAISS. Every FAISS exception is caught here
 // and turned into the error text the C side reports.
 #include "search/faiss_engine.h"
-#include "core/blas_gemv.h"
+#include "core/openblas.h"
 
 #include <faiss/IVFlib.h>
 #include <faiss/IndexHNSW.h>

@@ -1,0 +1,207 @@
+/* attention.c — scaled dot-product attention over packed heads
+ * (kernel_attention, and kernel_attention_keys_transposed for a decoder's
+ * cache of transposed keys): scores, masking, softmax and the weighted sum
+ * of values for a block of queries at a time, heads split over the pool's
+ * threads, probabilities optionally recorded for attention maps. Products
+ * on our AVX-512 kernels where the CPU has them, else on OpenBLAS. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/kernels.h"
+#include "core/kernels_avx512.h"
+#include "core/openblas.h"
+#include "core/profile.h"
+
+/* Multiply-adds of attention's scores (queries × keys × head_dim × heads) up
+ * to which the heads run one after another on the calling thread, for the
+ * same reason: a caption step's self-attention over its first few tokens
+ * (1 × 10 × 64 × 12 = 7.7e3) is done before the pool would have woken. */
+#define ATTENTION_PARALLEL_MIN_WORK 2e5
+
+typedef struct attention_job {
+    float *out;
+    size_t out_stride;
+    const float *q;
+    size_t q_stride;
+    const float *k, *v; /* k: keys in rows (kv_stride apart), or transposed per head (key_stride apart) */
+    size_t kv_stride, queries, keys, head_dim;
+    float scale;
+    kernel_mask mask;
+    float *scratch;
+    size_t key_stride;
+    const kernel_attention_rows *probabilities; /* NULL: nothing recorded */
+} attention_job;
+
+/* Query `query`'s row of one head in the recording. */
+static float *recorded_row(const kernel_attention_rows *rows, size_t head, size_t query) {
+    return rows->out + head * rows->head_stride + query * rows->row_stride;
+}
+
+/* The recording's rows of queries first .. first+count of one head: zero past the keys. */
+static void clear_past_keys(const kernel_attention_rows *rows, size_t head, size_t first, size_t count, size_t keys) {
+    for (size_t i = 0; i < count; i++) {
+        float *row = recorded_row(rows, head, first + i);
+        for (size_t j = keys; j < rows->row_stride; j++) row[j] = 0.0f;
+    }
+}
+
+/* Copies one head's normalised scores of queries first .. first+count (scores[count, keys]) to the recording. */
+static void record_probabilities(const kernel_attention_rows *rows, size_t head, size_t first, const float *scores,
+                                 size_t count, size_t keys) {
+    for (size_t i = 0; i < count; i++)
+        memcpy(recorded_row(rows, head, first + i), scores + i * keys, keys * sizeof(float));
+    clear_past_keys(rows, head, first, count, keys);
+}
+
+/* One head's scores[count, keys] = scale · q[count, head_dim] · kᵀ, k's rows
+ * (one per key) k_stride apart. */
+static void head_scores(float *scores, const float *q, size_t q_stride, const float *k, size_t k_stride,
+                        size_t count, size_t keys, size_t head_dim, float scale, float *scratch) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
+        kernel_product product = {.out = scores, .out_stride = keys, .in = q, .in_stride = q_stride, .weight = k,
+                                  .weight_type = WEIGHT_TYPE_F32, .column_stride = k_stride, .depth_stride = 1,
+                                  .scale = scale, .rows = count, .depth = head_dim};
+        kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+        return;
+    }
+#endif
+    openblas_gemm(true, count, keys, head_dim, scale, q, q_stride, k, k_stride, 0.0f, scores, keys);
+}
+
+/* The same with the head's keys transposed: dimension d of key j at keys_t[d·key_stride + j]. */
+static void head_scores_keys_transposed(float *scores, const float *q, size_t q_stride, const float *keys_t,
+                                        size_t key_stride, size_t count, size_t keys, size_t head_dim, float scale,
+                                        float *scratch) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
+        if (count >= 16) { /* the transposed keys as a weight: column j, depth d at keys_t[d·stride + j] */
+            kernel_product product = {.out = scores, .out_stride = keys, .in = q, .in_stride = q_stride,
+                                      .weight = keys_t, .weight_type = WEIGHT_TYPE_F32, .column_stride = 1,
+                                      .depth_stride = key_stride, .scale = scale, .rows = count, .depth = head_dim};
+            kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+        } else { /* each query's scores: a weighted sum of the head's key rows */
+            kernel_weighted_rows_avx512(scores, keys, q, q_stride, keys_t, key_stride, count, head_dim, keys);
+            for (size_t i = 0; i < count * keys; i++) scores[i] *= scale;
+        }
+        return;
+    }
+#endif
+    openblas_gemm(false, count, keys, head_dim, scale, q, q_stride, keys_t, key_stride, 0.0f, scores, keys);
+}
+
+/* One head's out[count, head_dim] = scores[count, keys] · v[keys, head_dim] (rows v_stride apart). */
+static void head_values(float *out, size_t out_stride, const float *scores, size_t count, size_t keys,
+                        const float *v, size_t v_stride, size_t head_dim, float *scratch) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
+        if (count >= 16) { /* the values as a weight stored transposed: column d, depth (key) j at v[j·stride + d] */
+            kernel_product product = {.out = out, .out_stride = out_stride, .in = scores, .in_stride = keys,
+                                      .weight = v, .weight_type = WEIGHT_TYPE_F32, .column_stride = 1,
+                                      .depth_stride = v_stride, .scale = 1.0f, .rows = count, .depth = keys};
+            kernel_product_avx512(&product, 0, head_dim, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+        } else { /* a decoder step's few queries: each a weighted sum of the value rows */
+            kernel_weighted_rows_avx512(out, out_stride, scores, keys, v, v_stride, count, keys, head_dim);
+        }
+        return;
+    }
+#endif
+    openblas_gemm(false, count, head_dim, keys, 1.0f, scores, keys, v, v_stride, 0.0f, out, out_stride);
+}
+
+/* Queries whose scores are made, normalised and used together (one panel of
+ * the product kernel): their rows of scores (48 × 577 floats for BLIP's
+ * 384-pixel tower, 108 KiB) stay in L2 between the three steps, where a
+ * whole head's (1.3 MiB) would not. 12 heads of 577 tokens: 4.8 -> 3.95 ms
+ * (96 rows: 4.05 ms). */
+#define ATTENTION_QUERY_BLOCK 48
+
+static void attention_head(void *argument, size_t head, float *scratch) {
+    const attention_job *job = argument;
+    size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim, shift = keys - queries;
+    float *scores = job->scratch + head * queries * keys;
+#ifdef GLIMPSE_HAVE_AVX512
+    /* with several blocks of queries, the head's values regrouped once at the end of the scratch */
+    const float *packed_v = NULL;
+    size_t block_scratch = scratch ? POOL_SCRATCH_FLOATS : 0;
+    if (scratch && cpu_has_avx512() && queries >= 2 * ATTENTION_QUERY_BLOCK) {
+        size_t packed = (kernel_attention_packed_floats(keys, job->head_dim) + 15) / 16 * 16; /* (64-byte aligned) */
+        if (packed + (job->head_dim + keys) * ATTENTION_QUERY_BLOCK <= POOL_SCRATCH_FLOATS) {
+            float *room = scratch + POOL_SCRATCH_FLOATS - packed;
+            kernel_attention_pack_values_avx512(room, job->v + offset, job->kv_stride, keys, job->head_dim);
+            packed_v = room, block_scratch = POOL_SCRATCH_FLOATS - packed;
+        }
+    }
+#endif
+    for (size_t first = 0; first < queries; first += ATTENTION_QUERY_BLOCK) {
+        size_t count = queries - first < ATTENTION_QUERY_BLOCK ? queries - first : ATTENTION_QUERY_BLOCK;
+        const float *q = job->q + first * job->q_stride + offset;
+        float *out = job->out + first * job->out_stride + offset;
+#ifdef GLIMPSE_HAVE_AVX512
+        if (cpu_has_avx512()) { /* the three steps in one, where the kernel takes the block */
+            const kernel_attention_rows *rows = job->probabilities;
+            kernel_attention_block block = {
+                .out = out, .out_stride = job->out_stride, .q = q, .q_stride = job->q_stride, .k = job->k + offset,
+                .v = job->v + offset, .kv_stride = job->kv_stride, .count = count, .keys = keys,
+                .head_dim = job->head_dim, .scale = job->scale, .causal = job->mask == KERNEL_MASK_CAUSAL,
+                .visible = (long long)(first + shift),
+                .probabilities = rows ? recorded_row(rows, head, first) : NULL,
+                .probability_stride = rows ? rows->row_stride : 0, .packed_v = packed_v};
+            if (kernel_attention_block_avx512(&block, scratch, block_scratch)) {
+                if (rows) clear_past_keys(rows, head, first, count, keys);
+                continue;
+            }
+            packed_v = NULL; /* (the three kernels below may use all of the scratch) */
+        }
+#endif
+        head_scores(scores, q, job->q_stride, job->k + offset, job->kv_stride, count, keys, job->head_dim,
+                    job->scale, scratch);
+        if (job->mask == KERNEL_MASK_CAUSAL) /* query first + i sees keys up to first + i + shift */
+            for (size_t i = 0; i < count; i++)
+                for (size_t j = first + i + shift + 1; j < keys; j++) scores[i * keys + j] = -INFINITY;
+        kernel_softmax(scores, count, keys);
+        if (job->probabilities) record_probabilities(job->probabilities, head, first, scores, count, keys);
+        head_values(out, job->out_stride, scores, count, keys, job->v + offset, job->kv_stride, job->head_dim,
+                    scratch);
+    }
+}
+
+void kernel_attention(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
+                      size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
+                      size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
+    attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = k, .v = v,
+                         .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .scale = scale,
+                         .mask = mask, .scratch = scratch, .probabilities = probabilities};
+    double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
+    uint64_t started = profile_start();
+    pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, attention_head, &job);
+    profile_stop(PROFILE_ATTENTION, started);
+}
+
+static void transposed_head(void *argument, size_t head, float *scratch) {
+    const attention_job *job = argument;
+    size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim;
+    float *scores = job->scratch + head * queries * keys;
+    head_scores_keys_transposed(scores, job->q + offset, job->q_stride, job->k + offset * job->key_stride,
+                                job->key_stride, queries, keys, job->head_dim, job->scale, scratch);
+    kernel_softmax(scores, queries, keys);
+    if (job->probabilities) record_probabilities(job->probabilities, head, 0, scores, queries, keys);
+    head_values(job->out + offset, job->out_stride, scores, queries, keys, job->v + offset, job->kv_stride,
+                job->head_dim, scratch);
+}
+
+void kernel_attention_keys_transposed(float *out, size_t out_stride, const kernel_attention_rows *probabilities,
+                                      const float *q, size_t q_stride, const float *keys_t, size_t key_stride,
+                                      const float *v, size_t v_stride, size_t queries, size_t keys, size_t heads,
+                                      size_t head_dim, float scale, float *scratch, pool *threads) {
+    attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = keys_t, .v = v,
+                         .kv_stride = v_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .scale = scale,
+                         .mask = KERNEL_MASK_NONE, .scratch = scratch, .key_stride = key_stride,
+                         .probabilities = probabilities};
+    double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
+    uint64_t started = profile_start();
+    pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, transposed_head, &job);
+    profile_stop(PROFILE_ATTENTION, started);
+}

@@ -1,0 +1,254 @@
+/* linear.c — the linear layer: kernel_linear, the one entry point for a
+ * linear layer whatever its weight's storage (float32, 16-bit, int8, bf16x3
+ * parts); its split over the pool's threads by column blocks; and the
+ * choice, made here only, between our AVX-512 and AMX kernels
+ * (linear_avx512.c, linear_q8_*.c, linear_bf16x3_amx.c, where core/cpu.h
+ * says they run) and OpenBLAS (openblas.c) or plain loops everywhere else.
+ * Parallelism comes from our pool (pool.c), so the thread count stays a
+ * parameter of each context rather than a process-wide setting. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/bf16x3.h"
+#include "core/cpu.h"
+#include "core/kernels.h"
+#include "core/kernels_avx512.h"
+#include "core/openblas.h"
+#include "core/profile.h"
+#include "core/quantize.h"
+
+/* Columns per task: wide enough that each sgemm call stays efficient. */
+#define LINEAR_COLUMN_BLOCK 128
+/* Multiply-adds (rows × depth × columns) up to which a linear layer stays
+ * one task on the calling thread: microseconds of work on one core, the
+ * order of what handing tasks to the pool and waiting for the last one
+ * costs: at 1e5 a decoder step's 1 × 768 × 768 projections (5.9e5) are
+ * shared while small heads (ITM's 1 × 768 × 2) are not. */
+#define LINEAR_PARALLEL_MIN_WORK 1e5
+
+typedef struct linear_job {
+    float *out;
+    size_t out_stride;
+    const float *in;
+    size_t in_stride;
+    const kernel_weight *weight;
+    const float *bias;
+    size_t rows, in_features, out_features, block;
+    bool accumulate;
+    const q8_path *q8_path; /* with an int8 weight: the kernels that run it */
+    void *q8_prepared;      /* and the input quantized once for every column task (NULL: each task quantizes) */
+    void *bf16x3_prepared;  /* with a bf16x3 twin: the input split once for every column task (NULL: float32) */
+    size_t prepare_parts;   /* in this many parts */
+    bool rowwise; /* kernel_linear_rowwise */
+} linear_job;
+
+/* Columns first .. first+count of a float16 / bfloat16 product in plain loops. */
+static void linear_16bit_plain(const linear_job *job, size_t first, size_t count) {
+    weight_type type = job->weight->type;
+    for (size_t r = 0; r < job->rows; r++)
+        for (size_t c = first; c < first + count; c++) {
+            const uint16_t *w = (const uint16_t *)job->weight->data + c * job->in_features;
+            const float *x = job->in + r * job->in_stride;
+            float sum = 0.0f;
+            for (size_t k = 0; k < job->in_features; k++)
+                sum += x[k] * (type == WEIGHT_TYPE_F16 ? kernel_f16_to_f32(w[k]) : kernel_bf16_to_f32(w[k]));
+            if (job->bias) sum += job->bias[c];
+            float *cell = job->out + r * job->out_stride + c;
+            *cell = job->accumulate ? *cell + sum : sum;
+        }
+}
+
+/* Columns first .. first+count of a float32 product on OpenBLAS. */
+static void linear_f32_blas(const linear_job *job, size_t first, size_t count) {
+    const float *weights = job->weight->data;
+    if (job->rows == 1) {
+        /* one row: a matrix-vector product reads each weight once, where
+         * sgemm would first copy (pack) the whole weight block */
+        const float *weight = weights + first * job->in_features;
+        openblas_gemv(count, job->in_features, 1.0f, weight, job->in_features, job->in, 1,
+                      job->accumulate ? 1.0f : 0.0f, job->out + first, 1);
+        if (job->bias)
+            for (size_t o = 0; o < count; o++) job->out[first + o] += job->bias[first + o];
+        return;
+    }
+    openblas_gemm(true, job->rows, count, job->in_features, 1.0f, job->in, job->in_stride,
+                  weights + first * job->in_features, job->in_features, job->accumulate ? 1.0f : 0.0f,
+                  job->out + first, job->out_stride);
+    if (job->bias)
+        for (size_t r = 0; r < job->rows; r++) {
+            float *row = job->out + r * job->out_stride + first;
+            const float *b = job->bias + first;
+            for (size_t o = 0; o < count; o++) row[o] += b[o];
+        }
+}
+
+/* Quantizes rows of in, every part, into prepared (path->input_bytes of them) through temp. */
+static void q8_prepare_rows(const q8_path *path, void *prepared, const float *in, size_t in_stride, const kernel_q8 *q,
+                            size_t rows, void *temp) {
+    for (size_t part = 0, parts = path->parts(q, rows); part < parts; part++)
+        path->prepare(prepared, in, in_stride, q, rows, part, temp);
+}
+
+/* Columns first .. first+count of the product with the weight's int8 twin: against the input quantized once
+ * for every task (job->q8_prepared), or, when there is none (one task), quantizing it here a chunk of rows at
+ * a time in this thread's scratch. Without scratch (no pool), in plain loops a row at a time. */
+static void linear_q8(const linear_job *job, size_t first, size_t count, float *scratch) {
+    const kernel_q8 *q = job->weight->q8;
+    const q8_path *path = job->q8_path;
+    if (job->q8_prepared) {
+        path->product(job->out, job->out_stride, job->q8_prepared, q, job->bias, job->rows, job->accumulate, first,
+                      count);
+        return;
+    }
+    size_t scratch_bytes = scratch ? POOL_SCRATCH_FLOATS * sizeof(float) : 0, done = 0;
+    while (done < job->rows) {
+        size_t rows = scratch ? path->chunk_rows(q, job->rows - done, scratch_bytes) : 0;
+        const float *in = job->in + done * job->in_stride;
+        float *out = job->out + done * job->out_stride;
+        if (!rows) { /* (only a model with rows of hundreds of thousands of features) */
+            q8_product_plain(out, job->out_stride, in, job->in_stride, q, job->bias, job->rows - done, job->accumulate,
+                             first, count);
+            return;
+        }
+        q8_prepare_rows(path, scratch, in, job->in_stride, q, rows, (char *)scratch + path->input_bytes(q, rows));
+        path->product(out, job->out_stride, scratch, q, job->bias, rows, job->accumulate, first, count);
+        done += rows;
+    }
+}
+
+/* The job's whole input into job->q8_prepared. */
+static void q8_prepare_task(void *argument, size_t index, float *scratch) {
+    (void)index;
+    const linear_job *job = argument;
+    q8_prepare_rows(job->q8_path, job->q8_prepared, job->in, job->in_stride, job->weight->q8, job->rows, scratch);
+}
+
+/* Quantizes the input of an int8 product split over the pool once, on the calling thread, into the pool's
+ * shared buffer, and sets job->q8_prepared to it; leaves it NULL (each task then quantizes the input itself)
+ * if the buffer cannot grow or the prepare's temp does not fit the thread's scratch. (Spreading the parts
+ * over the threads cost one more wait for the pool at every product, more than it saved: ViT-B/32's
+ * products at 50 and 400 rows, two threads.) */
+static void q8_prepare_shared(pool *threads, linear_job *job) {
+    const kernel_q8 *q = job->weight->q8;
+    const q8_path *path = job->q8_path;
+    if (path->temp_bytes(q) > POOL_SCRATCH_FLOATS * sizeof(float)) return;
+    void *prepared = pool_shared_buffer(threads, path->input_bytes(q, job->rows));
+    if (!prepared) return;
+    job->q8_prepared = prepared;
+    pool_for(threads, 1, q8_prepare_task, job); /* (one task: on this thread, with its scratch) */
+}
+
+/* Part `index` of the input of a product on bf16x3 twins, split into job->bf16x3_prepared. */
+static void split_prepare_task(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    const linear_job *job = argument;
+    size_t blocks = bf16x3_input_blocks(job->rows), share = (blocks + job->prepare_parts - 1) / job->prepare_parts;
+    bf16x3_prepare(job->bf16x3_prepared, job->in, job->in_stride, job->weight->bf16x3, job->rows, index * share,
+                   share);
+}
+
+/* Splits the input once for every column task: over the threads where the product is split over them (a
+ * 400 × 3072 input is 1.2 M values), else on this one. */
+static void split_prepare(pool *threads, linear_job *job, size_t tasks) {
+    size_t blocks = bf16x3_input_blocks(job->rows), workers = (size_t)pool_threads(threads);
+    job->prepare_parts = tasks > 1 && blocks > 1 ? (blocks < workers ? blocks : workers) : 1;
+    pool_for(threads, job->prepare_parts, split_prepare_task, job);
+}
+
+static void linear_task(void *argument, size_t index, float *scratch) {
+    const linear_job *job = argument;
+    size_t first = index * job->block;
+    size_t count = job->out_features - first < job->block ? job->out_features - first : job->block;
+    if (job->weight->q8) {
+        linear_q8(job, first, count, scratch);
+        return;
+    }
+    if (job->bf16x3_prepared) {
+        bf16x3_product(job->out, job->out_stride, job->bf16x3_prepared, job->weight->bf16x3, job->bias, job->rows,
+                       job->accumulate, first, count);
+        return;
+    }
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512()) {
+        kernel_product product = {.out = job->out, .out_stride = job->out_stride, .in = job->in,
+                                  .in_stride = job->in_stride, .weight = job->weight->data,
+                                  .weight_type = job->weight->type, .column_stride = job->in_features,
+                                  .depth_stride = 1, .bias = job->bias, .scale = 1.0f, .accumulate = job->accumulate,
+                                  .rows = job->rows, .depth = job->in_features, .rowwise = job->rowwise};
+        kernel_product_avx512(&product, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+        return;
+    }
+#endif
+    if (job->weight->type != WEIGHT_TYPE_F32) {
+        /* 16-bit weights reach this path only when a caller forces it (models
+         * widen them at load where the AVX-512 kernels do not run): plain loops */
+        linear_16bit_plain(job, first, count);
+        return;
+    }
+    if (job->rowwise && job->rows > 1) { /* sgemm's sums may depend on the rows beside: one sgemv per row */
+        for (size_t r = 0; r < job->rows; r++) {
+            linear_job row = *job;
+            row.in = job->in + r * job->in_stride, row.out = job->out + r * job->out_stride, row.rows = 1;
+            linear_f32_blas(&row, first, count);
+        }
+        return;
+    }
+    linear_f32_blas(job, first, count);
+}
+
+/* Output columns per task when a product of rows × depth × columns is split
+ * over the pool's threads (all of them for one task). */
+static size_t column_block(const pool *threads, size_t rows, size_t depth, size_t columns, size_t multiple) {
+    int workers = pool_threads(threads);
+    if (workers <= 1 || (double)rows * (double)depth * (double)columns <= LINEAR_PARALLEL_MIN_WORK) return columns;
+    /* the panel kernels transpose the input once per task: one task per thread
+     * there; elsewhere two, so that uneven threads even out */
+    size_t share = rows >= 16 && cpu_has_avx512() ? (size_t)workers : (size_t)workers * 2;
+    size_t block = (columns + share - 1) / share;
+    block = (block + multiple - 1) / multiple * multiple; /* whole micro-kernels */
+    return block < LINEAR_COLUMN_BLOCK ? LINEAR_COLUMN_BLOCK : block;
+}
+
+static void linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
+                   const float *bias, size_t rows, size_t in_features, size_t out_features, bool accumulate,
+                   bool rowwise, pool *threads) {
+    const kernel_q8 *q = weight->q8;
+    if (q) /* (the int8 twin knows its own sizes; its depth is in_features rounded up to 4) */
+        out_features = q->out_features;
+    if (rows == 0 || out_features == 0) return;
+    /* a bf16x3 twin runs with the input split once (split_prepare) into the pool's shared buffer (without a
+     * pool, or where it cannot grow, the float32 values it was made from run on the FMA kernels) */
+    const kernel_bf16x3 *split = q ? NULL : weight->bf16x3;
+    void *split_input = split ? pool_shared_buffer(threads, bf16x3_input_bytes(split, rows)) : NULL;
+    /* (rowwise without AVX-512: each row's sgemv calls are a one-row call's, so its columns are split as one
+     * row's are: OpenBLAS's sums may depend on where a column falls in the block) */
+    size_t block = column_block(threads, rowwise && !cpu_has_avx512() ? 1 : rows, q ? q->depth : in_features,
+                                out_features, split_input ? 32 : 8); /* (AMX: two 16-column tiles) */
+    linear_job job = {.out = out, .out_stride = out_stride, .in = in, .in_stride = in_stride, .weight = weight,
+                      .bias = bias, .rows = rows, .in_features = in_features, .out_features = out_features,
+                      .block = block, .accumulate = accumulate, .rowwise = rowwise, .bf16x3_prepared = split_input};
+    size_t tasks = (out_features + block - 1) / block;
+    uint64_t started = profile_start();
+    if (split_input) split_prepare(threads, &job, tasks);
+    if (q) {
+        job.q8_path = q8_path_choose(rows);
+        if (tasks > 1 && rows >= 16) q8_prepare_shared(threads, &job); /* (a few rows quantize in no time) */
+    }
+    pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
+    profile_stop(PROFILE_PRODUCTS, started);
+}
+
+void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
+                   const float *bias, size_t rows, size_t in_features, size_t out_features, bool accumulate,
+                   pool *threads) {
+    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, accumulate, false, threads);
+}
+
+bool kernel_linear_rows_exact(size_t rows) { return rows <= 1 || (cpu_has_avx512() && rows < KERNEL_LINEAR_FEW_ROWS); }
+
+void kernel_linear_rowwise(float *out, size_t out_stride, const float *in, size_t in_stride,
+                           const kernel_weight *weight, const float *bias, size_t rows, size_t in_features,
+                           size_t out_features, bool accumulate, pool *threads) {
+    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, accumulate, true, threads);
+}
