@@ -5,6 +5,46 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The length of the valid UTF-8 sequence at s (its first byte 0x80 or above), or 0 where it is not one
+ * (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or cut short). */
+static int utf8_sequence(const unsigned char *s) {
+    unsigned char c = *s;
+    int length = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+    for (int i = 1; i < length; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if (length == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) return 0;
+    if (length == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) return 0;
+    return length;
+}
+
+bool json_utf8_valid(const char *text) {
+    for (const unsigned char *s = (const unsigned char *)text; *s;) {
+        int length = *s < 0x80 ? 1 : utf8_sequence(s);
+        if (!length) return false;
+        s += length;
+    }
+    return true;
+}
+
+char *json_utf8_repaired(const char *text) {
+    size_t size = strlen(text);
+    char *out = malloc(3 * size + 1); /* each byte at most U+FFFD's three */
+    if (!out) return NULL;
+    char *end = out;
+    for (const unsigned char *s = (const unsigned char *)text; *s;) {
+        int length = *s < 0x80 ? 1 : utf8_sequence(s);
+        if (length) {
+            memcpy(end, s, (size_t)length), end += length, s += length;
+        } else {
+            memcpy(end, "\xef\xbf\xbd", 3), end += 3, s++;
+        }
+    }
+    *end = 0;
+    return out;
+}
 
 bool json_string(FILE *out, const char *text) {
     const unsigned char *s = (const unsigned char *)text;
@@ -29,12 +69,8 @@ bool json_string(FILE *out, const char *text) {
             s++;
         } else {
             /* copy a valid UTF-8 sequence, else write U+FFFD for the byte */
-            int length = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
-            bool valid = length > 0;
-            for (int i = 1; valid && i < length; i++) valid = (s[i] & 0xc0) == 0x80;
-            if (valid && length == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) valid = false;
-            if (valid && length == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) valid = false;
-            if (valid) {
+            int length = utf8_sequence(s);
+            if (length) {
                 fwrite(s, 1, (size_t)length, out);
                 s += length;
             } else {

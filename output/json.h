@@ -14,6 +14,11 @@ bool json_string(FILE *out, const char *text); /* false if some byte was not UTF
 /* A file name as a JSON string and, when it is not UTF-8, the field
  * `, "path_bytes": [bytes...]` after it, so that a program can reopen it. */
 void json_path(FILE *out, const char *path);
+/* Whether text is valid UTF-8 throughout; and a new copy (malloc'd; NULL when out of memory) where each byte
+ * that is not part of a valid sequence is U+FFFD, as json_string writes it: for JSON made with cJSON, which
+ * copies bytes as they are. */
+bool json_utf8_valid(const char *text);
+char *json_utf8_repaired(const char *text);
 void json_float(FILE *out, float value);
 void json_floats(FILE *out, const float *values, size_t count);
 /* bytes in base64 (RFC 4648, padded): HTML pages' data: URIs, and /v1/explain's contact sheet. */

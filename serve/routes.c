@@ -21,8 +21,23 @@
 
 /* ------------------------------------------------------------- replies */
 
+/* Makes every string in json valid UTF-8, as json_string writes strings (cJSON copies bytes as they are):
+ * a file name or a query that is not UTF-8 keeps U+FFFD for its stray bytes. False when out of memory. */
+static bool repair_strings(cJSON *json) {
+    for (cJSON *item = json; item; item = item->next) {
+        if (cJSON_IsString(item) && item->valuestring && !json_utf8_valid(item->valuestring)) {
+            char *repaired = json_utf8_repaired(item->valuestring);
+            bool set = repaired && cJSON_SetValuestring(item, repaired);
+            free(repaired);
+            if (!set) return false;
+        }
+        if (item->child && !repair_strings(item->child)) return false;
+    }
+    return true;
+}
+
 static void reply_json(serve_reply *reply, int status, cJSON *root) {
-    char *body = root ? cJSON_PrintUnformatted(root) : NULL;
+    char *body = root && repair_strings(root) ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     if (!body) {
         reply_error(reply, 503, "out of memory");
@@ -616,6 +631,11 @@ static glimpse_status search_index(serve_job *job, glimpse_context *ctx) {
     for (size_t r = 0; r < work->found; r++) {
         cJSON *result = cJSON_CreateObject();
         cJSON_AddStringToObject(result, "path", work->results[r].path);
+        if (!json_utf8_valid(work->results[r].path)) { /* its bytes, to reopen it by, as the CLI's path_bytes */
+            cJSON *bytes = cJSON_AddArrayToObject(result, "path_bytes");
+            for (const unsigned char *c = (const unsigned char *)work->results[r].path; *c; c++)
+                cJSON_AddItemToArray(bytes, cJSON_CreateNumber(*c));
+        }
         if (work->results[r].time >= 0) cJSON_AddNumberToObject(result, "time", work->results[r].time); /* a frame */
         cJSON_AddNumberToObject(result, "score", work->results[r].score);
         cJSON_AddItemToArray(results, result);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "output/json.h"
 #include "serve/internal.h"
 
 serve_config serve_default_config(void) {
@@ -93,24 +94,25 @@ void reply_error(serve_reply *reply, int status, const char *format, ...) {
     va_start(args, format);
     vsnprintf(message, sizeof message, format, args);
     va_end(args);
-    /* the message as a JSON string: quotes, backslashes and control characters escaped */
-    char *body = malloc(sizeof message * 6 + 16);
+    /* the message as a JSON string, as every JSON glimpse writes: escaped, and valid UTF-8 (a byte that is
+     * not, from a file name or a query, or cut by the bound above, becomes U+FFFD) */
     reply->status = status;
     reply->content_type = "application/json";
-    reply->body = body;
+    reply->body = NULL;
     reply->size = 0;
-    if (!body) return;
-    size_t n = (size_t)sprintf(body, "{\"error\": \"");
-    for (const unsigned char *c = (const unsigned char *)message; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            n += (size_t)sprintf(body + n, "\\%c", *c);
-        else if (*c < 0x20)
-            n += (size_t)sprintf(body + n, "\\u%04x", *c);
-        else
-            body[n++] = (char)*c;
+    char *body = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&body, &size);
+    if (!out) return;
+    fputs("{\"error\": ", out);
+    json_string(out, message);
+    fputs("}\n", out);
+    if (fclose(out) != 0) {
+        free(body);
+        return;
     }
-    n += (size_t)sprintf(body + n, "\"}\n");
-    reply->size = n;
+    reply->body = body;
+    reply->size = size;
 }
 
 /* Queues reply (taking its body) as the answer; close asks for the connection

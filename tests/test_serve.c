@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "core/file.h"
+#include "output/json.h"
 #include "tests/support.h"
 
 #define CLIP_MODEL GLIMPSE_SOURCE_DIR "/models/demo-clip"
@@ -582,6 +583,63 @@ static void test_search_equals_library(void **state) {
     check_search_results(json, expected, found);
     cJSON_Delete(json), response_free(&r);
     glimpse_index_free(index);
+}
+
+/* Every JSON answer is valid UTF-8, as the CLI's: a stored file name that is not UTF-8 goes out with U+FFFD
+ * for its stray bytes and its raw bytes in "path_bytes", and a query of stray bytes is echoed repaired. */
+static void test_search_answers_are_utf8(void **state) {
+    (void)state;
+    char library[600], latin1[700], plain[700], db[700];
+    snprintf(library, sizeof library, "%s/latin1", folder);
+    assert_int_equal(mkdir(library, 0700), 0);
+    snprintf(latin1, sizeof latin1, "%s/caf\xe9.png", library); /* "café" in Latin-1: not UTF-8 */
+    snprintf(plain, sizeof plain, "%s/plain.png", library);
+    snprintf(db, sizeof db, "%s/latin1.db", folder);
+    FILE *out = fopen(latin1, "wb");
+    assert_non_null(out);
+    assert_int_equal(fwrite(pictures[0], 1, picture_sizes[0], out), picture_sizes[0]);
+    fclose(out);
+    out = fopen(plain, "wb");
+    assert_non_null(out);
+    assert_int_equal(fwrite(pictures[1], 1, picture_sizes[1], out), picture_sizes[1]);
+    fclose(out);
+    const char *index_argv[] = {"glimpse", "index", "-m", CLIP_MODEL, "--db", db, library, NULL};
+    assert_int_equal(run_glimpse(index_argv, NULL), 0);
+    server_process other = {0};
+    const char *arguments[] = {"-m", CLIP_MODEL, "--db", db, NULL};
+    assert_true(start_server(&other, arguments));
+    response r = exchange_on(other.port, "GET", "/v1/search?q=a%20red%20circle&k=2", NULL, NULL, 0, NULL);
+    assert_true(json_utf8_valid(r.body));
+    cJSON *json = expect_json(&r, 200);
+    const cJSON *results = cJSON_GetObjectItem(json, "results");
+    assert_int_equal(cJSON_GetArraySize(results), 2);
+    int repaired = 0;
+    for (int i = 0; i < 2; i++) {
+        const cJSON *result = cJSON_GetArrayItem(results, i);
+        const char *path = cJSON_GetObjectItem(result, "path")->valuestring;
+        const cJSON *bytes = cJSON_GetObjectItem(result, "path_bytes");
+        if (strcmp(path, plain) == 0) {
+            assert_null(bytes);
+            continue;
+        }
+        repaired++;
+        assert_non_null(strstr(path, "/caf\xef\xbf\xbd.png")); /* U+FFFD for the stray byte */
+        assert_int_equal((size_t)cJSON_GetArraySize(bytes), strlen(latin1));
+        for (size_t b = 0; b < strlen(latin1); b++)
+            assert_int_equal(cJSON_GetArrayItem(bytes, (int)b)->valueint, (unsigned char)latin1[b]);
+    }
+    assert_int_equal(repaired, 1);
+    cJSON_Delete(json), response_free(&r);
+    r = exchange_on(other.port, "GET", "/v1/search?q=%ff%fe&k=1", NULL, NULL, 0, NULL);
+    assert_true(json_utf8_valid(r.body));
+    json = expect_json(&r, 200);
+    assert_string_equal(cJSON_GetObjectItem(json, "query")->valuestring, "\xef\xbf\xbd\xef\xbf\xbd");
+    cJSON_Delete(json), response_free(&r);
+    r = exchange_on(other.port, "GET", "/v1/search?q=%40caf%e9.png", NULL, NULL, 0, NULL); /* refused, named */
+    assert_true(json_utf8_valid(r.body));
+    json = expect_json(&r, 400);
+    cJSON_Delete(json), response_free(&r);
+    assert_int_equal(stop_server(&other), 0);
 }
 
 /* immich's machine-learning protocol: the embedding as a JSON string under "clip". */
@@ -1274,6 +1332,7 @@ int main(void) {
         cmocka_unit_test(test_rank_equals_library),    cmocka_unit_test(test_rank_blip_retrieval),
         cmocka_unit_test(test_caption_equals_library), cmocka_unit_test(test_explain_equals_library),
         cmocka_unit_test(test_search_equals_library),  cmocka_unit_test(test_immich_predict),
+        cmocka_unit_test(test_search_answers_are_utf8),
         cmocka_unit_test(test_service_endpoints),      cmocka_unit_test(test_ask_equals_library), /* (after: it
                                                           adds to /v1/ask's error count, which the other checks) */
         cmocka_unit_test(test_api_key),
