@@ -38,7 +38,8 @@ static void expect_missing(glimpse_status status, const char *option, const char
 static void test_features_agree(void **state) {
     (void)state;
     const char *list = glimpse_build_features();
-    for (size_t f = 0; f < PARTS; f++) assert_int_equal(glimpse_has_feature((glimpse_feature)f), listed(list, names[f]));
+    for (size_t f = 0; f < PARTS; f++)
+        assert_int_equal(glimpse_has_feature((glimpse_feature)f), listed(list, names[f]));
     assert_false(glimpse_has_feature((glimpse_feature)PARTS));
     assert_false(glimpse_has_feature((glimpse_feature)-1));
     char *out = NULL, *err = NULL;
@@ -46,7 +47,8 @@ static void test_features_agree(void **state) {
     assert_int_equal(run_program(argv, &out, &err), 0);
     const char *with = strstr(out, "\nwith: ");
     assert_non_null(with);
-    for (size_t f = 0; f < PARTS; f++) assert_int_equal(listed(with + 7, names[f]), glimpse_has_feature((glimpse_feature)f));
+    for (size_t f = 0; f < PARTS; f++)
+        assert_int_equal(listed(with + 7, names[f]), glimpse_has_feature((glimpse_feature)f));
     free(out);
     free(err);
 }
