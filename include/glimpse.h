@@ -82,6 +82,27 @@ extern "C" {
 /* The version of the library actually linked, "MAJOR.MINOR.PATCH". */
 const char *glimpse_version(void);
 
+/* The optional parts of glimpse, each chosen when glimpse is built (the CMake
+ * option -DGLIMPSE_WITH_NAME=ON|OFF, all ON by default). In a build without a
+ * part its calls return GLIMPSE_STATUS_UNSUPPORTED, and glimpse_last_error()
+ * says "... is not in this build of glimpse (built with -DGLIMPSE_WITH_NAME=OFF)";
+ * a picture whose decoder is left out gets that message rather than "not an image". */
+typedef enum glimpse_feature {
+    GLIMPSE_FEATURE_VIDEO = 0, /* video frames through FFmpeg (glimpse_video_*) */
+    GLIMPSE_FEATURE_HEIF = 1,  /* HEIF/HEIC and AVIF pictures through libheif */
+    GLIMPSE_FEATURE_TIFF = 2,  /* TIFF pictures through libtiff */
+    GLIMPSE_FEATURE_WEBP = 3,  /* WebP pictures through libwebp */
+    GLIMPSE_FEATURE_INDEX = 4, /* the search index on SQLite (glimpse_index_*) */
+    GLIMPSE_FEATURE_SERVER = 5, /* `glimpse serve` (libmicrohttpd; the program only, not the library) */
+    GLIMPSE_FEATURE_FAISS = 6   /* `glimpse search --faiss` (FAISS; the program only, not the library) */
+} glimpse_feature;
+
+/* Whether this build of glimpse has the part (false for a value not listed above). */
+bool glimpse_has_feature(glimpse_feature feature);
+/* The parts this build has, by name, separated by spaces, in the order above
+ * ("video heif tiff webp index server faiss" in a full build, "" in a minimal one). */
+const char *glimpse_build_features(void);
+
 /* ------------------------------------------------------------------- log */
 
 typedef enum glimpse_log_level {

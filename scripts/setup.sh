@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# setup.sh — installs what glimpse needs from Debian (when missing) and
-# builds it into build/. Safe to run again: it only does what is left to do.
+# setup.sh — installs what glimpse needs from Debian (when missing), for the
+# full build with every optional part (GLIMPSE_WITH_*), and builds it into
+# build/. Safe to run again: it only does what is left to do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +14,7 @@ packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-
           libmicrohttpd-dev       # glimpse serve's HTTP server
           python3-numpy python3-pytest python3-setuptools python3-pip python3-venv  # python/: its tests, pip install
           python3-distributed python3-faiss  # glimpse.dask (dask-scheduler, dask-worker) and glimpse.faiss
-          libfaiss-dev  # glimpse search --faiss (FAISS from C++, search/faiss_engine.cpp); optional at build time
+          libfaiss-dev  # glimpse search --faiss (FAISS from C++, search/faiss_engine.cpp; -DGLIMPSE_WITH_FAISS=OFF without)
           clang libclang-rt-14-dev  # clang: the libFuzzer targets
           fonts-dejavu-core chromium  # explain: the labels' font; the --html page's browser test
           libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg)  # video; ffmpeg: test_video's reference

@@ -9,7 +9,11 @@
 #      (GLIMPSE_AVX512=OFF), as on CPUs that lack them — only on a CPU that
 #      has them: elsewhere pass 1 already ran every product on the paths
 #      without them, and the pass would repeat it minute for minute;
-#   4. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 20).
+#   4. the suite of the minimal build (every GLIMPSE_WITH_* part OFF: JPEG,
+#      PNG and the stb formats, OpenBLAS), built in build-minimal: the
+#      tests of the parts left out are not registered there, and
+#      test_features checks what the build says instead;
+#   5. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 20).
 # Each pass prints how long it took. Parity tests read the reference fixtures
 # from ../shared/fixtures (or $GLIMPSE_FIXTURES) and are skipped, saying so,
 # where that folder is absent.
@@ -50,4 +54,7 @@ if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
 else
   echo "== tests without the AVX-512 kernels: skipped, this CPU has none (the first pass ran without them)"
 fi
+minimal=()
+for part in VIDEO HEIF TIFF WEBP INDEX SERVER FAISS; do minimal+=("-DGLIMPSE_WITH_$part=OFF"); done
+pass "tests of the minimal build" suite build-minimal -DCMAKE_BUILD_TYPE=Release "${minimal[@]}"
 pass "fuzzing" scripts/fuzz.sh "${FUZZ_SECONDS:-20}"

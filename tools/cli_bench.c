@@ -7,7 +7,6 @@
 #include <getopt.h>
 #include <math.h>
 #include <png.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,10 +1,16 @@
 /* glimpse.c — the glimpse command-line program: picks the subcommand and
- * hands it the rest of the arguments. Each subcommand lives in cli_*.c. */
+ * hands it the rest of the arguments, or says that this build lacks the
+ * optional part it needs. Each subcommand lives in cli_*.c. */
 #include <stdio.h>
 #include <string.h>
 
+#include "core/features.h"
 #include "tools/cli_common.h"
 #include "tools/commands.h"
+
+#if !GLIMPSE_WITH_SERVER /* cli_serve.c is not built: main answers from the command's feature */
+#define command_serve NULL
+#endif
 
 static const char usage[] =
     "glimpse " GLIMPSE_VERSION_STRING " — vision-language models (CLIP, SigLIP, BLIP, ViT-GPT2, BLIP-2) on the CPU\n"
@@ -27,21 +33,30 @@ static const char usage[] =
     "\n"
     "MODEL is a Hugging Face snapshot folder (config.json, model.safetensors, tokenizer\n"
     "files), or a hub id such as openai/clip-vit-base-patch32 already downloaded into\n"
-    "the local Hugging Face cache. 'glimpse COMMAND --help' explains each command.\n";
+    "the local Hugging Face cache. 'glimpse COMMAND --help' explains each command;\n"
+    "'glimpse --version' lists the optional parts this build has.\n";
 
 typedef struct command {
     const char *name;
     int (*run)(int argc, char **argv);
+    int needs; /* the glimpse_feature the command needs, or -1 */
 } command;
+
+/* The version and the optional parts in this build, one line each. */
+static int print_version(void) {
+    const char *features = glimpse_build_features();
+    printf("glimpse %s\nwith: %s\n", glimpse_version(), features[0] ? features : "(no optional parts)");
+    return CLI_EXIT_OK;
+}
 
 int main(int argc, char **argv) {
     static const command commands[] = {
-        {"embed", command_embed}, {"rank", command_rank}, {"classify", command_classify}, {"info", command_info},
-        {"caption", command_caption}, {"bench", command_bench},
-        {"serve", command_serve},
-        {"index", command_index},     {"search", command_search},
-        {"ask", command_ask},         {"duplicates", command_duplicates},
-        {"explain", command_explain}};
+        {"embed", command_embed, -1}, {"rank", command_rank, -1}, {"classify", command_classify, -1},
+        {"info", command_info, -1}, {"caption", command_caption, -1}, {"bench", command_bench, -1},
+        {"serve", command_serve, GLIMPSE_FEATURE_SERVER},
+        {"index", command_index, GLIMPSE_FEATURE_INDEX}, {"search", command_search, GLIMPSE_FEATURE_INDEX},
+        {"ask", command_ask, -1}, {"duplicates", command_duplicates, GLIMPSE_FEATURE_INDEX},
+        {"explain", command_explain, -1}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
@@ -51,12 +66,17 @@ int main(int argc, char **argv) {
         fputs(usage, stdout);
         return CLI_EXIT_OK;
     }
-    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
-        printf("glimpse %s\n", glimpse_version());
-        return CLI_EXIT_OK;
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) return print_version();
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        const command *chosen = &commands[i];
+        if (strcmp(name, chosen->name) != 0) continue;
+        if (chosen->needs >= 0 && !glimpse_has_feature((glimpse_feature)chosen->needs)) {
+            feature_unavailable((glimpse_feature)chosen->needs, NULL, NULL);
+            fprintf(stderr, "glimpse %s: %s\n", name, glimpse_last_error());
+            return CLI_EXIT_FAILURE;
+        }
+        return chosen->run(argc - 1, argv + 1);
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "glimpse: unknown command '%s'\nTry 'glimpse --help'.\n", name);
     return CLI_EXIT_USAGE;
 }

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libheif/heif.h>
 #include <stb/stb_image.h>
 
 #include "core/error.h"
@@ -143,9 +142,7 @@ static image_decoder *sniff(const uint8_t *bytes, size_t size) {
                       memcmp(bytes, "II+\0", 4) == 0 || memcmp(bytes, "MM\0+", 4) == 0))
         return decode_tiff;
     /* ISO base media: an ftyp box whose brands libheif knows (HEIC, AVIF, ...) */
-    if (size >= 12 && memcmp(bytes + 4, "ftyp", 4) == 0 &&
-        heif_check_filetype(bytes, size > 4096 ? 4096 : (int)size) != heif_filetype_no)
-        return decode_heif;
+    if (size >= 12 && memcmp(bytes + 4, "ftyp", 4) == 0 && heif_sniff(bytes, size)) return decode_heif;
     return decode_stb;
 }
 

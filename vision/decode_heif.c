@@ -20,6 +20,10 @@ static glimpse_status heif_failure(const char *label, struct heif_error error, c
     return error_set(status, "%s: broken HEIF: %s: %s", label, doing, error.message ? error.message : "failed");
 }
 
+bool heif_sniff(const uint8_t *bytes, size_t size) {
+    return heif_check_filetype(bytes, size > 4096 ? 4096 : (int)size) != heif_filetype_no;
+}
+
 glimpse_status decode_heif(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                            glimpse_image **out, int *orientation) {
     *orientation = ORIENTATION_ABSENT;

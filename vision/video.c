@@ -70,13 +70,6 @@ struct video_reader {
     uint8_t thumbnail_pixels[VIDEO_THUMBNAIL_SIDE * VIDEO_THUMBNAIL_SIDE];
 };
 
-video_params video_default_params(void) {
-    return (video_params){.every_seconds = VIDEO_DEFAULT_EVERY_SECONDS,
-                          .scene_threshold = 0,
-                          .max_pixels = IMAGE_DEFAULT_MAX_PIXELS,
-                          .ignore_rotation = false};
-}
-
 /* ------------------------------------------------ FFmpeg's log, quietly */
 
 /* FFmpeg would print on stderr; its lines go to the library's log instead

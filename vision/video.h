@@ -31,7 +31,13 @@ typedef struct video_params {
     bool ignore_rotation;   /* keep frames as stored, ignoring the display matrix */
 } video_params;
 
-video_params video_default_params(void);
+/* Every two seconds, frames up to the still images' pixel limit, upright. */
+static inline video_params video_default_params(void) {
+    return (video_params){.every_seconds = VIDEO_DEFAULT_EVERY_SECONDS,
+                          .scene_threshold = 0,
+                          .max_pixels = IMAGE_DEFAULT_MAX_PIXELS,
+                          .ignore_rotation = false};
+}
 
 typedef struct video_reader video_reader;
 
