@@ -13,7 +13,11 @@
 #      PNG and the stb formats, OpenBLAS), built in build-minimal: the
 #      tests of the parts left out are not registered there, and
 #      test_features checks what the build says instead;
-#   5. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 20).
+#   5. the tests of the threaded paths (the pool, decoding ahead of the
+#      towers, index updates, caption batching, the server's queue and its
+#      batching, videos) built with ThreadSanitizer, which stops at the first
+#      data race (the rest of the suite has no threads of its own to check);
+#   6. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 15).
 # Each pass prints how long it took. Parity tests read the reference fixtures
 # from ../shared/fixtures (or $GLIMPSE_FIXTURES) and are skipped, saying so,
 # where that folder is absent.
@@ -57,4 +61,10 @@ fi
 minimal=()
 for part in VIDEO HEIF TIFF WEBP INDEX SERVER FAISS; do minimal+=("-DGLIMPSE_WITH_$part=OFF"); done
 pass "tests of the minimal build" suite build-minimal -DCMAKE_BUILD_TYPE=Release "${minimal[@]}"
-pass "fuzzing" scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+threaded='^(test_threads|test_search|test_index_video|test_video|test_cli|test_cli_inputs|test_api|test_caption_batch|test_serve|test_serve_load)$'
+threaded_suite() {
+  (ctest_arguments=(-R "$threaded" "${ctest_arguments[@]}")
+   suite build-thread-sanitize -DCMAKE_BUILD_TYPE=Debug -DGLIMPSE_SANITIZE=thread)
+}
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" pass "threaded tests under ThreadSanitizer" threaded_suite
+pass "fuzzing" scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
