@@ -61,6 +61,8 @@ struct glimpse_index {
     double *fetched_times; /* [vectors.count]: their times, with them */
     int32_t *scan;        /* [2, vectors.count]: the int8 scan's dot products and code sums */
     pool *threads;        /* the scan's, created with the first search */
+    int64_t data_version; /* PRAGMA data_version when the cache was last checked (another connection's commit
+                           * changes it) */
 };
 
 /* ------------------------------------------------ SQLite (index_open.c) */
@@ -87,6 +89,10 @@ int64_t index_database_bytes(glimpse_index *index);
 int64_t index_row_checksum(const void *path, size_t path_bytes, const void *embedding, size_t embedding_bytes);
 /* Forgets the search cache and the vector file (after a change, the next search reloads). */
 void index_drop_cache(glimpse_index *index);
+/* Begins a read transaction unless one is open already (*began: whether this call began it), so that what
+ * a reader reads together comes from one committed state; index_read_end ends what index_read_begin began. */
+glimpse_status index_read_begin(glimpse_index *index, bool *began);
+void index_read_end(glimpse_index *index, bool began);
 /* "float32" or "int8", as meta records the precision. */
 const char *index_precision_name(glimpse_precision precision);
 

@@ -162,6 +162,15 @@ glimpse_status index_meta_set(glimpse_index *index, const char *key, const char 
     return done ? GLIMPSE_STATUS_OK : index_db_error(index, "writing the model's identity");
 }
 
+glimpse_status index_read_begin(glimpse_index *index, bool *began) {
+    *began = sqlite3_get_autocommit(index->db) != 0;
+    return *began ? index_exec(index, "BEGIN") : GLIMPSE_STATUS_OK;
+}
+
+void index_read_end(glimpse_index *index, bool began) {
+    if (began) sqlite3_exec(index->db, "COMMIT", NULL, NULL, NULL);
+}
+
 void index_drop_cache(glimpse_index *index) {
     if (index->vectors_open)
         for (size_t i = 0; i < index->vectors.count; i++) free(index->fetched[i]);

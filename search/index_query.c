@@ -129,10 +129,11 @@ static glimpse_status read_rows(glimpse_index *index) {
 
 glimpse_status index_load_cache(glimpse_index *index) {
     if (index->loaded) return GLIMPSE_STATUS_OK;
-    glimpse_status status = index_exec(index, "BEGIN");
+    bool began;
+    glimpse_status status = index_read_begin(index, &began);
     if (status) return status;
     status = read_rows(index);
-    sqlite3_exec(index->db, "COMMIT", NULL, NULL, NULL);
+    index_read_end(index, began);
     if (status) {
         index_drop_cache(index);
         return status;
@@ -148,10 +149,11 @@ static glimpse_status open_vectors(glimpse_index *index, bool *usable) {
     *usable = false;
     char *path = vector_file_path(index->path), *stamp = NULL;
     if (!path) return ERROR_OOM();
-    glimpse_status status = index_exec(index, "BEGIN");
+    bool began;
+    glimpse_status status = index_read_begin(index, &began);
     if (!status) status = index_meta_get(index, "vectors", &stamp);
     if (!status && stamp) status = vector_file_open(&index->vectors, path, strtoull(stamp, NULL, 16), index->dim, usable);
-    sqlite3_exec(index->db, "COMMIT", NULL, NULL, NULL);
+    index_read_end(index, began);
     size_t count = index->vectors.count;
     if (!status && *usable) {
         index->fetched = calloc(count + 1, sizeof *index->fetched);
@@ -323,18 +325,47 @@ glimpse_status index_search_loaded(glimpse_index *index, const float *query, siz
     return status;
 }
 
+/* Forgets the cache when the index has changed since it was made: another process (glimpse index) or
+ * connection committed. A mapped vector file stays while meta still records its stamp (a writer retires
+ * the stamp as it takes the writer's lock, before any row changes); the rows loaded from SQLite stay while
+ * PRAGMA data_version is unchanged. Runs inside the search's read transaction, after its first read, so
+ * that what it checks is the state the search then reads. */
+static glimpse_status forget_if_changed(glimpse_index *index) {
+    char *stamp = NULL;
+    glimpse_status status = index_meta_get(index, "vectors", &stamp);
+    sqlite3_stmt *statement = NULL;
+    int64_t version = index->data_version;
+    if (!status && sqlite3_prepare_v2(index->db, "PRAGMA data_version", -1, &statement, NULL) == SQLITE_OK &&
+        sqlite3_step(statement) == SQLITE_ROW)
+        version = sqlite3_column_int64(statement, 0);
+    sqlite3_finalize(statement);
+    if (!status) {
+        bool changed = index->vectors_open ? !stamp || strtoull(stamp, NULL, 16) != index->vectors.stamp
+                                           : index->loaded && version != index->data_version;
+        if (changed) index_drop_cache(index);
+        index->data_version = version;
+    }
+    free(stamp);
+    return status;
+}
+
 glimpse_status glimpse_index_search(glimpse_index *index, const float *query, size_t k,
                                     glimpse_search_result *results, size_t *found) {
     if (!index || !query || !found || (k && !results))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_search: NULL argument");
     *found = 0;
+    /* the whole search in one read transaction: the vector file's stamp, its rows and their paths from one
+     * committed state, whatever a writer in another process commits meanwhile */
+    bool began;
+    glimpse_status status = index_read_begin(index, &began);
+    if (!status) status = forget_if_changed(index);
     bool usable = index->vectors_open;
-    if (!index->loaded && !usable) {
-        glimpse_status status = open_vectors(index, &usable);
-        if (status) return status;
-    }
-    if (usable && !k) return GLIMPSE_STATUS_OK;
-    return usable ? search_vectors(index, query, k, results, found) : index_search_loaded(index, query, k, results, found);
+    if (!status && !index->loaded && !usable) status = open_vectors(index, &usable);
+    if (!status && !(usable && !k))
+        status = usable ? search_vectors(index, query, k, results, found)
+                        : index_search_loaded(index, query, k, results, found);
+    index_read_end(index, began);
+    return status;
 }
 
 glimpse_status glimpse_index_verify(glimpse_index *index, bool *checksummed) {

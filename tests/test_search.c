@@ -197,6 +197,49 @@ static void test_incremental_updates(void **state) {
     close_indexer(&x);
 }
 
+/* A reader kept open (glimpse serve --db, a Python Index) sees each state another process commits: its
+ * searches after an added and a deleted picture answer from the new rows, never calling a healthy index
+ * damaged for the vector file it mapped before. */
+static void test_long_lived_reader_sees_each_commit(void **state) {
+    (void)state;
+    char library[PATH_CAPACITY], db[PATH_CAPACITY], other[PATH_CAPACITY], command[2048];
+    make_library("live", "live.db", 21, 6, library, db);
+    snprintf(other, sizeof other, "%s/live-more", workspace);
+    make_pictures(other, 22, 1);
+    indexer x = open_indexer(db);
+    failures f = {0};
+    glimpse_index_summary s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 6, 0, 0, 0, 0, 0);
+    glimpse_index *reader;
+    assert_int_equal(glimpse_index_open(db, x.model, &reader), GLIMPSE_STATUS_OK);
+    float query[32];
+    assert_int_equal(glimpse_embed_query(x.ctx, "a red circle", query), GLIMPSE_STATUS_OK);
+    glimpse_search_result results[10];
+    size_t found;
+    assert_int_equal(glimpse_index_search(reader, query, 10, results, &found), GLIMPSE_STATUS_OK);
+    assert_int_equal(found, 6);
+    /* a picture added by another handle (another process, for SQLite) */
+    snprintf(command, sizeof command, "cp %s/00000.png %s/added.png", other, library);
+    run_or_fail(command);
+    s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 1, 0, 0, 0, 6, 0);
+    if (glimpse_index_search(reader, query, 10, results, &found)) fail_msg("after an addition: %s", glimpse_last_error());
+    assert_int_equal(found, 7);
+    bool seen = false;
+    for (size_t r = 0; r < found; r++) seen = seen || strstr(results[r].path, "/added.png");
+    assert_true(seen);
+    /* and one deleted */
+    snprintf(command, sizeof command, "rm %s/00001.png", library);
+    run_or_fail(command);
+    s = update(x.index, x.ctx, library, &f);
+    EXPECT(s, 0, 0, 0, 1, 6, 0);
+    if (glimpse_index_search(reader, query, 10, results, &found)) fail_msg("after a removal: %s", glimpse_last_error());
+    assert_int_equal(found, 6);
+    for (size_t r = 0; r < found; r++) assert_null(strstr(results[r].path, "/00001.png"));
+    glimpse_index_free(reader);
+    close_indexer(&x);
+}
+
 /* Refreshing one folder judges only that folder: the entries of another
  * folder that is gone for now (a drive unplugged, a folder renamed) stay,
  * and come back unchanged with it. */
@@ -1158,6 +1201,7 @@ static void test_vector_file(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_updates),
+        cmocka_unit_test(test_long_lived_reader_sees_each_commit),
         cmocka_unit_test(test_other_roots_are_not_judged),
         cmocka_unit_test(test_missing_root_does_not_cancel),
         cmocka_unit_test(test_wrong_model_is_refused),
