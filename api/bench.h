@@ -62,7 +62,7 @@ glimpse_status bench_decoder_step(bench_bert *bert, size_t position, size_t sequ
  * glimpse_tokenize gives them). */
 glimpse_status bench_itm_text(bench_bert *bert, const int32_t *ids, size_t count, double *flops);
 
-/* BLIP-2 (api/blip2.c), with run states for up to `sequences` sequences made on first use: the image side
+/* BLIP-2 (families/blip2.c), with run states for up to `sequences` sequences made on first use: the image side
  * after the vision tower (Q-Former and language projection) of the first image of the last bench_vision
  * batch; the language model's first step over those query vectors and prompt_length ids (everything before
  * the first token but the vision tower and the Q-Former); one later step of `sequences` sequences,

@@ -9,7 +9,7 @@
 
 #include "core/bf16x3.h"
 #include "fusion/bert.h"
-#include "fusion/blip2.h"
+#include "fusion/qformer.h"
 #include "fusion/gpt2.h"
 #include "fusion/opt.h"
 #include "text/gpt2_tokenizer.h"
@@ -24,8 +24,11 @@
 #include "vision/vit.h"
 #include "weights/store.h"
 
+struct model_family;
+
 struct glimpse_model {
-    glimpse_model_kind kind;
+    const struct model_family *family; /* its operations (families/family.h) */
+    glimpse_model_kind kind;           /* family->kind */
     char *folder;
     char architecture[64];
     cJSON *config; /* kept: the configs borrow strings from it */
@@ -49,7 +52,7 @@ struct glimpse_model {
     gpt2_model gpt2;
     /* GPT-2's byte-level BPE: ViT-GPT2's, and BLIP-2's OPT tokenizer */
     gpt2_tokenizer *byte_bpe;
-    /* BLIP-2 (api/blip2.c): vision above, then the Q-Former with the language projection, and OPT */
+    /* BLIP-2 (families/blip2.c): vision above, then the Q-Former with the language projection, and OPT */
     blip2_qformer qformer;
     opt_model language_model;
     glimpse_precision precision;
@@ -62,18 +65,7 @@ struct glimpse_model {
  * (glimpse_embed_*, glimpse_score, the search index). */
 bool model_embeds(const glimpse_model *model);
 
-/* model.c's steps that every family's loader takes: the snapshot's
- * preprocessor_config.json over model->preprocess (square_default: a bare
- * "size" number means size × size), and a tokenizer of `tokens` ids checked
- * against the model's embedding table. */
-glimpse_status read_preprocessor(glimpse_model *model, int square_default);
-glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size);
-/* The snapshot's generation_config.json into model->generation, when it has one (else left NULL). */
-glimpse_status read_generation_config(glimpse_model *model);
-
-/* BLIP-2 (api/blip2.c): the loader model.c's dispatch calls, and the captions
- * glimpse_caption_images hands over, its params resolved and checked. */
-glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json);
+/* BLIP-2 (families/blip2.c): the captions glimpse_caption_images hands over, its params resolved and checked. */
 glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                     const glimpse_caption_params *params, glimpse_caption *out);
 /* BLIP-2's language-model prompt: OPT's ids of prompt ("</s>" first), or the start token alone for none or

@@ -1,5 +1,5 @@
-/* blip2.c — BLIP-2 (Blip2ForConditionalGeneration with OPT) through the
- * public API: loading its parts, captioning as transformers 4.27's
+/* blip2.c — the BLIP-2 family (Blip2ForConditionalGeneration with OPT): its config reading and loader, its
+ * line of the family table, captioning as transformers 4.27's
  * Blip2ForConditionalGeneration.generate does (the image side — vision
  * tower, Q-Former, projection — once per image, then OPT continuing from
  * those vectors and the prompt), and glimpse_ask_images, its visual
@@ -12,13 +12,18 @@
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
+#include "families/family.h"
+#include "families/loader_steps.h"
 #include "fusion/caption.h"
 #include "weights/config.h"
+#include "weights/names.h"
 
 /* The prompt BLIP-2's model card and paper ask questions with. */
 #define BLIP2_QUESTION_FORMAT "Question: %s Answer:"
 
-glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json) {
+static glimpse_status load_blip2(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
+                                 const cJSON *text_json) {
+    (void)params; /* captioning needs both towers */
     const char *folder = model->folder;
     const cJSON *qformer_json = cJSON_GetObjectItemCaseSensitive(model->config, "qformer_config");
     if (!cJSON_IsObject(qformer_json))
@@ -288,3 +293,21 @@ double bench_blip2_step_bytes(const glimpse_context *ctx) {
     }
     return bytes + weight_bytes(&m->lm_head, t->vocab_size, t->word_embed_proj_dim);
 }
+
+static void text_info(const glimpse_model *model, glimpse_model_info *out) {
+    const opt_config *t = &model->language_model.config;
+    loader_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
+}
+
+const model_family family_blip2 = {
+    .architecture = "Blip2ForConditionalGeneration",
+    .model_type = "blip-2",
+    .kind = GLIMPSE_MODEL_KIND_BLIP2,
+    .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_ASK) |
+                    FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN),
+    .vision_section = "vision_config",
+    .text_section = "text_config",
+    .sections_required = true,
+    .load = load_blip2,
+    .text_info = text_info,
+};
