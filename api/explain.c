@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "explain/maps.h"
 #include "explain/render.h"
+#include "families/family.h"
 #include "fusion/retrieval.h"
 #include "vision/image.h"
 #include "vision/resize.h"
@@ -371,12 +372,12 @@ static glimpse_status caption_job_start(caption_job *job, glimpse_context *ctx, 
         job->queries = (size_t)q->queries;
         if (!(job->prefix = malloc(sizeof *job->prefix))) return ERROR_OOM();
         job->prefix[0] = model->start_id, job->prefix_length = 1; /* generate's placeholder */
-        status = blip2_prompt_ids(model, prompt, &job->lm_prompt, &job->lm_prompt_length);
+        status = model->family->caption->prompt_ids(model, prompt, &job->lm_prompt, &job->lm_prompt_length);
         if (!status)
             status = record_make(&job->qformer, p->want_raw ? all_layers(layers) : 0, cross, (size_t)q->config.heads,
                                  job->queries, job->queries, model->vision.tokens);
     } else {
-        status = caption_prompt_ids(model, prompt, &job->prefix, &job->prefix_length);
+        status = model->family->caption->prompt_ids(model, prompt, &job->prefix, &job->prefix_length);
     }
     if (!status && p->want_raw && p->want_vision) {
         const vit_model *v = &model->vision;

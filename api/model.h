@@ -65,23 +65,10 @@ struct glimpse_model {
  * (glimpse_embed_*, glimpse_score, the search index). */
 bool model_embeds(const glimpse_model *model);
 
-/* BLIP-2 (families/blip2.c): the captions glimpse_caption_images hands over, its params resolved and checked. */
-glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
-                                    const glimpse_caption_params *params, glimpse_caption *out);
-/* BLIP-2's language-model prompt: OPT's ids of prompt ("</s>" first), or the start token alone for none or
- * an empty one; *ids is the caller's (free()). */
-glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count);
 /* The params a question is answered with: *asked = params (NULL: the defaults) with the prompt
  * "Question: {question} Answer:" in *prompt, which the caller frees (also on failure). Refuses a model that
  * is not BLIP-2 and params that bring a prompt of their own; `what` names the call in the error. */
 glimpse_status blip2_question_params(const glimpse_model *model, const glimpse_caption_params *params,
                                      const char *question, const char *what, glimpse_caption_params *asked,
                                      char **prompt);
-/* BLIP-2's parts of batched captioning (api/caption.c): decode(ids, skip_special_tokens=True), the
- * Q-Former's state and prefix made on first use, and the prefix of the image whose vision tokens are in
- * ctx->vision_output into ctx->prefix. */
-glimpse_status blip2_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text);
-glimpse_status blip2_prepare_image_side(glimpse_context *ctx);
-glimpse_status blip2_image_prefix(glimpse_context *ctx);
-
 #endif

@@ -8,6 +8,7 @@
 
 #include "api/model.h"
 #include "core/error.h"
+#include "families/cross_caption.h"
 #include "families/family.h"
 #include "families/loader_steps.h"
 #include "weights/config.h"
@@ -79,6 +80,7 @@ const model_family family_blip_caption = {
     .sections_required = true,
     .load = load_blip,
     .text_info = text_info,
+    .caption = &cross_caption_bert,
 };
 
 const model_family family_blip_retrieval = {

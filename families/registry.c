@@ -41,16 +41,23 @@ glimpse_status family_detect(const cJSON *config, const char *folder, const mode
             return GLIMPSE_STATUS_OK;
         }
     }
-    char supported[512] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < FAMILY_COUNT && used < sizeof supported; i++) {
-        int n = snprintf(supported + used, sizeof supported - used, "%s%s", i ? ", " : "",
-                         families[i]->summary ? families[i]->summary : families[i]->architecture);
-        if (n > 0) used += (size_t)n;
-    }
+    char supported[512];
+    family_names(0, true, supported, sizeof supported);
     return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                      "%s/config.json: architecture \"%s\" (model_type \"%s\") is not one glimpse runs; supported: %s",
                      folder, name ? name : "?", type, supported);
+}
+
+void family_names(unsigned capabilities, bool summaries, char *out, size_t capacity) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < FAMILY_COUNT && used < capacity; i++) {
+        const model_family *f = families[i];
+        if ((f->capabilities & capabilities) != capabilities) continue;
+        int n = snprintf(out + used, capacity - used, "%s%s", used ? ", " : "",
+                         summaries && f->summary ? f->summary : f->architecture);
+        if (n > 0) used += (size_t)n;
+    }
 }
 
 const model_family *family_of_kind(glimpse_model_kind kind) {

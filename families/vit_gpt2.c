@@ -8,6 +8,7 @@
 
 #include "api/model.h"
 #include "core/error.h"
+#include "families/cross_caption.h"
 #include "families/family.h"
 #include "families/loader_steps.h"
 #include "weights/config.h"
@@ -82,4 +83,5 @@ const model_family family_vit_gpt2 = {
     .sections_required = true,
     .load = load_vit_gpt2,
     .text_info = text_info,
+    .caption = &cross_caption_gpt2,
 };
