@@ -86,6 +86,7 @@ const model_family family_blip_caption = {
 const model_family family_blip_retrieval = {
     .architecture = "BlipForImageTextRetrieval",
     .kind = GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL,
+    .matches = true,
     .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_RANK) | FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN),
     .vision_section = "vision_config",
     .text_section = "text_config",
