@@ -340,6 +340,7 @@ static const family_captioner captioner = {
     .prompt_ids = blip2_prompt_ids,
     .prefix_rows = prefix_rows,
     .max_positions = max_positions,
+    .vision_attentions = "vision_attentions",
     .caption_images = blip2_caption_images,
     .batch_create = batch_create,
     .batch_admit = batch_admit,

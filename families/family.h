@@ -43,6 +43,9 @@ typedef struct family_captioner {
      * decoder reads the image through cross-attention and the prompt is what the search starts from. */
     size_t (*prefix_rows)(const glimpse_model *model);
     size_t (*max_positions)(const glimpse_model *model); /* the decoder's positions */
+    /* transformers' name of the vision tower's attentions, as glimpse_explain_caption's raw tensors give it
+     * (BLIP's vision_outputs.attentions: "vision_attentions"; VisionEncoderDecoderModel's "encoder_attentions") */
+    const char *vision_attentions;
     /* Captions images[0..count) one at a time with p (resolved and checked), streaming and recording as
      * ctx asks. */
     glimpse_status (*caption_images)(glimpse_context *ctx, glimpse_image *const *images, size_t count,
