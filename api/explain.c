@@ -660,7 +660,7 @@ glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_explain_match: NULL argument");
     *out = NULL;
     const glimpse_model *model = ctx->model;
-    if (!model->family->matches)
+    if (!(model->family->capabilities & FAMILY_CAN(GLIMPSE_CAPABILITY_MATCH)))
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_match needs a BLIP retrieval model "
                          "(BlipForImageTextRetrieval), this is %s", model->architecture);
     glimpse_explain_params resolved = params ? *params : glimpse_explain_default_params();

@@ -86,8 +86,8 @@ const model_family family_blip_caption = {
 const model_family family_blip_retrieval = {
     .architecture = "BlipForImageTextRetrieval",
     .kind = GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL,
-    .matches = true,
-    .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_RANK) | FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN),
+    .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_RANK) | FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN) |
+                    FAMILY_CAN(GLIMPSE_CAPABILITY_MATCH),
     .vision_section = "vision_config",
     .text_section = "text_config",
     .sections_required = true,

@@ -76,7 +76,6 @@ typedef struct model_family {
     /* Fills the text_* and vocab_size fields of glimpse_model_info (NULL: the model has no text side). */
     void (*text_info)(const glimpse_model *model, glimpse_model_info *out);
     const family_captioner *caption; /* NULL: the family does not caption */
-    bool matches; /* glimpse_match and glimpse_explain_match: image-text matching heads (ITM, ITC) */
 } model_family;
 
 /* The family config.json names (folder in the error when none does: GLIMPSE_STATUS_UNSUPPORTED). */
