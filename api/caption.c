@@ -11,7 +11,7 @@
 #include "api/model.h"
 #include "core/error.h"
 #include "families/family.h"
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 #include "fusion/caption_batch.h"
 #include "weights/config.h"
 

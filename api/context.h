@@ -7,7 +7,7 @@
 
 #include "core/pool.h"
 #include "fusion/bert.h"
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 #include "fusion/opt.h"
 #include "fusion/gpt2.h"
 #include "glimpse.h"

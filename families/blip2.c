@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/bench.h"
+#include "api/bench_stages.h"
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
 #include "families/family.h"
 #include "families/loader_steps.h"
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 #include "weights/config.h"
 #include "weights/names.h"
 
@@ -210,7 +210,7 @@ glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *im
     return status;
 }
 
-/* ------------------------------------------------------------ bench hooks (api/bench.h) */
+/* ------------------------------------------------------------ bench hooks (api/bench_stages.h) */
 
 /* The bench's prompt: start tokens in place of a tokenized text (their ids do not change the time); and the
  * positions its states hold after the prefix and the prompt. */

@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 #include "glimpse.h"
 
 /* A capability's bit in model_family.capabilities. */

@@ -15,7 +15,7 @@
 #include "weights/store.h"
 #include "core/quantize.h"
 #include "core/transformer.h"
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 
 typedef struct bert_config {
     int hidden_size, layers, heads, intermediate_size;

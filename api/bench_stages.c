@@ -1,7 +1,7 @@
-/* bench.c — the stages `glimpse bench` times (api/bench.h), each run as the
+/* bench_stages.c — the stages `glimpse bench` times (api/bench_stages.h), each run as the
  * public calls run it, beside the count of its work. Developer tooling: no
  * public call goes through here. */
-#include "api/bench.h"
+#include "api/bench_stages.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

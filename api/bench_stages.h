@@ -1,4 +1,4 @@
-/* bench.h — the hooks `glimpse bench` (tools/cli_bench.c) times libglimpse's
+/* bench_stages.h — the hooks `glimpse bench` (tools/cli_bench.c) times libglimpse's
  * stages through. The bench is a white-box developer tool: it runs one stage
  * of a public call at a time (a tower's forward pass, one decoder step),
  * which the public API does not offer, yet it sees nothing inside the
@@ -7,8 +7,8 @@
  * Each hook runs its stage once, as the public calls run it, and writes the
  * stage's work to *flops: a count of the products' and the attention's
  * floating-point operations (norms and activations left out). */
-#ifndef GLIMPSE_API_BENCH_H
-#define GLIMPSE_API_BENCH_H
+#ifndef GLIMPSE_API_BENCH_STAGES_H
+#define GLIMPSE_API_BENCH_STAGES_H
 
 #include <stddef.h>
 #include <stdint.h>
