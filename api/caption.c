@@ -1,7 +1,7 @@
-/* caption.c — glimpse_caption_images: BLIP, ViT-GPT2 and BLIP-2 captioning through the public
- * API. Images are encoded in batches; each image's tokens are handed to
- * the decoder once (cross-attention keys and values computed once), then
- * the caption is searched for token by token. */
+/* caption.c — glimpse_caption_images through the family table (families/family.h): resolving and checking the
+ * search settings, the loops every captioning family shares (images through the vision tower in batches, then
+ * each caption searched token by token and streamed; continuous batching of many captions), calling the
+ * family's hooks for its prompt, decoder and text. Names no family. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -10,7 +10,8 @@
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
-#include "fusion/caption.h"
+#include "families/family.h"
+#include "fusion/generate.h"
 #include "fusion/caption_batch.h"
 #include "weights/config.h"
 
@@ -31,18 +32,13 @@ glimpse_caption_params glimpse_caption_default_params(void) {
                                     .batch_rows = 0};
 }
 
-/* glimpse's own search settings, where neither the caller nor the snapshot
- * gives one: BLIP's, from its paper and code. */
+/* glimpse's own search settings for a model without a captioner (glimpse_caption_model_params answers for
+ * any model): BLIP's, from its paper and code. Captioners give their own. */
 #define CAPTION_BEAMS 3
 #define CAPTION_MAX_TOKENS 20
 #define CAPTION_MIN_TOKENS 5
 /* generation_config.json lengths above this are taken as malformed. */
 #define CAPTION_LENGTH_LIMIT 100000
-
-/* ViT-GPT2's where its snapshot gives none: transformers' GenerationConfig
- * defaults (max_length 20 with the start token, min_length 0, greedy), which
- * its generate uses. */
-#define CAPTION_VIT_GPT2_MAX_TOKENS 19
 
 /* The search settings of the model: the snapshot's generation_config.json
  * over glimpse's own; fields missing or malformed keep glimpse's. */
@@ -52,8 +48,10 @@ static glimpse_caption_params model_settings(const glimpse_model *model) {
                                      .beams = CAPTION_BEAMS,
                                      .length_penalty = 1.0f,
                                      .repetition_penalty = 1.0f};
-    if (model && model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2)
-        params.max_tokens = CAPTION_VIT_GPT2_MAX_TOKENS, params.min_tokens = 0, params.beams = 1;
+    const family_captioner *captioner = model ? model->family->caption : NULL;
+    if (captioner)
+        params.max_tokens = captioner->max_tokens, params.min_tokens = captioner->min_tokens,
+        params.beams = captioner->beams;
     const cJSON *g = model ? model->generation : NULL;
     if (!g) return params;
     const char *where = "generation_config.json";
@@ -113,35 +111,17 @@ static glimpse_status check_params(const glimpse_caption_params *p) {
     return GLIMPSE_STATUS_OK;
 }
 
-/* The prompt's ids after the start token: WordPiece (BLIP drops the [SEP]), or GPT-2's BPE without special
- * tokens. With capacity 0 only *count is set. */
-static glimpse_status encode_prompt(const glimpse_model *model, const char *prompt, int32_t *ids, size_t capacity,
-                                    size_t *count) {
-    if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
-        glimpse_status status = gpt2_tokenizer_encode(model->byte_bpe, prompt, 0, ids, capacity, count);
-        return status == GLIMPSE_STATUS_TOO_LARGE && !capacity ? GLIMPSE_STATUS_OK : status;
-    }
-    return bert_tokenizer_encode(model->wordpiece, prompt, ids, capacity, count);
-}
-
-glimpse_status caption_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
+glimpse_status caption_prompt_ids(const glimpse_model *model, const char *prompt, caption_encode_fn encode,
+                                  int32_t **ids, size_t *count) {
     size_t n = 0;
-    glimpse_status status = encode_prompt(model, prompt ? prompt : "", NULL, 0, &n);
+    glimpse_status status = encode(model, prompt ? prompt : "", NULL, 0, &n);
     if (status) return status;
     *ids = malloc((n + 1) * sizeof **ids);
     if (!*ids) return ERROR_OOM();
     (*ids)[0] = model->start_id;
-    status = encode_prompt(model, prompt ? prompt : "", *ids + 1, n, &n);
+    status = encode(model, prompt ? prompt : "", *ids + 1, n, &n);
     *count = n + 1;
     return status;
-}
-
-/* decode(ids, skip_special_tokens=True) with BLIP's WordPiece, and with ViT-GPT2's byte-level BPE. */
-static glimpse_status wordpiece_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
-    return bert_tokenizer_decode(model->wordpiece, ids, count, text);
-}
-static glimpse_status byte_bpe_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
-    return gpt2_tokenizer_decode(model->byte_bpe, ids, count, 1, 1, text, NULL);
 }
 
 /* 1 if the bytes GPT-2's tokens ids[0..count) stand for end inside a character: decoding then ends in the
@@ -230,22 +210,21 @@ glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const gli
     return GLIMPSE_STATUS_OK;
 }
 
-/* One image of BLIP or ViT-GPT2, its vision tokens in ctx->vision_output: the decoder's image side, then the
- * caption. */
-static glimpse_status caption_one(glimpse_context *ctx, size_t image, const caption_request *request,
-                                  glimpse_caption *out) {
-    const glimpse_model *model = ctx->model;
-    bert_decoder bert = {&model->text_decoder, ctx->bert};
-    gpt2_decoder gpt2 = {&model->gpt2, ctx->gpt2};
-    bool vit_gpt2 = model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2;
-    glimpse_status status =
-        vit_gpt2 ? gpt2_set_image(&model->gpt2, ctx->gpt2, ctx->vision_output, model->vision.tokens, ctx->threads)
-                 : bert_set_image(&model->text_decoder, ctx->bert, ctx->vision_output, model->vision.tokens,
-                                  ctx->threads);
+glimpse_status caption_prompt_within(const glimpse_model *model, const glimpse_caption_params *p, int32_t **prompt,
+                                     size_t *prompt_length) {
+    const family_captioner *captioner = model->family->caption;
+    *prompt = NULL;
+    glimpse_status status = captioner->prompt_ids(model, p->prompt, prompt, prompt_length);
     if (status) return status;
-    caption_decoder decoder = vit_gpt2 ? gpt2_caption_decoder(&gpt2) : bert_caption_decoder(&bert);
-    return caption_decode_text(ctx, image, request->params, &decoder, request->prompt, request->prompt_length,
-                               vit_gpt2 ? byte_bpe_decode : wordpiece_decode, out);
+    size_t positions = captioner->max_positions(model);
+    if (*prompt_length + (size_t)p->max_tokens > positions) {
+        free(*prompt);
+        *prompt = NULL;
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt (%zu tokens) and %d new tokens exceed the model's %zu "
+                                                   "positions",
+                         *prompt_length, p->max_tokens, positions);
+    }
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
@@ -255,12 +234,12 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
     if (!count) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_caption_images: no images");
     for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
     const glimpse_model *model = ctx->model;
-    if (model->kind != GLIMPSE_MODEL_KIND_BLIP_CAPTION && model->kind != GLIMPSE_MODEL_KIND_VIT_GPT2 &&
-        model->kind != GLIMPSE_MODEL_KIND_BLIP2)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "captioning needs a captioning model "
-                                                     "(BlipForConditionalGeneration, VisionEncoderDecoderModel, "
-                                                     "Blip2ForConditionalGeneration), this is %s",
-                         model->architecture);
+    if (!model->family->caption) {
+        char captioners[256];
+        family_names(FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION), false, captioners, sizeof captioners);
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "captioning needs a captioning model (%s), this is %s",
+                         captioners, model->architecture);
+    }
     glimpse_caption_params defaults = glimpse_caption_default_params();
     glimpse_caption_params resolved = resolve_params(model, params ? params : &defaults);
     const glimpse_caption_params *p = &resolved;
@@ -274,45 +253,7 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
         free(each);
         return status;
     }
-    if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) return blip2_caption_images(ctx, images, count, p, out);
-    int32_t *prompt = NULL;
-    size_t prompt_length = 0;
-    if ((status = caption_prompt_ids(model, p->prompt, &prompt, &prompt_length))) return status;
-    size_t max_length = prompt_length + (size_t)p->max_tokens;
-    size_t positions = (size_t)(model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? model->gpt2.config.max_positions
-                                                                            : model->text_decoder.config.max_positions);
-    if (max_length > positions) {
-        free(prompt);
-        return error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt (%zu tokens) and %d new tokens exceed the model's %zu "
-                                                   "positions",
-                         prompt_length, p->max_tokens, positions);
-    }
-    /* the decoder state grows to the largest request and is then reused */
-    if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
-        gpt2_state *state = ctx->gpt2;
-        if (!state || state->max_sequences < (size_t)p->beams || state->max_length < max_length) {
-            gpt2_state_free(ctx->gpt2);
-            ctx->gpt2 = NULL;
-            status = gpt2_state_create(&model->gpt2, (size_t)p->beams, max_length, max_length, model->vision.tokens,
-                                       &ctx->gpt2);
-        }
-    }
-    bert_state *state = ctx->bert;
-    if (model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION &&
-        (!state || state->max_sequences < (size_t)p->beams || state->max_length < max_length)) {
-        bert_state_free(ctx->bert);
-        ctx->bert = NULL;
-        status = bert_state_create(&model->text_decoder, (size_t)p->beams, max_length, max_length, model->vision.tokens,
-                                   &ctx->bert);
-    }
-    if (!status && ctx->caption_record) { /* glimpse_explain_caption's */
-        if (model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) ctx->bert->record = ctx->caption_record;
-        if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) ctx->gpt2->record = ctx->caption_record;
-    }
-    caption_request request = {p, prompt, prompt_length};
-    if (!status) status = caption_each_image(ctx, images, count, caption_one, &request, out);
-    free(prompt);
-    return status;
+    return model->family->caption->caption_images(ctx, images, count, p, out);
 }
 
 glimpse_status caption_each_image(glimpse_context *ctx, glimpse_image *const *images, size_t count,
@@ -353,9 +294,7 @@ typedef struct batch_run {
     glimpse_caption *out;
     caption_decode_fn decode;
     size_t vision_first, vision_count; /* the images in ctx->vision */
-    bert_state *bert;
-    gpt2_state *gpt2;
-    opt_state *opt;
+    family_batch batch;
 } batch_run;
 
 /* caption_batch_hooks.admit: the image through the vision tower (with the next few, in one batch) and into the
@@ -373,18 +312,8 @@ static glimpse_status batch_admit(void *user, size_t picture, size_t image) {
         r->vision_first = picture, r->vision_count = batch;
     }
     vit_post_norm_all(&model->vision, ctx->vision, picture - r->vision_first, ctx->vision_output);
-    size_t tokens = model->vision.tokens;
     const batch_picture *p = &r->pictures[picture];
-    switch (model->kind) {
-    case GLIMPSE_MODEL_KIND_VIT_GPT2:
-        return gpt2_set_image_slot(&model->gpt2, r->gpt2, image, ctx->vision_output, tokens, ctx->threads);
-    case GLIMPSE_MODEL_KIND_BLIP2:
-        status = blip2_image_prefix(ctx);
-        return status ? status
-                      : opt_set_first_rows(&model->language_model, r->opt, image, ctx->prefix,
-                                           (size_t)model->qformer.queries, p->prompt, p->prompt_length);
-    default: return bert_set_image_slot(&model->text_decoder, r->bert, image, ctx->vision_output, tokens, ctx->threads);
-    }
+    return model->family->caption->batch_admit(ctx, &r->batch, image, p->prompt, p->prompt_length);
 }
 
 /* caption_batch_hooks.finished: the ids decoded into the image's glimpse_caption, and progress. */
@@ -402,17 +331,18 @@ static glimpse_status batch_finished(void *user, size_t picture) {
 /* The family's prompt of each image, and what its request's search and first step take. */
 static glimpse_status batch_prompts(batch_run *r, const glimpse_caption_params *const *params) {
     const glimpse_model *model = r->ctx->model;
-    bool blip2 = model->kind == GLIMPSE_MODEL_KIND_BLIP2;
+    const family_captioner *captioner = model->family->caption;
+    size_t prefix_rows = captioner->prefix_rows ? captioner->prefix_rows(model) : 0;
+    bool prefixed = captioner->prefix_rows != NULL; /* the prompt follows the image's prefix */
     for (size_t i = 0; i < r->count; i++) {
         batch_picture *p = &r->pictures[i];
         caption_batch_request *q = &r->requests[i];
-        glimpse_status status = blip2 ? blip2_prompt_ids(model, params[i]->prompt, &p->prompt, &p->prompt_length)
-                                      : caption_prompt_ids(model, params[i]->prompt, &p->prompt, &p->prompt_length);
+        glimpse_status status = captioner->prompt_ids(model, params[i]->prompt, &p->prompt, &p->prompt_length);
         if (status) return status;
         p->start = model->start_id;
-        q->prompt = blip2 ? &p->start : p->prompt;
-        q->prompt_length = blip2 ? 1 : p->prompt_length;
-        q->first_rows = blip2 ? (size_t)model->qformer.queries + p->prompt_length : p->prompt_length;
+        q->prompt = prefixed ? &p->start : p->prompt;
+        q->prompt_length = prefixed ? 1 : p->prompt_length;
+        q->first_rows = prefix_rows + p->prompt_length;
         q->settings = settings_of(model, params[i], q->prompt_length);
         q->out = malloc(q->settings.max_length * sizeof *q->out);
         p->stream = (stream){model, params[i], r->decode, i, malloc(q->settings.max_length * sizeof(int32_t)), 0,
@@ -420,9 +350,7 @@ static glimpse_status batch_prompts(batch_run *r, const glimpse_caption_params *
         if (!q->out || !p->stream.ids) return ERROR_OOM();
         q->callback = params[i]->on_token ? stream_token : NULL;
         q->user = &p->stream;
-        size_t positions = (size_t)(model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? model->gpt2.config.max_positions
-                                    : blip2 ? model->language_model.config.max_positions
-                                            : model->text_decoder.config.max_positions);
+        size_t positions = captioner->max_positions(model);
         size_t needed = q->first_rows + (size_t)params[i]->max_tokens;
         if (needed > positions)
             return error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt (%zu tokens) and %d new tokens exceed the model's "
@@ -431,42 +359,20 @@ static glimpse_status batch_prompts(batch_run *r, const glimpse_caption_params *
     return GLIMPSE_STATUS_OK;
 }
 
-/* The batched decoder state for the requests: `slots` sequences, `images` image slots. */
-static glimpse_status batch_state(batch_run *r, size_t slots, size_t images, caption_batch_decoder *decoder,
-                                  bert_decoder *bert, gpt2_decoder *gpt2, opt_decoder *opt) {
+/* The family's batched decoder state for the requests: `slots` sequences, `images` image slots. */
+static glimpse_status batch_state(batch_run *r, size_t slots, size_t images) {
     const glimpse_model *model = r->ctx->model;
-    size_t positions = 0, rows = 2 * slots + KERNEL_LINEAR_FEW_ROWS, first_rows = 0;
-    bool each_beam = model->kind != GLIMPSE_MODEL_KIND_BLIP2;
+    family_batch_shape shape = {.slots = slots, .rows = 2 * slots + KERNEL_LINEAR_FEW_ROWS, .images = images};
+    bool each_beam = model->family->caption->prefix_rows == NULL; /* else one first step for the beams */
     for (size_t i = 0; i < r->count; i++) {
         const caption_batch_request *q = &r->requests[i];
         size_t used = q->first_rows + q->settings.max_length - q->prompt_length;
         size_t alone = q->first_rows * (each_beam ? (size_t)q->settings.beams : 1);
-        if (used > positions) positions = used;
-        if (alone > rows) rows = alone;
-        if (q->first_rows > first_rows) first_rows = q->first_rows;
+        if (used > shape.positions) shape.positions = used;
+        if (alone > shape.rows) shape.rows = alone;
+        if (q->first_rows > shape.first_rows) shape.first_rows = q->first_rows;
     }
-    size_t tokens = model->vision.tokens;
-    glimpse_status status;
-    switch (model->kind) {
-    case GLIMPSE_MODEL_KIND_VIT_GPT2:
-        status = gpt2_state_create_batched(&model->gpt2, slots, positions, rows, tokens, images, &r->gpt2);
-        *gpt2 = (gpt2_decoder){&model->gpt2, r->gpt2};
-        if (!status) *decoder = gpt2_caption_batch_decoder(gpt2);
-        return status;
-    case GLIMPSE_MODEL_KIND_BLIP2:
-        status = blip2_prepare_image_side(r->ctx);
-        if (!status)
-            status = opt_state_create_batched(&model->language_model, slots, positions, rows, images, first_rows,
-                                              &r->opt);
-        *opt = (opt_decoder){.model = &model->language_model, .state = r->opt};
-        if (!status) *decoder = opt_caption_batch_decoder(opt);
-        return status;
-    default:
-        status = bert_state_create_batched(&model->text_decoder, slots, positions, rows, tokens, images, &r->bert);
-        *bert = (bert_decoder){&model->text_decoder, r->bert};
-        if (!status) *decoder = bert_caption_batch_decoder(bert);
-        return status;
-    }
+    return model->family->caption->batch_create(r->ctx, &shape, &r->batch);
 }
 
 glimpse_status caption_images_batched(glimpse_context *ctx, glimpse_image *const *images, size_t count,
@@ -475,9 +381,7 @@ glimpse_status caption_images_batched(glimpse_context *ctx, glimpse_image *const
     const glimpse_model *model = ctx->model;
     for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
     batch_run r = {.ctx = ctx, .images = images, .count = count, .out = out};
-    r.decode = model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? byte_bpe_decode
-               : model->kind == GLIMPSE_MODEL_KIND_BLIP2  ? blip2_decode
-                                                          : wordpiece_decode;
+    r.decode = model->family->caption->decode;
     r.requests = calloc(count, sizeof *r.requests);
     r.pictures = calloc(count, sizeof *r.pictures);
     glimpse_status status = r.requests && r.pictures ? batch_prompts(&r, params) : ERROR_OOM();
@@ -493,20 +397,16 @@ glimpse_status caption_images_batched(glimpse_context *ctx, glimpse_image *const
     if (!slots) slots = GLIMPSE_CAPTION_DEFAULT_BATCH_ROWS * most_beams;
     if (most_beams > slots) slots = most_beams;
     size_t image_slots = slots / fewest_beams < count ? slots / fewest_beams : count;
-    caption_batch_decoder decoder;
-    bert_decoder bert;
-    gpt2_decoder gpt2;
-    opt_decoder opt;
-    if (!status) status = batch_state(&r, slots, image_slots, &decoder, &bert, &gpt2, &opt);
+    if (!status) status = batch_state(&r, slots, image_slots);
     caption_batch_hooks hooks = {batch_admit, batch_finished, &r};
-    if (!status) status = caption_batch_run(&decoder, r.requests, count, image_slots, &hooks, ctx->threads);
+    if (!status) status = caption_batch_run(&r.batch.decoder, r.requests, count, image_slots, &hooks, ctx->threads);
     for (size_t i = 0; r.requests && r.pictures && i < count; i++) {
         free(r.requests[i].out);
         free(r.pictures[i].prompt);
         free(r.pictures[i].stream.ids);
     }
     free(r.requests), free(r.pictures);
-    bert_state_free(r.bert), gpt2_state_free(r.gpt2), opt_state_free(r.opt);
+    model->family->caption->batch_free(&r.batch);
     if (status)
         for (size_t i = 0; i < count; i++) glimpse_caption_free(&out[i]);
     return status;

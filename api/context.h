@@ -7,7 +7,7 @@
 
 #include "core/pool.h"
 #include "fusion/bert.h"
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 #include "fusion/opt.h"
 #include "fusion/gpt2.h"
 #include "glimpse.h"
@@ -67,9 +67,18 @@ typedef glimpse_status (*caption_image_fn)(glimpse_context *ctx, size_t image, c
 glimpse_status caption_each_image(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   caption_image_fn caption, const caption_request *request, glimpse_caption *out);
 
-/* What BLIP's and ViT-GPT2's generate output starts with: the start token ([DEC], or ViT-GPT2's
- * decoder_start_token_id) and the prompt's ids; *ids is the caller's (free()). */
-glimpse_status caption_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count);
+/* A family's tokenizer on a prompt: its ids without special tokens into ids[0..capacity) and their number in
+ * *count (capacity 0: only *count). */
+typedef glimpse_status (*caption_encode_fn)(const glimpse_model *model, const char *prompt, int32_t *ids,
+                                            size_t capacity, size_t *count);
+/* What a cross-attention decoder's generate output starts with: the start token ([DEC], or ViT-GPT2's
+ * decoder_start_token_id) and encode's ids of prompt; *ids is the caller's (free()). */
+glimpse_status caption_prompt_ids(const glimpse_model *model, const char *prompt, caption_encode_fn encode,
+                                  int32_t **ids, size_t *count);
+/* The family's prompt ids for p->prompt (family_captioner.prompt_ids), checked to leave room for p->max_tokens
+ * within the decoder's positions; *prompt is the caller's (free()), NULL on failure. */
+glimpse_status caption_prompt_within(const glimpse_model *model, const glimpse_caption_params *p, int32_t **prompt,
+                                     size_t *prompt_length);
 
 /* A family's decode(ids, skip_special_tokens=True) into a new string. */
 typedef glimpse_status (*caption_decode_fn)(const glimpse_model *model, const int32_t *ids, size_t count,

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "explain/maps.h"
 #include "explain/render.h"
+#include "families/family.h"
 #include "fusion/retrieval.h"
 #include "vision/image.h"
 #include "vision/resize.h"
@@ -330,6 +331,12 @@ typedef struct caption_job {
     word_source source;
 } caption_job;
 
+/* The captioning decoder a model has decides the job's shapes, records and passes: a language model reading
+ * the Q-Former's query vectors as a prefix (self-attention over them), or a decoder with cross-attention over
+ * the image tokens, GPT-2's or BERT's. */
+static bool reads_query_prefix(const glimpse_model *model) { return model->qformer.bert.layers != NULL; }
+static bool decodes_with_gpt2(const glimpse_model *model) { return model->gpt2.layers != NULL; }
+
 static void caption_job_free(caption_job *job) {
     free(job->prefix), free(job->lm_prompt), free(job->query_maps);
     record_release(&job->decoder), record_release(&job->qformer), record_release(&job->vision);
@@ -340,7 +347,7 @@ static void caption_job_free(caption_job *job) {
 static glimpse_status caption_job_record(caption_job *job, size_t rows) {
     const glimpse_explain_params *p = job->p;
     record_release(&job->decoder);
-    if (job->model->kind == GLIMPSE_MODEL_KIND_BLIP2)
+    if (reads_query_prefix(job->model))
         return record_make(&job->decoder, mapped_layers(p, job->layers), 0, job->heads, rows, rows, 0);
     return record_make(&job->decoder, p->want_raw ? all_layers(job->layers) : 0, mapped_layers(p, job->layers),
                        job->heads, rows, rows, job->model->vision.tokens);
@@ -353,16 +360,16 @@ static glimpse_status caption_job_start(caption_job *job, glimpse_context *ctx, 
     memset(job, 0, sizeof *job);
     job->ctx = ctx, job->model = model, job->p = p;
     glimpse_status status = GLIMPSE_STATUS_OK;
-    if (model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
+    if (model->text_decoder.layers) {
         job->layers = (size_t)model->text_decoder.config.layers, job->heads = (size_t)model->text_decoder.config.heads;
-    } else if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
+    } else if (decodes_with_gpt2(model)) {
         job->layers = (size_t)model->gpt2.config.layers, job->heads = (size_t)model->gpt2.config.heads;
     } else {
         job->layers = (size_t)model->language_model.config.layers;
         job->heads = (size_t)model->language_model.config.heads;
     }
     if ((status = check_params(p, job->layers, job->heads))) return status;
-    if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) {
+    if (reads_query_prefix(model)) {
         const blip2_qformer *q = &model->qformer;
         size_t layers = (size_t)q->config.layers;
         uint64_t cross = 0;
@@ -371,12 +378,12 @@ static glimpse_status caption_job_start(caption_job *job, glimpse_context *ctx, 
         job->queries = (size_t)q->queries;
         if (!(job->prefix = malloc(sizeof *job->prefix))) return ERROR_OOM();
         job->prefix[0] = model->start_id, job->prefix_length = 1; /* generate's placeholder */
-        status = blip2_prompt_ids(model, prompt, &job->lm_prompt, &job->lm_prompt_length);
+        status = model->family->caption->prompt_ids(model, prompt, &job->lm_prompt, &job->lm_prompt_length);
         if (!status)
             status = record_make(&job->qformer, p->want_raw ? all_layers(layers) : 0, cross, (size_t)q->config.heads,
                                  job->queries, job->queries, model->vision.tokens);
     } else {
-        status = caption_prompt_ids(model, prompt, &job->prefix, &job->prefix_length);
+        status = model->family->caption->prompt_ids(model, prompt, &job->prefix, &job->prefix_length);
     }
     if (!status && p->want_raw && p->want_vision) {
         const vit_model *v = &model->vision;
@@ -388,7 +395,7 @@ static glimpse_status caption_job_start(caption_job *job, glimpse_context *ctx, 
 
 /* The word source over the decoder's record. */
 static void caption_job_source(caption_job *job) {
-    bool blip2 = job->model->kind == GLIMPSE_MODEL_KIND_BLIP2;
+    bool blip2 = reads_query_prefix(job->model);
     job->source = (word_source){
         .record = &job->decoder,
         .kind = blip2 ? ATTENTION_KIND_SELF : ATTENTION_KIND_CROSS,
@@ -404,7 +411,7 @@ static void caption_job_source(caption_job *job) {
 /* BLIP-2: each query's map over the patches from the Q-Former's record (every cross-attention layer and head
  * averaged, class column dropped), once. */
 static glimpse_status caption_job_query_maps(caption_job *job) {
-    if (job->model->kind != GLIMPSE_MODEL_KIND_BLIP2 || job->query_maps) return GLIMPSE_STATUS_OK;
+    if (!reads_query_prefix(job->model) || job->query_maps) return GLIMPSE_STATUS_OK;
     const attention_record *r = &job->qformer;
     size_t patches = (size_t)job->e->grid_width * (size_t)job->e->grid_height;
     size_t slots = (size_t)__builtin_popcountll(r->layers[ATTENTION_KIND_CROSS]);
@@ -424,7 +431,7 @@ static glimpse_status caption_job_pass(caption_job *job, const glimpse_image *im
     glimpse_explanation *e = job->e;
     size_t n = e->id_count, tokens = model->vision.tokens;
     glimpse_status status = GLIMPSE_STATUS_OK;
-    if (model->kind == GLIMPSE_MODEL_KIND_BLIP2) { /* the queries' vectors are still in ctx->prefix */
+    if (reads_query_prefix(model)) { /* the queries' vectors are still in ctx->prefix */
         size_t rows = job->queries + job->lm_prompt_length + (n - 1);
         size_t width = (size_t)model->language_model.config.word_embed_proj_dim;
         float *embedded = malloc(rows * width * sizeof(float));
@@ -449,7 +456,7 @@ static glimpse_status caption_job_pass(caption_job *job, const glimpse_image *im
     status = encode_image(ctx, image);
     if (!status) status = caption_job_record(job, n);
     if (status) return status;
-    if (model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2) {
+    if (decodes_with_gpt2(model)) {
         gpt2_state *state = NULL;
         status = gpt2_state_create(&model->gpt2, 1, n, n, tokens, &state);
         if (!status) status = gpt2_set_image(&model->gpt2, state, ctx->vision_output, tokens, ctx->threads);
@@ -476,7 +483,7 @@ static glimpse_status caption_job_pass(caption_job *job, const glimpse_image *im
 static glimpse_status caption_job_keep_raw(caption_job *job) {
     glimpse_explanation *e = job->e;
     glimpse_status status;
-    if (job->model->kind == GLIMPSE_MODEL_KIND_BLIP2) {
+    if (reads_query_prefix(job->model)) {
         status = keep_record(e, "self_attentions", &job->decoder, ATTENTION_KIND_SELF);
         if (!status) status = keep_record(e, "qformer_cross_attentions", &job->qformer, ATTENTION_KIND_CROSS);
         if (!status) status = keep_record(e, "qformer_self_attentions", &job->qformer, ATTENTION_KIND_SELF);
@@ -484,8 +491,8 @@ static glimpse_status caption_job_keep_raw(caption_job *job) {
         status = keep_record(e, "cross_attentions", &job->decoder, ATTENTION_KIND_CROSS);
         if (!status) status = keep_record(e, "self_attentions", &job->decoder, ATTENTION_KIND_SELF);
     }
-    /* transformers' names: VisionEncoderDecoderModel's encoder_attentions, BLIP's vision_outputs.attentions */
-    const char *vision = job->model->kind == GLIMPSE_MODEL_KIND_VIT_GPT2 ? "encoder_attentions" : "vision_attentions";
+    /* transformers' name of the family's vision attentions (family_captioner.vision_attentions) */
+    const char *vision = job->model->family->caption->vision_attentions;
     if (!status && job->vision.probabilities[ATTENTION_KIND_SELF])
         status = keep_record(e, vision, &job->vision, ATTENTION_KIND_SELF);
     return status;
@@ -493,7 +500,7 @@ static glimpse_status caption_job_keep_raw(caption_job *job) {
 
 /* BLIP-2's last map: what the queries looked at, their maps averaged. */
 static glimpse_status caption_job_queries_map(caption_job *job) {
-    if (job->model->kind != GLIMPSE_MODEL_KIND_BLIP2) return GLIMPSE_STATUS_OK;
+    if (!reads_query_prefix(job->model)) return GLIMPSE_STATUS_OK;
     glimpse_status status = caption_job_query_maps(job);
     size_t patches = (size_t)job->e->grid_width * (size_t)job->e->grid_height;
     glimpse_explain_map *map = status ? NULL : add_map(job->e, GLIMPSE_EXPLAIN_MAP_QUERIES, "queries", 0, 0);
@@ -586,7 +593,7 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
         if (!stream.ids || !stream.piece) status = ERROR_OOM();
         if (!status) memcpy(stream.ids, job.prefix, job.prefix_length * sizeof(int32_t));
         /* the decoder's rows: the sequence (BLIP-2: the queries and the language model's prompt, then the tokens) */
-        size_t rows = job.model->kind == GLIMPSE_MODEL_KIND_BLIP2
+        size_t rows = reads_query_prefix(job.model)
                           ? job.queries + job.lm_prompt_length + (size_t)max_tokens
                           : capacity;
         if (!status) status = caption_job_record(&job, rows);
@@ -653,7 +660,7 @@ glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_explain_match: NULL argument");
     *out = NULL;
     const glimpse_model *model = ctx->model;
-    if (model->kind != GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL)
+    if (!(model->family->capabilities & FAMILY_CAN(GLIMPSE_CAPABILITY_MATCH)))
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_match needs a BLIP retrieval model "
                          "(BlipForImageTextRetrieval), this is %s", model->architecture);
     glimpse_explain_params resolved = params ? *params : glimpse_explain_default_params();

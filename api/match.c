@@ -8,6 +8,7 @@
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
+#include "families/family.h"
 #include "fusion/retrieval.h"
 
 /* [CLS] text [SEP] for every text, packed; lengths[t], starts[t]. */
@@ -50,7 +51,7 @@ static glimpse_status ensure_state(glimpse_context *ctx, size_t length) {
 
 static glimpse_status check_retrieval(glimpse_context *ctx, const char *what) {
     if (!ctx) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s: context is NULL", what);
-    if (ctx->model->kind != GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL)
+    if (!(ctx->model->family->capabilities & FAMILY_CAN(GLIMPSE_CAPABILITY_MATCH)))
         return error_set(GLIMPSE_STATUS_WRONG_MODEL,
                          "%s needs a BLIP retrieval model (BlipForImageTextRetrieval), this is %s", what,
                          ctx->model->architecture);

@@ -9,7 +9,7 @@
 
 #include "core/bf16x3.h"
 #include "fusion/bert.h"
-#include "fusion/blip2.h"
+#include "fusion/qformer.h"
 #include "fusion/gpt2.h"
 #include "fusion/opt.h"
 #include "text/gpt2_tokenizer.h"
@@ -24,8 +24,11 @@
 #include "vision/vit.h"
 #include "weights/store.h"
 
+struct model_family;
+
 struct glimpse_model {
-    glimpse_model_kind kind;
+    const struct model_family *family; /* its operations (families/family.h) */
+    glimpse_model_kind kind;           /* family->kind */
     char *folder;
     char architecture[64];
     cJSON *config; /* kept: the configs borrow strings from it */
@@ -49,7 +52,7 @@ struct glimpse_model {
     gpt2_model gpt2;
     /* GPT-2's byte-level BPE: ViT-GPT2's, and BLIP-2's OPT tokenizer */
     gpt2_tokenizer *byte_bpe;
-    /* BLIP-2 (api/blip2.c): vision above, then the Q-Former with the language projection, and OPT */
+    /* BLIP-2 (families/blip2.c): vision above, then the Q-Former with the language projection, and OPT */
     blip2_qformer qformer;
     opt_model language_model;
     glimpse_precision precision;
@@ -62,34 +65,10 @@ struct glimpse_model {
  * (glimpse_embed_*, glimpse_score, the search index). */
 bool model_embeds(const glimpse_model *model);
 
-/* model.c's steps that every family's loader takes: the snapshot's
- * preprocessor_config.json over model->preprocess (square_default: a bare
- * "size" number means size × size), and a tokenizer of `tokens` ids checked
- * against the model's embedding table. */
-glimpse_status read_preprocessor(glimpse_model *model, int square_default);
-glimpse_status check_vocabulary(const glimpse_model *model, const char *file, size_t tokens, int vocab_size);
-/* The snapshot's generation_config.json into model->generation, when it has one (else left NULL). */
-glimpse_status read_generation_config(glimpse_model *model);
-
-/* BLIP-2 (api/blip2.c): the loader model.c's dispatch calls, and the captions
- * glimpse_caption_images hands over, its params resolved and checked. */
-glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json);
-glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
-                                    const glimpse_caption_params *params, glimpse_caption *out);
-/* BLIP-2's language-model prompt: OPT's ids of prompt ("</s>" first), or the start token alone for none or
- * an empty one; *ids is the caller's (free()). */
-glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count);
 /* The params a question is answered with: *asked = params (NULL: the defaults) with the prompt
  * "Question: {question} Answer:" in *prompt, which the caller frees (also on failure). Refuses a model that
  * is not BLIP-2 and params that bring a prompt of their own; `what` names the call in the error. */
 glimpse_status blip2_question_params(const glimpse_model *model, const glimpse_caption_params *params,
                                      const char *question, const char *what, glimpse_caption_params *asked,
                                      char **prompt);
-/* BLIP-2's parts of batched captioning (api/caption.c): decode(ids, skip_special_tokens=True), the
- * Q-Former's state and prefix made on first use, and the prefix of the image whose vision tokens are in
- * ctx->vision_output into ctx->prefix. */
-glimpse_status blip2_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text);
-glimpse_status blip2_prepare_image_side(glimpse_context *ctx);
-glimpse_status blip2_image_prefix(glimpse_context *ctx);
-
 #endif

@@ -15,7 +15,7 @@
 #include "weights/store.h"
 #include "core/quantize.h"
 #include "core/transformer.h"
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 
 typedef struct bert_config {
     int hidden_size, layers, heads, intermediate_size;
@@ -65,7 +65,7 @@ glimpse_status bert_model_load(bert_model *model, const bert_config *config,
 void bert_model_free(bert_model *model);
 /* One layer named `layer` ("qformer.encoder.layer.3") by the names given: a
  * layer whose names have no cross-attention (cross_* NULL) has none, and the
- * passes below skip it there (BLIP-2's Q-Former, fusion/blip2.c). */
+ * passes below skip it there (BLIP-2's Q-Former, fusion/qformer.c). */
 glimpse_status bert_layer_load(weight_store *store, const bert_layer_names *names, const char *layer,
                                const bert_config *config, bert_layer *out);
 /* Makes int8 twins of every projection and of the LM head (owned by set). */

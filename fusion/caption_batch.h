@@ -1,12 +1,12 @@
 /* caption_batch.h — continuous batching of captions: the decoder steps of many pictures' captions (and their
  * beams) run as the rows of one step, so the decoder's weights are read once per step for all of them;
  * pictures join as cache slots free up and leave when their captions finish. Drives any family's
- * caption_batch_decoder (fusion/caption.h); knows nothing of images or files. Every caption comes out token for
+ * caption_batch_decoder (fusion/generate.h); knows nothing of images or files. Every caption comes out token for
  * token as caption_generate makes it alone. */
 #ifndef GLIMPSE_FUSION_CAPTION_BATCH_H
 #define GLIMPSE_FUSION_CAPTION_BATCH_H
 
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 
 /* One picture's caption. */
 typedef struct caption_batch_request {

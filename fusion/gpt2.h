@@ -12,7 +12,7 @@
 
 #include "core/quantize.h"
 #include "core/transformer.h"
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 #include "weights/names.h"
 #include "weights/store.h"
 

@@ -14,7 +14,7 @@
 #include "core/attention_record.h"
 #include "core/quantize.h"
 #include "core/transformer.h"
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 #include "weights/names.h"
 #include "weights/store.h"
 

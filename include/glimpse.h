@@ -199,7 +199,9 @@ typedef enum glimpse_capability {
     GLIMPSE_CAPABILITY_RANK = 1,    /* texts against images: the embedding families and BLIP retrieval (ITM) */
     GLIMPSE_CAPABILITY_CAPTION = 2, /* glimpse_caption_images and glimpse_explain_caption (BLIP, ViT-GPT2, BLIP-2) */
     GLIMPSE_CAPABILITY_ASK = 3,     /* glimpse_ask_images and glimpse_explain_answer (BLIP-2) */
-    GLIMPSE_CAPABILITY_EXPLAIN = 4  /* one of the glimpse_explain_* calls (every kind) */
+    GLIMPSE_CAPABILITY_EXPLAIN = 4, /* one of the glimpse_explain_* calls (every kind) */
+    GLIMPSE_CAPABILITY_MATCH = 5    /* glimpse_match and glimpse_explain_match: image-text matching heads (BLIP
+                                       retrieval: ITM probabilities, ITC similarities) */
 } glimpse_capability;
 /* Whether models of `kind` can do `capability` (false for an unknown kind or capability). */
 bool glimpse_model_kind_can(glimpse_model_kind kind, glimpse_capability capability);

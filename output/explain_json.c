@@ -58,7 +58,7 @@ void explain_json_fields(FILE *out, glimpse_model_kind kind, const char *questio
     } else if (e->text) {
         fputs(", \"text\": ", out);
         json_string(out, e->text);
-        fputs(kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL ? ", \"probability\": " : ", \"score\": ", out);
+        fputs(glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_MATCH) ? ", \"probability\": " : ", \"score\": ", out);
         json_float(out, e->score);
     }
     fprintf(out, ", \"grid_size\": [%d, %d], \"words\": [", e->grid_height, e->grid_width);

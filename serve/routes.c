@@ -300,7 +300,7 @@ typedef struct rank_work {
 
 static glimpse_status rank_images(serve_job *job, glimpse_context *ctx) {
     rank_work *work = job->data;
-    if (work->model->info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL)
+    if (model_can(work->model, GLIMPSE_CAPABILITY_MATCH))
         return glimpse_match(ctx, work->images, work->image_count, work->texts, work->text_count, work->mode,
                              work->scores);
     size_t dim = glimpse_model_embedding_dim(work->model->model);
@@ -518,7 +518,7 @@ static glimpse_status explain_image(serve_job *job, glimpse_context *ctx) {
                                       &work->explanation);
     if (glimpse_model_kind_can(work->kind, GLIMPSE_CAPABILITY_CAPTION))
         return glimpse_explain_caption(ctx, work->image, work->caption, &work->params, &work->explanation);
-    if (work->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL)
+    if (glimpse_model_kind_can(work->kind, GLIMPSE_CAPABILITY_MATCH))
         return glimpse_explain_match(ctx, work->image, work->text, &work->params, &work->explanation);
     return glimpse_explain_clip(ctx, work->image, work->text, &work->params, &work->explanation);
 }
@@ -589,7 +589,7 @@ static void answer_explain(serve_server *server, serve_request *request, serve_r
             return;
         }
         if (!caption_options(request, model, &caption, reply)) return;
-    } else if (work.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL && !work.text) {
+    } else if (glimpse_model_kind_can(work.kind, GLIMPSE_CAPABILITY_MATCH) && !work.text) {
         reply_error(reply, 400, "%s explains a match: send the text (a field or argument named text)", model->name);
         return;
     }

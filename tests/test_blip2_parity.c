@@ -17,7 +17,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "api/bench.h"
+#include "api/bench_stages.h"
 #include "api/context.h"
 #include "api/model.h"
 #include "tests/support.h"

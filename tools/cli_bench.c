@@ -2,7 +2,7 @@
  * preprocess, vision, text, decoder step, whole caption, search) for a model
  * at a batch size and thread count, with the work in FLOPs and the rate
  * reached. A white-box developer tool: beside the public API it times the
- * library's inner stages through the hooks of api/bench.h (and writes a
+ * library's inner stages through the hooks of api/bench_stages.h (and writes a
  * search index's table directly), and nothing else. */
 #include <getopt.h>
 #include <math.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/bench.h"
+#include "api/bench_stages.h"
 #include "core/file.h"
 #include "vision/image.h"
 #include "search/index_bench.h"

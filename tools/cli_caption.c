@@ -327,8 +327,7 @@ static int caption_command(const char *command, int argc, char **argv) {
     glimpse_model *model = cli_load_model(&options, command, true, true);
     cli_caption_fit_model(&params, model);
     glimpse_model_kind kind = glimpse_model_get_kind(model);
-    bool captions = kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION || kind == GLIMPSE_MODEL_KIND_VIT_GPT2;
-    bool fits = kind == GLIMPSE_MODEL_KIND_BLIP2 || (captions && !ask.question);
+    bool fits = glimpse_model_kind_can(kind, ask.question ? GLIMPSE_CAPABILITY_ASK : GLIMPSE_CAPABILITY_CAPTION);
     if (!fits) {
         glimpse_model_info info;
         glimpse_model_get_info(model, &info);

@@ -304,7 +304,7 @@ static glimpse_model *load_reranker(const rank_request *request, glimpse_context
     cli_options second = request->options;
     second.model = request->rerank_model;
     glimpse_model *reranker = cli_load_model(&second, "rank", true, true);
-    if (glimpse_model_get_kind(reranker) != GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) {
+    if (!glimpse_model_kind_can(glimpse_model_get_kind(reranker), GLIMPSE_CAPABILITY_MATCH)) {
         cli_error("--rerank %s: re-ranking needs a BLIP retrieval model (BlipForImageTextRetrieval)",
                   request->rerank_model);
         exit(CLI_EXIT_FAILURE);

@@ -319,7 +319,7 @@ static glimpse_status explain_one(const run *w, const glimpse_image *image, cons
     if (r->questions) return glimpse_explain_answer(w->ctx, image, text, &r->caption, &r->explain, e);
     if (glimpse_model_kind_can(w->kind, GLIMPSE_CAPABILITY_CAPTION))
         return glimpse_explain_caption(w->ctx, image, &r->caption, &r->explain, e);
-    if (w->kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) return glimpse_explain_match(w->ctx, image, text, &r->explain, e);
+    if (glimpse_model_kind_can(w->kind, GLIMPSE_CAPABILITY_MATCH)) return glimpse_explain_match(w->ctx, image, text, &r->explain, e);
     return glimpse_explain_clip(w->ctx, image, text, &r->explain, e);
 }
 
@@ -397,7 +397,7 @@ int command_explain(int argc, char **argv) {
         cli_usage_error("explain", "-q needs a model that answers questions (BLIP-2)");
     if (glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_CAPTION) && request.text_count && !request.questions)
         cli_usage_error("explain", "a captioning model explains its own caption: drop -t");
-    if (kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL && !request.text_count)
+    if (glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_MATCH) && !request.text_count)
         cli_usage_error("explain", "a BLIP retrieval model explains a match: give the text with -t");
     if (mkdir(request.out, 0777) != 0 && errno != EEXIST) {
         cli_error("%s: %s", request.out, strerror(errno));

@@ -1,7 +1,7 @@
-/* caption.c — greedy, beam and sampled decoding as transformers 4.x
+/* generate.c — greedy, beam and sampled decoding as transformers 4.x
  * generate() does. Scores stay in float32 where the reference's
  * are float32 (log-softmax, beam sums) so the same ids come out. */
-#include "fusion/caption.h"
+#include "fusion/generate.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
-/* blip2.c — BLIP-2's Q-Former and language projection: config, loading
+/* qformer.c — BLIP-2's Q-Former and language projection: config, loading
  * through BERT's layer loader (fusion/bert.c) with cross-attention only
  * where cross_attention_frequency puts it, and the pass from image tokens to
  * the language model's prefix vectors. */
-#include "fusion/blip2.h"
+#include "fusion/qformer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
-/* bench.c — the stages `glimpse bench` times (api/bench.h), each run as the
+/* bench_stages.c — the stages `glimpse bench` times (api/bench_stages.h), each run as the
  * public calls run it, beside the count of its work. Developer tooling: no
  * public call goes through here. */
-#include "api/bench.h"
+#include "api/bench_stages.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -37,7 +37,9 @@ static double encoder_flops(double layers, double t, double h, double inter, boo
 
 void bench_vision(glimpse_context *ctx, size_t batch, double *flops) {
     const vit_model *vision = &ctx->model->vision;
-    bool pooled = ctx->model->kind == GLIMPSE_MODEL_KIND_CLIP; /* SigLIP's head reads every token */
+    /* an embedding tower reads the class token alone, but for an attention-pooling head (SigLIP's), which reads
+     * every token */
+    bool pooled = model_embeds(ctx->model) && !vision->weights.head_probe;
     vit_forward(vision, ctx->vision, ctx->pixel_values, batch,
                 pooled ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
     const vit_config *c = &vision->config;
@@ -78,7 +80,7 @@ glimpse_status bench_bert_create(glimpse_context *ctx, size_t sequences, size_t 
     bench_bert *bert = calloc(1, sizeof *bert);
     if (!bert) return ERROR_OOM();
     bert->ctx = ctx;
-    bert->model = model->kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION ? &model->text_decoder : &model->text_encoder;
+    bert->model = model->text_decoder.layers ? &model->text_decoder : &model->text_encoder;
     for (size_t s = 0; s < BENCH_MAX_BATCH; s++) bert->start_ids[s] = model->start_id;
     vit_post_norm_all(&model->vision, ctx->vision, 0, ctx->vision_output);
     glimpse_status status =

@@ -1,10 +1,10 @@
-/* caption.h — turning next-token logits into a caption: greedy search,
+/* generate.h — turning next-token logits into a caption: greedy search,
  * beam search with transformers' semantics, and sampling (temperature,
  * top-k, top-p, seeded), with repetition penalty and minimum and maximum
  * lengths. Drives any decoder through caption_decoder (BERT for BLIP; each
  * captioner family supplies its own); knows nothing of images or files. */
-#ifndef GLIMPSE_FUSION_CAPTION_H
-#define GLIMPSE_FUSION_CAPTION_H
+#ifndef GLIMPSE_FUSION_GENERATE_H
+#define GLIMPSE_FUSION_GENERATE_H
 
 #include <stddef.h>
 #include <stdint.h>

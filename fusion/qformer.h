@@ -1,12 +1,12 @@
-/* blip2.h — BLIP-2's image side after the vision tower: the Q-Former (a
+/* qformer.h — BLIP-2's image side after the vision tower: the Q-Former (a
  * BERT without word embeddings whose learned query tokens attend to each
  * other and, every cross_attention_frequency-th layer, to the image tokens;
  * post-LayerNorm, the queries' own feed-forward) and the language projection
  * that turns its output into the vectors OPT continues from (fusion/opt.h).
  * Takes the image tokens as floats (vision/vit.c's output); run once per
  * image. */
-#ifndef GLIMPSE_FUSION_BLIP2_H
-#define GLIMPSE_FUSION_BLIP2_H
+#ifndef GLIMPSE_FUSION_QFORMER_H
+#define GLIMPSE_FUSION_QFORMER_H
 
 #include <cjson/cJSON.h>
 

@@ -1,5 +1,5 @@
-/* blip2.c — BLIP-2 (Blip2ForConditionalGeneration with OPT) through the
- * public API: loading its parts, captioning as transformers 4.27's
+/* blip2.c — the BLIP-2 family (Blip2ForConditionalGeneration with OPT): its config reading and loader, its
+ * line of the family table, captioning as transformers 4.27's
  * Blip2ForConditionalGeneration.generate does (the image side — vision
  * tower, Q-Former, projection — once per image, then OPT continuing from
  * those vectors and the prompt), and glimpse_ask_images, its visual
@@ -8,17 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/bench.h"
+#include "api/bench_stages.h"
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
-#include "fusion/caption.h"
+#include "families/family.h"
+#include "families/loader_steps.h"
+#include "fusion/generate.h"
 #include "weights/config.h"
+#include "weights/names.h"
 
 /* The prompt BLIP-2's model card and paper ask questions with. */
 #define BLIP2_QUESTION_FORMAT "Question: %s Answer:"
 
-glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const cJSON *text_json) {
+static glimpse_status load_blip2(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
+                                 const cJSON *text_json) {
+    (void)params; /* captioning needs both towers */
     const char *folder = model->folder;
     const cJSON *qformer_json = cJSON_GetObjectItemCaseSensitive(model->config, "qformer_config");
     if (!cJSON_IsObject(qformer_json))
@@ -69,7 +74,8 @@ glimpse_status load_blip2(glimpse_model *model, const cJSON *vision_json, const 
 }
 
 /* The language model's prompt: the tokenizer's ids of the text (OPT's "</s>" first), or that start token alone. */
-glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
+static glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids,
+                                       size_t *count) {
     *ids = NULL;
     if (!prompt || !prompt[0]) {
         *ids = malloc(sizeof **ids);
@@ -93,7 +99,7 @@ glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, 
 
 /* decode(ids, skip_special_tokens=True). Ids the model has but vocab.json lacks (OPT's embedding rows past the
  * tokenizer's 50,265, padding) stand for no text and are left out, where transformers' decode fails on them. */
-glimpse_status blip2_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
+static glimpse_status blip2_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
     int32_t *known = malloc((count ? count : 1) * sizeof *known);
     if (!known) return ERROR_OOM();
     size_t kept = 0, vocab = gpt2_tokenizer_vocab_size(model->byte_bpe);
@@ -104,7 +110,7 @@ glimpse_status blip2_decode(const glimpse_model *model, const int32_t *ids, size
     return status;
 }
 
-glimpse_status blip2_prepare_image_side(glimpse_context *ctx) {
+static glimpse_status blip2_prepare_image_side(glimpse_context *ctx) {
     const glimpse_model *model = ctx->model;
     glimpse_status status = GLIMPSE_STATUS_OK;
     if (!ctx->qformer) status = blip2_qformer_state_create(&model->qformer, model->vision.tokens, &ctx->qformer);
@@ -115,7 +121,7 @@ glimpse_status blip2_prepare_image_side(glimpse_context *ctx) {
     return status;
 }
 
-glimpse_status blip2_image_prefix(glimpse_context *ctx) {
+static glimpse_status blip2_image_prefix(glimpse_context *ctx) {
     const glimpse_model *model = ctx->model;
     return blip2_qformer_forward(&model->qformer, ctx->qformer, ctx->vision_output, model->vision.tokens, ctx->prefix,
                                  ctx->threads);
@@ -151,8 +157,8 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const capt
     return caption_decode_text(ctx, image, request->params, &decoder, &start, 1, blip2_decode, out);
 }
 
-glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
-                                    const glimpse_caption_params *p, glimpse_caption *out) {
+static glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                           const glimpse_caption_params *p, glimpse_caption *out) {
     const glimpse_model *model = ctx->model;
     int32_t *prompt = NULL;
     size_t prompt_length = 0;
@@ -204,7 +210,7 @@ glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *im
     return status;
 }
 
-/* ------------------------------------------------------------ bench hooks (api/bench.h) */
+/* ------------------------------------------------------------ bench hooks (api/bench_stages.h) */
 
 /* The bench's prompt: start tokens in place of a tokenized text (their ids do not change the time); and the
  * positions its states hold after the prefix and the prompt. */
@@ -288,3 +294,74 @@ double bench_blip2_step_bytes(const glimpse_context *ctx) {
     }
     return bytes + weight_bytes(&m->lm_head, t->vocab_size, t->word_embed_proj_dim);
 }
+
+/* family_captioner.batch_*: the language model's batched state (and the Q-Former's, on first use); each image's
+ * prefix and prompt as its slot's first rows. */
+static glimpse_status batch_create(glimpse_context *ctx, const family_batch_shape *shape, family_batch *out) {
+    const glimpse_model *model = ctx->model;
+    opt_decoder *opt = calloc(1, sizeof *opt);
+    if (!opt) return ERROR_OOM();
+    out->state = opt;
+    opt->model = &model->language_model;
+    glimpse_status status = blip2_prepare_image_side(ctx);
+    if (!status)
+        status = opt_state_create_batched(&model->language_model, shape->slots, shape->positions, shape->rows,
+                                          shape->images, shape->first_rows, &opt->state);
+    if (!status) out->decoder = opt_caption_batch_decoder(opt);
+    return status;
+}
+
+static glimpse_status batch_admit(glimpse_context *ctx, family_batch *batch, size_t slot, const int32_t *prompt,
+                                  size_t prompt_length) {
+    const glimpse_model *model = ctx->model;
+    const opt_decoder *opt = batch->state;
+    glimpse_status status = blip2_image_prefix(ctx);
+    return status ? status
+                  : opt_set_first_rows(&model->language_model, opt->state, slot, ctx->prefix,
+                                       (size_t)model->qformer.queries, prompt, prompt_length);
+}
+
+static void batch_free(family_batch *batch) {
+    opt_decoder *opt = batch->state;
+    if (opt) opt_state_free(opt->state);
+    free(opt);
+    batch->state = NULL;
+}
+
+static size_t prefix_rows(const glimpse_model *model) { return (size_t)model->qformer.queries; }
+static size_t max_positions(const glimpse_model *model) { return (size_t)model->language_model.config.max_positions; }
+
+/* glimpse's own search settings are BLIP's (load_blip2 gives generation settings GenerationConfig's defaults). */
+static const family_captioner captioner = {
+    .max_tokens = 20,
+    .min_tokens = 5,
+    .beams = 3,
+    .decode = blip2_decode,
+    .prompt_ids = blip2_prompt_ids,
+    .prefix_rows = prefix_rows,
+    .max_positions = max_positions,
+    .vision_attentions = "vision_attentions",
+    .caption_images = blip2_caption_images,
+    .batch_create = batch_create,
+    .batch_admit = batch_admit,
+    .batch_free = batch_free,
+};
+
+static void text_info(const glimpse_model *model, glimpse_model_info *out) {
+    const opt_config *t = &model->language_model.config;
+    loader_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
+}
+
+const model_family family_blip2 = {
+    .architecture = "Blip2ForConditionalGeneration",
+    .model_type = "blip-2",
+    .kind = GLIMPSE_MODEL_KIND_BLIP2,
+    .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_ASK) |
+                    FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN),
+    .vision_section = "vision_config",
+    .text_section = "text_config",
+    .sections_required = true,
+    .load = load_blip2,
+    .text_info = text_info,
+    .caption = &captioner,
+};

@@ -1,4 +1,4 @@
-/* bench.h — the hooks `glimpse bench` (tools/cli_bench.c) times libglimpse's
+/* bench_stages.h — the hooks `glimpse bench` (tools/cli_bench.c) times libglimpse's
  * stages through. The bench is a white-box developer tool: it runs one stage
  * of a public call at a time (a tower's forward pass, one decoder step),
  * which the public API does not offer, yet it sees nothing inside the
@@ -7,8 +7,8 @@
  * Each hook runs its stage once, as the public calls run it, and writes the
  * stage's work to *flops: a count of the products' and the attention's
  * floating-point operations (norms and activations left out). */
-#ifndef GLIMPSE_API_BENCH_H
-#define GLIMPSE_API_BENCH_H
+#ifndef GLIMPSE_API_BENCH_STAGES_H
+#define GLIMPSE_API_BENCH_STAGES_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -62,7 +62,7 @@ glimpse_status bench_decoder_step(bench_bert *bert, size_t position, size_t sequ
  * glimpse_tokenize gives them). */
 glimpse_status bench_itm_text(bench_bert *bert, const int32_t *ids, size_t count, double *flops);
 
-/* BLIP-2 (api/blip2.c), with run states for up to `sequences` sequences made on first use: the image side
+/* BLIP-2 (families/blip2.c), with run states for up to `sequences` sequences made on first use: the image side
  * after the vision tower (Q-Former and language projection) of the first image of the last bench_vision
  * batch; the language model's first step over those query vectors and prompt_length ids (everything before
  * the first token but the vision tower and the Q-Former); one later step of `sequences` sequences,

@@ -1,0 +1,93 @@
+/* family.h — the table of operations through which the generic layers (api/, tools/, serve/, search/) use a
+ * model family without naming it: how config.json names it, the public kind and capabilities it reports, and
+ * its loader and model-info hook. Each family's own file (families/clip.c, ...) fills one model_family;
+ * families/registry.c lists them. An operation a family lacks is NULL and the caller reports it unsupported. */
+#ifndef GLIMPSE_FAMILIES_FAMILY_H
+#define GLIMPSE_FAMILIES_FAMILY_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#include "fusion/generate.h"
+#include "glimpse.h"
+
+/* A capability's bit in model_family.capabilities. */
+#define FAMILY_CAN(capability) (1u << (capability))
+
+/* A family's decode(ids, skip_special_tokens=True) into a new string. */
+typedef glimpse_status (*family_decode_fn)(const glimpse_model *model, const int32_t *ids, size_t count,
+                                           char **text);
+
+/* A continuous-batching run's decoder state as a family makes it (fusion/caption_batch.h). */
+typedef struct family_batch {
+    caption_batch_decoder decoder;
+    void *state; /* the family's; its batch_free frees it */
+} family_batch;
+
+/* The sizes a batched run's state is made for: sequences in flight, positions of the longest, rows of the
+ * largest step, image slots, and the most rows a picture's first step feeds. */
+typedef struct family_batch_shape {
+    size_t slots, positions, rows, images, first_rows;
+} family_batch_shape;
+
+/* How a family captions: the hooks api/caption.c's generic calls (glimpse_caption_images, continuous batching)
+ * and glimpse_explain_caption take. */
+typedef struct family_captioner {
+    /* glimpse's own search settings where the snapshot's generation settings give none */
+    int max_tokens, min_tokens, beams;
+    family_decode_fn decode;
+    /* The prompt's ids (NULL or "": none) as the decoder takes them: what generate's output starts with, or
+     * (prefix_rows) the language model's ids after the image's prefix. *ids is the caller's (free()). */
+    glimpse_status (*prompt_ids)(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count);
+    /* Rows of the image's prefix in the decoder's own sequence before the prompt (BLIP-2's queries); NULL: the
+     * decoder reads the image through cross-attention and the prompt is what the search starts from. */
+    size_t (*prefix_rows)(const glimpse_model *model);
+    size_t (*max_positions)(const glimpse_model *model); /* the decoder's positions */
+    /* transformers' name of the vision tower's attentions, as glimpse_explain_caption's raw tensors give it
+     * (BLIP's vision_outputs.attentions: "vision_attentions"; VisionEncoderDecoderModel's "encoder_attentions") */
+    const char *vision_attentions;
+    /* Captions images[0..count) one at a time with p (resolved and checked), streaming and recording as
+     * ctx asks. */
+    glimpse_status (*caption_images)(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                     const glimpse_caption_params *p, glimpse_caption *out);
+    /* Continuous batching: the state for `shape`; the image whose vision tokens are in ctx->vision_output into
+     * image slot `slot`, with its prompt ids; the state freed (also after a failed batch_create). */
+    glimpse_status (*batch_create)(glimpse_context *ctx, const family_batch_shape *shape, family_batch *out);
+    glimpse_status (*batch_admit)(glimpse_context *ctx, family_batch *batch, size_t slot, const int32_t *prompt,
+                                  size_t prompt_length);
+    void (*batch_free)(family_batch *batch);
+} family_captioner;
+
+typedef struct model_family {
+    /* Recognised by config.json's "architectures"[0] equal to architecture, or, without "architectures", by a
+     * model_type equal to model_type (NULL: never). */
+    const char *architecture;
+    const char *model_type;
+    const char *summary; /* how the error for an unknown architecture lists it (NULL: the architecture) */
+    glimpse_model_kind kind;
+    unsigned capabilities; /* FAMILY_CAN bits of glimpse_capability */
+    /* config.json's two sections the loader reads (vision and text, or encoder and decoder); required: each
+     * must be an object, else an absent one means all defaults */
+    const char *vision_section, *text_section;
+    bool sections_required;
+    /* Loads the family's parts into model (its folder, config, store, family, kind and architecture set). */
+    glimpse_status (*load)(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
+                           const cJSON *text_json);
+    /* Fills the text_* and vocab_size fields of glimpse_model_info (NULL: the model has no text side). */
+    void (*text_info)(const glimpse_model *model, glimpse_model_info *out);
+    const family_captioner *caption; /* NULL: the family does not caption */
+} model_family;
+
+/* The family config.json names (folder in the error when none does: GLIMPSE_STATUS_UNSUPPORTED). */
+glimpse_status family_detect(const cJSON *config, const char *folder, const model_family **out);
+/* The architectures of the families that can do every capability in `capabilities` (FAMILY_CAN bits; 0: all
+ * families), ", " between them, into out (cut to capacity); with summaries, as the unknown-architecture error
+ * lists them. */
+void family_names(unsigned capabilities, bool summaries, char *out, size_t capacity);
+/* The family that reports `kind`; NULL for none. */
+const model_family *family_of_kind(glimpse_model_kind kind);
+/* Makes model one of `family` (its family, kind and architecture): detection, or a loader that tells two heads
+ * of one checkpoint format apart by their tensors. */
+void family_assign(glimpse_model *model, const model_family *family);
+
+#endif
