@@ -35,6 +35,19 @@ static double encoder_flops(double layers, double t, double h, double inter, boo
     return (layers - 1) * layer + 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + 4 * t * h;
 }
 
+unsigned bench_stages_of(const glimpse_model *model) {
+    unsigned stages = glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_CAPTION) ? BENCH_STAGE_CAPTIONS : 0;
+    if (model->qformer.bert.layers) stages |= BENCH_STAGE_PREFIX_DECODER;
+    else if (model->text_decoder.layers) stages |= BENCH_STAGE_CROSS_DECODER;
+    if (model->text_encoder.layers && model->itm.itm_weight) stages |= BENCH_STAGE_ITM;
+    return stages;
+}
+
+const char *bench_vision_detail(const glimpse_model *model) {
+    if (!model_embeds(model)) return NULL;
+    return model->vision.weights.head_probe ? "attention pooling" : "class tokens' last layer";
+}
+
 void bench_vision(glimpse_context *ctx, size_t batch, double *flops) {
     const vit_model *vision = &ctx->model->vision;
     /* an embedding tower reads the class token alone, but for an attention-pooling head (SigLIP's), which reads

@@ -15,6 +15,20 @@
 
 #include "glimpse.h"
 
+/* The stages beyond the towers that `glimpse bench` times for a model, by the parts it has (its family not
+ * named): a BERT caption decoder with cross-attention (BLIP captioning), ITM heads over a BERT text encoder
+ * (BLIP retrieval), a Q-Former prefix before a language model (BLIP-2), and whole captions (every captioner). */
+enum {
+    BENCH_STAGE_CROSS_DECODER = 1u << 0,
+    BENCH_STAGE_ITM = 1u << 1,
+    BENCH_STAGE_PREFIX_DECODER = 1u << 2,
+    BENCH_STAGE_CAPTIONS = 1u << 3,
+};
+unsigned bench_stages_of(const glimpse_model *model);
+/* What the vision tower's figure covers where it is not every token: "class tokens' last layer" (an embedding
+ * tower read at its class token) or "attention pooling" (one read by an attention-pooling head); else NULL. */
+const char *bench_vision_detail(const glimpse_model *model);
+
 /* Images a context preprocesses and encodes at once. */
 #define BENCH_MAX_BATCH 8
 

@@ -191,6 +191,8 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     out->logit_bias = model->logit_bias;
     out->precision = model->precision;
     out->preprocessor_defaults = model->preprocessor_defaults;
+    out->sigmoid_scores = model->family->sigmoid_scores;
+    out->description = model->family->description;
     return GLIMPSE_STATUS_OK;
 }
 

@@ -64,6 +64,8 @@ typedef struct model_family {
     const char *architecture;
     const char *model_type;
     const char *summary; /* how the error for an unknown architecture lists it (NULL: the architecture) */
+    const char *description; /* one line for `glimpse info` (glimpse_model_info.description); NULL: none */
+    bool sigmoid_scores;     /* a sigmoid per image-text pair, not a softmax over texts (glimpse_model_info) */
     glimpse_model_kind kind;
     unsigned capabilities; /* FAMILY_CAN bits of glimpse_capability */
     /* config.json's two sections the loader reads (vision and text, or encoder and decoder); required: each

@@ -65,4 +65,5 @@ const model_family family_siglip = {
     .sections_required = false,
     .load = load_siglip,
     .text_info = dual_tower_text_info,
+    .sigmoid_scores = true,
 };

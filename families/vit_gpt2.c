@@ -76,6 +76,7 @@ const model_family family_vit_gpt2 = {
     .architecture = "VisionEncoderDecoderModel",
     .model_type = "vision-encoder-decoder",
     .summary = "VisionEncoderDecoderModel (ViT + GPT-2)",
+    .description = "ViT-GPT2: a ViT encoder and a GPT-2 decoder that cross-attends to it (caption)",
     .kind = GLIMPSE_MODEL_KIND_VIT_GPT2,
     .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN),
     .vision_section = "encoder",

@@ -236,6 +236,11 @@ typedef struct glimpse_model_info {
      * preprocessed with the family's defaults (a warning is logged): they may
      * not be the checkpoint's, and a search index refuses such a model */
     bool preprocessor_defaults;
+    /* true when the model scores each image-text pair on its own with a sigmoid (SigLIP): its probabilities
+     * over several labels need not sum to one; false for a softmax over them (CLIP) */
+    bool sigmoid_scores;
+    /* one line saying what the family is, for `glimpse info` (owned by the model; NULL: none) */
+    const char *description;
 } glimpse_model_info;
 
 glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_info *out);

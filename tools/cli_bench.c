@@ -238,7 +238,7 @@ static void time_decode(bench *b, const glimpse_context *ctx, const uint8_t *png
 }
 
 /* preprocess and vision: the images to pixel_values, and the vision tower over them */
-static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *images, glimpse_model_kind kind) {
+static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *images, const glimpse_model *model) {
     for (int r = 0; r < b->runs; r++) {
         double start = cli_now();
         check(bench_preprocess(ctx, images, (size_t)b->batch));
@@ -252,10 +252,7 @@ static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *im
         bench_vision(ctx, (size_t)b->batch, &flops);
         b->times[r] = cli_now() - start;
     }
-    const char *detail = kind == GLIMPSE_MODEL_KIND_CLIP     ? "class tokens' last layer"
-                         : kind == GLIMPSE_MODEL_KIND_SIGLIP ? "attention pooling"
-                                                             : NULL;
-    report(b, "vision", detail, summarize(b->times, b->runs), flops, true);
+    report(b, "vision", bench_vision_detail(model), summarize(b->times, b->runs), flops, true);
 }
 
 /* text: full-length texts as the tokenizer makes them: start token, words, end token (pooled) */
@@ -598,12 +595,13 @@ int command_bench(int argc, char **argv) {
         time_caption_batching(&b, ctx, png, png_size);
     } else {
         time_decode(&b, ctx, png, png_size, images);
-        if (info.image_size) time_vision(&b, ctx, images, info.kind);
+        if (info.image_size) time_vision(&b, ctx, images, model);
         if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
-        if (info.kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) time_caption_stages(&b, ctx, images);
-        if (info.kind == GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL) time_itm_stages(&b, ctx, model);
-        if (info.kind == GLIMPSE_MODEL_KIND_BLIP2) time_blip2_stages(&b, ctx, images);
-        if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2) time_captions(&b, ctx, images);
+        unsigned stages = bench_stages_of(model);
+        if (stages & BENCH_STAGE_CROSS_DECODER) time_caption_stages(&b, ctx, images);
+        else if (stages & BENCH_STAGE_PREFIX_DECODER) time_blip2_stages(&b, ctx, images);
+        else if (stages & BENCH_STAGE_CAPTIONS) time_captions(&b, ctx, images);
+        if (stages & BENCH_STAGE_ITM) time_itm_stages(&b, ctx, model);
         if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
         for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
     }

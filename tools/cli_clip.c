@@ -376,10 +376,12 @@ int command_rank(int argc, char **argv) {
     if (!request.image_count) return CLI_EXIT_FAILURE; /* folders without images, said on stderr */
     cli_options *options = &request.options;
     glimpse_model *model = cli_load_model(options, "rank", true, true);
-    glimpse_model_kind kind = glimpse_model_get_kind(model);
-    if (kind == GLIMPSE_MODEL_KIND_BLIP_CAPTION) {
-        cli_error("%s is a BLIP captioning model; ranking needs CLIP, SigLIP or a BLIP retrieval model",
-                  options->model);
+    if (!glimpse_model_kind_can(glimpse_model_get_kind(model), GLIMPSE_CAPABILITY_RANK)) {
+        glimpse_model_info info;
+        glimpse_model_get_info(model, &info);
+        bool captions = glimpse_model_kind_can(info.kind, GLIMPSE_CAPABILITY_CAPTION);
+        cli_error("%s is %s (%s), which does not rank; ranking needs CLIP, SigLIP or a BLIP retrieval model",
+                  options->model, captions ? "a captioning model" : "a model", info.architecture);
         return CLI_EXIT_FAILURE;
     }
     bool embeds = glimpse_model_embedding_dim(model) > 0; /* CLIP, SigLIP */
@@ -513,7 +515,9 @@ int command_classify(int argc, char **argv) {
     size_t *order = cli_calloc(n_labels, sizeof(size_t));
     bool *all = cli_calloc(n_labels, sizeof *all);
     for (size_t l = 0; l < n_labels; l++) all[l] = true;
-    bool sigmoid = glimpse_model_get_kind(model) == GLIMPSE_MODEL_KIND_SIGLIP && !softmax;
+    glimpse_model_info info;
+    glimpse_model_get_info(model, &info);
+    bool sigmoid = info.sigmoid_scores && !softmax;
     for (size_t i = 0; i < image_count; i++) {
         if (!ok[i]) continue;
         float *p = logits + i * n_labels;
@@ -591,8 +595,7 @@ int command_info(int argc, char **argv) {
         printf("}\n");
     } else {
         printf("architecture   %s\n", info.architecture);
-        if (info.kind == GLIMPSE_MODEL_KIND_VIT_GPT2)
-            printf("family         ViT-GPT2: a ViT encoder and a GPT-2 decoder that cross-attends to it (caption)\n");
+        if (info.description) printf("family         %s\n", info.description);
         printf("folder         %s\n", info.path);
         printf("vision tower   %d layers, hidden %d, %d heads, %s; %dx%d pixels in %dx%d patches\n",
                info.vision_layers, info.vision_hidden_size, info.vision_heads, info.vision_activation,
@@ -601,8 +604,7 @@ int command_info(int argc, char **argv) {
                info.text_layers, info.text_hidden_size, info.text_heads, info.text_activation, info.text_max_tokens,
                info.vocab_size);
         printf("embedding      %d dimensions, logit scale %.4f", info.embedding_dim, info.logit_scale);
-        if (info.kind == GLIMPSE_MODEL_KIND_SIGLIP)
-            printf(", logit bias %.4f (probabilities: a sigmoid per pair)", info.logit_bias);
+        if (info.sigmoid_scores) printf(", logit bias %.4f (probabilities: a sigmoid per pair)", info.logit_bias);
         printf("\n");
         printf("parameters     %zu (%.1f MB of %s weights, memory-mapped; %.1f MB copied to float32 at load)\n",
                info.parameter_count, info.weight_bytes / 1e6, info.weight_dtype, info.copied_bytes / 1e6);

@@ -70,7 +70,8 @@ class ModelInfo(ctypes.Structure):
                 ("parameter_count", ctypes.c_size_t), ("weight_bytes", ctypes.c_size_t),
                 ("weight_dtype", ctypes.c_char_p), ("logit_scale", ctypes.c_float),
                 ("copied_bytes", ctypes.c_size_t), ("logit_bias", ctypes.c_float), ("precision", ctypes.c_int),
-                ("preprocessor_defaults", ctypes.c_bool)]
+                ("preprocessor_defaults", ctypes.c_bool), ("sigmoid_scores", ctypes.c_bool),
+                ("description", ctypes.c_char_p)]
 
 
 class ContextParams(ctypes.Structure):
