@@ -1,4 +1,4 @@
-/* video.c — the public calls over vision/video.c: a video's sampled frames
+/* video.c — the public calls over vision/video_reader.c: a video's sampled frames
  * (glimpse_video_*) and the frame source that puts videos in an index
  * (glimpse_video_frames_new). The CLI, the Python binding and glimpse.dask
  * all sample through these, so a video gives the same frames whichever way
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "glimpse.h"
-#include "vision/video.h"
+#include "vision/video_reader.h"
 
 glimpse_video_options glimpse_video_default_options(void) {
     video_params defaults = video_default_params();

@@ -1,12 +1,12 @@
 /* fuzz_video.c — libFuzzer target: arbitrary bytes through the video
- * reader (vision/video.c: the container probe, libavformat's demuxers we
+ * reader (vision/video_reader.c: the container probe, libavformat's demuxers we
  * allow, the decoders, rotation and the conversion to RGB), every frame
  * sampled and scene changes measured, with a 1-megapixel limit so the fuzzer
  * cannot ask for giant frames. Each input is read twice: every 0.05 s and at
  * scene changes. */
 #include <stdint.h>
 
-#include "vision/video.h"
+#include "vision/video_reader.h"
 
 static void read_all_frames(const uint8_t *data, size_t size, double every, double scenes) {
     video_params params = video_default_params();

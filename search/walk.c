@@ -38,7 +38,7 @@ bool path_has_image_extension(const char *name) {
 }
 
 bool path_has_video_extension(const char *name) {
-    /* the containers video_probe takes (vision/video.c), under the names phones, cameras and the web give them */
+    /* the containers video_probe takes (vision/video_reader.c), under the names phones, cameras and the web give them */
     static const char *extensions[] = {".mp4", ".m4v", ".mov", ".qt",  ".3gp", ".3g2", ".mkv", ".webm", ".avi",
                                        ".mts", ".m2ts", ".ts", ".mpg", ".mpeg", ".vob", ".flv", ".wmv", ".asf",
                                        ".ogv", ".ogg"};

@@ -1,7 +1,7 @@
 /* test_video.c — video frames against the ffmpeg tool: videos made here at
  * test time by `ffmpeg` from examples/pictures (H.264 in several colour and
  * rotation variants, H.265 8 and 10 bit, VP9, AV1, MJPEG), each frame that
- * vision/video.c samples compared byte for byte with the rgb24 frame the
+ * vision/video_reader.c samples compared byte for byte with the rgb24 frame the
  * tool gives for the same frame number (its select filter) and, for H.264,
  * for the same time (-ss). Then hostile videos: cut short, garbage after the
  * header, absurd sizes and rates, claimed durations of years, thousands of
@@ -22,7 +22,7 @@
 
 #include "core/file.h"
 #include "glimpse.h"
-#include "vision/video.h"
+#include "vision/video_reader.h"
 
 #define CASES "video_cases"
 

@@ -1,11 +1,11 @@
-/* video_unavailable.c — vision/video.h in a build without FFmpeg
+/* video_reader_unavailable.c — vision/video_reader.h in a build without FFmpeg
  * (GLIMPSE_WITH_VIDEO=OFF): the common containers are still told from
  * pictures by their first bytes, and opening one says the build has no video
  * support. It decodes nothing. */
 #include <string.h>
 
 #include "core/features.h"
-#include "vision/video.h"
+#include "vision/video_reader.h"
 
 /* MP4/MOV (an ftyp, moov or mdat box that is not a picture's), Matroska/WebM,
  * AVI, FLV, ASF, Ogg and MPEG program streams, by their signatures. */

@@ -1,9 +1,9 @@
-/* video.c — sampled, upright RGB8 frames of a video held in memory, through
+/* video_reader.c — sampled, upright RGB8 frames of a video held in memory, through
  * libavformat (demuxing from our own bounded reader), libavcodec (the same
  * decoder the ffmpeg tool picks) and libswscale (the conversion the ffmpeg
  * tool's filter graph makes, with the same flags). No scaling to the model's
  * size here: that is preprocess.c's business, as for still images. */
-#include "vision/video.h"
+#include "vision/video_reader.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,10 +1,10 @@
-/* video.h — frames of a video, through FFmpeg's libraries (libavformat,
+/* video_reader.h — frames of a video, through FFmpeg's libraries (libavformat,
  * libavcodec, libswscale): sampled every so many seconds or at scene changes,
  * turned upright by the stream's display matrix, and converted to RGB8 as the
  * `ffmpeg` tool converts the same frame to rgb24. Reads from memory only (a
  * mapped file): no other file, pipe or network address is ever opened. */
-#ifndef GLIMPSE_VISION_VIDEO_H
-#define GLIMPSE_VISION_VIDEO_H
+#ifndef GLIMPSE_VISION_VIDEO_READER_H
+#define GLIMPSE_VISION_VIDEO_READER_H
 
 #include <stdbool.h>
 #include <stddef.h>
