@@ -14,7 +14,7 @@
 #include "weights/names.h"
 #include "weights/store.h"
 #include "core/quantize.h"
-#include "core/transformer.h"
+#include "core/encoder_layer.h"
 #include "fusion/generate.h"
 
 typedef struct bert_config {

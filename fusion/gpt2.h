@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "core/quantize.h"
-#include "core/transformer.h"
+#include "core/encoder_layer.h"
 #include "fusion/generate.h"
 #include "weights/names.h"
 #include "weights/store.h"

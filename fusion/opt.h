@@ -13,7 +13,7 @@
 
 #include "core/attention_record.h"
 #include "core/quantize.h"
-#include "core/transformer.h"
+#include "core/encoder_layer.h"
 #include "fusion/generate.h"
 #include "weights/names.h"
 #include "weights/store.h"

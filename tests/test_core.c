@@ -22,7 +22,7 @@
 #include "core/pool.h"
 #include "core/strmap.h"
 #include "tests/support.h"
-#include "core/transformer.h"
+#include "core/encoder_layer.h"
 
 static uint32_t random_state = 12345;
 static float random_float(void) {

@@ -13,7 +13,7 @@
 
 #include "weights/names.h"
 #include "weights/store.h"
-#include "core/transformer.h"
+#include "core/encoder_layer.h"
 
 /* The eos_token_id the published CLIP configs give (not the real end token,
  * 49407): pooling then takes the largest id, the rule of the original code. */

@@ -11,7 +11,7 @@
 
 #include "weights/names.h"
 #include "weights/store.h"
-#include "core/transformer.h"
+#include "core/encoder_layer.h"
 
 typedef enum vit_variant {
     VIT_VARIANT_CLIP = 0, /* pre_layrnorm, separate q/k/v, no patch bias, projection */

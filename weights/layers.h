@@ -1,8 +1,8 @@
 /* layers.h — the generic loader of standard layer layouts: LayerNorms, linear
- * layers and the pre-LN encoder layer of core/transformer.h, filled from a
+ * layers and the pre-LN encoder layer of core/encoder_layer.h, filled from a
  * checkpoint by the names a family's table gives (weights/names.h), every
  * shape checked. No family's names are written here, and no maths (that is
- * core/transformer.c). How a model family is added, table and loader:
+ * core/encoder_layer.c). How a model family is added, table and loader:
  * docs/adding-a-model-family.md. */
 #ifndef GLIMPSE_WEIGHTS_LAYERS_H
 #define GLIMPSE_WEIGHTS_LAYERS_H
@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "weights/store.h"
-#include "core/transformer.h"
+#include "core/encoder_layer.h"
 
 /* Room for a tensor or module name composed here or by a family's loader
  * (published checkpoints' names run to about 80 characters). */

@@ -1,5 +1,5 @@
-/* transformer.c — one pre-LN encoder block over packed sequences. */
-#include "core/transformer.h"
+/* encoder_layer.c — one pre-LN encoder block over packed sequences. */
+#include "core/encoder_layer.h"
 
 #include <math.h>
 #include <string.h>

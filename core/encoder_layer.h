@@ -1,4 +1,4 @@
-/* transformer.h — the pre-LayerNorm encoder block shared by the CLIP and
+/* encoder_layer.h — the pre-LayerNorm encoder block shared by the CLIP and
  * SigLIP text towers and the CLIP, BLIP and SigLIP vision towers (and
  * SigLIP's attention-pooling head, the same block with a learned query):
  *     x = x + out_proj(attention(LN1(x)))
@@ -6,8 +6,8 @@
  * Pure maths on weight pointers; which tensors fill them is weights/layers.c's
  * business. Several sequences can be packed into one call (rows of all of
  * them stacked) so the linear layers run as one large product. */
-#ifndef GLIMPSE_CORE_TRANSFORMER_H
-#define GLIMPSE_CORE_TRANSFORMER_H
+#ifndef GLIMPSE_CORE_ENCODER_LAYER_H
+#define GLIMPSE_CORE_ENCODER_LAYER_H
 
 #include <stddef.h>
 
