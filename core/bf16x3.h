@@ -14,7 +14,7 @@
  *
  * A weight's twin is made once at load (the towers of a float32 load when
  * GLIMPSE_FLOAT32_TILES=always, api/model.c) and used in its place by
- * kernel_linear (blas.c), as an int8 twin is. Not for 16-bit weights (they stay 16-bit), nor for attention's
+ * kernel_linear (linear.c), as an int8 twin is. Not for 16-bit weights (they stay 16-bit), nor for attention's
  * products (activations on both sides: they stay on the FMA kernels). */
 #ifndef GLIMPSE_CORE_BF16X3_H
 #define GLIMPSE_CORE_BF16X3_H

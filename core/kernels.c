@@ -2,7 +2,7 @@
  * softmax, normalisation, dot products of stored rows and codes): each
  * dispatching function, choosing its tuned kernel where core/cpu.h says it
  * runs, else its plain-loop twin (kernels_reference.c). Everything touching
- * OpenBLAS is in blas.c. */
+ * OpenBLAS is in openblas.c. */
 #include "core/kernels.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* linear_avx512.c — the linear layer and attention's products on CPUs with
- * AVX-512 (blas.c's kernel_linear and kernel_attention call these in place
+ * AVX-512 (linear.c's kernel_linear and attention.c's kernel_attention call these in place
  * of OpenBLAS where cpu_has_avx512()). Both kernels read the weights as the
  * checkpoint stores them ([out_features, in_features], rows contiguous):
  * nothing is packed or converted at load, so a model starts as fast as its

@@ -1,6 +1,6 @@
 /* quantize.c — int8 weights, per-row activation quantization, and the
  * int8 product's plain loops (see quantize.h). Which path a product takes is
- * blas.c's choice (kernel_linear). */
+ * linear.c's choice (kernel_linear). */
 #include "core/quantize.h"
 
 #include <math.h>

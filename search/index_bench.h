@@ -1,6 +1,6 @@
 /* index_bench.h — the hooks through which the developer benchmarks (`glimpse
  * bench --search-rows`, glimpse-bench-index) fill an index with made-up
- * rows and compare its searches. White-box, like api/bench.h: nothing but
+ * rows and compare its searches. White-box, like api/bench_stages.h: nothing but
  * the benchmarks includes this header. */
 #ifndef GLIMPSE_SEARCH_INDEX_BENCH_H
 #define GLIMPSE_SEARCH_INDEX_BENCH_H

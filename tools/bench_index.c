@@ -1,5 +1,5 @@
 /* bench_index.c — glimpse-bench-index, the search index at scale (developers):
- * `make` fills an index with made-up clustered rows (search/bench.h), `run`
+ * `make` fills an index with made-up clustered rows (search/index_bench.h), `run`
  * times a search process's first result, warm searches, and how often the
  * vector file's top k is the exact float32 search's. Prints; not a test. */
 #include <getopt.h>
