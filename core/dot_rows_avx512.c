@@ -4,7 +4,7 @@
  * rows). Each row is a few kilobytes at a random place, so the time is the
  * memory's, not the arithmetic's: the rows DOT_ROWS_AHEAD ahead are
  * prefetched whole while the current one is summed, so that several rows'
- * cache lines are asked for at once (the README's 10M FAISS figures give
+ * cache lines are asked for at once (docs/benchmarks.md's 10M FAISS figures give
  * what the whole re-scoring takes). */
 #include <immintrin.h>
 #include <stddef.h>

@@ -748,7 +748,7 @@ glimpse_status glimpse_index_embedding(glimpse_index *index, const char *path, f
 
 /* The default of glimpse_index_duplicates' min_cosine, measured with the
  * demo CLIP on its pictures and their re-encoded, resized, cropped and
- * brightened copies (bench/duplicate_threshold.py; README). */
+ * brightened copies (bench/duplicate_threshold.py; docs/search.md). */
 #define GLIMPSE_INDEX_DUPLICATE_COSINE 0.95f
 
 /* A group of near-identical pictures: paths (owned by the index, valid

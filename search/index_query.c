@@ -201,7 +201,7 @@ static void keep_best(glimpse_search_result *results, size_t *rows, size_t *n, s
 }
 
 /* Candidates taken from a scan for exact scoring: for the int8 scan, enough
- * for the top k to be the exact search's (see the README's measurement). */
+ * for the top k to be the exact search's (docs/search.md gives the measurement). */
 static size_t candidate_count(size_t k) { return k * 8 < 256 ? 256 : k * 8; }
 
 /* A candidate's score as both searches give it: its cosine summed in double

@@ -142,7 +142,7 @@ static void test_rank_goes_on_past_bad_inputs(void **state) {
     char *model = fixture("clip-tiny"), *good1 = fixture("images/chelsea.png"), *good2 = fixture("images/rocket.jpg");
     char *empty = fixture("images/empty.jpg"), *text = fixture("images/not_an_image.png");
     char *truncated = fixture("images/truncated.jpg");
-    char folder[] = "/tmp/glimpse-no-images-XXXXXX"; /* a folder is walked now (issue 18): one without images */
+    char folder[] = "/tmp/glimpse-no-images-XXXXXX"; /* a folder is walked: one without images */
     assert_non_null(mkdtemp(folder));
     run_result r = run("rank", "-m", model, "-t", "a cat", "-t", "a rocket", "--json", good1, empty, "/nonexistent.jpg",
                        text, truncated, folder, good2, NULL);

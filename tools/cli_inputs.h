@@ -20,7 +20,7 @@
 /* The video options' getopt_long codes (apart from every command's own). */
 enum { CLI_OPT_EVERY = 1900, CLI_OPT_SCENES, CLI_OPT_SCENE_THRESHOLD, CLI_OPT_FAST_DECODE };
 
-/* --fast-decode's cost, measured by bench/photos.sh (README), for the help texts. */
+/* --fast-decode's cost, measured by bench/photos.sh (docs/commands.md), for the help texts. */
 #define CLI_FAST_DECODE_FIGURES                                                                                        \
     "                       on 100 photographs of 12 MP the embeddings' cosine to the\n"                               \
     "                       exact path was 0.999994 on average, 0.999899 at worst\n"                                    \

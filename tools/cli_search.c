@@ -754,7 +754,7 @@ static const char duplicates_help[] =
     "      --db FILE        the index built by glimpse index\n"
     "      --threshold T    the cosine from 0 to 1 (default 0.95: measured on the demo\n"
     "                       pictures with re-encoded, resized, cropped and brightened\n"
-    "                       copies, see the README)\n"
+    "                       copies, see docs/search.md)\n"
     "      --html PAGE      also write PAGE, each group's thumbnails side by side\n"
     "Each group: its pictures and their cosine to the first. JSON: one object per\n"
     "group, {\"group\": [{\"image\": PATH, \"similarity\": S}, ...]}.\n";

@@ -29,7 +29,7 @@ def ivfpq_parameters(count, dim, nlist=None):
     that k-means has 39 training points a list; or as given), PQ of dim/8 sub-vectors (8 dimensions each,
     dividing dim) of 8 bits (fewer for tiny collections: 2^bits <= n/39), nprobe = nlist/128 lists searched
     (16 to 48) and k x rescore_factor candidates re-scored exactly, rescore_factor = 100 (n / 10^6)^0.7 rounded
-    to tens (50 to 1,000): measured (README) at 1M vectors, 4,096 lists, nprobe 32 and 1,000 re-scored give
+    to tens (50 to 1,000): measured (docs/scale-out.md) at 1M vectors, 4,096 lists, nprobe 32 and 1,000 re-scored give
     recall@10 0.954 at 2.4 ms; at 10M, 16,384 lists, nprobe 48 and 5,000 give 0.951 at 7.4-8.9 ms.
     From HNSW_QUANTIZER_FROM lists (about a million vectors) a query finds its lists through an HNSW graph
     (32 links) over the centroids, built after the adds (which assign by batched matrix products), and
@@ -259,13 +259,13 @@ def read_through(path, chunk=8 << 20):
 
 
 def map_whole(array, path):
-    """Maps every page of the memory-mapped array (np.load of path with mmap_mode) now, on huge pages where the
-    kernel can: the re-scoring's random rows then cost no page fault, and at 10M vectors (20.5 GB) no TLB
-    miss walking 4 KiB pages either, which in a virtual machine cost 2-4 us a row (README). A file that sits in
-    the page cache in small pages (as one just written or copied does) cannot be mapped by huge ones: it is
-    then dropped from the cache (posix_fadvise DONTNEED; only pages no process maps leave) and read again
-    through this mapping, which caches it in huge pages for every later process (10 s for 20.5 GB here).
-    Returns the fraction mapped by huge pages (0 where the kernel offers none)."""
+    """Maps every page of the memory-mapped array (np.load of path with mmap_mode) now, on huge pages where the kernel
+    can: the re-scoring's random rows then cost no page fault, and at 10M vectors (20.5 GB) no TLB miss walking
+    KiB pages either, which in a virtual machine cost 2-4 us a row (docs/scale-out.md). A file that sits in the page
+    cache in small pages (as one just written or copied does) cannot be mapped by huge ones: it is then dropped from
+    the cache (posix_fadvise DONTNEED; only pages no process maps leave) and read again through this mapping, which
+    caches it in huge pages for every later process (10 s for 20.5 GB here). Returns the fraction mapped by huge
+    pages (0 where the kernel offers none)."""
     import mmap
     region = array._mmap
     try:
@@ -332,7 +332,7 @@ class FaissIndex:
             pass
         if self.ivf is not None:
             # a query's lists come from ranking every centroid exactly (one matrix product), not from the
-            # index's quantizer: its HNSW graph missed lists holding true neighbours (README, 10M vectors)
+            # index's quantizer: its HNSW graph misses lists holding true neighbours (docs/scale-out.md, 10M vectors)
             try:
                 self.centroids = np.ascontiguousarray(self.ivf.quantizer.reconstruct_n(0, self.ivf.nlist), np.float32)
             except RuntimeError:

@@ -468,7 +468,7 @@ def test_mapping_a_file_whole_keeps_its_contents(tmp_path):
 
 
 def test_the_ivfpq_parameters_follow_the_stated_rule():
-    """The defaults the README states and measured: 4 sqrt(n) lists, nlist/128 of them searched (16 to 48),
+    """The defaults docs/scale-out.md states and measured: 4 sqrt(n) lists, nlist/128 of them searched (16 to 48),
     100 (n / 10^6)^0.7 candidates a result re-scored (50 to 1,000) and 64 bytes of PQ code at dimension 512."""
     from glimpse import faiss as glimpse_faiss
     for count, nlist, nprobe, factor in ((200_000, 2048, 16, 50), (1_000_000, 4096, 32, 100),
