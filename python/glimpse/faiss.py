@@ -261,7 +261,7 @@ def read_through(path, chunk=8 << 20):
 def map_whole(array, path):
     """Maps every page of the memory-mapped array (np.load of path with mmap_mode) now, on huge pages where the kernel
     can: the re-scoring's random rows then cost no page fault, and at 10M vectors (20.5 GB) no TLB miss walking
-    KiB pages either, which in a virtual machine cost 2-4 us a row (docs/scale-out.md). A file that sits in the page
+    4 KiB pages either, which in a virtual machine cost 2-4 us a row (docs/scale-out.md). A file that sits in the page
     cache in small pages (as one just written or copied does) cannot be mapped by huge ones: it is then dropped from
     the cache (posix_fadvise DONTNEED; only pages no process maps leave) and read again through this mapping, which
     caches it in huge pages for every later process (10 s for 20.5 GB here). Returns the fraction mapped by huge
