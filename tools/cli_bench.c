@@ -2,8 +2,9 @@
  * preprocess, vision, text, decoder step, whole caption, search) for a model
  * at a batch size and thread count, with the work in FLOPs and the rate
  * reached. A white-box developer tool: beside the public API it times the
- * library's inner stages through the hooks of api/bench_stages.h (and writes a
- * search index's table directly), and nothing else. */
+ * library's inner stages through the hooks of api/bench_stages.h (and fills a
+ * search index with made-up rows through search/index_bench.h), and nothing
+ * else. */
 #include <getopt.h>
 #include <math.h>
 #include <png.h>
