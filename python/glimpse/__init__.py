@@ -393,7 +393,7 @@ class Model(_Handle):
 
     def __init__(self, path, threads=0, precision="float32", load_vision=True, load_text=True):
         self._handle = None
-        _whole_number("threads", threads, 0)
+        threads = _whole_number("threads", threads, 0)  # (checked before the model loads)
         if precision not in _c.PRECISIONS:
             raise ValueError(f"glimpse.Model: precision is float32 or int8, not {precision!r}")
         params = _lib.glimpse_load_default_params()
@@ -402,7 +402,7 @@ class Model(_Handle):
         handle = ctypes.c_void_p()
         _check(_lib.glimpse_model_load(_encode_path(path), ctypes.byref(params), ctypes.byref(handle)))
         self._handle = handle.value
-        self.threads = _whole_number("threads", threads, 0)
+        self.threads = threads
         self.precision = precision
         self._local = threading.local()
         self._contexts = []
@@ -556,7 +556,8 @@ class Model(_Handle):
             if value is not None:
                 setattr(params, name, float(value))
         params.sample, params.temperature = bool(sample), float(temperature)
-        params.top_k, params.top_p, params.seed = _whole_number("top_k", top_k, 0), float(top_p), _whole_number("seed", seed, 0)
+        params.top_k, params.top_p = _whole_number("top_k", top_k, 0), float(top_p)
+        params.seed = _whole_number("seed", seed, 0)
         return params
 
     def _generate(self, images, params, on_token, question=None):
