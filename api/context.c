@@ -10,6 +10,7 @@
 #include "api/identity.h"
 #include "api/model.h"
 #include "core/error.h"
+#include "families/family.h"
 
 glimpse_context_params glimpse_context_default_params(void) {
     return (glimpse_context_params){.threads = 0, .on_progress = NULL, .user = NULL};
@@ -17,6 +18,8 @@ glimpse_context_params glimpse_context_default_params(void) {
 
 void glimpse_context_free(glimpse_context *ctx) {
     if (!ctx) return;
+    if (ctx->run && ctx->model && ctx->model->family && ctx->model->family->free_run)
+        ctx->model->family->free_run(ctx->run);
     pool_free(ctx->threads);
     vit_state_free(ctx->vision);
     clip_text_state_free(ctx->text);

@@ -22,6 +22,9 @@ struct glimpse_context {
     const glimpse_model *model;
     glimpse_context_params params;
     pool *threads;
+    /* The family's own run state (a struct its families/ file defines, made on first use), freed by
+     * model->family->free_run; NULL for the families whose state is still the fields below. */
+    void *run;
     vit_state *vision;        /* with the vision tower: CONTEXT_IMAGE_BATCH images */
     clip_text_state *text;    /* with CLIP's or SigLIP's text tower: CONTEXT_TEXT_BATCH texts */
     float *pixel_values;      /* [CONTEXT_IMAGE_BATCH, 3, size, size]: the batch context_preprocess made */

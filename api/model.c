@@ -128,6 +128,7 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
 
 void glimpse_model_free(glimpse_model *model) {
     if (!model) return;
+    if (model->parts && model->family && model->family->free_parts) model->family->free_parts(model->parts);
     vit_model_free(&model->vision);
     clip_text_model_free(&model->text);
     clip_tokenizer_free(model->tokenizer);

@@ -28,6 +28,9 @@ struct model_family;
 
 struct glimpse_model {
     const struct model_family *family; /* its operations (families/family.h) */
+    /* The family's own loaded parts (a struct its families/ file defines and its load makes), freed by
+     * family->free_parts; NULL for the families whose parts are still the fields below. */
+    void *parts;
     glimpse_model_kind kind;           /* family->kind */
     char *folder;
     char architecture[64];

@@ -78,6 +78,10 @@ typedef struct model_family {
     /* Fills the text_* and vocab_size fields of glimpse_model_info (NULL: the model has no text side). */
     void (*text_info)(const glimpse_model *model, glimpse_model_info *out);
     const family_captioner *caption; /* NULL: the family does not caption */
+    /* Frees what load put in model->parts and what the family's calls put in a context's run (NULL: the
+     * family keeps nothing there). */
+    void (*free_parts)(void *parts);
+    void (*free_run)(void *run);
 } model_family;
 
 /* The family config.json names (folder in the error when none does: GLIMPSE_STATUS_UNSUPPORTED). */
