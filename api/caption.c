@@ -111,6 +111,13 @@ static glimpse_status check_params(const glimpse_caption_params *p) {
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status caption_params_resolve(const glimpse_model *model, const glimpse_caption_params *params,
+                                      glimpse_caption_params *out) {
+    glimpse_caption_params defaults = glimpse_caption_default_params();
+    *out = resolve_params(model, params ? params : &defaults);
+    return check_params(out);
+}
+
 glimpse_status caption_prompt_ids(const glimpse_model *model, const char *prompt, caption_encode_fn encode,
                                   int32_t **ids, size_t *count) {
     size_t n = 0;
@@ -240,10 +247,9 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "captioning needs a captioning model (%s), this is %s",
                          captioners, model->architecture);
     }
-    glimpse_caption_params defaults = glimpse_caption_default_params();
-    glimpse_caption_params resolved = resolve_params(model, params ? params : &defaults);
+    glimpse_caption_params resolved;
     const glimpse_caption_params *p = &resolved;
-    glimpse_status status = check_params(p);
+    glimpse_status status = caption_params_resolve(model, params, &resolved);
     if (status) return status;
     if (count > 1 && p->batch_rows != 1 && !ctx->caption_record) {
         const glimpse_caption_params **each = malloc(count * sizeof *each);

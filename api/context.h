@@ -56,6 +56,11 @@ struct glimpse_context {
     size_t rollout_budget;
 };
 
+/* params (NULL: glimpse_caption_default_params()) with every field left to the model given the model's value
+ * (its generation settings, else its captioner's, else glimpse's), checked, into *out. */
+glimpse_status caption_params_resolve(const glimpse_model *model, const glimpse_caption_params *params,
+                                      glimpse_caption_params *out);
+
 /* One caption request: resolved params and the prompt's ids as the family's decoder takes them. */
 typedef struct caption_request {
     const glimpse_caption_params *params;

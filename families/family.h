@@ -78,6 +78,9 @@ typedef struct model_family {
     /* Fills the text_* and vocab_size fields of glimpse_model_info (NULL: the model has no text side). */
     void (*text_info)(const glimpse_model *model, glimpse_model_info *out);
     const family_captioner *caption; /* NULL: the family does not caption */
+    /* glimpse_run_task with its arguments checked and p resolved (NULL: the family has no tasks) */
+    glimpse_status (*run_task)(glimpse_context *ctx, glimpse_image *const *images, size_t count, const char *task,
+                               const char *input, const glimpse_caption_params *p, glimpse_task_result *out);
     /* Frees what load put in model->parts and what the family's calls put in a context's run (NULL: the
      * family keeps nothing there). */
     void (*free_parts)(void *parts);

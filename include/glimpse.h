@@ -154,7 +154,8 @@ typedef enum glimpse_model_kind {
     GLIMPSE_MODEL_KIND_BLIP_RETRIEVAL = 3, /* BlipForImageTextRetrieval */
     GLIMPSE_MODEL_KIND_SIGLIP = 4,         /* SiglipModel: embed, rank, classify (sigmoid probabilities) */
     GLIMPSE_MODEL_KIND_VIT_GPT2 = 5,       /* VisionEncoderDecoderModel, ViT + GPT-2: caption */
-    GLIMPSE_MODEL_KIND_BLIP2 = 6           /* Blip2ForConditionalGeneration (OPT): caption, ask */
+    GLIMPSE_MODEL_KIND_BLIP2 = 6,          /* Blip2ForConditionalGeneration (OPT): caption, ask */
+    GLIMPSE_MODEL_KIND_FLORENCE2 = 7       /* Florence2ForConditionalGeneration: caption, tasks (OCR, objects) */
 } glimpse_model_kind;
 
 typedef enum glimpse_precision {
@@ -200,8 +201,9 @@ typedef enum glimpse_capability {
     GLIMPSE_CAPABILITY_CAPTION = 2, /* glimpse_caption_images and glimpse_explain_caption (BLIP, ViT-GPT2, BLIP-2) */
     GLIMPSE_CAPABILITY_ASK = 3,     /* glimpse_ask_images and glimpse_explain_answer (BLIP-2) */
     GLIMPSE_CAPABILITY_EXPLAIN = 4, /* one of the glimpse_explain_* calls (every kind) */
-    GLIMPSE_CAPABILITY_MATCH = 5    /* glimpse_match and glimpse_explain_match: image-text matching heads (BLIP
+    GLIMPSE_CAPABILITY_MATCH = 5,   /* glimpse_match and glimpse_explain_match: image-text matching heads (BLIP
                                        retrieval: ITM probabilities, ITC similarities) */
+    GLIMPSE_CAPABILITY_TASK = 6     /* glimpse_run_task: Florence-2's tasks (OCR, objects, grounding, regions) */
 } glimpse_capability;
 /* Whether models of `kind` can do `capability` (false for an unknown kind or capability). */
 bool glimpse_model_kind_can(glimpse_model_kind kind, glimpse_capability capability);
@@ -467,6 +469,48 @@ void glimpse_caption_free(glimpse_caption *caption);
  * max_length 20: 19 new tokens, no minimum). */
 glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   const char *question, const glimpse_caption_params *params, glimpse_caption *out);
+
+/* ------------------------------------------------------- tasks (Florence-2) */
+
+/* The shape of one region a task finds, its coordinates in the picture's pixels (EXIF orientation applied) as
+ * x, y pairs. */
+typedef enum glimpse_region_shape {
+    GLIMPSE_REGION_BOX = 0,    /* x0, y0, x1, y1: top left and bottom right, as the model wrote them */
+    GLIMPSE_REGION_QUAD = 1,   /* x1, y1 ... x4, y4: a line of text's four corners (OCR with regions) */
+    GLIMPSE_REGION_POLYGON = 2 /* the outline's points; one object may be several polygons (same instance) */
+} glimpse_region_shape;
+
+typedef struct glimpse_region {
+    const char *label;          /* the object's label, the phrase, or the line's text ("" for none) */
+    glimpse_region_shape shape;
+    size_t instance;            /* polygons: the object they outline (0, 1, ...); otherwise the region's index */
+    const float *coords;        /* coord_count floats, x and y alternating; owned by the result */
+    size_t coord_count;
+    float score;                /* the model card's confidence (mean of the tokens' probabilities); NAN: none */
+} glimpse_region;
+
+typedef struct glimpse_task_result {
+    char *task;                 /* the task as the model card names it, e.g. "<OD>" */
+    int32_t *ids;               /* as generate returns them: start token, ..., end token */
+    size_t id_count;
+    char *text;                 /* ids decoded as the model card decodes them (special tokens kept) */
+    char *answer;               /* text tasks (captions, OCR, region descriptions): the answer; else NULL */
+    glimpse_region *regions;    /* region tasks (objects, grounding, OCR lines, polygons): what was found */
+    size_t region_count;
+    char *json;                 /* the processor's post_process_generation result, {"TASK": ...}, as JSON */
+} glimpse_task_result;
+
+/* Runs a Florence-2 task on each image: `task` exactly as the model card names it ("<CAPTION>",
+ * "<DETAILED_CAPTION>", "<MORE_DETAILED_CAPTION>", "<OD>", "<DENSE_REGION_CAPTION>", "<REGION_PROPOSAL>", "<OCR>",
+ * "<OCR_WITH_REGION>", and with an input: "<CAPTION_TO_PHRASE_GROUNDING>", "<REFERRING_EXPRESSION_SEGMENTATION>",
+ * "<OPEN_VOCABULARY_DETECTION>" a phrase; "<REGION_TO_SEGMENTATION>", "<REGION_TO_CATEGORY>",
+ * "<REGION_TO_DESCRIPTION>", "<REGION_TO_OCR>" a region, as four "<loc_N>" tokens or glimpse_task_region's
+ * pixels). input NULL for the tasks that take none. params as for glimpse_caption_images but for params.prompt
+ * (NULL); NULL: the checkpoint's own settings as its generate applies them. out[i] receives image i's result;
+ * free each with glimpse_task_result_free. Other models: GLIMPSE_STATUS_WRONG_MODEL. */
+glimpse_status glimpse_run_task(glimpse_context *ctx, glimpse_image *const *images, size_t count, const char *task,
+                                const char *input, const glimpse_caption_params *params, glimpse_task_result *out);
+void glimpse_task_result_free(glimpse_task_result *result);
 
 /* --------------------------------------------------- image-text matching */
 

@@ -97,6 +97,29 @@ static void test_zero_items_are_invalid(void **state) {
     glimpse_model_free(clip), glimpse_model_free(blip);
 }
 
+/* glimpse_run_task: only a task model runs tasks (the error names the families that can), a free prompt is
+ * refused (the task makes it), zero images are invalid, and a refused call leaves its results empty. */
+static void test_tasks_need_a_task_model(void **state) {
+    (void)state;
+    glimpse_model *blip = load_demo("demo-blip-caption");
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_context_create(blip, NULL, &ctx), GLIMPSE_STATUS_OK);
+    glimpse_image *image = demo_picture(0);
+    glimpse_task_result result = {.text = (char *)"stale"};
+    assert_int_equal(glimpse_run_task(ctx, &image, 1, "<OCR>", NULL, NULL, &result), GLIMPSE_STATUS_WRONG_MODEL);
+    assert_non_null(strstr(glimpse_last_error(), "tasks need a task model"));
+    assert_null(result.text);
+    assert_int_equal(result.region_count, 0);
+    assert_no_images_refused(glimpse_run_task(ctx, &image, 0, "<OCR>", NULL, NULL, &result));
+    assert_int_equal(glimpse_run_task(ctx, &image, 1, NULL, NULL, NULL, &result), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_false(glimpse_model_kind_can(GLIMPSE_MODEL_KIND_BLIP_CAPTION, GLIMPSE_CAPABILITY_TASK));
+    glimpse_task_result_free(&result);
+    glimpse_task_result_free(NULL);
+    glimpse_image_free(image);
+    glimpse_context_free(ctx);
+    glimpse_model_free(blip);
+}
+
 static void assert_same_caption(glimpse_context *ctx, glimpse_image *image, const glimpse_caption_params *a,
                                 const glimpse_caption_params *b) {
     glimpse_caption first, second;
@@ -270,6 +293,7 @@ static void test_images_decoded_and_prepared_for_a_model(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zero_items_are_invalid),
+        cmocka_unit_test(test_tasks_need_a_task_model),
         cmocka_unit_test(test_dot_rows_checks_its_rows),
         cmocka_unit_test(test_caption_settings_left_to_the_model),
         cmocka_unit_test(test_caption_minimum_left_to_the_model),

@@ -1,0 +1,47 @@
+/* task.c — glimpse_run_task, the public door to a family's tasks (Florence-2's captions, OCR, objects,
+ * grounding and regions): the arguments checked, the search settings resolved as for captions, then the family's
+ * own run_task; and freeing a task's result. What a task is and how its text becomes regions is the family's. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/context.h"
+#include "api/model.h"
+#include "core/error.h"
+#include "families/family.h"
+
+glimpse_status glimpse_run_task(glimpse_context *ctx, glimpse_image *const *images, size_t count, const char *task,
+                                const char *input, const glimpse_caption_params *params, glimpse_task_result *out) {
+    if (!ctx || !images || !task || !out)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_run_task: NULL argument");
+    if (!count) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_run_task: no images");
+    for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
+    const glimpse_model *model = ctx->model;
+    if (!model->family->run_task) {
+        char names[256];
+        family_names(FAMILY_CAN(GLIMPSE_CAPABILITY_TASK), false, names, sizeof names);
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "tasks need a task model (%s), this is %s", names,
+                         model->architecture);
+    }
+    if (params && params->prompt)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
+                         "glimpse_run_task: the task makes the prompt; give the phrase or region as its input");
+    glimpse_caption_params resolved;
+    glimpse_status status = caption_params_resolve(model, params, &resolved);
+    if (status) return status;
+    return model->family->run_task(ctx, images, count, task, input, &resolved, out);
+}
+
+void glimpse_task_result_free(glimpse_task_result *result) {
+    if (!result) return;
+    for (size_t i = 0; i < result->region_count && result->regions; i++) {
+        free((void *)result->regions[i].label);
+        free((void *)result->regions[i].coords);
+    }
+    free(result->regions);
+    free(result->task);
+    free(result->ids);
+    free(result->text);
+    free(result->answer);
+    free(result->json);
+    memset(result, 0, sizeof *result);
+}
