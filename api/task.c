@@ -1,6 +1,8 @@
 /* task.c — glimpse_run_task, the public door to a family's tasks (Florence-2's captions, OCR, objects,
  * grounding and regions): the arguments checked, the search settings resolved as for captions, then the family's
  * own run_task; and freeing a task's result. What a task is and how its text becomes regions is the family's. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,4 +46,24 @@ void glimpse_task_result_free(glimpse_task_result *result) {
     free(result->answer);
     free(result->json);
     memset(result, 0, sizeof *result);
+}
+
+glimpse_status glimpse_task_region(int width, int height, const float region[4], char *out, size_t capacity) {
+    if (!region || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_task_region: NULL argument");
+    if (width < 1 || height < 1)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_task_region: the picture is %d x %d", width,
+                         height);
+    if (capacity < 64) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_task_region: room under 64 bytes");
+    /* the processor's BoxQuantizer ("floor" mode): a float32 coordinate over a bin's size (size / 1000 as a
+     * Python float, which the float32 tensor's division rounds to float32) */
+    int bins[4];
+    for (int i = 0; i < 4; i++) {
+        if (!isfinite(region[i]))
+            return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_task_region: a coordinate is not a number");
+        float bin = (float)((i % 2 ? height : width) / 1000.0);
+        float q = floorf(region[i] / bin);
+        bins[i] = q < 0 ? 0 : q > 999 ? 999 : (int)q;
+    }
+    snprintf(out, capacity, "<loc_%d><loc_%d><loc_%d><loc_%d>", bins[0], bins[1], bins[2], bins[3]);
+    return GLIMPSE_STATUS_OK;
 }

@@ -511,6 +511,15 @@ typedef struct glimpse_task_result {
 glimpse_status glimpse_run_task(glimpse_context *ctx, glimpse_image *const *images, size_t count, const char *task,
                                 const char *input, const glimpse_caption_params *params, glimpse_task_result *out);
 void glimpse_task_result_free(glimpse_task_result *result);
+/* The four "<loc_N>" tokens a region task takes for the box region = {x0, y0, x1, y1} in pixels of a picture
+ * width × height, quantised as Florence-2's processor quantises boxes (floor(x / (width / 1000)), clamped to
+ * 0 ... 999, in float32), into out (capacity at least 64 bytes). */
+glimpse_status glimpse_task_region(int width, int height, const float region[4], char *out, size_t capacity);
+/* The picture with the result's regions drawn on it (boxes, quads and polygons outlined, each with its label
+ * above it, in the font of glimpse_explain_*) as a PNG in new memory (*png, *size; the caller frees with
+ * free()). */
+glimpse_status glimpse_task_draw(const glimpse_image *image, const glimpse_task_result *result, void **png,
+                                 size_t *size);
 
 /* --------------------------------------------------- image-text matching */
 

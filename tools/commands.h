@@ -16,5 +16,11 @@ int command_search(int argc, char **argv);
 int command_explain(int argc, char **argv);
 int command_serve(int argc, char **argv);
 int command_duplicates(int argc, char **argv);
+/* Florence-2's tasks (cli_task.c) */
+int command_task(int argc, char **argv);
+int command_ocr(int argc, char **argv);
+int command_detect(int argc, char **argv);
+int command_segment(int argc, char **argv);
+int command_describe(int argc, char **argv);
 
 #endif

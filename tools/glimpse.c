@@ -13,7 +13,8 @@
 #endif
 
 static const char usage[] =
-    "glimpse " GLIMPSE_VERSION_STRING " — vision-language models (CLIP, SigLIP, BLIP, ViT-GPT2, BLIP-2) on the CPU\n"
+    "glimpse " GLIMPSE_VERSION_STRING " — vision-language models (CLIP, SigLIP, BLIP, ViT-GPT2, BLIP-2, Florence-2) on\n"
+    "the CPU\n"
     "\n"
     "Usage: glimpse COMMAND [OPTIONS] ...\n"
     "\n"
@@ -23,6 +24,11 @@ static const char usage[] =
     "  classify    zero-shot classification of images over labels\n"
     "  caption     describe images (and video frames) in words (BLIP, ViT-GPT2, BLIP-2)\n"
     "  ask         answer a question about images (BLIP-2)\n"
+    "  ocr         read the text in pictures (Florence-2)\n"
+    "  detect      find objects, or the things a phrase names, with boxes (Florence-2)\n"
+    "  segment     outline what a phrase or a region names (Florence-2)\n"
+    "  describe    describe a region of a picture in words (Florence-2)\n"
+    "  task        run any Florence-2 task as its model card names it (<OD>, <OCR>, ...)\n"
     "  explain     show which parts of a picture each word or match attended to\n"
     "  index       build or refresh a search index of a photo collection\n"
     "  search      search an index with texts, images or combinations\n"
@@ -56,7 +62,8 @@ int main(int argc, char **argv) {
         {"serve", command_serve, GLIMPSE_FEATURE_SERVER},
         {"index", command_index, GLIMPSE_FEATURE_INDEX}, {"search", command_search, GLIMPSE_FEATURE_INDEX},
         {"ask", command_ask, -1}, {"duplicates", command_duplicates, GLIMPSE_FEATURE_INDEX},
-        {"explain", command_explain, -1}};
+        {"explain", command_explain, -1}, {"task", command_task, -1}, {"ocr", command_ocr, -1},
+        {"detect", command_detect, -1}, {"segment", command_segment, -1}, {"describe", command_describe, -1}};
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
