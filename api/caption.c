@@ -262,6 +262,40 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
     return model->family->caption->caption_images(ctx, images, count, p, out);
 }
 
+glimpse_status caption_question_params(const glimpse_model *model, const glimpse_caption_params *params,
+                                       const char *question, const char *what, glimpse_caption_params *asked,
+                                       char **prompt) {
+    *prompt = NULL;
+    const family_captioner *captioner = model->family->caption;
+    if (!captioner || !captioner->question_prompt) {
+        char names[256];
+        family_names(FAMILY_CAN(GLIMPSE_CAPABILITY_ASK), true, names, sizeof names);
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "answering questions needs a model that answers (%s), this "
+                         "is %s", names, model->architecture);
+    }
+    *asked = params ? *params : glimpse_caption_default_params();
+    if (asked->prompt)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s makes the prompt from the question: leave the "
+                                                          "params' prompt NULL (or caption with the prompt)", what);
+    glimpse_status status = captioner->question_prompt(model, question, prompt);
+    asked->prompt = *prompt;
+    return status;
+}
+
+glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                  const char *question, const glimpse_caption_params *params, glimpse_caption *out) {
+    if (!ctx || !images || !question || !out)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_images: NULL argument");
+    for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
+    glimpse_caption_params asked;
+    char *prompt = NULL;
+    glimpse_status status =
+        caption_question_params(ctx->model, params, question, "glimpse_ask_images", &asked, &prompt);
+    if (!status) status = glimpse_caption_images(ctx, images, count, &asked, out);
+    free(prompt);
+    return status;
+}
+
 glimpse_status caption_each_image(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   caption_image_fn caption, const caption_request *request, glimpse_caption *out) {
     const glimpse_model *model = ctx->model;

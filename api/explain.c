@@ -646,7 +646,7 @@ glimpse_status glimpse_explain_answer(glimpse_context *ctx, const glimpse_image 
     glimpse_caption_params asked;
     char *prompt = NULL;
     glimpse_status status =
-        blip2_question_params(ctx->model, caption_params, question, "glimpse_explain_answer", &asked, &prompt);
+        caption_question_params(ctx->model, caption_params, question, "glimpse_explain_answer", &asked, &prompt);
     if (!status) status = glimpse_explain_caption(ctx, image, &asked, params, out);
     free(prompt);
     return status;

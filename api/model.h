@@ -68,10 +68,10 @@ struct glimpse_model {
  * (glimpse_embed_*, glimpse_score, the search index). */
 bool model_embeds(const glimpse_model *model);
 
-/* The params a question is answered with: *asked = params (NULL: the defaults) with the prompt
- * "Question: {question} Answer:" in *prompt, which the caller frees (also on failure). Refuses a model that
- * is not BLIP-2 and params that bring a prompt of their own; `what` names the call in the error. */
-glimpse_status blip2_question_params(const glimpse_model *model, const glimpse_caption_params *params,
-                                     const char *question, const char *what, glimpse_caption_params *asked,
-                                     char **prompt);
+/* The params a question is answered with: *asked = params (NULL: the defaults) with the family's question
+ * prompt (family_captioner.question_prompt) in *prompt, which the caller frees (also on failure). Refuses a
+ * model that does not answer and params that bring a prompt of their own; `what` names the call in the error. */
+glimpse_status caption_question_params(const glimpse_model *model, const glimpse_caption_params *params,
+                                       const char *question, const char *what, glimpse_caption_params *asked,
+                                       char **prompt);
 #endif

@@ -177,37 +177,14 @@ static glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *
     return status;
 }
 
-glimpse_status blip2_question_params(const glimpse_model *model, const glimpse_caption_params *params,
-                                     const char *question, const char *what, glimpse_caption_params *asked,
-                                     char **prompt) {
-    *prompt = NULL;
-    if (model->kind != GLIMPSE_MODEL_KIND_BLIP2)
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "answering questions needs a BLIP-2 model "
-                                                     "(Blip2ForConditionalGeneration), this is %s",
-                         model->architecture);
-    *asked = params ? *params : glimpse_caption_default_params();
-    if (asked->prompt)
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s makes the prompt from the question: leave the "
-                                                          "params' prompt NULL (or caption with the prompt)", what);
+/* BLIP-2's question prompt, as its paper and model card ask. */
+static glimpse_status question_prompt(const glimpse_model *model, const char *question, char **prompt) {
+    (void)model;
     int length = snprintf(NULL, 0, BLIP2_QUESTION_FORMAT, question);
     *prompt = length >= 0 ? malloc((size_t)length + 1) : NULL;
     if (!*prompt) return ERROR_OOM();
     snprintf(*prompt, (size_t)length + 1, BLIP2_QUESTION_FORMAT, question);
-    asked->prompt = *prompt;
     return GLIMPSE_STATUS_OK;
-}
-
-glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
-                                  const char *question, const glimpse_caption_params *params, glimpse_caption *out) {
-    if (!ctx || !images || !question || !out)
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_images: NULL argument");
-    for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
-    glimpse_caption_params asked;
-    char *prompt = NULL;
-    glimpse_status status = blip2_question_params(ctx->model, params, question, "glimpse_ask_images", &asked, &prompt);
-    if (!status) status = glimpse_caption_images(ctx, images, count, &asked, out);
-    free(prompt);
-    return status;
 }
 
 /* ------------------------------------------------------------ bench hooks (api/bench_stages.h) */
@@ -345,6 +322,7 @@ static const family_captioner captioner = {
     .batch_create = batch_create,
     .batch_admit = batch_admit,
     .batch_free = batch_free,
+    .question_prompt = question_prompt,
 };
 
 static void text_info(const glimpse_model *model, glimpse_model_info *out) {
@@ -354,6 +332,7 @@ static void text_info(const glimpse_model *model, glimpse_model_info *out) {
 
 const model_family family_blip2 = {
     .architecture = "Blip2ForConditionalGeneration",
+    .summary = "Blip2ForConditionalGeneration (BLIP-2 with OPT)",
     .model_type = "blip-2",
     .kind = GLIMPSE_MODEL_KIND_BLIP2,
     .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_ASK) |

@@ -56,6 +56,9 @@ typedef struct family_captioner {
     glimpse_status (*batch_admit)(glimpse_context *ctx, family_batch *batch, size_t slot, const int32_t *prompt,
                                   size_t prompt_length);
     void (*batch_free)(family_batch *batch);
+    /* The prompt that asks `question` as the family's model card asks it (BLIP-2: "Question: {q} Answer:"), a
+     * new string into *prompt; NULL: the family does not answer questions. */
+    glimpse_status (*question_prompt)(const glimpse_model *model, const char *question, char **prompt);
 } family_captioner;
 
 typedef struct model_family {
