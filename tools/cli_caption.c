@@ -14,14 +14,17 @@
 #include "tools/commands.h"
 
 static const char caption_help[] =
-    "Usage: glimpse caption -m MODEL [--prompt TEXT] [--beams N] [--max-tokens N] [--min-tokens N]\n"
+    "Usage: glimpse caption -m MODEL [--prompt TEXT | --detail 1|2|3] [--beams N] [--max-tokens N] [--min-tokens N]\n"
     "                       [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]\n"
     "                       [--repetition-penalty R] [--every SECONDS | --scenes] [--json]\n"
     "                       IMAGE|VIDEO|FOLDER|-...\n"
     "Describes each image, and frames of each video, with a captioning model: BLIP\n"
     "(BlipForConditionalGeneration, e.g. Salesforce/blip-image-captioning-base), ViT-GPT2\n"
     "(VisionEncoderDecoderModel of a ViT and GPT-2, e.g. nlpconnect/vit-gpt2-image-captioning)\n"
-    "or BLIP-2 (Blip2ForConditionalGeneration, e.g. Salesforce/blip2-opt-2.7b).\n"
+    "or BLIP-2 (Blip2ForConditionalGeneration, e.g. Salesforce/blip2-opt-2.7b), or Florence-2\n"
+    "(Florence2ForConditionalGeneration, e.g. microsoft/Florence-2-base).\n"
+    "  --detail 1|2|3           Florence-2: a caption (<CAPTION>, the default), a detailed one\n"
+    "                           (<DETAILED_CAPTION>) or a paragraph (<MORE_DETAILED_CAPTION>)\n"
     "%s"
     "Plain output: the caption alone for one image, else PATH (PATH @ M:SS.s for a video's\n"
     "frame), a tab, the caption.\n"
@@ -72,7 +75,10 @@ static const char ask_help[] =
     "in place of \"question\" with --prompt), ids as BLIP-2's generate returns them: its\n"
     "start token 2 and the generated tokens.\n";
 
-enum { OPT_QUESTION = CLI_OPT_CAPTION_END };
+enum { OPT_QUESTION = CLI_OPT_CAPTION_END, OPT_DETAIL };
+
+/* Florence-2's caption task for --detail 1, 2, 3. */
+static const char *const detail_tasks[] = {"<CAPTION>", "<DETAILED_CAPTION>", "<MORE_DETAILED_CAPTION>"};
 
 /* The most --max-tokens and --min-tokens. */
 #define CAPTION_MAX_TOKENS 500
@@ -133,10 +139,12 @@ void cli_caption_fit_model(glimpse_caption_params *params, const glimpse_model *
 /* Parses the command line of `command` ("caption", or "ask" which takes a question) into options, params and
  * video: what is not given stays as glimpse_caption_default_params() leaves it, to the model. False after --help. */
 static bool parse_options(const char *command, int argc, char **argv, cli_options *options,
-                          glimpse_caption_params *params, const char **question, glimpse_video_options *video) {
+                          glimpse_caption_params *params, const char **question, glimpse_video_options *video,
+                          int *detail) {
     bool asking = strcmp(command, "ask") == 0;
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_CAPTION_LONG_OPTIONS,
                                                  {"question", required_argument, NULL, OPT_QUESTION},
+                                                 {"detail", required_argument, NULL, OPT_DETAIL},
                                                  CLI_VIDEO_LONG_OPTIONS,
                                                  {NULL, 0, NULL, 0}};
     int code;
@@ -144,6 +152,11 @@ static bool parse_options(const char *command, int argc, char **argv, cli_option
         if (cli_common_option(options, code, optarg, command)) continue;
         if (cli_caption_option(params, code, optarg, command)) continue;
         if (cli_video_option(video, code, optarg, command)) continue;
+        if (code == OPT_DETAIL) {
+            if (asking) cli_usage_error(command, "--detail is glimpse caption's");
+            *detail = (int)cli_parse_long(command, "--detail", optarg, 1, 3);
+            continue;
+        }
         if (code == 'q' || code == OPT_QUESTION) {
             if (!asking) cli_usage_error(command, "--question is glimpse ask's: glimpse ask -m BLIP2 -q QUESTION");
             *question = optarg;
@@ -161,6 +174,7 @@ static bool parse_options(const char *command, int argc, char **argv, cli_option
     }
     if (asking && !*question == !params->prompt)
         cli_usage_error(command, "give a question (-q QUESTION) or a free prompt (--prompt TEXT), one of the two");
+    if (*detail && params->prompt) cli_usage_error(command, "--detail picks Florence-2's caption prompt: drop --prompt");
     cli_caption_check(params, command);
     return true;
 }
@@ -318,7 +332,8 @@ static int caption_command(const char *command, int argc, char **argv) {
     glimpse_caption_params params = glimpse_caption_default_params();
     asked ask = {NULL, NULL};
     glimpse_video_options video = glimpse_video_default_options();
-    if (!parse_options(command, argc, argv, &options, &params, &ask.question, &video)) return CLI_EXIT_OK;
+    int detail = 0;
+    if (!parse_options(command, argc, argv, &options, &params, &ask.question, &video, &detail)) return CLI_EXIT_OK;
     if (strcmp(command, "ask") == 0) ask.prompt = params.prompt;
     if (argc == optind) cli_usage_error(command, "no images given");
     size_t count;
@@ -340,6 +355,15 @@ static int caption_command(const char *command, int argc, char **argv) {
         glimpse_model_free(model);
         cli_inputs_free(paths, count);
         return CLI_EXIT_FAILURE;
+    }
+    if (detail) {
+        if (!glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_TASK)) {
+            cli_error("--detail is Florence-2's (its three caption tasks); %s captions with one", options.model);
+            glimpse_model_free(model);
+            cli_inputs_free(paths, count);
+            return CLI_EXIT_FAILURE;
+        }
+        params.prompt = detail_tasks[detail - 1];
     }
     glimpse_context *ctx = cli_create_context(&options, model);
     caption_files(&options, ctx, paths, count, &params, &ask, &video);
