@@ -67,3 +67,71 @@ glimpse_status glimpse_task_region(int width, int height, const float region[4],
     snprintf(out, capacity, "<loc_%d><loc_%d><loc_%d><loc_%d>", bins[0], bins[1], bins[2], bins[3]);
     return GLIMPSE_STATUS_OK;
 }
+
+/* ------------------------------------------------------------ words for a search index */
+
+typedef struct task_words {
+    glimpse_words_source source;
+    glimpse_context *ctx;
+    char identity[GLIMPSE_MODEL_IDENTITY_CAPACITY];
+} task_words;
+
+/* The answer of one task, greedy, as a new string: a text task's answer, or the regions' labels one a line. */
+static glimpse_status task_words_run(glimpse_context *ctx, glimpse_image *image, const char *task, char **out) {
+    glimpse_caption_params params = glimpse_caption_default_params();
+    params.beams = 1;
+    glimpse_task_result result;
+    glimpse_status status = glimpse_run_task(ctx, &image, 1, task, NULL, &params, &result);
+    size_t length = 1;
+    for (size_t i = 0; !status && i < result.region_count; i++) length += strlen(result.regions[i].label) + 1;
+    if (!status && result.answer) length += strlen(result.answer);
+    *out = status ? NULL : malloc(length);
+    if (!status && !*out) status = ERROR_OOM();
+    if (!status) {
+        size_t used = 0;
+        if (result.answer) used += (size_t)snprintf(*out, length, "%s", result.answer);
+        (*out)[used] = '\0';
+        for (size_t i = 0; i < result.region_count; i++) {
+            const char *label = result.regions[i].label;
+            if (!label[0]) continue;
+            used += (size_t)snprintf(*out + used, length - used, "%s%s", used ? "\n" : "", label);
+        }
+    }
+    glimpse_task_result_free(&result);
+    return status;
+}
+
+static glimpse_status task_words_read(void *user, glimpse_image *image, char **text, char **labels) {
+    task_words *w = user;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (text) status = task_words_run(w->ctx, image, "<OCR>", text);
+    if (!status && labels) status = task_words_run(w->ctx, image, "<OD>", labels);
+    if (status && text) free(*text), *text = NULL;
+    return status;
+}
+
+glimpse_words_source *glimpse_task_words_new(glimpse_context *ctx) {
+    if (!ctx) {
+        error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_task_words_new: NULL context");
+        return NULL;
+    }
+    if (!ctx->model->family->run_task) {
+        error_set(GLIMPSE_STATUS_WRONG_MODEL, "reading pictures' words needs a task model (Florence-2), this is %s",
+                  ctx->model->architecture);
+        return NULL;
+    }
+    task_words *w = calloc(1, sizeof *w);
+    if (!w) {
+        ERROR_OOM();
+        return NULL;
+    }
+    if (glimpse_model_identity(ctx->model, w->identity, sizeof w->identity)) {
+        free(w);
+        return NULL;
+    }
+    w->ctx = ctx;
+    w->source = (glimpse_words_source){task_words_read, w, w->identity};
+    return &w->source;
+}
+
+void glimpse_task_words_free(glimpse_words_source *words) { free(words); }

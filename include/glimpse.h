@@ -598,6 +598,7 @@ glimpse_precision glimpse_index_precision(const glimpse_index *index);
 typedef struct glimpse_index_summary {
     size_t added, updated, moved, removed, unchanged, failed;
     size_t roots_failed; /* paths given, or folders below them, missing or unreadable (see on_root_failure) */
+    size_t read;         /* pictures whose words were read (glimpse_index_params.words) */
 } glimpse_index_summary;
 
 /* Videos for an index: glimpse_video_frames_new (below) gives FFmpeg's
@@ -665,6 +666,22 @@ void glimpse_video_sampling_text(const glimpse_video_options *options, char *tex
 glimpse_frame_source *glimpse_video_frames_new(const glimpse_video_options *options);
 void glimpse_video_frames_free(glimpse_frame_source *frames);
 
+/* What a picture shows in words, for an index searchable by them (glimpse_index_search_filtered): its text and
+ * its objects' labels. glimpse_task_words_new gives Florence-2's; a caller may bring its own. */
+typedef struct glimpse_words_source {
+    /* The picture's text into *text and its objects' labels, one a line, into *labels (new strings the index
+     * frees; "" for none), each only when the pointer is not NULL. Called on the updating thread. */
+    glimpse_status (*read)(void *user, glimpse_image *image, char **text, char **labels);
+    void *user;
+    const char *identity; /* which reader (its model's identity): the index records it and refuses another */
+} glimpse_words_source;
+
+/* The words source of a Florence-2 context: its text by <OCR>, its objects' labels by <OD> (greedy, the
+ * checkpoint's other settings); NULL when out of memory, or for a context of a model without tasks
+ * (glimpse_last_error says which). Free it with glimpse_task_words_free after the update. */
+glimpse_words_source *glimpse_task_words_new(glimpse_context *ctx);
+void glimpse_task_words_free(glimpse_words_source *words);
+
 typedef struct glimpse_index_params {
     /* progress over the files that need embedding; return true to stop
      * (what was committed stays; GLIMPSE_STATUS_CANCELLED) */
@@ -697,6 +714,12 @@ typedef struct glimpse_index_params {
      * below the model's resize (glimpse embed --fast-decode): recorded in the
      * index when it is built; an update with the other choice is refused */
     bool fast_decode;
+    /* the pictures' words (NULL: none read; what is stored stays): after the embeddings, every still picture
+     * stored without the words asked (read_text: its text; read_objects: its objects' labels) is decoded again
+     * and read, in transactions of a few; on_progress then counts those pictures from 0 again. Video frames
+     * are not read. */
+    const glimpse_words_source *words;
+    bool read_text, read_objects;
 } glimpse_index_params;
 
 /* Brings the index up to date with the given files and folders (walked
@@ -778,6 +801,22 @@ typedef struct glimpse_search_result {
  * glimpse_embed_* functions return), best first. *found = min(k, count). */
 glimpse_status glimpse_index_search(glimpse_index *index, const float *query, size_t k,
                                     glimpse_search_result *results, size_t *found);
+
+/* Filters on the pictures' words (an index whose update read them: glimpse_index_params.words). NULL or "":
+ * no filter. Case and diacritics are folded ("Crème" finds "creme"); the words are split where letters and
+ * digits end. */
+typedef struct glimpse_search_filter {
+    const char *text_in; /* every word of it appears in the picture's text, in any order */
+    const char *object;  /* one of the picture's objects is labelled this (its words in this order) */
+} glimpse_search_filter;
+
+/* The k best stored pictures that pass the filter, best first: ranked by the query embedding as
+ * glimpse_index_search ranks (score the same), or with query NULL by how well their words match (score:
+ * SQLite FTS5's bm25 relevance, negated so that higher is better). An index without words is refused
+ * (GLIMPSE_STATUS_INVALID_ARGUMENT, saying how to build it). Paths as glimpse_index_search's. */
+glimpse_status glimpse_index_search_filtered(glimpse_index *index, const float *query, size_t k,
+                                             const glimpse_search_filter *filter, glimpse_search_result *results,
+                                             size_t *found);
 
 /* The embedding of a combined query: parts joined by " + " and " - ", each
  * optionally weighted ("2:sunset + beach - people"); a part written @PATH

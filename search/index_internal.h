@@ -61,6 +61,8 @@ struct glimpse_index {
     double *fetched_times; /* [vectors.count]: their times, with them */
     int32_t *scan;        /* [2, vectors.count]: the int8 scan's dot products and code sums */
     pool *threads;        /* the scan's, created with the first search */
+    char **filtered_paths; /* [filtered_count]: the paths glimpse_index_search_filtered returned last */
+    size_t filtered_count;
     int64_t data_version; /* PRAGMA data_version when the cache was last checked (another connection's commit
                            * changes it) */
 };
@@ -135,6 +137,13 @@ glimpse_status index_read_stored(glimpse_index *index, stored_images *stored);
 void index_stored_images_free(stored_images *stored);
 /* Whether a file or folder is at path. */
 bool index_file_exists(const char *path);
+
+/* ------------------------------------------------ words (index_words.c) */
+
+/* After an update's embeddings: reads and stores the words params asks for (glimpse_index_params.words) of
+ * every still picture stored without them. */
+glimpse_status index_read_words(glimpse_index *index, const glimpse_index_params *params,
+                                glimpse_index_summary *summary);
 
 /* ------------------------------------------------ management (index_manage.c) */
 

@@ -188,6 +188,10 @@ void index_drop_cache(glimpse_index *index) {
     index->matrix = index->scores = NULL;
     index->count = 0;
     index->loaded = false;
+    for (size_t i = 0; i < index->filtered_count; i++) free(index->filtered_paths[i]);
+    free(index->filtered_paths);
+    index->filtered_paths = NULL;
+    index->filtered_count = 0;
 }
 
 /* The URI that opens path read-only; immutable (no -wal, -shm or locks

@@ -53,6 +53,13 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
     return NO_INDEX();
 }
 
+glimpse_status glimpse_index_search_filtered(glimpse_index *index, const float *query, size_t k,
+                                             const glimpse_search_filter *filter, glimpse_search_result *results,
+                                             size_t *found) {
+    if (found) *found = 0;
+    return NO_INDEX();
+}
+
 glimpse_status glimpse_index_embedding(glimpse_index *index, const char *path, float *out) { return NO_INDEX(); }
 
 glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, glimpse_index_group_callback on_group,

@@ -683,6 +683,7 @@ glimpse_status glimpse_index_update(glimpse_index *index, glimpse_context *ctx, 
     if (!status) status = forget_deleted(index, &stored, &walk, summary);
     if (!status) status = embed_work(index, ctx, files, work, work_count, params, summary);
     if (!status) status = index_write_vectors(index);
+    if (!status) status = index_read_words(index, params, summary);
     /* fold the write-ahead log into the database: later reads come straight from it */
     index_writer_unlock(index);
     if (!status) sqlite3_exec(index->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);

@@ -616,7 +616,8 @@ static void answer_explain(serve_server *server, serve_request *request, serve_r
 typedef struct search_work {
     glimpse_index *index;
     const char *query; /* a text query to embed first; NULL: embedding holds the query already */
-    float *embedding;
+    float *embedding;   /* NULL: the filter's words alone rank */
+    glimpse_search_filter filter;
     size_t k, found;
     glimpse_search_result *results;
     cJSON *answer; /* the results as JSON, made while the index's paths are valid */
@@ -625,7 +626,11 @@ typedef struct search_work {
 static glimpse_status search_index(serve_job *job, glimpse_context *ctx) {
     search_work *work = job->data;
     glimpse_status status = work->query ? glimpse_embed_query(ctx, work->query, work->embedding) : GLIMPSE_STATUS_OK;
-    if (!status) status = glimpse_index_search(work->index, work->embedding, work->k, work->results, &work->found);
+    bool filtered = (work->filter.text_in && work->filter.text_in[0]) || (work->filter.object && work->filter.object[0]);
+    if (!status)
+        status = filtered ? glimpse_index_search_filtered(work->index, work->embedding, work->k, &work->filter,
+                                                          work->results, &work->found)
+                          : glimpse_index_search(work->index, work->embedding, work->k, work->results, &work->found);
     if (status) return status;
     cJSON *results = cJSON_AddArrayToObject(work->answer, "results");
     for (size_t r = 0; r < work->found; r++) {
@@ -653,9 +658,18 @@ static void answer_search(serve_server *server, serve_request *request, serve_re
     if (!integer_argument(request, "k", 1, SEARCH_MAX_K, &k, reply)) return;
     search_work work = {.index = model->index, .k = (size_t)k};
     const char *query = post ? NULL : request_argument(request, "q");
-    if (!post) {
+    work.filter.text_in = request_argument(request, "text_in");
+    work.filter.object = request_argument(request, "object");
+    bool filtered = (work.filter.text_in && work.filter.text_in[0]) || (work.filter.object && work.filter.object[0]);
+    if ((work.filter.text_in && strlen(work.filter.text_in) > QUERY_MAX_BYTES) ||
+        (work.filter.object && strlen(work.filter.object) > QUERY_MAX_BYTES)) {
+        reply_error(reply, 400, "text_in and object are at most %d bytes", QUERY_MAX_BYTES);
+        return;
+    }
+    if (!post && (!query || !query[0]) && filtered) query = NULL; /* the words alone */
+    else if (!post) {
         if (!query || !query[0]) {
-            reply_error(reply, 400, "no query: give q=TEXT (GET), or POST an image");
+            reply_error(reply, 400, "no query: give q=TEXT (GET), text_in or object, or POST an image");
             return;
         }
         if (strlen(query) > QUERY_MAX_BYTES) {
@@ -670,10 +684,11 @@ static void answer_search(serve_server *server, serve_request *request, serve_re
     }
     glimpse_image *image = NULL;
     size_t dim = glimpse_model_embedding_dim(model->model);
-    work.embedding = malloc(dim * sizeof(float));
+    bool embedded = post || query;
+    work.embedding = embedded ? malloc(dim * sizeof(float)) : NULL;
     work.results = malloc((size_t)k * sizeof *work.results);
     work.answer = cJSON_CreateObject();
-    if (!work.embedding || !work.results || !work.answer) {
+    if ((embedded && !work.embedding) || !work.results || !work.answer) {
         reply_error(reply, 503, "out of memory");
         goto done;
     }

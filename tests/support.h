@@ -90,6 +90,15 @@ int workspace_teardown(void **state);
 const char *test_workspace(void);
 
 /* Writes text to path (fails the test if it cannot). */
+/* A small CLIP of the published layout (64-wide towers of two layers, 64-pixel pictures, 600 tokens): the
+ * configuration make-model fills with random weights for tests that need a model but no fixture. */
+#define TINY_CLIP_CONFIG                                                                                       \
+    "{\"architectures\": [\"CLIPModel\"], \"model_type\": \"clip\", \"projection_dim\": 32,"                 \
+    " \"vision_config\": {\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"           \
+    " \"num_attention_heads\": 4, \"image_size\": 64, \"patch_size\": 16, \"hidden_act\": \"gelu\"},"         \
+    " \"text_config\": {\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"             \
+    " \"num_attention_heads\": 4, \"vocab_size\": 600, \"max_position_embeddings\": 77,"                      \
+    " \"hidden_act\": \"gelu\", \"eos_token_id\": 599}}"
 void write_text_file(const char *path, const char *text);
 /* glimpse-make-model run on config_text (written to workspace/NAME.json) into workspace/NAME, with `options`
  * added to its command line ("", " --f16", ...): the new folder's path (caller frees). Fails the test if the

@@ -582,6 +582,13 @@ static void test_search_equals_library(void **state) {
     json = expect_json(&r, 200);
     check_search_results(json, expected, found);
     cJSON_Delete(json), response_free(&r);
+    /* words alone need an index that read them: this one did not, and the answer says how to build one */
+    r = exchange("GET", "/v1/search?text_in=stop&k=3", NULL, NULL, 0);
+    json = expect_json(&r, 400);
+    const char *error = cJSON_GetStringValue(cJSON_GetObjectItem(json, "error"));
+    assert_non_null(error);
+    assert_non_null(strstr(error, "--ocr"));
+    cJSON_Delete(json), response_free(&r);
     glimpse_index_free(index);
 }
 

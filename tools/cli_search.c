@@ -24,7 +24,10 @@ enum {
     INDEX_OPT_PRUNE,
     INDEX_OPT_REMOVE,
     INDEX_OPT_EXCLUDE,
-    INDEX_OPT_IMPORT
+    INDEX_OPT_IMPORT,
+    INDEX_OPT_OCR,
+    INDEX_OPT_OBJECTS,
+    INDEX_OPT_TASK_MODEL
 };
 
 static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_VIDEO_LONG_OPTIONS,
@@ -37,11 +40,14 @@ static const struct option index_long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_
                                                    {"remove", required_argument, NULL, INDEX_OPT_REMOVE},
                                                    {"exclude", required_argument, NULL, INDEX_OPT_EXCLUDE},
                                                    {"import", required_argument, NULL, INDEX_OPT_IMPORT},
+                                                   {"ocr", no_argument, NULL, INDEX_OPT_OCR},
+                                                   {"objects", no_argument, NULL, INDEX_OPT_OBJECTS},
+                                                   {"task-model", required_argument, NULL, INDEX_OPT_TASK_MODEL},
                                                    {NULL, 0, NULL, 0}};
 
 static const char index_help[] =
     "Usage: glimpse index -m MODEL --db FILE [--exclude GLOB...] [--every SECONDS | --scenes]\n"
-    "                     [--fast-decode] PATH...\n"
+    "                     [--fast-decode] [--ocr] [--objects] [--task-model FLORENCE2] PATH...\n"
     "       glimpse index --db FILE --stats | --list | --check | --prune | --remove PATH...\n"
     "       glimpse index [-m MODEL] --db FILE --import DIR\n"
     "Builds or refreshes a search index of image files: folders are walked\n"
@@ -71,6 +77,14 @@ static const char index_help[] =
     "                       resize exactly; recorded in the index (a new index only;\n"
     "                       used again when not given, the other way refused).\n"
     CLI_FAST_DECODE_FIGURES
+    "      --ocr            also read each picture's text with --task-model (Florence-2's\n"
+    "                       <OCR>), for glimpse search --text-in\n"
+    "      --objects        also find each picture's objects with --task-model\n"
+    "                       (Florence-2's <OD>), for glimpse search --object\n"
+    "      --task-model M   the Florence-2 model that reads them (the same one every\n"
+    "                       run: the index records it). Pictures are read once: a run\n"
+    "                       reads the new and changed ones, and those stored without\n"
+    "                       what is asked. Video frames are not read\n"
     "      --db FILE        the index database (created if missing)\n"
     "      --exclude GLOB   leave out files and folders whose name matches GLOB\n"
     "                       (\"*.gif\", \".thumbnails\"; a GLOB with a slash matches\n"
@@ -296,7 +310,28 @@ typedef struct index_request {
     size_t path_count;
     glimpse_video_options video;
     bool video_given, fast_decode; /* --every/--scenes, --fast-decode given */
+    bool ocr, objects;             /* --ocr, --objects */
+    const char *task_model;        /* --task-model */
 } index_request;
+
+/* The words source of --task-model for --ocr and --objects (NULL when not asked); exits when the model
+ * cannot read. *model and *ctx are the caller's to free. */
+static glimpse_words_source *words_source(const index_request *request, const cli_options *options,
+                                          glimpse_model **model, glimpse_context **ctx) {
+    *model = NULL, *ctx = NULL;
+    if (!request->ocr && !request->objects) return NULL;
+    cli_options task_options = *options;
+    task_options.model = request->task_model;
+    task_options.precision = GLIMPSE_PRECISION_FLOAT32;
+    *model = cli_load_model(&task_options, "index", true, true);
+    *ctx = cli_create_context(&task_options, *model);
+    glimpse_words_source *words = glimpse_task_words_new(*ctx);
+    if (!words) {
+        cli_error("--task-model %s: %s", request->task_model, glimpse_last_error());
+        exit(CLI_EXIT_FAILURE);
+    }
+    return words;
+}
 
 /* Indexes the paths asked: the summary on stdout, the exit status returned. */
 static int index_paths(const index_request *request, cli_options *options) {
@@ -321,6 +356,9 @@ static int index_paths(const index_request *request, cli_options *options) {
             video.scene_threshold = value;
     }
     glimpse_frame_source *frames = cli_frame_source(options, &video);
+    glimpse_model *task_model;
+    glimpse_context *task_ctx;
+    glimpse_words_source *words = words_source(request, options, &task_model, &task_ctx);
     glimpse_index_params params = {
         .on_progress = on_progress,
         .on_failure = on_failure,
@@ -330,7 +368,10 @@ static int index_paths(const index_request *request, cli_options *options) {
         .exclude = (const char *const *)request->excluded,
         .exclude_count = request->excluded_count,
         .frames = frames,
-        .fast_decode = request->fast_decode || (recorded && stats.fast_decode)};
+        .fast_decode = request->fast_decode || (recorded && stats.fast_decode),
+        .words = words,
+        .read_text = request->ocr,
+        .read_objects = request->objects};
     glimpse_index_summary summary;
     double started = cli_now();
     glimpse_status status =
@@ -338,21 +379,26 @@ static int index_paths(const index_request *request, cli_options *options) {
     cli_progress_end(&progress.bar);
     if (status) cli_error("%s", glimpse_last_error());
     double seconds = cli_now() - started;
+    char read[64] = "";
+    if (words) snprintf(read, sizeof read, options->json ? ", \"read\": %zu" : ", words read for %zu", summary.read);
     if (options->json)
         printf("{\"added\": %zu, \"updated\": %zu, \"moved\": %zu, \"removed\": %zu, \"unchanged\": %zu, "
-               "\"failed\": %zu, \"paths_failed\": %zu, \"indexed\": %zu, \"seconds\": %.3f}\n",
+               "\"failed\": %zu, \"paths_failed\": %zu%s, \"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
-               summary.roots_failed, glimpse_index_count(index), seconds);
+               summary.roots_failed, read, glimpse_index_count(index), seconds);
     else
-        printf("added %zu, updated %zu, moved %zu, removed %zu, unchanged %zu, failed %zu; %zu images in the index "
-               "(%.1f s)%s\n",
+        printf("added %zu, updated %zu, moved %zu, removed %zu, unchanged %zu, failed %zu%s; %zu images in the "
+               "index (%.1f s)%s\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
-               glimpse_index_count(index), seconds,
+               read, glimpse_index_count(index), seconds,
                summary.roots_failed ? "; some paths were missing or unreadable (above)" : "");
     glimpse_context_free(ctx);
     glimpse_index_free(index);
     glimpse_model_free(model);
     cli_frame_source_free(frames);
+    glimpse_task_words_free(words);
+    glimpse_context_free(task_ctx);
+    glimpse_model_free(task_model);
     return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
@@ -438,6 +484,11 @@ static int run_index(const index_request *request, cli_options *options) {
     if (modes && request->path_count)
         cli_usage_error("index", "--check, --stats, --list, --import, --prune and --remove take no paths");
     if (modes && request->excluded_count) cli_usage_error("index", "--exclude goes with paths to index");
+    if ((request->ocr || request->objects) != (request->task_model != NULL))
+        cli_usage_error("index", request->task_model ? "--task-model reads with --ocr or --objects: add one"
+                                                     : "--ocr and --objects read with a Florence-2 model: add "
+                                                       "--task-model FLORENCE2");
+    if (modes && request->task_model) cli_usage_error("index", "--ocr and --objects go with paths to index");
     if (request->import) return import_shards(request, options);
     if (request->check) return check_index(request->db);
     if (request->stats) return show_stats(request->db, options);
@@ -472,6 +523,9 @@ int command_index(int argc, char **argv) {
         case INDEX_OPT_REMOVE: request.removals[request.removal_count++] = optarg; break;
         case INDEX_OPT_EXCLUDE: request.excluded[request.excluded_count++] = optarg; break;
         case INDEX_OPT_IMPORT: request.import = optarg; break;
+        case INDEX_OPT_OCR: request.ocr = true; break;
+        case INDEX_OPT_OBJECTS: request.objects = true; break;
+        case INDEX_OPT_TASK_MODEL: request.task_model = optarg; break;
         case CLI_OPT_HELP: printf("%s\n%s\n%s", index_help, cli_video_help, cli_common_help); break;
         default: cli_usage_error("index", "unknown option");
         }
@@ -486,7 +540,8 @@ int command_index(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- search */
 
-enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD, OPT_HTML, SEARCH_OPT_FAISS, SEARCH_OPT_NPROBE };
+enum { SEARCH_OPT_LIKE = CLI_OPT_FIRST_FREE, DUPLICATES_OPT_THRESHOLD, OPT_HTML, SEARCH_OPT_FAISS, SEARCH_OPT_NPROBE,
+       SEARCH_OPT_TEXT_IN, SEARCH_OPT_OBJECT };
 
 static const struct option search_long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                     {"db", required_argument, NULL, 'd'},
@@ -494,10 +549,13 @@ static const struct option search_long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                     {"html", required_argument, NULL, OPT_HTML},
                                                     {"faiss", required_argument, NULL, SEARCH_OPT_FAISS},
                                                     {"nprobe", required_argument, NULL, SEARCH_OPT_NPROBE},
+                                                    {"text-in", required_argument, NULL, SEARCH_OPT_TEXT_IN},
+                                                    {"object", required_argument, NULL, SEARCH_OPT_OBJECT},
                                                     {NULL, 0, NULL, 0}};
 
 static const char search_help[] =
-    "Usage: glimpse search --db FILE [-m MODEL] [-k N] [--json] [--like PHOTO...] QUERY...\n"
+    "Usage: glimpse search --db FILE [-m MODEL] [-k N] [--json] [--like PHOTO...] [--text-in WORDS]\n"
+    "                      [--object LABEL] [QUERY...]\n"
     "       glimpse search --faiss INDEX [-m MODEL] [-k N] [--nprobe N] [--json] QUERY...\n"
     "Finds the indexed images closest to each query, best first.\n"
     "A query is a text, an image file, or a combination: parts joined by \" + \" and\n"
@@ -514,6 +572,12 @@ static const char search_help[] =
     "      --like PHOTO     the pictures most like PHOTO, itself left out: its stored\n"
     "                       embedding if the index holds it (no model is loaded),\n"
     "                       else PHOTO embedded now. Repeatable; no QUERY needed\n"
+    "      --text-in WORDS  only pictures whose text holds every one of WORDS (any order;\n"
+    "                       case and accents ignored): an index built with --ocr\n"
+    "      --object LABEL   only pictures with an object labelled LABEL: an index\n"
+    "                       built with --objects. Both filters go with queries and\n"
+    "                       --like (ranked by them) or alone (ranked by how well the\n"
+    "                       words match; score: SQLite's bm25 relevance, negated)\n"
     "      --html FILE      also write FILE, one self-contained page of the results'\n"
     "                       thumbnails with their scores and paths\n"
     "      --faiss INDEX    search the FAISS index folder python -m glimpse.faiss build\n"
@@ -540,11 +604,15 @@ typedef struct search_query {
 
 /* Searches with one embedded query and prints its results, --like's photo itself left out. */
 static void search_and_print(cli_options *options, glimpse_index *index, const search_query *q,
-                             const float *embedding, size_t k, glimpse_search_result *results, const char **paths,
-                             double *times, float *scores, FILE *page) {
+                             const glimpse_search_filter *filter, const float *embedding, size_t k,
+                             glimpse_search_result *results, const char **paths, double *times, float *scores,
+                             FILE *page) {
     size_t found = 0;
     char *itself = q->like ? realpath(q->like, NULL) : NULL;
-    if (glimpse_index_search(index, embedding, k + (q->like != NULL), results, &found) != GLIMPSE_STATUS_OK) {
+    glimpse_status status = filter ? glimpse_index_search_filtered(index, embedding, k + (q->like != NULL), filter,
+                                                                   results, &found)
+                                   : glimpse_index_search(index, embedding, k + (q->like != NULL), results, &found);
+    if (status != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         print_json_error(options, "text", q->label, glimpse_last_error());
         options->failures++;
@@ -663,6 +731,7 @@ int command_search(int argc, char **argv) {
     cli_options options;
     cli_options_init(&options);
     const char *db = NULL, *html = NULL, *faiss = NULL;
+    glimpse_search_filter filter = {NULL, NULL};
     long k = 10, nprobe = 0;
     int code;
     search_query *queries = cli_calloc((size_t)argc, sizeof *queries);
@@ -676,19 +745,24 @@ int command_search(int argc, char **argv) {
         case OPT_HTML: html = optarg; break;
         case SEARCH_OPT_FAISS: faiss = optarg; break;
         case SEARCH_OPT_NPROBE: nprobe = cli_parse_long("search", "--nprobe", optarg, 1, 1L << 20); break;
+        case SEARCH_OPT_TEXT_IN: filter.text_in = optarg; break;
+        case SEARCH_OPT_OBJECT: filter.object = optarg; break;
         case CLI_OPT_HELP: printf("%s\n%s", search_help, cli_common_help); free(queries); return CLI_EXIT_OK;
         default: cli_usage_error("search", "unknown option");
         }
     }
     if (faiss) {
-        if (db || query_count) cli_usage_error("search", "--faiss goes without --db and --like");
+        if (db || query_count || filter.text_in || filter.object)
+            cli_usage_error("search", "--faiss goes without --db, --like, --text-in and --object");
         if (optind >= argc) cli_usage_error("search", "no query");
         free(queries);
         return search_faiss(faiss, &options, argv + optind, (size_t)(argc - optind), (size_t)k, (size_t)nprobe, html);
     }
     if (nprobe) cli_usage_error("search", "--nprobe goes with --faiss");
     if (!db) cli_usage_error("search", "no index file: give --db FILE or --faiss INDEX");
-    if (optind >= argc && !query_count) cli_usage_error("search", "no query (give QUERY or --like PHOTO)");
+    bool filtered = filter.text_in || filter.object;
+    if (optind >= argc && !query_count && !filtered)
+        cli_usage_error("search", "no query (give QUERY, --like PHOTO, --text-in WORDS or --object LABEL)");
     glimpse_index *index = open_for_reading(db);
     float *embedding = cli_calloc(glimpse_index_embedding_dim(index), sizeof(float));
     /* which towers: a text for the text queries, the vision tower for images not stored */
@@ -728,9 +802,14 @@ int command_search(int argc, char **argv) {
     FILE *page = html ? cli_html_open(html, "glimpse search") : NULL;
     for (size_t i = 0; i < query_count; i++) {
         if (embed_search_query(&options, index, ctx, &queries[i], embedding))
-            search_and_print(&options, index, &queries[i], embedding, (size_t)k, results, paths, times, scores, page);
+            search_and_print(&options, index, &queries[i], filtered ? &filter : NULL, embedding, (size_t)k, results,
+                             paths, times, scores, page);
         else
             options.failures++;
+    }
+    if (!query_count) { /* the filters alone, ranked by how well the words match */
+        search_query words = {.label = filter.text_in ? filter.text_in : filter.object};
+        search_and_print(&options, index, &words, &filter, NULL, (size_t)k, results, paths, times, scores, page);
     }
     if (page && !cli_html_close(page, html)) options.failures++;
     for (size_t i = 0; i < like_count; i++) free(labels[i]);

@@ -720,9 +720,9 @@ class Explanation(_Handle):
 
 # ------------------------------------------------------------------ index
 
-IndexSummary = namedtuple("IndexSummary", "added updated moved removed unchanged failed roots_failed failures "
+IndexSummary = namedtuple("IndexSummary", "added updated moved removed unchanged failed roots_failed read failures "
                                           "root_failures")
-IndexSummary.__doc__ = """What Index.update did: counts, then failures [(path, reason)] of files skipped and
+IndexSummary.__doc__ = """What Index.update did: counts (read: pictures whose words were read), then failures [(path, reason)] of files skipped and
 root_failures [(path, reason)] of paths given (or folders under them) that were missing or unreadable."""
 
 
@@ -886,12 +886,23 @@ class Index(_Handle):
             self.model = Model(self.model_path, load_vision=needs_images)
         return self.model
 
-    def search(self, query, k=10, with_times=False):
+    def search(self, query=None, k=10, with_times=False, text_in=None, object=None):
         """The k stored pictures closest to query, best first, as [(path, score)]: query is a text or a
         combined query as `glimpse search` takes it ("sunset + beach - people", "@photo.jpg"), or an
         embedding (float32 [embedding_dim], L2-normalised). score = logit_scale × cosine + logit_bias.
-        with_times: [(path, score, time)], time a video frame's seconds, None for a still picture."""
-        if isinstance(query, str):
+        with_times: [(path, score, time)], time a video frame's seconds, None for a still picture.
+        text_in (words in the picture's text) and object (an object's label) keep only the pictures whose words
+        match, as `glimpse search --text-in/--object` (an index built with --ocr/--objects); without a query
+        they are ranked by how well their words match (score: bm25, negated)."""
+        for name, value in (("text_in", text_in), ("object", object)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"glimpse.Index.search: {name} is a string, not {type(value).__name__}")
+        filtered = bool(text_in) or bool(object)
+        vector = None
+        if query is None:
+            if not filtered:
+                raise ValueError("glimpse.Index.search: give a query, text_in or object")
+        elif isinstance(query, str):
             vector = self._query_model(query).embed_query(query)
         else:
             vector = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
@@ -903,7 +914,12 @@ class Index(_Handle):
             return []
         results = (_c.SearchResult * k)()
         found = ctypes.c_size_t()
-        _check(_lib.glimpse_index_search(self._handle, _floats(vector), k, results, ctypes.byref(found)))
+        if filtered:
+            words = _c.SearchFilter(text_in.encode() if text_in else None, object.encode() if object else None)
+            _check(_lib.glimpse_index_search_filtered(self._handle, _floats(vector) if vector is not None else None,
+                                                      k, ctypes.byref(words), results, ctypes.byref(found)))
+        else:
+            _check(_lib.glimpse_index_search(self._handle, _floats(vector), k, results, ctypes.byref(found)))
         return [(os.fsdecode(result.path), float(result.score))
                 + ((float(result.time) if result.time >= 0 else None,) if with_times else ())
                 for result in results[:found.value]]

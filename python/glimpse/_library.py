@@ -97,14 +97,15 @@ class Caption(ctypes.Structure):
 
 class IndexSummary(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
-                ("added", "updated", "moved", "removed", "unchanged", "failed", "roots_failed")]
+                ("added", "updated", "moved", "removed", "unchanged", "failed", "roots_failed", "read")]
 
 
 class IndexParams(ctypes.Structure):
     _fields_ = [("on_progress", ProgressCallback), ("on_failure", FailureCallback), ("user", ctypes.c_void_p),
                 ("max_pixels", ctypes.c_uint64), ("on_root_failure", RootFailureCallback),
                 ("exclude", ctypes.POINTER(ctypes.c_char_p)), ("exclude_count", ctypes.c_size_t),
-                ("frames", ctypes.c_void_p), ("fast_decode", ctypes.c_bool)]
+                ("frames", ctypes.c_void_p), ("fast_decode", ctypes.c_bool),
+                ("words", ctypes.c_void_p), ("read_text", ctypes.c_bool), ("read_objects", ctypes.c_bool)]
 
 
 class IndexStats(ctypes.Structure):
@@ -178,6 +179,14 @@ _declare("glimpse_index_update", status, P, P, ctypes.POINTER(ctypes.c_char_p), 
          ctypes.POINTER(IndexParams), ctypes.POINTER(IndexSummary))
 _declare("glimpse_index_import", status, P, ctypes.c_char_p, ctypes.POINTER(IndexParams), ctypes.POINTER(IndexSummary))
 _declare("glimpse_index_search", status, P, c_float_p, ctypes.c_size_t, ctypes.POINTER(SearchResult), c_size_t_p)
+
+
+class SearchFilter(ctypes.Structure):
+    _fields_ = [("text_in", ctypes.c_char_p), ("object", ctypes.c_char_p)]
+
+
+_declare("glimpse_index_search_filtered", status, P, c_float_p, ctypes.c_size_t, ctypes.POINTER(SearchFilter),
+         ctypes.POINTER(SearchResult), c_size_t_p)
 _declare("glimpse_embed_query", status, P, ctypes.c_char_p, c_float_p)
 _declare("glimpse_index_get_stats", status, P, ctypes.POINTER(IndexStats))
 _declare("glimpse_index_embedding_dim", ctypes.c_size_t, P)

@@ -316,6 +316,16 @@ def test_index_update_and_search_equal_the_cli(demo_clip, pictures, tmp_path):
     np.testing.assert_allclose([s for _, s in found], [r["score"] for r in expected], rtol=0, atol=1e-4)
     with pytest.raises(ValueError):
         glimpse.Index(database).search(np.zeros(3, np.float32))
+    # the words filters: an index built without --ocr/--objects says how to build one; no query nor words is wrong
+    with glimpse.Index(database) as read_only:
+        with pytest.raises(glimpse.GlimpseError, match="--ocr"):
+            read_only.search(text_in="invoice")
+        with pytest.raises(glimpse.GlimpseError, match="--ocr"):
+            read_only.search("a yellow triangle", object="dog")
+        with pytest.raises(ValueError, match="text_in or object"):
+            read_only.search()
+        with pytest.raises(TypeError, match="text_in"):
+            read_only.search(text_in=5)
 
 
 def test_index_management_equals_the_cli(demo_clip, pictures, tmp_path):
@@ -576,7 +586,8 @@ STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info
            "CaptionParams": "glimpse_caption_params", "Caption": "glimpse_caption",
            "IndexSummary": "glimpse_index_summary", "IndexParams": "glimpse_index_params",
            "IndexStats": "glimpse_index_stats",
-           "SearchResult": "glimpse_search_result", "ExplainMap": "glimpse_explain_map",
+           "SearchResult": "glimpse_search_result", "SearchFilter": "glimpse_search_filter",
+           "ExplainMap": "glimpse_explain_map",
            "ExplainTensor": "glimpse_explain_tensor", "Explanation": "glimpse_explanation",
            "ExplainParams": "glimpse_explain_params", "VideoOptions": "glimpse_video_options"}
 
