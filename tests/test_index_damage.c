@@ -21,6 +21,7 @@
 
 #include "core/file.h"
 #include "glimpse.h"
+#include "support.h"
 
 static char workspace[] = "/tmp/glimpse-damage-XXXXXX";
 static char db[600], reference[600];
@@ -34,13 +35,7 @@ static int setup(void **state) {
     snprintf(config, sizeof config, "%s/config.json", workspace);
     FILE *f = fopen(config, "w");
     if (!f) return -1;
-    fputs("{\"architectures\": [\"CLIPModel\"], \"model_type\": \"clip\", \"projection_dim\": 32,"
-          " \"vision_config\": {\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"
-          " \"num_attention_heads\": 4, \"image_size\": 64, \"patch_size\": 16, \"hidden_act\": \"gelu\"},"
-          " \"text_config\": {\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"
-          " \"num_attention_heads\": 4, \"vocab_size\": 600, \"max_position_embeddings\": 77,"
-          " \"hidden_act\": \"gelu\", \"eos_token_id\": 599}}",
-          f);
+    fputs(TINY_CLIP_CONFIG, f);
     fclose(f);
     snprintf(db, sizeof db, "%s/index.db", workspace);
     snprintf(reference, sizeof reference, "%s/reference.json", workspace);

@@ -25,6 +25,7 @@
 #include "core/file.h"
 #include "search/vectors.h"
 #include "glimpse.h"
+#include "support.h"
 
 static char workspace[] = "/tmp/glimpse-search-XXXXXX";
 static char model_a[512], model_b[512];
@@ -44,13 +45,7 @@ static void write_text(const char *path, const char *text) {
 static void make_model(const char *folder, int seed) {
     char config[600], command[2048];
     snprintf(config, sizeof config, "%s/config-%d.json", workspace, seed);
-    write_text(config,
-               "{\"architectures\": [\"CLIPModel\"], \"model_type\": \"clip\", \"projection_dim\": 32,"
-               " \"vision_config\": {\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"
-               " \"num_attention_heads\": 4, \"image_size\": 64, \"patch_size\": 16, \"hidden_act\": \"gelu\"},"
-               " \"text_config\": {\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"
-               " \"num_attention_heads\": 4, \"vocab_size\": 600, \"max_position_embeddings\": 77,"
-               " \"hidden_act\": \"gelu\", \"eos_token_id\": 599}}");
+    write_text(config, TINY_CLIP_CONFIG);
     snprintf(command, sizeof command, "%s %s %s --seed %d > /dev/null", GLIMPSE_MAKE_MODEL, config, folder, seed);
     run_or_fail(command);
 }
