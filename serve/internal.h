@@ -24,6 +24,7 @@ typedef enum serve_route {
     SERVE_ROUTE_RANK,
     SERVE_ROUTE_CAPTION,
     SERVE_ROUTE_ASK,
+    SERVE_ROUTE_TASK,
     SERVE_ROUTE_EXPLAIN,
     SERVE_ROUTE_SEARCH,
     SERVE_ROUTE_PREDICT, /* immich's /predict */

@@ -100,7 +100,8 @@ static const char *const capability_verbs[] = {[GLIMPSE_CAPABILITY_EMBED] = "emb
                                                [GLIMPSE_CAPABILITY_RANK] = "rank",
                                                [GLIMPSE_CAPABILITY_CAPTION] = "caption",
                                                [GLIMPSE_CAPABILITY_ASK] = "answer questions",
-                                               [GLIMPSE_CAPABILITY_EXPLAIN] = "explain"};
+                                               [GLIMPSE_CAPABILITY_EXPLAIN] = "explain",
+                                               [GLIMPSE_CAPABILITY_TASK] = "run tasks (OCR, objects, regions)"};
 
 static bool model_can(const serve_model *model, glimpse_capability what) {
     return glimpse_model_kind_can(model->info.kind, what);
@@ -500,6 +501,87 @@ static void answer_caption(serve_server *server, serve_request *request, serve_r
     glimpse_image_free(work.image);
 }
 
+/* --------------------------------------------------------- /v1/task */
+
+typedef struct task_work {
+    glimpse_image *image;
+    const char *task, *input;
+    const float *region; /* x0, y0, x1, y1 in the picture's pixels, or NULL */
+    const glimpse_caption_params *params;
+    glimpse_task_result result;
+} task_work;
+
+static glimpse_status run_task(serve_job *job, glimpse_context *ctx) {
+    task_work *work = job->data;
+    char tokens[64];
+    if (work->region) {
+        glimpse_status status = glimpse_task_region(glimpse_image_width(work->image),
+                                                    glimpse_image_height(work->image), work->region, tokens,
+                                                    sizeof tokens);
+        if (status) return status;
+        work->input = tokens;
+    }
+    return glimpse_run_task(ctx, &work->image, 1, work->task, work->input, work->params, &work->result);
+}
+
+/* The region argument "X0,Y0,X1,Y1" in pixels, if given; false with the reply set. */
+static bool region_argument(const serve_request *request, float region[4], bool *given, serve_reply *reply) {
+    const char *text = request_argument(request, "region");
+    *given = text != NULL;
+    if (!text) return true;
+    char *end = (char *)text;
+    for (int i = 0; i < 4; i++) {
+        const char *start = end + (i > 0);
+        if (i > 0 && *end != ',') break;
+        region[i] = strtof(start, &end);
+        if (end == start || !isfinite(region[i])) break;
+        if (i == 3 && !*end) return true;
+    }
+    reply_error(reply, 400, "region is X0,Y0,X1,Y1: four numbers, the picture's pixels");
+    return false;
+}
+
+/* /v1/task: a Florence-2 task (the `task` argument as the model card names it, with `text` or `region` for the
+ * tasks that take one) on the posted picture; the answer as glimpse task --json prints it. */
+static void answer_task(serve_server *server, serve_request *request, serve_reply *reply) {
+    task_work work = {.task = request_argument(request, "task"), .input = request_argument(request, "text")};
+    if (!work.task || !work.task[0]) {
+        reply_error(reply, 400, "/v1/task needs a task, named as the model card names it (task=<OD>)");
+        return;
+    }
+    float region[4];
+    bool has_region;
+    if (!region_argument(request, region, &has_region, reply)) return;
+    if (has_region && work.input) {
+        reply_error(reply, 400, "give text or region, not both");
+        return;
+    }
+    work.region = has_region ? region : NULL;
+    serve_model *model = choose_model(server, request_argument(request, "model"), GLIMPSE_CAPABILITY_TASK, reply);
+    glimpse_caption_params params;
+    if (!model || !caption_options(request, model, &params, reply)) return;
+    if (params.prompt) {
+        reply_error(reply, 400, "the task makes the prompt: give the phrase as text, or a region");
+        return;
+    }
+    work.params = &params;
+    if (!request_image(server, request, &work.image, reply)) return;
+    serve_job job = {.run = run_task, .data = &work};
+    if (run_job(server, request, model, &job, reply)) {
+        cJSON *root = cJSON_CreateObject(), *result = cJSON_Parse(work.result.json);
+        cJSON_AddStringToObject(root, "model", model->name);
+        cJSON_AddStringToObject(root, "task", work.result.task);
+        cJSON *ids = cJSON_AddArrayToObject(root, "ids");
+        for (size_t i = 0; i < work.result.id_count; i++)
+            cJSON_AddItemToArray(ids, cJSON_CreateNumber(work.result.ids[i]));
+        cJSON_AddStringToObject(root, "text", work.result.text);
+        cJSON_AddItemToObject(root, "result", result ? result : cJSON_CreateNull());
+        reply_json(reply, 200, root);
+    }
+    glimpse_task_result_free(&work.result);
+    glimpse_image_free(work.image);
+}
+
 /* --------------------------------------------------------- /v1/explain */
 
 typedef struct explain_work {
@@ -793,6 +875,7 @@ static void answer_models(serve_server *server, serve_reply *reply) {
         if (model_can(model, GLIMPSE_CAPABILITY_RANK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/rank"));
         if (model_can(model, GLIMPSE_CAPABILITY_CAPTION)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/caption"));
         if (model_can(model, GLIMPSE_CAPABILITY_ASK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/ask"));
+        if (model_can(model, GLIMPSE_CAPABILITY_TASK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/task"));
         if (model_can(model, GLIMPSE_CAPABILITY_EXPLAIN)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/explain"));
         if (model == server->search_model) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/search"));
         cJSON_AddItemToArray(models, item);
@@ -834,6 +917,7 @@ void route_answer(serve_server *server, serve_request *request, serve_reply *rep
     case SERVE_ROUTE_SEARCH: answer_search(server, request, reply, has_body); break;
     case SERVE_ROUTE_PREDICT: answer_predict(server, request, reply); break;
     case SERVE_ROUTE_ASK: answer_caption(server, request, reply, true); break;
+    case SERVE_ROUTE_TASK: answer_task(server, request, reply); break;
     case SERVE_ROUTE_EXPLAIN: answer_explain(server, request, reply); break;
     case SERVE_ROUTE_PING: reply_text(reply, "text/plain", "pong"); break;
     case SERVE_ROUTE_HEALTH: answer_health(server, reply); break;

@@ -846,6 +846,23 @@ static void test_service_endpoints(void **state) {
     json = expect_json(&r, 400);
     assert_non_null(strstr(cJSON_GetObjectItem(json, "error")->valuestring, "needs a question"));
     cJSON_Delete(json), response_free(&r);
+    /* /v1/task: the task named, the region four numbers, and a model that runs tasks */
+    static const struct {
+        const char *path;
+        int status;
+        const char *error;
+    } tasks[] = {{"/v1/task", 400, "needs a task"},
+                 {"/v1/task?task=%3COD%3E&region=1,2,3", 400, "four numbers"},
+                 {"/v1/task?task=%3COD%3E&region=1,2,3,4&text=x", 400, "not both"},
+                 {"/v1/task?task=%3COD%3E", 501, "run tasks"},
+                 {"/v1/task?task=%3COD%3E&model=demo-clip", 400, "cannot run tasks"}};
+    for (size_t i = 0; i < sizeof tasks / sizeof tasks[0]; i++) {
+        r = exchange("POST", tasks[i].path, "image/png", pictures[0], picture_sizes[0]);
+        json = expect_json(&r, tasks[i].status);
+        const char *error = cJSON_GetStringValue(cJSON_GetObjectItem(json, "error"));
+        if (!error || !strstr(error, tasks[i].error)) fail_msg("%s: %s", tasks[i].path, error ? error : "no error");
+        cJSON_Delete(json), response_free(&r);
+    }
     r = exchange("GET", "/metrics", NULL, NULL, 0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.text, "Content-Type: text/plain; version=0.0.4"));

@@ -14,7 +14,7 @@ import numpy as np
 from . import _library as _c
 from ._library import lib as _lib
 
-__all__ = ["GlimpseError", "Model", "Image", "Video", "Index", "Caption", "IndexSummary", "Explanation", "ExplainMap",
+__all__ = ["GlimpseError", "Model", "Image", "Video", "Index", "Caption", "TaskResult", "Region", "IndexSummary", "Explanation", "ExplainMap",
            "is_video", "video_sampling", "version", "dot_rows", "open_regular"]
 
 
@@ -541,6 +541,90 @@ class Model(_Handle):
                                       sample, temperature, top_k, top_p, seed)
         return self._generate(images, params, on_token, question)
 
+    # -------------------------------------------------------- tasks (Florence-2)
+
+    def task(self, images, task, text=None, region=None, max_tokens=None, beams=None, on_token=None):
+        """Runs a Florence-2 task on each image (glimpse task): a list of TaskResult(task, ids, text, answer,
+        regions, result). task is named exactly as the model card names it ("<CAPTION>", "<OD>", "<OCR>",
+        "<OCR_WITH_REGION>", ...; `glimpse task --help` lists them). text: the phrase the phrase tasks take,
+        or a region as four "<loc_N>" tokens; region: (x0, y0, x1, y1) in each picture's pixels instead,
+        quantised as Florence-2's processor does. ids are as generate returns them, text decoded as the model
+        card decodes it (special tokens kept), answer the text tasks' answer (else None), regions a list of
+        Region(label, shape, instance, coords, score) with shape "box", "quad" or "polygon" and coords in the
+        picture's pixels, and result the processor's post_process_generation result as a dict. Settings left
+        at None are the checkpoint's own (3 beams, 1,024 new tokens for the real checkpoints)."""
+        if text is not None and region is not None:
+            raise ValueError("glimpse.Model.task: give text or region, not both")
+        params = self._caption_params(None, max_tokens, None, beams, None, None, False, 1.0, 50, 1.0, 0)
+        guard, first_of_batch = _stream_tokens(params, on_token)
+        sources = _as_list(images, _IMAGE_SOURCES)
+        results = []
+        for first, batch in _batches(sources, 1 if region is not None else 8):
+            first_of_batch[0] = first
+            inputs = [None if text is None else str(text).encode()] * len(batch)
+            if region is not None:
+                inputs = [self._region_tokens(image, region) for image in batch]
+            out = (_c.TaskResult * len(batch))()
+            try:
+                status = _lib.glimpse_run_task(self._context(), _handles(batch), len(batch), str(task).encode(),
+                                               inputs[0], ctypes.byref(params), out)
+                guard.reraise()
+                _check(status)
+                results.extend(_task_result(result) for result in out)
+            finally:
+                for result in out:
+                    _lib.glimpse_task_result_free(ctypes.byref(result))
+        return results
+
+    @staticmethod
+    def _region_tokens(image, region):
+        """The four <loc_N> tokens of region (x0, y0, x1, y1 in image's pixels), as glimpse_task_region makes
+        them."""
+        values = [float(v) for v in region]
+        if len(values) != 4:
+            raise ValueError("glimpse.Model.task: region is x0, y0, x1, y1")
+        out = ctypes.create_string_buffer(64)
+        _check(_lib.glimpse_task_region(image.width, image.height, (ctypes.c_float * 4)(*values), out, 64))
+        return out.value
+
+    def ocr(self, images, regions=False, **settings):
+        """The text in each picture (<OCR>), or each line with its four corners (regions=True:
+        <OCR_WITH_REGION>): task()'s results."""
+        return self.task(images, "<OCR_WITH_REGION>" if regions else "<OCR>", **settings)
+
+    def detect(self, images, phrase=None, open_vocabulary=False, dense=False, proposals=False, **settings):
+        """Objects in each picture with boxes and labels (<OD>); phrase: the boxes of what the phrase names
+        (<CAPTION_TO_PHRASE_GROUNDING>, or <OPEN_VOCABULARY_DETECTION> with open_vocabulary); dense: each region
+        with a short description; proposals: unlabelled regions likely to hold an object."""
+        if phrase is None and open_vocabulary:
+            raise ValueError("glimpse.Model.detect: open_vocabulary needs a phrase")
+        if phrase is not None and (dense or proposals):
+            raise ValueError("glimpse.Model.detect: dense and proposals take no phrase")
+        if dense and proposals:
+            raise ValueError("glimpse.Model.detect: dense or proposals, not both")
+        if phrase is not None:
+            task = "<OPEN_VOCABULARY_DETECTION>" if open_vocabulary else "<CAPTION_TO_PHRASE_GROUNDING>"
+            return self.task(images, task, text=phrase, **settings)
+        return self.task(images, "<DENSE_REGION_CAPTION>" if dense else "<REGION_PROPOSAL>" if proposals else "<OD>",
+                         **settings)
+
+    def segment(self, images, phrase=None, region=None, **settings):
+        """Polygons outlining what phrase names (<REFERRING_EXPRESSION_SEGMENTATION>) or the object in region
+        (x0, y0, x1, y1 in pixels: <REGION_TO_SEGMENTATION>); one of the two."""
+        if (phrase is None) == (region is None):
+            raise ValueError("glimpse.Model.segment: give a phrase or a region (one of them)")
+        if phrase is not None:
+            return self.task(images, "<REFERRING_EXPRESSION_SEGMENTATION>", text=phrase, **settings)
+        return self.task(images, "<REGION_TO_SEGMENTATION>", region=region, **settings)
+
+    def describe(self, images, region, category=False, read=False, **settings):
+        """A region (x0, y0, x1, y1 in pixels) of each picture in words (<REGION_TO_DESCRIPTION>), its category
+        alone (category: <REGION_TO_CATEGORY>) or the text in it (read: <REGION_TO_OCR>)."""
+        if category and read:
+            raise ValueError("glimpse.Model.describe: category or read, not both")
+        task = "<REGION_TO_CATEGORY>" if category else "<REGION_TO_OCR>" if read else "<REGION_TO_DESCRIPTION>"
+        return self.task(images, task, region=region, **settings)
+
     @staticmethod
     def _caption_params(prompt, max_tokens, min_tokens, beams, length_penalty, repetition_penalty, sample,
                         temperature, top_k, top_p, seed):
@@ -565,12 +649,7 @@ class Model(_Handle):
         them (glimpse_ask_images), with on_token wired into params; a list of Caption."""
         question_bytes = None if question is None else str(question).encode()
         sources = _as_list(images, _IMAGE_SOURCES)
-        guard = _CallbackGuard()
-        first_of_batch = [0]
-        if on_token is not None:
-            def token(user, image, token_id, text):
-                return guard.run(on_token, first_of_batch[0] + image, token_id, text.decode(errors="replace"))
-            params.on_token = _c.TokenCallback(token)
+        guard, first_of_batch = _stream_tokens(params, on_token)
         captions = []
         ctx = self._context()
         for first, batch in _batches(sources, 8):
@@ -644,6 +723,36 @@ class Model(_Handle):
 
 
 # ------------------------------------------------------------------ explanation
+
+def _stream_tokens(params, on_token):
+    """Wires on_token(image, id, text_so_far) into params: the guard that keeps its exception and a one-item list
+    the caller sets to the index of each batch's first image (the library numbers images within a call)."""
+    guard, first_of_batch = _CallbackGuard(), [0]
+    if on_token is not None:
+        def token(user, image, token_id, text):
+            return guard.run(on_token, first_of_batch[0] + image, token_id, text.decode(errors="replace"))
+        params.on_token = _c.TokenCallback(token)
+    return guard, first_of_batch
+
+
+TaskResult = namedtuple("TaskResult", "task ids text answer regions result")
+Region = namedtuple("Region", "label shape instance coords score")
+_REGION_SHAPES = ("box", "quad", "polygon")
+
+
+def _task_result(result):
+    """A TaskResult from the library's glimpse_task_result (copied: the caller frees the original)."""
+    import json
+    regions = []
+    for r in result.regions[:result.region_count]:
+        score = float(r.score)
+        regions.append(Region(r.label.decode(errors="replace"), _REGION_SHAPES[r.shape], r.instance,
+                              [float(c) for c in r.coords[:r.coord_count]], None if score != score else score))
+    text = ctypes.string_at(result.text).decode(errors="replace") if result.text else ""
+    answer = ctypes.string_at(result.answer).decode(errors="replace") if result.answer else None
+    parsed = json.loads(ctypes.string_at(result.json).decode(errors="replace")) if result.json else None
+    return TaskResult(result.task.decode(), list(result.ids[:result.id_count]), text, answer, regions, parsed)
+
 
 ExplainMap = namedtuple("ExplainMap", "kind label tokens grid queries", defaults=(None,))
 ExplainMap.__doc__ = """One map of an Explanation: kind ("cross_attention" for a word or the whole text "[text]",

@@ -167,6 +167,24 @@ _declare("glimpse_caption_images", status, P, PP, ctypes.c_size_t, ctypes.POINTE
 _declare("glimpse_caption_free", None, ctypes.POINTER(Caption))
 _declare("glimpse_ask_images", status, P, PP, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(CaptionParams),
          ctypes.POINTER(Caption))
+
+
+class Region(ctypes.Structure):
+    _fields_ = [("label", ctypes.c_char_p), ("shape", ctypes.c_int), ("instance", ctypes.c_size_t),
+                ("coords", c_float_p), ("coord_count", ctypes.c_size_t), ("score", ctypes.c_float)]
+
+
+class TaskResult(ctypes.Structure):
+    _fields_ = [("task", ctypes.c_char_p), ("ids", c_int32_p), ("id_count", ctypes.c_size_t),
+                ("text", ctypes.c_void_p), ("answer", ctypes.c_void_p), ("regions", ctypes.POINTER(Region)),
+                ("region_count", ctypes.c_size_t), ("json", ctypes.c_void_p)]
+
+
+_declare("glimpse_run_task", status, P, PP, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p,
+         ctypes.POINTER(CaptionParams), ctypes.POINTER(TaskResult))
+_declare("glimpse_task_result_free", None, ctypes.POINTER(TaskResult))
+_declare("glimpse_task_region", status, ctypes.c_int, ctypes.c_int, ctypes.c_float * 4, ctypes.c_char_p,
+         ctypes.c_size_t)
 _declare("glimpse_match", status, P, PP, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
          ctypes.c_int, c_float_p)
 _declare("glimpse_index_open", status, ctypes.c_char_p, P, PP)

@@ -240,6 +240,22 @@ def test_bad_inputs_raise_glimpse_errors(demo_clip, demo_caption, tmp_path):
         glimpse.Model("/no-such-model")
 
 
+def test_tasks_need_a_task_model_and_one_input(demo_caption, pictures):
+    for call in (lambda: demo_caption.task(pictures[:1], "<OD>"), lambda: demo_caption.ocr(pictures[:1]),
+                 lambda: demo_caption.describe(pictures[:1], region=(0, 0, 10, 10))):
+        with pytest.raises(glimpse.GlimpseError, match="task model") as error:
+            call()
+        assert error.value.status == "WRONG_MODEL"
+    for call, message in ((lambda: demo_caption.task(pictures[:1], "<OD>", text="x", region=(0, 0, 1, 1)), "not both"),
+                          (lambda: demo_caption.segment(pictures[:1]), "one of them"),
+                          (lambda: demo_caption.detect(pictures[:1], open_vocabulary=True), "needs a phrase"),
+                          (lambda: demo_caption.describe(pictures[:1], (0, 0, 1, 1), category=True, read=True),
+                           "not both"),
+                          (lambda: demo_caption.describe(pictures[:1], (0, 0, 1)), "x0, y0, x1, y1")):
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
 def test_settings_of_the_wrong_type_or_range_are_refused(demo_clip, demo_caption, pictures, tmp_path):
     for bad in ({"beams": -1}, {"beams": 0}, {"beams": "2"}, {"max_tokens": 0}, {"min_tokens": -2},
                 {"beams": 2.5}, {"top_k": -1}, {"seed": -3}):
@@ -589,7 +605,8 @@ STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info
            "SearchResult": "glimpse_search_result", "SearchFilter": "glimpse_search_filter",
            "ExplainMap": "glimpse_explain_map",
            "ExplainTensor": "glimpse_explain_tensor", "Explanation": "glimpse_explanation",
-           "ExplainParams": "glimpse_explain_params", "VideoOptions": "glimpse_video_options"}
+           "ExplainParams": "glimpse_explain_params", "VideoOptions": "glimpse_video_options",
+           "Region": "glimpse_region", "TaskResult": "glimpse_task_result"}
 
 
 def test_structures_match_the_header(tmp_path):
