@@ -176,18 +176,18 @@ static int stream_token(void *user, int32_t id) {
 
 /* The search settings of params after a prompt of prompt_length ids (start token first). */
 static caption_settings settings_of(const glimpse_model *model, const glimpse_caption_params *p, size_t prompt_length) {
-    return (caption_settings){prompt_length + (size_t)p->max_tokens,
-                              prompt_length + (size_t)p->min_tokens,
-                              p->beams,
-                              p->length_penalty,
-                              p->repetition_penalty,
-                              p->sample,
-                              p->temperature,
-                              p->top_k,
-                              p->top_p,
-                              p->seed,
-                              model->end_id,
-                              model->pad_id};
+    return (caption_settings){.max_length = prompt_length + (size_t)p->max_tokens,
+                              .min_length = prompt_length + (size_t)p->min_tokens,
+                              .beams = p->beams,
+                              .length_penalty = p->length_penalty,
+                              .repetition_penalty = p->repetition_penalty,
+                              .sample = p->sample,
+                              .temperature = p->temperature,
+                              .top_k = p->top_k,
+                              .top_p = p->top_p,
+                              .seed = p->seed,
+                              .end_id = model->end_id,
+                              .pad_id = model->pad_id};
 }
 
 glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const glimpse_caption_params *p,
@@ -251,7 +251,7 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
     const glimpse_caption_params *p = &resolved;
     glimpse_status status = caption_params_resolve(model, params, &resolved);
     if (status) return status;
-    if (count > 1 && p->batch_rows != 1 && !ctx->caption_record) {
+    if (count > 1 && p->batch_rows != 1 && !ctx->caption_record && model->family->caption->batch_create) {
         const glimpse_caption_params **each = malloc(count * sizeof *each);
         if (!each) return ERROR_OOM();
         for (size_t i = 0; i < count; i++) each[i] = p;
@@ -420,6 +420,9 @@ glimpse_status caption_images_batched(glimpse_context *ctx, glimpse_image *const
                                       glimpse_caption *out) {
     const glimpse_model *model = ctx->model;
     for (size_t i = 0; i < count; i++) memset(&out[i], 0, sizeof out[i]);
+    if (!model->family->caption->batch_create)
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s captions one picture at a time (batch_rows 1)",
+                         model->architecture);
     batch_run r = {.ctx = ctx, .images = images, .count = count, .out = out};
     r.decode = model->family->caption->decode;
     r.requests = calloc(count, sizeof *r.requests);

@@ -51,7 +51,8 @@ typedef struct family_captioner {
     glimpse_status (*caption_images)(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                      const glimpse_caption_params *p, glimpse_caption *out);
     /* Continuous batching: the state for `shape`; the image whose vision tokens are in ctx->vision_output into
-     * image slot `slot`, with its prompt ids; the state freed (also after a failed batch_create). */
+     * image slot `slot`, with its prompt ids; the state freed (also after a failed batch_create). NULL: the
+     * family captions one picture at a time, however many a call gives. */
     glimpse_status (*batch_create)(glimpse_context *ctx, const family_batch_shape *shape, family_batch *out);
     glimpse_status (*batch_admit)(glimpse_context *ctx, family_batch *batch, size_t slot, const int32_t *prompt,
                                   size_t prompt_length);

@@ -67,11 +67,17 @@ static glimpse_status load_head(bert_model *model, const char *head, const bert_
     if (!status) status = layers_name(name, "%s.%s", head, layout->head_decoder_weight);
     if (!status) status = weight_store_get_matrix_optional(store, &model->head_decoder_weight, vocab, h, name);
     if (!status && !model->head_decoder_weight.data) model->head_decoder_weight = model->word_embeddings;
-    if (!status) status = layers_name(name, "%s.%s", head, layout->head_decoder_bias);
-    if (!status) status = weight_store_get_optional(store, &model->head_decoder_bias, 1, bias_shape, name);
+    if (!status && layout->head_decoder_bias) {
+        status = layers_name(name, "%s.%s", head, layout->head_decoder_bias);
+        if (!status) status = weight_store_get_optional(store, &model->head_decoder_bias, 1, bias_shape, name);
+    }
     if (!status && !model->head_decoder_bias) {
+        size_t row_shape[2] = {1, vocab};
         status = layers_name(name, "%s.%s", head, layout->head_bias);
-        if (!status) status = weight_store_get(store, &model->head_decoder_bias, 1, bias_shape, name);
+        const tensor_entry *bias = status ? NULL : weight_store_find(store, name);
+        bool row = bias && bias->rank == 2; /* BART's final_logits_bias [1, vocab] */
+        if (!status)
+            status = weight_store_get(store, &model->head_decoder_bias, row ? 2 : 1, row ? row_shape : bias_shape, name);
     }
     return status;
 }
@@ -82,7 +88,7 @@ glimpse_status bert_model_load(bert_model *model, const bert_config *config,
     model->config = *config;
     const bert_layout *layout = names->layout;
     size_t h = (size_t)config->hidden_size, vocab = (size_t)config->vocab_size;
-    size_t position_shape[2] = {(size_t)config->max_positions, h};
+    size_t position_shape[2] = {layout->position_offset + (size_t)config->max_positions, h};
     const norm_slot embedding_norm = {layout->embedding_norm, &model->embedding_norm_weight,
                                       &model->embedding_norm_bias};
     char name[LAYERS_NAME_CAPACITY];
@@ -90,6 +96,7 @@ glimpse_status bert_model_load(bert_model *model, const bert_config *config,
     if (!status) status = weight_store_get_matrix(store, &model->word_embeddings, vocab, h, name);
     if (!status) status = layers_name(name, "%s.%s", names->model, layout->position_embeddings);
     if (!status) status = weight_store_get(store, &model->position_embeddings, 2, position_shape, name);
+    if (!status) model->position_embeddings += layout->position_offset * h; /* position 0's row */
     if (!status) status = layers_load_norms(store, names->model, h, &embedding_norm, 1);
     if (status) return status;
     model->layers = calloc((size_t)config->layers, sizeof *model->layers);
@@ -360,10 +367,14 @@ static void decode_table(const bert_model *model, bert_state *s, const caption_s
         row += table[q].step;
         memcpy(s->normed + q * h, s->x + (row - 1) * h, h * sizeof(float));
     }
-    linear(s->q, h, s->normed, h, &model->head_dense_weight, model->head_dense_bias, count, h, h, false, threads);
-    activation_apply(c->act, s->q, count * h);
-    kernel_layernorm(s->q, s->q, model->head_norm_weight, model->head_norm_bias, count, h, c->layer_norm_eps);
-    linear(s->logits, (size_t)c->vocab_size, s->q, h, &model->head_decoder_weight, model->head_decoder_bias, count, h,
+    const float *last = s->normed;
+    if (model->head_dense_weight.data) { /* BERT's transform; BART has none */
+        linear(s->q, h, s->normed, h, &model->head_dense_weight, model->head_dense_bias, count, h, h, false, threads);
+        activation_apply(c->act, s->q, count * h);
+        kernel_layernorm(s->q, s->q, model->head_norm_weight, model->head_norm_bias, count, h, c->layer_norm_eps);
+        last = s->q;
+    }
+    linear(s->logits, (size_t)c->vocab_size, last, h, &model->head_decoder_weight, model->head_decoder_bias, count, h,
            (size_t)c->vocab_size, false, threads);
 }
 

@@ -27,10 +27,44 @@ static void apply_repetition_penalty(float *scores, const int32_t *sequence, siz
     }
 }
 
+/* transformers' NoRepeatNGramLogitsProcessor: the tokens that followed the sequence's last n - 1 tokens wherever
+ * they appeared before (the start token counts) would repeat an n-gram, and get -inf. */
+static void apply_no_repeat_ngram(float *scores, const int32_t *sequence, size_t length, size_t n, int32_t vocab) {
+    if (!n || length + 1 < n) return;
+    const int32_t *prefix = sequence + length - (n - 1);
+    for (size_t start = 0; start + n <= length; start++) {
+        if (memcmp(sequence + start, prefix, (n - 1) * sizeof *sequence) != 0) continue;
+        int32_t banned = sequence[start + n - 1];
+        if (banned >= 0 && banned < vocab) scores[banned] = -INFINITY;
+    }
+}
+
+/* ForcedBOSTokenLogitsProcessor and ForcedEOSTokenLogitsProcessor: every score -inf but the forced token's, 0. */
+static void force_token(float *scores, int32_t id, int32_t vocab) {
+    if (id < 0 || id >= vocab) return;
+    for (int32_t i = 0; i < vocab; i++) scores[i] = -INFINITY;
+    scores[id] = 0;
+}
+
+static bool is_end(const caption_settings *s, int32_t id) {
+    if (id == s->end_id) return true;
+    for (size_t i = 0; i < s->more_end_count; i++)
+        if (id == s->more_end_ids[i]) return true;
+    return false;
+}
+
+/* The processors in the order transformers 4.40's generate applies them. */
 static void apply_processors(float *scores, const int32_t *sequence, size_t length, const caption_settings *s,
                              int32_t vocab) {
     apply_repetition_penalty(scores, sequence, length, s->repetition_penalty, vocab);
-    if (length < s->min_length && s->end_id >= 0 && s->end_id < vocab) scores[s->end_id] = -INFINITY;
+    apply_no_repeat_ngram(scores, sequence, length, s->no_repeat_ngram > 0 ? (size_t)s->no_repeat_ngram : 0, vocab);
+    if (length < s->min_length) {
+        if (s->end_id >= 0 && s->end_id < vocab) scores[s->end_id] = -INFINITY;
+        for (size_t i = 0; i < s->more_end_count; i++)
+            if (s->more_end_ids[i] >= 0 && s->more_end_ids[i] < vocab) scores[s->more_end_ids[i]] = -INFINITY;
+    }
+    if (s->force_bos && length == 1) force_token(scores, s->forced_bos_id, vocab);
+    if (s->force_eos && length + 1 == s->max_length) force_token(scores, s->forced_eos_id, vocab);
 }
 
 static void log_softmax(float *x, int32_t n) {
@@ -119,12 +153,14 @@ typedef struct hypotheses {
     size_t count, beams;
     double worst;
     float length_penalty;
+    bool early_stopping;
 } hypotheses;
 
-/* transformers' BeamHypotheses.add: keep the best `beams` finished sequences,
- * each scored by its summed log-probability / length^length_penalty. */
-static void hypotheses_add(hypotheses *h, const int32_t *ids, size_t length, double sum_logprobs) {
-    double score = sum_logprobs / pow((double)length, h->length_penalty);
+/* transformers' BeamHypotheses.add: keep the best `beams` finished sequences ids[0..length), each scored by its
+ * summed log-probability / scored_length^length_penalty. */
+static void hypotheses_add(hypotheses *h, const int32_t *ids, size_t length, size_t scored_length,
+                           double sum_logprobs) {
+    double score = sum_logprobs / pow((double)scored_length, h->length_penalty);
     if (h->count >= h->beams && !(score > h->worst)) return;
     hypothesis *slot = &h->items[h->count++]; /* count <= beams here: items has beams + 1 */
     slot->score = score;
@@ -150,6 +186,7 @@ static void hypotheses_add(hypotheses *h, const int32_t *ids, size_t length, dou
 
 static int hypotheses_done(const hypotheses *h, double best_sum_logprobs, size_t length) {
     if (h->count < h->beams) return 0;
+    if (h->early_stopping) return 1;
     return h->worst >= best_sum_logprobs / pow((double)length, h->length_penalty);
 }
 
@@ -170,9 +207,12 @@ typedef struct candidate {
 typedef struct beam_search {
     size_t beams, max_length;
     size_t length;                       /* tokens in each live sequence */
+    size_t prompt_length;
+    size_t wanted;                       /* candidates kept per step */
+    bool score_generated;                /* caption_settings.score_generated */
     int32_t *sequences, *next_sequences; /* [beams, max_length] */
     float *scores;                       /* [beams]: each live sequence's summed log-probabilities */
-    candidate *top;                      /* [2·beams]: a step's best (beam, token), best first */
+    candidate *top;                      /* [wanted]: a step's best (beam, token), best first */
     size_t filled;                       /* candidates in top */
     float *next_scores;                  /* [beams]: the step's survivors, */
     int32_t *next_tokens;                /* their new tokens (the next step's input) */
@@ -194,17 +234,20 @@ static void beam_search_free(beam_search *b) {
 static glimpse_status beam_search_start(beam_search *b, const int32_t *prompt, size_t prompt_length,
                                         const caption_settings *s) {
     size_t beams = (size_t)s->beams, max_length = s->max_length;
-    *b = (beam_search){.beams = beams, .max_length = max_length, .length = prompt_length};
+    size_t ends = 1 + s->more_end_count;
+    *b = (beam_search){.beams = beams, .max_length = max_length, .length = prompt_length,
+                       .prompt_length = prompt_length, .score_generated = s->score_generated,
+                       .wanted = (s->score_generated && ends > 1 ? 1 + ends : 2) * beams};
     b->sequences = malloc(beams * max_length * sizeof *b->sequences);
     b->next_sequences = malloc(beams * max_length * sizeof *b->next_sequences);
     b->scores = malloc(beams * sizeof *b->scores);
     b->next_scores = malloc(beams * sizeof *b->next_scores);
     b->next_tokens = malloc(beams * sizeof *b->next_tokens);
     b->next_from = malloc(beams * sizeof *b->next_from);
-    b->top = malloc(2 * beams * sizeof *b->top);
+    b->top = malloc(b->wanted * sizeof *b->top);
     b->prompt_copies = malloc(beams * prompt_length * sizeof *b->prompt_copies);
     b->finished = (hypotheses){calloc(beams + 1, sizeof(hypothesis)), 0, beams, NO_HYPOTHESIS_WORST,
-                               s->length_penalty};
+                               s->length_penalty, s->early_stopping};
     int ok = b->sequences && b->next_sequences && b->scores && b->next_scores && b->next_tokens && b->next_from &&
              b->top && b->prompt_copies && b->finished.items;
     for (size_t i = 0; ok && i <= beams; i++)
@@ -219,10 +262,10 @@ static glimpse_status beam_search_start(beam_search *b, const int32_t *prompt, s
 }
 
 /* Scores of every (beam, token) from the step's logits: log-softmax, the
- * logits processors, plus the beam's sum. Keeps the best 2·beams, ordered
+ * logits processors, plus the beam's sum. Keeps the best b->wanted, ordered
  * by score, earlier (beam, token) first on ties. */
 static void collect_candidates(beam_search *b, float *logits, int32_t vocab, const caption_settings *s) {
-    size_t wanted = 2 * b->beams;
+    size_t wanted = b->wanted;
     b->filled = 0;
     for (size_t beam = 0; beam < b->beams; beam++) {
         float *scores = logits + beam * (size_t)vocab;
@@ -244,13 +287,15 @@ static void collect_candidates(beam_search *b, float *logits, int32_t vocab, con
 /* BeamSearchScorer.process: an end token among the best `beams`
  * candidates finishes its sequence as a hypothesis; the best `beams` other
  * candidates survive. Returns how many survive. */
-static size_t select_survivors(beam_search *b, int32_t end_id) {
+static size_t select_survivors(beam_search *b, const caption_settings *s) {
     size_t kept = 0;
+    /* 4.40 scores over the tokens after the prompt with the end token; 4.27 over the sequence without it */
+    size_t scored = b->score_generated ? b->length + 1 - b->prompt_length : b->length;
     for (size_t rank = 0; rank < b->filled && kept < b->beams; rank++) {
         const candidate *c = &b->top[rank];
-        if (c->token == end_id) {
+        if (is_end(s, c->token)) {
             if (rank >= b->beams) continue;
-            hypotheses_add(&b->finished, b->sequences + c->beam * b->max_length, b->length, c->score);
+            hypotheses_add(&b->finished, b->sequences + c->beam * b->max_length, b->length, scored, c->score);
         } else {
             b->next_scores[kept] = c->score;
             b->next_tokens[kept] = c->token;
@@ -280,9 +325,10 @@ static void advance_beams(beam_search *b) {
  * last, as sorted(...).pop() picks) goes to out, with the end token when
  * it is shorter than max_length. */
 static void finish_beams(beam_search *b, int is_done, int32_t end_id, int32_t *out, size_t *out_length) {
+    size_t scored = b->score_generated ? b->length - b->prompt_length : b->length;
     if (!is_done)
         for (size_t beam = 0; beam < b->beams; beam++)
-            hypotheses_add(&b->finished, b->sequences + beam * b->max_length, b->length, b->scores[beam]);
+            hypotheses_add(&b->finished, b->sequences + beam * b->max_length, b->length, scored, b->scores[beam]);
     size_t best = 0;
     for (size_t i = 1; i < b->finished.count; i++)
         if (b->finished.items[i].score >= b->finished.items[best].score) best = i;
@@ -379,7 +425,7 @@ static glimpse_status feed_single(caption_search *search, float *scores, caption
     search->sequence[search->length++] = chosen;
     if (search->callback && search->callback(search->user, chosen))
         return error_set(GLIMPSE_STATUS_CANCELLED, "captioning was cancelled");
-    if (chosen == s->end_id || search->length >= s->max_length) {
+    if (is_end(s, chosen) || search->length >= s->max_length) {
         memcpy(search->out, search->sequence, search->length * sizeof *search->out);
         search->out_length = search->length;
         search->finished = 1;
@@ -396,9 +442,10 @@ static glimpse_status feed_beams(caption_search *search, float *logits, caption_
     beam_search *b = &search->beams;
     const caption_settings *s = &search->settings;
     collect_candidates(b, logits, search->vocab, s);
-    if (select_survivors(b, s->end_id) < b->beams) /* cannot happen with 2·beams candidates; guard anyway */
+    if (select_survivors(b, s) < b->beams) /* cannot happen with (1 + end tokens)·beams candidates; guard anyway */
         return error_set(GLIMPSE_STATUS_INTERNAL, "beam search ran out of candidates");
-    search->is_done = search->is_done || hypotheses_done(&b->finished, b->top[0].score, b->length);
+    size_t done_length = b->score_generated ? b->length + 1 - b->prompt_length : b->length;
+    search->is_done = search->is_done || hypotheses_done(&b->finished, b->top[0].score, done_length);
     advance_beams(b);
     if (!search->is_done && b->length < b->max_length) {
         next->ids = b->next_tokens;

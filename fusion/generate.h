@@ -6,12 +6,16 @@
 #ifndef GLIMPSE_FUSION_GENERATE_H
 #define GLIMPSE_FUSION_GENERATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/attention_record.h"
 #include "core/error.h"
 #include "core/pool.h"
+
+/* End tokens besides caption_settings.end_id (Qwen2's generation config lists two). */
+#define CAPTION_MAX_MORE_END_IDS 3
 
 typedef struct caption_settings {
     size_t max_length;  /* whole sequence: start token + prompt + generated (transformers' max_length) */
@@ -26,6 +30,17 @@ typedef struct caption_settings {
     uint64_t seed;
     int32_t end_id;     /* [SEP] */
     int32_t pad_id;
+    /* What transformers 4.40's generate adds (every field zero: off, as the families of 4.27 need): */
+    int32_t more_end_ids[CAPTION_MAX_MORE_END_IDS]; /* other tokens that end a sequence as end_id does */
+    size_t more_end_count;
+    int no_repeat_ngram; /* n > 0: a token that would repeat an n-gram of the sequence gets -inf */
+    bool force_bos, force_eos; /* at length 1 (force_bos) and max_length - 1 (force_eos) only that token */
+    int32_t forced_bos_id, forced_eos_id;
+    bool early_stopping; /* beams: done as soon as `beams` hypotheses are finished */
+    /* beams: a hypothesis is scored over the tokens generated after the prompt (the end token counted, open beams
+     * over all they hold), the done test likewise, and the candidates kept are max(2, 1 + end tokens) × beams;
+     * off: over the whole sequence without the end token (4.27) */
+    bool score_generated;
 } caption_settings;
 
 /* A decoder as generation sees it: a KV-cached language model whose image

@@ -14,15 +14,12 @@
 /* OPT's position table starts 2 rows in (OPTLearnedPositionalEmbedding's offset). */
 #define OPT_POSITION_OFFSET 2
 
-/* A JSON boolean, or fallback when missing or null. */
+/* config_bool_or into one of opt_config's int flags. */
 static glimpse_status read_flag(const cJSON *json, const char *where, const char *key, int fallback, int *out) {
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, key);
-    *out = fallback;
-    if (!item || cJSON_IsNull(item)) return GLIMPSE_STATUS_OK;
-    if (!cJSON_IsBool(item))
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: \"%s\" must be true or false", where, key);
-    *out = cJSON_IsTrue(item);
-    return GLIMPSE_STATUS_OK;
+    bool value;
+    glimpse_status status = config_bool_or(json, where, key, fallback, &value);
+    *out = value;
+    return status;
 }
 
 glimpse_status opt_config_read(const cJSON *json, const char *where, opt_config *config) {

@@ -119,3 +119,13 @@ glimpse_status config_doubles(const cJSON *object, const char *where, const char
     }
     return GLIMPSE_STATUS_OK;
 }
+
+glimpse_status config_bool_or(const cJSON *object, const char *where, const char *key, bool fallback, bool *out) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, key);
+    *out = fallback;
+    if (!item || cJSON_IsNull(item)) return GLIMPSE_STATUS_OK;
+    if (!cJSON_IsBool(item))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: \"%s\" must be true or false", where, key);
+    *out = cJSON_IsTrue(item);
+    return GLIMPSE_STATUS_OK;
+}

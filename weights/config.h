@@ -5,6 +5,7 @@
 #define GLIMPSE_WEIGHTS_CONFIG_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,8 @@ glimpse_status config_double_or(const cJSON *object, const char *where, const ch
  * object (or is fallback). */
 glimpse_status config_string_or(const cJSON *object, const char *where, const char *key, const char *fallback,
                                 const char **out);
+/* true or false, or fallback when missing/null. */
+glimpse_status config_bool_or(const cJSON *object, const char *where, const char *key, bool fallback, bool *out);
 /* An array of exactly `count` numbers. */
 glimpse_status config_doubles(const cJSON *object, const char *where, const char *key, int count, double *out);
 

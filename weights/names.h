@@ -54,15 +54,16 @@ typedef struct bert_layer_names {
  * captioning decoder and the retrieval encoder, bert_names). */
 typedef struct bert_layout {
     const char *word_embeddings;     /* tensor [vocab, hidden] */
-    const char *position_embeddings; /* tensor [max_positions, hidden] */
+    const char *position_embeddings; /* tensor [position_offset + max_positions, hidden] */
+    size_t position_offset;          /* rows before position 0 (BART's learned positions: 2), else 0 */
     const char *embedding_norm;      /* module */
     const char *layers;              /* stack of layers named by `layer` */
     bert_layer_names layer;
     /* the language-model head, below bert_names.head */
-    const char *head_dense, *head_norm; /* modules */
+    const char *head_dense, *head_norm; /* modules, or NULL: logits straight from the last layer (BART) */
     const char *head_decoder_weight;    /* tensor [vocab, hidden]; absent: tied to word_embeddings */
     const char *head_decoder_bias;      /* tensor [vocab]; absent: head_bias, which must be there */
-    const char *head_bias;
+    const char *head_bias;              /* tensor [vocab], or [1, vocab] (BART's final_logits_bias) */
 } bert_layout;
 
 /* One BERT text model of a checkpoint: model.embeddings.word_embeddings.weight and so on. */
@@ -71,6 +72,12 @@ typedef struct bert_names {
     const char *head;  /* prefix of the LM head's names, or NULL: none (a text encoder) */
     const bert_layout *layout;
 } bert_names;
+
+/* BART (fusion/bart.h): its encoder (no cross-attention, no head) and its decoder (with both) as two BERT
+ * models of one checkpoint, each with its own position table and layers, sharing the word embeddings. */
+typedef struct bart_names {
+    bert_names encoder, decoder;
+} bart_names;
 
 /* BLIP's retrieval heads (fusion/itm.h); every field a module. */
 typedef struct itm_names {
@@ -164,5 +171,36 @@ typedef struct vit_gpt2_names {
 } vit_gpt2_names;
 
 extern const vit_gpt2_names names_vit_gpt2; /* weights/names_vit_gpt2.c */
+
+/* DaViT (vision/davit.h), Florence-2's vision tower: stage s's patch embedding below CONVS.s, its blocks below
+ * BLOCKS.s.i, each a spatial block (window attention) and a channel block (channel attention). */
+typedef struct davit_block_names {
+    const char *conv1;          /* depthwise 3×3 conv module (weight [C, 1, 3, 3], bias [C]) before attention */
+    const char *attention_norm; /* LayerNorm module */
+    const char *qkv, *proj;     /* modules [3C, C] and [C, C] */
+    const char *conv2;          /* depthwise conv module after attention */
+    const char *ffn_norm;       /* LayerNorm module */
+    const char *fc1, *fc2;      /* modules [4C, C], [C, 4C] */
+} davit_block_names;
+
+typedef struct davit_names {
+    const char *convs;            /* stack of patch embeddings */
+    const char *conv, *conv_norm; /* relative to one: the conv module (weight [C, C_in, k, k], bias) and LayerNorm */
+    const char *blocks;           /* stack of stages, each a stack of block pairs */
+    const char *spatial, *channel; /* relative to a pair */
+    davit_block_names spatial_block, channel_block;
+} davit_names;
+
+/* Florence2ForConditionalGeneration: DaViT, the image projection with its position embeddings, and BART. */
+typedef struct florence2_names {
+    davit_names vision;
+    const char *column_embeddings, *row_embeddings; /* tensors [positions, dim / 2] (learned_abs_2d) */
+    const char *temporal_embeddings;                 /* tensor [frames, dim]: row 0 is a still picture's */
+    const char *image_projection;                    /* tensor [dim, projection_dim], used as x · P */
+    const char *image_projection_norm;               /* LayerNorm module */
+    bart_names language;
+} florence2_names;
+
+extern const florence2_names names_florence2; /* weights/names_florence2.c */
 
 #endif
