@@ -187,7 +187,8 @@ static caption_settings settings_of(const glimpse_model *model, const glimpse_ca
                               p->top_p,
                               p->seed,
                               model->end_id,
-                              model->pad_id};
+                              model->pad_id,
+                              0 /* score_generated: beams scored as transformers 4.27 scores them */};
 }
 
 glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const glimpse_caption_params *p,

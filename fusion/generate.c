@@ -122,9 +122,10 @@ typedef struct hypotheses {
 } hypotheses;
 
 /* transformers' BeamHypotheses.add: keep the best `beams` finished sequences,
- * each scored by its summed log-probability / length^length_penalty. */
-static void hypotheses_add(hypotheses *h, const int32_t *ids, size_t length, double sum_logprobs) {
-    double score = sum_logprobs / pow((double)length, h->length_penalty);
+ * each scored by its summed log-probability / scored_length^length_penalty. */
+static void hypotheses_add(hypotheses *h, const int32_t *ids, size_t length, double sum_logprobs,
+                           size_t scored_length) {
+    double score = sum_logprobs / pow((double)scored_length, h->length_penalty);
     if (h->count >= h->beams && !(score > h->worst)) return;
     hypothesis *slot = &h->items[h->count++]; /* count <= beams here: items has beams + 1 */
     slot->score = score;
@@ -179,7 +180,15 @@ typedef struct beam_search {
     size_t *next_from;                   /* and the sequence each continues */
     int32_t *prompt_copies;              /* [beams, prompt_length]: the first step's input */
     hypotheses finished;
+    size_t prompt_length;
+    int score_generated;                 /* caption_settings.score_generated */
 } beam_search;
+
+/* The length a sequence of `length` tokens (plus an end token when `ended`) is scored over: the whole sequence
+ * without the end token (transformers before 4.38), or the tokens generated, the end token counted. */
+static size_t scored_length(const beam_search *b, size_t length, int ended) {
+    return b->score_generated ? length - b->prompt_length + (ended ? 1 : 0) : length;
+}
 
 static void beam_search_free(beam_search *b) {
     if (b->finished.items)
@@ -194,7 +203,8 @@ static void beam_search_free(beam_search *b) {
 static glimpse_status beam_search_start(beam_search *b, const int32_t *prompt, size_t prompt_length,
                                         const caption_settings *s) {
     size_t beams = (size_t)s->beams, max_length = s->max_length;
-    *b = (beam_search){.beams = beams, .max_length = max_length, .length = prompt_length};
+    *b = (beam_search){.beams = beams, .max_length = max_length, .length = prompt_length,
+                       .prompt_length = prompt_length, .score_generated = s->score_generated};
     b->sequences = malloc(beams * max_length * sizeof *b->sequences);
     b->next_sequences = malloc(beams * max_length * sizeof *b->next_sequences);
     b->scores = malloc(beams * sizeof *b->scores);
@@ -250,7 +260,8 @@ static size_t select_survivors(beam_search *b, int32_t end_id) {
         const candidate *c = &b->top[rank];
         if (c->token == end_id) {
             if (rank >= b->beams) continue;
-            hypotheses_add(&b->finished, b->sequences + c->beam * b->max_length, b->length, c->score);
+            hypotheses_add(&b->finished, b->sequences + c->beam * b->max_length, b->length, c->score,
+                           scored_length(b, b->length, 1));
         } else {
             b->next_scores[kept] = c->score;
             b->next_tokens[kept] = c->token;
@@ -282,7 +293,8 @@ static void advance_beams(beam_search *b) {
 static void finish_beams(beam_search *b, int is_done, int32_t end_id, int32_t *out, size_t *out_length) {
     if (!is_done)
         for (size_t beam = 0; beam < b->beams; beam++)
-            hypotheses_add(&b->finished, b->sequences + beam * b->max_length, b->length, b->scores[beam]);
+            hypotheses_add(&b->finished, b->sequences + beam * b->max_length, b->length, b->scores[beam],
+                           scored_length(b, b->length, 0));
     size_t best = 0;
     for (size_t i = 1; i < b->finished.count; i++)
         if (b->finished.items[i].score >= b->finished.items[best].score) best = i;
@@ -398,7 +410,7 @@ static glimpse_status feed_beams(caption_search *search, float *logits, caption_
     collect_candidates(b, logits, search->vocab, s);
     if (select_survivors(b, s->end_id) < b->beams) /* cannot happen with 2·beams candidates; guard anyway */
         return error_set(GLIMPSE_STATUS_INTERNAL, "beam search ran out of candidates");
-    search->is_done = search->is_done || hypotheses_done(&b->finished, b->top[0].score, b->length);
+    search->is_done = search->is_done || hypotheses_done(&b->finished, b->top[0].score, scored_length(b, b->length, 1));
     advance_beams(b);
     if (!search->is_done && b->length < b->max_length) {
         next->ids = b->next_tokens;
@@ -486,6 +498,19 @@ static glimpse_status embed_row(float *x, const kernel_weight *token_embeddings,
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
                          vocab_size);
     kernel_weight_row_add(x, token_embeddings, (size_t)id, hidden, position_embeddings + position * hidden);
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status caption_embed_ids(float *out, const kernel_weight *token_embeddings, size_t hidden,
+                                 int32_t vocab_size, const int32_t *ids, size_t count) {
+    size_t row_bytes = hidden * weight_type_bytes(token_embeddings->type);
+    for (size_t i = 0; i < count; i++) {
+        if (ids[i] < 0 || ids[i] >= vocab_size)
+            return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", ids[i],
+                             vocab_size);
+        kernel_widen(out + i * hidden, (const char *)token_embeddings->data + (size_t)ids[i] * row_bytes,
+                     token_embeddings->type, hidden);
+    }
     return GLIMPSE_STATUS_OK;
 }
 

@@ -26,6 +26,9 @@ typedef struct caption_settings {
     uint64_t seed;
     int32_t end_id;     /* [SEP] */
     int32_t pad_id;
+    /* Beam hypotheses scored over the tokens generated, the end token counted (transformers from 4.38: LLaVA's
+     * reference); 0: over the whole sequence without the end token (4.27: BLIP, BLIP-2, ViT-GPT2). */
+    int score_generated;
 } caption_settings;
 
 /* A decoder as generation sees it: a KV-cached language model whose image
@@ -63,6 +66,11 @@ glimpse_status caption_decoder_check_room(const caption_decoder_room *room, size
 glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room, const kernel_weight *token_embeddings,
                                      const float *position_embeddings, size_t hidden, int32_t vocab_size,
                                      const int32_t *ids, size_t sequences, size_t step);
+
+/* out[count, hidden] = token_embeddings rows of ids (each checked against the vocabulary): the input of a
+ * decoder whose positions are not added to its embeddings (OPT adds its own; Llama rotates). */
+glimpse_status caption_embed_ids(float *out, const kernel_weight *token_embeddings, size_t hidden,
+                                 int32_t vocab_size, const int32_t *ids, size_t count);
 
 /* One sequence of a decoder step over a table of sequences (a batched step: many pictures' captions, each
  * beam a sequence): `step` new tokens ids[0..step) appended to cache slot `slot` after the `length` positions
