@@ -205,7 +205,7 @@ glimpse_status llama_state_create(const llama_model *model, size_t max_sequences
                        &s->scores, &s->logits};
     size_t sizes[] = {cache, cache, cache, cache, max_length * d / 2, max_length * d / 2, rows * h,
                       rows * h, rows * q_width, rows * kv_width, rows * kv_width, rows * q_width, rows * inter,
-                      rows * inter, rows * h, max_sequences * h, max_step * max_length,
+                      rows * inter, rows * h, max_sequences * h, (size_t)c->heads * max_step * max_length,
                       max_sequences * (size_t)c->vocab_size};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];

@@ -72,7 +72,7 @@ typedef struct llama_state {
     float *normed, *q, *k, *v, *context, *gate, *up; /* [rows, hidden] .. [rows, intermediate] */
     float *embedded;                  /* [rows, hidden]: the decoder's embedding scratch */
     float *last;                      /* [max_sequences, hidden] */
-    float *scores;                    /* [max_step, max_length]: one head's scores */
+    float *scores;                    /* [heads, max_step, max_length]: attention's scratch */
     float *logits;                    /* [max_sequences, vocab] */
     float *memory;                    /* the one allocation the above are carved from */
 } llama_state;

@@ -288,6 +288,47 @@ static void test_greedy(void **state) {
     fprintf(stderr, "%s: %d greedy cases identical\n", f->name, k);
 }
 
+static float *case0_logits(const llava_fixture *f);
+
+/* rows [kv_heads·d, in] (or a bias, in = 1) with each key/value head's block repeated for the `group` query
+ * heads that share it: [heads·d, in]. Caller frees. */
+static float *repeat_heads(const float *rows, size_t kv_heads, size_t group, size_t d, size_t in) {
+    float *out = malloc(kv_heads * group * d * in * sizeof(float));
+    for (size_t head = 0; head < kv_heads * group; head++)
+        memcpy(out + head * d * in, rows + head / group * d * in, d * in * sizeof(float));
+    return out;
+}
+
+/* The same model with its key/value heads repeated, one per query head (transformers' repeat_kv in the
+ * weights): attention then takes kernel_attention's all-heads path, and case 0's logits stay the reference's. */
+static void test_unshared_heads(void **state) {
+    llava_fixture *f = *state;
+    if (!f) skip();
+    const llama_model *m = &f->model.text;
+    size_t layers = (size_t)m->config.layers, h = (size_t)m->config.hidden_size, d = (size_t)m->config.head_dim;
+    size_t kv_heads = (size_t)m->config.kv_heads, group = (size_t)m->config.heads / kv_heads;
+    llava_fixture wide = *f;
+    wide.model.text.config.kv_heads = m->config.heads;
+    wide.model.text.layers = malloc(layers * sizeof *m->layers);
+    float **owned = calloc(4 * layers, sizeof *owned);
+    for (size_t l = 0; l < layers; l++) {
+        llama_layer *layer = &wide.model.text.layers[l];
+        *layer = m->layers[l];
+        assert_int_equal(layer->k_weight.type, WEIGHT_TYPE_F32);
+        owned[4 * l] = repeat_heads(layer->k_weight.data, kv_heads, group, d, h);
+        owned[4 * l + 1] = repeat_heads(layer->v_weight.data, kv_heads, group, d, h);
+        layer->k_weight.data = owned[4 * l], layer->v_weight.data = owned[4 * l + 1];
+        if (layer->k_bias) {
+            layer->k_bias = owned[4 * l + 2] = repeat_heads(layer->k_bias, kv_heads, group, d, 1);
+            layer->v_bias = owned[4 * l + 3] = repeat_heads(layer->v_bias, kv_heads, group, d, 1);
+        }
+    }
+    float *logits = case0_logits(&wide);
+    compare(f, "last_logits", 0, logits, (size_t)m->config.vocab_size, TOLERANCE);
+    for (size_t i = 0; i < 4 * layers; i++) free(owned[i]);
+    free(owned), free(logits), free(wide.model.text.layers);
+}
+
 /* beam3.ids exactly, where the fixture has one end id (Llama's </s>): the beams' shared first step, then
  * the cache reordered as the beams move. Qwen2's two end ids (a hypothesis closed by 956 ends in 958) need
  * generation with several end ids, which caption_generate does not have here. */
@@ -485,6 +526,7 @@ int main(void) {
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_beams),
         cmocka_unit_test(test_merge_refusals),
+        cmocka_unit_test(test_unshared_heads),
     };
     const struct CMUnitTest half[] = {cmocka_unit_test(test_published_configs),
                                       cmocka_unit_test(test_float16_newer_names)};
