@@ -34,8 +34,8 @@ static glimpse_status refuse_variants(const cJSON *json, const char *where) {
     static const char *const refused[] = {"scale_embedding", "normalize_before", "add_final_layer_norm",
                                           "add_bias_logits"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        bool on;
-        glimpse_status status = config_bool_or(json, where, refused[i], false, &on);
+        int on;
+        glimpse_status status = config_bool_or(json, where, refused[i], 0, &on);
         if (status) return status;
         if (on) return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: %s true is not supported", where, refused[i]);
     }
@@ -61,7 +61,7 @@ static glimpse_status read_generation(const cJSON *json, const char *where, int 
         (status = config_int_or(json, where, "num_beams", 1, GLIMPSE_CAPTION_MAX_BEAMS, 1, &g->beams)) ||
         (status = config_int_or(json, where, "max_length", 1, CONFIG_MAX_POSITIONS, 20, &g->max_length)) ||
         (status = config_int_or(json, where, "min_length", 0, CONFIG_MAX_POSITIONS, 0, &g->min_length)) ||
-        (status = config_bool_or(json, where, "early_stopping", false, &g->early_stopping)) ||
+        (status = config_bool_or(json, where, "early_stopping", 0, &g->early_stopping)) ||
         (status = config_double_or(json, where, "length_penalty", 1.0, &penalty)))
         return status;
     if (g->start_id < 0 || g->eos_id < 0)

@@ -25,7 +25,7 @@ typedef struct bart_generation {
     int forced_bos_id, forced_eos_id; /* -1: none */
     int no_repeat_ngram;        /* 0: off */
     int beams, max_length, min_length;
-    bool early_stopping;
+    int early_stopping;
     float length_penalty;
 } bart_generation;
 

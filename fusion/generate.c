@@ -229,6 +229,12 @@ static void beam_search_free(beam_search *b) {
     free(b->next_from), free(b->top), free(b->prompt_copies);
 }
 
+/* The length a sequence of `length` tokens (plus an end token when `ended`) is scored over: the whole sequence
+ * without the end token (transformers before 4.38), or the tokens generated, the end token counted. */
+static size_t scored_length(const beam_search *b, size_t length, int ended) {
+    return b->score_generated ? length - b->prompt_length + (ended ? 1 : 0) : length;
+}
+
 /* Every beam holds the prompt; only the first is live. On failure the
  * caller still frees with beam_search_free. */
 static glimpse_status beam_search_start(beam_search *b, const int32_t *prompt, size_t prompt_length,
@@ -289,8 +295,7 @@ static void collect_candidates(beam_search *b, float *logits, int32_t vocab, con
  * candidates survive. Returns how many survive. */
 static size_t select_survivors(beam_search *b, const caption_settings *s) {
     size_t kept = 0;
-    /* 4.40 scores over the tokens after the prompt with the end token; 4.27 over the sequence without it */
-    size_t scored = b->score_generated ? b->length + 1 - b->prompt_length : b->length;
+    size_t scored = scored_length(b, b->length, 1);
     for (size_t rank = 0; rank < b->filled && kept < b->beams; rank++) {
         const candidate *c = &b->top[rank];
         if (is_end(s, c->token)) {
@@ -325,7 +330,7 @@ static void advance_beams(beam_search *b) {
  * last, as sorted(...).pop() picks) goes to out, with the end token when
  * it is shorter than max_length. */
 static void finish_beams(beam_search *b, int is_done, int32_t end_id, int32_t *out, size_t *out_length) {
-    size_t scored = b->score_generated ? b->length - b->prompt_length : b->length;
+    size_t scored = scored_length(b, b->length, 0);
     if (!is_done)
         for (size_t beam = 0; beam < b->beams; beam++)
             hypotheses_add(&b->finished, b->sequences + beam * b->max_length, b->length, scored, b->scores[beam]);
@@ -444,8 +449,7 @@ static glimpse_status feed_beams(caption_search *search, float *logits, caption_
     collect_candidates(b, logits, search->vocab, s);
     if (select_survivors(b, s) < b->beams) /* cannot happen with (1 + end tokens)·beams candidates; guard anyway */
         return error_set(GLIMPSE_STATUS_INTERNAL, "beam search ran out of candidates");
-    size_t done_length = b->score_generated ? b->length + 1 - b->prompt_length : b->length;
-    search->is_done = search->is_done || hypotheses_done(&b->finished, b->top[0].score, done_length);
+    search->is_done = search->is_done || hypotheses_done(&b->finished, b->top[0].score, scored_length(b, b->length, 1));
     advance_beams(b);
     if (!search->is_done && b->length < b->max_length) {
         next->ids = b->next_tokens;
@@ -533,6 +537,19 @@ static glimpse_status embed_row(float *x, const kernel_weight *token_embeddings,
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", id,
                          vocab_size);
     kernel_weight_row_add(x, token_embeddings, (size_t)id, hidden, position_embeddings + position * hidden);
+    return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status caption_embed_ids(float *out, const kernel_weight *token_embeddings, size_t hidden,
+                                 int32_t vocab_size, const int32_t *ids, size_t count) {
+    size_t row_bytes = hidden * weight_type_bytes(token_embeddings->type);
+    for (size_t i = 0; i < count; i++) {
+        if (ids[i] < 0 || ids[i] >= vocab_size)
+            return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", ids[i],
+                             vocab_size);
+        kernel_widen(out + i * hidden, (const char *)token_embeddings->data + (size_t)ids[i] * row_bytes,
+                     token_embeddings->type, hidden);
+    }
     return GLIMPSE_STATUS_OK;
 }
 

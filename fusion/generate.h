@@ -79,6 +79,11 @@ glimpse_status caption_decoder_embed(float *x, const caption_decoder_room *room,
                                      const float *position_embeddings, size_t hidden, int32_t vocab_size,
                                      const int32_t *ids, size_t sequences, size_t step);
 
+/* out[count, hidden] = token_embeddings rows of ids (each checked against the vocabulary): the input of a
+ * decoder whose positions are not added to its embeddings (OPT adds its own; Llama rotates). */
+glimpse_status caption_embed_ids(float *out, const kernel_weight *token_embeddings, size_t hidden,
+                                 int32_t vocab_size, const int32_t *ids, size_t count);
+
 /* One sequence of a decoder step over a table of sequences (a batched step: many pictures' captions, each
  * beam a sequence): `step` new tokens ids[0..step) appended to cache slot `slot` after the `length` positions
  * it holds, attending to image slot `image`. */

@@ -14,14 +14,6 @@
 /* OPT's position table starts 2 rows in (OPTLearnedPositionalEmbedding's offset). */
 #define OPT_POSITION_OFFSET 2
 
-/* config_bool_or into one of opt_config's int flags. */
-static glimpse_status read_flag(const cJSON *json, const char *where, const char *key, int fallback, int *out) {
-    bool value;
-    glimpse_status status = config_bool_or(json, where, key, fallback, &value);
-    *out = value;
-    return status;
-}
-
 glimpse_status opt_config_read(const cJSON *json, const char *where, opt_config *config) {
     *config = (opt_config){0};
     glimpse_status status;
@@ -35,10 +27,10 @@ glimpse_status opt_config_read(const cJSON *json, const char *where, opt_config 
                                 &config->max_positions)) ||
         (status = config_int_or(json, where, "word_embed_proj_dim", 1, CONFIG_MAX_WIDTH, config->hidden_size,
                                 &config->word_embed_proj_dim)) ||
-        (status = read_flag(json, where, "do_layer_norm_before", 1, &config->layer_norm_before)) ||
-        (status = read_flag(json, where, "_remove_final_layer_norm", 0, &remove_final)) ||
-        (status = read_flag(json, where, "layer_norm_elementwise_affine", 1, &affine)) ||
-        (status = read_flag(json, where, "enable_bias", 1, &bias)) ||
+        (status = config_bool_or(json, where, "do_layer_norm_before", 1, &config->layer_norm_before)) ||
+        (status = config_bool_or(json, where, "_remove_final_layer_norm", 0, &remove_final)) ||
+        (status = config_bool_or(json, where, "layer_norm_elementwise_affine", 1, &affine)) ||
+        (status = config_bool_or(json, where, "enable_bias", 1, &bias)) ||
         (status = config_int_or(json, where, "bos_token_id", 0, config->vocab_size - 1, 2, &config->bos_id)) ||
         (status = config_int_or(json, where, "eos_token_id", 0, config->vocab_size - 1, 2, &config->eos_id)) ||
         (status = config_int_or(json, where, "pad_token_id", 0, config->vocab_size - 1, 1, &config->pad_id)) ||
@@ -166,16 +158,8 @@ static float *cache_at(const opt_model *model, const opt_state *s, float *base, 
 }
 
 glimpse_status opt_embed(const opt_model *model, const int32_t *ids, size_t count, float *out) {
-    size_t proj = (size_t)model->config.word_embed_proj_dim;
-    for (size_t i = 0; i < count; i++) {
-        if (ids[i] < 0 || ids[i] >= model->config.vocab_size)
-            return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", ids[i],
-                             model->config.vocab_size);
-        kernel_widen(out + i * proj, (const char *)model->embed_tokens.data +
-                                         (size_t)ids[i] * proj * weight_type_bytes(model->embed_tokens.type),
-                     model->embed_tokens.type, proj);
-    }
-    return GLIMPSE_STATUS_OK;
+    return caption_embed_ids(out, &model->embed_tokens, (size_t)model->config.word_embed_proj_dim,
+                             model->config.vocab_size, ids, count);
 }
 
 /* One layer over the rows of a table of sequences in s->x, each sequence's new positions at its length ..;

@@ -77,7 +77,8 @@ glimpse_status vit_model_load(vit_model *model, const vit_config *config, const 
     if (!status && names->projection)
         status = layers_load_linear(store, names->projection, (size_t)config->projection_dim, hidden, &w->projection,
                                     NULL);
-    if (!status) status = layers_load_norm(store, names->post_norm, hidden, &w->post_norm_weight, &w->post_norm_bias);
+    if (!status && names->post_norm) /* absent from LLaVA's table: it reads a hidden layer */
+        status = layers_load_norm(store, names->post_norm, hidden, &w->post_norm_weight, &w->post_norm_bias);
     if (!status && names->head)
         status = layers_load_attention_pool(store, names->head_names, names->head, hidden,
                                             (size_t)config->intermediate_size, &w->head, &w->head_probe);

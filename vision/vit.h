@@ -37,7 +37,7 @@ typedef struct vit_weights {
     const float *position_embedding; /* [tokens, hidden] */
     const float *pre_norm_weight, *pre_norm_bias;   /* [hidden] (CLIP) or NULL */
     encoder_layer *layers;                          /* [layers] */
-    const float *post_norm_weight, *post_norm_bias; /* [hidden] */
+    const float *post_norm_weight, *post_norm_bias; /* [hidden], or NULL (no post_norm name) */
     const float *projection;                        /* [projection_dim, hidden] (CLIP) or NULL */
     /* SigLIP's attention-pooling head (encoder_attention_pool), else zeros */
     const float *head_probe; /* [hidden] */

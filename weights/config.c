@@ -107,6 +107,16 @@ glimpse_status config_string_or(const cJSON *object, const char *where, const ch
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status config_bool_or(const cJSON *object, const char *where, const char *key, int fallback, int *out) {
+    const cJSON *item = field(object, key);
+    *out = fallback;
+    if (!item) return GLIMPSE_STATUS_OK;
+    if (!cJSON_IsBool(item))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: \"%s\" must be true or false", where, key);
+    *out = cJSON_IsTrue(item);
+    return GLIMPSE_STATUS_OK;
+}
+
 glimpse_status config_doubles(const cJSON *object, const char *where, const char *key, int count, double *out) {
     const cJSON *item = field(object, key);
     if (!cJSON_IsArray(item) || cJSON_GetArraySize(item) != count)
@@ -117,15 +127,5 @@ glimpse_status config_doubles(const cJSON *object, const char *where, const char
             return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: \"%s\" must be a list of %d numbers", where, key, count);
         out[i] = value->valuedouble;
     }
-    return GLIMPSE_STATUS_OK;
-}
-
-glimpse_status config_bool_or(const cJSON *object, const char *where, const char *key, bool fallback, bool *out) {
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, key);
-    *out = fallback;
-    if (!item || cJSON_IsNull(item)) return GLIMPSE_STATUS_OK;
-    if (!cJSON_IsBool(item))
-        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: \"%s\" must be true or false", where, key);
-    *out = cJSON_IsTrue(item);
     return GLIMPSE_STATUS_OK;
 }

@@ -44,8 +44,8 @@ glimpse_status config_double_or(const cJSON *object, const char *where, const ch
  * object (or is fallback). */
 glimpse_status config_string_or(const cJSON *object, const char *where, const char *key, const char *fallback,
                                 const char **out);
-/* true or false, or fallback when missing/null. */
-glimpse_status config_bool_or(const cJSON *object, const char *where, const char *key, bool fallback, bool *out);
+/* A boolean field (1 or 0), or fallback when missing/null. */
+glimpse_status config_bool_or(const cJSON *object, const char *where, const char *key, int fallback, int *out);
 /* An array of exactly `count` numbers. */
 glimpse_status config_doubles(const cJSON *object, const char *where, const char *key, int count, double *out);
 

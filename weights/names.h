@@ -25,7 +25,7 @@ typedef struct vit_names {
     const char *pre_norm;           /* module, or NULL */
     const char *layers;             /* stack of encoder layers named by `layer` */
     const encoder_layer_names *layer;
-    const char *post_norm;  /* module */
+    const char *post_norm;  /* module, or NULL: not loaded (LLaVA's towers; vit_pooled and vit_post_norm_all unusable) */
     const char *projection; /* module without bias [projection_dim, hidden], or NULL */
     const char *head;       /* attention-pooling head named by `head_names`, or NULL */
     const attention_pool_names *head_names;
@@ -202,5 +202,39 @@ typedef struct florence2_names {
 } florence2_names;
 
 extern const florence2_names names_florence2; /* weights/names_florence2.c */
+/* A Llama or Qwen2 decoder layer (fusion/llama.h's llama_layer), relative to the layer: norms are tensors
+ * (RMSNorm: NAME.weight only), projections modules (NAME.weight, and NAME.bias where the config says). */
+typedef struct llama_layer_names {
+    const char *input_norm, *post_attention_norm; /* modules: their .weight [hidden] */
+    const char *q, *k, *v, *o;                    /* self_attn.q_proj ... */
+    const char *gate, *up, *down;                 /* mlp.gate_proj ... */
+} llama_layer_names;
+
+/* LlamaForCausalLM / Qwen2ForCausalLM, relative to the prefixes the loader is given (a LLaVA checkpoint holds
+ * the model below "language_model.model." or, in newer files, "model.language_model."). */
+typedef struct llama_names {
+    const char *embed_tokens; /* tensor [vocab, hidden], below the model prefix */
+    const char *layers;       /* stack of layers named by `layer`, below the model prefix */
+    llama_layer_names layer;
+    const char *final_norm;   /* module (RMSNorm), below the model prefix */
+    const char *lm_head;      /* tensor [vocab, hidden] below the head prefix; absent: tied to embed_tokens */
+} llama_names;
+
+extern const llama_names names_llama; /* weights/names_llava.c */
+
+/* LlavaForConditionalGeneration: a CLIP or SigLIP vision tower (vision_config's model_type says which; its
+ * post_layernorm and SigLIP's head NULL: LLaVA reads a hidden layer), the projector and a Llama or Qwen2
+ * decoder. Names whole, as one layout of the checkpoint spells them: transformers 4.40's state_dict
+ * ("vision_tower.…", "language_model.model.…") or, from 4.52, "model.vision_tower.…", "lm_head.weight". */
+typedef struct llava_names {
+    vit_names clip_vision, siglip_vision;
+    const char *projector_1, *projector_2; /* modules [text hidden, vision hidden], [text hidden, text hidden] */
+    const char *language_model;           /* prefix of the decoder's names (llama_names) */
+    const char *head;                     /* prefix of its lm_head */
+    const llama_names *text;
+} llava_names;
+
+/* [0]: transformers 4.40's names, [1]: the newer ones (weights/names_llava.c). */
+extern const llava_names names_llava[2];
 
 #endif
