@@ -4,9 +4,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fusion/bart.h"
 #include "fusion/bert.h"
 #include "fusion/gpt2.h"
 #include "text/clip_text.h"
+#include "vision/davit.h"
 #include "vision/preprocess.h"
 #include "vision/vit.h"
 
@@ -25,6 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     clip_text_config_read(text ? text : json, "fuzz", CLIP_TEXT_VARIANT_CLIP, 512, &t);
     clip_text_config_read(text ? text : json, "fuzz", CLIP_TEXT_VARIANT_SIGLIP, 512, &t);
     bert_config_read(text ? text : json, "fuzz", 768, &b);
+    bart_config bart; /* Florence-2's two towers */
+    davit_config davit;
+    bart_config_read(text ? text : json, "fuzz", &bart);
+    davit_config_read(vision ? vision : json, "fuzz", 768, &davit);
     const cJSON *encoder = cJSON_GetObjectItemCaseSensitive(json, "encoder"); /* VisionEncoderDecoderConfig's */
     const cJSON *decoder = cJSON_GetObjectItemCaseSensitive(json, "decoder");
     gpt2_config g;

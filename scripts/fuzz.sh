@@ -16,7 +16,8 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGLIMPSE_FUZZ=ON -DGLIMPSE_WITH_F
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
   >/dev/null
-all_targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images fuzz_video fuzz_images_stb fuzz_torch_bin"
+all_targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images fuzz_video fuzz_images_stb fuzz_torch_bin
+  fuzz_florence2_post"
 targets=${GLIMPSE_FUZZ_TARGETS:-$all_targets}
 cmake --build build-fuzz -j"$(nproc)" --target $targets 2>&1 | grep -E "error|warning" || true
 

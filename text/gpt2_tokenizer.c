@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -23,7 +24,6 @@
 #define MAX_TOKEN_ID ((1 << 22) - 1)
 #define MAX_FILE_BYTES (64u << 20)
 #define NAMED_SPECIALS 7
-#define MAX_SPECIALS (NAMED_SPECIALS + GPT2_TOKENIZER_MAX_ADDITIONAL)
 /* token_entry.length of an id no token has / of a token holding a character outside the byte alphabet */
 #define NO_TOKEN (-1)
 #define NOT_BYTES (-2)
@@ -49,8 +49,9 @@ struct gpt2_tokenizer {
     size_t id_limit;      /* 1 + the largest id */
     token_entry *tokens;  /* [id_limit] */
     uint8_t *token_bytes; /* what the tokens stand for, one after another */
-    special_entry specials[MAX_SPECIALS]; /* distinct contents, matched in the text before the pattern */
-    size_t special_count;
+    size_t bytes_used;    /* of token_bytes */
+    special_entry *specials; /* distinct contents, matched in the text before the pattern */
+    size_t special_count, special_capacity;
     int32_t bos_id, eos_id, unk_id, pad_id;
     int add_bos_token, add_prefix_space;
 };
@@ -124,9 +125,20 @@ static glimpse_status read_vocabulary(gpt2_tokenizer *t, const char *json, size_
         if (length == NOT_BYTES) used = start;
         t->tokens[id] = (token_entry){(uint32_t)start, length, 0};
     }
+    t->bytes_used = used;
 done:
     cJSON_Delete(vocab);
     return status;
+}
+
+/* Room for `more` special tokens. */
+static glimpse_status special_room(gpt2_tokenizer *t, size_t more) {
+    if (t->special_count + more <= t->special_capacity) return GLIMPSE_STATUS_OK;
+    size_t capacity = (t->special_count + more) * 2;
+    special_entry *grown = realloc(t->specials, capacity * sizeof *grown);
+    if (!grown) return ERROR_OOM();
+    t->specials = grown, t->special_capacity = capacity;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* Registers a named or additional special token (once per content). */
@@ -144,6 +156,8 @@ static glimpse_status add_special(gpt2_tokenizer *t, const gpt2_special_token *t
     for (size_t i = 0; i < t->special_count && !entry; i++)
         if (strcmp(t->specials[i].content, token->content) == 0) entry = &t->specials[i];
     if (!entry) {
+        glimpse_status status = special_room(t, 1);
+        if (status) return status;
         entry = &t->specials[t->special_count];
         entry->content = strdup(token->content);
         if (!entry->content) return ERROR_OOM();
@@ -200,9 +214,49 @@ glimpse_status gpt2_tokenizer_create(const char *vocab_json, size_t vocab_size, 
 void gpt2_tokenizer_free(gpt2_tokenizer *t) {
     if (t) {
         for (size_t i = 0; i < t->special_count; i++) free(t->specials[i].content);
+        free(t->specials);
         strmap_free(t->vocab), strmap_free(t->ranks);
         free(t->tokens), free(t->token_bytes), free(t);
     }
+}
+
+glimpse_status gpt2_tokenizer_add_tokens(gpt2_tokenizer *t, const char *const *contents, size_t count,
+                                         int32_t first_id) {
+    if (first_id < 0 || (size_t)first_id < t->id_limit || count > MAX_TOKEN_ID ||
+        first_id > MAX_TOKEN_ID - (int32_t)count)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "added tokens from id %d: not after the vocabulary's %zu ids",
+                         first_id, t->id_limit);
+    size_t bytes = 0, old_bytes = t->bytes_used;
+    for (size_t i = 0; i < count; i++) {
+        if (!contents[i][0]) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "an added token is the empty string");
+        bytes += strlen(contents[i]);
+    }
+    if (old_bytes + bytes > UINT32_MAX) return error_set(GLIMPSE_STATUS_TOO_LARGE, "added tokens of %zu bytes", bytes);
+    size_t limit = (size_t)first_id + count;
+    token_entry *tokens = realloc(t->tokens, limit * sizeof *tokens);
+    if (!tokens) return ERROR_OOM();
+    t->tokens = tokens;
+    uint8_t *token_bytes = realloc(t->token_bytes, old_bytes + bytes + 1);
+    if (!token_bytes) return ERROR_OOM();
+    t->token_bytes = token_bytes;
+    for (size_t id = t->id_limit; id < limit; id++) t->tokens[id] = (token_entry){0, NO_TOKEN, 0};
+    t->id_limit = limit;
+    glimpse_status status = special_room(t, count);
+    size_t used = old_bytes;
+    for (size_t i = 0; i < count && !status; i++) {
+        size_t length = strlen(contents[i]);
+        int32_t id = first_id + (int32_t)i;
+        /* the text it stands for, as its bytes (decode joins them as any token's) */
+        memcpy(t->token_bytes + used, contents[i], length);
+        t->tokens[id] = (token_entry){(uint32_t)used, (int32_t)length, 1};
+        used += length;
+        t->bytes_used = used;
+        special_entry *entry = &t->specials[t->special_count];
+        *entry = (special_entry){strdup(contents[i]), length, id, 0, 0};
+        if (!entry->content) return ERROR_OOM();
+        t->special_count++;
+    }
+    return status;
 }
 
 /* --------------------------------------------------------- configuration */
@@ -278,16 +332,61 @@ static glimpse_status read_optional_json(const char *folder, const char *name, c
     return present ? config_read_json(folder, name, json) : GLIMPSE_STATUS_OK;
 }
 
+/* The merges of folder/tokenizer.json (model.merges: "left right" strings, or [left, right] pairs in newer
+ * files) as merges.txt's text, for snapshots that ship no merges.txt (Florence-2's). */
+static glimpse_status merges_of_tokenizer_json(const char *folder, uint8_t **out, size_t *size) {
+    *out = NULL, *size = 0;
+    cJSON *json = NULL;
+    glimpse_status status = config_read_json(folder, "tokenizer.json", &json);
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(json, "model"), "merges");
+    if (!status && !cJSON_IsArray(merges))
+        status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/tokenizer.json has no model.merges list (and there is no "
+                           "merges.txt)", folder);
+    size_t total = 1;
+    const cJSON *item, *list = status ? NULL : merges;
+    cJSON_ArrayForEach(item, list) {
+        const cJSON *left = cJSON_GetArrayItem(item, 0), *right = cJSON_GetArrayItem(item, 1);
+        if (cJSON_IsString(item)) total += strlen(item->valuestring) + 1;
+        else if (cJSON_IsString(left) && cJSON_IsString(right))
+            total += strlen(left->valuestring) + strlen(right->valuestring) + 2;
+        else status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/tokenizer.json: a merge is not \"left right\"", folder);
+        if (status) break;
+    }
+    char *text = status ? NULL : malloc(total);
+    if (!status && !text) status = ERROR_OOM();
+    size_t used = 0;
+    list = status ? NULL : merges;
+    cJSON_ArrayForEach(item, list) {
+        if (cJSON_IsString(item))
+            used += (size_t)sprintf(text + used, "%s\n", item->valuestring);
+        else
+            used += (size_t)sprintf(text + used, "%s %s\n", cJSON_GetArrayItem(item, 0)->valuestring,
+                                    cJSON_GetArrayItem(item, 1)->valuestring);
+    }
+    cJSON_Delete(json);
+    if (status) return status;
+    *out = (uint8_t *)text, *size = used;
+    return GLIMPSE_STATUS_OK;
+}
+
 glimpse_status gpt2_tokenizer_load(const char *folder, gpt2_tokenizer **out) {
+    gpt2_tokenizer_options defaults = gpt2_tokenizer_default_options();
+    return gpt2_tokenizer_load_with(folder, &defaults, out);
+}
+
+glimpse_status gpt2_tokenizer_load_with(const char *folder, const gpt2_tokenizer_options *defaults,
+                                        gpt2_tokenizer **out) {
     *out = NULL;
     char *vocab_path = file_join(folder, "vocab.json"), *merges_path = file_join(folder, "merges.txt");
     uint8_t *vocab = NULL, *merges = NULL;
     size_t vocab_size = 0, merges_size = 0;
     cJSON *config = NULL, *special_map = NULL;
-    gpt2_tokenizer_options options = gpt2_tokenizer_default_options();
+    gpt2_tokenizer_options options = *defaults;
     glimpse_status status = !vocab_path || !merges_path ? ERROR_OOM() : GLIMPSE_STATUS_OK;
     if (!status) status = file_read_all(vocab_path, MAX_FILE_BYTES, &vocab, &vocab_size);
-    if (!status) status = file_read_all(merges_path, MAX_FILE_BYTES, &merges, &merges_size);
+    if (!status)
+        status = file_is_regular(merges_path) ? file_read_all(merges_path, MAX_FILE_BYTES, &merges, &merges_size)
+                                              : merges_of_tokenizer_json(folder, &merges, &merges_size);
     /* from_pretrained: tokenizer_config.json's arguments, then
      * special_tokens_map.json's tokens set over them */
     if (!status) status = read_optional_json(folder, "tokenizer_config.json", &config);
@@ -447,7 +546,7 @@ static const special_entry *special_at(const gpt2_tokenizer *t, const char *text
     const special_entry *found = NULL;
     for (size_t i = 0; i < t->special_count; i++) {
         const special_entry *s = &t->specials[i];
-        if (s->length <= length - at && memcmp(text + at, s->content, s->length) == 0 &&
+        if (s->content[0] == text[at] && s->length <= length - at && memcmp(text + at, s->content, s->length) == 0 &&
             (!found || s->length > found->length))
             found = s;
     }

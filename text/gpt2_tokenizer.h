@@ -46,12 +46,22 @@ gpt2_tokenizer_options gpt2_tokenizer_default_options(void);
  * folder/tokenizer_config.json, overridden by folder/special_tokens_map.json
  * (each optional; the defaults above where absent). Caller frees. */
 glimpse_status gpt2_tokenizer_load(const char *folder, gpt2_tokenizer **out);
+/* The same over a family's own defaults (BART's "<s>", "</s>", "<unk>", "<pad>", "<mask>") instead of GPT-2's.
+ * Without merges.txt the merges are tokenizer.json's (model.merges). */
+glimpse_status gpt2_tokenizer_load_with(const char *folder, const gpt2_tokenizer_options *defaults,
+                                        gpt2_tokenizer **out);
 /* The same from the files' contents in memory (tests, fuzzing); the options
  * are copied. options NULL = the defaults. */
 glimpse_status gpt2_tokenizer_create(const char *vocab_json, size_t vocab_size, const char *merges_text,
                                      size_t merges_size, const gpt2_tokenizer_options *options,
                                      gpt2_tokenizer **out);
 void gpt2_tokenizer_free(gpt2_tokenizer *tokenizer);
+
+/* Tokens added beyond the vocabulary (Florence-2's processor adds 1,024 from id 50265): contents[i] becomes id
+ * first_id + i (first_id at or past the vocabulary's ids), split out of a text before the pattern as special
+ * tokens are (no whitespace stripped) and decoded as its own text; special for skip_special_tokens. */
+glimpse_status gpt2_tokenizer_add_tokens(gpt2_tokenizer *tokenizer, const char *const *contents, size_t count,
+                                         int32_t first_id);
 
 /* Encodes UTF-8 text (invalid sequences read as U+FFFD, as Python decodes
  * bytes with errors="replace") as encode(text, add_special_tokens=...) does:
