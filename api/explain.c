@@ -570,6 +570,9 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_caption needs a captioning model "
                          "(BlipForConditionalGeneration, VisionEncoderDecoderModel, Blip2ForConditionalGeneration), "
                          "this is %s", model->architecture);
+    if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_EXPLAIN))
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "explaining %s's captions is not supported yet",
+                         model->architecture);
     glimpse_explain_params resolved = params ? *params : glimpse_explain_default_params();
     const glimpse_explain_params *p = &resolved;
     glimpse_caption_params search = caption_params ? *caption_params : glimpse_caption_default_params();

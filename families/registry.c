@@ -9,7 +9,7 @@
 #include "core/error.h"
 
 extern const model_family family_clip, family_blip_caption, family_blip_retrieval, family_siglip, family_vit_gpt2,
-    family_blip2;
+    family_blip2, family_florence2;
 
 /* In the order an unknown architecture's error lists them. */
 static const model_family *const families[] = {
@@ -19,6 +19,7 @@ static const model_family *const families[] = {
     &family_siglip,
     &family_vit_gpt2,
     &family_blip2,
+    &family_florence2,
 };
 #define FAMILY_COUNT (sizeof families / sizeof families[0])
 

@@ -415,3 +415,19 @@ attention_fixture attention_fixture_open(const char *name, const char *json_name
 }
 
 void attention_fixture_close(attention_fixture *f) { fixture_close(f->model, f->json, f->attention); }
+
+/* Two parsed results equal: the same structure, strings exactly, numbers equal as float32 values. */
+bool json_same_float32(const cJSON *a, const cJSON *b) {
+    if (cJSON_IsNumber(a) || cJSON_IsNumber(b))
+        return cJSON_IsNumber(a) && cJSON_IsNumber(b) && (float)a->valuedouble == (float)b->valuedouble;
+    if (cJSON_IsString(a) || cJSON_IsString(b))
+        return cJSON_IsString(a) && cJSON_IsString(b) && !strcmp(a->valuestring, b->valuestring);
+    if ((cJSON_IsArray(a) != cJSON_IsArray(b)) || (cJSON_IsObject(a) != cJSON_IsObject(b))) return false;
+    if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) return false;
+    const cJSON *x = a->child, *y = b->child;
+    for (; x && y; x = x->next, y = y->next) {
+        if (cJSON_IsObject(a) && strcmp(x->string, y->string) != 0) return false;
+        if (!json_same_float32(x, y)) return false;
+    }
+    return !x && !y;
+}

@@ -167,4 +167,8 @@ int expect_caption_cases(const struct glimpse_model *model, const cJSON *expecte
  * LayerNorm [tokens, hidden] (BLIP's image_embeds, ViT-GPT2's encoder_last_hidden_state); caller frees. */
 float *image_embeds(const struct glimpse_model *model, const char *image_name);
 
+/* Two JSON values equal: the same structure and keys in order, strings exactly, numbers equal as float32 values (a
+ * processor's coordinates, computed in float32 and printed as Python floats). */
+bool json_same_float32(const cJSON *a, const cJSON *b);
+
 #endif

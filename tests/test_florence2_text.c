@@ -92,28 +92,12 @@ static void test_prompts(void **state) {
     assert_int_equal(n, 44);
 }
 
-/* Two parsed results equal: the same structure, strings exactly, numbers equal as float32 values. */
-static bool same_json(const cJSON *a, const cJSON *b) {
-    if (cJSON_IsNumber(a) || cJSON_IsNumber(b))
-        return cJSON_IsNumber(a) && cJSON_IsNumber(b) && (float)a->valuedouble == (float)b->valuedouble;
-    if (cJSON_IsString(a) || cJSON_IsString(b))
-        return cJSON_IsString(a) && cJSON_IsString(b) && !strcmp(a->valuestring, b->valuestring);
-    if ((cJSON_IsArray(a) != cJSON_IsArray(b)) || (cJSON_IsObject(a) != cJSON_IsObject(b))) return false;
-    if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) return false;
-    const cJSON *x = a->child, *y = b->child;
-    for (; x && y; x = x->next, y = y->next) {
-        if (cJSON_IsObject(a) && strcmp(x->string, y->string) != 0) return false;
-        if (!same_json(x, y)) return false;
-    }
-    return !x && !y;
-}
-
 static void expect_parsed(const char *text, const char *task_name, int width, int height, const cJSON *expected) {
     const florence2_task *task = florence2_task_find(task_name);
     assert_non_null(task);
     florence2_parsed parsed;
     assert_int_equal(florence2_post_process(text, task, width, height, &parsed), GLIMPSE_STATUS_OK);
-    if (!same_json(parsed.json, expected)) {
+    if (!json_same_float32(parsed.json, expected)) {
         char *got = cJSON_PrintUnformatted(parsed.json), *want = cJSON_PrintUnformatted(expected);
         fail_msg("%s on \"%s\" (%d x %d):\n  got      %s\n  expected %s", task_name, text, width, height, got, want);
     }
