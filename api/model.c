@@ -173,7 +173,9 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     out->kind = model->kind;
     out->architecture = model->architecture;
     out->path = model->folder;
-    if (model->has_vision) {
+    if (model->family->vision_info) {
+        model->family->vision_info(model, out);
+    } else if (model->has_vision) {
         const vit_config *v = &model->vision.config;
         out->image_size = v->image_size;
         out->patch_size = v->patch_size;

@@ -79,6 +79,8 @@ typedef struct model_family {
     /* Loads the family's parts into model (its folder, config, store, family, kind and architecture set). */
     glimpse_status (*load)(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
                            const cJSON *text_json);
+    /* Fills the image_size, patch_size and vision_* fields of glimpse_model_info (NULL: the ViT's, when loaded). */
+    void (*vision_info)(const glimpse_model *model, glimpse_model_info *out);
     /* Fills the text_* and vocab_size fields of glimpse_model_info (NULL: the model has no text side). */
     void (*text_info)(const glimpse_model *model, glimpse_model_info *out);
     const family_captioner *caption; /* NULL: the family does not caption */

@@ -322,6 +322,17 @@ static const family_captioner captioner = {
     .caption_images = caption_images,
 };
 
+/* DaViT's side: the picture's size, the stride of its token grid, its last stage's width and heads, its blocks. */
+static void vision_info(const glimpse_model *model, glimpse_model_info *out) {
+    const davit_config *c = &parts_of(model)->vision.davit.config;
+    out->image_size = c->image_size;
+    out->patch_size = c->image_size / (int)parts_of(model)->vision.grid;
+    out->vision_hidden_size = c->dims[DAVIT_STAGES - 1];
+    out->vision_heads = c->heads[DAVIT_STAGES - 1];
+    for (int s = 0; s < DAVIT_STAGES; s++) out->vision_layers += 2 * c->depths[s]; /* a spatial and a channel block */
+    out->vision_activation = "gelu";
+}
+
 static void text_info(const glimpse_model *model, glimpse_model_info *out) {
     const bert_config *d = &parts_of(model)->config.decoder;
     loader_text_info(out, d->hidden_size, d->layers, d->heads, d->max_positions, d->vocab_size, d->act_name);
@@ -338,6 +349,7 @@ const model_family family_florence2 = {
     .text_section = "text_config",
     .sections_required = true,
     .load = load_florence2,
+    .vision_info = vision_info,
     .text_info = text_info,
     .caption = &captioner,
     .run_task = run_task,

@@ -486,7 +486,8 @@ glimpse_status caption_generate(const caption_decoder *decoder, const int32_t *p
                                 pool *threads) {
     *out_length = 0;
     if (prompt_length == 0) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "a caption needs at least the start token");
-    if (settings->max_length > decoder->max_length)
+    /* the last token is chosen, never fed: max_length - 1 positions are read */
+    if (settings->max_length > decoder->max_length + 1)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "max length %zu is over the decoder's %zu positions",
                          settings->max_length, decoder->max_length);
     caption_search *search = NULL;

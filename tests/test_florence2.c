@@ -158,6 +158,19 @@ static void test_refusals(void **state) {
     free(folder);
 }
 
+/* A new folder (template changed in place) holding links to the fixture files under `under` named by files[]. */
+static void link_fixture_files(char *folder, const char *under, const char *const *files, size_t count) {
+    assert_non_null(mkdtemp(folder));
+    for (size_t i = 0; i < count; i++) {
+        char name[128], link[256], *target;
+        snprintf(name, sizeof name, "%s/%s", under, files[i]);
+        target = fixture_path(name);
+        snprintf(link, sizeof link, "%s/%s", folder, files[i]);
+        assert_int_equal(symlink(target, link), 0);
+        free(target);
+    }
+}
+
 /* A folder holding the hub's pytorch_model.bin (no safetensors) answers as the safetensors file does. */
 static void test_pytorch_bin_snapshot(void **state) {
     f2_fixture *f = *state;
@@ -165,15 +178,7 @@ static void test_pytorch_bin_snapshot(void **state) {
     static const char *const files[] = {"config.json", "preprocessor_config.json", "tokenizer.json",
                                         "tokenizer_config.json", "vocab.json", "pytorch_model.bin"};
     char folder[] = "/tmp/glimpse-florence2-XXXXXX", link[128];
-    assert_non_null(mkdtemp(folder));
-    for (size_t i = 0; i < 6; i++) {
-        char name[128], *target;
-        snprintf(name, sizeof name, "florence2-tiny/%s", files[i]);
-        target = fixture_path(name);
-        snprintf(link, sizeof link, "%s/%s", folder, files[i]);
-        assert_int_equal(symlink(target, link), 0);
-        free(target);
-    }
+    link_fixture_files(folder, "florence2-tiny", files, 6);
     glimpse_model *model;
     glimpse_context *ctx;
     assert_int_equal(glimpse_model_load(folder, NULL, &model), GLIMPSE_STATUS_OK);
@@ -198,12 +203,80 @@ static void test_pytorch_bin_snapshot(void **state) {
     rmdir(folder);
 }
 
+/* glimpse task --json prints the case's ids, text and the processor's result, as the library gives them. */
+static void test_cli_task_json(void **state) {
+    f2_fixture *f = *state;
+    if (!f) skip();
+    const cJSON *item = NULL, *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(f->expected, "cases")) /* image 1's greedy <OD> */
+        if (!item && !strcmp(cJSON_GetObjectItem(it, "task")->valuestring, "<OD>") &&
+            cJSON_GetObjectItem(it, "image")->valueint == 1 && case_params(it).beams == 1)
+            item = it;
+    assert_non_null(item);
+    char *folder = fixture_path("florence2-tiny"), *picture = fixture_path("images/chelsea.png"), *out, *err;
+    const char *argv[] = {GLIMPSE_BINARY, "task", "-m", folder, "--task", "<OD>", "--beams", "1", "--max-tokens",
+                          "20", "--json", picture, NULL};
+    assert_int_equal(run_program(argv, &out, &err), 0);
+    cJSON *json = cJSON_Parse(out);
+    assert_non_null(json);
+    const cJSON *ids = cJSON_GetObjectItem(json, "ids");
+    int32_t got[64];
+    size_t n = (size_t)cJSON_GetArraySize(ids);
+    for (size_t i = 0; i < n && i < 64; i++) got[i] = cJSON_GetArrayItem(ids, (int)i)->valueint;
+    expect_ids(got, n, cJSON_GetObjectItem(item, "ids"), 0);
+    assert_string_equal(cJSON_GetObjectItem(json, "text")->valuestring, cJSON_GetObjectItem(item, "text")->valuestring);
+    assert_true(json_same_float32(cJSON_GetObjectItem(json, "result"), cJSON_GetObjectItem(item, "parsed")));
+    cJSON_Delete(json);
+    free(out), free(err), free(folder), free(picture);
+}
+
+/* glimpse index --ocr --task-model reads each picture's text with <OCR> (greedy, as glimpse_task_words_new
+ * reads), and glimpse search --text-in finds the picture by a word of it. */
+static void test_index_reads_words(void **state) {
+    f2_fixture *f = *state;
+    if (!f) skip();
+    glimpse_image *image = fixture_image("chelsea.png");
+    glimpse_caption_params p = glimpse_caption_default_params();
+    p.beams = 1;
+    glimpse_task_result read;
+    assert_int_equal(glimpse_run_task(f->ctx, &image, 1, "<OCR>", NULL, &p, &read), GLIMPSE_STATUS_OK);
+    glimpse_image_free(image);
+    char word[64] = ""; /* the answer's first word of letters alone */
+    for (const char *c = read.answer; *c && !word[0]; c++) {
+        size_t n = 0;
+        while ((c[n] >= 'a' && c[n] <= 'z') || (c[n] >= 'A' && c[n] <= 'Z')) n++;
+        if (n >= 3 && n < sizeof word) memcpy(word, c, n), word[n] = '\0';
+        if (n) c += n - 1;
+    }
+    glimpse_task_result_free(&read);
+    if (!word[0]) skip(); /* this checkpoint's random weights read no word of three letters */
+    char library[] = "/tmp/glimpse-f2-index-XXXXXX", db[128];
+    static const char *const pictures[] = {"chelsea.png", "rocket.jpg"};
+    link_fixture_files(library, "images", pictures, 2);
+    char *model = fixture_path("florence2-tiny"), *clip = fixture_path("clip-tiny");
+    snprintf(db, sizeof db, "%s.db", library);
+    char *out, *err;
+    const char *index[] = {GLIMPSE_BINARY, "index", "-m", clip, "--db", db, "--ocr", "--task-model", model, "--quiet",
+                           library, NULL};
+    if (run_program(index, &out, &err) != 0) fail_msg("glimpse index: %s", err);
+    free(out), free(err);
+    const char *search[] = {GLIMPSE_BINARY, "search", "--db", db, "--text-in", word, "--json", NULL};
+    if (run_program(search, &out, &err) != 0) fail_msg("glimpse search: %s", err);
+    assert_non_null(strstr(out, "chelsea.png"));
+    free(out), free(err), free(model), free(clip);
+    char command[512];
+    snprintf(command, sizeof command, "rm -rf %s %s %s.vectors", library, db, db);
+    assert_int_equal(system(command), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_case),
         cmocka_unit_test(test_captions),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_pytorch_bin_snapshot),
+        cmocka_unit_test(test_cli_task_json),
+        cmocka_unit_test(test_index_reads_words),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
