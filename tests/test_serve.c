@@ -52,10 +52,11 @@ typedef struct server_process {
 static char folder[64];
 static char index_path[128];
 static server_process server;
-static glimpse_model *clip, *captioner, *matcher, *asker;
-static glimpse_context *clip_ctx, *caption_ctx, *match_ctx, *ask_ctx;
+static glimpse_model *clip, *captioner, *matcher, *asker, *tasker;
+static glimpse_context *clip_ctx, *caption_ctx, *match_ctx, *ask_ctx, *task_ctx;
 static char *matcher_path; /* the blip-itm-tiny fixture, also served when the fixtures are here */
 static char *asker_path;   /* the blip2-opt-tiny fixture (BLIP-2: /v1/ask), likewise */
+static char *tasker_path;  /* the florence2-tiny fixture (Florence-2: /v1/task), likewise */
 static uint8_t *pictures[PICTURE_COUNT];
 static size_t picture_sizes[PICTURE_COUNT];
 
@@ -294,9 +295,11 @@ static int set_up(void **state) {
     }
     matcher_path = fixture_path("blip-itm-tiny");
     asker_path = matcher_path ? fixture_path("blip2-opt-tiny") : NULL;
+    tasker_path = asker_path ? fixture_path("florence2-tiny") : NULL;
     const char *arguments[] = {"-m", CLIP_MODEL, "-m", CAPTION_MODEL, "--db", index_path, "--threads", "2",
                                "--timeout", "2", "--max-body", "4000000", "--queue", "64",
-                               matcher_path ? "-m" : NULL, matcher_path, asker_path ? "-m" : NULL, asker_path, NULL};
+                               matcher_path ? "-m" : NULL, matcher_path, asker_path ? "-m" : NULL, asker_path,
+                               tasker_path ? "-m" : NULL, tasker_path, NULL};
     if (!start_server(&server, arguments)) {
         fprintf(stderr, "glimpse serve did not start (log: %s)\n", server.log);
         return -1;
@@ -311,6 +314,9 @@ static int set_up(void **state) {
         return -1;
     if (asker_path && (glimpse_model_load(asker_path, NULL, &asker) || glimpse_context_create(asker, &params, &ask_ctx)))
         return -1;
+    if (tasker_path &&
+        (glimpse_model_load(tasker_path, NULL, &tasker) || glimpse_context_create(tasker, &params, &task_ctx)))
+        return -1;
     return 0;
 }
 
@@ -318,9 +324,10 @@ static int tear_down(void **state) {
     (void)state;
     if (server.pid > 0) stop_server(&server);
     glimpse_context_free(clip_ctx), glimpse_context_free(caption_ctx), glimpse_context_free(match_ctx);
-    glimpse_context_free(ask_ctx);
+    glimpse_context_free(ask_ctx), glimpse_context_free(task_ctx);
     glimpse_model_free(clip), glimpse_model_free(captioner), glimpse_model_free(matcher), glimpse_model_free(asker);
-    free(matcher_path), free(asker_path);
+    glimpse_model_free(tasker);
+    free(matcher_path), free(asker_path), free(tasker_path);
     for (int i = 0; i < PICTURE_COUNT; i++) free(pictures[i]);
     char command[256];
     snprintf(command, sizeof command, "rm -rf %s", folder);
@@ -549,6 +556,35 @@ static void test_ask_equals_library(void **state) {
     r = exchange("POST", "/v1/ask?model=demo-blip-caption&question=why", "image/png", pictures[2], picture_sizes[2]);
     assert_true(r.status >= 400 && r.status < 600);
     response_free(&r);
+}
+
+/* /v1/task with Florence-2 (the florence2-tiny fixture): what glimpse_run_task gives, ids and result. */
+static void test_task_equals_library(void **state) {
+    (void)state;
+    if (!tasker) {
+        fprintf(stderr, "skipped: no florence2-tiny fixture\n");
+        return;
+    }
+    glimpse_image *image = decode(1);
+    glimpse_caption_params p = glimpse_caption_default_params();
+    p.max_tokens = 20, p.beams = 1;
+    float region[4] = {2, 3, 40, 50};
+    char tokens[64];
+    assert_int_equal(glimpse_task_region(glimpse_image_width(image), glimpse_image_height(image), region, tokens, 64), 0);
+    glimpse_task_result expected;
+    assert_int_equal(glimpse_run_task(task_ctx, &image, 1, "<REGION_TO_DESCRIPTION>", tokens, &p, &expected), 0);
+    glimpse_image_free(image);
+    response r = exchange("POST", "/v1/task?task=%3CREGION_TO_DESCRIPTION%3E&region=2,3,40,50&max_tokens=20&beams=1",
+                          "image/png", pictures[1], picture_sizes[1]);
+    cJSON *json = expect_json(&r, 200), *result = cJSON_Parse(expected.json);
+    assert_string_equal(cJSON_GetObjectItem(json, "model")->valuestring, "florence2-tiny");
+    assert_string_equal(cJSON_GetObjectItem(json, "text")->valuestring, expected.text);
+    const cJSON *ids = cJSON_GetObjectItem(json, "ids");
+    assert_int_equal((size_t)cJSON_GetArraySize(ids), expected.id_count);
+    for (size_t i = 0; i < expected.id_count; i++) assert_int_equal(cJSON_GetArrayItem(ids, (int)i)->valueint, expected.ids[i]);
+    assert_true(cJSON_Compare(cJSON_GetObjectItem(json, "result"), result, true));
+    cJSON_Delete(result), cJSON_Delete(json), response_free(&r);
+    glimpse_task_result_free(&expected);
 }
 
 static void check_search_results(const cJSON *json, const glimpse_search_result *expected, size_t found) {
@@ -835,7 +871,7 @@ static void test_service_endpoints(void **state) {
     r = exchange("GET", "/v1/models", NULL, NULL, 0);
     json = expect_json(&r, 200);
     const cJSON *models = cJSON_GetObjectItem(json, "models");
-    assert_int_equal(cJSON_GetArraySize(models), 2 + (matcher != NULL) + (asker != NULL));
+    assert_int_equal(cJSON_GetArraySize(models), 2 + (matcher != NULL) + (asker != NULL) + (tasker != NULL));
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 0), "name")->valuestring, "demo-clip");
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 0), "architecture")->valuestring, "CLIPModel");
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(models, 0), "embedding_dim")->valueint,
@@ -854,9 +890,9 @@ static void test_service_endpoints(void **state) {
     } tasks[] = {{"/v1/task", 400, "needs a task"},
                  {"/v1/task?task=%3COD%3E&region=1,2,3", 400, "four numbers"},
                  {"/v1/task?task=%3COD%3E&region=1,2,3,4&text=x", 400, "not both"},
-                 {"/v1/task?task=%3COD%3E", 501, "run tasks"},
-                 {"/v1/task?task=%3COD%3E&model=demo-clip", 400, "cannot run tasks"}};
-    for (size_t i = 0; i < sizeof tasks / sizeof tasks[0]; i++) {
+                 {"/v1/task?task=%3COD%3E&model=demo-clip", 400, "cannot run tasks"},
+                 {"/v1/task?task=%3COD%3E", 501, "run tasks"}};
+    for (size_t i = 0; i < sizeof tasks / sizeof tasks[0] - (tasker != NULL); i++) { /* 501: no task model */
         r = exchange("POST", tasks[i].path, "image/png", pictures[0], picture_sizes[0]);
         json = expect_json(&r, tasks[i].status);
         const char *error = cJSON_GetStringValue(cJSON_GetObjectItem(json, "error"));
@@ -1359,6 +1395,7 @@ int main(void) {
         cmocka_unit_test(test_search_answers_are_utf8),
         cmocka_unit_test(test_service_endpoints),      cmocka_unit_test(test_ask_equals_library), /* (after: it
                                                           adds to /v1/ask's error count, which the other checks) */
+        cmocka_unit_test(test_task_equals_library),
         cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_faulty_clients),         cmocka_unit_test(test_malformed_requests),
         cmocka_unit_test(test_sigterm_drains),

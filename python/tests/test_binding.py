@@ -256,6 +256,44 @@ def test_tasks_need_a_task_model_and_one_input(demo_caption, pictures):
             call()
 
 
+def same_float32(a, b):
+    """Two parsed results equal: strings exactly, numbers as float32 values (the processor's coordinates)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same_float32(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(same_float32(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return np.float32(a) == np.float32(b)
+    return a == b
+
+
+def test_florence2_tasks_match_the_reference():
+    folder = fixture("florence2-tiny")
+    expected = json.loads((folder / "expected.json").read_text())
+    model = glimpse.Model(folder)
+    images = [folder.parent / "images" / image["file"] for image in expected["images"]]
+    checked = 0
+    for case in expected["cases"]:
+        prompt = expected["prompts"][case["prompt_index"]]
+        if case["task"] not in ("<OD>", "<CAPTION_TO_PHRASE_GROUNDING>", "<OCR_WITH_REGION>"):
+            continue
+        result, = model.task(images[case["image"]], case["task"], text=prompt["text_input"],
+                             max_tokens=case["params"]["max_new_tokens"], beams=case["params"]["num_beams"])
+        assert result.ids == case["ids"] and result.text == case["text"] and result.task == case["task"]
+        assert same_float32(result.result, case["parsed"])
+        assert all(region.shape == ("quad" if case["task"] == "<OCR_WITH_REGION>" else "box") for region in
+                   result.regions)
+        checked += 1
+    assert checked == 24
+    detected = model.detect(images[1], max_tokens=20, beams=1)[0]
+    assert detected.task == "<OD>" and detected.answer is None
+    described = model.describe(images[1], region=(10, 10, 200, 200), max_tokens=20, beams=1)[0]
+    assert described.task == "<REGION_TO_DESCRIPTION>" and isinstance(described.answer, str)
+    caption = model.caption(images[:2], max_tokens=20, beams=1)
+    assert [c.ids for c in caption] == [case["ids"] for case in expected["cases"]
+                                        if case["task"] == "<CAPTION>" and case["params"]["num_beams"] == 1][:2]
+
+
 def test_settings_of_the_wrong_type_or_range_are_refused(demo_clip, demo_caption, pictures, tmp_path):
     for bad in ({"beams": -1}, {"beams": 0}, {"beams": "2"}, {"max_tokens": 0}, {"min_tokens": -2},
                 {"beams": 2.5}, {"top_k": -1}, {"seed": -3}):
