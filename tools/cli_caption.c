@@ -31,7 +31,8 @@ static const char caption_help[] =
     "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
     "generate returns them: BLIP's and ViT-GPT2's start token, prompt and generated tokens;\n"
     "BLIP-2's start token 2 and the generated tokens (its prompt goes in as embeddings, not in\n"
-    "the ids); a video's frames also carry \"time\": SECONDS.\n";
+    "the ids); Florence-2's </s> <s> ... </s> (its task's prompt goes to its encoder); a\n"
+    "video's frames also carry \"time\": SECONDS.\n";
 
 const char cli_caption_options_help[] =
     "  --prompt TEXT            the caption continues this text (\"a picture of\")\n"
@@ -54,7 +55,8 @@ const char cli_caption_options_help[] =
     "ViT-GPT2's are those transformers' generate uses for it (greedy, max_length 20 counting\n"
     "the start token), or its config.json's top level where it has no generation_config.json.\n"
     "BLIP-2's are its text_config's, as transformers' generate takes them (greedy, 19 new\n"
-    "tokens, no minimum).\n"
+    "tokens, no minimum). Florence-2's are its text_config's too (3 beams, no repeated\n"
+    "3-grams), with the model card's 1,024 new tokens at most.\n"
     "A snapshot's generation_config.json (num_beams, max_length, min_length,\n"
     "repetition_penalty, length_penalty) overrides them for that model; options override both.\n";
 
