@@ -5,9 +5,11 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <utf8proc.h>
 
 #include "core/error.h"
@@ -40,6 +42,7 @@ typedef struct special_entry {
     size_t length;
     int32_t id;
     int strip_left, strip_right;
+    bool from_config; /* an added token of the config files: its strip flags are the ones transformers keeps */
 } special_entry;
 
 struct gpt2_tokenizer {
@@ -52,8 +55,9 @@ struct gpt2_tokenizer {
     size_t bytes_used;    /* of token_bytes */
     special_entry *specials; /* distinct contents, matched in the text before the pattern */
     size_t special_count, special_capacity;
+    strmap *added;        /* added tokens' text -> id (those past vocab.json and those the config adds) */
     int32_t bos_id, eos_id, unk_id, pad_id;
-    int add_bos_token, add_prefix_space;
+    int add_bos_token, add_prefix_space, qwen2;
 };
 
 gpt2_tokenizer_options gpt2_tokenizer_default_options(void) {
@@ -147,7 +151,8 @@ static glimpse_status add_special(gpt2_tokenizer *t, const gpt2_special_token *t
     if (!token->content) return GLIMPSE_STATUS_OK;
     size_t length = strlen(token->content);
     if (length == 0) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "a special token is the empty string");
-    if (!strmap_get(t->vocab, token->content, length, id))
+    if (!strmap_get(t->vocab, token->content, length, id) &&
+        !(t->added && strmap_get(t->added, token->content, length, id)))
         return error_set(GLIMPSE_STATUS_UNSUPPORTED,
                          "the special token \"%.60s\" is not in vocab.json (tokens added beyond the vocabulary are "
                          "not supported)", token->content);
@@ -163,11 +168,12 @@ static glimpse_status add_special(gpt2_tokenizer *t, const gpt2_special_token *t
         if (!entry->content) return ERROR_OOM();
         entry->length = length;
         entry->id = *id;
+        entry->from_config = false;
         t->special_count++;
     }
-    /* transformers keys the stripping rules by content: the last one given wins */
-    entry->strip_left = token->strip_left;
-    entry->strip_right = token->strip_right;
+    /* transformers keys the stripping rules by content: added_tokens_decoder's AddedToken if there is one, else
+     * the last one given */
+    if (!entry->from_config) entry->strip_left = token->strip_left, entry->strip_right = token->strip_right;
     return GLIMPSE_STATUS_OK;
 }
 
@@ -188,14 +194,18 @@ static glimpse_status add_specials(gpt2_tokenizer *t, const gpt2_tokenizer_optio
     t->pad_id = ids[4] >= 0 ? ids[4] : ids[1];
     t->add_bos_token = o->add_bos_token;
     t->add_prefix_space = o->add_prefix_space;
+    t->qwen2 = o->qwen2;
     if (t->add_bos_token && t->bos_id < 0)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "add_bos_token is set but there is no bos_token");
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status gpt2_tokenizer_create(const char *vocab_json, size_t vocab_size, const char *merges_text,
-                                     size_t merges_size, const gpt2_tokenizer_options *options,
-                                     gpt2_tokenizer **out) {
+static glimpse_status read_added_tokens(gpt2_tokenizer *t, const cJSON *config, const cJSON *added_json);
+
+/* gpt2_tokenizer_create with the added tokens of a snapshot's config files (NULL: none) read before the specials. */
+static glimpse_status create_with(const char *vocab_json, size_t vocab_size, const char *merges_text,
+                                  size_t merges_size, const gpt2_tokenizer_options *options, const cJSON *config,
+                                  const cJSON *added_json, gpt2_tokenizer **out) {
     *out = NULL;
     gpt2_tokenizer_options defaults = gpt2_tokenizer_default_options();
     gpt2_tokenizer *t = calloc(1, sizeof *t);
@@ -203,6 +213,7 @@ glimpse_status gpt2_tokenizer_create(const char *vocab_json, size_t vocab_size, 
     bpe_alphabet_init(&t->alphabet);
     glimpse_status status = read_vocabulary(t, vocab_json, vocab_size);
     if (!status) status = bpe_ranks_parse(merges_text, merges_size, &t->ranks);
+    if (!status) status = read_added_tokens(t, config, added_json);
     if (!status) status = add_specials(t, options ? options : &defaults);
     if (!status)
         *out = t;
@@ -211,13 +222,59 @@ glimpse_status gpt2_tokenizer_create(const char *vocab_json, size_t vocab_size, 
     return status;
 }
 
+glimpse_status gpt2_tokenizer_create(const char *vocab_json, size_t vocab_size, const char *merges_text,
+                                     size_t merges_size, const gpt2_tokenizer_options *options,
+                                     gpt2_tokenizer **out) {
+    return create_with(vocab_json, vocab_size, merges_text, merges_size, options, NULL, NULL, out);
+}
+
 void gpt2_tokenizer_free(gpt2_tokenizer *t) {
     if (t) {
         for (size_t i = 0; i < t->special_count; i++) free(t->specials[i].content);
         free(t->specials);
-        strmap_free(t->vocab), strmap_free(t->ranks);
+        strmap_free(t->vocab), strmap_free(t->ranks), strmap_free(t->added);
         free(t->tokens), free(t->token_bytes), free(t);
     }
+}
+
+/* Token `content` at `id` split out of texts as a special token is (stripping as lstrip/rstrip say): an id past
+ * the table extends it (decoded as its own text), one inside must be that content's in vocab.json. */
+static glimpse_status add_token_at(gpt2_tokenizer *t, const char *content, int32_t id, bool special, int lstrip,
+                                   int rstrip) {
+    size_t length = strlen(content);
+    int32_t known;
+    if (!length) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "an added token is the empty string");
+    if (id < 0 || id > MAX_TOKEN_ID) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "added token id %d", id);
+    if ((size_t)id < t->id_limit && t->tokens[id].length != NO_TOKEN &&
+        !(strmap_get(t->vocab, content, length, &known) && known == id))
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "added token \"%.40s\" takes id %d, which vocab.json gives "
+                         "another token", content, id);
+    if ((size_t)id >= t->id_limit) {
+        token_entry *tokens = realloc(t->tokens, ((size_t)id + 1) * sizeof *tokens);
+        if (!tokens) return ERROR_OOM();
+        t->tokens = tokens;
+        for (size_t i = t->id_limit; i <= (size_t)id; i++) t->tokens[i] = (token_entry){0, NO_TOKEN, 0};
+        t->id_limit = (size_t)id + 1;
+    }
+    if (t->tokens[id].length == NO_TOKEN) { /* its bytes: its text (decode joins them as any token's) */
+        if (t->bytes_used + length > UINT32_MAX) return error_set(GLIMPSE_STATUS_TOO_LARGE, "added tokens too long");
+        uint8_t *bytes = realloc(t->token_bytes, t->bytes_used + length + 1);
+        if (!bytes) return ERROR_OOM();
+        t->token_bytes = bytes;
+        memcpy(t->token_bytes + t->bytes_used, content, length);
+        t->tokens[id] = (token_entry){(uint32_t)t->bytes_used, (int32_t)length, 0};
+        t->bytes_used += length;
+    }
+    t->tokens[id].special = special;
+    glimpse_status status = t->added ? GLIMPSE_STATUS_OK : strmap_create(64, &t->added);
+    if (!status) status = strmap_put(t->added, content, length, id);
+    if (!status) status = special_room(t, 1);
+    if (status) return status;
+    special_entry *entry = &t->specials[t->special_count];
+    *entry = (special_entry){strdup(content), length, id, lstrip, rstrip, true};
+    if (!entry->content) return ERROR_OOM();
+    t->special_count++;
+    return GLIMPSE_STATUS_OK;
 }
 
 glimpse_status gpt2_tokenizer_add_tokens(gpt2_tokenizer *t, const char *const *contents, size_t count,
@@ -226,35 +283,36 @@ glimpse_status gpt2_tokenizer_add_tokens(gpt2_tokenizer *t, const char *const *c
         first_id > MAX_TOKEN_ID - (int32_t)count)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "added tokens from id %d: not after the vocabulary's %zu ids",
                          first_id, t->id_limit);
-    size_t bytes = 0, old_bytes = t->bytes_used;
-    for (size_t i = 0; i < count; i++) {
-        if (!contents[i][0]) return error_set(GLIMPSE_STATUS_BAD_FORMAT, "an added token is the empty string");
-        bytes += strlen(contents[i]);
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t i = 0; i < count && !status; i++)
+        status = add_token_at(t, contents[i], first_id + (int32_t)i, true, 0, 0);
+    return status;
+}
+
+/* The added tokens a snapshot lists: tokenizer_config.json's added_tokens_decoder ({"ID": {"content", "lstrip",
+ * "rstrip", ...}}) and added_tokens.json ({"CONTENT": ID}). decode(skip_special_tokens=True) skips only the
+ * named and additional special tokens (all_special_ids), whatever an entry's "special" says. */
+static glimpse_status read_added_tokens(gpt2_tokenizer *t, const cJSON *config, const cJSON *added_json) {
+    const cJSON *decoder = cJSON_GetObjectItemCaseSensitive(config, "added_tokens_decoder"), *item;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    cJSON_ArrayForEach(item, decoder) {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(item, "content");
+        char *end;
+        long id = strtol(item->string, &end, 10);
+        if (!cJSON_IsString(content) || *end || id < 0 || id > MAX_TOKEN_ID)
+            return error_set(GLIMPSE_STATUS_BAD_FORMAT, "tokenizer_config.json: added_tokens_decoder entry \"%.20s\" "
+                             "is not {\"content\": ...} under an id", item->string);
+        status = add_token_at(t, content->valuestring, (int32_t)id, false,
+                              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "lstrip")),
+                              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "rstrip")));
+        if (status) return status;
     }
-    if (old_bytes + bytes > UINT32_MAX) return error_set(GLIMPSE_STATUS_TOO_LARGE, "added tokens of %zu bytes", bytes);
-    size_t limit = (size_t)first_id + count;
-    token_entry *tokens = realloc(t->tokens, limit * sizeof *tokens);
-    if (!tokens) return ERROR_OOM();
-    t->tokens = tokens;
-    uint8_t *token_bytes = realloc(t->token_bytes, old_bytes + bytes + 1);
-    if (!token_bytes) return ERROR_OOM();
-    t->token_bytes = token_bytes;
-    for (size_t id = t->id_limit; id < limit; id++) t->tokens[id] = (token_entry){0, NO_TOKEN, 0};
-    t->id_limit = limit;
-    glimpse_status status = special_room(t, count);
-    size_t used = old_bytes;
-    for (size_t i = 0; i < count && !status; i++) {
-        size_t length = strlen(contents[i]);
-        int32_t id = first_id + (int32_t)i;
-        /* the text it stands for, as its bytes (decode joins them as any token's) */
-        memcpy(t->token_bytes + used, contents[i], length);
-        t->tokens[id] = (token_entry){(uint32_t)used, (int32_t)length, 1};
-        used += length;
-        t->bytes_used = used;
-        special_entry *entry = &t->specials[t->special_count];
-        *entry = (special_entry){strdup(contents[i]), length, id, 0, 0};
-        if (!entry->content) return ERROR_OOM();
-        t->special_count++;
+    cJSON_ArrayForEach(item, added_json) {
+        int32_t known;
+        if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble > MAX_TOKEN_ID)
+            return error_set(GLIMPSE_STATUS_BAD_FORMAT, "added_tokens.json: \"%.20s\" has no id", item->string);
+        if (t->added && strmap_get(t->added, item->string, strlen(item->string), &known)) continue;
+        if ((status = add_token_at(t, item->string, (int32_t)item->valuedouble, false, 0, 0))) return status;
     }
     return status;
 }
@@ -322,16 +380,6 @@ static glimpse_status read_options(const cJSON *json, const char *where, int is_
     return status;
 }
 
-/* Reads folder/name into *json if the file exists. */
-static glimpse_status read_optional_json(const char *folder, const char *name, cJSON **json) {
-    *json = NULL;
-    char *path = file_join(folder, name);
-    if (!path) return ERROR_OOM();
-    int present = file_is_regular(path);
-    free(path);
-    return present ? config_read_json(folder, name, json) : GLIMPSE_STATUS_OK;
-}
-
 /* The merges of folder/tokenizer.json (model.merges: "left right" strings, or [left, right] pairs in newer
  * files) as merges.txt's text, for snapshots that ship no merges.txt (Florence-2's). */
 static glimpse_status merges_of_tokenizer_json(const char *folder, uint8_t **out, size_t *size) {
@@ -380,7 +428,7 @@ glimpse_status gpt2_tokenizer_load_with(const char *folder, const gpt2_tokenizer
     char *vocab_path = file_join(folder, "vocab.json"), *merges_path = file_join(folder, "merges.txt");
     uint8_t *vocab = NULL, *merges = NULL;
     size_t vocab_size = 0, merges_size = 0;
-    cJSON *config = NULL, *special_map = NULL;
+    cJSON *config = NULL, *special_map = NULL, *added = NULL;
     gpt2_tokenizer_options options = *defaults;
     glimpse_status status = !vocab_path || !merges_path ? ERROR_OOM() : GLIMPSE_STATUS_OK;
     if (!status) status = file_read_all(vocab_path, MAX_FILE_BYTES, &vocab, &vocab_size);
@@ -389,19 +437,23 @@ glimpse_status gpt2_tokenizer_load_with(const char *folder, const gpt2_tokenizer
                                               : merges_of_tokenizer_json(folder, &merges, &merges_size);
     /* from_pretrained: tokenizer_config.json's arguments, then
      * special_tokens_map.json's tokens set over them */
-    if (!status) status = read_optional_json(folder, "tokenizer_config.json", &config);
-    if (!status) status = read_optional_json(folder, "special_tokens_map.json", &special_map);
+    if (!status) status = config_read_json_optional(folder, "tokenizer_config.json", &config);
+    if (!status) status = config_read_json_optional(folder, "special_tokens_map.json", &special_map);
+    if (!status) status = config_read_json_optional(folder, "added_tokens.json", &added);
+    const cJSON *class_name = cJSON_GetObjectItemCaseSensitive(config, "tokenizer_class");
+    if (cJSON_IsString(class_name) && !strcmp(class_name->valuestring, "Qwen2Tokenizer")) options.qwen2 = 1;
     /* the errors so far name their file's path, those below only the file */
     if (!status) {
         if (config) status = read_options(config, "tokenizer_config.json", 0, &options);
         if (!status && special_map) status = read_options(special_map, "special_tokens_map.json", 1, &options);
         if (!status)
-            status = gpt2_tokenizer_create((const char *)vocab, vocab_size, (const char *)merges, merges_size,
-                                           &options, out);
+            status = create_with((const char *)vocab, vocab_size, (const char *)merges, merges_size, &options, config,
+                                 added, out);
         if (status) error_prefix(status, "%s", folder);
     }
     cJSON_Delete(config);
     cJSON_Delete(special_map);
+    cJSON_Delete(added);
     free(vocab);
     free(merges);
     free(vocab_path);
@@ -486,6 +538,56 @@ size_t gpt2_pretokenize_next(const char *text, size_t length, size_t at) {
     return end;
 }
 
+static bool is_line_break(int32_t c) { return c == '\r' || c == '\n'; }
+
+/* The end of the run from `at` of characters `keep` accepts. */
+static size_t run_while(const char *text, size_t length, size_t at, bool (*keep)(int32_t)) {
+    while (at < length) {
+        int32_t c;
+        size_t size = read_char(text, length, at, &c);
+        if (!keep(c)) break;
+        at += size;
+    }
+    return at;
+}
+
+static bool is_letter(int32_t c) { return class_of(c) == CLASS_LETTER; }
+static bool is_other(int32_t c) { return class_of(c) == CLASS_OTHER; }
+static bool is_space(int32_t c) { return class_of(c) == CLASS_SPACE; }
+
+size_t qwen2_pretokenize_next(const char *text, size_t length, size_t at) {
+    static const char *const contractions[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"};
+    int32_t first, second = -1;
+    size_t first_size = read_char(text, length, at, &first);
+    if (at + first_size < length) read_char(text, length, at + first_size, &second);
+    if (first == '\'') /* (?i:'s|'t|'re|'ve|'m|'ll|'d) */
+        for (size_t i = 0; i < sizeof contractions / sizeof contractions[0]; i++) {
+            size_t n = strlen(contractions[i]);
+            if (length - at >= n && !strncasecmp(text + at, contractions[i], n)) return at + n;
+        }
+    char_class c0 = class_of(first);
+    if (c0 == CLASS_LETTER) return run_while(text, length, at, is_letter); /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if (c0 != CLASS_NUMBER && !is_line_break(first) && second >= 0 && class_of(second) == CLASS_LETTER)
+        return run_while(text, length, at + first_size, is_letter);
+    if (c0 == CLASS_NUMBER) return at + first_size; /* \p{N} */
+    /* ` ?[^\s\p{L}\p{N}]+[\r\n]*` */
+    size_t from = first == ' ' && second >= 0 && class_of(second) == CLASS_OTHER ? at + 1 : at;
+    size_t end = run_while(text, length, from, is_other);
+    if (end > from) return run_while(text, length, end, is_line_break);
+    /* whitespace: `\s*[\r\n]+` ends after the run's last line break; else `\s+(?!\S)|\s+` */
+    size_t run_end = run_while(text, length, at, is_space), last_break = 0, last = at;
+    for (size_t i = at; i < run_end;) {
+        int32_t c;
+        size_t size = read_char(text, length, i, &c);
+        if (is_line_break(c)) last_break = i + size;
+        last = i;
+        i += size;
+    }
+    if (last_break) return last_break;
+    if (run_end == length || last == at) return run_end;
+    return last; /* all but the run's last character, which goes with what follows */
+}
+
 /* ------------------------------------------------------------- encoding */
 
 typedef struct id_sink {
@@ -534,7 +636,7 @@ static glimpse_status encode_stretch(const gpt2_tokenizer *t, const char *text, 
                                      id_sink *sink) {
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t at = 0; at < length && !status;) {
-        size_t end = gpt2_pretokenize_next(text, length, at);
+        size_t end = t->qwen2 ? qwen2_pretokenize_next(text, length, at) : gpt2_pretokenize_next(text, length, at);
         status = encode_piece(t, (const uint8_t *)text + at, end - at, s, sink);
         at = end;
     }
@@ -584,6 +686,12 @@ glimpse_status gpt2_tokenizer_encode(const gpt2_tokenizer *t, const char *text, 
     if (!text) text = "";
     size_t raw_length = strlen(text), length;
     char *repaired = utf8_repair((const uint8_t *)text, raw_length, &length);
+    if (repaired && t->qwen2) { /* Qwen2Tokenizer: unicodedata.normalize("NFC", text) first */
+        char *composed = (char *)utf8proc_NFC((const utf8proc_uint8_t *)repaired);
+        free(repaired);
+        repaired = composed;
+        length = composed ? strlen(composed) : 0;
+    }
     char *clean = repaired;
     if (repaired && t->add_prefix_space) { /* prepare_for_tokenization puts a space in front */
         clean = malloc(length + 2);

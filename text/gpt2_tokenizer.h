@@ -36,12 +36,18 @@ typedef struct gpt2_tokenizer_options {
     size_t additional_count;
     int add_bos_token;    /* encoding with special tokens prepends bos (OPT) */
     int add_prefix_space; /* a space is put before the text (off for both families) */
+    int qwen2;            /* Qwen2Tokenizer: NFC first, and Qwen2's pre-tokenisation pattern (single digits, a
+                             letter run takes one symbol before it, newlines on their own) */
 } gpt2_tokenizer_options;
 
 /* GPT2Tokenizer's defaults: "<|endoftext|>" as bos, eos and unk, no pad,
  * add_bos_token and add_prefix_space off. */
 gpt2_tokenizer_options gpt2_tokenizer_default_options(void);
 
+/* The loaders also read the added tokens of tokenizer_config.json's added_tokens_decoder and of added_tokens.json
+ * (ids past vocab.json's extend it; decode skips only the named and additional special tokens), before the
+ * named special tokens, which may be among them (Qwen2's <|endoftext|>); tokenizer_class "Qwen2Tokenizer" sets
+ * options.qwen2. */
 /* Loads folder/vocab.json and folder/merges.txt with the options of
  * folder/tokenizer_config.json, overridden by folder/special_tokens_map.json
  * (each optional; the defaults above where absent). Caller frees. */
@@ -105,5 +111,8 @@ size_t gpt2_tokenizer_vocab_size(const gpt2_tokenizer *tokenizer);
  * 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  * with Unicode's categories and White_Space (invalid UTF-8 reads as U+FFFD). */
 size_t gpt2_pretokenize_next(const char *text, size_t length, size_t at);
+/* The same with Qwen2's pattern: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|
+ * ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+size_t qwen2_pretokenize_next(const char *text, size_t length, size_t at);
 
 #endif

@@ -264,3 +264,30 @@ extern "C" int32_t sentencepiece_piece_id(const sentencepiece_model *model, cons
 extern "C" size_t sentencepiece_piece_count(const sentencepiece_model *model) {
     return static_cast<size_t>(model->processor.GetPieceSize());
 }
+
+extern "C" const char *sentencepiece_id_piece(const sentencepiece_model *model, int32_t id) {
+    try {
+        if (id < 0 || id >= model->processor.GetPieceSize()) return "";
+        return model->processor.IdToPiece(id).c_str(); // a reference into the model: lives as long as it
+    } catch (...) {
+        return "";
+    }
+}
+
+extern "C" glimpse_status sentencepiece_decode_pieces(const sentencepiece_model *model, const char *const *pieces,
+                                                      size_t count, char **out) {
+    *out = nullptr;
+    try {
+        std::vector<std::string> list(pieces, pieces + count);
+        std::string text;
+        const sentencepiece::util::Status decoded = model->processor.Decode(list, &text);
+        if (!decoded.ok()) return error_set(GLIMPSE_STATUS_INTERNAL, "sentencepiece: %s", decoded.message());
+        *out = static_cast<char *>(std::malloc(text.size() + 1));
+        if (!*out) return ERROR_OOM();
+        std::memcpy(*out, text.data(), text.size());
+        (*out)[text.size()] = '\0';
+        return GLIMPSE_STATUS_OK;
+    } catch (...) {
+        return status_of_exception();
+    }
+}

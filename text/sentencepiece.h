@@ -52,6 +52,12 @@ void sentencepiece_pieces_free(sentencepiece_pieces *pieces);
 int32_t sentencepiece_piece_id(const sentencepiece_model *model, const char *piece);
 /* The vocabulary's size. */
 size_t sentencepiece_piece_count(const sentencepiece_model *model);
+/* The piece of an id ("" outside the vocabulary), owned by the model. */
+const char *sentencepiece_id_piece(const sentencepiece_model *model, int32_t id);
+/* SentencePiece's decoding of pieces[0..count) (byte pieces joined into UTF-8, invalid sequences as U+FFFD,
+ * "▁" as spaces, control pieces as nothing) into a new string (caller frees). */
+glimpse_status sentencepiece_decode_pieces(const sentencepiece_model *model, const char *const *pieces,
+                                           size_t count, char **out);
 
 #ifdef __cplusplus
 }

@@ -129,3 +129,12 @@ glimpse_status config_doubles(const cJSON *object, const char *where, const char
     }
     return GLIMPSE_STATUS_OK;
 }
+
+glimpse_status config_read_json_optional(const char *folder, const char *name, cJSON **out) {
+    *out = NULL;
+    char *path = file_join(folder, name);
+    if (!path) return ERROR_OOM();
+    int present = file_is_regular(path);
+    free(path);
+    return present ? config_read_json(folder, name, out) : GLIMPSE_STATUS_OK;
+}

@@ -30,6 +30,8 @@ glimpse_status config_read_file(const char *folder, const char *name, size_t max
 
 /* Parses folder/name. Caller frees with cJSON_Delete. */
 glimpse_status config_read_json(const char *folder, const char *name, cJSON **out);
+/* The same for a file a snapshot may lack: *out NULL (and success) when it is not there. */
+glimpse_status config_read_json_optional(const char *folder, const char *name, cJSON **out);
 
 /* A required whole number in [minimum, maximum]. `where` names the file and
  * section for messages, e.g. "config.json: vision_config". */

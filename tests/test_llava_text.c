@@ -1,0 +1,155 @@
+/* test_llava_text.c — LLaVA's tokenizers against the llava-llama-tiny and llava-qwen2-tiny fixtures: every
+ * tokenizer case's ids (Llama's SentencePiece with legacy false; Qwen2's byte-level BPE with NFC, its own
+ * pattern and added tokens), every case's prompt tokenized to its input_ids, every generation's new ids
+ * decoded (skipping the special tokens) to the reference's text, and every chat template example rendered by the
+ * template the snapshot carries (an unknown template refused). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "tests/support.h"
+#include "text/chat_template.h"
+#include "text/gpt2_tokenizer.h"
+#include "text/llama_tokenizer.h"
+
+/* One of the two tokenizers, through one pair of calls. */
+typedef struct either {
+    llama_tokenizer *llama;
+    gpt2_tokenizer *qwen2;
+} either;
+
+static either load(const char *name) {
+    either e = {0};
+    char *folder = fixture_path(name);
+    glimpse_status status = strstr(name, "llama") ? llama_tokenizer_load(folder, &e.llama)
+                                                  : gpt2_tokenizer_load(folder, &e.qwen2);
+    if (status) fail_msg("%s: %s", name, glimpse_last_error());
+    free(folder);
+    return e;
+}
+
+static void encode(const either *e, const char *text, int32_t **ids, size_t *count) {
+    if (e->llama) {
+        assert_int_equal(llama_tokenizer_encode(e->llama, text, true, ids, count), GLIMPSE_STATUS_OK);
+        return;
+    }
+    size_t n = 0;
+    glimpse_status status = gpt2_tokenizer_encode(e->qwen2, text, 1, NULL, 0, &n);
+    assert_true(status == GLIMPSE_STATUS_OK || status == GLIMPSE_STATUS_TOO_LARGE);
+    *ids = malloc((n ? n : 1) * sizeof **ids);
+    assert_int_equal(gpt2_tokenizer_encode(e->qwen2, text, 1, *ids, n, count), GLIMPSE_STATUS_OK);
+}
+
+static char *decode(const either *e, const int32_t *ids, size_t count) {
+    char *text = NULL;
+    glimpse_status status = e->llama ? llama_tokenizer_decode(e->llama, ids, count, true, &text)
+                                     : gpt2_tokenizer_decode(e->qwen2, ids, count, 1, 0, &text, NULL);
+    if (status) fail_msg("decode: %s", glimpse_last_error());
+    return text;
+}
+
+static void expect_ids(const int32_t *ids, size_t count, const cJSON *expected, const char *what) {
+    int n = cJSON_GetArraySize(expected);
+    for (int i = 0; i < n || (size_t)i < count; i++)
+        if (i >= n || (size_t)i >= count || ids[i] != cJSON_GetArrayItem(expected, i)->valueint) {
+            char *want = cJSON_PrintUnformatted(expected);
+            fail_msg("%s: id %d is %d; expected %s (%zu ids)", what, i, (size_t)i < count ? ids[i] : -1, want, count);
+        }
+}
+
+static void expect_encoding(const either *e, const char *text, const cJSON *expected) {
+    int32_t *ids;
+    size_t count;
+    encode(e, text, &ids, &count);
+    expect_ids(ids, count, expected, text);
+    free(ids);
+}
+
+/* Every chat_template_examples entry rendered by the template the snapshot's chat_template.json holds. */
+static int check_chat_templates(const char *name, const cJSON *expected) {
+    char *folder = fixture_path(name);
+    chat_template_kind kind;
+    if (chat_template_load(folder, &kind)) fail_msg("%s: %s", name, glimpse_last_error());
+    free(folder);
+    const cJSON *example;
+    int n = 0;
+    cJSON_ArrayForEach(example, cJSON_GetObjectItem(expected, "chat_template_examples")) {
+        chat_message messages[8];
+        chat_part parts[8][8];
+        size_t count = 0;
+        const cJSON *message, *part;
+        cJSON_ArrayForEach(message, cJSON_GetObjectItem(example, "messages")) {
+            size_t k = 0;
+            cJSON_ArrayForEach(part, cJSON_GetObjectItem(message, "content")) {
+                bool image = !strcmp(cJSON_GetObjectItem(part, "type")->valuestring, "image");
+                parts[count][k++] = (chat_part){image ? CHAT_PART_IMAGE : CHAT_PART_TEXT,
+                                                image ? NULL : cJSON_GetObjectItem(part, "text")->valuestring};
+            }
+            messages[count] = (chat_message){cJSON_GetObjectItem(message, "role")->valuestring, parts[count], k};
+            count++;
+        }
+        char *prompt;
+        assert_int_equal(chat_template_render(kind, messages, count,
+                                              cJSON_IsTrue(cJSON_GetObjectItem(example, "add_generation_prompt")),
+                                              &prompt),
+                         GLIMPSE_STATUS_OK);
+        assert_string_equal(prompt, cJSON_GetObjectItem(example, "rendered")->valuestring);
+        free(prompt);
+        n++;
+    }
+    assert_int_equal(chat_template_recognise("{{ messages }}", &kind), GLIMPSE_STATUS_UNSUPPORTED);
+    return n;
+}
+
+static void check_fixture(const char *name) {
+    char json_name[128];
+    snprintf(json_name, sizeof json_name, "%s/expected.json", name);
+    cJSON *expected = fixture_json(json_name);
+    if (!expected) skip();
+    either e = load(name);
+    const cJSON *item;
+    int n = 0, cases = 0;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "tokenizer_cases")) {
+        expect_encoding(&e, cJSON_GetObjectItem(item, "text")->valuestring, cJSON_GetObjectItem(item, "input_ids"));
+        n++;
+    }
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "cases")) {
+        expect_encoding(&e, cJSON_GetObjectItem(item, "prompt")->valuestring, cJSON_GetObjectItem(item, "input_ids"));
+        static const char *const searches[] = {"greedy", "beam3"};
+        for (int s = 0; s < 2; s++) {
+            const cJSON *generation = cJSON_GetObjectItem(item, searches[s]);
+            const cJSON *new_ids = cJSON_GetObjectItem(generation, "new_ids");
+            int32_t list[64];
+            size_t k = (size_t)cJSON_GetArraySize(new_ids);
+            assert_true(k <= 64);
+            for (size_t i = 0; i < k; i++) list[i] = cJSON_GetArrayItem(new_ids, (int)i)->valueint;
+            char *text = decode(&e, list, k);
+            assert_string_equal(text, cJSON_GetObjectItem(generation, "text")->valuestring);
+            free(text);
+        }
+        cases++;
+    }
+    int templates = check_chat_templates(name, expected);
+    fprintf(stderr, "%s: %d tokenizer cases, %d prompts and their %d decoded generations, %d chat templates identical\n",
+            name, n, cases, 2 * cases, templates);
+    llama_tokenizer_free(e.llama);
+    gpt2_tokenizer_free(e.qwen2);
+    cJSON_Delete(expected);
+}
+
+/* state: the fixture's name */
+static void test_fixture(void **state) {
+    if (!fixtures_folder()) skip();
+    check_fixture(*state);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test_prestate(test_fixture, "llava-llama-tiny"),
+                                       cmocka_unit_test_prestate(test_fixture, "llava-qwen2-tiny")};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
