@@ -176,18 +176,7 @@ static int stream_token(void *user, int32_t id) {
 
 /* The search settings of params after a prompt of prompt_length ids (start token first). */
 static caption_settings settings_of(const glimpse_model *model, const glimpse_caption_params *p, size_t prompt_length) {
-    return (caption_settings){.max_length = prompt_length + (size_t)p->max_tokens,
-                              .min_length = prompt_length + (size_t)p->min_tokens,
-                              .beams = p->beams,
-                              .length_penalty = p->length_penalty,
-                              .repetition_penalty = p->repetition_penalty,
-                              .sample = p->sample,
-                              .temperature = p->temperature,
-                              .top_k = p->top_k,
-                              .top_p = p->top_p,
-                              .seed = p->seed,
-                              .end_id = model->end_id,
-                              .pad_id = model->pad_id};
+    return caption_settings_of(p, prompt_length, model->end_id, model->pad_id);
 }
 
 glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const glimpse_caption_params *p,

@@ -9,7 +9,7 @@
 #include "core/error.h"
 
 extern const model_family family_clip, family_blip_caption, family_blip_retrieval, family_siglip, family_vit_gpt2,
-    family_blip2, family_florence2;
+    family_blip2, family_florence2, family_llava;
 
 /* In the order an unknown architecture's error lists them. */
 static const model_family *const families[] = {
@@ -20,6 +20,7 @@ static const model_family *const families[] = {
     &family_vit_gpt2,
     &family_blip2,
     &family_florence2,
+    &family_llava,
 };
 #define FAMILY_COUNT (sizeof families / sizeof families[0])
 

@@ -590,3 +590,19 @@ glimpse_status caption_decoder_embed_table(float *x, const caption_decoder_room 
     }
     return status;
 }
+
+caption_settings caption_settings_of(const glimpse_caption_params *p, size_t prompt_length, int32_t end_id,
+                                     int32_t pad_id) {
+    return (caption_settings){.max_length = prompt_length + (size_t)p->max_tokens,
+                              .min_length = prompt_length + (size_t)p->min_tokens,
+                              .beams = p->beams,
+                              .length_penalty = p->length_penalty,
+                              .repetition_penalty = p->repetition_penalty,
+                              .sample = p->sample,
+                              .temperature = p->temperature,
+                              .top_k = p->top_k,
+                              .top_p = p->top_p,
+                              .seed = p->seed,
+                              .end_id = end_id,
+                              .pad_id = pad_id};
+}

@@ -43,6 +43,11 @@ typedef struct caption_settings {
     bool score_generated;
 } caption_settings;
 
+/* The settings of a caption's params (glimpse.h's, resolved) after a prompt of prompt_length ids: lengths count
+ * the prompt as transformers' max_length does; the 4.40 fields are left off. */
+caption_settings caption_settings_of(const glimpse_caption_params *p, size_t prompt_length, int32_t end_id,
+                                     int32_t pad_id);
+
 /* A decoder as generation sees it: a KV-cached language model whose image
  * side is already set. `self` is the family's state. */
 typedef struct caption_decoder {

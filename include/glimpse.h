@@ -155,7 +155,8 @@ typedef enum glimpse_model_kind {
     GLIMPSE_MODEL_KIND_SIGLIP = 4,         /* SiglipModel: embed, rank, classify (sigmoid probabilities) */
     GLIMPSE_MODEL_KIND_VIT_GPT2 = 5,       /* VisionEncoderDecoderModel, ViT + GPT-2: caption */
     GLIMPSE_MODEL_KIND_BLIP2 = 6,          /* Blip2ForConditionalGeneration (OPT): caption, ask */
-    GLIMPSE_MODEL_KIND_FLORENCE2 = 7       /* Florence2ForConditionalGeneration: caption, tasks (OCR, objects) */
+    GLIMPSE_MODEL_KIND_FLORENCE2 = 7,      /* Florence2ForConditionalGeneration: caption, tasks (OCR, objects) */
+    GLIMPSE_MODEL_KIND_LLAVA = 8           /* LlavaForConditionalGeneration (Llama, Qwen2): ask, caption */
 } glimpse_model_kind;
 
 typedef enum glimpse_precision {

@@ -1,8 +1,12 @@
-/* test_llava_text.c — LLaVA's tokenizers against the llava-llama-tiny and llava-qwen2-tiny fixtures: every
- * tokenizer case's ids (Llama's SentencePiece with legacy false; Qwen2's byte-level BPE with NFC, its own
- * pattern and added tokens), every case's prompt tokenized to its input_ids, every generation's new ids
- * decoded (skipping the special tokens) to the reference's text, and every chat template example rendered by the
- * template the snapshot carries (an unknown template refused). */
+/* test_llava_family.c — LLaVA's text side and the whole family through the public API, against the
+ * llava-llama-tiny and llava-qwen2-tiny fixtures: every tokenizer case's ids (Llama's SentencePiece with legacy
+ * false; Qwen2's byte-level BPE with NFC, its own pattern and added tokens), every case's prompt tokenized to its
+ * input_ids, every generation's new ids decoded (skipping the special tokens) to the reference's text, every chat
+ * template example rendered by the template the snapshot carries (an unknown one refused); then every
+ * one-picture case (captions and questions, greedy and 3 beams, 20 new tokens) given its prompt verbatim to
+ * glimpse_caption_images from the picture file gives the reference's new ids and text exactly, llava-1.5's
+ * questions asked with glimpse_ask_images (its chat template) and its caption with no prompt (the stated
+ * instruction) the same, and a prompt without its <image> is refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "glimpse.h"
 #include "tests/support.h"
 #include "text/chat_template.h"
 #include "text/gpt2_tokenizer.h"
@@ -142,10 +147,96 @@ static void check_fixture(const char *name) {
     cJSON_Delete(expected);
 }
 
+static void expect_generation(const glimpse_caption *caption, const cJSON *generation, const char *what) {
+    const cJSON *ids = cJSON_GetObjectItem(generation, "new_ids");
+    int n = cJSON_GetArraySize(ids);
+    for (int i = 0; i < n || (size_t)i < caption->id_count; i++)
+        if (i >= n || (size_t)i >= caption->id_count || caption->ids[i] != cJSON_GetArrayItem(ids, i)->valueint)
+            fail_msg("%s: id %d is %d, the reference's %d (%zu and %d ids)", what, i,
+                     (size_t)i < caption->id_count ? caption->ids[i] : -1,
+                     i < n ? cJSON_GetArrayItem(ids, i)->valueint : -1, caption->id_count, n);
+    assert_string_equal(caption->text, cJSON_GetObjectItem(generation, "text")->valuestring);
+}
+
+/* The question inside llava-1.5's prompt "USER: <image>\nQUESTION ASSISTANT:", or NULL. */
+static char *llava15_question(const char *prompt) {
+    const char *head = "USER: <image>\n", *tail = " ASSISTANT:";
+    size_t length = strlen(prompt);
+    if (strncmp(prompt, head, strlen(head)) || length < strlen(head) + strlen(tail) ||
+        strcmp(prompt + length - strlen(tail), tail))
+        return NULL;
+    return strndup(prompt + strlen(head), length - strlen(head) - strlen(tail));
+}
+
+static void check_family(const char *name) {
+    char relative[128];
+    snprintf(relative, sizeof relative, "%s/expected.json", name);
+    cJSON *expected = fixture_json(relative);
+    if (!expected) skip();
+    char *folder = fixture_path(name);
+    glimpse_model *model;
+    glimpse_context *ctx;
+    if (glimpse_model_load(folder, NULL, &model)) fail_msg("%s: %s", name, glimpse_last_error());
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    const cJSON *item;
+    int k = 0, checked = 0;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "cases")) {
+        const cJSON *images = cJSON_GetObjectItem(item, "images");
+        if (cJSON_GetArraySize(images) != 1) { /* the text-only and two-picture cases take another door */
+            k++;
+            continue;
+        }
+        glimpse_image *image = fixture_image(cJSON_GetArrayItem(images, 0)->valuestring);
+        const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
+        static const char *const searches[] = {"greedy", "beam3"};
+        for (int s = 0; s < 2; s++) {
+            const cJSON *generation = cJSON_GetObjectItem(item, searches[s]), *params;
+            params = cJSON_GetObjectItem(generation, "params");
+            glimpse_caption_params p = glimpse_caption_default_params();
+            p.max_tokens = cJSON_GetObjectItem(params, "max_new_tokens")->valueint;
+            p.beams = cJSON_GetObjectItem(params, "num_beams")->valueint;
+            p.prompt = prompt;
+            glimpse_caption caption;
+            char what[128];
+            snprintf(what, sizeof what, "%s case %d %s", name, k, searches[s]);
+            if (glimpse_caption_images(ctx, &image, 1, &p, &caption)) fail_msg("%s: %s", what, glimpse_last_error());
+            expect_generation(&caption, generation, what);
+            glimpse_caption_free(&caption);
+            char *question = llava15_question(prompt);
+            if (question) { /* the same through the chat template: a question, or the caption instruction */
+                p.prompt = NULL;
+                bool caption_case = !strcmp(cJSON_GetObjectItem(item, "prompt_kind")->valuestring, "caption");
+                glimpse_status status = caption_case ? glimpse_caption_images(ctx, &image, 1, &p, &caption)
+                                                     : glimpse_ask_images(ctx, &image, 1, question, &p, &caption);
+                if (status) fail_msg("%s (template): %s", what, glimpse_last_error());
+                expect_generation(&caption, generation, what);
+                glimpse_caption_free(&caption);
+                free(question);
+            }
+            checked++;
+        }
+        glimpse_image_free(image);
+        k++;
+    }
+    glimpse_image *image = fixture_image("astronaut.png");
+    glimpse_caption_params p = glimpse_caption_default_params();
+    glimpse_caption caption;
+    p.prompt = "no picture marked here";
+    assert_int_equal(glimpse_caption_images(ctx, &image, 1, &p, &caption), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    glimpse_image_free(image);
+    fprintf(stderr, "%s: %d generations identical\n", name, checked);
+    assert_int_equal(checked, 16);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    cJSON_Delete(expected);
+    free(folder);
+}
+
 /* state: the fixture's name */
 static void test_fixture(void **state) {
     if (!fixtures_folder()) skip();
     check_fixture(*state);
+    check_family(*state);
 }
 
 int main(void) {

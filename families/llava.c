@@ -1,0 +1,352 @@
+/* llava.c — the LLaVA family (LlavaForConditionalGeneration: llava-hf/llava-1.5-*, llava-interleave-qwen-*): its
+ * loader (the parts of families/llava_model.h, Llama's or Qwen2's tokenizer, the checkpoint's chat template and
+ * preprocessing, generate's settings from generation_config.json) and its line of the family table. A caption
+ * or an answer is one picture's: the prompt (the chat template's rendering of the question with the picture, a
+ * stated instruction for a caption, or a raw prompt whose <image> marks the picture) tokenized, the picture's
+ * projected features merged at its image token, the language model's search from that sequence (4.40's beam
+ * scoring, every end token of the generation config). The ids a caption carries are the generated ones, the end
+ * token included when it stopped on it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/context.h"
+#include "api/model.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "families/family.h"
+#include "families/llava_model.h"
+#include "families/loader_steps.h"
+#include "text/chat_template.h"
+#include "text/gpt2_tokenizer.h"
+#include "text/llama_tokenizer.h"
+#include "weights/config.h"
+
+/* The model cards' max_new_tokens (their examples' generate calls) where generation_config.json gives none. */
+#define LLAVA_MAX_NEW_TOKENS 200
+/* What `glimpse caption` asks a LLaVA model for (the fixtures' caption request). */
+#define LLAVA_CAPTION_INSTRUCTION "Describe the image in one sentence."
+
+typedef struct llava_parts {
+    llava_model model;
+    llama_tokenizer *llama; /* Llama's SentencePiece tokenizer, or */
+    gpt2_tokenizer *qwen2;  /* Qwen2's byte-level BPE */
+    chat_template_kind template;
+    char template_error[256]; /* why the checkpoint's chat template cannot be used ("" when it can) */
+    int32_t end_ids[1 + CAPTION_MAX_MORE_END_IDS];
+    size_t end_count;
+} llava_parts;
+
+typedef struct llava_run {
+    llava_vision_state *vision;
+    llama_state *language;
+    size_t language_beams, language_length, language_step;
+    float *pixels, *features, *rows;
+    size_t rows_capacity;
+} llava_run;
+
+static const llava_parts *parts_of(const glimpse_model *model) { return model->parts; }
+
+static void free_parts(void *p) {
+    llava_parts *parts = p;
+    if (!parts) return;
+    llava_model_free(&parts->model);
+    llama_tokenizer_free(parts->llama);
+    gpt2_tokenizer_free(parts->qwen2);
+    free(parts);
+}
+
+static void free_run(void *r) {
+    llava_run *run = r;
+    if (!run) return;
+    llava_vision_state_free(run->vision);
+    llama_state_free(run->language);
+    free(run->pixels), free(run->features), free(run->rows);
+    free(run);
+}
+
+/* generation_config.json's end tokens (one id or a list) and search settings; max_new_tokens, where given, is
+ * what glimpse's max_tokens reads (its max_length counts the prompt, which a caption's settings do not). */
+static glimpse_status generation_settings(glimpse_model *model, llava_parts *parts) {
+    glimpse_status status = read_generation_config(model);
+    if (status) return status;
+    cJSON *file = model->generation, *g = cJSON_CreateObject();
+    model->generation = g;
+    const cJSON *ends = cJSON_GetObjectItemCaseSensitive(file, "eos_token_id"), *item;
+    const cJSON *list = cJSON_IsArray(ends) ? ends : NULL;
+    if (cJSON_IsNumber(ends)) parts->end_ids[parts->end_count++] = ends->valueint;
+    cJSON_ArrayForEach(item, list)
+        if (cJSON_IsNumber(item) && parts->end_count < 1 + CAPTION_MAX_MORE_END_IDS)
+            parts->end_ids[parts->end_count++] = item->valueint;
+    int beams = 1, new_tokens = LLAVA_MAX_NEW_TOKENS;
+    if (file) {
+        if ((status = config_int_or(file, "generation_config.json", "num_beams", 1, GLIMPSE_CAPTION_MAX_BEAMS, 1,
+                                    &beams)) ||
+            (status = config_int_or(file, "generation_config.json", "max_new_tokens", 1, 1 << 20,
+                                    LLAVA_MAX_NEW_TOKENS, &new_tokens)))
+            goto done;
+    }
+    if (!g || !cJSON_AddNumberToObject(g, "num_beams", beams) ||
+        !cJSON_AddNumberToObject(g, "max_length", new_tokens + 1) || !cJSON_AddNumberToObject(g, "min_length", 0))
+        status = ERROR_OOM();
+done:
+    cJSON_Delete(file);
+    return status;
+}
+
+/* The tokenizer the snapshot has: tokenizer.model (Llama) or vocab.json and merges.txt (Qwen2); its <image> id
+ * must be the config's image_token_index. */
+static glimpse_status load_tokenizer(glimpse_model *model, llava_parts *parts) {
+    char *path = file_join(model->folder, "tokenizer.model");
+    if (!path) return ERROR_OOM();
+    bool sentencepiece = file_is_regular(path);
+    free(path);
+    glimpse_status status = sentencepiece ? llama_tokenizer_load(model->folder, &parts->llama)
+                                          : gpt2_tokenizer_load(model->folder, &parts->qwen2);
+    if (status) return status;
+    int32_t image = -1;
+    if (parts->llama) image = llama_tokenizer_token_id(parts->llama, "<image>");
+    else {
+        size_t n = 0;
+        if (!gpt2_tokenizer_encode(parts->qwen2, "<image>", 0, &image, 1, &n) && n != 1) image = -1;
+    }
+    if (image != parts->model.config.image_token_id)
+        return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the tokenizer's <image> is id %d, config.json's "
+                         "image_token_index %d", model->folder, image, parts->model.config.image_token_id);
+    return GLIMPSE_STATUS_OK;
+}
+
+static glimpse_status load_llava(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
+                                 const cJSON *text_json) {
+    (void)vision_json, (void)text_json; /* llava_config_read reads them from config.json itself */
+    if (params->precision != GLIMPSE_PRECISION_FLOAT32)
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: LLaVA runs on the checkpoint's own weights (float32, "
+                         "float16 or bfloat16); int8 is not supported yet", model->folder);
+    llava_parts *parts = calloc(1, sizeof *parts);
+    if (!parts) return ERROR_OOM();
+    model->parts = parts;
+    llava_config config;
+    glimpse_status status = llava_config_read(model->config, &config);
+    if (!status) status = llava_model_load(&parts->model, &config, model->store);
+    if (status) return status;
+    bool siglip = config.vision.variant == VIT_VARIANT_SIGLIP;
+    model->preprocess = siglip ? preprocess_default_siglip(config.vision.image_size)
+                               : preprocess_default_clip(config.vision.image_size);
+    if ((status = read_preprocessor(model, siglip)) || (status = load_tokenizer(model, parts)) ||
+        (status = generation_settings(model, parts)))
+        return status;
+    if (!parts->end_count) parts->end_ids[parts->end_count++] = parts->llama ? 2 : -1;
+    model->end_id = parts->end_ids[0], model->pad_id = parts->end_ids[0];
+    if (chat_template_load(model->folder, &parts->template)) /* used only when a question is asked */
+        snprintf(parts->template_error, sizeof parts->template_error, "%s", glimpse_last_error());
+    return GLIMPSE_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ text */
+
+static glimpse_status encode(const llava_parts *parts, const char *text, int32_t **ids, size_t *count) {
+    if (parts->llama) return llama_tokenizer_encode(parts->llama, text, true, ids, count);
+    size_t n = 0;
+    glimpse_status status = gpt2_tokenizer_encode(parts->qwen2, text, 1, NULL, 0, &n);
+    if (status && status != GLIMPSE_STATUS_TOO_LARGE) return status;
+    *ids = malloc((n ? n : 1) * sizeof **ids);
+    if (!*ids) return ERROR_OOM();
+    status = gpt2_tokenizer_encode(parts->qwen2, text, 1, *ids, n, count);
+    if (status) free(*ids), *ids = NULL;
+    return status;
+}
+
+/* decode(ids, skip_special_tokens=True). */
+static glimpse_status decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
+    const llava_parts *parts = parts_of(model);
+    if (parts->llama) return llama_tokenizer_decode(parts->llama, ids, count, true, text);
+    return gpt2_tokenizer_decode(parts->qwen2, ids, count, 1, 0, text, NULL);
+}
+
+/* The chat template's rendering of one user turn: the picture, then text; the assistant's turn opened. */
+static glimpse_status render_turn(const glimpse_model *model, const char *text, char **prompt) {
+    const llava_parts *parts = parts_of(model);
+    *prompt = NULL;
+    if (parts->template_error[0])
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s; give the whole prompt instead (glimpse ask --prompt, with "
+                         "<image> where the picture goes)", parts->template_error);
+    chat_part turn[2] = {{CHAT_PART_IMAGE, NULL}, {CHAT_PART_TEXT, text}};
+    chat_message message = {"user", turn, 2};
+    return chat_template_render(parts->template, &message, 1, 1, prompt);
+}
+
+static glimpse_status question_prompt(const glimpse_model *model, const char *question, char **prompt) {
+    return render_turn(model, question, prompt);
+}
+
+/* ------------------------------------------------------------------ run state */
+
+static glimpse_status run_of(glimpse_context *ctx, llava_run **out) {
+    const llava_model *m = &parts_of(ctx->model)->model;
+    if (!ctx->run) {
+        llava_run *run = calloc(1, sizeof *run);
+        if (!run) return ERROR_OOM();
+        ctx->run = run;
+        size_t side = (size_t)m->config.vision.image_size, hidden = (size_t)m->config.text.hidden_size;
+        run->pixels = malloc(3 * side * side * sizeof(float));
+        run->features = malloc(m->config.image_rows * hidden * sizeof(float));
+        glimpse_status status = run->pixels && run->features ? GLIMPSE_STATUS_OK : ERROR_OOM();
+        if (!status) status = llava_vision_state_create(m, 1, &run->vision);
+        if (status) return status;
+    }
+    *out = ctx->run;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Room for a merged sequence of `length` rows and a language-model state for beams × (length + new) positions. */
+static glimpse_status room_for(const llava_model *m, llava_run *run, size_t beams, size_t length, size_t positions) {
+    size_t hidden = (size_t)m->config.text.hidden_size;
+    if (length > run->rows_capacity) {
+        float *rows = realloc(run->rows, length * hidden * sizeof *rows);
+        if (!rows) return ERROR_OOM();
+        run->rows = rows, run->rows_capacity = length;
+    }
+    if (run->language && run->language_beams >= beams && run->language_length >= positions &&
+        run->language_step >= length)
+        return GLIMPSE_STATUS_OK;
+    llama_state_free(run->language);
+    run->language = NULL;
+    glimpse_status status = llama_state_create(&m->text, beams, positions, length, &run->language);
+    if (!status) run->language_beams = beams, run->language_length = positions, run->language_step = length;
+    return status;
+}
+
+/* ------------------------------------------------------------------ one picture */
+
+typedef struct llava_stream {
+    const glimpse_model *model;
+    const glimpse_caption_params *params;
+    size_t image, prompt_length, count;
+    int32_t *ids; /* the new ids so far */
+} llava_stream;
+
+static int stream_token(void *user, int32_t id) {
+    llava_stream *s = user;
+    s->ids[s->count++] = id;
+    char *text = NULL;
+    if (decode(s->model, s->ids, s->count, &text)) return 1;
+    int stop = s->params->on_token(s->params->user, s->image, id, text);
+    free(text);
+    return stop;
+}
+
+static caption_settings settings_of(const llava_parts *parts, const glimpse_caption_params *p, size_t prompt_length) {
+    caption_settings s = caption_settings_of(p, prompt_length, parts->end_ids[0], parts->end_ids[0]);
+    s.score_generated = true; /* transformers 4.40's beam scores */
+    for (size_t i = 1; i < parts->end_count; i++) s.more_end_ids[s.more_end_count++] = parts->end_ids[i];
+    return s;
+}
+
+/* The prompt's ids through the search, from the picture's features merged in; the new ids into out. */
+static glimpse_status answer_one(glimpse_context *ctx, glimpse_image *image, size_t index, const int32_t *prompt,
+                                 size_t prompt_length, const glimpse_caption_params *p, glimpse_caption *out) {
+    const llava_parts *parts = parts_of(ctx->model);
+    const llava_model *m = &parts->model;
+    llava_run *run = NULL;
+    size_t length = 0, got = 0, max_length = prompt_length + (size_t)p->max_tokens;
+    glimpse_status status = run_of(ctx, &run);
+    if (!status) status = llava_merged_length(m, prompt, prompt_length, 1, &length);
+    if (!status && length + (size_t)p->max_tokens > (size_t)m->config.text.max_positions + 1)
+        status = error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt's %zu positions and %d new tokens are more than the "
+                           "language model's %d", length, p->max_tokens, m->config.text.max_positions);
+    if (!status) status = room_for(m, run, (size_t)p->beams, length, length + (size_t)p->max_tokens);
+    if (!status) status = preprocess_image(run->pixels, image, &ctx->model->preprocess);
+    if (!status) status = llava_image_features(m, run->vision, run->pixels, 1, run->features, ctx->threads);
+    if (!status) status = llava_merge(m, prompt, prompt_length, run->features, 1, run->rows, NULL);
+    int32_t *ids = status ? NULL : malloc(max_length * sizeof *ids);
+    llava_stream stream = {ctx->model, p, index, prompt_length, 0, ids ? malloc(max_length * sizeof *ids) : NULL};
+    if (!status && (!ids || !stream.ids)) status = ERROR_OOM();
+    if (!status) {
+        llama_decoder self = {&m->text, run->language, run->rows, length, prompt_length};
+        caption_decoder decoder = llama_caption_decoder(&self);
+        caption_settings settings = settings_of(parts, p, prompt_length);
+        status = caption_generate(&decoder, prompt, prompt_length, &settings, p->on_token ? stream_token : NULL,
+                                  &stream, ids, &got, ctx->threads);
+    }
+    free(stream.ids);
+    if (!status) { /* the generated ids alone */
+        memmove(ids, ids + prompt_length, (got - prompt_length) * sizeof *ids);
+        out->ids = ids, out->id_count = got - prompt_length;
+        status = decode(ctx->model, out->ids, out->id_count, &out->text);
+    } else {
+        free(ids);
+    }
+    return status;
+}
+
+/* params->prompt verbatim (its <image> marks the picture), or the caption instruction in the chat template. */
+static glimpse_status caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                     const glimpse_caption_params *p, glimpse_caption *out) {
+    const llava_parts *parts = parts_of(ctx->model);
+    char *rendered = NULL;
+    int32_t *prompt = NULL;
+    size_t length = 0;
+    glimpse_status status = p->prompt ? GLIMPSE_STATUS_OK
+                                      : render_turn(ctx->model, LLAVA_CAPTION_INSTRUCTION, &rendered);
+    if (!status) status = encode(parts, p->prompt ? p->prompt : rendered, &prompt, &length);
+    for (size_t i = 0; i < count && !status; i++) {
+        status = answer_one(ctx, images[i], i, prompt, length, p, &out[i]);
+        if (!status) status = context_progress(ctx, i + 1, count);
+    }
+    if (status)
+        for (size_t i = 0; i < count; i++) glimpse_caption_free(&out[i]);
+    free(rendered), free(prompt);
+    return status;
+}
+
+/* What generate's output starts with (the family's captions carry only the new ids; kept for the table). */
+static glimpse_status prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids, size_t *count) {
+    return encode(parts_of(model), prompt ? prompt : "", ids, count);
+}
+
+static size_t max_positions(const glimpse_model *model) {
+    return (size_t)parts_of(model)->model.config.text.max_positions + 1;
+}
+
+static const family_captioner captioner = {
+    .max_tokens = LLAVA_MAX_NEW_TOKENS,
+    .min_tokens = 0,
+    .beams = 1,
+    .decode = decode,
+    .prompt_ids = prompt_ids,
+    .max_positions = max_positions,
+    .vision_attentions = "vision_attentions",
+    .caption_images = caption_images,
+    .question_prompt = question_prompt,
+};
+
+static void vision_info(const glimpse_model *model, glimpse_model_info *out) {
+    const vit_config *v = &parts_of(model)->model.config.vision;
+    out->image_size = v->image_size, out->patch_size = v->patch_size;
+    out->vision_hidden_size = v->hidden_size, out->vision_layers = parts_of(model)->model.config.vision_layers;
+    out->vision_heads = v->heads, out->vision_activation = v->act_name;
+}
+
+static void text_info(const glimpse_model *model, glimpse_model_info *out) {
+    const llama_config *t = &parts_of(model)->model.config.text;
+    loader_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, "silu");
+}
+
+const model_family family_llava = {
+    .architecture = "LlavaForConditionalGeneration",
+    .summary = "LlavaForConditionalGeneration (LLaVA: CLIP or SigLIP with Llama or Qwen2)",
+    .model_type = "llava",
+    .description = "LLaVA: a CLIP or SigLIP tower, a projector and a Llama or Qwen2 language model; answers and "
+                   "captions",
+    .kind = GLIMPSE_MODEL_KIND_LLAVA,
+    .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_ASK),
+    .vision_section = "vision_config",
+    .text_section = "text_config",
+    .sections_required = true,
+    .load = load_llava,
+    .vision_info = vision_info,
+    .text_info = text_info,
+    .caption = &captioner,
+    .free_parts = free_parts,
+    .free_run = free_run,
+};
