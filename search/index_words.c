@@ -359,7 +359,7 @@ glimpse_status glimpse_index_search_filtered(glimpse_index *index, const float *
     index_read_end(index, began);
     free(expression);
     if (!status) {
-        qsort(matches, count, sizeof *matches, better_first);
+        if (count) qsort(matches, count, sizeof *matches, better_first); /* no matches: matches may be NULL */
         size_t n = count < k ? count : k;
         /* the paths stay the index's until its next search, update or close */
         for (size_t i = 0; i < index->filtered_count; i++) free(index->filtered_paths[i]);
