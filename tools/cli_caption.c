@@ -61,13 +61,15 @@ const char cli_caption_options_help[] =
     "repetition_penalty, length_penalty) overrides them for that model; options override both.\n";
 
 static const char ask_help[] =
-    "Usage: glimpse ask -m BLIP2 (-q QUESTION | --prompt TEXT) [--beams N] [--max-tokens N] ... [--json]\n"
-    "                   IMAGE|VIDEO|FOLDER|-...\n"
+    "Usage: glimpse ask -m BLIP2|LLAVA (-q QUESTION | --prompt TEXT) [--beams N] [--max-tokens N] ...\n"
+    "                   [--json] IMAGE|VIDEO|FOLDER|-...\n"
     "Answers a question about each image with a BLIP-2 model (Blip2ForConditionalGeneration,\n"
-    "e.g. Salesforce/blip2-opt-2.7b): visual question answering with BLIP-2's prompt\n"
-    "\"Question: QUESTION Answer:\".\n"
+    "e.g. Salesforce/blip2-opt-2.7b; its prompt \"Question: QUESTION Answer:\") or a LLaVA model\n"
+    "(LlavaForConditionalGeneration, e.g. llava-hf/llava-1.5-7b-hf; the question after the\n"
+    "picture in the chat template the checkpoint carries).\n"
     "  -q, --question QUESTION  the question\n"
-    "  --prompt TEXT            a free prompt instead, given to the model as it is\n"
+    "  --prompt TEXT            a free prompt instead, given to the model as it is (LLaVA: with\n"
+    "                           <image> where the picture goes)\n"
     "  --beams, --max-tokens, --min-tokens, --sample ...  as for glimpse caption\n"
     "Defaults: the model's own settings (without generation_config.json, its text_config's:\n"
     "greedy, at most 19 new tokens, ending at a new line).\n"
@@ -75,7 +77,8 @@ static const char ask_help[] =
     "the decoded text with the spaces at its ends removed, as BLIP-2's model card prints it.\n"
     "JSON: {\"image\": PATH, \"question\": QUESTION, \"answer\": TEXT, \"ids\": [...]} (\"prompt\"\n"
     "in place of \"question\" with --prompt), ids as BLIP-2's generate returns them: its\n"
-    "start token 2 and the generated tokens.\n";
+    "start token 2 and the generated tokens; LLaVA's: the generated tokens, the end token\n"
+    "included when it stopped on it.\n";
 
 enum { OPT_QUESTION = CLI_OPT_CAPTION_END, OPT_DETAIL };
 

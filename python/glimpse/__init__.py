@@ -527,9 +527,9 @@ class Model(_Handle):
     def ask(self, images, question=None, prompt=None, max_tokens=None, min_tokens=None, beams=None,
             length_penalty=None, repetition_penalty=None, sample=False, temperature=1.0, top_k=50, top_p=1.0,
             seed=0, on_token=None):
-        """Answers a question about each image with a BLIP-2 model (glimpse ask): a list of Caption(text,
-        ids), text the answer. Give question (put in BLIP-2's prompt "Question: QUESTION Answer:", as its
-        paper and model card do) or prompt (a free prompt, given to the language model as written), not
+        """Answers a question about each image with a BLIP-2 or LLaVA model (glimpse ask): a list of
+        Caption(text, ids), text the answer. Give question (put in BLIP-2's prompt "Question: QUESTION
+        Answer:", as its paper and model card do; in LLaVA's chat template after the picture) or prompt (a free prompt, given to the language model as written), not
         both. The other settings and on_token are caption()'s. text is transformers' decode(ids,
         skip_special_tokens=True), which may begin with a space: answer.text.strip() is what BLIP-2's
         model card and `glimpse ask` print. ids are the start token 2 and the generated tokens, as BLIP-2's
