@@ -285,6 +285,25 @@ glimpse_status glimpse_ask_images(glimpse_context *ctx, glimpse_image *const *im
     return status;
 }
 
+glimpse_status glimpse_ask_together(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                    const char *question, const glimpse_caption_params *params, glimpse_caption *out) {
+    if (!ctx || (count && !images) || !out)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_together: NULL argument");
+    memset(out, 0, sizeof *out);
+    const glimpse_model *model = ctx->model;
+    const family_captioner *captioner = model->family->caption;
+    if (!captioner || !captioner->answer_together)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s answers about one picture at a time (glimpse_ask_images); "
+                         "several pictures in one question need a model that takes them (LLaVA)", model->architecture);
+    glimpse_caption_params resolved;
+    glimpse_status status = caption_params_resolve(model, params, &resolved);
+    if (!status && !question && !resolved.prompt)
+        status = error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_together: give a question or a prompt");
+    if (!status && question && resolved.prompt)
+        status = error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_ask_together: a question or a prompt, not both");
+    return status ? status : captioner->answer_together(ctx, images, count, question, &resolved, out);
+}
+
 glimpse_status caption_each_image(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   caption_image_fn caption, const caption_request *request, glimpse_caption *out) {
     const glimpse_model *model = ctx->model;

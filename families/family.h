@@ -60,6 +60,10 @@ typedef struct family_captioner {
     /* The prompt that asks `question` as the family's model card asks it (BLIP-2: "Question: {q} Answer:"), a
      * new string into *prompt; NULL: the family does not answer questions. */
     glimpse_status (*question_prompt)(const glimpse_model *model, const char *question, char **prompt);
+    /* One answer about images[0..count) together (count may be 0): `question` in the chat template after the
+     * pictures, or p->prompt verbatim (question NULL); NULL: the family answers one picture at a time. */
+    glimpse_status (*answer_together)(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                      const char *question, const glimpse_caption_params *p, glimpse_caption *out);
 } family_captioner;
 
 typedef struct model_family {

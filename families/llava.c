@@ -39,6 +39,7 @@ typedef struct llava_parts {
 
 typedef struct llava_run {
     llava_vision_state *vision;
+    size_t images; /* pictures the vision state, pixels and features hold */
     llama_state *language;
     size_t language_beams, language_length, language_step;
     float *pixels, *features, *rows;
@@ -163,38 +164,47 @@ static glimpse_status decode(const glimpse_model *model, const int32_t *ids, siz
     return gpt2_tokenizer_decode(parts->qwen2, ids, count, 1, 0, text, NULL);
 }
 
-/* The chat template's rendering of one user turn: the picture, then text; the assistant's turn opened. */
-static glimpse_status render_turn(const glimpse_model *model, const char *text, char **prompt) {
+/* The chat template's rendering of one user turn: `images` pictures, then text; the assistant's turn opened. */
+static glimpse_status render_turn(const glimpse_model *model, size_t images, const char *text, char **prompt) {
     const llava_parts *parts = parts_of(model);
     *prompt = NULL;
     if (parts->template_error[0])
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s; give the whole prompt instead (glimpse ask --prompt, with "
-                         "<image> where the picture goes)", parts->template_error);
-    chat_part turn[2] = {{CHAT_PART_IMAGE, NULL}, {CHAT_PART_TEXT, text}};
-    chat_message message = {"user", turn, 2};
-    return chat_template_render(parts->template, &message, 1, 1, prompt);
+                         "<image> where each picture goes)", parts->template_error);
+    chat_part *turn = malloc((images + 1) * sizeof *turn);
+    if (!turn) return ERROR_OOM();
+    for (size_t i = 0; i < images; i++) turn[i] = (chat_part){CHAT_PART_IMAGE, NULL};
+    turn[images] = (chat_part){CHAT_PART_TEXT, text};
+    chat_message message = {"user", turn, images + 1};
+    glimpse_status status = chat_template_render(parts->template, &message, 1, 1, prompt);
+    free(turn);
+    return status;
 }
 
 static glimpse_status question_prompt(const glimpse_model *model, const char *question, char **prompt) {
-    return render_turn(model, question, prompt);
+    return render_turn(model, 1, question, prompt);
 }
 
 /* ------------------------------------------------------------------ run state */
 
-static glimpse_status run_of(glimpse_context *ctx, llava_run **out) {
+/* The context's run state, holding at least `images` pictures (0: the text alone). */
+static glimpse_status run_of(glimpse_context *ctx, size_t images, llava_run **out) {
     const llava_model *m = &parts_of(ctx->model)->model;
-    if (!ctx->run) {
-        llava_run *run = calloc(1, sizeof *run);
-        if (!run) return ERROR_OOM();
-        ctx->run = run;
+    if (!ctx->run && !(ctx->run = calloc(1, sizeof(llava_run)))) return ERROR_OOM();
+    llava_run *run = ctx->run;
+    if (images > run->images) {
         size_t side = (size_t)m->config.vision.image_size, hidden = (size_t)m->config.text.hidden_size;
-        run->pixels = malloc(3 * side * side * sizeof(float));
-        run->features = malloc(m->config.image_rows * hidden * sizeof(float));
+        llava_vision_state_free(run->vision);
+        free(run->pixels), free(run->features);
+        run->vision = NULL, run->images = 0;
+        run->pixels = malloc(images * 3 * side * side * sizeof(float));
+        run->features = malloc(images * m->config.image_rows * hidden * sizeof(float));
         glimpse_status status = run->pixels && run->features ? GLIMPSE_STATUS_OK : ERROR_OOM();
-        if (!status) status = llava_vision_state_create(m, 1, &run->vision);
+        if (!status) status = llava_vision_state_create(m, images, &run->vision);
         if (status) return status;
+        run->images = images;
     }
-    *out = ctx->run;
+    *out = run;
     return GLIMPSE_STATUS_OK;
 }
 
@@ -242,22 +252,26 @@ static caption_settings settings_of(const llava_parts *parts, const glimpse_capt
     return s;
 }
 
-/* The prompt's ids through the search, from the picture's features merged in; the new ids into out. */
-static glimpse_status answer_one(glimpse_context *ctx, glimpse_image *image, size_t index, const int32_t *prompt,
-                                 size_t prompt_length, const glimpse_caption_params *p, glimpse_caption *out) {
+/* The prompt's ids through the search, from the pictures' features merged in; the new ids into out. `index`
+ * numbers the answer in the streamed tokens. */
+static glimpse_status answer(glimpse_context *ctx, glimpse_image *const *images, size_t count, size_t index,
+                             const int32_t *prompt, size_t prompt_length, const glimpse_caption_params *p,
+                             glimpse_caption *out) {
     const llava_parts *parts = parts_of(ctx->model);
     const llava_model *m = &parts->model;
     llava_run *run = NULL;
     size_t length = 0, got = 0, max_length = prompt_length + (size_t)p->max_tokens;
-    glimpse_status status = run_of(ctx, &run);
-    if (!status) status = llava_merged_length(m, prompt, prompt_length, 1, &length);
+    size_t side = (size_t)m->config.vision.image_size;
+    glimpse_status status = run_of(ctx, count, &run);
+    if (!status) status = llava_merged_length(m, prompt, prompt_length, count, &length);
     if (!status && length + (size_t)p->max_tokens > (size_t)m->config.text.max_positions + 1)
         status = error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt's %zu positions and %d new tokens are more than the "
                            "language model's %d", length, p->max_tokens, m->config.text.max_positions);
     if (!status) status = room_for(m, run, (size_t)p->beams, length, length + (size_t)p->max_tokens);
-    if (!status) status = preprocess_image(run->pixels, image, &ctx->model->preprocess);
-    if (!status) status = llava_image_features(m, run->vision, run->pixels, 1, run->features, ctx->threads);
-    if (!status) status = llava_merge(m, prompt, prompt_length, run->features, 1, run->rows, NULL);
+    for (size_t i = 0; i < count && !status; i++)
+        status = preprocess_image(run->pixels + i * 3 * side * side, images[i], &ctx->model->preprocess);
+    if (!status && count) status = llava_image_features(m, run->vision, run->pixels, count, run->features, ctx->threads);
+    if (!status) status = llava_merge(m, prompt, prompt_length, run->features, count, run->rows, NULL);
     int32_t *ids = status ? NULL : malloc(max_length * sizeof *ids);
     llava_stream stream = {ctx->model, p, index, prompt_length, 0, ids ? malloc(max_length * sizeof *ids) : NULL};
     if (!status && (!ids || !stream.ids)) status = ERROR_OOM();
@@ -287,14 +301,27 @@ static glimpse_status caption_images(glimpse_context *ctx, glimpse_image *const 
     int32_t *prompt = NULL;
     size_t length = 0;
     glimpse_status status = p->prompt ? GLIMPSE_STATUS_OK
-                                      : render_turn(ctx->model, LLAVA_CAPTION_INSTRUCTION, &rendered);
+                                      : render_turn(ctx->model, 1, LLAVA_CAPTION_INSTRUCTION, &rendered);
     if (!status) status = encode(parts, p->prompt ? p->prompt : rendered, &prompt, &length);
     for (size_t i = 0; i < count && !status; i++) {
-        status = answer_one(ctx, images[i], i, prompt, length, p, &out[i]);
+        status = answer(ctx, &images[i], 1, i, prompt, length, p, &out[i]);
         if (!status) status = context_progress(ctx, i + 1, count);
     }
     if (status)
         for (size_t i = 0; i < count; i++) glimpse_caption_free(&out[i]);
+    free(rendered), free(prompt);
+    return status;
+}
+
+static glimpse_status answer_together(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                      const char *question, const glimpse_caption_params *p, glimpse_caption *out) {
+    char *rendered = NULL;
+    int32_t *prompt = NULL;
+    size_t length = 0;
+    glimpse_status status = question ? render_turn(ctx->model, count, question, &rendered) : GLIMPSE_STATUS_OK;
+    if (!status) status = encode(parts_of(ctx->model), question ? rendered : p->prompt, &prompt, &length);
+    if (!status) status = answer(ctx, images, count, 0, prompt, length, p, out);
+    if (status) glimpse_caption_free(out);
     free(rendered), free(prompt);
     return status;
 }
@@ -318,6 +345,7 @@ static const family_captioner captioner = {
     .vision_attentions = "vision_attentions",
     .caption_images = caption_images,
     .question_prompt = question_prompt,
+    .answer_together = answer_together,
 };
 
 static void vision_info(const glimpse_model *model, glimpse_model_info *out) {

@@ -457,9 +457,9 @@ glimpse_status glimpse_caption_images(glimpse_context *ctx, glimpse_image *const
                                       const glimpse_caption_params *params, glimpse_caption *out);
 void glimpse_caption_free(glimpse_caption *caption);
 
-/* Visual question answering with a BLIP-2 model: each image's answer to
- * `question`, generated after BLIP-2's prompt "Question: QUESTION Answer:"
- * (the prompt its paper and model card use), with params as for
+/* Visual question answering (BLIP-2, LLaVA): each image's answer to `question`, generated after the
+ * family's prompt — BLIP-2's "Question: QUESTION Answer:" (the prompt its paper and model card use), LLaVA's
+ * chat template with the picture before the question — with params as for
  * glimpse_caption_images but for params.prompt, which must be NULL (free
  * prompts go through glimpse_caption_images' prompt). A separate call rather
  * than a field of the params: the prompt's wording is BLIP-2's, and other
@@ -521,6 +521,14 @@ glimpse_status glimpse_task_region(int width, int height, const float region[4],
  * free()). */
 glimpse_status glimpse_task_draw(const glimpse_image *image, const glimpse_task_result *result, void **png,
                                  size_t *size);
+
+/* One answer about several pictures together (LLaVA; any number, 0 for a question about no picture): the
+ * question after all the pictures in the checkpoint's chat template, or, question NULL, params->prompt
+ * verbatim with one "<image>" per picture in order (or an expanded run of the model's image tokens per picture).
+ * out->ids are the generated tokens, the end token included when generation stopped on it. Models that answer
+ * about one picture at a time (BLIP-2) and others: GLIMPSE_STATUS_WRONG_MODEL. */
+glimpse_status glimpse_ask_together(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                    const char *question, const glimpse_caption_params *params, glimpse_caption *out);
 
 /* --------------------------------------------------- image-text matching */
 

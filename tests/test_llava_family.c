@@ -6,7 +6,8 @@
  * one-picture case (captions and questions, greedy and 3 beams, 20 new tokens) given its prompt verbatim to
  * glimpse_caption_images from the picture file gives the reference's new ids and text exactly, llava-1.5's
  * questions asked with glimpse_ask_images (its chat template) and its caption with no prompt (the stated
- * instruction) the same, and a prompt without its <image> is refused. */
+ * instruction) the same; the text-only cases and Qwen2's two-picture case through glimpse_ask_together (its
+ * prompt, and its question in the chat template) too; and a prompt without its <image> is refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -168,6 +169,47 @@ static char *llava15_question(const char *prompt) {
     return strndup(prompt + strlen(head), length - strlen(head) - strlen(tail));
 }
 
+/* A case of no picture or several through glimpse_ask_together: its prompt verbatim, and where a chat-template
+ * example renders exactly that prompt, its question in the template; both searches each. */
+static int check_together(glimpse_context *ctx, const cJSON *expected, const cJSON *item, int k) {
+    const cJSON *files = cJSON_GetObjectItem(item, "images"), *example;
+    size_t count = (size_t)cJSON_GetArraySize(files);
+    glimpse_image *images[4];
+    assert_true(count <= 4);
+    for (size_t i = 0; i < count; i++) images[i] = fixture_image(cJSON_GetArrayItem(files, (int)i)->valuestring);
+    const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring, *question = NULL;
+    cJSON_ArrayForEach(example, cJSON_GetObjectItem(expected, "chat_template_examples"))
+        if (!strcmp(cJSON_GetObjectItem(example, "rendered")->valuestring, prompt)) {
+            const cJSON *parts = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(example, "messages"), 0),
+                                                     "content");
+            question = cJSON_GetObjectItem(cJSON_GetArrayItem(parts, cJSON_GetArraySize(parts) - 1), "text")->valuestring;
+        }
+    static const char *const searches[] = {"greedy", "beam3"};
+    for (int s = 0; s < 2; s++) {
+        const cJSON *generation = cJSON_GetObjectItem(item, searches[s]);
+        const cJSON *params = cJSON_GetObjectItem(generation, "params");
+        glimpse_caption_params p = glimpse_caption_default_params();
+        p.max_tokens = cJSON_GetObjectItem(params, "max_new_tokens")->valueint;
+        p.beams = cJSON_GetObjectItem(params, "num_beams")->valueint;
+        p.prompt = prompt;
+        char what[128];
+        snprintf(what, sizeof what, "case %d (%zu pictures) %s", k, count, searches[s]);
+        glimpse_caption answer;
+        if (glimpse_ask_together(ctx, images, count, NULL, &p, &answer)) fail_msg("%s: %s", what, glimpse_last_error());
+        expect_generation(&answer, generation, what);
+        glimpse_caption_free(&answer);
+        if (question) {
+            p.prompt = NULL;
+            if (glimpse_ask_together(ctx, images, count, question, &p, &answer))
+                fail_msg("%s (template): %s", what, glimpse_last_error());
+            expect_generation(&answer, generation, what);
+            glimpse_caption_free(&answer);
+        }
+    }
+    for (size_t i = 0; i < count; i++) glimpse_image_free(images[i]);
+    return 2;
+}
+
 static void check_family(const char *name) {
     char relative[128];
     snprintf(relative, sizeof relative, "%s/expected.json", name);
@@ -182,7 +224,8 @@ static void check_family(const char *name) {
     int k = 0, checked = 0;
     cJSON_ArrayForEach(item, cJSON_GetObjectItem(expected, "cases")) {
         const cJSON *images = cJSON_GetObjectItem(item, "images");
-        if (cJSON_GetArraySize(images) != 1) { /* the text-only and two-picture cases take another door */
+        if (cJSON_GetArraySize(images) != 1) { /* the text-only and two-picture cases: glimpse_ask_together */
+            checked += check_together(ctx, expected, item, k);
             k++;
             continue;
         }
@@ -225,11 +268,41 @@ static void check_family(const char *name) {
     assert_int_equal(glimpse_caption_images(ctx, &image, 1, &p, &caption), GLIMPSE_STATUS_INVALID_ARGUMENT);
     glimpse_image_free(image);
     fprintf(stderr, "%s: %d generations identical\n", name, checked);
-    assert_int_equal(checked, 16);
+    assert_int_equal(checked, cJSON_GetArraySize(cJSON_GetObjectItem(expected, "cases")) * 2);
     glimpse_context_free(ctx);
     glimpse_model_free(model);
     cJSON_Delete(expected);
     free(folder);
+}
+
+/* glimpse ask --together --json: the two-picture case's question gives its corrected beam result. */
+static void test_cli_together(void **state) {
+    (void)state;
+    cJSON *expected = fixture_json("llava-qwen2-tiny/expected.json");
+    if (!expected) skip();
+    const cJSON *item = cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "cases"), 9);
+    assert_string_equal(cJSON_GetObjectItem(item, "prompt_kind")->valuestring, "two_images");
+    char *model = fixture_path("llava-qwen2-tiny"), *a = fixture_path("images/astronaut.png");
+    char *b = fixture_path("images/rocket.jpg"), *out, *err;
+    const char *argv[] = {GLIMPSE_BINARY, "ask", "-m", model, "--together", "-q",
+                          "What is the difference between these two images?", "--beams", "3", "--max-tokens", "20",
+                          "--json", a, b, NULL};
+    if (run_program(argv, &out, &err)) fail_msg("glimpse ask --together: %s", err);
+    cJSON *json = cJSON_Parse(out);
+    assert_non_null(json);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "images")), 2);
+    glimpse_caption got = {0};
+    const cJSON *ids = cJSON_GetObjectItem(json, "ids");
+    int32_t list[64];
+    got.id_count = (size_t)cJSON_GetArraySize(ids);
+    for (size_t i = 0; i < got.id_count && i < 64; i++) list[i] = cJSON_GetArrayItem(ids, (int)i)->valueint;
+    got.ids = list;
+    const cJSON *beam = cJSON_GetObjectItem(item, "beam3");
+    const cJSON *new_ids = cJSON_GetObjectItem(beam, "new_ids");
+    assert_int_equal((int)got.id_count, cJSON_GetArraySize(new_ids));
+    for (size_t i = 0; i < got.id_count; i++) assert_int_equal(list[i], cJSON_GetArrayItem(new_ids, (int)i)->valueint);
+    cJSON_Delete(json), cJSON_Delete(expected);
+    free(out), free(err), free(model), free(a), free(b);
 }
 
 /* state: the fixture's name */
@@ -241,6 +314,7 @@ static void test_fixture(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test_prestate(test_fixture, "llava-llama-tiny"),
-                                       cmocka_unit_test_prestate(test_fixture, "llava-qwen2-tiny")};
+                                       cmocka_unit_test_prestate(test_fixture, "llava-qwen2-tiny"),
+                                       cmocka_unit_test(test_cli_together)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

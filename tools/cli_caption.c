@@ -70,17 +70,22 @@ static const char ask_help[] =
     "  -q, --question QUESTION  the question\n"
     "  --prompt TEXT            a free prompt instead, given to the model as it is (LLaVA: with\n"
     "                           <image> where the picture goes)\n"
+    "  --together               one answer about all the pictures given (LLaVA; at most 16), the\n"
+    "                           question after them all, or one <image> per picture in --prompt\n"
     "  --beams, --max-tokens, --min-tokens, --sample ...  as for glimpse caption\n"
     "Defaults: the model's own settings (without generation_config.json, its text_config's:\n"
     "greedy, at most 19 new tokens, ending at a new line).\n"
     "Plain output: the answer alone for one image, else PATH, a tab, the answer; the answer is\n"
     "the decoded text with the spaces at its ends removed, as BLIP-2's model card prints it.\n"
     "JSON: {\"image\": PATH, \"question\": QUESTION, \"answer\": TEXT, \"ids\": [...]} (\"prompt\"\n"
+    "in place of \"question\" with --prompt; with --together \"images\": [PATH, ...]),\n"
     "in place of \"question\" with --prompt), ids as BLIP-2's generate returns them: its\n"
     "start token 2 and the generated tokens; LLaVA's: the generated tokens, the end token\n"
     "included when it stopped on it.\n";
 
-enum { OPT_QUESTION = CLI_OPT_CAPTION_END, OPT_DETAIL };
+enum { OPT_QUESTION = CLI_OPT_CAPTION_END, OPT_DETAIL, OPT_TOGETHER };
+/* Pictures --together puts in one question at most. */
+#define ASK_TOGETHER_MAX 16
 
 /* Florence-2's caption task for --detail 1, 2, 3. */
 static const char *const detail_tasks[] = {"<CAPTION>", "<DETAILED_CAPTION>", "<MORE_DETAILED_CAPTION>"};
@@ -145,11 +150,12 @@ void cli_caption_fit_model(glimpse_caption_params *params, const glimpse_model *
  * video: what is not given stays as glimpse_caption_default_params() leaves it, to the model. False after --help. */
 static bool parse_options(const char *command, int argc, char **argv, cli_options *options,
                           glimpse_caption_params *params, const char **question, glimpse_video_options *video,
-                          int *detail) {
+                          int *detail, bool *together) {
     bool asking = strcmp(command, "ask") == 0;
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS, CLI_CAPTION_LONG_OPTIONS,
                                                  {"question", required_argument, NULL, OPT_QUESTION},
                                                  {"detail", required_argument, NULL, OPT_DETAIL},
+                                                 {"together", no_argument, NULL, OPT_TOGETHER},
                                                  CLI_VIDEO_LONG_OPTIONS,
                                                  {NULL, 0, NULL, 0}};
     int code;
@@ -160,6 +166,11 @@ static bool parse_options(const char *command, int argc, char **argv, cli_option
         if (code == OPT_DETAIL) {
             if (asking) cli_usage_error(command, "--detail is glimpse caption's");
             *detail = (int)cli_parse_long(command, "--detail", optarg, 1, 3);
+            continue;
+        }
+        if (code == OPT_TOGETHER) {
+            if (!asking) cli_usage_error(command, "--together is glimpse ask's");
+            *together = true;
             continue;
         }
         if (code == 'q' || code == OPT_QUESTION) {
@@ -330,6 +341,47 @@ static void caption_files(cli_options *options, glimpse_context *ctx, char *cons
     cli_pictures_end(&pictures);
 }
 
+/* glimpse ask --together: every picture given (videos' sampled frames too) in one question. */
+static void ask_together(cli_options *options, glimpse_context *ctx, char *const *paths, size_t count,
+                         glimpse_caption_params *params, const asked *ask, const glimpse_video_options *video) {
+    cli_pictures pictures;
+    cli_pictures_start(&pictures, options, video, paths, count);
+    cli_picture group[ASK_TOGETHER_MAX + 1];
+    glimpse_image *images[ASK_TOGETHER_MAX];
+    size_t n = 0;
+    while (n <= ASK_TOGETHER_MAX && cli_pictures_next(&pictures, &group[n])) n++;
+    cli_progress_end(&pictures.progress);
+    glimpse_caption answer = {0};
+    if (n > ASK_TOGETHER_MAX) {
+        cli_error("--together takes at most %d pictures", ASK_TOGETHER_MAX);
+        options->failures++;
+    } else if (n) {
+        for (size_t i = 0; i < n; i++) images[i] = group[i].image;
+        params->prompt = ask->prompt;
+        if (glimpse_ask_together(ctx, images, n, ask->question, params, &answer)) {
+            cli_error("%s", glimpse_last_error());
+            options->failures++;
+        } else if (options->json) {
+            printf("{\"images\": [");
+            for (size_t i = 0; i < n; i++) {
+                if (i) printf(", ");
+                json_string(stdout, group[i].path);
+            }
+            printf("]");
+            strip_ends(answer.text);
+            print_result(ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt, "answer",
+                         answer.text, answer.ids, answer.id_count);
+            printf("}\n");
+        } else {
+            strip_ends(answer.text);
+            printf("%s\n", answer.text);
+        }
+    }
+    glimpse_caption_free(&answer);
+    for (size_t i = 0; i < n && i <= ASK_TOGETHER_MAX; i++) glimpse_image_free(group[i].image);
+    cli_pictures_end(&pictures);
+}
+
 /* `glimpse caption` and `glimpse ask`: the same options and output, ask with its question. */
 static int caption_command(const char *command, int argc, char **argv) {
     cli_options options;
@@ -338,7 +390,9 @@ static int caption_command(const char *command, int argc, char **argv) {
     asked ask = {NULL, NULL};
     glimpse_video_options video = glimpse_video_default_options();
     int detail = 0;
-    if (!parse_options(command, argc, argv, &options, &params, &ask.question, &video, &detail)) return CLI_EXIT_OK;
+    bool together = false;
+    if (!parse_options(command, argc, argv, &options, &params, &ask.question, &video, &detail, &together))
+        return CLI_EXIT_OK;
     if (strcmp(command, "ask") == 0) ask.prompt = params.prompt;
     if (argc == optind) cli_usage_error(command, "no images given");
     size_t count;
@@ -352,7 +406,7 @@ static int caption_command(const char *command, int argc, char **argv) {
         glimpse_model_info info;
         glimpse_model_get_info(model, &info);
         cli_error(ask.question ? "%s is a %s model; answering questions needs a BLIP-2 model "
-                                 "(Blip2ForConditionalGeneration)"
+                                 "(Blip2ForConditionalGeneration) or a LLaVA one (LlavaForConditionalGeneration)"
                                : "%s is a %s model; captioning needs a BLIP captioning model "
                                  "(BlipForConditionalGeneration), a ViT-GPT2 one (VisionEncoderDecoderModel of ViT "
                                  "and GPT-2) or BLIP-2 (Blip2ForConditionalGeneration)",
@@ -371,7 +425,10 @@ static int caption_command(const char *command, int argc, char **argv) {
         params.prompt = detail_tasks[detail - 1];
     }
     glimpse_context *ctx = cli_create_context(&options, model);
-    caption_files(&options, ctx, paths, count, &params, &ask, &video);
+    if (together)
+        ask_together(&options, ctx, paths, count, &params, &ask, &video);
+    else
+        caption_files(&options, ctx, paths, count, &params, &ask, &video);
     cli_inputs_free(paths, count);
     return cli_finish(&options, ctx, model);
 }

@@ -541,6 +541,28 @@ class Model(_Handle):
                                       sample, temperature, top_k, top_p, seed)
         return self._generate(images, params, on_token, question)
 
+    def ask_together(self, images, question=None, prompt=None, max_tokens=None, beams=None, on_token=None):
+        """One answer about all the images together (glimpse ask --together; LLaVA): a Caption(text, ids), ids the
+        generated tokens. question goes after every picture in the checkpoint's chat template; prompt is taken
+        verbatim, one "<image>" per picture in order. images may be empty for a question about no picture."""
+        if (question is None) == (prompt is None):
+            raise ValueError("glimpse.Model.ask_together: give a question or a prompt (one of them)")
+        params = self._caption_params(prompt, max_tokens, None, beams, None, None, False, 1.0, 50, 1.0, 0)
+        guard, _ = _stream_tokens(params, on_token)
+        sources = _as_list(images, _IMAGE_SOURCES) if images else []
+        out = _c.Caption()
+        batches = _batches(sources, len(sources)) if sources else iter([(0, [])])
+        for _, batch in batches:
+            status = _lib.glimpse_ask_together(self._context(), _handles(batch) if batch else None, len(batch),
+                                               None if question is None else str(question).encode(),
+                                               ctypes.byref(params), ctypes.byref(out))
+            try:
+                guard.reraise()
+                _check(status)
+                return Caption(ctypes.string_at(out.text).decode(errors="replace"), list(out.ids[:out.id_count]))
+            finally:
+                _lib.glimpse_caption_free(ctypes.byref(out))
+
     # -------------------------------------------------------- tasks (Florence-2)
 
     def task(self, images, task, text=None, region=None, max_tokens=None, beams=None, on_token=None):

@@ -167,6 +167,8 @@ _declare("glimpse_caption_images", status, P, PP, ctypes.c_size_t, ctypes.POINTE
 _declare("glimpse_caption_free", None, ctypes.POINTER(Caption))
 _declare("glimpse_ask_images", status, P, PP, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(CaptionParams),
          ctypes.POINTER(Caption))
+_declare("glimpse_ask_together", status, P, PP, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(CaptionParams),
+         ctypes.POINTER(Caption))
 
 
 class Region(ctypes.Structure):

@@ -294,6 +294,26 @@ def test_florence2_tasks_match_the_reference():
                                         if case["task"] == "<CAPTION>" and case["params"]["num_beams"] == 1][:2]
 
 
+def test_llava_answers_match_the_reference():
+    folder = fixture("llava-qwen2-tiny")
+    expected = json.loads((folder / "expected.json").read_text())
+    model = glimpse.Model(folder)
+    images = folder.parent / "images"
+    for case in expected["cases"]:
+        for search in ("greedy", "beam3"):
+            generation = case[search]
+            settings = dict(max_tokens=generation["params"]["max_new_tokens"], beams=generation["params"]["num_beams"])
+            pictures = [images / name for name in case["images"]]
+            if len(pictures) == 1:
+                answer, = model.caption(pictures, prompt=case["prompt"], **settings)
+            else:
+                answer = model.ask_together(pictures, prompt=case["prompt"], **settings)
+            # the library's text is a C string: a NUL the ids decode to ends it (the ids stay whole)
+            assert answer.ids == generation["new_ids"] and answer.text == generation["text"].split("\x00")[0]
+    with pytest.raises(ValueError, match="one of them"):
+        model.ask_together([], question="a", prompt="b")
+
+
 def test_settings_of_the_wrong_type_or_range_are_refused(demo_clip, demo_caption, pictures, tmp_path):
     for bad in ({"beams": -1}, {"beams": 0}, {"beams": "2"}, {"max_tokens": 0}, {"min_tokens": -2},
                 {"beams": 2.5}, {"top_k": -1}, {"seed": -3}):
