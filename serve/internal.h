@@ -25,6 +25,8 @@ typedef enum serve_route {
     SERVE_ROUTE_CAPTION,
     SERVE_ROUTE_ASK,
     SERVE_ROUTE_TASK,
+    SERVE_ROUTE_OCR,    /* Florence-2's <OCR> tasks, as glimpse ocr */
+    SERVE_ROUTE_DETECT, /* Florence-2's object tasks, as glimpse detect */
     SERVE_ROUTE_EXPLAIN,
     SERVE_ROUTE_SEARCH,
     SERVE_ROUTE_PREDICT, /* immich's /predict */

@@ -501,6 +501,19 @@ static void answer_caption(serve_server *server, serve_request *request, serve_r
     glimpse_image_free(work.image);
 }
 
+/* A yes/no argument (true, false, 1, 0), if given; false with the reply set. */
+static bool flag_argument(const serve_request *request, const char *name, bool *value, serve_reply *reply) {
+    const char *text = request_argument(request, name);
+    if (!text) return true;
+    bool yes = strcmp(text, "true") == 0 || strcmp(text, "1") == 0;
+    if (!yes && strcmp(text, "false") != 0 && strcmp(text, "0") != 0) {
+        reply_error(reply, 400, "%s is true or false (1 or 0)", name);
+        return false;
+    }
+    *value = yes;
+    return true;
+}
+
 /* --------------------------------------------------------- /v1/task */
 
 typedef struct task_work {
@@ -543,8 +556,28 @@ static bool region_argument(const serve_request *request, float region[4], bool 
 
 /* /v1/task: a Florence-2 task (the `task` argument as the model card names it, with `text` or `region` for the
  * tasks that take one) on the posted picture; the answer as glimpse task --json prints it. */
+/* The task /v1/ocr and /v1/detect run, as glimpse ocr and detect pick it: regions=true (ocr); q=PHRASE
+ * (detect: grounding, or open_vocabulary=true), dense=true, proposals=true. NULL with the reply set. */
+static const char *named_task(const serve_request *request, serve_route route, const char **input,
+                              serve_reply *reply) {
+    bool regions = false, open = false, dense = false, proposals = false;
+    if (!flag_argument(request, "regions", &regions, reply) || !flag_argument(request, "open_vocabulary", &open, reply) ||
+        !flag_argument(request, "dense", &dense, reply) || !flag_argument(request, "proposals", &proposals, reply))
+        return NULL;
+    if (route == SERVE_ROUTE_OCR) return regions ? "<OCR_WITH_REGION>" : "<OCR>";
+    *input = request_argument(request, "q");
+    if (*input && (dense || proposals)) {
+        reply_error(reply, 400, "dense and proposals take no phrase (q)");
+        return NULL;
+    }
+    if (*input) return open ? "<OPEN_VOCABULARY_DETECTION>" : "<CAPTION_TO_PHRASE_GROUNDING>";
+    return dense ? "<DENSE_REGION_CAPTION>" : proposals ? "<REGION_PROPOSAL>" : "<OD>";
+}
+
 static void answer_task(serve_server *server, serve_request *request, serve_reply *reply) {
     task_work work = {.task = request_argument(request, "task"), .input = request_argument(request, "text")};
+    if (request->route != SERVE_ROUTE_TASK && !(work.task = named_task(request, request->route, &work.input, reply)))
+        return;
     if (!work.task || !work.task[0]) {
         reply_error(reply, 400, "/v1/task needs a task, named as the model card names it (task=<OD>)");
         return;
@@ -603,19 +636,6 @@ static glimpse_status explain_image(serve_job *job, glimpse_context *ctx) {
     if (glimpse_model_kind_can(work->kind, GLIMPSE_CAPABILITY_MATCH))
         return glimpse_explain_match(ctx, work->image, work->text, &work->params, &work->explanation);
     return glimpse_explain_clip(ctx, work->image, work->text, &work->params, &work->explanation);
-}
-
-/* A yes/no argument (true, false, 1, 0), if given; false with the reply set. */
-static bool flag_argument(const serve_request *request, const char *name, bool *value, serve_reply *reply) {
-    const char *text = request_argument(request, name);
-    if (!text) return true;
-    bool yes = strcmp(text, "true") == 0 || strcmp(text, "1") == 0;
-    if (!yes && strcmp(text, "false") != 0 && strcmp(text, "0") != 0) {
-        reply_error(reply, 400, "%s is true or false (1 or 0)", name);
-        return false;
-    }
-    *value = yes;
-    return true;
 }
 
 /* The answer `glimpse explain --json` prints for the image (explain_json.c writes both), with "model" first
@@ -875,7 +895,11 @@ static void answer_models(serve_server *server, serve_reply *reply) {
         if (model_can(model, GLIMPSE_CAPABILITY_RANK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/rank"));
         if (model_can(model, GLIMPSE_CAPABILITY_CAPTION)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/caption"));
         if (model_can(model, GLIMPSE_CAPABILITY_ASK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/ask"));
-        if (model_can(model, GLIMPSE_CAPABILITY_TASK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/task"));
+        if (model_can(model, GLIMPSE_CAPABILITY_TASK)) {
+            cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/task"));
+            cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/ocr"));
+            cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/detect"));
+        }
         if (model_can(model, GLIMPSE_CAPABILITY_EXPLAIN)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/explain"));
         if (model == server->search_model) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/search"));
         cJSON_AddItemToArray(models, item);
@@ -917,7 +941,9 @@ void route_answer(serve_server *server, serve_request *request, serve_reply *rep
     case SERVE_ROUTE_SEARCH: answer_search(server, request, reply, has_body); break;
     case SERVE_ROUTE_PREDICT: answer_predict(server, request, reply); break;
     case SERVE_ROUTE_ASK: answer_caption(server, request, reply, true); break;
-    case SERVE_ROUTE_TASK: answer_task(server, request, reply); break;
+    case SERVE_ROUTE_TASK:
+    case SERVE_ROUTE_OCR:
+    case SERVE_ROUTE_DETECT: answer_task(server, request, reply); break;
     case SERVE_ROUTE_EXPLAIN: answer_explain(server, request, reply); break;
     case SERVE_ROUTE_PING: reply_text(reply, "text/plain", "pong"); break;
     case SERVE_ROUTE_HEALTH: answer_health(server, reply); break;

@@ -75,7 +75,8 @@ typedef struct route_entry {
 static const route_entry routes[] = {
     {"/v1/embed", METHOD_POST, SERVE_ROUTE_EMBED},     {"/v1/rank", METHOD_POST, SERVE_ROUTE_RANK},
     {"/v1/caption", METHOD_POST, SERVE_ROUTE_CAPTION}, {"/v1/ask", METHOD_POST, SERVE_ROUTE_ASK},
-    {"/v1/task", METHOD_POST, SERVE_ROUTE_TASK},
+    {"/v1/task", METHOD_POST, SERVE_ROUTE_TASK},       {"/v1/ocr", METHOD_POST, SERVE_ROUTE_OCR},
+    {"/v1/detect", METHOD_POST, SERVE_ROUTE_DETECT},
     {"/v1/explain", METHOD_POST, SERVE_ROUTE_EXPLAIN}, {"/v1/search", METHOD_GET | METHOD_POST, SERVE_ROUTE_SEARCH},
     {"/predict", METHOD_POST, SERVE_ROUTE_PREDICT},    {"/ping", METHOD_GET, SERVE_ROUTE_PING},
     {"/", METHOD_GET, SERVE_ROUTE_PING},               {"/health", METHOD_GET, SERVE_ROUTE_HEALTH},

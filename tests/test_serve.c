@@ -585,6 +585,23 @@ static void test_task_equals_library(void **state) {
     assert_true(cJSON_Compare(cJSON_GetObjectItem(json, "result"), result, true));
     cJSON_Delete(result), cJSON_Delete(json), response_free(&r);
     glimpse_task_result_free(&expected);
+    /* /v1/ocr and /v1/detect pick the task as glimpse ocr and detect do */
+    static const struct {
+        const char *path, *task, *input;
+    } named[] = {{"/v1/ocr?regions=true&max_tokens=20&beams=1", "<OCR_WITH_REGION>", NULL},
+                 {"/v1/detect?q=a+cat&max_tokens=20&beams=1", "<CAPTION_TO_PHRASE_GROUNDING>", "a cat"},
+                 {"/v1/detect?dense=1&max_tokens=20&beams=1", "<DENSE_REGION_CAPTION>", NULL}};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        image = decode(1);
+        assert_int_equal(glimpse_run_task(task_ctx, &image, 1, named[i].task, named[i].input, &p, &expected), 0);
+        glimpse_image_free(image);
+        r = exchange("POST", named[i].path, "image/png", pictures[1], picture_sizes[1]);
+        json = expect_json(&r, 200);
+        assert_string_equal(cJSON_GetObjectItem(json, "task")->valuestring, named[i].task);
+        assert_string_equal(cJSON_GetObjectItem(json, "text")->valuestring, expected.text);
+        cJSON_Delete(json), response_free(&r);
+        glimpse_task_result_free(&expected);
+    }
 }
 
 static void check_search_results(const cJSON *json, const glimpse_search_result *expected, size_t found) {
