@@ -59,6 +59,7 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     if (!status && model->language_model.layers)
         status = opt_model_quantize(&model->language_model, &model->quantized);
     if (!status && model->gpt2.layers) status = gpt2_model_quantize(&model->gpt2, &model->quantized);
+    if (!status && model->family->quantize) status = model->family->quantize(model, &model->quantized);
     return status;
 }
 

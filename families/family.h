@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
+#include "core/quantize.h"
 #include "fusion/generate.h"
 #include "glimpse.h"
 
@@ -91,6 +92,9 @@ typedef struct model_family {
     /* glimpse_run_task with its arguments checked and p resolved (NULL: the family has no tasks) */
     glimpse_status (*run_task)(glimpse_context *ctx, glimpse_image *const *images, size_t count, const char *task,
                                const char *input, const glimpse_caption_params *p, glimpse_task_result *out);
+    /* int8 twins of the projections of the family's own parts (those behind model->parts) into set, for
+     * GLIMPSE_PRECISION_INT8 (NULL: its parts, if any, stay as stored). */
+    glimpse_status (*quantize)(glimpse_model *model, q8_set *set);
     /* Frees what load put in model->parts and what the family's calls put in a context's run (NULL: the
      * family keeps nothing there). */
     void (*free_parts)(void *parts);

@@ -77,9 +77,7 @@ static glimpse_status generation_settings(glimpse_model *model, const bart_confi
 
 static glimpse_status load_florence2(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
                                      const cJSON *text_json) {
-    if (params->precision != GLIMPSE_PRECISION_FLOAT32) /* tasks need both sides, whatever load_* say */
-        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: Florence-2 runs in float32 (int8 is not supported yet)",
-                         model->folder);
+    (void)params; /* tasks need both sides, whatever load_* say; int8 is quantize's */
     florence2_parts *parts = calloc(1, sizeof *parts);
     if (!parts) return ERROR_OOM();
     model->parts = parts;
@@ -109,6 +107,17 @@ static glimpse_status load_florence2(glimpse_model *model, const glimpse_load_pa
     const bart_generation *g = &parts->config.generation;
     model->start_id = g->start_id, model->end_id = g->eos_id, model->pad_id = g->pad_id;
     return generation_settings(model, &parts->config);
+}
+
+/* int8: DaViT's blocks, the image projection, BART's encoder and decoder (its head too). */
+static glimpse_status quantize(glimpse_model *model, q8_set *set) {
+    florence2_parts *parts = model->parts;
+    glimpse_status status = davit_model_add_twins(&parts->vision.davit, q8_set_add_twin, set);
+    if (!status)
+        status = q8_set_add(set, &parts->vision.projection, parts->vision.projection_dim, parts->vision.dim);
+    if (!status) status = bert_model_quantize(&parts->language.encoder, set);
+    if (!status) status = bert_model_quantize(&parts->language.decoder, set);
+    return status;
 }
 
 /* ------------------------------------------------------------------ run state */
@@ -353,6 +362,7 @@ const model_family family_florence2 = {
     .text_info = text_info,
     .caption = &captioner,
     .run_task = run_task,
+    .quantize = quantize,
     .free_parts = free_parts,
     .free_run = free_run,
 };

@@ -164,6 +164,23 @@ void davit_model_free(davit_model *model) {
     }
 }
 
+glimpse_status davit_model_add_twins(davit_model *model, kernel_twin_add add, void *set) {
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (int s = 0; s < DAVIT_STAGES && !status; s++) {
+        size_t dim = (size_t)model->config.dims[s], hidden = dim * (size_t)model->config.mlp_ratio;
+        for (int i = 0; i < model->config.depths[s] && !status; i++) {
+            davit_block *blocks[2] = {&model->stages[s].spatial[i], &model->stages[s].channel[i]};
+            for (int k = 0; k < 2 && !status; k++) {
+                status = add(set, &blocks[k]->qkv, 3 * dim, dim);
+                if (!status) status = add(set, &blocks[k]->proj, dim, dim);
+                if (!status) status = add(set, &blocks[k]->fc1, hidden, dim);
+                if (!status) status = add(set, &blocks[k]->fc2, dim, hidden);
+            }
+        }
+    }
+    return status;
+}
+
 size_t davit_output_tokens(const davit_model *model) {
     const davit_stage *last = &model->stages[DAVIT_STAGES - 1];
     return last->height * last->width;

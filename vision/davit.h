@@ -63,6 +63,8 @@ typedef struct davit_model {
 glimpse_status davit_model_load(davit_model *model, const davit_config *config, const davit_names *names,
                                 weight_store *store);
 void davit_model_free(davit_model *model);
+/* Makes twins (int8: q8_set_add_twin) of every block's qkv, proj, fc1 and fc2, owned by set. */
+glimpse_status davit_model_add_twins(davit_model *model, kernel_twin_add add, void *set);
 /* The last stage's tokens for one picture: rows (height × width) and width (its dim). */
 size_t davit_output_tokens(const davit_model *model);
 size_t davit_output_dim(const davit_model *model);
