@@ -174,6 +174,13 @@ static void test_videos_indexed_as_frames(void **state) {
     assert_int_equal(glimpse(&out, "search", "--db", db, "-k", "4", "--json", "a red square", NULL), 0);
     assert_non_null(strstr(out, "trip.mp4\", \"time\": "));
     free(out);
+    /* --like the video: k other pictures, its own frames not counted against k (issue 35, item 4) */
+    assert_int_equal(glimpse(&out, "search", "--db", db, "-k", "2", "--json", "--like", trip, NULL), 0);
+    size_t results = 0;
+    for (const char *at = out; (at = strstr(at, "\"image\": ")); at++) results++;
+    assert_int_equal(results, 2);
+    assert_null(strstr(out, "trip.mp4\", \"time\""));
+    free(out);
     /* stats count the video once, with its frames and the sampling recorded */
     assert_int_equal(glimpse(&out, "index", "--db", db, "--stats", "--json", NULL), 0);
     assert_non_null(strstr(out, "\"images\": 3")); /* two stills and the video */

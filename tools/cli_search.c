@@ -602,27 +602,36 @@ typedef struct search_query {
     bool stored;       /* --like's PHOTO found in the index: its embedding is there already */
 } search_query;
 
-/* Searches with one embedded query and prints its results, --like's photo itself left out. */
+/* Searches with one embedded query and prints its results, --like's photo itself left out: all its rows (a
+ * video's every frame) are asked for beyond k, more each round until k others are found or the index has no
+ * more, so that a video's own frames never count against k. */
 static void search_and_print(cli_options *options, glimpse_index *index, const search_query *q,
                              const glimpse_search_filter *filter, const float *embedding, size_t k,
-                             glimpse_search_result *results, const char **paths, double *times, float *scores,
-                             FILE *page) {
-    size_t found = 0;
+                             const char **paths, double *times, float *scores, FILE *page) {
+    size_t found = 0, shown = 0, wanted = k + (q->like != NULL);
     char *itself = q->like ? realpath(q->like, NULL) : NULL;
-    glimpse_status status = filter ? glimpse_index_search_filtered(index, embedding, k + (q->like != NULL), filter,
-                                                                   results, &found)
-                                   : glimpse_index_search(index, embedding, k + (q->like != NULL), results, &found);
+    glimpse_search_result *results = NULL;
+    glimpse_status status;
+    for (;;) {
+        free(results);
+        results = cli_calloc(wanted + 1, sizeof *results);
+        status = filter ? glimpse_index_search_filtered(index, embedding, wanted, filter, results, &found)
+                        : glimpse_index_search(index, embedding, wanted, results, &found);
+        if (status) break;
+        shown = 0;
+        for (size_t r = 0; r < found && shown < k; r++) {
+            if (itself && strcmp(results[r].path, itself) == 0) continue;
+            paths[shown] = results[r].path, times[shown] = results[r].time, scores[shown++] = results[r].score;
+        }
+        if (shown == k || found < wanted || !itself) break;
+        wanted = wanted * 2 + 8; /* its frames filled the list: ask for more */
+    }
     if (status != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         print_json_error(options, "text", q->label, glimpse_last_error());
         options->failures++;
-        free(itself);
+        free(itself), free(results);
         return;
-    }
-    size_t shown = 0;
-    for (size_t r = 0; r < found && shown < k; r++) {
-        if (itself && strcmp(results[r].path, itself) == 0) continue;
-        paths[shown] = results[r].path, times[shown] = results[r].time, scores[shown++] = results[r].score;
     }
     cli_print_results(options, q->label, paths, times, scores, NULL, shown);
     if (page) {
@@ -634,7 +643,7 @@ static void search_and_print(cli_options *options, glimpse_index *index, const s
         }
         cli_html_row_end(page);
     }
-    free(itself);
+    free(itself), free(results);
 }
 
 /* Embeds the query: a stored picture's embedding, an image file, or a combined query. */
@@ -717,7 +726,7 @@ static int search_faiss(const char *folder, cli_options *options, char **queries
         }
     }
     if (page && !cli_html_close(page, html)) options->failures++;
-    free(embedding), free(results), free(paths), free(scores), free(times);
+    free(embedding), free(paths), free(scores), free(times);
     faiss_folder_free(index);
     return cli_finish(options, ctx, model);
 #else
@@ -795,25 +804,24 @@ int command_search(int argc, char **argv) {
         }
         ctx = cli_create_context(&options, model);
     }
-    glimpse_search_result *results = cli_calloc((size_t)k + 1, sizeof *results);
     const char **paths = cli_calloc((size_t)k + 1, sizeof *paths);
     float *scores = cli_calloc((size_t)k + 1, sizeof *scores);
     double *times = cli_calloc((size_t)k + 1, sizeof *times);
     FILE *page = html ? cli_html_open(html, "glimpse search") : NULL;
     for (size_t i = 0; i < query_count; i++) {
         if (embed_search_query(&options, index, ctx, &queries[i], embedding))
-            search_and_print(&options, index, &queries[i], filtered ? &filter : NULL, embedding, (size_t)k, results,
-                             paths, times, scores, page);
+            search_and_print(&options, index, &queries[i], filtered ? &filter : NULL, embedding, (size_t)k, paths,
+                             times, scores, page);
         else
             options.failures++;
     }
     if (!query_count) { /* the filters alone, ranked by how well the words match */
         search_query words = {.label = filter.text_in ? filter.text_in : filter.object};
-        search_and_print(&options, index, &words, &filter, NULL, (size_t)k, results, paths, times, scores, page);
+        search_and_print(&options, index, &words, &filter, NULL, (size_t)k, paths, times, scores, page);
     }
     if (page && !cli_html_close(page, html)) options.failures++;
     for (size_t i = 0; i < like_count; i++) free(labels[i]);
-    free(labels), free(queries), free(embedding), free(results), free(paths), free(scores), free(times);
+    free(labels), free(queries), free(embedding), free(paths), free(scores), free(times);
     glimpse_index_free(index);
     return cli_finish(&options, ctx, model);
 }
