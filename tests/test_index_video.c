@@ -233,6 +233,38 @@ static void test_video_that_breaks_is_failed(void **state) {
     free(out);
 }
 
+/* A video cut short (its index first, the frames after the cut gone) is said on stderr by embed, and is a
+ * failed file for index, its frames before the cut left out (issue 35, item 5). */
+static void test_cut_video_is_damaged(void **state) {
+    (void)state;
+    if (!have_ffmpeg()) skip();
+    char cut_db[700], cut[700], whole[700];
+    snprintf(cut_db, sizeof cut_db, "%s/cut.db", workspace);
+    snprintf(cut, sizeof cut, "%s/cut", workspace);
+    snprintf(whole, sizeof whole, "%s/whole.mp4", workspace);
+    run_shell("mkdir -p %s && ffmpeg -nostdin -hide_banner -loglevel error -y -i %s -c copy -movflags +faststart %s"
+              " && head -c $(( $(stat -c %%s %s) * 7 / 10 )) %s > %s/cut.mp4",
+              cut, trip, whole, whole, whole, cut);
+    char *out = NULL, *err = NULL, video[800];
+    snprintf(video, sizeof video, "%s/cut.mp4", cut);
+    const char *embed[] = {GLIMPSE_BINARY, "embed", "-m", MODEL, "--json", video, NULL};
+    run_program(embed, &out, &err);
+    assert_non_null(strstr(out, "\"time\": 0")); /* the frames before the cut */
+    assert_non_null(strstr(err, "cut short"));
+    free(out), free(err);
+    const char *index[] = {GLIMPSE_BINARY, "index", "-m", MODEL, "--db", cut_db, "--json", cut, NULL};
+    assert_int_equal(run_program(index, &out, &err), 1);
+    assert_non_null(strstr(out, "\"failed\": 1"));
+    assert_non_null(strstr(out, "\"added\": 0"));
+    assert_non_null(strstr(err, "cut short"));
+    free(out), free(err);
+    /* the whole video is indexed as before */
+    run_shell("cp %s %s/cut.mp4 && touch -d '2003-03-03' %s/cut.mp4", whole, cut, cut);
+    assert_int_equal(glimpse(&out, "index", "-m", MODEL, "--db", cut_db, "--json", cut, NULL), 0);
+    assert_non_null(strstr(out, "\"failed\": 0"));
+    free(out);
+}
+
 /* --fast-decode: recorded by a new index, JPEGs decoded in the DCT domain
  * (the embeddings glimpse embed --fast-decode gives), kept by later runs. */
 static void test_fast_decode_recorded(void **state) {
@@ -270,6 +302,7 @@ int main(void) {
         cmocka_unit_test(test_videos_indexed_as_frames),
         cmocka_unit_test(test_video_that_breaks_is_failed),
         cmocka_unit_test(test_fast_decode_recorded),
+        cmocka_unit_test(test_cut_video_is_damaged),
     };
     if (!have_ffmpeg()) {
         fprintf(stderr, "test_index_video: no ffmpeg tool, skipped\n");
