@@ -71,7 +71,11 @@ glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, 
     if (!index || !on_group || !groups)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_duplicates: NULL argument");
     *groups = 0;
-    glimpse_status status = index_load_cache(index);
+    bool began; /* the rows as now committed: a handle kept open sees another process's re-index */
+    glimpse_status status = index_read_begin(index, &began);
+    if (!status) status = index_forget_if_changed(index);
+    if (!status) status = index_load_cache(index);
+    index_read_end(index, began);
     if (status) return status;
     const size_t n = index->count, dim = index->dim;
     size_t *parent = malloc((n + 1) * sizeof *parent), *members = malloc((n + 1) * sizeof *members);
