@@ -102,8 +102,9 @@ glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, 
             const char *path = index->paths[members[from + m]];
             size_t seen = 0;
             while (seen < files && strcmp(paths[seen], path) != 0) seen++;
-            if (seen == files) paths[files] = path, similarity[files++] = (float)dot;
-            else if ((float)dot > similarity[seen] && seen > 0) similarity[seen] = (float)dot;
+            float cosine = dot > 1 ? 1.0f : (float)dot; /* two unit rows' rounding may reach 1.00000012 */
+            if (seen == files) paths[files] = path, similarity[files++] = cosine;
+            else if (cosine > similarity[seen] && seen > 0) similarity[seen] = cosine;
         }
         if (files >= 2) {
             on_group(user, paths, similarity, files);

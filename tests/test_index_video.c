@@ -190,7 +190,9 @@ static void test_videos_indexed_as_frames(void **state) {
     assert_non_null(strstr(out, "\"decode\": \"exact\""));
     free(out);
     /* another sampling, or fast decoding, on this index is refused */
-    assert_int_equal(glimpse(NULL, "index", "-m", MODEL, "--db", db, "--every", "1", folder, NULL), 1);
+    assert_int_equal(glimpse(&out, "index", "-m", MODEL, "--db", db, "--every", "1", folder, NULL), 1);
+    assert_string_equal(out, ""); /* a refused run sums nothing up (issue 35) */
+    free(out);
     assert_int_equal(glimpse(NULL, "index", "-m", MODEL, "--db", db, "--fast-decode", folder, NULL), 1);
     /* a changed video replaces every frame it had */
     static const char *const three[] = {"00005.png", "00002.png", "00003.png"};
@@ -265,6 +267,25 @@ static void test_cut_video_is_damaged(void **state) {
     free(out);
 }
 
+/* duplicates: "1 group", not "1 groups"; its --help lists only what it takes (no -m: it loads no model) (issue 35). */
+static void test_duplicates_words(void **state) {
+    (void)state;
+    if (!have_ffmpeg()) skip();
+    char *out = NULL, twins[700], twins_db[700];
+    snprintf(twins, sizeof twins, "%s/twins", workspace);
+    snprintf(twins_db, sizeof twins_db, "%s/twins.db", workspace);
+    run_shell("mkdir -p %s && cp %s/00000.png %s/a.png && cp %s/00000.png %s/b.png && cp %s/00004.png %s/c.png", twins,
+              PICTURES, twins, PICTURES, twins, PICTURES, twins);
+    assert_int_equal(glimpse(NULL, "index", "-m", MODEL, "--db", twins_db, twins, NULL), 0);
+    assert_int_equal(glimpse(&out, "duplicates", "--db", twins_db, NULL), 0);
+    assert_non_null(strstr(out, "1 group of near-identical pictures"));
+    free(out);
+    assert_int_equal(glimpse(&out, "duplicates", "--help", NULL), 0);
+    assert_null(strstr(out, "--model"));
+    assert_null(strstr(out, "--int8"));
+    free(out);
+}
+
 /* --fast-decode: recorded by a new index, JPEGs decoded in the DCT domain
  * (the embeddings glimpse embed --fast-decode gives), kept by later runs. */
 static void test_fast_decode_recorded(void **state) {
@@ -303,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_video_that_breaks_is_failed),
         cmocka_unit_test(test_fast_decode_recorded),
         cmocka_unit_test(test_cut_video_is_damaged),
+        cmocka_unit_test(test_duplicates_words),
     };
     if (!have_ffmpeg()) {
         fprintf(stderr, "test_index_video: no ffmpeg tool, skipped\n");

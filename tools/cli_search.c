@@ -3,6 +3,7 @@
  * combinations or a picture's neighbours) and `glimpse duplicates`. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,11 +131,27 @@ static void print_json_error(const cli_options *options, const char *key, const 
     printf("}\n");
 }
 
+/* Set by Ctrl-C (SIGINT) or SIGTERM during an update: the update stops after what it has committed. */
+static volatile sig_atomic_t index_interrupted;
+
+static void on_interrupt(int signal_number) {
+    (void)signal_number;
+    index_interrupted = 1;
+}
+
+/* Catches SIGINT and SIGTERM (on) or restores what was there (off, with saved). */
+static void catch_interrupts(bool on, struct sigaction saved[2]) {
+    static const int signals[2] = {SIGINT, SIGTERM};
+    struct sigaction handler = {.sa_handler = on_interrupt};
+    sigemptyset(&handler.sa_mask);
+    for (int i = 0; i < 2; i++) sigaction(signals[i], on ? &handler : &saved[i], on ? &saved[i] : NULL);
+}
+
 static bool on_progress(void *user, size_t done, size_t total) {
     index_progress *p = user;
     if (p->bar.total != total) cli_progress_start(&p->bar, p->options, total, "images");
     cli_progress_step(&p->bar, done);
-    return false;
+    return index_interrupted != 0;
 }
 
 static void on_failure(void *user, const char *path, const char *reason) {
@@ -374,14 +391,23 @@ static int index_paths(const index_request *request, cli_options *options) {
         .read_objects = request->objects};
     glimpse_index_summary summary;
     double started = cli_now();
+    struct sigaction saved[2];
+    catch_interrupts(true, saved);
     glimpse_status status =
         glimpse_index_update(index, ctx, request->paths, request->path_count, &params, &summary);
+    catch_interrupts(false, saved);
     cli_progress_end(&progress.bar);
-    if (status) cli_error("%s", glimpse_last_error());
+    bool stopped = status == GLIMPSE_STATUS_CANCELLED && index_interrupted;
+    if (stopped)
+        cli_error("interrupted: what was committed is kept (below); run the same glimpse index command again to "
+                  "go on from there");
+    else if (status)
+        cli_error("%s", glimpse_last_error());
     double seconds = cli_now() - started;
     char read[64] = "";
     if (words) snprintf(read, sizeof read, options->json ? ", \"read\": %zu" : ", words read for %zu", summary.read);
-    if (options->json)
+    if (status && !stopped) /* refused: nothing to sum up */;
+    else if (options->json)
         printf("{\"added\": %zu, \"updated\": %zu, \"moved\": %zu, \"removed\": %zu, \"unchanged\": %zu, "
                "\"failed\": %zu, \"paths_failed\": %zu%s, \"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
@@ -399,6 +425,7 @@ static int index_paths(const index_request *request, cli_options *options) {
     glimpse_task_words_free(words);
     glimpse_context_free(task_ctx);
     glimpse_model_free(task_model);
+    if (stopped) return 128 + SIGINT;
     return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
@@ -458,7 +485,8 @@ static int import_shards(const index_request *request, cli_options *options) {
     cli_progress_end(&progress.bar);
     if (status) cli_error("%s", glimpse_last_error());
     double seconds = cli_now() - started;
-    if (options->json)
+    if (status) /* refused or stopped: the error says why */;
+    else if (options->json)
         printf("{\"added\": %zu, \"updated\": %zu, \"unchanged\": %zu, \"failed\": %zu, \"shards_skipped\": %zu, "
                "\"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.unchanged, summary.failed, summary.roots_failed,
@@ -828,10 +856,12 @@ int command_search(int argc, char **argv) {
 
 /* ------------------------------------------------------------ duplicates */
 
+/* No model is loaded: the common options that choose or run one are not taken (nor listed by --help). */
 static const struct option duplicates_long_options[] = {
-    CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-    {"threshold", required_argument, NULL, DUPLICATES_OPT_THRESHOLD}, {"html", required_argument, NULL, OPT_HTML},
-    {NULL, 0, NULL, 0}};
+    {"db", required_argument, NULL, 'd'},         {"threshold", required_argument, NULL, DUPLICATES_OPT_THRESHOLD},
+    {"html", required_argument, NULL, OPT_HTML},  {"json", no_argument, NULL, CLI_OPT_JSON},
+    {"quiet", no_argument, NULL, CLI_OPT_QUIET},  {"verbose", no_argument, NULL, CLI_OPT_VERBOSE},
+    {"help", no_argument, NULL, CLI_OPT_HELP},    {NULL, 0, NULL, 0}};
 
 static const char duplicates_help[] =
     "Usage: glimpse duplicates --db FILE [--threshold T] [--json] [--html PAGE]\n"
@@ -843,6 +873,8 @@ static const char duplicates_help[] =
     "                       pictures with re-encoded, resized, cropped and brightened\n"
     "                       copies, see docs/search.md)\n"
     "      --html PAGE      also write PAGE, each group's thumbnails side by side\n"
+    "      --json           JSON Lines on stdout\n"
+    "      --quiet, --verbose, --help\n"
     "Each group: its pictures and their cosine to the first. JSON: one object per\n"
     "group, {\"group\": [{\"image\": PATH, \"similarity\": S}, ...]}.\n";
 
@@ -899,7 +931,7 @@ int command_duplicates(int argc, char **argv) {
                 cli_usage_error("duplicates", "--threshold takes a cosine from 0 to 1, not '%s'", optarg);
             break;
         case OPT_HTML: html = optarg; break;
-        case CLI_OPT_HELP: printf("%s\n%s", duplicates_help, cli_common_help); return CLI_EXIT_OK;
+        case CLI_OPT_HELP: printf("%s", duplicates_help); return CLI_EXIT_OK;
         default: cli_usage_error("duplicates", "unknown option");
         }
     }
@@ -911,7 +943,8 @@ int command_duplicates(int argc, char **argv) {
     size_t groups = 0;
     glimpse_status status = glimpse_index_duplicates(index, threshold, print_group, &printer, &groups);
     if (status) cli_error("%s", glimpse_last_error());
-    else if (!options.json) printf("%zu groups of near-identical pictures (cosine >= %.3g)\n", groups, threshold);
+    else if (!options.json)
+        printf("%zu group%s of near-identical pictures (cosine >= %.3g)\n", groups, groups == 1 ? "" : "s", threshold);
     if (printer.page && !cli_html_close(printer.page, html)) status = GLIMPSE_STATUS_IO;
     glimpse_index_free(index);
     return status ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
