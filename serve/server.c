@@ -160,13 +160,16 @@ static enum MHD_Result refuse(serve_request *request, int status, unsigned retry
 /* ------------------------------------------------------------ the API key */
 
 /* Whether the request carries the key, as "Authorization: Bearer KEY" or
- * "X-API-Key: KEY". The comparison takes the same time whatever the bytes. */
-static bool authorized(const serve_server *server, struct MHD_Connection *connection) {
+ * "X-API-Key: KEY" (*sent: whether it carries one at all). The comparison
+ * takes the same time whatever the bytes. */
+static bool authorized(const serve_server *server, struct MHD_Connection *connection, bool *sent) {
+    *sent = false;
     if (!server->api_key) return true;
     const char *given = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "X-API-Key");
     const char *authorization = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
     if (!given && authorization && strncasecmp(authorization, "Bearer ", 7) == 0) given = authorization + 7;
     if (!given) return false;
+    *sent = true;
     size_t expected_length = strlen(server->api_key), given_length = strlen(given);
     unsigned char difference = expected_length != given_length;
     for (size_t i = 0; i < expected_length; i++)
@@ -294,8 +297,13 @@ static enum MHD_Result begin_request(serve_server *server, serve_request *reques
                 : strcmp(method, "POST") == 0                           ? METHOD_POST
                                                                         : 0;
     if (!(entry->methods & asked)) return refuse(request, 405, 0, "%s does not take %s", url, method);
-    if (entry->route != SERVE_ROUTE_HEALTH && entry->route != SERVE_ROUTE_PING && !authorized(server, connection))
-        return refuse(request, 401, 0, "an API key is required: send it as 'Authorization: Bearer KEY'");
+    bool open = entry->route == SERVE_ROUTE_HEALTH || entry->route == SERVE_ROUTE_PING ||
+                (entry->route == SERVE_ROUTE_PREDICT && server->config.open_predict); /* immich sends no key */
+    bool sent;
+    if (!open && !authorized(server, connection, &sent))
+        return refuse(request, 401, 0,
+                      sent ? "the API key sent is not this server's"
+                           : "an API key is required: send it as 'Authorization: Bearer KEY'");
     const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (length) {
         char *end;

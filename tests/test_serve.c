@@ -934,8 +934,26 @@ static void test_api_key(void **state) {
     for (int i = 0; i < 5; i++) {
         response r = exchange_on(keyed.port, "POST", "/v1/embed", "application/json", body, strlen(body), headers[i]);
         if (r.status != expected[i]) fail_msg("key case %d: %d %s", i, r.status, r.text);
+        /* a missing key and a wrong one are told apart (issue 35) */
+        if (r.status == 401) assert_non_null(strstr(r.body, i ? "is not this server's" : "is required"));
         response_free(&r);
     }
+    /* /predict is keyed too, unless --open-predict: immich's client sends no key */
+    const char *predict = "{\"entries\": {}}";
+    response p = exchange_on(keyed.port, "POST", "/predict", "application/json", predict, strlen(predict), NULL);
+    assert_int_equal(p.status, 401);
+    response_free(&p);
+    server_process open_predict;
+    const char *open_arguments[] = {"-m", CLIP_MODEL, "--api-key-file", key_path, "--open-predict", "--threads", "1",
+                                    NULL};
+    assert_true(start_server(&open_predict, open_arguments));
+    p = exchange_on(open_predict.port, "POST", "/predict", "application/json", predict, strlen(predict), NULL);
+    if (p.status == 401 || p.status < 400) fail_msg("/predict with --open-predict: %d %s", p.status, p.text);
+    response_free(&p);
+    p = exchange_on(open_predict.port, "POST", "/v1/embed", "application/json", body, strlen(body), NULL);
+    assert_int_equal(p.status, 401);
+    response_free(&p);
+    assert_int_equal(stop_server(&open_predict), 0);
     response r = exchange_on(keyed.port, "GET", "/health", NULL, NULL, 0, NULL);
     assert_int_equal(r.status, 200);
     response_free(&r);
