@@ -406,13 +406,13 @@ static int index_paths(const index_request *request, cli_options *options) {
     double seconds = cli_now() - started;
     char read[64] = "";
     if (words) snprintf(read, sizeof read, options->json ? ", \"read\": %zu" : ", words read for %zu", summary.read);
-    if (status && !stopped) /* refused: nothing to sum up */;
-    else if (options->json)
+    bool refused = status && !stopped; /* nothing to sum up */
+    if (!refused && options->json)
         printf("{\"added\": %zu, \"updated\": %zu, \"moved\": %zu, \"removed\": %zu, \"unchanged\": %zu, "
                "\"failed\": %zu, \"paths_failed\": %zu%s, \"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
                summary.roots_failed, read, glimpse_index_count(index), seconds);
-    else
+    else if (!refused)
         printf("added %zu, updated %zu, moved %zu, removed %zu, unchanged %zu, failed %zu%s; %zu images in the "
                "index (%.1f s)%s\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
@@ -485,13 +485,12 @@ static int import_shards(const index_request *request, cli_options *options) {
     cli_progress_end(&progress.bar);
     if (status) cli_error("%s", glimpse_last_error());
     double seconds = cli_now() - started;
-    if (status) /* refused or stopped: the error says why */;
-    else if (options->json)
+    if (!status && options->json) /* refused or stopped: the error says why, no summary */
         printf("{\"added\": %zu, \"updated\": %zu, \"unchanged\": %zu, \"failed\": %zu, \"shards_skipped\": %zu, "
                "\"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.unchanged, summary.failed, summary.roots_failed,
                glimpse_index_count(index), seconds);
-    else
+    else if (!status)
         printf("imported: added %zu, updated %zu, unchanged %zu, failed %zu, shards skipped %zu; %zu images in the "
                "index (%.1f s)\n",
                summary.added, summary.updated, summary.unchanged, summary.failed, summary.roots_failed,
