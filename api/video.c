@@ -89,9 +89,13 @@ static glimpse_status source_open(void *user, const char *path, const uint8_t *b
     return status;
 }
 
+/* The next frame; after the last, a video cut short is an error, so that the index records it as a damaged
+ * file (failed, its frames left out) rather than keep the frames before the cut as if they were all. */
 static glimpse_status source_next(void *user, void *video, glimpse_image **frame, double *seconds) {
     (void)user;
-    return glimpse_video_next(video, frame, seconds);
+    glimpse_status status = glimpse_video_next(video, frame, seconds);
+    if (!status && !*frame) status = video_check_whole((const video_reader *)video);
+    return status;
 }
 
 static void source_close(void *user, void *video) {

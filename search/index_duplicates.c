@@ -71,7 +71,11 @@ glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, 
     if (!index || !on_group || !groups)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_index_duplicates: NULL argument");
     *groups = 0;
-    glimpse_status status = index_load_cache(index);
+    bool began; /* the rows as now committed: a handle kept open sees another process's re-index */
+    glimpse_status status = index_read_begin(index, &began);
+    if (!status) status = index_forget_if_changed(index);
+    if (!status) status = index_load_cache(index);
+    index_read_end(index, began);
     if (status) return status;
     const size_t n = index->count, dim = index->dim;
     size_t *parent = malloc((n + 1) * sizeof *parent), *members = malloc((n + 1) * sizeof *members);
@@ -98,8 +102,9 @@ glimpse_status glimpse_index_duplicates(glimpse_index *index, float min_cosine, 
             const char *path = index->paths[members[from + m]];
             size_t seen = 0;
             while (seen < files && strcmp(paths[seen], path) != 0) seen++;
-            if (seen == files) paths[files] = path, similarity[files++] = (float)dot;
-            else if ((float)dot > similarity[seen] && seen > 0) similarity[seen] = (float)dot;
+            float cosine = dot > 1 ? 1.0f : (float)dot; /* two unit rows' rounding may reach 1.00000012 */
+            if (seen == files) paths[files] = path, similarity[files++] = cosine;
+            else if (cosine > similarity[seen] && seen > 0) similarity[seen] = cosine;
         }
         if (files >= 2) {
             on_group(user, paths, similarity, files);

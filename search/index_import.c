@@ -36,12 +36,53 @@ typedef struct imported_picture {
     double time;   /* a video frame's time in seconds; negative for a still */
 } imported_picture;
 
+/* The value of the 4 hex digits at text (which has them), or -1. */
+static long hex4(const uint8_t *text) {
+    long value = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = text[i], digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (digit < 0) return -1;
+        value = value * 16 + digit;
+    }
+    return value;
+}
+
+/* Python writes a file name that is not UTF-8 with each undecodable byte B as the lone surrogate U+DC00+B
+ * (its surrogateescape), which json.dumps escapes as \udcXX: valid for Python, refused by cJSON. Each such
+ * escape inside a string, not the second half of a pair, becomes the byte it stands for again (in place:
+ * never longer), so that the name is the file's own bytes, as glimpse index stores it. */
+static void restore_escaped_bytes(uint8_t *text, size_t *size) {
+    size_t from = 0, to = 0, n = *size;
+    bool in_string = false;
+    long previous = -1; /* the \u escape just before, if the last thing copied was one */
+    while (from < n) {
+        uint8_t c = text[from];
+        if (in_string && c == '\\' && from + 1 < n) {
+            long value = text[from + 1] == 'u' && from + 6 <= n ? hex4(text + from + 2) : -1;
+            bool pair = previous >= 0xD800 && previous <= 0xDBFF;
+            if (value >= 0xDC80 && value <= 0xDCFF && !pair) {
+                text[to++] = (uint8_t)(value - 0xDC00), from += 6, previous = -1;
+                continue;
+            }
+            size_t length = value >= 0 ? 6 : 2;
+            for (size_t i = 0; i < length && from < n; i++) text[to++] = text[from++];
+            previous = value;
+            continue;
+        }
+        if (c == '"') in_string = !in_string;
+        text[to++] = text[from++], previous = -1;
+    }
+    *size = to;
+}
+
 /* Reads and parses the JSON file at path (at most max_bytes); BAD_FORMAT naming it if it is not JSON. */
 static glimpse_status read_json(const char *path, size_t max_bytes, cJSON **out) {
     uint8_t *bytes;
     size_t size;
     glimpse_status status = file_read_all(path, max_bytes, &bytes, &size);
     if (status) return status;
+    restore_escaped_bytes(bytes, &size);
     *out = cJSON_ParseWithLength((const char *)bytes, size);
     free(bytes);
     return *out ? GLIMPSE_STATUS_OK : error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: not valid JSON", path);

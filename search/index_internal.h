@@ -162,6 +162,9 @@ char *index_stored_form(const char *path);
 const char *index_row_select(const glimpse_index *index, const char *condition, char *sql);
 /* Damage unless the row (path, embedding, checksum if the index has them) is whole and of the index's size. */
 glimpse_status index_check_row(glimpse_index *index, sqlite3_stmt *row);
+/* Within a read transaction: forgets the cache if another connection committed since it was made (a long-lived
+ * reader then reads the state now committed, never a mix). */
+glimpse_status index_forget_if_changed(glimpse_index *index);
 /* Loads every row into the search cache (once). */
 glimpse_status index_load_cache(glimpse_index *index);
 /* The exact search over the rows loaded from SQLite. */

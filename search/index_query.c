@@ -330,7 +330,7 @@ glimpse_status index_search_loaded(glimpse_index *index, const float *query, siz
  * the stamp as it takes the writer's lock, before any row changes); the rows loaded from SQLite stay while
  * PRAGMA data_version is unchanged. Runs inside the search's read transaction, after its first read, so
  * that what it checks is the state the search then reads. */
-static glimpse_status forget_if_changed(glimpse_index *index) {
+glimpse_status index_forget_if_changed(glimpse_index *index) {
     char *stamp = NULL;
     glimpse_status status = index_meta_get(index, "vectors", &stamp);
     sqlite3_stmt *statement = NULL;
@@ -358,7 +358,7 @@ glimpse_status glimpse_index_search(glimpse_index *index, const float *query, si
      * committed state, whatever a writer in another process commits meanwhile */
     bool began;
     glimpse_status status = index_read_begin(index, &began);
-    if (!status) status = forget_if_changed(index);
+    if (!status) status = index_forget_if_changed(index);
     bool usable = index->vectors_open;
     if (!status && !index->loaded && !usable) status = open_vectors(index, &usable);
     if (!status && !(usable && !k))

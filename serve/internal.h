@@ -137,6 +137,8 @@ struct serve_server {
     pthread_mutex_t flight_lock;
     pthread_cond_t flight_idle;
     size_t in_flight; /* requests whose headers arrived and whose answer is not yet sent */
+    size_t receiving; /* those of them whose body is still arriving */
+    _Atomic double last_received; /* when body bytes last arrived on any connection (now_seconds) */
 };
 
 /* Formats a line and hands it to config.log. */
@@ -157,6 +159,9 @@ typedef struct serve_part {
     size_t size;
 } serve_part;
 
+/* A drain waits for a request whose body is still arriving only while bytes came within this many seconds. */
+#define SERVE_DRAIN_IDLE_SECONDS 2.0
+
 #define SERVE_MAX_PARTS 64
 
 typedef struct serve_request {
@@ -170,6 +175,7 @@ typedef struct serve_request {
     struct MHD_PostProcessor *post;
     bool bad_parts; /* too many parts, or parts the post processor refused */
     bool counted_as_image; /* load.images_arriving counts this request */
+    bool receiving;        /* the server's receiving counts this request */
     size_t received;       /* body bytes received */
     double started;        /* when the headers arrived (monotonic seconds) */
     int status;            /* the status answered; 0 until then */

@@ -174,7 +174,7 @@ static bool decode_image(serve_server *server, const char *bytes, size_t size, g
     params.max_pixels = server->config.max_pixels;
     glimpse_status status = glimpse_image_load_memory(bytes, size, &params, image);
     if (status) {
-        int http = status == GLIMPSE_STATUS_TOO_LARGE ? 413 : status == GLIMPSE_STATUS_UNSUPPORTED ? 415 : 400;
+        int http = status == GLIMPSE_STATUS_TOO_LARGE ? 413 : 400; /* a cut picture and a non-picture alike */
         reply_error(reply, http, "not an image glimpse can read: %s", glimpse_last_error());
         return false;
     }

@@ -6,6 +6,7 @@
 #ifndef GLIMPSE_SERVE_SERVE_H
 #define GLIMPSE_SERVE_SERVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,7 @@ typedef struct serve_config {
     uint64_t max_pixels;       /* images larger are refused (413) before decoding */
     serve_log_callback log;
     void *log_user;
+    bool open_predict;         /* /predict needs no API key (immich's machine-learning client sends none) */
 } serve_config;
 
 serve_config serve_default_config(void);

@@ -161,13 +161,16 @@ static enum MHD_Result refuse(serve_request *request, int status, unsigned retry
 /* ------------------------------------------------------------ the API key */
 
 /* Whether the request carries the key, as "Authorization: Bearer KEY" or
- * "X-API-Key: KEY". The comparison takes the same time whatever the bytes. */
-static bool authorized(const serve_server *server, struct MHD_Connection *connection) {
+ * "X-API-Key: KEY" (*sent: whether it carries one at all). The comparison
+ * takes the same time whatever the bytes. */
+static bool authorized(const serve_server *server, struct MHD_Connection *connection, bool *sent) {
+    *sent = false;
     if (!server->api_key) return true;
     const char *given = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "X-API-Key");
     const char *authorization = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
     if (!given && authorization && strncasecmp(authorization, "Bearer ", 7) == 0) given = authorization + 7;
     if (!given) return false;
+    *sent = true;
     size_t expected_length = strlen(server->api_key), given_length = strlen(given);
     unsigned char difference = expected_length != given_length;
     for (size_t i = 0; i < expected_length; i++)
@@ -275,12 +278,16 @@ static enum MHD_Result count_odd_headers(void *user, enum MHD_ValueKind kind, co
 
 /* The checks made on the headers, before any of the body is read. */
 static enum MHD_Result begin_request(serve_server *server, serve_request *request, const char *url,
-                                     const char *method) {
+                                     const char *method, const char *version) {
     struct MHD_Connection *connection = request->connection;
     if (atomic_load(&server->draining)) return refuse(request, 503, 5, "the server is shutting down");
     int odd[2] = {0, 0}; /* libmicrohttpd takes these; RFC 9112 says 400 */
     MHD_get_connection_values(connection, MHD_HEADER_KIND, count_odd_headers, odd);
     if (odd[0] > 1 || odd[1]) return refuse(request, 400, 0, "malformed headers: two Host headers, or a nameless one");
+    /* checked here rather than by libmicrohttpd, whose own answer is not JSON (0.9.75 sent its headers twice) */
+    if (!odd[0] && version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0)
+        return refuse(request, 400, 0, "malformed headers: an HTTP/1.1 request needs a Host header");
+    if (strchr(url, ' ')) return refuse(request, 400, 0, "malformed request line: a space in the URL");
     const route_entry *entry = find_route(url);
     if (!entry) {
         request->route = SERVE_ROUTE_UNKNOWN;
@@ -291,8 +298,13 @@ static enum MHD_Result begin_request(serve_server *server, serve_request *reques
                 : strcmp(method, "POST") == 0                           ? METHOD_POST
                                                                         : 0;
     if (!(entry->methods & asked)) return refuse(request, 405, 0, "%s does not take %s", url, method);
-    if (entry->route != SERVE_ROUTE_HEALTH && entry->route != SERVE_ROUTE_PING && !authorized(server, connection))
-        return refuse(request, 401, 0, "an API key is required: send it as 'Authorization: Bearer KEY'");
+    bool open = entry->route == SERVE_ROUTE_HEALTH || entry->route == SERVE_ROUTE_PING ||
+                (entry->route == SERVE_ROUTE_PREDICT && server->config.open_predict); /* immich sends no key */
+    bool sent;
+    if (!open && !authorized(server, connection, &sent))
+        return refuse(request, 401, 0,
+                      sent ? "the API key sent is not this server's"
+                           : "an API key is required: send it as 'Authorization: Bearer KEY'");
     const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (length) {
         char *end;
@@ -322,10 +334,19 @@ static enum MHD_Result begin_request(serve_server *server, serve_request *reques
     return MHD_YES;
 }
 
+/* Counts the request among those whose body is still arriving (receiving), or no longer. */
+static void set_receiving(serve_server *server, serve_request *request, bool receiving) {
+    if (request->receiving == receiving) return;
+    pthread_mutex_lock(&server->flight_lock);
+    request->receiving = receiving;
+    if (receiving) server->receiving++;
+    else server->receiving--;
+    pthread_mutex_unlock(&server->flight_lock);
+}
+
 static enum MHD_Result on_request(void *user, struct MHD_Connection *connection, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **state) {
-    (void)version;
     serve_server *server = user;
     serve_request *request = *state;
     if (!request) {
@@ -338,13 +359,16 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
         pthread_mutex_lock(&server->flight_lock);
         server->in_flight++;
         pthread_mutex_unlock(&server->flight_lock);
-        return begin_request(server, request, url, method);
+        enum MHD_Result begun = begin_request(server, request, url, method, version);
+        if (!request->status) set_receiving(server, request, true);
+        return begun;
     }
     if (*upload_data_size) {
         size_t size = *upload_data_size;
         *upload_data_size = 0;
         if (request->status) return MHD_YES; /* answered already: the rest is dropped */
         request->received += size;
+        atomic_store(&server->last_received, now_seconds());
         if (request->received > server->config.max_body) {
             /* a body without a length that grew too long: answer now if libmicrohttpd lets us, else close */
             return refuse(request, 413, 0, "the body is over %zu bytes, the most this server takes",
@@ -358,6 +382,7 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
         }
         return MHD_YES;
     }
+    set_receiving(server, request, false); /* received whole, or answered already */
     if (request->status) return MHD_YES;
     serve_reply reply = {0};
     route_answer(server, request, &reply);
@@ -382,6 +407,7 @@ static void on_completed(void *user, struct MHD_Connection *connection, void **s
         free(request->parts[i].content_type);
         free(request->parts[i].data);
     }
+    set_receiving(server, request, false);
     free(request->body);
     free(request);
     pthread_mutex_lock(&server->flight_lock);
@@ -517,7 +543,7 @@ glimpse_status serve_start(const serve_config *config, serve_server **out) {
                      MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
     server->daemon = MHD_start_daemon(
         flags, (uint16_t)config->port, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, log_from_microhttpd,
-        server, MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_STRICT_FOR_CLIENT, 1, /* Host required, no spaces in URLs */
+        server, MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_STRICT_FOR_CLIENT, 0, /* Host and URL checked by begin_request */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config->timeout_seconds, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)config->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_END);
     if (!server->daemon) {
@@ -539,11 +565,19 @@ size_t serve_drain(serve_server *server, double timeout_seconds) {
         MHD_socket listening = MHD_quiesce_daemon(server->daemon);
         if (listening != MHD_INVALID_SOCKET) close(listening);
     }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)timeout_seconds;
+    /* requests being answered are waited for; requests whose body is still arriving only while bytes keep
+     * coming: a client that stopped sending half-way does not hold the stop for the whole timeout */
+    double deadline = now_seconds() + timeout_seconds;
     pthread_mutex_lock(&server->flight_lock);
-    while (server->in_flight && pthread_cond_timedwait(&server->flight_idle, &server->flight_lock, &until) == 0) {
+    for (;;) {
+        double now = now_seconds();
+        bool uploading = server->receiving && now - atomic_load(&server->last_received) < SERVE_DRAIN_IDLE_SECONDS;
+        if (now >= deadline || !(server->in_flight > server->receiving || uploading)) break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000; /* looked at again every 0.1 s, or at once when a request ends */
+        if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&server->flight_idle, &server->flight_lock, &until);
     }
     size_t left = server->in_flight;
     pthread_mutex_unlock(&server->flight_lock);

@@ -800,6 +800,17 @@ static void test_int8_option(void **state) {
     run_result help = run("embed", "--help", NULL);
     assert_non_null(strstr(help.out, "--int8"));
     result_free(&help);
+    /* info says the precision loaded, and that a captioner gives no embeddings (issue 35) */
+    run_result info = run("info", "-m", clip, "--int8", NULL);
+    assert_non_null(strstr(info.out, "precision      int8"));
+    result_free(&info);
+    info = run("info", "-m", clip, "--int8", "--json", NULL);
+    assert_non_null(strstr(info.out, "\"precision\": \"int8\""));
+    result_free(&info);
+    info = run("info", "-m", captioner, NULL);
+    assert_non_null(strstr(info.out, "embedding      none"));
+    assert_null(strstr(info.out, "0 dimensions"));
+    result_free(&info);
     /* without VNNI and AVX2 (forced off here) it still works, and says it will be slow */
     setenv("GLIMPSE_NO_AVX512", "1", 1);
     quantized = run("embed", "-m", clip, "--int8", "-t", "a red circle", "--json", NULL);

@@ -174,6 +174,13 @@ static void test_videos_indexed_as_frames(void **state) {
     assert_int_equal(glimpse(&out, "search", "--db", db, "-k", "4", "--json", "a red square", NULL), 0);
     assert_non_null(strstr(out, "trip.mp4\", \"time\": "));
     free(out);
+    /* --like the video: k other pictures, its own frames not counted against k (issue 35, item 4) */
+    assert_int_equal(glimpse(&out, "search", "--db", db, "-k", "2", "--json", "--like", trip, NULL), 0);
+    size_t results = 0;
+    for (const char *at = out; (at = strstr(at, "\"image\": ")); at++) results++;
+    assert_int_equal(results, 2);
+    assert_null(strstr(out, "trip.mp4\", \"time\""));
+    free(out);
     /* stats count the video once, with its frames and the sampling recorded */
     assert_int_equal(glimpse(&out, "index", "--db", db, "--stats", "--json", NULL), 0);
     assert_non_null(strstr(out, "\"images\": 3")); /* two stills and the video */
@@ -183,7 +190,9 @@ static void test_videos_indexed_as_frames(void **state) {
     assert_non_null(strstr(out, "\"decode\": \"exact\""));
     free(out);
     /* another sampling, or fast decoding, on this index is refused */
-    assert_int_equal(glimpse(NULL, "index", "-m", MODEL, "--db", db, "--every", "1", folder, NULL), 1);
+    assert_int_equal(glimpse(&out, "index", "-m", MODEL, "--db", db, "--every", "1", folder, NULL), 1);
+    assert_string_equal(out, ""); /* a refused run sums nothing up (issue 35) */
+    free(out);
     assert_int_equal(glimpse(NULL, "index", "-m", MODEL, "--db", db, "--fast-decode", folder, NULL), 1);
     /* a changed video replaces every frame it had */
     static const char *const three[] = {"00005.png", "00002.png", "00003.png"};
@@ -226,6 +235,57 @@ static void test_video_that_breaks_is_failed(void **state) {
     free(out);
 }
 
+/* A video cut short (its index first, the frames after the cut gone) is said on stderr by embed, and is a
+ * failed file for index, its frames before the cut left out (issue 35, item 5). */
+static void test_cut_video_is_damaged(void **state) {
+    (void)state;
+    if (!have_ffmpeg()) skip();
+    char cut_db[700], cut[700], whole[700];
+    snprintf(cut_db, sizeof cut_db, "%s/cut.db", workspace);
+    snprintf(cut, sizeof cut, "%s/cut", workspace);
+    snprintf(whole, sizeof whole, "%s/whole.mp4", workspace);
+    run_shell("mkdir -p %s && ffmpeg -nostdin -hide_banner -loglevel error -y -i %s -c copy -movflags +faststart %s"
+              " && head -c $(( $(stat -c %%s %s) * 7 / 10 )) %s > %s/cut.mp4",
+              cut, trip, whole, whole, whole, cut);
+    char *out = NULL, *err = NULL, video[800];
+    snprintf(video, sizeof video, "%s/cut.mp4", cut);
+    const char *embed[] = {GLIMPSE_BINARY, "embed", "-m", MODEL, "--json", video, NULL};
+    run_program(embed, &out, &err);
+    assert_non_null(strstr(out, "\"time\": 0")); /* the frames before the cut */
+    assert_non_null(strstr(err, "cut short"));
+    free(out), free(err);
+    const char *index[] = {GLIMPSE_BINARY, "index", "-m", MODEL, "--db", cut_db, "--json", cut, NULL};
+    assert_int_equal(run_program(index, &out, &err), 1);
+    assert_non_null(strstr(out, "\"failed\": 1"));
+    assert_non_null(strstr(out, "\"added\": 0"));
+    assert_non_null(strstr(err, "cut short"));
+    free(out), free(err);
+    /* the whole video is indexed as before */
+    run_shell("cp %s %s/cut.mp4 && touch -d '2003-03-03' %s/cut.mp4", whole, cut, cut);
+    assert_int_equal(glimpse(&out, "index", "-m", MODEL, "--db", cut_db, "--json", cut, NULL), 0);
+    assert_non_null(strstr(out, "\"failed\": 0"));
+    free(out);
+}
+
+/* duplicates: "1 group", not "1 groups"; its --help lists only what it takes (no -m: it loads no model) (issue 35). */
+static void test_duplicates_words(void **state) {
+    (void)state;
+    if (!have_ffmpeg()) skip();
+    char *out = NULL, twins[700], twins_db[700];
+    snprintf(twins, sizeof twins, "%s/twins", workspace);
+    snprintf(twins_db, sizeof twins_db, "%s/twins.db", workspace);
+    run_shell("mkdir -p %s && cp %s/00000.png %s/a.png && cp %s/00000.png %s/b.png && cp %s/00004.png %s/c.png", twins,
+              PICTURES, twins, PICTURES, twins, PICTURES, twins);
+    assert_int_equal(glimpse(NULL, "index", "-m", MODEL, "--db", twins_db, twins, NULL), 0);
+    assert_int_equal(glimpse(&out, "duplicates", "--db", twins_db, NULL), 0);
+    assert_non_null(strstr(out, "1 group of near-identical pictures"));
+    free(out);
+    assert_int_equal(glimpse(&out, "duplicates", "--help", NULL), 0);
+    assert_null(strstr(out, "--model"));
+    assert_null(strstr(out, "--int8"));
+    free(out);
+}
+
 /* --fast-decode: recorded by a new index, JPEGs decoded in the DCT domain
  * (the embeddings glimpse embed --fast-decode gives), kept by later runs. */
 static void test_fast_decode_recorded(void **state) {
@@ -263,6 +323,8 @@ int main(void) {
         cmocka_unit_test(test_videos_indexed_as_frames),
         cmocka_unit_test(test_video_that_breaks_is_failed),
         cmocka_unit_test(test_fast_decode_recorded),
+        cmocka_unit_test(test_cut_video_is_damaged),
+        cmocka_unit_test(test_duplicates_words),
     };
     if (!have_ffmpeg()) {
         fprintf(stderr, "test_index_video: no ffmpeg tool, skipped\n");

@@ -88,7 +88,8 @@ static bool start_server(server_process *process, const char *const *arguments) 
     for (const char *const *a = arguments; *a && argc < 36; a++) argv[argc++] = *a;
     argv[argc++] = "--port", argv[argc++] = "0";
     argv[argc] = NULL;
-    snprintf(process->log, sizeof process->log, "%s/serve-%d.log", folder, argc + (int)now_seconds() % 1000);
+    static int started; /* each server its own log: a name shared with a running one read its port */
+    snprintf(process->log, sizeof process->log, "%s/serve-%d.log", folder, ++started);
     process->pid = fork();
     if (process->pid == 0) {
         int err = open(process->log, O_WRONLY | O_CREAT | O_TRUNC, 0600), out = open("/dev/null", O_WRONLY);
@@ -872,7 +873,7 @@ static void test_explain_equals_library(void **state) {
         cJSON_Delete(json), response_free(&r);
     }
     r = exchange("POST", "/v1/explain", "image/png", "not a picture", 13);
-    json = expect_json(&r, 415);
+    json = expect_json(&r, 400);
     cJSON_Delete(json), response_free(&r);
     r = exchange("POST", "/v1/explain", NULL, NULL, 0);
     json = expect_json(&r, 400);
@@ -950,8 +951,26 @@ static void test_api_key(void **state) {
     for (int i = 0; i < 5; i++) {
         response r = exchange_on(keyed.port, "POST", "/v1/embed", "application/json", body, strlen(body), headers[i]);
         if (r.status != expected[i]) fail_msg("key case %d: %d %s", i, r.status, r.text);
+        /* a missing key and a wrong one are told apart (issue 35) */
+        if (r.status == 401) assert_non_null(strstr(r.body, i ? "is not this server's" : "is required"));
         response_free(&r);
     }
+    /* /predict is keyed too, unless --open-predict: immich's client sends no key */
+    const char *predict = "{\"entries\": {}}";
+    response p = exchange_on(keyed.port, "POST", "/predict", "application/json", predict, strlen(predict), NULL);
+    assert_int_equal(p.status, 401);
+    response_free(&p);
+    server_process open_predict;
+    const char *open_arguments[] = {"-m", CLIP_MODEL, "--api-key-file", key_path, "--open-predict", "--threads", "1",
+                                    NULL};
+    assert_true(start_server(&open_predict, open_arguments));
+    p = exchange_on(open_predict.port, "POST", "/predict", "application/json", predict, strlen(predict), NULL);
+    if (p.status == 401 || p.status < 400) fail_msg("/predict with --open-predict: %d %s", p.status, p.text);
+    response_free(&p);
+    p = exchange_on(open_predict.port, "POST", "/v1/embed", "application/json", body, strlen(body), NULL);
+    assert_int_equal(p.status, 401);
+    response_free(&p);
+    assert_int_equal(stop_server(&open_predict), 0);
     response r = exchange_on(keyed.port, "GET", "/health", NULL, NULL, 0, NULL);
     assert_int_equal(r.status, 200);
     response_free(&r);
@@ -1356,6 +1375,55 @@ static void test_malformed_requests(void **state) {
     test_embed_equals_library(NULL);
 }
 
+/* The refusals the server makes itself are its one JSON error with one status line (libmicrohttpd 0.9.75's own
+ * answer to a missing Host sent its status line and headers twice, then HTML), and a body that is not a
+ * picture we can read is 400 whether it is a cut PNG or no picture at all (issue 35, item 9). */
+static void test_refusals_are_json(void **state) {
+    (void)state;
+    static const char *const requests[] = {
+        "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n",
+        "GET /he alth HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof requests / sizeof requests[0]; i++) {
+        response r = exchange_raw(server.port, requests[i], strlen(requests[i]));
+        const char *second = strstr(r.text + 1, "\r\nHTTP/1.1 ");
+        if (second) fail_msg("case %zu: two status lines: %s", i, r.text);
+        cJSON *json = expect_json(&r, 400);
+        assert_true(cJSON_IsString(cJSON_GetObjectItem(json, "error")));
+        cJSON_Delete(json), response_free(&r);
+    }
+    response cut = exchange("POST", "/v1/embed", "image/png", pictures[0], picture_sizes[0] / 3);
+    response text = exchange("POST", "/v1/embed", "image/png", "hello, not a picture", 20);
+    cJSON *a = expect_json(&cut, 400), *b = expect_json(&text, 400);
+    assert_non_null(strstr(cJSON_GetObjectItem(a, "error")->valuestring, "not an image glimpse can read"));
+    assert_non_null(strstr(cJSON_GetObjectItem(b, "error")->valuestring, "not an image glimpse can read"));
+    cJSON_Delete(a), cJSON_Delete(b), response_free(&cut), response_free(&text);
+}
+
+/* A client that sent half a request and then nothing does not hold a SIGTERM for the drain's 30 s: the server
+ * stops within a few seconds (issue 35, item 9). */
+static void test_sigterm_not_held_by_a_stalled_upload(void **state) {
+    (void)state;
+    server_process other;
+    const char *arguments[] = {"-m", CLIP_MODEL, "--threads", "1", NULL};
+    assert_true(start_server(&other, arguments));
+    int fd = connect_to(other.port);
+    if (fd < 0) {
+        stop_server(&other); /* not left running by the failure */
+        fail_msg("cannot connect to the server on port %d", other.port);
+    }
+    const char *head = "POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\nContent-Length: 5000\r\n\r\nabc";
+    send_all(fd, head, strlen(head));
+    usleep(300000);
+    double started = now_seconds();
+    int status = stop_server(&other);
+    double took = now_seconds() - started;
+    close(fd);
+    printf("SIGTERM with a stalled upload open: stopped in %.1f s\n", took);
+    assert_int_equal(status, 0);
+    assert_true(took < 10);
+}
+
 /* -------------------------------------------------------------- SIGTERM */
 
 /* A request in flight when SIGTERM comes is answered; new connections are refused; the exit is clean. */
@@ -1415,6 +1483,7 @@ int main(void) {
         cmocka_unit_test(test_task_equals_library),
         cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_faulty_clients),         cmocka_unit_test(test_malformed_requests),
+        cmocka_unit_test(test_refusals_are_json),      cmocka_unit_test(test_sigterm_not_held_by_a_stalled_upload),
         cmocka_unit_test(test_sigterm_drains),
     };
     signal(SIGPIPE, SIG_IGN);

@@ -577,6 +577,7 @@ int command_info(int argc, char **argv) {
     glimpse_model *model = cli_load_model(&options, "info", true, true);
     glimpse_model_info info;
     glimpse_model_get_info(model, &info);
+    bool int8 = info.precision == GLIMPSE_PRECISION_INT8; /* as loaded: --int8 */
     if (options.json) {
         printf("{\"architecture\": ");
         json_string(stdout, info.architecture);
@@ -585,10 +586,11 @@ int command_info(int argc, char **argv) {
         printf(", \"image_size\": %d, \"patch_size\": %d, \"vision_hidden_size\": %d, \"vision_layers\": %d, "
                "\"vision_heads\": %d, \"text_hidden_size\": %d, \"text_layers\": %d, \"text_heads\": %d, "
                "\"text_max_tokens\": %d, \"vocab_size\": %d, \"embedding_dim\": %d, \"parameters\": %zu, "
-               "\"weight_bytes\": %zu, \"copied_bytes\": %zu, \"dtype\": \"%s\", \"logit_scale\": ",
+               "\"weight_bytes\": %zu, \"copied_bytes\": %zu, \"dtype\": \"%s\", ",
                info.image_size, info.patch_size, info.vision_hidden_size, info.vision_layers, info.vision_heads,
                info.text_hidden_size, info.text_layers, info.text_heads, info.text_max_tokens, info.vocab_size,
                info.embedding_dim, info.parameter_count, info.weight_bytes, info.copied_bytes, info.weight_dtype);
+        printf("\"precision\": \"%s\", \"logit_scale\": ", int8 ? "int8" : "float32");
         json_float(stdout, info.logit_scale);
         printf(", \"logit_bias\": ");
         json_float(stdout, info.logit_bias);
@@ -603,9 +605,15 @@ int command_info(int argc, char **argv) {
         printf("text tower     %d layers, hidden %d, %d heads, %s; up to %d tokens, vocabulary %d\n",
                info.text_layers, info.text_hidden_size, info.text_heads, info.text_activation, info.text_max_tokens,
                info.vocab_size);
-        printf("embedding      %d dimensions, logit scale %.4f", info.embedding_dim, info.logit_scale);
-        if (info.sigmoid_scores) printf(", logit bias %.4f (probabilities: a sigmoid per pair)", info.logit_bias);
-        printf("\n");
+        if (info.embedding_dim > 0) {
+            printf("embedding      %d dimensions, logit scale %.4f", info.embedding_dim, info.logit_scale);
+            if (info.sigmoid_scores) printf(", logit bias %.4f (probabilities: a sigmoid per pair)", info.logit_bias);
+            printf("\n");
+        } else {
+            printf("embedding      none: this model writes text (captions, answers), it gives no embeddings\n");
+        }
+        printf("precision      %s\n", int8 ? "int8: the transformer layers quantized to 8 bits at load (--int8)"
+                                            : "float32 (--int8 quantizes the transformer layers at load)");
         printf("parameters     %zu (%.1f MB of %s weights, memory-mapped; %.1f MB copied to float32 at load)\n",
                info.parameter_count, info.weight_bytes / 1e6, info.weight_dtype, info.copied_bytes / 1e6);
     }

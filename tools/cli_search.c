@@ -3,6 +3,7 @@
  * combinations or a picture's neighbours) and `glimpse duplicates`. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,11 +131,27 @@ static void print_json_error(const cli_options *options, const char *key, const 
     printf("}\n");
 }
 
+/* Set by Ctrl-C (SIGINT) or SIGTERM during an update: the update stops after what it has committed. */
+static volatile sig_atomic_t index_interrupted;
+
+static void on_interrupt(int signal_number) {
+    (void)signal_number;
+    index_interrupted = 1;
+}
+
+/* Catches SIGINT and SIGTERM (on) or restores what was there (off, with saved). */
+static void catch_interrupts(bool on, struct sigaction saved[2]) {
+    static const int signals[2] = {SIGINT, SIGTERM};
+    struct sigaction handler = {.sa_handler = on_interrupt};
+    sigemptyset(&handler.sa_mask);
+    for (int i = 0; i < 2; i++) sigaction(signals[i], on ? &handler : &saved[i], on ? &saved[i] : NULL);
+}
+
 static bool on_progress(void *user, size_t done, size_t total) {
     index_progress *p = user;
     if (p->bar.total != total) cli_progress_start(&p->bar, p->options, total, "images");
     cli_progress_step(&p->bar, done);
-    return false;
+    return index_interrupted != 0;
 }
 
 static void on_failure(void *user, const char *path, const char *reason) {
@@ -374,19 +391,28 @@ static int index_paths(const index_request *request, cli_options *options) {
         .read_objects = request->objects};
     glimpse_index_summary summary;
     double started = cli_now();
+    struct sigaction saved[2];
+    catch_interrupts(true, saved);
     glimpse_status status =
         glimpse_index_update(index, ctx, request->paths, request->path_count, &params, &summary);
+    catch_interrupts(false, saved);
     cli_progress_end(&progress.bar);
-    if (status) cli_error("%s", glimpse_last_error());
+    bool stopped = status == GLIMPSE_STATUS_CANCELLED && index_interrupted;
+    if (stopped)
+        cli_error("interrupted: what was committed is kept (below); run the same glimpse index command again to "
+                  "go on from there");
+    else if (status)
+        cli_error("%s", glimpse_last_error());
     double seconds = cli_now() - started;
     char read[64] = "";
     if (words) snprintf(read, sizeof read, options->json ? ", \"read\": %zu" : ", words read for %zu", summary.read);
-    if (options->json)
+    bool refused = status && !stopped; /* nothing to sum up */
+    if (!refused && options->json)
         printf("{\"added\": %zu, \"updated\": %zu, \"moved\": %zu, \"removed\": %zu, \"unchanged\": %zu, "
                "\"failed\": %zu, \"paths_failed\": %zu%s, \"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
                summary.roots_failed, read, glimpse_index_count(index), seconds);
-    else
+    else if (!refused)
         printf("added %zu, updated %zu, moved %zu, removed %zu, unchanged %zu, failed %zu%s; %zu images in the "
                "index (%.1f s)%s\n",
                summary.added, summary.updated, summary.moved, summary.removed, summary.unchanged, summary.failed,
@@ -399,6 +425,7 @@ static int index_paths(const index_request *request, cli_options *options) {
     glimpse_task_words_free(words);
     glimpse_context_free(task_ctx);
     glimpse_model_free(task_model);
+    if (stopped) return 128 + SIGINT;
     return status || summary.failed || summary.roots_failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
@@ -458,12 +485,12 @@ static int import_shards(const index_request *request, cli_options *options) {
     cli_progress_end(&progress.bar);
     if (status) cli_error("%s", glimpse_last_error());
     double seconds = cli_now() - started;
-    if (options->json)
+    if (!status && options->json) /* refused or stopped: the error says why, no summary */
         printf("{\"added\": %zu, \"updated\": %zu, \"unchanged\": %zu, \"failed\": %zu, \"shards_skipped\": %zu, "
                "\"indexed\": %zu, \"seconds\": %.3f}\n",
                summary.added, summary.updated, summary.unchanged, summary.failed, summary.roots_failed,
                glimpse_index_count(index), seconds);
-    else
+    else if (!status)
         printf("imported: added %zu, updated %zu, unchanged %zu, failed %zu, shards skipped %zu; %zu images in the "
                "index (%.1f s)\n",
                summary.added, summary.updated, summary.unchanged, summary.failed, summary.roots_failed,
@@ -602,27 +629,36 @@ typedef struct search_query {
     bool stored;       /* --like's PHOTO found in the index: its embedding is there already */
 } search_query;
 
-/* Searches with one embedded query and prints its results, --like's photo itself left out. */
+/* Searches with one embedded query and prints its results, --like's photo itself left out: all its rows (a
+ * video's every frame) are asked for beyond k, more each round until k others are found or the index has no
+ * more, so that a video's own frames never count against k. */
 static void search_and_print(cli_options *options, glimpse_index *index, const search_query *q,
                              const glimpse_search_filter *filter, const float *embedding, size_t k,
-                             glimpse_search_result *results, const char **paths, double *times, float *scores,
-                             FILE *page) {
-    size_t found = 0;
+                             const char **paths, double *times, float *scores, FILE *page) {
+    size_t found = 0, shown = 0, wanted = k + (q->like != NULL);
     char *itself = q->like ? realpath(q->like, NULL) : NULL;
-    glimpse_status status = filter ? glimpse_index_search_filtered(index, embedding, k + (q->like != NULL), filter,
-                                                                   results, &found)
-                                   : glimpse_index_search(index, embedding, k + (q->like != NULL), results, &found);
+    glimpse_search_result *results = NULL;
+    glimpse_status status;
+    for (;;) {
+        free(results);
+        results = cli_calloc(wanted + 1, sizeof *results);
+        status = filter ? glimpse_index_search_filtered(index, embedding, wanted, filter, results, &found)
+                        : glimpse_index_search(index, embedding, wanted, results, &found);
+        if (status) break;
+        shown = 0;
+        for (size_t r = 0; r < found && shown < k; r++) {
+            if (itself && strcmp(results[r].path, itself) == 0) continue;
+            paths[shown] = results[r].path, times[shown] = results[r].time, scores[shown++] = results[r].score;
+        }
+        if (shown == k || found < wanted || !itself) break;
+        wanted = wanted * 2 + 8; /* its frames filled the list: ask for more */
+    }
     if (status != GLIMPSE_STATUS_OK) {
         cli_error("%s", glimpse_last_error());
         print_json_error(options, "text", q->label, glimpse_last_error());
         options->failures++;
-        free(itself);
+        free(itself), free(results);
         return;
-    }
-    size_t shown = 0;
-    for (size_t r = 0; r < found && shown < k; r++) {
-        if (itself && strcmp(results[r].path, itself) == 0) continue;
-        paths[shown] = results[r].path, times[shown] = results[r].time, scores[shown++] = results[r].score;
     }
     cli_print_results(options, q->label, paths, times, scores, NULL, shown);
     if (page) {
@@ -634,7 +670,7 @@ static void search_and_print(cli_options *options, glimpse_index *index, const s
         }
         cli_html_row_end(page);
     }
-    free(itself);
+    free(itself), free(results);
 }
 
 /* Embeds the query: a stored picture's embedding, an image file, or a combined query. */
@@ -717,7 +753,7 @@ static int search_faiss(const char *folder, cli_options *options, char **queries
         }
     }
     if (page && !cli_html_close(page, html)) options->failures++;
-    free(embedding), free(results), free(paths), free(scores), free(times);
+    free(embedding), free(paths), free(scores), free(times);
     faiss_folder_free(index);
     return cli_finish(options, ctx, model);
 #else
@@ -795,35 +831,36 @@ int command_search(int argc, char **argv) {
         }
         ctx = cli_create_context(&options, model);
     }
-    glimpse_search_result *results = cli_calloc((size_t)k + 1, sizeof *results);
     const char **paths = cli_calloc((size_t)k + 1, sizeof *paths);
     float *scores = cli_calloc((size_t)k + 1, sizeof *scores);
     double *times = cli_calloc((size_t)k + 1, sizeof *times);
     FILE *page = html ? cli_html_open(html, "glimpse search") : NULL;
     for (size_t i = 0; i < query_count; i++) {
         if (embed_search_query(&options, index, ctx, &queries[i], embedding))
-            search_and_print(&options, index, &queries[i], filtered ? &filter : NULL, embedding, (size_t)k, results,
-                             paths, times, scores, page);
+            search_and_print(&options, index, &queries[i], filtered ? &filter : NULL, embedding, (size_t)k, paths,
+                             times, scores, page);
         else
             options.failures++;
     }
     if (!query_count) { /* the filters alone, ranked by how well the words match */
         search_query words = {.label = filter.text_in ? filter.text_in : filter.object};
-        search_and_print(&options, index, &words, &filter, NULL, (size_t)k, results, paths, times, scores, page);
+        search_and_print(&options, index, &words, &filter, NULL, (size_t)k, paths, times, scores, page);
     }
     if (page && !cli_html_close(page, html)) options.failures++;
     for (size_t i = 0; i < like_count; i++) free(labels[i]);
-    free(labels), free(queries), free(embedding), free(results), free(paths), free(scores), free(times);
+    free(labels), free(queries), free(embedding), free(paths), free(scores), free(times);
     glimpse_index_free(index);
     return cli_finish(&options, ctx, model);
 }
 
 /* ------------------------------------------------------------ duplicates */
 
+/* No model is loaded: the common options that choose or run one are not taken (nor listed by --help). */
 static const struct option duplicates_long_options[] = {
-    CLI_COMMON_LONG_OPTIONS, {"db", required_argument, NULL, 'd'},
-    {"threshold", required_argument, NULL, DUPLICATES_OPT_THRESHOLD}, {"html", required_argument, NULL, OPT_HTML},
-    {NULL, 0, NULL, 0}};
+    {"db", required_argument, NULL, 'd'},         {"threshold", required_argument, NULL, DUPLICATES_OPT_THRESHOLD},
+    {"html", required_argument, NULL, OPT_HTML},  {"json", no_argument, NULL, CLI_OPT_JSON},
+    {"quiet", no_argument, NULL, CLI_OPT_QUIET},  {"verbose", no_argument, NULL, CLI_OPT_VERBOSE},
+    {"help", no_argument, NULL, CLI_OPT_HELP},    {NULL, 0, NULL, 0}};
 
 static const char duplicates_help[] =
     "Usage: glimpse duplicates --db FILE [--threshold T] [--json] [--html PAGE]\n"
@@ -835,6 +872,8 @@ static const char duplicates_help[] =
     "                       pictures with re-encoded, resized, cropped and brightened\n"
     "                       copies, see docs/search.md)\n"
     "      --html PAGE      also write PAGE, each group's thumbnails side by side\n"
+    "      --json           JSON Lines on stdout\n"
+    "      --quiet, --verbose, --help\n"
     "Each group: its pictures and their cosine to the first. JSON: one object per\n"
     "group, {\"group\": [{\"image\": PATH, \"similarity\": S}, ...]}.\n";
 
@@ -891,7 +930,7 @@ int command_duplicates(int argc, char **argv) {
                 cli_usage_error("duplicates", "--threshold takes a cosine from 0 to 1, not '%s'", optarg);
             break;
         case OPT_HTML: html = optarg; break;
-        case CLI_OPT_HELP: printf("%s\n%s", duplicates_help, cli_common_help); return CLI_EXIT_OK;
+        case CLI_OPT_HELP: printf("%s", duplicates_help); return CLI_EXIT_OK;
         default: cli_usage_error("duplicates", "unknown option");
         }
     }
@@ -903,7 +942,8 @@ int command_duplicates(int argc, char **argv) {
     size_t groups = 0;
     glimpse_status status = glimpse_index_duplicates(index, threshold, print_group, &printer, &groups);
     if (status) cli_error("%s", glimpse_last_error());
-    else if (!options.json) printf("%zu groups of near-identical pictures (cosine >= %.3g)\n", groups, threshold);
+    else if (!options.json)
+        printf("%zu group%s of near-identical pictures (cosine >= %.3g)\n", groups, groups == 1 ? "" : "s", threshold);
     if (printer.page && !cli_html_close(printer.page, html)) status = GLIMPSE_STATUS_IO;
     glimpse_index_free(index);
     return status ? CLI_EXIT_FAILURE : CLI_EXIT_OK;

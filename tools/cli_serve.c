@@ -44,6 +44,8 @@ static const char serve_help[] =
     "      --port N           default 8080; 0 picks a free port (printed on stderr)\n"
     "      --api-key-file F   a file holding the API key; requests then need\n"
     "                         'Authorization: Bearer KEY' or 'X-API-Key: KEY' (but /health, /ping)\n"
+    "      --open-predict     /predict needs no key either: immich's machine-learning client,\n"
+    "                         on another host or container, sends none\n"
     "      --max-body BYTES   the largest request body (default 33554432); more is 413\n"
     "      --queue N          requests that may wait for a model at once (default 64); more\n"
     "                         are answered 503 with Retry-After\n"
@@ -95,7 +97,8 @@ int command_serve(int argc, char **argv) {
         OPT_TIMEOUT,
         OPT_MAX_CONNECTIONS,
         OPT_MAX_BATCH,
-        OPT_BATCH_WAIT
+        OPT_BATCH_WAIT,
+        OPT_OPEN_PREDICT
     };
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"db", required_argument, NULL, OPT_DB},
@@ -108,6 +111,7 @@ int command_serve(int argc, char **argv) {
                                                  {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
                                                  {"max-batch", required_argument, NULL, OPT_MAX_BATCH},
                                                  {"batch-wait", required_argument, NULL, OPT_BATCH_WAIT},
+                                                 {"open-predict", no_argument, NULL, OPT_OPEN_PREDICT},
                                                  {NULL, 0, NULL, 0}};
     cli_options options;
     cli_options_init(&options);
@@ -135,6 +139,7 @@ int command_serve(int argc, char **argv) {
             config.max_connections = (unsigned)cli_parse_long("serve", "--max-connections", optarg, 1, 65536);
             break;
         case OPT_MAX_BATCH: config.max_batch = (int)cli_parse_long("serve", "--max-batch", optarg, 1, 64); break;
+        case OPT_OPEN_PREDICT: config.open_predict = true; break;
         case OPT_BATCH_WAIT: config.batch_wait_ms = (double)cli_parse_long("serve", "--batch-wait", optarg, 0, 1000); break;
         case CLI_OPT_HELP: printf("%s\n%s", serve_help, cli_common_help); return CLI_EXIT_OK;
         default: cli_usage_error("serve", "unknown option");

@@ -63,8 +63,9 @@ struct video_reader {
     video_params params;
     char *label;
     double next_time;
-    int64_t decoded;
+    int64_t decoded, packets; /* frames decoded, packets of our stream read */
     bool draining, finished, read_failed, have_taken;
+    bool cut_short; /* the file ended (or failed to read) before the frames its container lists */
     int decode_error; /* the last error the decoder gave, 0 for none */
     uint8_t last_thumbnail[VIDEO_THUMBNAIL_SIDE * VIDEO_THUMBNAIL_SIDE];
     uint8_t thumbnail_pixels[VIDEO_THUMBNAIL_SIDE * VIDEO_THUMBNAIL_SIDE];
@@ -503,12 +504,16 @@ static void feed(video_reader *reader) {
     for (;;) {
         int code = av_read_frame(reader->format, reader->packet);
         if (code < 0) {
-            if (code != AVERROR_EOF) reader->read_failed = true;
+            /* an error, or an end before the frames the container lists (an MP4's index names every sample) */
+            int64_t listed = reader->format->streams[reader->stream]->nb_frames;
+            if (code != AVERROR_EOF || (listed > 0 && reader->packets < listed)) reader->read_failed = true;
+            reader->cut_short |= reader->read_failed;
             avcodec_send_packet(reader->decoder, NULL);
             reader->draining = true;
             return;
         }
         bool ours = reader->packet->stream_index == reader->stream;
+        reader->packets += ours;
         /* a damaged packet is skipped, as the ffmpeg tool goes on past it */
         int sent = ours ? avcodec_send_packet(reader->decoder, reader->packet) : 0;
         if (sent < 0 && sent != AVERROR(EAGAIN)) reader->decode_error = sent;
@@ -573,4 +578,10 @@ glimpse_status video_next(video_reader *reader, glimpse_image **out, double *sec
                     reader->label, (long long)reader->decoded);
     reader->read_failed = false; /* said once */
     return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status video_check_whole(const video_reader *reader) {
+    if (!reader || !reader->finished || !reader->cut_short) return GLIMPSE_STATUS_OK;
+    return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the video is damaged or cut short after %lld frames",
+                     reader->label, (long long)reader->decoded);
 }

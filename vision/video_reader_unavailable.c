@@ -31,3 +31,8 @@ glimpse_status video_next(video_reader *reader, glimpse_image **frame, double *s
 }
 
 void video_close(video_reader *reader) { (void)reader; }
+
+glimpse_status video_check_whole(const video_reader *reader) {
+    (void)reader;
+    return GLIMPSE_STATUS_OK;
+}

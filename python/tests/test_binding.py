@@ -6,6 +6,7 @@ import ctypes
 import io
 import json
 import os
+import shutil
 import threading
 import time
 
@@ -400,6 +401,30 @@ def test_index_update_and_search_equal_the_cli(demo_clip, pictures, tmp_path):
             read_only.search()
         with pytest.raises(TypeError, match="text_in"):
             read_only.search(text_in=5)
+
+
+def test_index_kept_open_sees_each_reindex(demo_clip, pictures, tmp_path):
+    """A glimpse.Index kept open while `glimpse index` (another process) adds a picture and then removes one
+    answers from each committed state, never calling the healthy index damaged (issue 35, item 3)."""
+    database = tmp_path / "live.db"
+    folder = tmp_path / "live"
+    folder.mkdir()
+    for p in pictures[:4]:
+        shutil.copy(p, folder / os.path.basename(p))
+    glimpse_cli("index", "-m", DEMO_CLIP, "--db", database, "--json", folder)
+    with glimpse.Index(database) as reader:
+        assert len(reader.search("a red circle", k=10)) == 4
+        assert len(reader.duplicates(0.0)) == 1  # every picture in one group at a threshold of 0
+        shutil.copy(pictures[4], folder / "added.png")
+        glimpse_cli("index", "-m", DEMO_CLIP, "--db", database, "--json", folder)
+        assert sum(len(group) for group in reader.duplicates(0.0)) == 5  # before any search refreshes it
+        found = reader.search("a red circle", k=10)
+        assert len(found) == 5 and any(path.endswith("/added.png") for path, _ in found)
+        os.remove(folder / os.path.basename(pictures[0]))
+        glimpse_cli("index", "-m", DEMO_CLIP, "--db", database, "--json", folder)
+        found = reader.search("a red circle", k=10)
+        assert len(found) == 4 and not any(path.endswith(os.path.basename(pictures[0])) for path, _ in found)
+        assert sum(len(group) for group in reader.duplicates(0.0)) == 4
 
 
 def test_index_management_equals_the_cli(demo_clip, pictures, tmp_path):

@@ -494,3 +494,24 @@ def test_the_python_index_opens_a_faiss_folder(tmp_path, model, embeddings, buil
     assert index.index is None  # closed at the end of with
     with pytest.raises(binding.GlimpseError):
         binding.Index(tmp_path / "missing")  # neither a FAISS folder nor an SQLite index
+
+
+def test_import_keeps_a_shard_with_a_name_that_is_not_utf8(tmp_path, model, collection):
+    """A file name that is not UTF-8 reaches the shard's JSON as Python's surrogate escape (\\udcff): the import
+    takes it as the file's own bytes and keeps the whole shard, where it used to skip all of it (issue 35, 7)."""
+    folder = tmp_path / "names"
+    folder.mkdir()
+    for name in ("00000.png", "00001.png"):
+        shutil.copy(collection / name, folder / name)
+    odd = os.path.join(os.fsencode(folder), b"caf\xe9-\xff.png")
+    shutil.copy(collection / "00002.png", odd)
+    out = tmp_path / "names-embeddings"
+    write_embeddings(out, model, glimpse_dask.list_pictures([str(folder)]))
+    assert "\\udce9" in (out / "part-00000.json").read_text()
+    db = tmp_path / "names.db"
+    done = glimpse("index", "--db", db, "--import", out, "--json")
+    summary = summary_of(done)
+    assert (summary["added"], summary["failed"], summary["shards_skipped"]) == (3, 0, 0), done.stdout
+    # the same name glimpse index stores for the file: a later index of the folder finds all three unchanged
+    done = glimpse("index", "-m", DEMO_CLIP, "--db", db, "--json", folder)
+    assert (summary_of(done)["unchanged"], summary_of(done)["added"]) == (3, 0), done.stdout
