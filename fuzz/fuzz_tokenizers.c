@@ -1,7 +1,8 @@
 /* fuzz_tokenizers.c — libFuzzer target: arbitrary bytes (invalid UTF-8
  * included) through the tokenizers, with the demo models' vocabularies (and,
- * for GPT-2's BPE, the byte alphabet with a few merges); the WordPiece and
- * GPT-2 ids are decoded back, and the bytes decoded as GPT-2 ids. */
+ * for GPT-2's BPE, the byte alphabet with a few merges, also in Qwen2's mode
+ * with added tokens); the WordPiece, GPT-2 and Qwen2 ids are decoded back, and
+ * the bytes decoded as GPT-2 ids. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +16,11 @@
 
 static clip_tokenizer *clip;
 static bert_tokenizer *bert;
-static gpt2_tokenizer *gpt2;
+static gpt2_tokenizer *gpt2, *qwen2;
 
-/* Ids 0-255 the bytes' stand-ins, then a few merged tokens and <|endoftext|>. */
-static gpt2_tokenizer *small_gpt2(void) {
+/* Ids 0-255 the bytes' stand-ins, then a few merged tokens and <|endoftext|>; qwen2: with Qwen2's NFC and
+ * pattern, and two tokens added past the vocabulary (Florence-2's and Qwen2's added tokens take that path). */
+static gpt2_tokenizer *small_gpt2(int qwen2) {
     bpe_alphabet alphabet;
     bpe_alphabet_init(&alphabet);
     cJSON *vocab = cJSON_CreateObject();
@@ -28,7 +30,11 @@ static gpt2_tokenizer *small_gpt2(void) {
     char *json = cJSON_PrintUnformatted(vocab);
     const char *merges = "#version: 0.2\n\xc4\xa0 t\nh e\n\xc4\xa0t he\n";
     gpt2_tokenizer *t = NULL;
-    if (!json || gpt2_tokenizer_create(json, strlen(json), merges, strlen(merges), NULL, &t)) abort();
+    gpt2_tokenizer_options options = gpt2_tokenizer_default_options();
+    options.qwen2 = qwen2;
+    if (!json || gpt2_tokenizer_create(json, strlen(json), merges, strlen(merges), &options, &t)) abort();
+    const char *added[] = {"<|im_start|>", "<loc_1>"};
+    if (qwen2 && gpt2_tokenizer_add_tokens(t, added, 2, 300)) abort();
     cJSON_free(json);
     cJSON_Delete(vocab);
     return t;
@@ -37,7 +43,8 @@ static gpt2_tokenizer *small_gpt2(void) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!clip && clip_tokenizer_load(GLIMPSE_SOURCE_DIR "/models/demo-clip", &clip)) abort();
     if (!bert && bert_tokenizer_load(GLIMPSE_SOURCE_DIR "/models/demo-blip-caption", &bert)) abort();
-    if (!gpt2) gpt2 = small_gpt2();
+    if (!gpt2) gpt2 = small_gpt2(0);
+    if (!qwen2) qwen2 = small_gpt2(1);
     char *text = malloc(size + 1);
     if (!text) return 0;
     memcpy(text, data, size);
@@ -59,6 +66,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(as_ids, data, id_count * 4);
     for (size_t i = 0; i < id_count; i++) as_ids[i] %= 300; /* mostly known ids, some unknown or negative */
     if (gpt2_tokenizer_decode(gpt2, as_ids, id_count, size % 2, 1, &decoded, NULL) == GLIMPSE_STATUS_OK) free(decoded);
+    if (gpt2_tokenizer_encode(qwen2, text, 1, pieces, 256, &count) == GLIMPSE_STATUS_OK &&
+        gpt2_tokenizer_decode(qwen2, pieces, count, size % 2, 0, &decoded, NULL) == GLIMPSE_STATUS_OK)
+        free(decoded);
     free(text);
     return 0;
 }
