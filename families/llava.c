@@ -231,7 +231,7 @@ static glimpse_status room_for(const llava_model *m, llava_run *run, size_t beam
 typedef struct llava_stream {
     const glimpse_model *model;
     const glimpse_caption_params *params;
-    size_t image, prompt_length, count;
+    size_t image, count;
     int32_t *ids; /* the new ids so far */
 } llava_stream;
 
@@ -273,7 +273,7 @@ static glimpse_status answer(glimpse_context *ctx, glimpse_image *const *images,
     if (!status && count) status = llava_image_features(m, run->vision, run->pixels, count, run->features, ctx->threads);
     if (!status) status = llava_merge(m, prompt, prompt_length, run->features, count, run->rows, NULL);
     int32_t *ids = status ? NULL : malloc(max_length * sizeof *ids);
-    llava_stream stream = {ctx->model, p, index, prompt_length, 0, ids ? malloc(max_length * sizeof *ids) : NULL};
+    llava_stream stream = {ctx->model, p, index, 0, ids ? malloc(max_length * sizeof *ids) : NULL};
     if (!status && (!ids || !stream.ids)) status = ERROR_OOM();
     if (!status) {
         llama_decoder self = {&m->text, run->language, run->rows, length, prompt_length};

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/kernels.h"
 #include "weights/config.h"
 
 /* One side's sizes: layers, heads and feed-forward width under PREFIX_layers and so on. */
@@ -112,16 +111,7 @@ void bart_model_free(bart_model *model) {
 
 glimpse_status bart_embed_tokens(const bart_model *model, const int32_t *ids, size_t count, float *out) {
     const bert_config *c = &model->encoder.config;
-    size_t h = (size_t)c->hidden_size;
-    for (size_t i = 0; i < count; i++) {
-        if (ids[i] < 0 || ids[i] >= c->vocab_size)
-            return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "token id %d is outside the vocabulary of %d", ids[i],
-                             c->vocab_size);
-        kernel_widen(out + i * h, (const char *)model->encoder.word_embeddings.data +
-                                      (size_t)ids[i] * h * weight_type_bytes(model->encoder.word_embeddings.type),
-                     model->encoder.word_embeddings.type, h);
-    }
-    return GLIMPSE_STATUS_OK;
+    return caption_embed_ids(out, &model->encoder.word_embeddings, (size_t)c->hidden_size, c->vocab_size, ids, count);
 }
 
 glimpse_status bart_encoder_state_create(const bart_model *model, size_t max_length, bert_state **out) {

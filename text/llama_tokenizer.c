@@ -242,14 +242,12 @@ glimpse_status llama_tokenizer_encode(const llama_tokenizer *t, const char *text
     id_list list = {0};
     glimpse_status status = add_special_tokens && t->add_bos && t->bos_id >= 0 ? push(&list, t->bos_id)
                                                                                : GLIMPSE_STATUS_OK;
-    size_t before = list.count;
     if (!status) {
         id_list body = {0};
         status = tokenize(t, text ? text : "", &body);
         for (size_t i = 0; !status && i < body.count; i++) status = push(&list, body.ids[i]);
         free(body.ids);
     }
-    (void)before;
     if (!status && add_special_tokens && t->add_eos && t->eos_id >= 0) status = push(&list, t->eos_id);
     if (status) {
         free(list.ids);
