@@ -160,21 +160,20 @@ static glimpse_status decoder_for(glimpse_context *ctx, florence2_run *run, size
 typedef struct task_stream {
     const glimpse_model *model;
     const glimpse_caption_params *params;
-    size_t image;
-    int32_t ids[FLORENCE2_MAX_NEW_TOKENS + 2];
-    size_t count;
+    const florence2_task *caption; /* what the text so far is read as */
+    size_t image, count;
+    int32_t *ids; /* [max_length]: the ids so far, the start token first */
 } task_stream;
 
 /* The text so far, as a caption reads (decoded with the special tokens, <s> and </s> left out). */
 static int stream_token(void *user, int32_t id) {
     task_stream *s = user;
-    if (s->count < sizeof s->ids / sizeof s->ids[0]) s->ids[s->count++] = id;
+    s->ids[s->count++] = id;
     char *text = NULL;
     if (florence2_decode(parts_of(s->model)->tokenizer, s->ids, s->count, &text)) return 1;
-    const florence2_task *caption = florence2_task_find("<CAPTION>");
     florence2_parsed parsed;
     int stop = 1;
-    if (caption && !florence2_post_process(text, caption, 1, 1, &parsed)) {
+    if (!florence2_post_process(text, s->caption, 1, 1, &parsed)) {
         stop = s->params->on_token(s->params->user, s->image, id, parsed.answer);
         florence2_parsed_free(&parsed);
     }
@@ -226,13 +225,14 @@ static glimpse_status generate_ids(glimpse_context *ctx, const glimpse_image *im
     settings.sample = p->sample, settings.temperature = p->temperature, settings.top_k = p->top_k;
     settings.top_p = p->top_p, settings.seed = p->seed;
     int32_t start = parts->config.generation.start_id;
-    task_stream *stream = p->on_token ? calloc(1, sizeof *stream) : NULL;
-    if (stream) *stream = (task_stream){.model = ctx->model, .params = p, .image = index, .count = 1, .ids = {start}};
-    if (p->on_token && !stream) status = ERROR_OOM();
+    task_stream stream = {ctx->model, p, florence2_task_find("<CAPTION>"), index, 1,
+                          p->on_token ? malloc(max_length * sizeof(int32_t)) : NULL};
+    if (p->on_token && !stream.ids) status = ERROR_OOM();
+    if (stream.ids) stream.ids[0] = start;
     if (!status)
-        status = caption_generate(&decoder, &start, 1, &settings, stream ? stream_token : NULL, stream, *ids, &got,
-                                  ctx->threads);
-    free(stream);
+        status = caption_generate(&decoder, &start, 1, &settings, p->on_token ? stream_token : NULL, &stream, *ids,
+                                  &got, ctx->threads);
+    free(stream.ids);
     if (status) free(*ids), *ids = NULL;
     *count = got;
     return status;

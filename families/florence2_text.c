@@ -39,13 +39,12 @@ static const florence2_task tasks[] = {
 };
 
 const florence2_task *florence2_task_find(const char *name) {
+    size_t count = sizeof tasks / sizeof tasks[0];
+    for (size_t i = 0; name && i < count; i++)
+        if (!strcmp(name, tasks[i].name)) return &tasks[i];
     char names[512] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < sizeof tasks / sizeof tasks[0]; i++) {
-        if (name && !strcmp(name, tasks[i].name)) return &tasks[i];
+    for (size_t i = 0, used = 0; i < count && used < sizeof names; i++)
         used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", tasks[i].name);
-        if (used >= sizeof names) used = sizeof names - 1;
-    }
     error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "\"%.60s\" is not a Florence-2 task; the tasks are %s",
               name ? name : "(none)", names);
     return NULL;

@@ -290,9 +290,13 @@ def test_florence2_tasks_match_the_reference():
     assert detected.task == "<OD>" and detected.answer is None
     described = model.describe(images[1], region=(10, 10, 200, 200), max_tokens=20, beams=1)[0]
     assert described.task == "<REGION_TO_DESCRIPTION>" and isinstance(described.answer, str)
-    caption = model.caption(images[:2], max_tokens=20, beams=1)
+    streamed = []
+    caption = model.caption(images[:2], max_tokens=20, beams=1, on_token=lambda i, t, text: streamed.append((i, text)))
     assert [c.ids for c in caption] == [case["ids"] for case in expected["cases"]
                                         if case["task"] == "<CAPTION>" and case["params"]["num_beams"] == 1][:2]
+    # words as they come: each picture's last text is its caption (one token a call, the start token's two aside)
+    assert [text for i, text in streamed if i == 1][-1] == caption[1].text
+    assert len(streamed) == sum(len(c.ids) - 1 for c in caption)
 
 
 def test_llava_answers_match_the_reference():
