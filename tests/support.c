@@ -431,3 +431,11 @@ bool json_same_float32(const cJSON *a, const cJSON *b) {
     }
     return !x && !y;
 }
+
+void expect_ids_equal(const int32_t *ids, size_t count, const cJSON *expected, const char *what) {
+    int n = cJSON_GetArraySize(expected);
+    for (int i = 0; i < n || (size_t)i < count; i++)
+        if (i >= n || (size_t)i >= count || ids[i] != cJSON_GetArrayItem(expected, i)->valueint)
+            fail_msg("%s: id %d is %d, the reference's %d (%zu and %d ids)", what, i,
+                     (size_t)i < count ? ids[i] : -1, i < n ? cJSON_GetArrayItem(expected, i)->valueint : -1, count, n);
+}

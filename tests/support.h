@@ -167,6 +167,10 @@ int expect_caption_cases(const struct glimpse_model *model, const cJSON *expecte
  * LayerNorm [tokens, hidden] (BLIP's image_embeds, ViT-GPT2's encoder_last_hidden_state); caller frees. */
 float *image_embeds(const struct glimpse_model *model, const char *image_name);
 
+/* ids[0..count) against the JSON list `expected`, exactly: a difference fails the test naming `what`, the first
+ * differing position and both lengths. */
+void expect_ids_equal(const int32_t *ids, size_t count, const cJSON *expected, const char *what);
+
 /* Two JSON values equal: the same structure and keys in order, strings exactly, numbers equal as float32 values (a
  * processor's coordinates, computed in float32 and printed as Python floats). */
 bool json_same_float32(const cJSON *a, const cJSON *b);

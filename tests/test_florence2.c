@@ -57,14 +57,6 @@ static glimpse_caption_params case_params(const cJSON *item) {
     return p;
 }
 
-static void expect_ids(const int32_t *ids, size_t count, const cJSON *expected, int c) {
-    int n = cJSON_GetArraySize(expected);
-    for (int i = 0; i < n || (size_t)i < count; i++)
-        if (i >= n || (size_t)i >= count || ids[i] != cJSON_GetArrayItem(expected, i)->valueint)
-            fail_msg("case %d: id %d is %d, the reference's %d (%zu and %d ids)", c, i,
-                     (size_t)i < count ? ids[i] : -1, i < n ? cJSON_GetArrayItem(expected, i)->valueint : -1, count, n);
-}
-
 /* The case's picture, decoded from its file. */
 static glimpse_image *case_image(const f2_fixture *f, const cJSON *item) {
     const cJSON *images = cJSON_GetObjectItem(f->expected, "images");
@@ -86,7 +78,9 @@ static void test_every_case(void **state) {
         if (glimpse_run_task(f->ctx, &image, 1, cJSON_GetObjectItem(item, "task")->valuestring,
                              cJSON_IsString(input) ? input->valuestring : NULL, &p, &result))
             fail_msg("case %d: %s", c, glimpse_last_error());
-        expect_ids(result.ids, result.id_count, cJSON_GetObjectItem(item, "ids"), c);
+        char what[32];
+        snprintf(what, sizeof what, "case %d", c);
+        expect_ids_equal(result.ids, result.id_count, cJSON_GetObjectItem(item, "ids"), what);
         assert_string_equal(result.text, cJSON_GetObjectItem(item, "text")->valuestring);
         cJSON *parsed = cJSON_Parse(result.json);
         if (!json_same_float32(parsed, cJSON_GetObjectItem(item, "parsed")))
@@ -120,7 +114,7 @@ static void test_captions(void **state) {
         glimpse_caption captions[4];
         if (glimpse_caption_images(f->ctx, images, 4, &p, captions)) fail_msg("%s", glimpse_last_error());
         for (int i = 0; i < 4; i++) {
-            expect_ids(captions[i].ids, captions[i].id_count, cJSON_GetObjectItem(items[i], "ids"), i);
+            expect_ids_equal(captions[i].ids, captions[i].id_count, cJSON_GetObjectItem(items[i], "ids"), "caption");
             const cJSON *parsed = cJSON_GetObjectItem(cJSON_GetObjectItem(items[i], "parsed"), "<CAPTION>");
             assert_string_equal(captions[i].text, parsed->valuestring);
             glimpse_caption_free(&captions[i]);
@@ -233,7 +227,7 @@ static void test_cli_task_json(void **state) {
     int32_t got[64];
     size_t n = (size_t)cJSON_GetArraySize(ids);
     for (size_t i = 0; i < n && i < 64; i++) got[i] = cJSON_GetArrayItem(ids, (int)i)->valueint;
-    expect_ids(got, n, cJSON_GetObjectItem(item, "ids"), 0);
+    expect_ids_equal(got, n, cJSON_GetObjectItem(item, "ids"), "glimpse task --json");
     assert_string_equal(cJSON_GetObjectItem(json, "text")->valuestring, cJSON_GetObjectItem(item, "text")->valuestring);
     assert_true(json_same_float32(cJSON_GetObjectItem(json, "result"), cJSON_GetObjectItem(item, "parsed")));
     cJSON_Delete(json);

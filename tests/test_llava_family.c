@@ -59,20 +59,11 @@ static char *decode(const either *e, const int32_t *ids, size_t count) {
     return text;
 }
 
-static void expect_ids(const int32_t *ids, size_t count, const cJSON *expected, const char *what) {
-    int n = cJSON_GetArraySize(expected);
-    for (int i = 0; i < n || (size_t)i < count; i++)
-        if (i >= n || (size_t)i >= count || ids[i] != cJSON_GetArrayItem(expected, i)->valueint) {
-            char *want = cJSON_PrintUnformatted(expected);
-            fail_msg("%s: id %d is %d; expected %s (%zu ids)", what, i, (size_t)i < count ? ids[i] : -1, want, count);
-        }
-}
-
 static void expect_encoding(const either *e, const char *text, const cJSON *expected) {
     int32_t *ids;
     size_t count;
     encode(e, text, &ids, &count);
-    expect_ids(ids, count, expected, text);
+    expect_ids_equal(ids, count, expected, text);
     free(ids);
 }
 
@@ -149,13 +140,7 @@ static void check_fixture(const char *name) {
 }
 
 static void expect_generation(const glimpse_caption *caption, const cJSON *generation, const char *what) {
-    const cJSON *ids = cJSON_GetObjectItem(generation, "new_ids");
-    int n = cJSON_GetArraySize(ids);
-    for (int i = 0; i < n || (size_t)i < caption->id_count; i++)
-        if (i >= n || (size_t)i >= caption->id_count || caption->ids[i] != cJSON_GetArrayItem(ids, i)->valueint)
-            fail_msg("%s: id %d is %d, the reference's %d (%zu and %d ids)", what, i,
-                     (size_t)i < caption->id_count ? caption->ids[i] : -1,
-                     i < n ? cJSON_GetArrayItem(ids, i)->valueint : -1, caption->id_count, n);
+    expect_ids_equal(caption->ids, caption->id_count, cJSON_GetObjectItem(generation, "new_ids"), what);
     assert_string_equal(caption->text, cJSON_GetObjectItem(generation, "text")->valuestring);
 }
 
@@ -291,16 +276,13 @@ static void test_cli_together(void **state) {
     cJSON *json = cJSON_Parse(out);
     assert_non_null(json);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "images")), 2);
-    glimpse_caption got = {0};
     const cJSON *ids = cJSON_GetObjectItem(json, "ids");
     int32_t list[64];
-    got.id_count = (size_t)cJSON_GetArraySize(ids);
-    for (size_t i = 0; i < got.id_count && i < 64; i++) list[i] = cJSON_GetArrayItem(ids, (int)i)->valueint;
-    got.ids = list;
-    const cJSON *beam = cJSON_GetObjectItem(item, "beam3");
-    const cJSON *new_ids = cJSON_GetObjectItem(beam, "new_ids");
-    assert_int_equal((int)got.id_count, cJSON_GetArraySize(new_ids));
-    for (size_t i = 0; i < got.id_count; i++) assert_int_equal(list[i], cJSON_GetArrayItem(new_ids, (int)i)->valueint);
+    size_t count = (size_t)cJSON_GetArraySize(ids);
+    assert_true(count <= 64);
+    for (size_t i = 0; i < count; i++) list[i] = cJSON_GetArrayItem(ids, (int)i)->valueint;
+    expect_ids_equal(list, count, cJSON_GetObjectItem(cJSON_GetObjectItem(item, "beam3"), "new_ids"),
+                     "glimpse ask --together");
     cJSON_Delete(json), cJSON_Delete(expected);
     free(out), free(err), free(model), free(a), free(b);
 }
