@@ -91,6 +91,8 @@ void glimpse_caption_free(glimpse_caption *caption) {
     if (!caption) return;
     free(caption->text);
     free(caption->ids);
+    free(caption->prompt);
+    free(caption->prompt_ids);
     memset(caption, 0, sizeof *caption);
 }
 

@@ -187,6 +187,60 @@ static glimpse_status question_prompt(const glimpse_model *model, const char *qu
     return GLIMPSE_STATUS_OK;
 }
 
+/* piece after text[0..*at), a space between. */
+static void append(char *text, size_t *at, const char *piece) {
+    *at += (size_t)sprintf(text + *at, "%s%s", *at ? " " : "", piece);
+}
+
+/* A conversation as BLIP-2's model card chains questions: the system texts, then "Question: Q Answer:" for each
+ * user message and the assistant's answers after them, spaces between; its one picture into *image. */
+static glimpse_status conversation_prompt(const glimpse_chat_message *messages, size_t count, glimpse_image **image,
+                                          char **prompt) {
+    size_t pictures = 0, length = 1;
+    *image = NULL, *prompt = NULL;
+    for (size_t i = 0; i < count; i++)
+        for (size_t j = 0; j < messages[i].part_count; j++) {
+            const glimpse_chat_part *part = &messages[i].parts[j];
+            if (part->image) *image = part->image, pictures++;
+            else length += strlen(part->text) + 2;
+        }
+    if (pictures != 1)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "BLIP-2 converses about one picture; this conversation "
+                         "shows %zu", pictures);
+    char *text = malloc(length + count * sizeof "Question: Answer: ");
+    if (!text) return ERROR_OOM();
+    size_t at = 0;
+    text[0] = 0;
+    for (int pass = 0; pass < 2; pass++) /* the system texts first, then the turns in order */
+        for (size_t i = 0; i < count; i++) {
+            bool user = strcmp(messages[i].role, "user") == 0;
+            if ((strcmp(messages[i].role, "system") == 0) != (pass == 0)) continue;
+            if (user) append(text, &at, "Question:");
+            for (size_t j = 0; j < messages[i].part_count; j++)
+                if (messages[i].parts[j].text) append(text, &at, messages[i].parts[j].text);
+            if (user) append(text, &at, "Answer:");
+        }
+    *prompt = text;
+    return GLIMPSE_STATUS_OK;
+}
+
+static glimpse_status chat(glimpse_context *ctx, const glimpse_chat_message *messages, size_t count,
+                           const glimpse_caption_params *p, glimpse_caption *out) {
+    glimpse_image *image = NULL;
+    char *prompt = NULL;
+    glimpse_status status = conversation_prompt(messages, count, &image, &prompt);
+    glimpse_caption_params asked = *p;
+    asked.prompt = prompt;
+    if (!status) status = blip2_caption_images(ctx, &image, 1, &asked, out);
+    if (!status) status = blip2_prompt_ids(ctx->model, prompt, &out->prompt_ids, &out->prompt_id_count);
+    if (!status) {
+        out->prompt = prompt, prompt = NULL;
+        out->prompt_positions = (size_t)ctx->model->qformer.queries + out->prompt_id_count;
+    }
+    free(prompt);
+    return status;
+}
+
 /* ------------------------------------------------------------ bench hooks (api/bench_stages.h) */
 
 /* The bench's prompt: start tokens in place of a tokenized text (their ids do not change the time); and the
@@ -323,6 +377,7 @@ static const family_captioner captioner = {
     .batch_admit = batch_admit,
     .batch_free = batch_free,
     .question_prompt = question_prompt,
+    .chat = chat,
 };
 
 static void text_info(const glimpse_model *model, glimpse_model_info *out) {
@@ -336,7 +391,7 @@ const model_family family_blip2 = {
     .model_type = "blip-2",
     .kind = GLIMPSE_MODEL_KIND_BLIP2,
     .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_ASK) |
-                    FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN),
+                    FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN) | FAMILY_CAN(GLIMPSE_CAPABILITY_CHAT),
     .vision_section = "vision_config",
     .text_section = "text_config",
     .sections_required = true,

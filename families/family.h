@@ -65,6 +65,10 @@ typedef struct family_captioner {
      * pictures, or p->prompt verbatim (question NULL); NULL: the family answers one picture at a time. */
     glimpse_status (*answer_together)(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                       const char *question, const glimpse_caption_params *p, glimpse_caption *out);
+    /* glimpse_chat with its arguments checked and p resolved: the assistant's next message after
+     * messages[0..count); NULL: the family does not converse. */
+    glimpse_status (*chat)(glimpse_context *ctx, const glimpse_chat_message *messages, size_t count,
+                           const glimpse_caption_params *p, glimpse_caption *out);
 } family_captioner;
 
 typedef struct model_family {

@@ -44,6 +44,13 @@ typedef struct llava_run {
     size_t language_beams, language_length, language_step;
     float *pixels, *features, *rows;
     size_t rows_capacity;
+    /* What the language state's sequence 0 holds for the next call to continue from (a conversation's earlier
+     * turns): a key per position — a token id, or −1 − r for row r of the pictures' rows in order — and those
+     * pictures' pixels. held_count 0: nothing. */
+    int64_t *held, *keys; /* keys: the current call's merged sequence, the same way */
+    size_t held_count, held_capacity, keys_capacity;
+    float *held_pixels;
+    size_t held_images, held_pixel_capacity;
 } llava_run;
 
 static const llava_parts *parts_of(const glimpse_model *model) { return model->parts; }
@@ -63,6 +70,7 @@ static void free_run(void *r) {
     llava_vision_state_free(run->vision);
     llama_state_free(run->language);
     free(run->pixels), free(run->features), free(run->rows);
+    free(run->held), free(run->keys), free(run->held_pixels);
     free(run);
 }
 
@@ -208,22 +216,88 @@ static glimpse_status run_of(glimpse_context *ctx, size_t images, llava_run **ou
     return GLIMPSE_STATUS_OK;
 }
 
-/* Room for a merged sequence of `length` rows and a language-model state for beams × (length + new) positions. */
-static glimpse_status room_for(const llava_model *m, llava_run *run, size_t beams, size_t length, size_t positions) {
-    size_t hidden = (size_t)m->config.text.hidden_size;
-    if (length > run->rows_capacity) {
-        float *rows = realloc(run->rows, length * hidden * sizeof *rows);
-        if (!rows) return ERROR_OOM();
-        run->rows = rows, run->rows_capacity = length;
-    }
+/* Grows *buffer to hold count items of size bytes. */
+static glimpse_status grow(void **buffer, size_t *capacity, size_t count, size_t size) {
+    if (count <= *capacity) return GLIMPSE_STATUS_OK;
+    void *grown = realloc(*buffer, count * size);
+    if (!grown) return ERROR_OOM();
+    *buffer = grown, *capacity = count;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* A language-model state for beams × (length + new) positions whose first step is `step` rows; the first `kept` positions of sequence 0 survive a new state (with room to
+ * grow: a conversation's next turns). */
+static glimpse_status room_for(const llava_model *m, llava_run *run, size_t beams, size_t length, size_t positions,
+                               size_t step, size_t kept) {
     if (run->language && run->language_beams >= beams && run->language_length >= positions &&
-        run->language_step >= length)
+        run->language_step >= step)
         return GLIMPSE_STATUS_OK;
+    if (kept && positions < 2 * run->language_length) positions = 2 * run->language_length;
+    if (positions > (size_t)m->config.text.max_positions) positions = (size_t)m->config.text.max_positions;
+    llama_state *state = NULL;
+    glimpse_status status = llama_state_create(&m->text, beams, positions, length, &state);
+    if (status) return status;
+    if (kept) llama_state_keep(&m->text, state, run->language, kept);
     llama_state_free(run->language);
-    run->language = NULL;
-    glimpse_status status = llama_state_create(&m->text, beams, positions, length, &run->language);
-    if (!status) run->language_beams = beams, run->language_length = positions, run->language_step = length;
-    return status;
+    run->language = state;
+    run->language_beams = beams, run->language_length = positions, run->language_step = length;
+    return GLIMPSE_STATUS_OK;
+}
+
+/* run->keys[length]: the merged sequence of prompt ids[count] with `images` pictures whose rows start at
+ * starts[images] (llava_merge's), one key a position as run->held has them. */
+static glimpse_status merged_keys(const llava_model *m, llava_run *run, const int32_t *ids, size_t count,
+                                  const size_t *starts, size_t images, size_t length) {
+    void *keys = run->keys;
+    glimpse_status status = grow(&keys, &run->keys_capacity, length, sizeof *run->keys);
+    run->keys = keys;
+    if (status) return status;
+    size_t rows = m->config.image_rows, next_id = 0, image = 0;
+    for (size_t at = 0; at < length;) {
+        if (image < images && at == starts[image]) {
+            for (size_t r = 0; r < rows; r++) run->keys[at + r] = -1 - (int64_t)(image * rows + r);
+            at += rows, image++;
+            continue;
+        }
+        while (next_id < count && ids[next_id] == m->config.image_token_id) next_id++;
+        run->keys[at++] = next_id < count ? ids[next_id++] : INT64_MIN;
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
+/* Positions at the start of the merged sequence (run->keys[length]) that sequence 0 of the language state
+ * already holds: the same tokens and the same pictures (pixel for pixel), at most length − 1 (the last
+ * position's logits are the first step's). */
+static size_t kept_positions(const llava_model *m, const llava_run *run, size_t images, size_t length) {
+    if (!run->language || !run->held_count || !length) return 0;
+    size_t side = (size_t)m->config.vision.image_size, each = 3 * side * side, same = 0;
+    while (same < images && same < run->held_images &&
+           memcmp(run->pixels + same * each, run->held_pixels + same * each, each * sizeof(float)) == 0)
+        same++;
+    size_t limit = run->held_count < length - 1 ? run->held_count : length - 1, kept = 0;
+    for (; kept < limit && run->keys[kept] == run->held[kept]; kept++)
+        if (run->keys[kept] < 0 && (size_t)(-1 - run->keys[kept]) / m->config.image_rows >= same) break;
+    return kept;
+}
+
+/* After a search of one sequence: what the language state now holds (the merged sequence and the generated
+ * ids it has read) is what the next call may continue from. */
+static glimpse_status hold(const llava_model *m, llava_run *run, size_t images, size_t length,
+                           const int32_t *generated, size_t generated_count) {
+    size_t filled = run->language->length, side = (size_t)m->config.vision.image_size, each = 3 * side * side;
+    run->held_count = 0;
+    if (filled < length || filled - length > generated_count) return GLIMPSE_STATUS_OK;
+    void *held = run->held, *pixels = run->held_pixels;
+    glimpse_status status = grow(&held, &run->held_capacity, filled, sizeof *run->held);
+    run->held = held;
+    if (!status) status = grow(&pixels, &run->held_pixel_capacity, images ? images : 1, each * sizeof(float));
+    run->held_pixels = pixels;
+    if (status) return status;
+    memcpy(run->held, run->keys, length * sizeof *run->held);
+    for (size_t i = length; i < filled; i++) run->held[i] = generated[i - length];
+    memcpy(run->held_pixels, run->pixels, images * each * sizeof(float));
+    run->held_count = filled, run->held_images = images;
+    return GLIMPSE_STATUS_OK;
 }
 
 /* ------------------------------------------------------------------ one picture */
@@ -252,41 +326,83 @@ static caption_settings settings_of(const llava_parts *parts, const glimpse_capt
     return s;
 }
 
-/* The prompt's ids through the search, from the pictures' features merged in; the new ids into out. `index`
- * numbers the answer in the streamed tokens. */
+/* The pictures' projected features for those whose rows are not all among the kept positions (their rows start
+ * at starts[]), merged with the prompt's embeddings into run->rows. */
+static glimpse_status features_and_rows(glimpse_context *ctx, llava_run *run, size_t count, const int32_t *prompt,
+                                        size_t prompt_length, const size_t *starts, size_t kept) {
+    const llava_model *m = &parts_of(ctx->model)->model;
+    size_t side = (size_t)m->config.vision.image_size, rows = m->config.image_rows;
+    size_t hidden = (size_t)m->config.text.hidden_size, first = 0;
+    while (first < count && starts[first] + rows <= kept) first++;
+    memset(run->features, 0, first * rows * hidden * sizeof(float)); /* rows the language model already read */
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    if (first < count)
+        status = llava_image_features(m, run->vision, run->pixels + first * 3 * side * side, count - first,
+                                      run->features + first * rows * hidden, ctx->threads);
+    return status ? status : llava_merge(m, prompt, prompt_length, run->features, count, run->rows, NULL);
+}
+
+/* The merged sequence of the prompt's ids and the pictures: its length, the pictures preprocessed into
+ * run->pixels, its keys, and the positions the language state already holds. */
+static glimpse_status prepare(glimpse_context *ctx, llava_run *run, glimpse_image *const *images, size_t count,
+                              const int32_t *prompt, size_t prompt_length, const glimpse_caption_params *p,
+                              size_t *length, size_t *kept, size_t **starts) {
+    const llava_model *m = &parts_of(ctx->model)->model;
+    size_t side = (size_t)m->config.vision.image_size;
+    glimpse_status status = llava_merged_length(m, prompt, prompt_length, count, length);
+    if (!status && *length + (size_t)p->max_tokens > (size_t)m->config.text.max_positions + 1)
+        status = error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt's %zu positions and %d new tokens are more than the "
+                           "language model's %d", *length, p->max_tokens, m->config.text.max_positions);
+    for (size_t i = 0; i < count && !status; i++)
+        status = preprocess_image(run->pixels + i * 3 * side * side, images[i], &ctx->model->preprocess);
+    if (!status && !(*starts = malloc((count ? count : 1) * sizeof **starts))) status = ERROR_OOM();
+    void *rows = run->rows;
+    if (!status) status = grow(&rows, &run->rows_capacity, *length, (size_t)m->config.text.hidden_size * sizeof(float));
+    run->rows = rows;
+    /* the merge's image positions (the rows themselves are made again once the features are known) */
+    if (!status) status = llava_merge(m, prompt, prompt_length, run->features, count, run->rows, *starts);
+    if (!status) status = merged_keys(m, run, prompt, prompt_length, *starts, count, *length);
+    if (!status) *kept = kept_positions(m, run, count, *length);
+    return status;
+}
+
+/* The prompt's ids through the search, from the pictures' features merged in (the positions a previous call left
+ * in the language state kept); the new ids, the prompt and its ids into out. `index` numbers the answer in the
+ * streamed tokens. */
 static glimpse_status answer(glimpse_context *ctx, glimpse_image *const *images, size_t count, size_t index,
-                             const int32_t *prompt, size_t prompt_length, const glimpse_caption_params *p,
-                             glimpse_caption *out) {
+                             const char *prompt_text, const int32_t *prompt, size_t prompt_length,
+                             const glimpse_caption_params *p, glimpse_caption *out) {
     const llava_parts *parts = parts_of(ctx->model);
     const llava_model *m = &parts->model;
     llava_run *run = NULL;
-    size_t length = 0, got = 0, max_length = prompt_length + (size_t)p->max_tokens;
-    size_t side = (size_t)m->config.vision.image_size;
+    size_t length = 0, kept = 0, got = 0, max_length = prompt_length + (size_t)p->max_tokens, *starts = NULL;
     glimpse_status status = run_of(ctx, count, &run);
-    if (!status) status = llava_merged_length(m, prompt, prompt_length, count, &length);
-    if (!status && length + (size_t)p->max_tokens > (size_t)m->config.text.max_positions + 1)
-        status = error_set(GLIMPSE_STATUS_TOO_LARGE, "the prompt's %zu positions and %d new tokens are more than the "
-                           "language model's %d", length, p->max_tokens, m->config.text.max_positions);
-    if (!status) status = room_for(m, run, (size_t)p->beams, length, length + (size_t)p->max_tokens);
-    for (size_t i = 0; i < count && !status; i++)
-        status = preprocess_image(run->pixels + i * 3 * side * side, images[i], &ctx->model->preprocess);
-    if (!status && count) status = llava_image_features(m, run->vision, run->pixels, count, run->features, ctx->threads);
-    if (!status) status = llava_merge(m, prompt, prompt_length, run->features, count, run->rows, NULL);
+    if (!status) status = prepare(ctx, run, images, count, prompt, prompt_length, p, &length, &kept, &starts);
+    if (!status) status = room_for(m, run, (size_t)p->beams, length, length + (size_t)p->max_tokens, length - kept, kept);
+    if (run) run->held_count = 0; /* until this search ends well */
+    if (!status) status = features_and_rows(ctx, run, count, prompt, prompt_length, starts, kept);
     int32_t *ids = status ? NULL : malloc(max_length * sizeof *ids);
     llava_stream stream = {ctx->model, p, index, 0, ids ? malloc(max_length * sizeof *ids) : NULL};
     if (!status && (!ids || !stream.ids)) status = ERROR_OOM();
     if (!status) {
-        llama_decoder self = {&m->text, run->language, run->rows, length, prompt_length};
+        llama_decoder self = {&m->text, run->language, run->rows + kept * (size_t)m->config.text.hidden_size,
+                              length - kept, prompt_length, kept};
         caption_decoder decoder = llama_caption_decoder(&self);
         caption_settings settings = settings_of(parts, p, prompt_length);
         status = caption_generate(&decoder, prompt, prompt_length, &settings, p->on_token ? stream_token : NULL,
                                   &stream, ids, &got, ctx->threads);
     }
-    free(stream.ids);
+    free(stream.ids), free(starts);
     if (!status) { /* the generated ids alone */
         memmove(ids, ids + prompt_length, (got - prompt_length) * sizeof *ids);
         out->ids = ids, out->id_count = got - prompt_length;
-        status = decode(ctx->model, out->ids, out->id_count, &out->text);
+        out->prompt_positions = length, out->cached_positions = kept;
+        if (p->beams == 1) status = hold(m, run, count, length, out->ids, out->id_count);
+        if (!status) status = decode(ctx->model, out->ids, out->id_count, &out->text);
+        out->prompt = status ? NULL : strdup(prompt_text ? prompt_text : "");
+        out->prompt_ids = status ? NULL : malloc((prompt_length ? prompt_length : 1) * sizeof *out->prompt_ids);
+        if (!status && (!out->prompt || !out->prompt_ids)) status = ERROR_OOM();
+        if (!status) memcpy(out->prompt_ids, prompt, prompt_length * sizeof *prompt), out->prompt_id_count = prompt_length;
     } else {
         free(ids);
     }
@@ -304,7 +420,7 @@ static glimpse_status caption_images(glimpse_context *ctx, glimpse_image *const 
                                       : render_turn(ctx->model, 1, LLAVA_CAPTION_INSTRUCTION, &rendered);
     if (!status) status = encode(parts, p->prompt ? p->prompt : rendered, &prompt, &length);
     for (size_t i = 0; i < count && !status; i++) {
-        status = answer(ctx, &images[i], 1, i, prompt, length, p, &out[i]);
+        status = answer(ctx, &images[i], 1, i, p->prompt ? p->prompt : rendered, prompt, length, p, &out[i]);
         if (!status) status = context_progress(ctx, i + 1, count);
     }
     if (status)
@@ -320,9 +436,49 @@ static glimpse_status answer_together(glimpse_context *ctx, glimpse_image *const
     size_t length = 0;
     glimpse_status status = question ? render_turn(ctx->model, count, question, &rendered) : GLIMPSE_STATUS_OK;
     if (!status) status = encode(parts_of(ctx->model), question ? rendered : p->prompt, &prompt, &length);
-    if (!status) status = answer(ctx, images, count, 0, prompt, length, p, out);
+    if (!status) status = answer(ctx, images, count, 0, question ? rendered : p->prompt, prompt, length, p, out);
     if (status) glimpse_caption_free(out);
     free(rendered), free(prompt);
+    return status;
+}
+
+/* The conversation in the chat template, the assistant's turn opened, and its pictures in the order the
+ * template puts them (each message's pictures before its text); *images and *prompt are the caller's. */
+static glimpse_status render_conversation(const glimpse_model *model, const glimpse_chat_message *messages,
+                                          size_t count, glimpse_image ***images, size_t *image_count, char **prompt) {
+    const llava_parts *parts = parts_of(model);
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) total += messages[i].part_count;
+    chat_message *rendered = calloc(count ? count : 1, sizeof *rendered);
+    chat_part *all = calloc(total ? total : 1, sizeof *all);
+    *images = calloc(total ? total : 1, sizeof **images), *image_count = 0, *prompt = NULL;
+    glimpse_status status = rendered && all && *images ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    if (!status && parts->template_error[0])
+        status = error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: a conversation needs the checkpoint's chat template",
+                           parts->template_error);
+    for (size_t i = 0, at = 0; i < count && !status; i++) {
+        rendered[i] = (chat_message){messages[i].role, all + at, messages[i].part_count};
+        for (size_t j = 0; j < messages[i].part_count; j++, at++) /* images first, in order, as rendered */
+            if (messages[i].parts[j].image) all[at] = (chat_part){CHAT_PART_IMAGE, NULL};
+            else all[at] = (chat_part){CHAT_PART_TEXT, messages[i].parts[j].text};
+        for (size_t j = 0; j < messages[i].part_count; j++)
+            if (messages[i].parts[j].image) (*images)[(*image_count)++] = messages[i].parts[j].image;
+    }
+    if (!status) status = chat_template_render(parts->template, rendered, count, 1, prompt);
+    free(rendered), free(all);
+    return status;
+}
+
+static glimpse_status chat(glimpse_context *ctx, const glimpse_chat_message *messages, size_t count,
+                           const glimpse_caption_params *p, glimpse_caption *out) {
+    glimpse_image **images = NULL;
+    size_t image_count = 0, length = 0;
+    char *rendered = NULL;
+    int32_t *prompt = NULL;
+    glimpse_status status = render_conversation(ctx->model, messages, count, &images, &image_count, &rendered);
+    if (!status) status = encode(parts_of(ctx->model), rendered, &prompt, &length);
+    if (!status) status = answer(ctx, images, image_count, 0, rendered, prompt, length, p, out);
+    free(images), free(rendered), free(prompt);
     return status;
 }
 
@@ -346,6 +502,7 @@ static const family_captioner captioner = {
     .caption_images = caption_images,
     .question_prompt = question_prompt,
     .answer_together = answer_together,
+    .chat = chat,
 };
 
 static void vision_info(const glimpse_model *model, glimpse_model_info *out) {
@@ -367,7 +524,8 @@ const model_family family_llava = {
     .description = "LLaVA: a CLIP or SigLIP tower, a projector and a Llama or Qwen2 language model; answers and "
                    "captions",
     .kind = GLIMPSE_MODEL_KIND_LLAVA,
-    .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_ASK),
+    .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_ASK) |
+                    FAMILY_CAN(GLIMPSE_CAPABILITY_CHAT),
     .vision_section = "vision_config",
     .text_section = "text_config",
     .sections_required = true,

@@ -348,6 +348,19 @@ glimpse_status llama_forward(const llama_model *model, llama_state *s, const flo
     return GLIMPSE_STATUS_OK;
 }
 
+void llama_state_keep(const llama_model *model, llama_state *to, const llama_state *from, size_t positions) {
+    if (positions > to->max_length) positions = to->max_length;
+    if (positions > from->max_length) positions = from->max_length;
+    size_t width = (size_t)model->config.kv_heads * (size_t)model->config.head_dim;
+    for (size_t l = 0; l < (size_t)model->config.layers; l++) {
+        memcpy(cache_at(model, to, to->keys, 0, l), cache_at(model, from, from->keys, 0, l),
+               positions * width * sizeof(float));
+        memcpy(cache_at(model, to, to->values, 0, l), cache_at(model, from, from->values, 0, l),
+               positions * width * sizeof(float));
+    }
+    to->length = positions;
+}
+
 void llama_reorder(const llama_model *model, llama_state *s, const size_t *from, size_t sequences) {
     kv_cache cache = {&s->keys, &s->values, &s->spare_keys, &s->spare_values, (size_t)model->config.layers,
                       s->max_length, (size_t)model->config.kv_heads * (size_t)model->config.head_dim};
@@ -356,7 +369,10 @@ void llama_reorder(const llama_model *model, llama_state *s, const size_t *from,
 
 /* ------------------------------------------------ as caption_generate's decoder */
 
-static void llama_decoder_restart(void *self) { ((llama_decoder *)self)->state->length = 0; }
+static void llama_decoder_restart(void *self) {
+    llama_decoder *d = self;
+    d->state->length = d->kept;
+}
 
 /* Every sequence after the first takes the first's cache and logits (a first step all beams share). */
 static void share_first_sequence(const llama_model *model, llama_state *s, size_t sequences) {
@@ -376,7 +392,7 @@ static glimpse_status llama_decoder_step(void *self, const int32_t *ids, size_t 
     llama_decoder *d = self;
     llama_state *s = d->state;
     *logits = s->logits;
-    if (s->length == 0) {
+    if (s->length == d->kept) {
         /* caption_generate's prompt ids stand for the merged rows, the same in every sequence: run once */
         if (sequences > s->max_sequences)
             return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu sequences: this decoder state holds %zu", sequences,
@@ -398,7 +414,7 @@ static void llama_decoder_reorder(void *self, const size_t *from, size_t sequenc
 }
 
 caption_decoder llama_caption_decoder(llama_decoder *self) {
-    size_t room = self->state->max_length, first = self->first_row_count;
+    size_t room = self->state->max_length, first = self->kept + self->first_row_count;
     /* the prompt's ids take the first rows' place in generate's length */
     size_t max_length = room >= first ? room - first + self->prompt_length : 0;
     return (caption_decoder){self,

@@ -91,20 +91,25 @@ glimpse_status llama_forward(const llama_model *model, llama_state *state, const
                              size_t sequences, size_t step, pool *threads);
 /* out[rows, hidden] = the final RMSNorm of in (state->x after llama_forward: last_hidden_state). */
 void llama_final_norm(const llama_model *model, float *out, const float *in, size_t rows);
+/* to's sequence 0 holds the first `positions` positions of from's sequence 0 (a conversation's cache kept
+ * through a larger state); to->length = positions (at most both states' max_length). */
+void llama_state_keep(const llama_model *model, llama_state *to, const llama_state *from, size_t positions);
 /* Sequence s becomes old sequence from[s]. */
 void llama_reorder(const llama_model *model, llama_state *state, const size_t *from, size_t sequences);
 
 /* The decoder as caption_generate drives it from a merged sequence (LLaVA: text and image rows): the first
  * step's ids (the prompt, prompt_length ids as caption_generate holds them) are not embedded; each sequence
- * starts with first_rows [first_row_count, hidden] instead, at positions 0 ..; that pass runs once and is
- * copied to the other sequences (beams). Later steps embed their ids. self points at a llama_decoder the
- * caller keeps alive while generating. */
+ * starts with first_rows [first_row_count, hidden] instead, at positions kept .. (the `kept` positions before
+ * them are already in sequence 0's cache: a conversation's earlier turns); that pass runs once and is copied
+ * to the other sequences (beams). Later steps embed their ids. self points at a llama_decoder the caller keeps
+ * alive while generating. */
 typedef struct llama_decoder {
     const llama_model *model;
     llama_state *state;
     const float *first_rows;
     size_t first_row_count;
     size_t prompt_length;
+    size_t kept;
 } llama_decoder;
 caption_decoder llama_caption_decoder(llama_decoder *self);
 

@@ -204,7 +204,8 @@ typedef enum glimpse_capability {
     GLIMPSE_CAPABILITY_EXPLAIN = 4, /* one of the glimpse_explain_* calls (every kind) */
     GLIMPSE_CAPABILITY_MATCH = 5,   /* glimpse_match and glimpse_explain_match: image-text matching heads (BLIP
                                        retrieval: ITM probabilities, ITC similarities) */
-    GLIMPSE_CAPABILITY_TASK = 6     /* glimpse_run_task: Florence-2's tasks (OCR, objects, grounding, regions) */
+    GLIMPSE_CAPABILITY_TASK = 6,    /* glimpse_run_task: Florence-2's tasks (OCR, objects, grounding, regions) */
+    GLIMPSE_CAPABILITY_CHAT = 7     /* glimpse_chat: conversations about pictures (LLaVA, BLIP-2) */
 } glimpse_capability;
 /* Whether models of `kind` can do `capability` (false for an unknown kind or capability). */
 bool glimpse_model_kind_can(glimpse_model_kind kind, glimpse_capability capability);
@@ -445,8 +446,17 @@ glimpse_caption_params glimpse_caption_model_params(const glimpse_model *model);
 typedef struct glimpse_caption {
     char *text;     /* decoded as transformers' decode(ids, skip_special_tokens=True); caller frees */
     int32_t *ids;   /* the whole sequence: start token, prompt, generated tokens ([SEP] if it ended on it);
-                       BLIP-2: start token 2 and the generated tokens, as its generate returns them */
+                       BLIP-2: start token 2 and the generated tokens, as its generate returns them; LLaVA:
+                       the generated tokens */
     size_t id_count;
+    /* The families that build a prompt (LLaVA, and glimpse_chat): the prompt as given to the tokenizer, its ids
+     * (one image token per picture, or the expanded runs it had), the positions the language model read
+     * (image tokens expanded to the image's rows) and how many of them came from the context's cache of an
+     * earlier call (glimpse_chat). NULL and 0 otherwise. */
+    char *prompt;
+    int32_t *prompt_ids;
+    size_t prompt_id_count;
+    size_t prompt_positions, cached_positions;
 } glimpse_caption;
 
 /* Captions count (at least 1) images with a BLIP, ViT-GPT2 or BLIP-2 captioning model: out[i]
@@ -529,6 +539,33 @@ glimpse_status glimpse_task_draw(const glimpse_image *image, const glimpse_task_
  * about one picture at a time (BLIP-2) and others: GLIMPSE_STATUS_WRONG_MODEL. */
 glimpse_status glimpse_ask_together(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                     const char *question, const glimpse_caption_params *params, glimpse_caption *out);
+
+/* ------------------------------------------------------ conversations (LLaVA, BLIP-2) */
+
+/* One part of a message: a text (image NULL) or a picture (text NULL). */
+typedef struct glimpse_chat_part {
+    const char *text;
+    glimpse_image *image;
+} glimpse_chat_part;
+
+/* One message: role "system", "user" or "assistant", and its parts in order. */
+typedef struct glimpse_chat_message {
+    const char *role;
+    const glimpse_chat_part *parts;
+    size_t part_count;
+} glimpse_chat_message;
+
+/* The assistant's next message after messages[0..count) (the last one the user's): LLaVA renders the
+ * conversation with the checkpoint's chat template (each message's pictures before its text, as the templates
+ * put them), BLIP-2 as its model card chains questions ("Question: Q1 Answer: A1 Question: Q2 Answer:", one
+ * picture in all, system texts first). params as for glimpse_ask_images (prompt NULL); out->ids are the
+ * generated tokens, out->prompt and prompt_ids what was asked. The context keeps the language model's key/value
+ * cache of its last conversation (LLaVA, greedy or sampling): a call whose conversation starts as that one did
+ * — the same tokens and the same pictures, as when the reply and a new question are appended — runs only the
+ * positions after the common start (out->cached_positions says how many it kept), and answers as a call from
+ * an empty cache does. Other models: GLIMPSE_STATUS_WRONG_MODEL. */
+glimpse_status glimpse_chat(glimpse_context *ctx, const glimpse_chat_message *messages, size_t count,
+                            const glimpse_caption_params *params, glimpse_caption *out);
 
 /* --------------------------------------------------- image-text matching */
 

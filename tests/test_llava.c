@@ -243,7 +243,7 @@ static size_t generate(const llava_fixture *f, const cJSON *item, int k, const c
     assert_int_equal(llava_merge(m, prompt, prompt_length, features, images, rows, NULL), GLIMPSE_STATUS_OK);
     llama_state *lm;
     assert_int_equal(llama_state_create(&m->text, (size_t)beams, length + MAX_NEW_TOKENS, length, &lm), GLIMPSE_STATUS_OK);
-    llama_decoder d = {&m->text, lm, rows, length, prompt_length};
+    llama_decoder d = {&m->text, lm, rows, length, prompt_length, 0};
     caption_decoder decoder = llama_caption_decoder(&d);
     caption_settings settings = {.max_length = prompt_length + MAX_NEW_TOKENS, .beams = beams, .length_penalty = 1.0f,
                                  .repetition_penalty = 1.0f, .temperature = 1.0f, .top_p = 1.0f,
