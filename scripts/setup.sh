@@ -16,6 +16,7 @@ packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-
           python3-distributed python3-faiss  # glimpse.dask (dask-scheduler, dask-worker) and glimpse.faiss
           libfaiss-dev  # glimpse search --faiss (FAISS from C++, search/faiss_engine.cpp; -DGLIMPSE_WITH_FAISS=OFF without)
           clang libclang-rt-14-dev  # clang: the libFuzzer targets
+          tmux nodejs npm         # glimpse chat in a terminal (tmux); the npm openai client against glimpse serve
           fonts-dejavu-core chromium  # explain: the labels' font; the --html page's browser test
           libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg)  # video; ffmpeg: test_video's reference
 missing=()

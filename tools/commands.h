@@ -10,6 +10,7 @@ int command_classify(int argc, char **argv);
 int command_info(int argc, char **argv);
 int command_caption(int argc, char **argv);
 int command_ask(int argc, char **argv);
+int command_chat(int argc, char **argv);
 int command_bench(int argc, char **argv);
 int command_index(int argc, char **argv);
 int command_search(int argc, char **argv);

@@ -13,8 +13,8 @@
 #endif
 
 static const char usage[] =
-    "glimpse " GLIMPSE_VERSION_STRING " — vision-language models (CLIP, SigLIP, BLIP, ViT-GPT2, BLIP-2, Florence-2) on\n"
-    "the CPU\n"
+    "glimpse " GLIMPSE_VERSION_STRING " — vision-language models (CLIP, SigLIP, BLIP, ViT-GPT2, BLIP-2, Florence-2,\n"
+    "LLaVA) on the CPU\n"
     "\n"
     "Usage: glimpse COMMAND [OPTIONS] ...\n"
     "\n"
@@ -23,7 +23,8 @@ static const char usage[] =
     "  rank        rank images against texts\n"
     "  classify    zero-shot classification of images over labels\n"
     "  caption     describe images (and video frames) in words (BLIP, ViT-GPT2, BLIP-2)\n"
-    "  ask         answer a question about images (BLIP-2)\n"
+    "  ask         answer a question about images (BLIP-2, LLaVA)\n"
+    "  chat        talk about pictures in the terminal (LLaVA, BLIP-2)\n"
     "  ocr         read the text in pictures (Florence-2)\n"
     "  detect      find objects, or the things a phrase names, with boxes (Florence-2)\n"
     "  segment     outline what a phrase or a region names (Florence-2)\n"
@@ -61,7 +62,7 @@ int main(int argc, char **argv) {
         {"info", command_info, -1}, {"caption", command_caption, -1}, {"bench", command_bench, -1},
         {"serve", command_serve, GLIMPSE_FEATURE_SERVER},
         {"index", command_index, GLIMPSE_FEATURE_INDEX}, {"search", command_search, GLIMPSE_FEATURE_INDEX},
-        {"ask", command_ask, -1}, {"duplicates", command_duplicates, GLIMPSE_FEATURE_INDEX},
+        {"ask", command_ask, -1}, {"chat", command_chat, -1}, {"duplicates", command_duplicates, GLIMPSE_FEATURE_INDEX},
         {"explain", command_explain, -1}, {"task", command_task, -1}, {"ocr", command_ocr, -1},
         {"detect", command_detect, -1}, {"segment", command_segment, -1}, {"describe", command_describe, -1}};
     if (argc < 2) {
