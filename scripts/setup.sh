@@ -16,13 +16,16 @@ packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-
           python3-distributed python3-faiss  # glimpse.dask (dask-scheduler, dask-worker) and glimpse.faiss
           libfaiss-dev  # glimpse search --faiss (FAISS from C++, search/faiss_engine.cpp; -DGLIMPSE_WITH_FAISS=OFF without)
           clang libclang-rt-14-dev  # clang: the libFuzzer targets
-          tmux nodejs npm         # glimpse chat in a terminal (tmux); the npm openai client against glimpse serve
+          tmux                    # glimpse chat in a terminal (test_chat_terminal drives a tmux pane)
           fonts-dejavu-core chromium  # explain: the labels' font; the --html page's browser test
           libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg)  # video; ffmpeg: test_video's reference
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
+# Node.js and npm: the openai client from npm against glimpse serve (test_serve_openai); any install of them
+# will do (a machine may have NodeSource's, whose nodejs holds npm)
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
