@@ -236,6 +236,7 @@ static glimpse_status chat(glimpse_context *ctx, const glimpse_chat_message *mes
     if (!status) {
         out->prompt = prompt, prompt = NULL;
         out->prompt_positions = (size_t)ctx->model->qformer.queries + out->prompt_id_count;
+        out->ended = out->id_count > 1 && out->ids[out->id_count - 1] == ctx->model->end_id;
     }
     free(prompt);
     return status;

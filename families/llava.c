@@ -397,6 +397,8 @@ static glimpse_status answer(glimpse_context *ctx, glimpse_image *const *images,
         memmove(ids, ids + prompt_length, (got - prompt_length) * sizeof *ids);
         out->ids = ids, out->id_count = got - prompt_length;
         out->prompt_positions = length, out->cached_positions = kept;
+        for (size_t i = 0; i < parts->end_count && out->id_count; i++)
+            out->ended |= out->ids[out->id_count - 1] == parts->end_ids[i];
         if (p->beams == 1) status = hold(m, run, count, length, out->ids, out->id_count);
         if (!status) status = decode(ctx->model, out->ids, out->id_count, &out->text);
         out->prompt = status ? NULL : strdup(prompt_text ? prompt_text : "");

@@ -457,6 +457,7 @@ typedef struct glimpse_caption {
     int32_t *prompt_ids;
     size_t prompt_id_count;
     size_t prompt_positions, cached_positions;
+    bool ended; /* glimpse_chat: the answer stopped on the model's end token (else at max_tokens) */
 } glimpse_caption;
 
 /* Captions count (at least 1) images with a BLIP, ViT-GPT2 or BLIP-2 captioning model: out[i]

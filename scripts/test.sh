@@ -61,7 +61,7 @@ fi
 minimal=()
 for part in VIDEO HEIF TIFF WEBP INDEX SERVER FAISS; do minimal+=("-DGLIMPSE_WITH_$part=OFF"); done
 pass "tests of the minimal build" suite build-minimal -DCMAKE_BUILD_TYPE=Release "${minimal[@]}"
-threaded='^(test_threads|test_search|test_index_video|test_video|test_cli|test_cli_inputs|test_api|test_caption_batch|test_serve|test_serve_load)$'
+threaded='^(test_threads|test_search|test_index_video|test_video|test_cli|test_cli_inputs|test_api|test_caption_batch|test_serve|test_serve_load|test_serve_openai)$'
 threaded_suite() {
   (ctest_arguments=(-R "$threaded" "${ctest_arguments[@]}")
    suite build-thread-sanitize -DCMAKE_BUILD_TYPE=Debug -DGLIMPSE_SANITIZE=thread)

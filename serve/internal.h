@@ -24,6 +24,7 @@ typedef enum serve_route {
     SERVE_ROUTE_RANK,
     SERVE_ROUTE_CAPTION,
     SERVE_ROUTE_ASK,
+    SERVE_ROUTE_CHAT,   /* OpenAI's /v1/chat/completions */
     SERVE_ROUTE_TASK,
     SERVE_ROUTE_OCR,    /* Florence-2's <OCR> tasks, as glimpse ocr */
     SERVE_ROUTE_DETECT, /* Florence-2's object tasks, as glimpse detect */
@@ -187,7 +188,26 @@ typedef struct serve_reply {
     size_t size;
     const char *content_type;
     unsigned retry_after; /* seconds, 0 = no header */
+    /* A body written as it is made (server-sent events) instead of body: read fills buffer with up to capacity
+     * bytes, waiting for them, and returns how many, or -1 at the end; end frees stream once the answer is over
+     * (sent, or the client gone). */
+    void *stream;
+    long (*stream_read)(void *stream, char *buffer, size_t capacity);
+    void (*stream_end)(void *stream);
 } serve_reply;
+
+/* What the routes share (routes.c): the model named, or the first that can `what` (NULL with the reply set);
+ * a job run on a model's worker and waited for (false with the reply set); an image decoded within the
+ * server's pixel limit; a JSON reply (taking root); the HTTP status of a library failure. */
+serve_model *route_choose_model(serve_server *server, const char *name, glimpse_capability what, serve_reply *reply);
+bool route_run_job(serve_server *server, serve_request *request, serve_model *model, serve_job *job,
+                   serve_reply *reply);
+bool route_decode_image(serve_server *server, const char *bytes, size_t size, glimpse_image **image,
+                        serve_reply *reply);
+void route_reply_json(serve_reply *reply, int status, struct cJSON *root);
+int route_status_of(glimpse_status status);
+/* POST /v1/chat/completions (chat.c). */
+void answer_chat(serve_server *server, serve_request *request, serve_reply *reply);
 
 /* Answers the request whose body has been received in full (routes.c). */
 void route_answer(serve_server *server, serve_request *request, serve_reply *reply);

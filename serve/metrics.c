@@ -9,7 +9,7 @@
 #include "serve/internal.h"
 
 static const char *const route_labels[SERVE_ROUTE_COUNT] = {
-    "embed", "rank", "caption", "ask", "task", "ocr", "detect", "explain", "search", "predict", "ping", "health", "models", "metrics", "unknown"};
+    "embed", "rank", "caption", "ask", "chat", "task", "ocr", "detect", "explain", "search", "predict", "ping", "health", "models", "metrics", "unknown"};
 
 /* upper bounds of the latency buckets, seconds (the last is +Inf) */
 static const double latency_bounds[SERVE_LATENCY_BUCKETS - 1] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,

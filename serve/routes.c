@@ -36,7 +36,7 @@ static bool repair_strings(cJSON *json) {
     return true;
 }
 
-static void reply_json(serve_reply *reply, int status, cJSON *root) {
+void route_reply_json(serve_reply *reply, int status, cJSON *root) {
     char *body = root && repair_strings(root) ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     if (!body) {
@@ -66,7 +66,7 @@ static void reply_text(serve_reply *reply, const char *content_type, const char 
 }
 
 /* The HTTP status of a library failure. */
-static int status_of(glimpse_status status) {
+int route_status_of(glimpse_status status) {
     switch (status) {
     case GLIMPSE_STATUS_INVALID_ARGUMENT:
     case GLIMPSE_STATUS_BAD_FORMAT:
@@ -101,7 +101,8 @@ static const char *const capability_verbs[] = {[GLIMPSE_CAPABILITY_EMBED] = "emb
                                                [GLIMPSE_CAPABILITY_CAPTION] = "caption",
                                                [GLIMPSE_CAPABILITY_ASK] = "answer questions",
                                                [GLIMPSE_CAPABILITY_EXPLAIN] = "explain",
-                                               [GLIMPSE_CAPABILITY_TASK] = "run tasks (OCR, objects, regions)"};
+                                               [GLIMPSE_CAPABILITY_TASK] = "run tasks (OCR, objects, regions)",
+                                               [GLIMPSE_CAPABILITY_CHAT] = "converse (chat completions)"};
 
 static bool model_can(const serve_model *model, glimpse_capability what) {
     return glimpse_model_kind_can(model->info.kind, what);
@@ -114,7 +115,7 @@ static serve_model *find_model(serve_server *server, const char *name) {
 }
 
 /* The model named (or, name NULL, the first loaded that can do it); NULL with the reply set. */
-static serve_model *choose_model(serve_server *server, const char *name, glimpse_capability what, serve_reply *reply) {
+serve_model *route_choose_model(serve_server *server, const char *name, glimpse_capability what, serve_reply *reply) {
     if (name) {
         serve_model *model = find_model(server, name);
         if (!model) {
@@ -138,7 +139,7 @@ static serve_model *choose_model(serve_server *server, const char *name, glimpse
 
 /* Runs job on model's worker and waits for it; false with the reply set
  * (503 and Retry-After when too many requests are waiting already). */
-static bool run_job(serve_server *server, serve_request *request, serve_model *model, serve_job *job,
+bool route_run_job(serve_server *server, serve_request *request, serve_model *model, serve_job *job,
                     serve_reply *reply) {
     if (request->counted_as_image) { /* its image has arrived */
         request->counted_as_image = false;
@@ -151,7 +152,7 @@ static bool run_job(serve_server *server, serve_request *request, serve_model *m
     }
     queue_wait(&model->queue, job);
     if (job->status) {
-        reply_error(reply, status_of(job->status), "%s", job->error);
+        reply_error(reply, route_status_of(job->status), "%s", job->error);
         return false;
     }
     return true;
@@ -164,7 +165,7 @@ static const serve_part *image_part(const serve_request *request) {
     return NULL;
 }
 
-static bool decode_image(serve_server *server, const char *bytes, size_t size, glimpse_image **image,
+bool route_decode_image(serve_server *server, const char *bytes, size_t size, glimpse_image **image,
                          serve_reply *reply) {
     if (!size) {
         reply_error(reply, 400, "the image is empty");
@@ -184,13 +185,13 @@ static bool decode_image(serve_server *server, const char *bytes, size_t size, g
 /* The request's one image (the body, or its part named image); false with the reply set. */
 static bool request_image(serve_server *server, const serve_request *request, glimpse_image **image,
                           serve_reply *reply) {
-    if (request->kind == SERVE_BODY_IMAGE) return decode_image(server, request->body, request->size, image, reply);
+    if (request->kind == SERVE_BODY_IMAGE) return route_decode_image(server, request->body, request->size, image, reply);
     const serve_part *part = image_part(request);
     if (!part) {
         reply_error(reply, 400, "no image: send it as the body (image/...) or as a multipart part named image");
         return false;
     }
-    return decode_image(server, part->data, part->size, image, reply);
+    return route_decode_image(server, part->data, part->size, image, reply);
 }
 
 typedef struct text_work {
@@ -215,7 +216,7 @@ static bool embed_one(serve_server *server, serve_request *request, serve_model 
         job.image = image;
         job.embedding = embedding;
     }
-    return run_job(server, request, model, &job, reply);
+    return route_run_job(server, request, model, &job, reply);
 }
 
 /* A JSON body parsed (an object); NULL with the reply set. */
@@ -268,7 +269,7 @@ static void answer_embed(serve_server *server, serve_request *request, serve_rep
             return;
         }
     }
-    serve_model *model = choose_model(server, name, GLIMPSE_CAPABILITY_EMBED, reply);
+    serve_model *model = route_choose_model(server, name, GLIMPSE_CAPABILITY_EMBED, reply);
     if (!model) goto done;
     glimpse_image *image = NULL;
     if (!text && !request_image(server, request, &image, reply)) goto done;
@@ -280,7 +281,7 @@ static void answer_embed(serve_server *server, serve_request *request, serve_rep
         cJSON *root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "model", model->name);
         cJSON_AddItemToObject(root, "embedding", float_array(embedding, dim));
-        reply_json(reply, 200, root);
+        route_reply_json(reply, 200, root);
     }
     free(embedding);
     glimpse_image_free(image);
@@ -345,7 +346,7 @@ static void reply_ranking(serve_reply *reply, const serve_model *model, const ra
         }
         cJSON_AddItemToArray(rankings, ranking);
     }
-    reply_json(reply, 200, root);
+    route_reply_json(reply, 200, root);
 }
 
 static void answer_rank(serve_server *server, serve_request *request, serve_reply *reply) {
@@ -367,12 +368,12 @@ static void answer_rank(serve_server *server, serve_request *request, serve_repl
         const serve_part *part = &request->parts[i];
         if (strcmp(part->name, "text") == 0 && !part->filename) texts[work.text_count++] = part->data;
     }
-    serve_model *model = choose_model(server, request_argument(request, "model"), GLIMPSE_CAPABILITY_RANK, reply);
+    serve_model *model = route_choose_model(server, request_argument(request, "model"), GLIMPSE_CAPABILITY_RANK, reply);
     if (!model) return;
     for (size_t i = 0; i < request->part_count; i++) {
         const serve_part *part = &request->parts[i];
         if (strcmp(part->name, "image") != 0) continue;
-        if (!decode_image(server, part->data, part->size, &images[work.image_count], reply)) goto done;
+        if (!route_decode_image(server, part->data, part->size, &images[work.image_count], reply)) goto done;
         work.image_count++;
     }
     if (!work.image_count || !work.text_count) {
@@ -381,7 +382,7 @@ static void answer_rank(serve_server *server, serve_request *request, serve_repl
     }
     work.model = model;
     serve_job job = {.run = rank_images, .data = &work};
-    if (run_job(server, request, model, &job, reply)) reply_ranking(reply, model, &work);
+    if (route_run_job(server, request, model, &job, reply)) reply_ranking(reply, model, &work);
 done:
     for (size_t i = 0; i < work.image_count; i++) glimpse_image_free(images[i]);
 }
@@ -480,14 +481,14 @@ static void answer_caption(serve_server *server, serve_request *request, serve_r
         reply_error(reply, 400, "/v1/ask needs a question (the question argument, in the query or the form)");
         return;
     }
-    serve_model *model = choose_model(server, request_argument(request, "model"),
+    serve_model *model = route_choose_model(server, request_argument(request, "model"),
                                       ask ? GLIMPSE_CAPABILITY_ASK : GLIMPSE_CAPABILITY_CAPTION, reply);
     glimpse_caption_params params;
     if (!model || !caption_options(request, model, &params, reply)) return;
     caption_work work = {.params = &params, .question = question};
     if (!request_image(server, request, &work.image, reply)) return;
     serve_job job = {.run = caption_image, .data = &work};
-    if (run_job(server, request, model, &job, reply)) {
+    if (route_run_job(server, request, model, &job, reply)) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "model", model->name);
         if (ask) cJSON_AddStringToObject(root, "question", question);
@@ -495,7 +496,7 @@ static void answer_caption(serve_server *server, serve_request *request, serve_r
         cJSON *ids = cJSON_AddArrayToObject(root, "ids");
         for (size_t i = 0; i < work.caption.id_count; i++)
             cJSON_AddItemToArray(ids, cJSON_CreateNumber(work.caption.ids[i]));
-        reply_json(reply, 200, root);
+        route_reply_json(reply, 200, root);
     }
     glimpse_caption_free(&work.caption);
     glimpse_image_free(work.image);
@@ -590,7 +591,7 @@ static void answer_task(serve_server *server, serve_request *request, serve_repl
         return;
     }
     work.region = has_region ? region : NULL;
-    serve_model *model = choose_model(server, request_argument(request, "model"), GLIMPSE_CAPABILITY_TASK, reply);
+    serve_model *model = route_choose_model(server, request_argument(request, "model"), GLIMPSE_CAPABILITY_TASK, reply);
     glimpse_caption_params params;
     if (!model || !caption_options(request, model, &params, reply)) return;
     if (params.prompt) {
@@ -600,7 +601,7 @@ static void answer_task(serve_server *server, serve_request *request, serve_repl
     work.params = &params;
     if (!request_image(server, request, &work.image, reply)) return;
     serve_job job = {.run = run_task, .data = &work};
-    if (run_job(server, request, model, &job, reply)) {
+    if (route_run_job(server, request, model, &job, reply)) {
         cJSON *root = cJSON_CreateObject(), *result = cJSON_Parse(work.result.json);
         cJSON_AddStringToObject(root, "model", model->name);
         cJSON_AddStringToObject(root, "task", work.result.task);
@@ -609,7 +610,7 @@ static void answer_task(serve_server *server, serve_request *request, serve_repl
             cJSON_AddItemToArray(ids, cJSON_CreateNumber(work.result.ids[i]));
         cJSON_AddStringToObject(root, "text", work.result.text);
         cJSON_AddItemToObject(root, "result", result ? result : cJSON_CreateNull());
-        reply_json(reply, 200, root);
+        route_reply_json(reply, 200, root);
     }
     glimpse_task_result_free(&work.result);
     glimpse_image_free(work.image);
@@ -667,7 +668,7 @@ static void reply_explanation(serve_reply *reply, const serve_model *model, cons
 }
 
 static void answer_explain(serve_server *server, serve_request *request, serve_reply *reply) {
-    serve_model *model = choose_model(server, request_argument(request, "model"), GLIMPSE_CAPABILITY_EXPLAIN, reply);
+    serve_model *model = route_choose_model(server, request_argument(request, "model"), GLIMPSE_CAPABILITY_EXPLAIN, reply);
     if (!model) return;
     glimpse_caption_params caption;
     explain_work work = {.kind = model->info.kind, .caption = &caption, .params = glimpse_explain_default_params(),
@@ -697,14 +698,14 @@ static void answer_explain(serve_server *server, serve_request *request, serve_r
     }
     if (!request_image(server, request, &work.image, reply)) return;
     serve_job job = {.run = explain_image, .data = &work};
-    if (run_job(server, request, model, &job, reply)) {
+    if (route_run_job(server, request, model, &job, reply)) {
         void *sheet = NULL;
         size_t sheet_size = 0;
         glimpse_status status = png ? glimpse_explain_render_png(work.explanation, work.image, GLIMPSE_EXPLAIN_SHEET,
                                                                  (int)panel, NULL, &sheet, &sheet_size)
                                     : GLIMPSE_STATUS_OK;
         if (status)
-            reply_error(reply, status_of(status), "%s", glimpse_last_error());
+            reply_error(reply, route_status_of(status), "%s", glimpse_last_error());
         else
             reply_explanation(reply, model, &work, sheet, sheet_size);
         free(sheet);
@@ -798,10 +799,10 @@ static void answer_search(serve_server *server, serve_request *request, serve_re
                  !embed_one(server, request, model, NULL, image, work.embedding, reply)))
         goto done;
     serve_job job = {.run = search_index, .data = &work};
-    if (!run_job(server, request, model, &job, reply)) goto done;
+    if (!route_run_job(server, request, model, &job, reply)) goto done;
     cJSON_AddStringToObject(work.answer, "model", model->name);
     if (query) cJSON_AddStringToObject(work.answer, "query", query);
-    reply_json(reply, 200, work.answer);
+    route_reply_json(reply, 200, work.answer);
     work.answer = NULL;
 done:
     cJSON_Delete(work.answer);
@@ -871,7 +872,7 @@ static void answer_predict(serve_server *server, serve_request *request, serve_r
         cJSON_AddNumberToObject(root, "imageHeight", glimpse_image_height(image));
         cJSON_AddNumberToObject(root, "imageWidth", glimpse_image_width(image));
     }
-    reply_json(reply, serialized ? 200 : 503, root);
+    route_reply_json(reply, serialized ? 200 : 503, root);
 done:
     free(embedding);
     glimpse_image_free(image);
@@ -880,10 +881,20 @@ done:
 
 /* ------------------------------------------------ health, models, metrics */
 
+/* {"models": [...]} as glimpse describes them, and OpenAI's list ("object": "list", "data": [{"id", "object":
+ * "model", "owned_by"}]) that its clients read. */
 static void answer_models(serve_server *server, serve_reply *reply) {
     cJSON *root = cJSON_CreateObject(), *models = cJSON_AddArrayToObject(root, "models");
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
     for (size_t i = 0; i < server->model_count; i++) {
         const serve_model *model = &server->models[i];
+        cJSON *entry = cJSON_CreateObject();
+        cJSON_AddStringToObject(entry, "id", model->name);
+        cJSON_AddStringToObject(entry, "object", "model");
+        cJSON_AddNumberToObject(entry, "created", 0);
+        cJSON_AddStringToObject(entry, "owned_by", "glimpse");
+        cJSON_AddItemToArray(data, entry);
         cJSON *item = cJSON_CreateObject(), *endpoints = cJSON_AddArrayToObject(item, "endpoints");
         cJSON_AddStringToObject(item, "name", model->name);
         cJSON_AddStringToObject(item, "architecture", model->info.architecture);
@@ -895,6 +906,8 @@ static void answer_models(serve_server *server, serve_reply *reply) {
         if (model_can(model, GLIMPSE_CAPABILITY_RANK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/rank"));
         if (model_can(model, GLIMPSE_CAPABILITY_CAPTION)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/caption"));
         if (model_can(model, GLIMPSE_CAPABILITY_ASK)) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/ask"));
+        if (model_can(model, GLIMPSE_CAPABILITY_CHAT))
+            cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/chat/completions"));
         if (model_can(model, GLIMPSE_CAPABILITY_TASK)) {
             cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/task"));
             cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/ocr"));
@@ -904,14 +917,14 @@ static void answer_models(serve_server *server, serve_reply *reply) {
         if (model == server->search_model) cJSON_AddItemToArray(endpoints, cJSON_CreateString("/v1/search"));
         cJSON_AddItemToArray(models, item);
     }
-    reply_json(reply, 200, root);
+    route_reply_json(reply, 200, root);
 }
 
 static void answer_health(serve_server *server, serve_reply *reply) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "status", "ok");
     cJSON_AddNumberToObject(root, "models", (double)server->model_count);
-    reply_json(reply, 200, root);
+    route_reply_json(reply, 200, root);
 }
 
 static void answer_metrics(serve_server *server, serve_reply *reply) {
@@ -941,6 +954,7 @@ void route_answer(serve_server *server, serve_request *request, serve_reply *rep
     case SERVE_ROUTE_SEARCH: answer_search(server, request, reply, has_body); break;
     case SERVE_ROUTE_PREDICT: answer_predict(server, request, reply); break;
     case SERVE_ROUTE_ASK: answer_caption(server, request, reply, true); break;
+    case SERVE_ROUTE_CHAT: answer_chat(server, request, reply); break;
     case SERVE_ROUTE_TASK:
     case SERVE_ROUTE_OCR:
     case SERVE_ROUTE_DETECT: answer_task(server, request, reply); break;

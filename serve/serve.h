@@ -38,6 +38,8 @@ typedef struct serve_config {
     serve_log_callback log;
     void *log_user;
     bool open_predict;         /* /predict needs no API key (immich's machine-learning client sends none) */
+    const char *local_images;  /* /v1/chat/completions may read pictures named by path (file:// URLs) under this
+                                  folder; NULL (the default): only pictures sent in the request */
 } serve_config;
 
 serve_config serve_default_config(void);

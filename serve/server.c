@@ -75,6 +75,7 @@ typedef struct route_entry {
 static const route_entry routes[] = {
     {"/v1/embed", METHOD_POST, SERVE_ROUTE_EMBED},     {"/v1/rank", METHOD_POST, SERVE_ROUTE_RANK},
     {"/v1/caption", METHOD_POST, SERVE_ROUTE_CAPTION}, {"/v1/ask", METHOD_POST, SERVE_ROUTE_ASK},
+    {"/v1/chat/completions", METHOD_POST, SERVE_ROUTE_CHAT},
     {"/v1/task", METHOD_POST, SERVE_ROUTE_TASK},       {"/v1/ocr", METHOD_POST, SERVE_ROUTE_OCR},
     {"/v1/detect", METHOD_POST, SERVE_ROUTE_DETECT},
     {"/v1/explain", METHOD_POST, SERVE_ROUTE_EXPLAIN}, {"/v1/search", METHOD_GET | METHOD_POST, SERVE_ROUTE_SEARCH},
@@ -119,13 +120,39 @@ void reply_error(serve_reply *reply, int status, const char *format, ...) {
 
 /* Queues reply (taking its body) as the answer; close asks for the connection
  * to be closed after it (the body was not read, or the server is draining). */
+/* libmicrohttpd's reader of a streamed reply: the route's stream_read, at its end END_OF_STREAM. */
+static ssize_t read_stream(void *user, uint64_t position, char *buffer, size_t capacity) {
+    (void)position;
+    serve_reply *reply = user;
+    long n = reply->stream_read(reply->stream, buffer, capacity);
+    return n < 0 ? (ssize_t)MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
+}
+
+static void end_stream(void *user) {
+    serve_reply *reply = user;
+    reply->stream_end(reply->stream);
+    free(reply);
+}
+
 static enum MHD_Result send_reply(serve_request *request, serve_reply *reply, bool close) {
-    struct MHD_Response *response =
-        MHD_create_response_from_buffer(reply->size, reply->body ? reply->body : (void *)"", 
-                                        reply->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!response) {
-        free(reply->body);
-        return MHD_NO;
+    struct MHD_Response *response = NULL;
+    if (reply->stream) { /* written as it is made: chunked */
+        serve_reply *kept = malloc(sizeof *kept);
+        if (kept) *kept = *reply;
+        response = kept ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, kept, end_stream)
+                        : NULL;
+        if (!response) {
+            reply->stream_end(reply->stream);
+            free(kept);
+            return MHD_NO;
+        }
+    } else {
+        response = MHD_create_response_from_buffer(reply->size, reply->body ? reply->body : (void *)"",
+                                                   reply->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!response) {
+            free(reply->body);
+            return MHD_NO;
+        }
     }
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
                             reply->content_type ? reply->content_type : "application/json");

@@ -35,6 +35,11 @@ static const char serve_help[] =
     "                     prints them, png the contact sheet in base64 (CLIP, SigLIP, BLIP)\n"
     "  POST /v1/ask       an image and question=TEXT (and the caption options) ->\n"
     "                     {\"question\", \"answer\", \"ids\"} as glimpse ask --json (BLIP-2)\n"
+    "  POST /v1/chat/completions  OpenAI's chat API (LLaVA, BLIP-2): JSON {\"model\", \"messages\"\n"
+    "                     with text and image_url parts (data: URIs, base64), \"max_tokens\",\n"
+    "                     \"temperature\" (0: greedy; left out: the model's own settings), \"top_p\",\n"
+    "                     \"seed\", \"stream\"} -> a chat.completion (with usage, ids and prompt_ids),\n"
+    "                     or server-sent chunks as the words come with stream: true\n"
     "/v1/embed, /v1/rank, /v1/caption, /v1/ask and /v1/explain take ?model=NAME (the model folder's last\n"
     "component, or the hub id, as GET /v1/models lists them); without it, the first\n"
     "model loaded that can do it. /v1/search uses the model of the --db index.\n"
@@ -44,6 +49,8 @@ static const char serve_help[] =
     "      --port N           default 8080; 0 picks a free port (printed on stderr)\n"
     "      --api-key-file F   a file holding the API key; requests then need\n"
     "                         'Authorization: Bearer KEY' or 'X-API-Key: KEY' (but /health, /ping)\n"
+    "      --allow-local-images DIR  /v1/chat/completions may read pictures by path (file:///...)\n"
+    "                         inside DIR; without it only pictures sent in the request\n"
     "      --open-predict     /predict needs no key either: immich's machine-learning client,\n"
     "                         on another host or container, sends none\n"
     "      --max-body BYTES   the largest request body (default 33554432); more is 413\n"
@@ -55,7 +62,8 @@ static const char serve_help[] =
     "      --max-batch N      image embeddings run as one batch (default 8; 1 = one at a time)\n"
     "      --batch-wait MS    how long a batch's first image waits for others, at most\n"
     "                         (default 2; never when no other image request is arriving)\n"
-    "Images come only in request bodies: the server never opens a path a client names.\n"
+    "Images come only in request bodies: the server never opens a path a client names\n"
+    "(but under --allow-local-images DIR).\n"
     "SIGTERM or SIGINT: requests in flight are answered (for up to 30 s), new ones refused.\n";
 
 static void log_line(void *user, const char *message) {
@@ -98,7 +106,8 @@ int command_serve(int argc, char **argv) {
         OPT_MAX_CONNECTIONS,
         OPT_MAX_BATCH,
         OPT_BATCH_WAIT,
-        OPT_OPEN_PREDICT
+        OPT_OPEN_PREDICT,
+        OPT_LOCAL_IMAGES
     };
     static const struct option long_options[] = {CLI_COMMON_LONG_OPTIONS,
                                                  {"db", required_argument, NULL, OPT_DB},
@@ -112,6 +121,7 @@ int command_serve(int argc, char **argv) {
                                                  {"max-batch", required_argument, NULL, OPT_MAX_BATCH},
                                                  {"batch-wait", required_argument, NULL, OPT_BATCH_WAIT},
                                                  {"open-predict", no_argument, NULL, OPT_OPEN_PREDICT},
+                                                 {"allow-local-images", required_argument, NULL, OPT_LOCAL_IMAGES},
                                                  {NULL, 0, NULL, 0}};
     cli_options options;
     cli_options_init(&options);
@@ -140,6 +150,7 @@ int command_serve(int argc, char **argv) {
             break;
         case OPT_MAX_BATCH: config.max_batch = (int)cli_parse_long("serve", "--max-batch", optarg, 1, 64); break;
         case OPT_OPEN_PREDICT: config.open_predict = true; break;
+        case OPT_LOCAL_IMAGES: config.local_images = optarg; break;
         case OPT_BATCH_WAIT: config.batch_wait_ms = (double)cli_parse_long("serve", "--batch-wait", optarg, 0, 1000); break;
         case CLI_OPT_HELP: printf("%s\n%s", serve_help, cli_common_help); return CLI_EXIT_OK;
         default: cli_usage_error("serve", "unknown option");
