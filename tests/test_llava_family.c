@@ -260,7 +260,8 @@ static void check_family(const char *name) {
     free(folder);
 }
 
-/* glimpse ask --together --json: the two-picture case's question gives its corrected beam result. */
+/* glimpse ask --together --json: the two-picture case's question gives its corrected beam result, with the
+ * prompt and prompt ids the reference had. */
 static void test_cli_together(void **state) {
     (void)state;
     cJSON *expected = fixture_json("llava-qwen2-tiny/expected.json");
@@ -283,6 +284,14 @@ static void test_cli_together(void **state) {
     for (size_t i = 0; i < count; i++) list[i] = cJSON_GetArrayItem(ids, (int)i)->valueint;
     expect_ids_equal(list, count, cJSON_GetObjectItem(cJSON_GetObjectItem(item, "beam3"), "new_ids"),
                      "glimpse ask --together");
+    /* the prompt as the chat template renders it, and its ids as the reference's processor gave them */
+    assert_string_equal(cJSON_GetObjectItem(json, "prompt")->valuestring, cJSON_GetObjectItem(item, "prompt")->valuestring);
+    const cJSON *prompt_ids = cJSON_GetObjectItem(json, "prompt_ids");
+    int32_t prompt[128];
+    size_t prompt_count = (size_t)cJSON_GetArraySize(prompt_ids);
+    assert_true(prompt_count <= 128);
+    for (size_t i = 0; i < prompt_count; i++) prompt[i] = cJSON_GetArrayItem(prompt_ids, (int)i)->valueint;
+    expect_ids_equal(prompt, prompt_count, cJSON_GetObjectItem(item, "input_ids"), "glimpse ask --together prompt");
     cJSON_Delete(json), cJSON_Delete(expected);
     free(out), free(err), free(model), free(a), free(b);
 }

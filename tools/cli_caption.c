@@ -78,10 +78,10 @@ static const char ask_help[] =
     "Plain output: the answer alone for one image, else PATH, a tab, the answer; the answer is\n"
     "the decoded text with the spaces at its ends removed, as BLIP-2's model card prints it.\n"
     "JSON: {\"image\": PATH, \"question\": QUESTION, \"answer\": TEXT, \"ids\": [...]} (\"prompt\"\n"
-    "in place of \"question\" with --prompt; with --together \"images\": [PATH, ...]),\n"
-    "in place of \"question\" with --prompt), ids as BLIP-2's generate returns them: its\n"
-    "start token 2 and the generated tokens; LLaVA's: the generated tokens, the end token\n"
-    "included when it stopped on it.\n";
+    "in place of \"question\" with --prompt; with --together \"images\": [PATH, ...]), ids as\n"
+    "BLIP-2's generate returns them: its start token 2 and the generated tokens; LLaVA's: the\n"
+    "generated tokens, the end token included when it stopped on it, and also \"prompt\" (the\n"
+    "chat template's rendering) and \"prompt_ids\" (the prompt as tokenized).\n";
 
 enum { OPT_QUESTION = CLI_OPT_CAPTION_END, OPT_DETAIL, OPT_TOGETHER };
 /* Pictures --together puts in one question at most. */
@@ -230,6 +230,12 @@ static void strip_ends(char *text) {
     text[length] = '\0';
 }
 
+static void print_ids(const char *key, const int32_t *ids, size_t count) {
+    printf(", \"%s\": [", key);
+    for (size_t j = 0; j < count; j++) printf(j ? ", %d" : "%d", ids[j]);
+    printf("]");
+}
+
 /* , ASKED_KEY: ASKED when asked_key is not NULL, TEXT_KEY: TEXT, "ids": [...] (the object left open). */
 static void print_result(const char *asked_key, const char *asked_text, const char *text_key, const char *text,
                          const int32_t *ids, size_t count) {
@@ -239,9 +245,19 @@ static void print_result(const char *asked_key, const char *asked_text, const ch
     }
     printf(", \"%s\": ", text_key);
     json_string(stdout, text);
-    printf(", \"ids\": [");
-    for (size_t j = 0; j < count; j++) printf(j ? ", %d" : "%d", ids[j]);
-    printf("]");
+    print_ids("ids", ids, count);
+}
+
+/* An answer's fields after ASKED_KEY: ASKED: the answer, its ids, and where the family built the prompt (LLaVA)
+ * the prompt as rendered ("prompt", unless that is what was asked) and its ids. */
+static void print_answer(const char *asked_key, const char *asked_text, const glimpse_caption *answer) {
+    print_result(asked_key, asked_text, "answer", answer->text, answer->ids, answer->id_count);
+    if (!answer->prompt_ids) return;
+    if (strcmp(asked_key, "prompt") != 0) {
+        printf(", \"prompt\": ");
+        json_string(stdout, answer->prompt);
+    }
+    print_ids("prompt_ids", answer->prompt_ids, answer->prompt_id_count);
 }
 
 void cli_print_caption_result(const char *text, const int32_t *ids, size_t count) {
@@ -261,8 +277,7 @@ static void print_caption(const cli_options *options, const streaming *stream, s
     if (options->json) {
         cli_json_picture(stdout, picture);
         if (ask->question || ask->prompt)
-            print_result(ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt,
-                         "answer", caption->text, caption->ids, caption->id_count);
+            print_answer(ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt, caption);
         else
             cli_print_caption_result(caption->text, caption->ids, caption->id_count);
         printf("}\n");
@@ -369,8 +384,7 @@ static void ask_together(cli_options *options, glimpse_context *ctx, char *const
             }
             printf("]");
             strip_ends(answer.text);
-            print_result(ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt, "answer",
-                         answer.text, answer.ids, answer.id_count);
+            print_answer(ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt, &answer);
             printf("}\n");
         } else {
             strip_ends(answer.text);
