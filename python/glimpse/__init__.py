@@ -14,7 +14,7 @@ import numpy as np
 from . import _library as _c
 from ._library import lib as _lib
 
-__all__ = ["GlimpseError", "Model", "Image", "Video", "Index", "Caption", "TaskResult", "Region", "IndexSummary", "Explanation", "ExplainMap",
+__all__ = ["GlimpseError", "Model", "Image", "Video", "Index", "Caption", "ChatReply", "TaskResult", "Region", "IndexSummary", "Explanation", "ExplainMap",
            "is_video", "video_sampling", "version", "dot_rows", "open_regular"]
 
 
@@ -384,6 +384,16 @@ whole sequence as transformers' generate returns it (BLIP, ViT-GPT2: start token
 BLIP-2: start token 2 and the generated tokens, not the prompt)."""
 
 
+_ImagePart = namedtuple("_ImagePart", "source")  # a picture given as {"type": "image", "image": a path string}
+
+ChatReply = namedtuple("ChatReply", "text ids prompt prompt_ids prompt_positions cached_positions ended")
+ChatReply.__doc__ = """The assistant's message from Model.chat: text (decoded, skipping special tokens), ids (the generated
+tokens, the end token included when it stopped on it), prompt (the conversation as the model read it: LLaVA's chat
+template, BLIP-2's chained questions) and prompt_ids, prompt_positions (positions the language model read, a
+picture's rows counted), cached_positions (how many of them came from the cache of the previous call) and ended
+(it stopped on the end token rather than at max_tokens)."""
+
+
 class Model(_Handle):
     """A model loaded once from a Hugging Face snapshot folder (or a hub id in the local cache):
     CLIP and SigLIP embed, score and rank; BLIP captioning and ViT-GPT2 caption; BLIP-2 captions and
@@ -562,6 +572,59 @@ class Model(_Handle):
                 return Caption(ctypes.string_at(out.text).decode(errors="replace"), list(out.ids[:out.id_count]))
             finally:
                 _lib.glimpse_caption_free(ctypes.byref(out))
+
+    def chat(self, messages, max_tokens=None, beams=None, sample=False, temperature=1.0, top_k=50, top_p=1.0,
+             seed=0, on_token=None):
+        """The assistant's next message in a conversation about pictures (LLaVA, BLIP-2; glimpse chat): a
+        ChatReply. messages is a list of {"role": "system" | "user" | "assistant", "content": ...}, content a
+        string or a list of parts, each a string (text), a picture (a pathlib.Path, bytes, a glimpse.Image, an
+        array) or {"type": "text", "text": ...} / {"type": "image", "image": picture or path string}; the last
+        message is the user's. The model keeps what it read in this thread's context: a call whose conversation
+        starts as the previous one did (its reply and a new question appended) reads only what is new
+        (reply.cached_positions), and answers as a fresh call does. The settings and on_token(0, id,
+        text_so_far) are caption()'s; left at None, the model's own."""
+        params = self._caption_params(None, max_tokens, None, beams, None, None, sample, temperature, top_k, top_p,
+                                      seed)
+        guard, _ = _stream_tokens(params, on_token)
+        made, keep = [], []
+        try:
+            array = (_c.ChatMessage * len(messages))()
+            for i, message in enumerate(messages):
+                content = message["content"]
+                content = [content] if isinstance(content, str) or content is None else list(content)
+                parts = (_c.ChatPart * max(1, len(content)))()
+                for j, part in enumerate(content):
+                    if isinstance(part, dict):
+                        if part.get("type") not in ("text", "image"):
+                            raise ValueError(f"glimpse.Model.chat: a part's type is text or image, not "
+                                             f"{part.get('type')!r}")
+                        part = str(part["text"]) if part["type"] == "text" else _ImagePart(part["image"])
+                    if isinstance(part, str) or part is None:
+                        parts[j].text = (part or "").encode()
+                        continue
+                    part = part.source if isinstance(part, _ImagePart) else part
+                    image = part if isinstance(part, Image) else Image(part)
+                    if image is not part:
+                        made.append(image)
+                    parts[j].image = image._handle
+                keep.append(parts)
+                array[i].role = str(message["role"]).encode()
+                array[i].parts = parts
+                array[i].part_count = len(content)
+            out = _c.Caption()
+            status = _lib.glimpse_chat(self._context(), array, len(messages), ctypes.byref(params), ctypes.byref(out))
+            try:
+                guard.reraise()
+                _check(status)
+                return ChatReply(ctypes.string_at(out.text).decode(errors="replace"), list(out.ids[:out.id_count]),
+                                 ctypes.string_at(out.prompt).decode(errors="replace") if out.prompt else "",
+                                 list(out.prompt_ids[:out.prompt_id_count]), out.prompt_positions,
+                                 out.cached_positions, bool(out.ended))
+            finally:
+                _lib.glimpse_caption_free(ctypes.byref(out))
+        finally:
+            for image in made:
+                image.close()
 
     # -------------------------------------------------------- tasks (Florence-2)
 

@@ -92,7 +92,18 @@ class CaptionParams(ctypes.Structure):
 
 
 class Caption(ctypes.Structure):
-    _fields_ = [("text", ctypes.c_void_p), ("ids", c_int32_p), ("id_count", ctypes.c_size_t)]
+    _fields_ = [("text", ctypes.c_void_p), ("ids", c_int32_p), ("id_count", ctypes.c_size_t),
+                ("prompt", ctypes.c_void_p), ("prompt_ids", c_int32_p), ("prompt_id_count", ctypes.c_size_t),
+                ("prompt_positions", ctypes.c_size_t), ("cached_positions", ctypes.c_size_t),
+                ("ended", ctypes.c_bool)]
+
+
+class ChatPart(ctypes.Structure):
+    _fields_ = [("text", ctypes.c_char_p), ("image", ctypes.c_void_p)]
+
+
+class ChatMessage(ctypes.Structure):
+    _fields_ = [("role", ctypes.c_char_p), ("parts", ctypes.POINTER(ChatPart)), ("part_count", ctypes.c_size_t)]
 
 
 class IndexSummary(ctypes.Structure):
@@ -168,6 +179,8 @@ _declare("glimpse_caption_free", None, ctypes.POINTER(Caption))
 _declare("glimpse_ask_images", status, P, PP, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(CaptionParams),
          ctypes.POINTER(Caption))
 _declare("glimpse_ask_together", status, P, PP, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(CaptionParams),
+         ctypes.POINTER(Caption))
+_declare("glimpse_chat", status, P, ctypes.POINTER(ChatMessage), ctypes.c_size_t, ctypes.POINTER(CaptionParams),
          ctypes.POINTER(Caption))
 
 

@@ -319,6 +319,30 @@ def test_llava_answers_match_the_reference():
         model.ask_together([], question="a", prompt="b")
 
 
+def test_chat_continues_a_conversation_from_its_cache():
+    folder = fixture("llava-llama-tiny")
+    case = json.loads((folder / "expected.json").read_text())["cases"][1]
+    picture = folder.parent / "images" / "astronaut.png"
+    model = glimpse.Model(folder)
+    streamed = []
+    messages = [{"role": "user", "content": [picture, "What color is the cup?"]}]
+    first = model.chat(messages, max_tokens=20, on_token=lambda i, token, text: streamed.append(text))
+    # the chat template's rendering of one question is the reference's prompt, and its answer the reference's
+    assert first.prompt == case["prompt"] and first.prompt_ids == case["input_ids"]
+    assert first.ids == case["greedy"]["new_ids"] and first.text == case["greedy"]["text"]
+    assert streamed[-1] == first.text and first.cached_positions == 0 and not first.ended
+    messages += [{"role": "assistant", "content": first.text},
+                 {"role": "user", "content": [{"type": "text", "text": "Describe the image in one sentence."}]}]
+    second = model.chat(messages, max_tokens=12)
+    assert second.cached_positions >= case["merged_length"] - 1
+    fresh = glimpse.Model(folder).chat(messages, max_tokens=12)
+    assert (fresh.ids, fresh.text, fresh.cached_positions) == (second.ids, second.text, 0)
+    with pytest.raises(glimpse.GlimpseError, match="last message"):
+        model.chat(messages[:2])
+    with pytest.raises(ValueError, match="text or image"):
+        model.chat([{"role": "user", "content": [{"type": "audio"}]}])
+
+
 def test_settings_of_the_wrong_type_or_range_are_refused(demo_clip, demo_caption, pictures, tmp_path):
     for bad in ({"beams": -1}, {"beams": 0}, {"beams": "2"}, {"max_tokens": 0}, {"min_tokens": -2},
                 {"beams": 2.5}, {"top_k": -1}, {"seed": -3}):
@@ -693,7 +717,8 @@ STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info
            "ExplainMap": "glimpse_explain_map",
            "ExplainTensor": "glimpse_explain_tensor", "Explanation": "glimpse_explanation",
            "ExplainParams": "glimpse_explain_params", "VideoOptions": "glimpse_video_options",
-           "Region": "glimpse_region", "TaskResult": "glimpse_task_result"}
+           "Region": "glimpse_region", "TaskResult": "glimpse_task_result",
+           "ChatPart": "glimpse_chat_part", "ChatMessage": "glimpse_chat_message"}
 
 
 def test_structures_match_the_header(tmp_path):
