@@ -3,7 +3,7 @@
 // and llava-qwen2-tiny case 9 (two pictures), each whole and streamed; a second turn that continues the first
 // (the server keeps the first turn's cache); BLIP-2's question prompt; the models listed; the errors the client
 // raises for a bad picture, a web URL and an unknown model; a local picture inside the folder the server allows,
-// and 403 outside it.
+// and 403 outside it; a client leaving in the middle of a stream.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import OpenAI from "openai";
@@ -95,3 +95,14 @@ await assert.rejects(client.chat.completions.create({ model: "llava-llama-tiny",
   content: [{ type: "image_url", image_url: { url: `file://${fixtures}/images/../llava-llama-tiny/config.json` } }] }] }),
   (e) => e.status === 403);
 console.log("local pictures: read inside the allowed folder, 403 outside it");
+
+// a client that leaves in the middle of a stream: the server stops that answer and goes on answering others
+const leaving = await client.chat.completions.create({ model: "llava-llama-tiny", max_tokens: 200, temperature: 0,
+  stream: true, messages: question });
+for await (const chunk of leaving) {
+  if (chunk.choices[0]?.delta?.content) break; // leaves the loop: the client closes the connection
+}
+const after = await client.chat.completions.create({ model: "llava-llama-tiny", max_tokens: 20, temperature: 0,
+  messages: question });
+assert.equal(after.choices[0].message.content, llama.greedy.text);
+console.log("a client that left mid-stream: the next answer is still the reference's");
