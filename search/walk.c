@@ -124,9 +124,18 @@ static glimpse_status walk_folder(const char *folder, walk_result *out, int dept
                 status = walk_folder(path, out, depth + 1);
             } else if (path_has_image_extension(entry->d_name) ||
                        (out->videos && path_has_video_extension(entry->d_name))) {
-                /* a link to a file counts as that file; links to folders are not followed */
-                if (S_ISLNK(info.st_mode) && stat(path, &info) != 0) info.st_mode = 0;
-                if (S_ISREG(info.st_mode)) status = add(list, path, &info);
+                /* a link to a file counts as that file; links to folders are not followed. A picture's name
+                 * that is not a readable file (a FIFO, a device, a link to nothing or a loop of links) is
+                 * reported, not read (a FIFO would block) and not silently passed over */
+                bool link = S_ISLNK(info.st_mode);
+                if (link && stat(path, &info) != 0)
+                    status = add_root(&out->skipped, path, false, GLIMPSE_STATUS_IO,
+                                      errno == ENOENT ? "a link to nothing" : strerror(errno));
+                else if (S_ISREG(info.st_mode))
+                    status = add(list, path, &info);
+                else if (!S_ISDIR(info.st_mode))
+                    status = add_root(&out->skipped, path, false, GLIMPSE_STATUS_IO,
+                                      "not a regular file (a FIFO, socket or device)");
             }
         }
         free(path);

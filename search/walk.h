@@ -40,7 +40,8 @@ typedef struct root_list {
 typedef struct walk_result {
     file_list files;
     root_list judged;
-    root_list skipped; /* missing roots, unreadable roots and unreadable folders below roots */
+    root_list skipped; /* missing roots, unreadable roots and unreadable folders below roots, and pictures' names
+                          below roots that are no readable file (FIFOs, devices, dangling links, link loops) */
     const char *const *exclude; /* --exclude patterns (borrowed), see walk_excludes */
     size_t exclude_count;
     bool videos; /* video files are found under folders too (path_has_video_extension) */
@@ -50,8 +51,8 @@ typedef struct walk_result {
  * is walked recursively without following links to folders), absolute and
  * sorted, without duplicates, leaving out the files and folders the exclude
  * patterns (fnmatch globs, borrowed for out's life) take. A path that does
- * not exist, or a folder that cannot be read, goes to out->skipped and the
- * walk goes on; only running out of memory fails. */
+ * not exist, a folder that cannot be read, or a picture's or video's name that is no readable file (a FIFO,
+ * a link to nothing) goes to out->skipped and the walk goes on; only running out of memory fails. */
 glimpse_status walk_paths(const char *const *paths, size_t count, const char *const *exclude, size_t exclude_count,
                           bool videos, walk_result *out);
 /* Whether an exclude pattern takes the path, or a folder it lies in: a

@@ -95,7 +95,8 @@ char **cli_expand_inputs(cli_options *options, const char *command, char *const 
             exit(CLI_EXIT_FAILURE);
         }
         for (size_t s = 0; s < walk.skipped.count; s++) {
-            cli_error("%s: cannot read this folder: %s", walk.skipped.items[s].path, walk.skipped.items[s].reason);
+            cli_error("%s: %s%s", walk.skipped.items[s].path, walk.skipped.items[s].folder ? "cannot read this folder: " : "",
+                      walk.skipped.items[s].reason);
             options->failures++;
         }
         if (!walk.files.count && !walk.skipped.count) {
