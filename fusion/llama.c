@@ -198,12 +198,13 @@ glimpse_status llama_state_create(const llama_model *model, size_t max_sequences
     size_t h = (size_t)c->hidden_size, d = (size_t)c->head_dim, rows = max_sequences * max_step;
     size_t q_width = (size_t)c->heads * d, kv_width = (size_t)c->kv_heads * d, inter = (size_t)c->intermediate_size;
     size_t cache = max_sequences * (size_t)c->layers * max_length * kv_width;
+    size_t spare = max_sequences > 1 ? cache : 0; /* reordering: beams only */
     s->max_sequences = max_sequences, s->max_length = max_length, s->max_step = max_step, s->max_rows = rows;
     /* one allocation, carved in this order */
     float **parts[] = {&s->keys, &s->values, &s->spare_keys, &s->spare_values, &s->cosines, &s->sines, &s->x,
                        &s->normed, &s->q, &s->k, &s->v, &s->context, &s->gate, &s->up, &s->embedded, &s->last,
                        &s->scores, &s->logits};
-    size_t sizes[] = {cache, cache, cache, cache, max_length * d / 2, max_length * d / 2, rows * h,
+    size_t sizes[] = {cache, cache, spare, spare, max_length * d / 2, max_length * d / 2, rows * h,
                       rows * h, rows * q_width, rows * kv_width, rows * kv_width, rows * q_width, rows * inter,
                       rows * inter, rows * h, max_sequences * h, (size_t)c->heads * max_step * max_length,
                       max_sequences * (size_t)c->vocab_size};

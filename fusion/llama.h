@@ -66,7 +66,7 @@ typedef struct llama_state {
     size_t max_sequences, max_length, max_step, max_rows;
     size_t length;                    /* positions already in the cache */
     float *keys, *values;             /* [sequences][layers][max_length][kv_heads·head_dim] */
-    float *spare_keys, *spare_values; /* the same, for reordering */
+    float *spare_keys, *spare_values; /* the same, for reordering (several sequences only; else empty) */
     float *cosines, *sines;           /* [max_length, head_dim / 2]: the rotary tables */
     float *x;                         /* [rows, hidden]: after llama_forward, the last layer's rows (not normed) */
     float *normed, *q, *k, *v, *context, *gate, *up; /* [rows, hidden] .. [rows, intermediate] */
