@@ -473,6 +473,24 @@ static glimpse_status caption_image(serve_job *job, glimpse_context *ctx) {
     return glimpse_caption_images(ctx, &work->image, 1, work->params, &work->caption);
 }
 
+/* /v1/caption's detail=1|2|3 (Florence-2's caption tasks, as glimpse caption --detail picks them; the model was
+ * chosen for them) into params->prompt; false with the reply set. */
+static bool caption_detail(const serve_request *request, glimpse_caption_params *params, serve_reply *reply) {
+    static const char *const tasks[] = {"<CAPTION>", "<DETAILED_CAPTION>", "<MORE_DETAILED_CAPTION>"};
+    const char *detail = request_argument(request, "detail");
+    if (!detail) return true;
+    if (strlen(detail) != 1 || detail[0] < '1' || detail[0] > '3') {
+        reply_error(reply, 400, "detail is 1, 2 or 3 (a caption, a detailed one, a paragraph)");
+        return false;
+    }
+    if (params->prompt) {
+        reply_error(reply, 400, "detail picks the caption's prompt: drop prompt");
+        return false;
+    }
+    params->prompt = tasks[detail[0] - '1'];
+    return true;
+}
+
 /* /v1/caption, and /v1/ask (question: the `question` argument, answered with BLIP-2's prompt
  * "Question: {q} Answer:" as glimpse ask does). */
 static void answer_caption(serve_server *server, serve_request *request, serve_reply *reply, bool ask) {
@@ -481,10 +499,15 @@ static void answer_caption(serve_server *server, serve_request *request, serve_r
         reply_error(reply, 400, "/v1/ask needs a question (the question argument, in the query or the form)");
         return;
     }
-    serve_model *model = route_choose_model(server, request_argument(request, "model"),
-                                      ask ? GLIMPSE_CAPABILITY_ASK : GLIMPSE_CAPABILITY_CAPTION, reply);
+    /* detail without a model named: the first that has Florence-2's caption tasks */
+    glimpse_capability what = ask ? GLIMPSE_CAPABILITY_ASK
+                              : request_argument(request, "detail") ? GLIMPSE_CAPABILITY_TASK
+                                                                    : GLIMPSE_CAPABILITY_CAPTION;
+    serve_model *model = route_choose_model(server, request_argument(request, "model"), what, reply);
     glimpse_caption_params params;
-    if (!model || !caption_options(request, model, &params, reply)) return;
+    if (!model || !caption_options(request, model, &params, reply) ||
+        (!ask && !caption_detail(request, &params, reply)))
+        return;
     caption_work work = {.params = &params, .question = question};
     if (!request_image(server, request, &work.image, reply)) return;
     serve_job job = {.run = caption_image, .data = &work};

@@ -603,6 +603,15 @@ static void test_task_equals_library(void **state) {
         cJSON_Delete(json), response_free(&r);
         glimpse_task_result_free(&expected);
     }
+    /* /v1/caption's detail picks the caption task as glimpse caption --detail does */
+    image = decode(1);
+    assert_int_equal(glimpse_run_task(task_ctx, &image, 1, "<DETAILED_CAPTION>", NULL, &p, &expected), 0);
+    glimpse_image_free(image);
+    r = exchange("POST", "/v1/caption?detail=2&max_tokens=20&beams=1", "image/png", pictures[1], picture_sizes[1]);
+    json = expect_json(&r, 200);
+    assert_string_equal(cJSON_GetObjectItem(json, "caption")->valuestring, expected.answer);
+    cJSON_Delete(json), response_free(&r);
+    glimpse_task_result_free(&expected);
 }
 
 static void check_search_results(const cJSON *json, const glimpse_search_result *expected, size_t found) {
@@ -909,6 +918,8 @@ static void test_service_endpoints(void **state) {
                  {"/v1/task?task=%3COD%3E&region=1,2,3", 400, "four numbers"},
                  {"/v1/task?task=%3COD%3E&region=1,2,3,4&text=x", 400, "not both"},
                  {"/v1/task?task=%3COD%3E&model=demo-clip", 400, "cannot run tasks"},
+                 {"/v1/caption?detail=4", 400, "1, 2 or 3"},
+                 {"/v1/caption?detail=2&model=demo-blip-caption", 400, "cannot run tasks"},
                  {"/v1/task?task=%3COD%3E", 501, "run tasks"}};
     for (size_t i = 0; i < sizeof tasks / sizeof tasks[0] - (tasker != NULL); i++) { /* 501: no task model */
         r = exchange("POST", tasks[i].path, "image/png", pictures[0], picture_sizes[0]);
