@@ -519,11 +519,11 @@ static void explain_shape(const glimpse_model *model, family_explain_shape *out)
                                   side * c->vision.patch_size};
 }
 
-/* The prompt's merged rows, then the embeddings of ids [id_count], into *rows (new); the first image's first row
- * in *image_start, the prompt's merged length in *length. */
+/* The prompt's merged rows (`length` of them), then the embeddings of ids [id_count], into *rows (new); the first
+ * image's first row in *image_start. */
 static glimpse_status explain_rows(glimpse_context *ctx, glimpse_image *const *images, size_t count,
-                                   const int32_t *prompt, size_t prompt_length, const int32_t *ids, size_t id_count,
-                                   float **rows, size_t *length, size_t *image_start) {
+                                   const int32_t *prompt, size_t prompt_length, size_t length, const int32_t *ids,
+                                   size_t id_count, float **rows, size_t *image_start) {
     const llava_model *m = &parts_of(ctx->model)->model;
     size_t side = (size_t)m->config.vision.image_size, hidden = (size_t)m->config.text.hidden_size;
     llava_vision_state *vision = NULL;
@@ -531,15 +531,14 @@ static glimpse_status explain_rows(glimpse_context *ctx, glimpse_image *const *i
     float *features = malloc((count ? count : 1) * m->config.image_rows * hidden * sizeof(float));
     size_t *starts = calloc(count ? count : 1, sizeof *starts);
     glimpse_status status = pixels && features && starts ? GLIMPSE_STATUS_OK : ERROR_OOM();
-    if (!status) status = llava_merged_length(m, prompt, prompt_length, count, length);
-    if (!status && !(*rows = malloc((*length + id_count) * hidden * sizeof(float)))) status = ERROR_OOM();
+    if (!status && !(*rows = malloc((length + id_count) * hidden * sizeof(float)))) status = ERROR_OOM();
     for (size_t i = 0; i < count && !status; i++)
         status = preprocess_image(pixels + i * 3 * side * side, images[i], &ctx->model->preprocess);
     if (!status && count) status = llava_vision_state_create(m, count, &vision);
     if (!status && count) status = llava_image_features(m, vision, pixels, count, features, ctx->threads);
     if (!status) status = llava_merge(m, prompt, prompt_length, features, count, *rows, starts);
-    if (!status) status = llama_embed(&m->text, ids, id_count, *rows + *length * hidden);
-    *image_start = starts[0];
+    if (!status) status = llama_embed(&m->text, ids, id_count, *rows + length * hidden);
+    if (!status) *image_start = starts[0];
     llava_vision_state_free(vision);
     free(pixels), free(features), free(starts);
     return status;
@@ -564,7 +563,7 @@ static glimpse_status explain_record(glimpse_context *ctx, glimpse_image *const 
     /* an answer that filled the positions: its last id chose nothing and has no position to run at */
     if (!status && id_count && length + id_count > (size_t)m->config.text.max_positions) id_count--;
     if (!status)
-        status = explain_rows(ctx, images, count, prompt_ids, prompt_length, ids, id_count, &rows, &length,
+        status = explain_rows(ctx, images, count, prompt_ids, prompt_length, length, ids, id_count, &rows,
                               &image_start);
     size_t total = length + id_count, patches = (size_t)m->vision.patches_per_side * m->vision.patches_per_side;
     uint64_t recorded = pass->everything ? explain_all_layers(layers) : pass->map_layers;
