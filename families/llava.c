@@ -544,8 +544,10 @@ static glimpse_status explain_rows(glimpse_context *ctx, glimpse_image *const *i
     return status;
 }
 
-/* One forward of the language model over the merged prompt and the answer's ids, its self-attention recorded:
- * the row before a new id chose it; the first picture's patch columns are the map's. */
+/* The language model over the merged prompt and the answer's ids, its self-attention recorded: every position's
+ * (everything), else only the rows from the prompt's last position on (a step of their own after the rest of the
+ * prompt: llava-1.5's 576 picture rows make the whole square large); the row before a new id chose it, the first
+ * picture's patch columns are the map's. */
 static glimpse_status explain_record(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                      const char *prompt, const int32_t *ids, size_t id_count,
                                      family_explain_pass *pass) {
@@ -566,17 +568,20 @@ static glimpse_status explain_record(glimpse_context *ctx, glimpse_image *const 
         status = explain_rows(ctx, images, count, prompt_ids, prompt_length, length, ids, id_count, &rows,
                               &image_start);
     size_t total = length + id_count, patches = (size_t)m->vision.patches_per_side * m->vision.patches_per_side;
+    size_t from = pass->everything || !length ? 0 : length - 1, hidden = (size_t)m->config.text.hidden_size;
     uint64_t recorded = pass->everything ? explain_all_layers(layers) : pass->map_layers;
     if (!status)
-        status = explain_record_make(&pass->records[0], recorded, 0, (size_t)m->config.text.heads, total, total, 0);
+        status = explain_record_make(&pass->records[0], recorded, 0, (size_t)m->config.text.heads, total - from,
+                                     total, 0);
     if (!status) status = llama_state_create(&m->text, 1, total, total, &state);
+    if (!status && from) status = llama_forward(&m->text, state, rows, 1, from, ctx->threads);
     if (!status) {
-        state->record = &pass->records[0];
-        status = llama_forward(&m->text, state, rows, 1, total, ctx->threads);
+        state->record = &pass->records[0], state->record_from = from;
+        status = llama_forward(&m->text, state, rows + from * hidden, 1, total - from, ctx->threads);
     }
     pass->names[0][ATTENTION_KIND_SELF] = "self_attentions";
     pass->map_record = 0, pass->map_kind = ATTENTION_KIND_SELF;
-    pass->row_shift = (long)length - 1;
+    pass->row_shift = (long)length - 1 - (long)from;
     pass->first_column = image_start + (m->config.image_rows - patches);
     pass->first_word = 0;
     llama_state_free(state);

@@ -292,7 +292,9 @@ static void attend(const llama_model *model, llama_state *s, size_t l, size_t se
         float *context = s->context + q * step * q_width;
         kernel_attention_rows place, one_head;
         const kernel_attention_rows *recorded =
-            attention_record_rows(s->record, ATTENTION_KIND_SELF, l, q, heads, s->length, step, keys, &place);
+            s->length < s->record_from ? NULL
+                                       : attention_record_rows(s->record, ATTENTION_KIND_SELF, l, q, heads,
+                                                               s->length - s->record_from, step, keys, &place);
         if (group == 1) { /* every head its own keys: one call over all heads */
             kernel_attention(context, q_width, recorded, queries, q_width, cached_keys, cached_values, kv_width, step,
                              keys, heads, d, scale, KERNEL_MASK_CAUSAL, s->scores, threads);
@@ -346,8 +348,9 @@ glimpse_status llama_forward(const llama_model *model, llama_state *s, const flo
     if (sequences > s->max_sequences || step > s->max_step || s->length + step > s->max_length)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu sequences of %zu positions: more than this decoder state "
                          "holds (%zu of %zu)", sequences, s->length + step, s->max_sequences, s->max_length);
-    if (s->record && !attention_record_fits(s->record, sequences, (size_t)c->heads, s->length + step,
-                                            s->length + step, 0))
+    if (s->record && s->length >= s->record_from &&
+        !attention_record_fits(s->record, sequences, (size_t)c->heads, s->length + step - s->record_from,
+                               s->length + step, 0))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "the attention record has no room for %zu sequences of "
                          "%zu positions", sequences, s->length + step);
     memcpy(s->x, embeddings, sequences * step * h * sizeof(float));

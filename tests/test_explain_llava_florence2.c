@@ -51,10 +51,54 @@ static glimpse_context *context_of(const glimpse_model *model) {
 /* ------------------------------------------------------------ LLaVA */
 
 /* The family's pass over attention.json's case (its pictures, prompt and answer) against every tensor. */
+/* One pass's record against attention.json's tensors: every row it holds (everything: all T; else the rows from
+ * the prompt's last position on) of each layer's self-attention, and the image block. */
+static void check_llava_record(const attention_fixture *f, const char *name, const family_explain_pass *pass) {
+    size_t layers = json_size(f->json, "layers"), heads = json_size(f->json, "heads");
+    size_t total = json_size(f->json, "merged_length");
+    const attention_record *r = &pass->records[pass->map_record];
+    assert_int_equal(pass->map_kind, ATTENTION_KIND_SELF);
+    assert_int_equal(r->heads, heads);
+    assert_int_equal(r->columns[ATTENTION_KIND_SELF], total);
+    assert_string_equal(pass->names[pass->map_record][ATTENTION_KIND_SELF], "self_attentions");
+    size_t first = total - r->rows; /* the position of the record's row 0 */
+    /* where the maps are read: the row before each answer token, the first picture's patches */
+    const cJSON *rows = cJSON_GetObjectItem(f->json, "rows"), *columns = cJSON_GetObjectItem(f->json, "columns");
+    assert_int_equal(pass->row_shift + (long)first, cJSON_GetArrayItem(rows, 0)->valueint);
+    assert_int_equal(pass->first_column, cJSON_GetArrayItem(columns, 0)->valueint);
+    size_t row_count = (size_t)cJSON_GetArraySize(rows), column_count = (size_t)cJSON_GetArraySize(columns);
+    for (size_t l = 0; l < layers; l++) {
+        char tensor[64], what[96];
+        const float *recorded = r->probabilities[ATTENTION_KIND_SELF] + l * heads * r->rows * total;
+        snprintf(tensor, sizeof tensor, "self_attentions.%zu", l);
+        snprintf(what, sizeof what, "%s %s", name, tensor);
+        const float *reference = fixture_tensor(f->attention, tensor, heads * total * total);
+        for (size_t h = 0; h < heads; h++)
+            compare_rows(recorded + h * r->rows * total, reference + (h * total + first) * total, 1, r->rows, total,
+                         r->rows, what);
+        snprintf(tensor, sizeof tensor, "image_attention.%zu", l);
+        const float *block = fixture_tensor(f->attention, tensor, heads * row_count * column_count);
+        double worst = 0;
+        for (size_t h = 0; h < heads; h++)
+            for (size_t i = 0; i < row_count; i++)
+                for (size_t j = 0; j < column_count; j++) {
+                    size_t row = (size_t)cJSON_GetArrayItem(rows, (int)i)->valueint - first;
+                    size_t column = (size_t)cJSON_GetArrayItem(columns, (int)j)->valueint;
+                    double d = fabs(recorded[(h * r->rows + row) * total + column] -
+                                    block[(h * row_count + i) * column_count + j]);
+                    worst = fmax(worst, d);
+                }
+        snprintf(what, sizeof what, "%s %s", name, tensor);
+        note_difference(what, worst);
+        assert_true(worst <= ATTENTION_TOLERANCE);
+    }
+}
+
+/* The family's pass over attention.json's case (its pictures, prompt and answer) against every tensor: recording
+ * everything (want_raw) and only the rows the maps read. */
 static void test_llava_recorded_pass(void **state) {
     const char *name = *state;
     attention_fixture f = attention_fixture_open(name, "attention.json");
-    size_t layers = json_size(f.json, "layers"), heads = json_size(f.json, "heads");
     size_t total = json_size(f.json, "merged_length"), prompt_rows = json_size(f.json, "prompt_merged_length");
     int32_t ids[MAX_IDS];
     size_t n = json_ids(cJSON_GetObjectItem(f.json, "ids"), ids), answer = total - prompt_rows;
@@ -63,46 +107,18 @@ static void test_llava_recorded_pass(void **state) {
     const cJSON *item;
     cJSON_ArrayForEach(item, cJSON_GetObjectItem(f.json, "images")) images[count++] = fixture_image(item->valuestring);
     glimpse_context *ctx = context_of(f.model);
-    family_explain_pass pass = {.map_layers = explain_all_layers(layers), .everything = true};
     const family_explainer *explainer = f.model->family->explain;
     assert_non_null(explainer);
-    if (explainer->record(ctx, images, count, cJSON_GetObjectItem(f.json, "prompt")->valuestring, ids + n - answer,
-                          answer, &pass))
-        fail_msg("%s", glimpse_last_error());
-    const attention_record *r = &pass.records[pass.map_record];
-    assert_int_equal(pass.map_kind, ATTENTION_KIND_SELF);
-    assert_int_equal(r->rows, total);
-    assert_int_equal(r->heads, heads);
-    assert_string_equal(pass.names[pass.map_record][ATTENTION_KIND_SELF], "self_attentions");
-    /* where the maps are read: the row before each answer token, the first picture's patches */
-    const cJSON *rows = cJSON_GetObjectItem(f.json, "rows"), *columns = cJSON_GetObjectItem(f.json, "columns");
-    assert_int_equal(pass.row_shift, cJSON_GetArrayItem(rows, 0)->valueint);
-    assert_int_equal(pass.first_column, cJSON_GetArrayItem(columns, 0)->valueint);
-    size_t row_count = (size_t)cJSON_GetArraySize(rows), column_count = (size_t)cJSON_GetArraySize(columns);
-    for (size_t l = 0; l < layers; l++) {
-        char tensor[64], what[96];
-        const float *recorded = r->probabilities[ATTENTION_KIND_SELF] + l * heads * total * total;
-        snprintf(tensor, sizeof tensor, "self_attentions.%zu", l);
-        snprintf(what, sizeof what, "%s %s", name, tensor);
-        compare_rows(recorded, fixture_tensor(f.attention, tensor, heads * total * total), heads, total, total, total,
-                     what);
-        snprintf(tensor, sizeof tensor, "image_attention.%zu", l);
-        const float *block = fixture_tensor(f.attention, tensor, heads * row_count * column_count);
-        double worst = 0;
-        for (size_t h = 0; h < heads; h++)
-            for (size_t i = 0; i < row_count; i++)
-                for (size_t j = 0; j < column_count; j++) {
-                    size_t row = (size_t)cJSON_GetArrayItem(rows, (int)i)->valueint;
-                    size_t column = (size_t)cJSON_GetArrayItem(columns, (int)j)->valueint;
-                    double d = fabs(recorded[(h * total + row) * total + column] -
-                                    block[(h * row_count + i) * column_count + j]);
-                    worst = fmax(worst, d);
-                }
-        snprintf(what, sizeof what, "%s %s", name, tensor);
-        note_difference(what, worst);
-        assert_true(worst <= ATTENTION_TOLERANCE);
+    for (int everything = 1; everything >= 0; everything--) {
+        family_explain_pass pass = {.map_layers = explain_all_layers(json_size(f.json, "layers")),
+                                    .everything = everything};
+        if (explainer->record(ctx, images, count, cJSON_GetObjectItem(f.json, "prompt")->valuestring,
+                              ids + n - answer, answer, &pass))
+            fail_msg("%s", glimpse_last_error());
+        assert_int_equal(pass.records[pass.map_record].rows, everything ? total : answer + 1);
+        check_llava_record(&f, name, &pass);
+        for (size_t i = 0; i < FAMILY_EXPLAIN_RECORDS; i++) explain_record_release(&pass.records[i]);
     }
-    for (size_t i = 0; i < FAMILY_EXPLAIN_RECORDS; i++) explain_record_release(&pass.records[i]);
     for (size_t i = 0; i < count; i++) glimpse_image_free(images[i]);
     glimpse_context_free(ctx);
     attention_fixture_close(&f);
@@ -221,8 +237,13 @@ static void test_llava_caption_maps(void **state) {
                      "llava-llama-tiny raw self_attentions");
     }
     glimpse_explanation_free(e);
-    /* one layer and one head */
+    /* without the raw tensor: only the rows the maps read are recorded */
     params = glimpse_explain_default_params();
+    if (glimpse_explain_caption(ctx, image, &caption, &params, &e)) fail_msg("%s", glimpse_last_error());
+    assert_int_equal(e->raw_count, 0);
+    worst = fmax(worst, check_words(e, tokens, blocks, heads, rows, columns, SIZE_MAX, -1, layers));
+    glimpse_explanation_free(e);
+    /* one layer and one head */
     params.layer = 1, params.head = 4;
     if (glimpse_explain_caption(ctx, image, &caption, &params, &e)) fail_msg("%s", glimpse_last_error());
     assert_int_equal(e->raw_count, 0);
