@@ -625,9 +625,7 @@ static glimpse_status explain_by_family(glimpse_context *ctx, const glimpse_imag
     if (!status) {
         e->text = caption.text, e->ids = caption.ids, e->id_count = caption.id_count;
         caption.text = NULL, caption.ids = NULL;
-        /* the prompt as the search read it (LLaVA's rendered template), else as the params gave it */
-        status = explainer->record(ctx, images, 1, caption.prompt ? caption.prompt : search->prompt, e->ids,
-                                   e->id_count, &pass);
+        status = explainer->record(ctx, images, 1, search->prompt, caption.prompt, e->ids, e->id_count, &pass);
     }
     size_t patches = (size_t)shape.grid_width * (size_t)shape.grid_height;
     word_source source = {&pass.records[pass.map_record], pass.map_kind, averaged_slots(p, shape.layers),

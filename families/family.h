@@ -100,10 +100,11 @@ typedef struct family_explain_pass {
 typedef struct family_explainer {
     void (*shape)(const glimpse_model *model, family_explain_shape *out);
     /* One forward pass over the merged sequence: images[0..count) with `prompt` as the family's caption_images
-     * reads params' prompt (NULL: its caption), then ids[0..id_count) as its captions carry them (LLaVA: the new
-     * ids; Florence-2: the start token on), recording as pass asks. */
+     * reads params' prompt (NULL: its caption) or, where the caption kept it (glimpse_caption.prompt; else NULL),
+     * `tokenized`, the text it tokenized; then ids[0..id_count) as its captions carry them (LLaVA: the new ids;
+     * Florence-2: the start token on), recording as pass asks. */
     glimpse_status (*record)(glimpse_context *ctx, glimpse_image *const *images, size_t count, const char *prompt,
-                             const int32_t *ids, size_t id_count, family_explain_pass *pass);
+                             const char *tokenized, const int32_t *ids, size_t id_count, family_explain_pass *pass);
 } family_explainer;
 
 typedef struct model_family {

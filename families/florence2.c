@@ -348,8 +348,9 @@ static void explain_shape(const glimpse_model *model, family_explain_shape *out)
  * on) in one pass, recorded: encoder self-attention with everything, the decoder's cross-attention (and with
  * everything its self-attention). */
 static glimpse_status explain_record(glimpse_context *ctx, glimpse_image *const *images, size_t count,
-                                     const char *prompt, const int32_t *ids, size_t id_count,
+                                     const char *prompt, const char *tokenized, const int32_t *ids, size_t id_count,
                                      family_explain_pass *pass) {
+    (void)tokenized; /* the task's prompt is made from its name again */
     const florence2_parts *parts = parts_of(ctx->model);
     const bert_model *encoder = &parts->language.encoder, *decoder = &parts->language.decoder;
     if (count != 1)

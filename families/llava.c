@@ -549,7 +549,7 @@ static glimpse_status explain_rows(glimpse_context *ctx, glimpse_image *const *i
  * prompt: llava-1.5's 576 picture rows make the whole square large); the row before a new id chose it, the first
  * picture's patch columns are the map's. */
 static glimpse_status explain_record(glimpse_context *ctx, glimpse_image *const *images, size_t count,
-                                     const char *prompt, const int32_t *ids, size_t id_count,
+                                     const char *prompt, const char *tokenized, const int32_t *ids, size_t id_count,
                                      family_explain_pass *pass) {
     const llava_parts *parts = parts_of(ctx->model);
     const llava_model *m = &parts->model;
@@ -558,6 +558,7 @@ static glimpse_status explain_record(glimpse_context *ctx, glimpse_image *const 
     float *rows = NULL;
     llama_state *state = NULL;
     size_t prompt_length = 0, length = 0, image_start = 0, layers = (size_t)m->config.text.layers;
+    if (tokenized) prompt = tokenized; /* the search's own text */
     glimpse_status status = prompt ? GLIMPSE_STATUS_OK
                                    : render_turn(ctx->model, count, LLAVA_CAPTION_INSTRUCTION, &rendered);
     if (!status) status = encode(parts, prompt ? prompt : rendered, &prompt_ids, &prompt_length);

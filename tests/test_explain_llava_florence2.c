@@ -112,7 +112,7 @@ static void test_llava_recorded_pass(void **state) {
     for (int everything = 1; everything >= 0; everything--) {
         family_explain_pass pass = {.map_layers = explain_all_layers(json_size(f.json, "layers")),
                                     .everything = everything};
-        if (explainer->record(ctx, images, count, cJSON_GetObjectItem(f.json, "prompt")->valuestring,
+        if (explainer->record(ctx, images, count, cJSON_GetObjectItem(f.json, "prompt")->valuestring, NULL,
                               ids + n - answer, answer, &pass))
             fail_msg("%s", glimpse_last_error());
         assert_int_equal(pass.records[pass.map_record].rows, everything ? total : answer + 1);
@@ -392,7 +392,7 @@ static void test_florence2_recorded_pass(void **state) {
         size_t n = json_ids(cJSON_GetObjectItem(item, "ids"), ids);
         glimpse_image *image = fixture_image(file);
         family_explain_pass pass = {.map_layers = explain_all_layers(x.layers), .everything = true};
-        if (x.f.model->family->explain->record(x.ctx, &image, 1, task, ids, n, &pass))
+        if (x.f.model->family->explain->record(x.ctx, &image, 1, task, NULL, ids, n, &pass))
             fail_msg("%s", glimpse_last_error());
         const attention_record *encoder = &pass.records[0], *decoder = &pass.records[pass.map_record];
         assert_int_equal(pass.map_kind, ATTENTION_KIND_CROSS);
