@@ -652,10 +652,12 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_explain_caption: NULL argument");
     *out = NULL;
     const glimpse_model *model = ctx->model;
-    if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_CAPTION))
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_caption needs a captioning model "
-                         "(BlipForConditionalGeneration, VisionEncoderDecoderModel, Blip2ForConditionalGeneration), "
-                         "this is %s", model->architecture);
+    if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_CAPTION)) {
+        char names[512];
+        family_names(FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION), false, names, sizeof names);
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_caption needs a captioning model (%s), this is %s",
+                         names, model->architecture);
+    }
     if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_EXPLAIN))
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "explaining %s's captions is not supported yet",
                          model->architecture);
