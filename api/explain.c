@@ -655,8 +655,8 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
     if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_CAPTION)) {
         char names[512];
         family_names(FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION), false, names, sizeof names);
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_caption needs a captioning model (%s), this is %s",
-                         names, model->architecture);
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_caption needs a captioning model (%s), this "
+                         "is %s", names, model->architecture);
     }
     if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_EXPLAIN))
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "explaining %s's captions is not supported yet",
