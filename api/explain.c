@@ -13,6 +13,7 @@
 #include "api/model.h"
 #include "core/error.h"
 #include "explain/maps.h"
+#include "explain/records.h"
 #include "explain/render.h"
 #include "families/family.h"
 #include "fusion/retrieval.h"
@@ -35,18 +36,17 @@ void glimpse_explanation_free(glimpse_explanation *e) {
 
 /* ------------------------------------------------------------ building one */
 
-/* A new explanation of image by the model's vision grid, with the region its preprocessing keeps. */
-static glimpse_status explanation_new(const glimpse_model *model, const glimpse_image *image,
-                                      glimpse_explanation **out) {
+/* A new explanation of image by a grid of grid_width × grid_height patches spanning `covered` pixels of the model's
+ * input from its top left, with the region its preprocessing keeps. */
+static glimpse_status explanation_on_grid(const glimpse_model *model, const glimpse_image *image, int grid_width,
+                                          int grid_height, int covered, glimpse_explanation **out) {
     glimpse_explanation *e = calloc(1, sizeof *e);
     if (!e) return ERROR_OOM();
-    const vit_model *vision = &model->vision;
-    int side = (int)vision->patches_per_side, covered = side * vision->config.patch_size;
     int resized_width, resized_height, left, top;
     preprocess_geometry(&model->preprocess, image->width, image->height, &resized_width, &resized_height, &left,
                         &top);
     float scale_x = (float)image->width / (float)resized_width, scale_y = (float)image->height / (float)resized_height;
-    e->grid_width = e->grid_height = side;
+    e->grid_width = grid_width, e->grid_height = grid_height;
     e->image_width = image->width;
     e->image_height = image->height;
     e->region[0] = (float)left * scale_x;
@@ -56,6 +56,14 @@ static glimpse_status explanation_new(const glimpse_model *model, const glimpse_
     e->score = NAN;
     *out = e;
     return GLIMPSE_STATUS_OK;
+}
+
+/* The same on the model's ViT's patch grid. */
+static glimpse_status explanation_new(const glimpse_model *model, const glimpse_image *image,
+                                      glimpse_explanation **out) {
+    const vit_model *vision = &model->vision;
+    int side = (int)vision->patches_per_side;
+    return explanation_on_grid(model, image, side, side, side * vision->config.patch_size, out);
 }
 
 /* Appends a map (its grid zeroed) and returns it, or NULL when memory runs out. */
@@ -130,33 +138,9 @@ static glimpse_status encode_image(glimpse_context *ctx, const glimpse_image *im
 
 /* ------------------------------------------------------- recorded passes */
 
-/* A record of one sequence, its memory zeroed: layers[kind] as masks, `rows` query positions, self keys up to
- * self_columns and cross keys up to cross_columns. */
-static glimpse_status record_make(attention_record *r, uint64_t self_layers, uint64_t cross_layers, size_t heads,
-                                  size_t rows, size_t self_columns, size_t cross_columns) {
-    *r = (attention_record){.layers = {self_layers, cross_layers},
-                            .sequences = 1,
-                            .heads = heads,
-                            .rows = rows,
-                            .columns = {self_columns, cross_columns}};
-    for (int kind = 0; kind < ATTENTION_KINDS; kind++) {
-        size_t floats = attention_record_floats(r, (attention_kind)kind);
-        if (floats && !(r->probabilities[kind] = calloc(floats, sizeof(float)))) return ERROR_OOM();
-    }
-    return GLIMPSE_STATUS_OK;
-}
-
-static void record_release(attention_record *r) {
-    free(r->probabilities[ATTENTION_KIND_SELF]);
-    free(r->probabilities[ATTENTION_KIND_CROSS]);
-    memset(r, 0, sizeof *r);
-}
-
-static uint64_t all_layers(size_t layers) { return layers >= 64 ? UINT64_MAX : ((uint64_t)1 << layers) - 1; }
-
 /* The layers a word map reads: every one (layer -1) or the one asked for; with want_raw every one is recorded. */
 static uint64_t mapped_layers(const glimpse_explain_params *p, size_t layers) {
-    return p->want_raw || p->layer < 0 ? all_layers(layers) : (uint64_t)1 << p->layer;
+    return p->want_raw || p->layer < 0 ? explain_all_layers(layers) : (uint64_t)1 << p->layer;
 }
 
 /* The recorded slots the maps average (mapped_layers' slots of the layers asked for). */
@@ -186,7 +170,7 @@ typedef struct recorded_pass {
 
 static void recorded_pass_free(recorded_pass *pass) {
     bert_state_free(pass->state);
-    record_release(&pass->record);
+    explain_record_release(&pass->record);
     pass->state = NULL;
 }
 
@@ -195,8 +179,9 @@ static glimpse_status recorded_pass_create(const glimpse_context *ctx, const ber
                                            const glimpse_explain_params *p, recorded_pass *pass) {
     memset(pass, 0, sizeof *pass);
     size_t layers = (size_t)bert->config.layers, image_tokens = ctx->model->vision.tokens;
-    glimpse_status status = record_make(&pass->record, p->want_raw ? all_layers(layers) : 0, mapped_layers(p, layers),
-                                        (size_t)bert->config.heads, length, length, image_tokens);
+    glimpse_status status =
+        explain_record_make(&pass->record, p->want_raw ? explain_all_layers(layers) : 0, mapped_layers(p, layers),
+                            (size_t)bert->config.heads, length, length, image_tokens);
     if (!status) status = bert_state_create(bert, 1, length, length, image_tokens, &pass->state);
     if (!status) status = bert_set_image(bert, pass->state, ctx->vision_output, image_tokens, ctx->threads);
     if (!status) pass->state->record = &pass->record;
@@ -232,10 +217,12 @@ static bool continues_word(const glimpse_model *model, int32_t id) {
     return length && !is_space_byte(bytes[0]);
 }
 
-/* The word's text: its tokens decoded, without the whitespace around it. */
+/* The word's text: its tokens decoded (by the family's decode where the model holds neither tokenizer), without
+ * the whitespace around it. */
 static glimpse_status word_label(const glimpse_model *model, const int32_t *ids, size_t count, char **label) {
-    if (!model->byte_bpe) return bert_tokenizer_decode(model->wordpiece, ids, count, label);
-    glimpse_status status = gpt2_tokenizer_decode(model->byte_bpe, ids, count, 1, 0, label, NULL);
+    if (model->wordpiece && !model->byte_bpe) return bert_tokenizer_decode(model->wordpiece, ids, count, label);
+    glimpse_status status = model->byte_bpe ? gpt2_tokenizer_decode(model->byte_bpe, ids, count, 1, 0, label, NULL)
+                                            : model->family->caption->decode(model, ids, count, label);
     if (status) return status;
     char *text = *label, *start = text;
     while (*start && is_space_byte((uint8_t)*start)) start++;
@@ -339,18 +326,18 @@ static bool decodes_with_gpt2(const glimpse_model *model) { return model->gpt2.l
 
 static void caption_job_free(caption_job *job) {
     free(job->prefix), free(job->lm_prompt), free(job->query_maps);
-    record_release(&job->decoder), record_release(&job->qformer), record_release(&job->vision);
+    explain_record_release(&job->decoder), explain_record_release(&job->qformer), explain_record_release(&job->vision);
 }
 
 /* The decoder's record for `rows` positions: the layers the maps read (cross-attention; BLIP-2's language model:
  * self-attention), with want_raw every layer of both kinds it has. */
 static glimpse_status caption_job_record(caption_job *job, size_t rows) {
     const glimpse_explain_params *p = job->p;
-    record_release(&job->decoder);
+    explain_record_release(&job->decoder);
     if (reads_query_prefix(job->model))
-        return record_make(&job->decoder, mapped_layers(p, job->layers), 0, job->heads, rows, rows, 0);
-    return record_make(&job->decoder, p->want_raw ? all_layers(job->layers) : 0, mapped_layers(p, job->layers),
-                       job->heads, rows, rows, job->model->vision.tokens);
+        return explain_record_make(&job->decoder, mapped_layers(p, job->layers), 0, job->heads, rows, rows, 0);
+    return explain_record_make(&job->decoder, p->want_raw ? explain_all_layers(job->layers) : 0,
+                               mapped_layers(p, job->layers), job->heads, rows, rows, job->model->vision.tokens);
 }
 
 /* The family's shapes, prompt and records (but the decoder's, made per pass); *resolved = params or defaults. */
@@ -380,15 +367,15 @@ static glimpse_status caption_job_start(caption_job *job, glimpse_context *ctx, 
         job->prefix[0] = model->start_id, job->prefix_length = 1; /* generate's placeholder */
         status = model->family->caption->prompt_ids(model, prompt, &job->lm_prompt, &job->lm_prompt_length);
         if (!status)
-            status = record_make(&job->qformer, p->want_raw ? all_layers(layers) : 0, cross, (size_t)q->config.heads,
-                                 job->queries, job->queries, model->vision.tokens);
+            status = explain_record_make(&job->qformer, p->want_raw ? explain_all_layers(layers) : 0, cross,
+                                         (size_t)q->config.heads, job->queries, job->queries, model->vision.tokens);
     } else {
         status = model->family->caption->prompt_ids(model, prompt, &job->prefix, &job->prefix_length);
     }
     if (!status && p->want_raw && p->want_vision) {
         const vit_model *v = &model->vision;
-        status = record_make(&job->vision, all_layers((size_t)v->config.layers), 0, (size_t)v->config.heads, v->tokens,
-                             v->tokens, 0);
+        status = explain_record_make(&job->vision, explain_all_layers((size_t)v->config.layers), 0,
+                                     (size_t)v->config.heads, v->tokens, v->tokens, 0);
     }
     return status;
 }
@@ -559,6 +546,105 @@ static void detach_records(glimpse_context *ctx) {
     if (ctx->language) ctx->language->record = NULL;
 }
 
+/* --------------------------------------- families that explain by their own recorded pass */
+
+/* Whether the text after `before` in `after` (the ids' decoding with one token more) holds more than whitespace,
+ * and whether it starts with whitespace; a token that rewrote the end (a character's later bytes) writes. */
+static void added_text(const char *before, const char *after, bool *writes, bool *spaced) {
+    size_t length = strlen(before);
+    *writes = true, *spaced = false;
+    if (strncmp(before, after, length) != 0) return;
+    const char *added = after + length;
+    *spaced = is_space_byte((uint8_t)added[0]);
+    while (*added && is_space_byte((uint8_t)*added)) added++;
+    *writes = *added != '\0';
+}
+
+/* Visible tokens before a token that its text is read after (enough for a character's bytes, a piece's space). */
+#define WORD_WINDOW 3
+
+/* Whether ids[t] writes visible text and whether that text starts with a space, by the family's decode: the token
+ * alone (nothing: a special token, no word), then after the visible tokens before it (window[held]), whose
+ * decoding the text it adds is read against. */
+static glimpse_status token_text(const glimpse_model *model, int32_t *window, size_t *held, int32_t id, bool *writes,
+                                 bool *spaced) {
+    family_decode_fn decode = model->family->caption->decode;
+    char *alone = NULL, *before = NULL, *after = NULL;
+    *writes = *spaced = false;
+    glimpse_status status = decode(model, &id, 1, &alone);
+    bool visible = !status && alone[0];
+    free(alone);
+    if (status || !visible) return status;
+    window[*held] = id;
+    if (!(status = decode(model, window, *held, &before)) && !(status = decode(model, window, *held + 1, &after)))
+        added_text(before, after, writes, spaced);
+    free(before), free(after);
+    if (*held == WORD_WINDOW) memmove(window, window + 1, WORD_WINDOW * sizeof *window);
+    else ++*held;
+    return status;
+}
+
+/* One map per word of ids[begin .. end) as the family's decode writes them: a token that writes nothing but
+ * whitespace (or nothing: a special token) is no word, one whose text starts with whitespace or follows no word
+ * starts one, any other continues the word before it (a piece, punctuation, a character's later bytes). */
+static glimpse_status decoded_word_maps(glimpse_explanation *e, const glimpse_model *model, const word_source *source,
+                                        size_t begin, size_t end, const glimpse_explain_params *p) {
+    size_t patches = (size_t)e->grid_width * (size_t)e->grid_height, first = 0, count = 0, held = 0;
+    int32_t window[WORD_WINDOW + 1];
+    float *piece = malloc(patches * sizeof(float));
+    glimpse_status status = piece ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    for (size_t t = begin; t <= end && !status; t++) {
+        bool writes = false, spaced = false;
+        if (t < end && (status = token_text(model, window, &held, e->ids[t], &writes, &spaced))) break;
+        if (count && (!writes || spaced)) { /* the word before ends */
+            status = add_word_map(e, model, source, first, count, p, piece);
+            count = 0;
+        }
+        if (writes && !count++) first = t;
+    }
+    free(piece);
+    return status;
+}
+
+/* The caption (the family's search, as glimpse_caption_images gives it), then the family's one recorded pass over
+ * its ids, and a map per word from where the pass says; with want_raw the pass's records as raw tensors. */
+static glimpse_status explain_by_family(glimpse_context *ctx, const glimpse_image *image,
+                                        const glimpse_caption_params *search, const glimpse_explain_params *p,
+                                        glimpse_explanation **out) {
+    const glimpse_model *model = ctx->model;
+    const family_explainer *explainer = model->family->explain;
+    family_explain_shape shape;
+    explainer->shape(model, &shape);
+    glimpse_status status = check_params(p, shape.layers, shape.heads);
+    glimpse_explanation *e = NULL;
+    glimpse_caption caption = {0};
+    family_explain_pass pass = {.map_layers = mapped_layers(p, shape.layers), .everything = p->want_raw};
+    glimpse_image *const images[1] = {(glimpse_image *)image};
+    if (!status) status = explanation_on_grid(model, image, shape.grid_width, shape.grid_height, shape.covered, &e);
+    if (!status) status = glimpse_caption_images(ctx, images, 1, search, &caption);
+    if (!status) {
+        e->text = caption.text, e->ids = caption.ids, e->id_count = caption.id_count;
+        caption.text = NULL, caption.ids = NULL;
+        status = explainer->record(ctx, images, 1, search->prompt, caption.prompt, e->ids, e->id_count, &pass);
+    }
+    size_t patches = (size_t)shape.grid_width * (size_t)shape.grid_height;
+    word_source source = {&pass.records[pass.map_record], pass.map_kind, averaged_slots(p, shape.layers),
+                          (explain_range){pass.first_column, pass.first_column + patches}, pass.row_shift, NULL};
+    if (!status) status = decoded_word_maps(e, model, &source, pass.first_word, e->id_count, p);
+    for (size_t r = 0; r < FAMILY_EXPLAIN_RECORDS; r++)
+        for (int kind = 0; kind < ATTENTION_KINDS && !status && p->want_raw; kind++)
+            if (pass.names[r][kind] && pass.records[r].probabilities[kind])
+                status = keep_record(e, pass.names[r][kind], &pass.records[r], (attention_kind)kind);
+    for (size_t r = 0; r < FAMILY_EXPLAIN_RECORDS; r++) explain_record_release(&pass.records[r]);
+    glimpse_caption_free(&caption);
+    if (status) {
+        glimpse_explanation_free(e);
+        return status;
+    }
+    *out = e;
+    return GLIMPSE_STATUS_OK;
+}
+
 glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image *image,
                                        const glimpse_caption_params *caption_params,
                                        const glimpse_explain_params *params, glimpse_explanation **out) {
@@ -566,16 +652,19 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_explain_caption: NULL argument");
     *out = NULL;
     const glimpse_model *model = ctx->model;
-    if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_CAPTION))
-        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_caption needs a captioning model "
-                         "(BlipForConditionalGeneration, VisionEncoderDecoderModel, Blip2ForConditionalGeneration), "
-                         "this is %s", model->architecture);
+    if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_CAPTION)) {
+        char names[512];
+        family_names(FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION), false, names, sizeof names);
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "glimpse_explain_caption needs a captioning model (%s), this "
+                         "is %s", names, model->architecture);
+    }
     if (!glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_EXPLAIN))
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "explaining %s's captions is not supported yet",
                          model->architecture);
     glimpse_explain_params resolved = params ? *params : glimpse_explain_default_params();
     const glimpse_explain_params *p = &resolved;
     glimpse_caption_params search = caption_params ? *caption_params : glimpse_caption_default_params();
+    if (model->family->explain) return explain_by_family(ctx, image, &search, p, out);
     glimpse_caption_params model_search = glimpse_caption_model_params(model);
     int beams = search.beams != GLIMPSE_CAPTION_MODEL_DEFAULT ? search.beams : search.sample ? 1 : model_search.beams;
     int max_tokens = search.max_tokens != GLIMPSE_CAPTION_MODEL_DEFAULT ? search.max_tokens : model_search.max_tokens;

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
+#include "core/attention_record.h"
 #include "core/quantize.h"
 #include "fusion/generate.h"
 #include "glimpse.h"
@@ -71,6 +72,41 @@ typedef struct family_captioner {
                            const glimpse_caption_params *p, glimpse_caption *out);
 } family_captioner;
 
+/* What glimpse_explain_caption needs of a family whose captions it explains by one recorded pass after the
+ * search (LLaVA, Florence-2), the pass made by the family's own parts: */
+typedef struct family_explain_shape {
+    size_t layers, heads;        /* of the attention a word's map reads (what explain params' layer and head index) */
+    int grid_width, grid_height; /* the patches the image's columns stand for, row by row from the top left */
+    int covered;                 /* pixels of the model's square input the grid spans (from its top left) */
+} family_explain_shape;
+
+#define FAMILY_EXPLAIN_RECORDS 2
+/* One recorded pass: asked for map_layers (layers of the maps' kind; with everything, every layer of every kind
+ * the family records, as want_raw keeps them); the family makes the records (explain/records.h: the caller
+ * releases them, also after a failure) and says where words' maps are read. */
+typedef struct family_explain_pass {
+    uint64_t map_layers;
+    bool everything;
+    attention_record records[FAMILY_EXPLAIN_RECORDS];
+    /* each record's kinds' raw tensors as transformers names them (NULL: not kept) */
+    const char *names[FAMILY_EXPLAIN_RECORDS][ATTENTION_KINDS];
+    size_t map_record;       /* the record a word's map reads, */
+    attention_kind map_kind; /* its kind, */
+    long row_shift;          /* the row that chose ids[t]: t + row_shift, */
+    size_t first_column;     /* the first of grid_width × grid_height columns of the picture's patches, */
+    size_t first_word;       /* and ids before this one are no words of the caption (its start token) */
+} family_explain_pass;
+
+typedef struct family_explainer {
+    void (*shape)(const glimpse_model *model, family_explain_shape *out);
+    /* One forward pass over the merged sequence: images[0..count) with `prompt` as the family's caption_images
+     * reads params' prompt (NULL: its caption) or, where the caption kept it (glimpse_caption.prompt; else NULL),
+     * `tokenized`, the text it tokenized; then ids[0..id_count) as its captions carry them (LLaVA: the new ids;
+     * Florence-2: the start token on), recording as pass asks. */
+    glimpse_status (*record)(glimpse_context *ctx, glimpse_image *const *images, size_t count, const char *prompt,
+                             const char *tokenized, const int32_t *ids, size_t id_count, family_explain_pass *pass);
+} family_explainer;
+
 typedef struct model_family {
     /* Recognised by config.json's "architectures"[0] equal to architecture, or, without "architectures", by a
      * model_type equal to model_type (NULL: never). */
@@ -103,6 +139,9 @@ typedef struct model_family {
      * family keeps nothing there). */
     void (*free_parts)(void *parts);
     void (*free_run)(void *run);
+    /* How glimpse_explain_caption explains the family's captions after its search (NULL: through the decoders
+     * api/explain.c knows, or not at all) */
+    const family_explainer *explain;
 } model_family;
 
 /* The family config.json names (folder in the error when none does: GLIMPSE_STATUS_UNSUPPORTED). */

@@ -4,6 +4,7 @@
  * prompt through BART's encoder, the decoder's search with the settings generate takes from text_config
  * (no-repeat 3-grams, forced <s> and </s>, 3 beams with early stopping), the ids decoded with their special tokens
  * and post-processed into the task's result. Captions are the caption tasks; Florence-2 does not answer questions.
+ * A caption is explained by one recorded pass over its ids (the decoder's cross-attention to the image rows).
  * Its parts and run state are its own (model->parts, ctx->run). */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
+#include "explain/records.h"
 #include "families/family.h"
 #include "families/florence2_post.h"
 #include "families/florence2_text.h"
@@ -331,6 +333,72 @@ static const family_captioner captioner = {
     .caption_images = caption_images,
 };
 
+/* ------------------------------------------------------------------ explain */
+
+/* A word's map reads the decoder's cross-attention to the encoder's image rows: after the first (the tokens'
+ * mean), DaViT's last grid row by row over the whole square input. */
+static void explain_shape(const glimpse_model *model, family_explain_shape *out) {
+    const florence2_parts *parts = parts_of(model);
+    int side = (int)parts->vision.grid;
+    *out = (family_explain_shape){(size_t)parts->config.decoder.layers, (size_t)parts->config.decoder.heads, side,
+                                  side, model->preprocess.resize_height};
+}
+
+/* The encoder over the picture's rows and the caption task's prompt, then the decoder over ids (the start token
+ * on) in one pass, recorded: encoder self-attention with everything, the decoder's cross-attention (and with
+ * everything its self-attention). */
+static glimpse_status explain_record(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                     const char *prompt, const char *tokenized, const int32_t *ids, size_t id_count,
+                                     family_explain_pass *pass) {
+    (void)tokenized; /* the task's prompt is made from its name again */
+    const florence2_parts *parts = parts_of(ctx->model);
+    const bert_model *encoder = &parts->language.encoder, *decoder = &parts->language.decoder;
+    if (count != 1)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "Florence-2 explains one picture at a time, not %zu",
+                         count);
+    const florence2_task *task = florence2_task_find(prompt ? prompt : "<CAPTION>");
+    florence2_run *run = NULL;
+    char *text = NULL;
+    int32_t *prompt_ids = NULL;
+    bert_state *state = NULL;
+    size_t prompt_length = 0, rows = 0;
+    uint64_t every_encoder = explain_all_layers((size_t)encoder->config.layers);
+    uint64_t every_decoder = explain_all_layers((size_t)decoder->config.layers);
+    glimpse_status status = task ? florence2_task_prompt(task, NULL, &text) : GLIMPSE_STATUS_INVALID_ARGUMENT;
+    if (!status) status = florence2_encode(parts->tokenizer, text, &prompt_ids, &prompt_length);
+    if (!status) status = run_of(ctx, &run);
+    if (!status) status = encoder_input(ctx, run, images[0], prompt_ids, prompt_length, &rows);
+    /* a caption that filled the decoder's positions: its last id chose nothing and has no position to run at */
+    if (id_count > (size_t)decoder->config.max_positions) id_count = (size_t)decoder->config.max_positions;
+    if (!status && pass->everything)
+        status = explain_record_make(&pass->records[0], every_encoder, 0, (size_t)encoder->config.heads, rows, rows, 0);
+    if (!status) {
+        run->encoder->record = pass->everything ? &pass->records[0] : NULL;
+        status = bart_encode(&parts->language, run->encoder, run->rows, rows, ctx->threads);
+        run->encoder->record = NULL;
+    }
+    if (!status)
+        status = explain_record_make(&pass->records[1], pass->everything ? every_decoder : 0,
+                                     pass->everything ? every_decoder : pass->map_layers,
+                                     (size_t)decoder->config.heads, id_count, id_count, rows);
+    if (!status) status = bert_state_create(decoder, 1, id_count, id_count, rows, &state);
+    if (!status) status = bert_set_image(decoder, state, run->encoder->x, rows, ctx->threads);
+    if (!status) {
+        state->record = &pass->records[1];
+        status = bert_decode_step(decoder, state, ids, 1, id_count, ctx->threads);
+    }
+    pass->names[0][ATTENTION_KIND_SELF] = "encoder_attentions";
+    pass->names[1][ATTENTION_KIND_SELF] = "decoder_self_attentions";
+    pass->names[1][ATTENTION_KIND_CROSS] = "cross_attentions";
+    pass->map_record = 1, pass->map_kind = ATTENTION_KIND_CROSS;
+    pass->row_shift = -1, pass->first_column = 1, pass->first_word = 1;
+    bert_state_free(state);
+    free(text), free(prompt_ids);
+    return status;
+}
+
+static const family_explainer explainer = {.shape = explain_shape, .record = explain_record};
+
 /* DaViT's side: the picture's size, the stride of its token grid, its last stage's width and heads, its blocks. */
 static void vision_info(const glimpse_model *model, glimpse_model_info *out) {
     const davit_config *c = &parts_of(model)->vision.davit.config;
@@ -353,7 +421,8 @@ const model_family family_florence2 = {
     .model_type = "florence2",
     .description = "Florence-2: DaViT vision tower, BART encoder-decoder; captions, OCR, objects, grounding, regions",
     .kind = GLIMPSE_MODEL_KIND_FLORENCE2,
-    .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_TASK),
+    .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_TASK) |
+                    FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN),
     .vision_section = "vision_config",
     .text_section = "text_config",
     .sections_required = true,
@@ -365,4 +434,5 @@ const model_family family_florence2 = {
     .quantize = quantize,
     .free_parts = free_parts,
     .free_run = free_run,
+    .explain = &explainer,
 };

@@ -14,6 +14,7 @@
 #include "api/model.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "explain/records.h"
 #include "families/family.h"
 #include "families/llava_model.h"
 #include "families/loader_steps.h"
@@ -507,6 +508,90 @@ static const family_captioner captioner = {
     .chat = chat,
 };
 
+/* ------------------------------------------------------------------ explain */
+
+/* The language model's attention is what a word's map reads; the picture's rows are its patches on the tower's
+ * grid (CLIP's class row, where "full" keeps it, before them). */
+static void explain_shape(const glimpse_model *model, family_explain_shape *out) {
+    const llava_config *c = &parts_of(model)->model.config;
+    int side = c->vision.image_size / c->vision.patch_size;
+    *out = (family_explain_shape){(size_t)c->text.layers, (size_t)c->text.heads, side, side,
+                                  side * c->vision.patch_size};
+}
+
+/* The prompt's merged rows (`length` of them), then the embeddings of ids [id_count], into *rows (new); the first
+ * image's first row in *image_start. */
+static glimpse_status explain_rows(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                   const int32_t *prompt, size_t prompt_length, size_t length, const int32_t *ids,
+                                   size_t id_count, float **rows, size_t *image_start) {
+    const llava_model *m = &parts_of(ctx->model)->model;
+    size_t side = (size_t)m->config.vision.image_size, hidden = (size_t)m->config.text.hidden_size;
+    llava_vision_state *vision = NULL;
+    float *pixels = malloc((count ? count : 1) * 3 * side * side * sizeof(float));
+    float *features = malloc((count ? count : 1) * m->config.image_rows * hidden * sizeof(float));
+    size_t *starts = calloc(count ? count : 1, sizeof *starts);
+    glimpse_status status = pixels && features && starts ? GLIMPSE_STATUS_OK : ERROR_OOM();
+    if (!status && !(*rows = malloc((length + id_count) * hidden * sizeof(float)))) status = ERROR_OOM();
+    for (size_t i = 0; i < count && !status; i++)
+        status = preprocess_image(pixels + i * 3 * side * side, images[i], &ctx->model->preprocess);
+    if (!status && count) status = llava_vision_state_create(m, count, &vision);
+    if (!status && count) status = llava_image_features(m, vision, pixels, count, features, ctx->threads);
+    if (!status) status = llava_merge(m, prompt, prompt_length, features, count, *rows, starts);
+    if (!status) status = llama_embed(&m->text, ids, id_count, *rows + length * hidden);
+    if (!status) *image_start = starts[0];
+    llava_vision_state_free(vision);
+    free(pixels), free(features), free(starts);
+    return status;
+}
+
+/* The language model over the merged prompt and the answer's ids, its self-attention recorded: every position's
+ * (everything), else only the rows from the prompt's last position on (a step of their own after the rest of the
+ * prompt: llava-1.5's 576 picture rows make the whole square large); the row before a new id chose it, the first
+ * picture's patch columns are the map's. */
+static glimpse_status explain_record(glimpse_context *ctx, glimpse_image *const *images, size_t count,
+                                     const char *prompt, const char *tokenized, const int32_t *ids, size_t id_count,
+                                     family_explain_pass *pass) {
+    const llava_parts *parts = parts_of(ctx->model);
+    const llava_model *m = &parts->model;
+    char *rendered = NULL;
+    int32_t *prompt_ids = NULL;
+    float *rows = NULL;
+    llama_state *state = NULL;
+    size_t prompt_length = 0, length = 0, image_start = 0, layers = (size_t)m->config.text.layers;
+    if (tokenized) prompt = tokenized; /* the search's own text */
+    glimpse_status status = prompt ? GLIMPSE_STATUS_OK
+                                   : render_turn(ctx->model, count, LLAVA_CAPTION_INSTRUCTION, &rendered);
+    if (!status) status = encode(parts, prompt ? prompt : rendered, &prompt_ids, &prompt_length);
+    if (!status) status = llava_merged_length(m, prompt_ids, prompt_length, count, &length);
+    /* an answer that filled the positions: its last id chose nothing and has no position to run at */
+    if (!status && id_count && length + id_count > (size_t)m->config.text.max_positions) id_count--;
+    if (!status)
+        status = explain_rows(ctx, images, count, prompt_ids, prompt_length, length, ids, id_count, &rows,
+                              &image_start);
+    size_t total = length + id_count, patches = (size_t)m->vision.patches_per_side * m->vision.patches_per_side;
+    size_t from = pass->everything || !length ? 0 : length - 1, hidden = (size_t)m->config.text.hidden_size;
+    uint64_t recorded = pass->everything ? explain_all_layers(layers) : pass->map_layers;
+    if (!status)
+        status = explain_record_make(&pass->records[0], recorded, 0, (size_t)m->config.text.heads, total - from,
+                                     total, 0);
+    if (!status) status = llama_state_create(&m->text, 1, total, total, &state);
+    if (!status && from) status = llama_forward(&m->text, state, rows, 1, from, ctx->threads);
+    if (!status) {
+        state->record = &pass->records[0], state->record_from = from;
+        status = llama_forward(&m->text, state, rows + from * hidden, 1, total - from, ctx->threads);
+    }
+    pass->names[0][ATTENTION_KIND_SELF] = "self_attentions";
+    pass->map_record = 0, pass->map_kind = ATTENTION_KIND_SELF;
+    pass->row_shift = (long)length - 1 - (long)from;
+    pass->first_column = image_start + (m->config.image_rows - patches);
+    pass->first_word = 0;
+    llama_state_free(state);
+    free(rendered), free(prompt_ids), free(rows);
+    return status;
+}
+
+static const family_explainer explainer = {.shape = explain_shape, .record = explain_record};
+
 static void vision_info(const glimpse_model *model, glimpse_model_info *out) {
     const vit_config *v = &parts_of(model)->model.config.vision;
     out->image_size = v->image_size, out->patch_size = v->patch_size;
@@ -527,7 +612,7 @@ const model_family family_llava = {
                    "captions",
     .kind = GLIMPSE_MODEL_KIND_LLAVA,
     .capabilities = FAMILY_CAN(GLIMPSE_CAPABILITY_CAPTION) | FAMILY_CAN(GLIMPSE_CAPABILITY_ASK) |
-                    FAMILY_CAN(GLIMPSE_CAPABILITY_CHAT),
+                    FAMILY_CAN(GLIMPSE_CAPABILITY_CHAT) | FAMILY_CAN(GLIMPSE_CAPABILITY_EXPLAIN),
     .vision_section = "vision_config",
     .text_section = "text_config",
     .sections_required = true,
@@ -537,4 +622,5 @@ const model_family family_llava = {
     .caption = &captioner,
     .free_parts = free_parts,
     .free_run = free_run,
+    .explain = &explainer,
 };

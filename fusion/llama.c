@@ -1,6 +1,7 @@
 /* llama.c — the Llama / Qwen2 decoder: config with each class's defaults, loading by the names table, RMSNorm,
- * rotary embeddings, grouped-query attention over a cache of several sequences, SwiGLU, beam reordering, and the
- * adapter through which caption_generate drives it after a merged sequence of embeddings. */
+ * rotary embeddings, grouped-query attention over a cache of several sequences (its probabilities recorded where
+ * a state asks: core/attention_record.h), SwiGLU, beam reordering, and the adapter through which
+ * caption_generate drives it after a merged sequence of embeddings. */
 #include "fusion/llama.h"
 
 #include <math.h>
@@ -289,16 +290,24 @@ static void attend(const llama_model *model, llama_state *s, size_t l, size_t se
         memcpy(cached_values + s->length * kv_width, s->v + q * step * kv_width, step * kv_width * sizeof(float));
         const float *queries = s->q + q * step * q_width;
         float *context = s->context + q * step * q_width;
+        kernel_attention_rows place, one_head;
+        const kernel_attention_rows *recorded =
+            s->length < s->record_from ? NULL
+                                       : attention_record_rows(s->record, ATTENTION_KIND_SELF, l, q, heads,
+                                                               s->length - s->record_from, step, keys, &place);
         if (group == 1) { /* every head its own keys: one call over all heads */
-            kernel_attention(context, q_width, NULL, queries, q_width, cached_keys, cached_values, kv_width, step,
+            kernel_attention(context, q_width, recorded, queries, q_width, cached_keys, cached_values, kv_width, step,
                              keys, heads, d, scale, KERNEL_MASK_CAUSAL, s->scores, threads);
             continue;
         }
         for (size_t head = 0; head < heads; head++) {
             size_t shared = head / group;
-            kernel_attention(context + head * d, q_width, NULL, queries + head * d, q_width, cached_keys + shared * d,
-                             cached_values + shared * d, kv_width, step, keys, 1, d, scale, KERNEL_MASK_CAUSAL,
-                             s->scores, threads);
+            if (recorded) /* this head's block of the record */
+                one_head = (kernel_attention_rows){recorded->out + head * recorded->head_stride,
+                                                   recorded->head_stride, recorded->row_stride};
+            kernel_attention(context + head * d, q_width, recorded ? &one_head : NULL, queries + head * d, q_width,
+                             cached_keys + shared * d, cached_values + shared * d, kv_width, step, keys, 1, d, scale,
+                             KERNEL_MASK_CAUSAL, s->scores, threads);
         }
     }
 }
@@ -339,6 +348,11 @@ glimpse_status llama_forward(const llama_model *model, llama_state *s, const flo
     if (sequences > s->max_sequences || step > s->max_step || s->length + step > s->max_length)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu sequences of %zu positions: more than this decoder state "
                          "holds (%zu of %zu)", sequences, s->length + step, s->max_sequences, s->max_length);
+    if (s->record && s->length >= s->record_from &&
+        !attention_record_fits(s->record, sequences, (size_t)c->heads, s->length + step - s->record_from,
+                               s->length + step, 0))
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "the attention record has no room for %zu sequences of "
+                         "%zu positions", sequences, s->length + step);
     memcpy(s->x, embeddings, sequences * step * h * sizeof(float));
     for (size_t l = 0; l < (size_t)c->layers; l++) run_layer(model, s, l, sequences, step, threads);
     for (size_t q = 0; q < sequences; q++) /* the head on each sequence's last row */

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "core/attention_record.h"
 #include "fusion/generate.h"
 #include "weights/names.h"
 #include "weights/store.h"
@@ -75,6 +76,12 @@ typedef struct llama_state {
     float *scores;                    /* [heads, max_step, max_length]: attention's scratch */
     float *logits;                    /* [max_sequences, vocab] */
     float *memory;                    /* the one allocation the above are carved from */
+    /* NULL as created; else llama_forward records the self-attention layers it asks for (sequence s of a step
+     * as the cache holds it, every query head in projection order): the record's row r is the query at position
+     * record_from + r (0 as created: rows at the positions' indices); steps that start before record_from are not
+     * recorded (a caller that wants only the last rows runs the positions before them as a step of their own). */
+    const attention_record *record;
+    size_t record_from;
 } llama_state;
 
 glimpse_status llama_state_create(const llama_model *model, size_t max_sequences, size_t max_length,

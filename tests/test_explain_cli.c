@@ -116,6 +116,25 @@ static void check_sheet(const char *path, int panels) {
     glimpse_image_free(sheet);
 }
 
+/* The "ids" of two JSON lines are the same list. */
+static void expect_same_ids(const cJSON *line, const cJSON *expected) {
+    char *ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(line, "ids"));
+    char *want_ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(expected, "ids"));
+    assert_string_equal(ids, want_ids);
+    free(ids), free(want_ids);
+}
+
+/* OUT/astronaut.png is a sheet of `panels` panels; OUT/astronaut.attention.safetensors, opened (caller closes). */
+static safetensors *astronaut_outputs(const char *out, int panels) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/astronaut.png", out);
+    check_sheet(path, panels);
+    snprintf(path, sizeof path, "%s/astronaut.attention.safetensors", out);
+    safetensors *tensors = NULL;
+    if (safetensors_open(path, &tensors)) fail_msg("%s: %s", path, glimpse_last_error());
+    return tensors;
+}
+
 static void test_help_and_usage(void **state) {
     (void)state;
     result r = glimpse("explain", "--help", NULL);
@@ -179,17 +198,10 @@ static void test_vit_gpt2_and_blip2(void **state) {
     cJSON *line = json_line(r.out, 0), *expected = json_line(want.out, 0);
     const char *caption = cJSON_GetObjectItem(expected, "caption")->valuestring;
     assert_string_equal(cJSON_GetObjectItem(line, "caption")->valuestring, caption);
-    char *ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(line, "ids"));
-    char *want_ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(expected, "ids"));
-    assert_string_equal(ids, want_ids);
-    free(ids), free(want_ids);
+    expect_same_ids(line, expected);
     int words = check_words(line, caption, 5, 5, 0);
     assert_true(words >= 1);
-    snprintf(path, sizeof path, "%s/astronaut.png", out);
-    check_sheet(path, words + 1);
-    snprintf(path, sizeof path, "%s/astronaut.attention.safetensors", out);
-    safetensors *tensors = NULL;
-    if (safetensors_open(path, &tensors)) fail_msg("%s: %s", path, glimpse_last_error());
+    safetensors *tensors = astronaut_outputs(out, words + 1);
     size_t n = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(line, "ids"));
     size_t want_cross[4] = {2, 3, n, 26}, want_self[4] = {2, 3, n, n}, want_encoder[4] = {2, 5, 26, 26};
     assert_memory_equal(safetensors_find(tensors, "cross_attentions")->shape, want_cross, sizeof want_cross);
@@ -208,10 +220,7 @@ static void test_vit_gpt2_and_blip2(void **state) {
     const char *answer = cJSON_GetObjectItem(expected, "answer")->valuestring;
     assert_string_equal(cJSON_GetObjectItem(line, "question")->valuestring, question);
     assert_string_equal(cJSON_GetObjectItem(line, "answer")->valuestring, answer);
-    ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(line, "ids"));
-    want_ids = cJSON_PrintUnformatted(cJSON_GetObjectItem(expected, "ids"));
-    assert_string_equal(ids, want_ids);
-    free(ids), free(want_ids);
+    expect_same_ids(line, expected);
     words = check_words(line, answer, 4, 4, 6);
     const cJSON *maps = cJSON_GetObjectItem(line, "maps");
     assert_int_equal(cJSON_GetArraySize(maps), 1); /* what the queries looked at */
@@ -449,9 +458,55 @@ static void test_html_in_chromium(void **state) {
     free(out);
 }
 
+/* LLaVA (a caption from Llama, an answer from Qwen2) and Florence-2: the explained caption or answer is the one
+ * `glimpse caption` / `glimpse ask` gives, every word has a map on the family's grid, the sheet holds them, and
+ * --raw writes the family's tensors. */
+static void test_llava_and_florence2(void **state) {
+    (void)state;
+    if (!fixtures_folder()) skip();
+    static const struct {
+        const char *fixture, *question; /* question NULL: a caption */
+        int side;
+        const char *raw;
+        bool merged; /* the raw tensor's rows: the merged prompt and the answer (LLaVA), else the ids */
+    } runs[] = {{"llava-llama-tiny", NULL, 4, "self_attentions", true},
+                {"llava-qwen2-tiny", "What is this?", 4, "self_attentions", true},
+                {"florence2-tiny", NULL, 3, "cross_attentions", false}};
+    char *picture = fixture_path("images/astronaut.png"), *out = scratch_folder();
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char *model = fixture_path(runs[i].fixture);
+        const char *q = runs[i].question;
+        result r = q ? glimpse("explain", "-m", model, "--json", "--raw", "-q", q, "--out", out, picture, NULL)
+                     : glimpse("explain", "-m", model, "--json", "--raw", "--out", out, picture, NULL);
+        result want = q ? glimpse("ask", "-m", model, "--json", "-q", q, picture, NULL)
+                        : glimpse("caption", "-m", model, "--json", picture, NULL);
+        if (r.status) fail_msg("%s: %s", runs[i].fixture, r.err);
+        assert_int_equal(want.status, 0);
+        cJSON *line = json_line(r.out, 0), *expected = json_line(want.out, 0);
+        const char *key = q ? "answer" : "caption", *text = cJSON_GetObjectItem(expected, key)->valuestring;
+        assert_string_equal(cJSON_GetObjectItem(line, key)->valuestring, text);
+        expect_same_ids(line, expected);
+        int words = check_words(line, text, runs[i].side, runs[i].side, 0);
+        assert_true(words >= 1);
+        safetensors *tensors = astronaut_outputs(out, words + 1);
+        const tensor_entry *t = safetensors_find(tensors, runs[i].raw);
+        assert_non_null(t);
+        size_t n = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(line, "ids"));
+        /* (a caption that filled the decoder's positions runs without its last id, which chose nothing) */
+        assert_true(runs[i].merged ? t->shape[2] > n : t->shape[2] == n || t->shape[2] + 1 == n);
+        safetensors_close(tensors);
+        cJSON_Delete(line), cJSON_Delete(expected);
+        result_free(&r), result_free(&want);
+        free(model);
+    }
+    remove_folder(out);
+    free(out), free(picture);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_help_and_usage), cmocka_unit_test(test_caption),
                                        cmocka_unit_test(test_vit_gpt2_and_blip2),
+                                       cmocka_unit_test(test_llava_and_florence2),
                                        cmocka_unit_test(test_clip), cmocka_unit_test(test_itm),
                                        cmocka_unit_test(test_html_in_chromium)};
     return cmocka_run_group_tests_name("glimpse explain", tests, NULL, NULL);

@@ -30,6 +30,13 @@ static const char explain_help[] =
     "                             cross-attention layer and head averaged), renormalised; --layer and\n"
     "                             --head pick the language model's. A last map, \"queries\", is what\n"
     "                             the queries looked at, their maps averaged\n"
+    "  LLaVA:                     captions (or with -q answers) and maps every generated word: the\n"
+    "                             language model's attention from the position that chose it to the\n"
+    "                             picture's positions in its sequence (the tower's patches); --layer and\n"
+    "                             --head pick the language model's\n"
+    "  Florence-2:                captions (--prompt: one of its caption tasks) and maps every generated\n"
+    "                             word: the BART decoder's cross-attention to its encoder's image rows\n"
+    "                             (DaViT's last grid; the rows' mean and the prompt's columns dropped)\n"
     "  BLIP retrieval (ITM), -t:  the match probability, a map per word of the text (its own\n"
     "                             cross-attention row) and one for the whole text (the [CLS] row,\n"
     "                             which the match head reads)\n"
@@ -42,10 +49,12 @@ static const char explain_help[] =
     "Attention maps average every layer and every head (--layer and --head pick one), keep the patch\n"
     "columns (the class token's is dropped) and sum to 1. A word of several word pieces gets the\n"
     "mean of its pieces' maps (BERT's ## pieces; byte-level BPE: a token starting with a space starts\n"
-    "a word, the ones after it without one join it; a newline is no word).\n"
+    "a word, the ones after it without one join it; a newline is no word; LLaVA and Florence-2: as\n"
+    "their tokenizers decode, a token whose text starts with a space starts a word, special tokens and\n"
+    "whitespace are none).\n"
     "  -t, --text TEXT    a text to explain the match of (repeatable)\n"
-    "  -q, --question Q   BLIP-2: the question to answer and explain, asked as glimpse ask asks it\n"
-    "                     (repeatable)\n"
+    "  -q, --question Q   BLIP-2, LLaVA: the question to answer and explain, asked as glimpse ask asks\n"
+    "                     it (repeatable)\n"
     "  --layer L          that layer alone (0 = first; rollout: layers 0 to L)\n"
     "  --head H           that head alone (0 = first)\n"
     "  --no-occlusion     skip the occlusion map (it costs one vision pass per patch)\n"
@@ -58,7 +67,10 @@ static const char explain_help[] =
     "                     image_tokens], qformer_self_attentions [layers, heads, queries, queries]; ITM:\n"
     "                     cross_attentions [layers, heads, text_len, image_tokens]; CLIP/SigLIP:\n"
     "                     vision_attentions [layers, heads, tokens, tokens], SigLIP also attention_pool\n"
-    "                     [heads, tokens])\n"
+    "                     [heads, tokens]; LLaVA: self_attentions [layers, heads, positions, positions]\n"
+    "                     over the merged prompt and the answer; Florence-2: encoder_attentions [layers,\n"
+    "                     heads, L, L] over the image rows and the prompt, decoder_self_attentions and\n"
+    "                     cross_attentions [layers, heads, ids, ids | L])\n"
     "  --raw-vision       captioners, with --raw: also the vision tower's self-attention of every layer\n"
     "                     (encoder_attentions for ViT-GPT2, vision_attentions for BLIP and BLIP-2)\n"
     "  --panel N          panels N pixels on their longest side (default 256)\n"
@@ -394,7 +406,7 @@ int command_explain(int argc, char **argv) {
     glimpse_model_kind kind = glimpse_model_get_kind(model);
     cli_caption_fit_model(&request.caption, model);
     if (request.questions && !glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_ASK))
-        cli_usage_error("explain", "-q needs a model that answers questions (BLIP-2)");
+        cli_usage_error("explain", "-q needs a model that answers questions (BLIP-2, LLaVA)");
     if (glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_CAPTION) && request.text_count && !request.questions)
         cli_usage_error("explain", "a captioning model explains its own caption: drop -t");
     if (glimpse_model_kind_can(kind, GLIMPSE_CAPABILITY_MATCH) && !request.text_count)
