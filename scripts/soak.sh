@@ -61,7 +61,9 @@ while made < hostile - 8:
     extension = os.path.splitext(source)[1].decode()
     kind = kinds[made % len(kinds)]
     if kind == "truncated":
-        write(f"cut-{made}{extension}", data[:random.randint(1, len(data) - 1)])
+        # cut within the first three quarters: a PNG cut only in its last chunk (IEND) still holds the whole
+        # picture, which Pillow reads, and so does glimpse
+        write(f"cut-{made}{extension}", data[:random.randint(1, len(data) * 3 // 4)])
     elif kind == "lying":  # the right magic, then the bytes of another format or noise
         head = {".png": b"\x89PNG\r\n\x1a\n", ".jpg": b"\xff\xd8\xff\xe0", ".webp": b"RIFF\x00\x01\x00\x00WEBPVP8 ",
                 ".tif": b"II*\x00"}[extension]
