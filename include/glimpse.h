@@ -199,8 +199,9 @@ glimpse_model_kind glimpse_model_get_kind(const glimpse_model *model);
 typedef enum glimpse_capability {
     GLIMPSE_CAPABILITY_EMBED = 0,   /* glimpse_embed_*, glimpse_score, search indexes (CLIP, SigLIP) */
     GLIMPSE_CAPABILITY_RANK = 1,    /* texts against images: the embedding families and BLIP retrieval (ITM) */
-    GLIMPSE_CAPABILITY_CAPTION = 2, /* glimpse_caption_images and glimpse_explain_caption (BLIP, ViT-GPT2, BLIP-2) */
-    GLIMPSE_CAPABILITY_ASK = 3,     /* glimpse_ask_images and glimpse_explain_answer (BLIP-2) */
+    GLIMPSE_CAPABILITY_CAPTION = 2, /* glimpse_caption_images and glimpse_explain_caption (BLIP, ViT-GPT2, BLIP-2,
+                                       LLaVA, Florence-2) */
+    GLIMPSE_CAPABILITY_ASK = 3,     /* glimpse_ask_images and glimpse_explain_answer (BLIP-2, LLaVA) */
     GLIMPSE_CAPABILITY_EXPLAIN = 4, /* one of the glimpse_explain_* calls (every kind) */
     GLIMPSE_CAPABILITY_MATCH = 5,   /* glimpse_match and glimpse_explain_match: image-text matching heads (BLIP
                                        retrieval: ITM probabilities, ITC similarities) */
@@ -1017,7 +1018,7 @@ typedef struct glimpse_explain_params {
 
 glimpse_explain_params glimpse_explain_default_params(void);
 
-/* Captions one image with a captioning model — BLIP, ViT-GPT2 or BLIP-2 (caption_params as
+/* Captions one image with a captioning model — BLIP, ViT-GPT2, BLIP-2, LLaVA or Florence-2 (caption_params as
  * glimpse_caption_images takes them, their on_token still called; NULL: the model's own settings) — and
  * explains every generated word (the prompt's are not explained). The caption is the one
  * glimpse_caption_images gives. Greedy and sampled captions record their decoder steps as they go; beam
@@ -1029,12 +1030,19 @@ glimpse_explain_params glimpse_explain_default_params(void);
  * (layers and heads as asked: layer and head index the language model's) renormalised over the queries, and
  * map_q query q's cross-attention over the patches in the Q-Former (every cross-attention layer and head
  * averaged, class column dropped, renormalised); the result renormalised. The explanation ends with one
- * GLIMPSE_EXPLAIN_MAP_QUERIES map, the mean of every query's map. */
+ * GLIMPSE_EXPLAIN_MAP_QUERIES map, the mean of every query's map.
+ * LLaVA and Florence-2 are explained by one recorded pass after the caption is made (the maps come once it is
+ * finished): a word's map is the row that chose its first token over the picture's patches — LLaVA's language
+ * model's self-attention to the picture's rows (raw tensor "self_attentions" [layers, heads, positions,
+ * positions]), Florence-2's decoder cross-attention to the image rows on DaViT's last grid ("cross_attentions",
+ * with "encoder_attentions" and "decoder_self_attentions") — averaged over layers and heads or as picked, and
+ * renormalised. want_vision keeps no vision-tower attention for these two. */
 glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image *image,
                                        const glimpse_caption_params *caption_params,
                                        const glimpse_explain_params *params, glimpse_explanation **out);
-/* BLIP-2: answers question about the image as glimpse_ask_images does (its prompt "Question: {q} Answer:",
- * caption_params.prompt must be NULL) and explains the answer's words as glimpse_explain_caption does. */
+/* BLIP-2 and LLaVA: answers question about the image as glimpse_ask_images does (BLIP-2's prompt "Question: {q}
+ * Answer:", LLaVA's chat template; caption_params.prompt must be NULL) and explains the answer's words as
+ * glimpse_explain_caption does. */
 glimpse_status glimpse_explain_answer(glimpse_context *ctx, const glimpse_image *image, const char *question,
                                       const glimpse_caption_params *caption_params,
                                       const glimpse_explain_params *params, glimpse_explanation **out);

@@ -768,8 +768,9 @@ class Model(_Handle):
     def explain(self, image, text=None, layer=-1, head=-1, occlusion=True, raw=False, question=None,
                 raw_vision=False):
         """Where the model looked, as maps over its grid of image patches (glimpse explain; the conventions
-        of include/glimpse.h's explanation section): a captioning model (BLIP, ViT-GPT2, BLIP-2) captions
-        image and maps each word of its caption (no text); BLIP-2 answers question instead and maps the
+        of include/glimpse.h's explanation section): a captioning model (BLIP, ViT-GPT2, BLIP-2, LLaVA,
+        Florence-2) captions image and maps each word of its caption (no text); BLIP-2 and LLaVA answer
+        question instead; BLIP-2 maps the
         answer's words, each word's map built through the query tokens (ExplainMap.queries: its weight on
         each), with a last "queries" map; BLIP retrieval maps each word of text and the whole text, with
         the match probability; CLIP and SigLIP give the logit (with a text), the attention rollout, the
@@ -779,7 +780,7 @@ class Model(_Handle):
         if self.captions and text is not None:
             raise ValueError("glimpse.Model.explain: a captioning model explains its own caption: give no text")
         if question is not None and not self.answers:
-            raise ValueError("glimpse.Model.explain: only BLIP-2 answers questions")
+            raise ValueError("glimpse.Model.explain: this model does not answer questions (BLIP-2 and LLaVA do)")
         if self.kind == "blip_retrieval" and text is None:
             raise ValueError("glimpse.Model.explain: a BLIP retrieval model explains a match: give the text")
         picture = image if isinstance(image, Image) else Image(image)
