@@ -129,9 +129,7 @@ static glimpse_status load_tokenizer(glimpse_model *model, llava_parts *parts) {
 static glimpse_status load_llava(glimpse_model *model, const glimpse_load_params *params, const cJSON *vision_json,
                                  const cJSON *text_json) {
     (void)vision_json, (void)text_json; /* llava_config_read reads them from config.json itself */
-    if (params->precision != GLIMPSE_PRECISION_FLOAT32)
-        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: LLaVA runs on the checkpoint's own weights (float32, "
-                         "float16 or bfloat16); int8 is not supported yet", model->folder);
+    (void)params; /* int8 is quantize's */
     llava_parts *parts = calloc(1, sizeof *parts);
     if (!parts) return ERROR_OOM();
     model->parts = parts;
@@ -150,6 +148,10 @@ static glimpse_status load_llava(glimpse_model *model, const glimpse_load_params
     if (chat_template_load(model->folder, &parts->template)) /* used only when a question is asked */
         snprintf(parts->template_error, sizeof parts->template_error, "%s", glimpse_last_error());
     return GLIMPSE_STATUS_OK;
+}
+
+static glimpse_status quantize(glimpse_model *model, q8_set *set) {
+    return llava_model_quantize(&((llava_parts *)model->parts)->model, set);
 }
 
 /* ------------------------------------------------------------------ text */
@@ -620,6 +622,7 @@ const model_family family_llava = {
     .vision_info = vision_info,
     .text_info = text_info,
     .caption = &captioner,
+    .quantize = quantize,
     .free_parts = free_parts,
     .free_run = free_run,
     .explain = &explainer,

@@ -116,6 +116,15 @@ void llava_model_free(llava_model *model) {
     llama_model_free(&model->text);
 }
 
+glimpse_status llava_model_quantize(llava_model *model, q8_set *set) {
+    size_t vision = (size_t)model->config.vision.hidden_size, text = (size_t)model->config.text.hidden_size;
+    glimpse_status status = vit_model_add_twins(&model->vision, q8_set_add_twin, set);
+    if (!status) status = q8_set_add(set, &model->projector_1, text, vision);
+    if (!status) status = q8_set_add(set, &model->projector_2, text, text);
+    if (!status) status = llama_model_quantize(&model->text, set);
+    return status;
+}
+
 glimpse_status llava_vision_state_create(const llava_model *model, size_t max_images, llava_vision_state **out) {
     *out = NULL;
     llava_vision_state *s = calloc(1, sizeof *s);

@@ -45,6 +45,9 @@ typedef struct llava_model {
  * frees with llava_model_free. */
 glimpse_status llava_model_load(llava_model *model, const llava_config *config, weight_store *store);
 void llava_model_free(llava_model *model);
+/* int8 twins (core/quantize.h) of the vision tower's projections (the layers run), the projector's and the
+ * language model's (fusion/llama.h), owned by set. */
+glimpse_status llava_model_quantize(llava_model *model, q8_set *set);
 
 /* Activations of the vision side for up to max_images images. */
 typedef struct llava_vision_state {

@@ -175,6 +175,27 @@ void llama_model_free(llama_model *model) {
     model->inverse_frequencies = NULL;
 }
 
+glimpse_status llama_model_quantize(llama_model *model, q8_set *set) {
+    const llama_config *c = &model->config;
+    size_t h = (size_t)c->hidden_size, d = (size_t)c->head_dim, inter = (size_t)c->intermediate_size;
+    size_t q_width = (size_t)c->heads * d, kv_width = (size_t)c->kv_heads * d;
+    glimpse_status status = GLIMPSE_STATUS_OK;
+    for (size_t l = 0; l < (size_t)c->layers && !status; l++) {
+        llama_layer *layer = &model->layers[l];
+        struct {
+            kernel_weight *weight;
+            size_t out, in;
+        } each[] = {{&layer->q_weight, q_width, h},    {&layer->k_weight, kv_width, h}, {&layer->v_weight, kv_width, h},
+                    {&layer->o_weight, h, q_width},    {&layer->gate_weight, inter, h}, {&layer->up_weight, inter, h},
+                    {&layer->down_weight, h, inter}};
+        for (size_t i = 0; i < sizeof each / sizeof each[0] && !status; i++)
+            status = q8_set_add(set, each[i].weight, each[i].out, each[i].in);
+    }
+    /* the head (a copy of the token embeddings' weight when tied: their lookup keeps reading the stored rows) */
+    if (!status) status = q8_set_add(set, &model->lm_head, (size_t)c->vocab_size, h);
+    return status;
+}
+
 /* ------------------------------------------------------------- run state */
 
 /* The rotary tables of positions 0 .. max_length-1: angle = position · inverse frequency, in float32. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/attention_record.h"
+#include "core/quantize.h"
 #include "fusion/generate.h"
 #include "weights/names.h"
 #include "weights/store.h"
@@ -60,6 +61,8 @@ glimpse_status llama_config_read(const cJSON *json, const char *where, llama_con
 glimpse_status llama_model_load(llama_model *model, const llama_config *config, const llama_names *names,
                                 const char *model_prefix, const char *head_prefix, weight_store *store);
 void llama_model_free(llama_model *model);
+/* int8 twins (core/quantize.h) of every layer's projections and of the head, owned by set. */
+glimpse_status llama_model_quantize(llama_model *model, q8_set *set);
 
 /* Run state: a key/value cache for max_sequences sequences of max_length positions (at most the config's
  * max_positions) and scratch for steps of up to max_step rows per sequence. */

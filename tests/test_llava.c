@@ -4,8 +4,9 @@
  * the expanded run); the language model's last hidden state and last logits, all within 1e-4 × max(1, |ref|);
  * greedy and beam generation through caption_generate with the reference's ids exactly (Qwen2's two end tokens
  * included); prompts with a wrong count of
- * image ids refused; and a float16 copy in the newer layout of names loaded and run. Ids come from
- * expected.json (no tokenizer here). */
+ * image ids refused; a float16 copy in the newer layout of names loaded and run; and an int8 copy
+ * (llava_model_quantize, what --int8 loads) whose every case's last logits stay within 15% (relative L2) of the
+ * reference's. Ids come from expected.json (no tokenizer here). */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -475,6 +476,58 @@ static float *case0_logits(const llava_fixture *f) {
     return logits;
 }
 
+/* int8: a second copy of the model, quantized as GLIMPSE_PRECISION_INT8 loads it; every case's last logits within
+ * 15% of the reference's (relative L2; measured 10.5% for llava-llama-tiny, 5.2% of it with its CLIP tower left in
+ * float32, and 6.4% for llava-qwen2-tiny, where BLIP's tiny decoder stays within 5%). A wrong twin gives errors
+ * near 100%. The worst is printed. A random tiny model's best
+ * two tokens are often closer than int8's error, so its ids are not held to the reference's. */
+static void test_int8(void **state) {
+    llava_fixture *f = *state;
+    if (!f) skip();
+    llava_fixture q = *f;
+    q.rounded = 1; /* its features are not held to the reference's 1e-4 */
+    cJSON *json;
+    weight_store *store;
+    load_llava(f->folder, &json, &store, &q.model);
+    q8_set set = {0};
+    assert_int_equal(llava_model_quantize(&q.model, &set), GLIMPSE_STATUS_OK);
+    size_t h = (size_t)q.model.config.text.hidden_size, vocab = (size_t)q.model.config.text.vocab_size;
+    const cJSON *item;
+    int k = 0;
+    double worst = 0;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "cases")) {
+        size_t images, length;
+        float *features = case_features(&q, item, k, &images);
+        int32_t ids[MAX_IDS];
+        size_t count = read_ids(cJSON_GetObjectItem(item, "input_ids"), ids);
+        assert_int_equal(llava_merged_length(&q.model, ids, count, images, &length), GLIMPSE_STATUS_OK);
+        float *rows = malloc(length * h * sizeof(float));
+        assert_int_equal(llava_merge(&q.model, ids, count, features, images, rows, NULL), GLIMPSE_STATUS_OK);
+        llama_state *lm;
+        assert_int_equal(llama_state_create(&q.model.text, 1, length, length, &lm), GLIMPSE_STATUS_OK);
+        assert_int_equal(llama_forward(&q.model.text, lm, rows, 1, length, NULL), GLIMPSE_STATUS_OK);
+        char name[64];
+        snprintf(name, sizeof name, "last_logits.%d", k);
+        const float *reference = fixture_tensor(f->reference, name, vocab);
+        double error = 0, size = 0;
+        for (size_t i = 0; i < vocab; i++) {
+            double d = (double)lm->logits[i] - reference[i];
+            error += d * d, size += (double)reference[i] * reference[i];
+        }
+        worst = fmax(worst, sqrt(error / size));
+        llama_state_free(lm);
+        free(rows), free(features);
+        k++;
+    }
+    fprintf(stderr, "%s int8: last logits at most %.4f of their size from the reference (bound 0.15), %d cases\n",
+            f->name, worst, k);
+    assert_true(worst <= 0.15);
+    q8_set_free(&set);
+    llava_model_free(&q.model);
+    weight_store_free(store);
+    cJSON_Delete(json);
+}
+
 /* Each fixture as float16 in the newer layout of names: it loads (16-bit matrices, lm_head at the root) and
  * gives what the same rounded values stored as float32 give, for case 0's logits and its beam search's ids. */
 static void test_float16_newer_names(void **state) {
@@ -519,6 +572,7 @@ int main(void) {
         cmocka_unit_test(test_beams),
         cmocka_unit_test(test_merge_refusals),
         cmocka_unit_test(test_unshared_heads),
+        cmocka_unit_test(test_int8),
     };
     const struct CMUnitTest half[] = {cmocka_unit_test(test_published_configs),
                                       cmocka_unit_test(test_float16_newer_names)};

@@ -296,6 +296,31 @@ static void test_cli_together(void **state) {
     free(out), free(err), free(model), free(a), free(b);
 }
 
+/* --int8 through the public API: the family's quantize hook runs, the model says int8, and it answers and
+ * converses (its numbers: test_llava's test_int8). */
+static void test_int8_answers(void **state) {
+    (void)state;
+    if (!fixtures_folder()) skip();
+    char *folder = fixture_path("llava-qwen2-tiny");
+    glimpse_model *model = load_model(folder, GLIMPSE_PRECISION_INT8);
+    glimpse_model_info info;
+    glimpse_model_get_info(model, &info);
+    assert_int_equal(info.precision, GLIMPSE_PRECISION_INT8);
+    glimpse_context *ctx;
+    assert_int_equal(glimpse_context_create(model, NULL, &ctx), GLIMPSE_STATUS_OK);
+    glimpse_image *image = fixture_image("astronaut.png");
+    glimpse_caption_params p = glimpse_caption_default_params();
+    p.max_tokens = 8, p.beams = 1;
+    glimpse_caption answer;
+    if (glimpse_ask_images(ctx, &image, 1, "What is this?", &p, &answer)) fail_msg("int8: %s", glimpse_last_error());
+    assert_true(answer.id_count >= 1 && answer.id_count <= 8);
+    glimpse_caption_free(&answer);
+    glimpse_image_free(image);
+    glimpse_context_free(ctx);
+    glimpse_model_free(model);
+    free(folder);
+}
+
 /* state: the fixture's name */
 static void test_fixture(void **state) {
     if (!fixtures_folder()) skip();
@@ -306,6 +331,6 @@ static void test_fixture(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test_prestate(test_fixture, "llava-llama-tiny"),
                                        cmocka_unit_test_prestate(test_fixture, "llava-qwen2-tiny"),
-                                       cmocka_unit_test(test_cli_together)};
+                                       cmocka_unit_test(test_cli_together), cmocka_unit_test(test_int8_answers)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
