@@ -349,9 +349,8 @@ static bool on_token(void *user, size_t image, int32_t id, const char *text) {
     chat_request *r = user;
     pthread_mutex_lock(&r->lock);
     size_t end = strlen(text);
-    while (end >= 3 && !memcmp(text + end - 3, "\xEF\xBF\xBD", 3)) end--, end--, end--;
-    if (r->previous && !strncmp(text, r->previous, r->sent)) put_text(r, text, end);
-    else if (!r->previous) put_text(r, text, end);
+    while (end >= 3 && !memcmp(text + end - 3, "\xEF\xBF\xBD", 3)) end -= 3;
+    if (!r->previous || !strncmp(text, r->previous, r->sent)) put_text(r, text, end); /* what was sent stands */
     free(r->previous);
     r->previous = strdup(text);
     bool closed = r->closed;

@@ -69,7 +69,7 @@ static void *grown(void *buffer, size_t *capacity, size_t need, size_t size) {
 
 /* Appends a message of role with the pending pictures (user messages) and text (may be NULL). */
 static void add_message(conversation *c, const char *role, const char *text) {
-    size_t capacity = c->capacity;
+    size_t capacity = c->capacity; /* messages and parts grow together */
     c->messages = grown(c->messages, &c->capacity, c->count + 1, sizeof *c->messages);
     c->parts = grown(c->parts, &capacity, c->count + 1, sizeof *c->parts);
     bool user = strcmp(role, "assistant") != 0;
