@@ -10,6 +10,7 @@
 #include "api/model.h"
 #include "core/error.h"
 #include "core/profile.h"
+#include "families/family.h"
 #include "vision/image.h"
 #include "vision/preprocess.h"
 
@@ -34,6 +35,22 @@ static double encoder_flops(double layers, double t, double h, double inter, boo
     if (!pooled) return layers * layer;
     return (layers - 1) * layer + 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + 4 * t * h;
 }
+
+bool bench_family_has(const glimpse_model *model) { return model->family->bench != NULL; }
+
+glimpse_status bench_family_image(glimpse_context *ctx, glimpse_image *const *images, size_t count, double *flops) {
+    return ctx->model->family->bench->image(ctx, images, count, flops);
+}
+
+glimpse_status bench_family_decode(glimpse_context *ctx, size_t position, size_t rows, double *flops) {
+    return ctx->model->family->bench->decode(ctx, position, rows, flops);
+}
+
+double bench_family_step_bytes(const glimpse_model *model) { return model->family->bench->step_bytes(model); }
+
+size_t bench_family_image_rows(const glimpse_model *model) { return model->family->bench->image_rows(model); }
+
+bool bench_has_vision(const glimpse_model *model) { return model->vision.weights.layers != NULL; }
 
 unsigned bench_stages_of(const glimpse_model *model) {
     unsigned stages = glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_CAPTION) ? BENCH_STAGE_CAPTIONS : 0;

@@ -25,6 +25,8 @@ enum {
     BENCH_STAGE_CAPTIONS = 1u << 3,
 };
 unsigned bench_stages_of(const glimpse_model *model);
+/* Whether the model's vision tower is the shared ViT bench_vision times (not a family's own, as Florence-2's). */
+bool bench_has_vision(const glimpse_model *model);
 /* What the vision tower's figure covers where it is not every token: "class tokens' last layer" (an embedding
  * tower read at its class token) or "attention pooling" (one read by an attention-pooling head); else NULL. */
 const char *bench_vision_detail(const glimpse_model *model);
@@ -88,6 +90,15 @@ glimpse_status bench_blip2_prefill(glimpse_context *ctx, size_t prompt_length, d
 glimpse_status bench_blip2_step(glimpse_context *ctx, size_t prompt_length, size_t generated, size_t sequences,
                                 double *flops);
 double bench_blip2_step_bytes(const glimpse_context *ctx);
+
+/* A family with parts of its own (LLaVA): whether it has the hooks, and its stages through them (families/family.h's
+ * family_bench): the image side of count pictures, the language model reading `rows` positions after `position`,
+ * the bytes of weights a decoding step reads, and the rows one picture gives the decoder. */
+bool bench_family_has(const glimpse_model *model);
+glimpse_status bench_family_image(glimpse_context *ctx, glimpse_image *const *images, size_t count, double *flops);
+glimpse_status bench_family_decode(glimpse_context *ctx, size_t position, size_t rows, double *flops);
+double bench_family_step_bytes(const glimpse_model *model);
+size_t bench_family_image_rows(const glimpse_model *model);
 
 /* --profile: the wall time the calling thread spent per kind of work since
  * bench_profile_start, as shares of the time since then. BENCH_PROFILE_KINDS

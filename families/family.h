@@ -107,6 +107,18 @@ typedef struct family_explainer {
                              const char *tokenized, const int32_t *ids, size_t id_count, family_explain_pass *pass);
 } family_explainer;
 
+/* The stages `glimpse bench` times for a family whose parts are its own (api/bench_stages.h), each run once as its
+ * captions run it, its work in *flops: the image side of `count` pictures (preprocessing, the tower, and what
+ * turns its rows into the decoder's input); the language model reading `rows` new positions of one sequence after
+ * `position` it holds (a prompt, or one decoding step: rows 1), its cache's contents whatever they are; and the
+ * bytes of weights such a step reads. */
+typedef struct family_bench {
+    glimpse_status (*image)(glimpse_context *ctx, glimpse_image *const *images, size_t count, double *flops);
+    glimpse_status (*decode)(glimpse_context *ctx, size_t position, size_t rows, double *flops);
+    double (*step_bytes)(const glimpse_model *model);
+    size_t (*image_rows)(const glimpse_model *model); /* the rows one picture gives the decoder */
+} family_bench;
+
 typedef struct model_family {
     /* Recognised by config.json's "architectures"[0] equal to architecture, or, without "architectures", by a
      * model_type equal to model_type (NULL: never). */
@@ -142,6 +154,7 @@ typedef struct model_family {
     /* How glimpse_explain_caption explains the family's captions after its search (NULL: through the decoders
      * api/explain.c knows, or not at all) */
     const family_explainer *explain;
+    const family_bench *bench; /* NULL: `glimpse bench` times the shared parts (or only whole captions) */
 } model_family;
 
 /* The family config.json names (folder in the error when none does: GLIMPSE_STATUS_UNSUPPORTED). */

@@ -594,6 +594,77 @@ static glimpse_status explain_record(glimpse_context *ctx, glimpse_image *const 
 
 static const family_explainer explainer = {.shape = explain_shape, .record = explain_record};
 
+/* ------------------------------------------------------------------ bench hooks (api/bench_stages.h) */
+
+/* The image side: preprocessing, the tower up to its feature layer, the projector. */
+static glimpse_status bench_image(glimpse_context *ctx, glimpse_image *const *images, size_t count, double *flops) {
+    const llava_model *m = &parts_of(ctx->model)->model;
+    const vit_config *v = &m->config.vision;
+    llava_run *run = NULL;
+    size_t side = (size_t)v->image_size;
+    glimpse_status status = run_of(ctx, count, &run);
+    for (size_t i = 0; i < count && !status; i++)
+        status = preprocess_image(run->pixels + i * 3 * side * side, images[i], &ctx->model->preprocess);
+    if (!status) status = llava_image_features(m, run->vision, run->pixels, count, run->features, ctx->threads);
+    double t = (double)m->vision.tokens, h = v->hidden_size, inter = v->intermediate_size;
+    double patches = (double)(m->vision.patches_per_side * m->vision.patches_per_side);
+    double layer = 2 * t * (4 * h * h + 2 * h * inter) + 4 * t * t * h, text = m->config.text.hidden_size;
+    double projector = 2 * (double)m->config.image_rows * (h * text + text * text);
+    *flops = (double)count * (v->layers * layer + 2 * patches * 3 * v->patch_size * v->patch_size * h + projector);
+    return status;
+}
+
+/* The language model over `rows` positions after `position` (a fixed pattern of embeddings: the time does not
+ * depend on them). */
+static glimpse_status bench_decode(glimpse_context *ctx, size_t position, size_t rows, double *flops) {
+    const llava_model *m = &parts_of(ctx->model)->model;
+    const llama_config *c = &m->config.text;
+    llava_run *run = NULL;
+    size_t hidden = (size_t)c->hidden_size;
+    if (!rows || position + rows > (size_t)c->max_positions)
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu positions after %zu: the language model holds %d", rows,
+                         position, c->max_positions);
+    glimpse_status status = run_of(ctx, 0, &run);
+    void *buffer = run ? run->rows : NULL;
+    if (!status) status = grow(&buffer, &run->rows_capacity, rows, hidden * sizeof(float));
+    if (run) run->rows = buffer;
+    if (!status) status = room_for(m, run, 1, rows, position + rows, rows, 0);
+    if (status) return status;
+    run->held_count = 0; /* the cache is overwritten */
+    for (size_t i = 0; i < rows * hidden; i++) run->rows[i] = 0.01f * (float)(i % 17) - 0.08f;
+    run->language->length = position;
+    double h = hidden, d = c->head_dim, q = c->heads * d, kv = c->kv_heads * d, inter = c->intermediate_size;
+    double r = (double)rows, keys = (double)(position + rows);
+    *flops = c->layers * (2 * r * (h * q + 2 * h * kv + q * h + 3 * h * inter) + 4 * r * keys * q) +
+             2 * h * c->vocab_size;
+    return llama_forward(&m->text, run->language, run->rows, 1, rows, ctx->threads);
+}
+
+static double weight_bytes(const kernel_weight *w, double out, double in) {
+    if (w->q8) return out * ((double)w->q8->depth + 8);
+    return out * in * (double)weight_type_bytes(w->type);
+}
+
+/* Every layer's projections and the head, as stored (or their int8 twins and scales). */
+static double bench_step_bytes(const glimpse_model *model) {
+    const llama_model *m = &parts_of(model)->model.text;
+    const llama_config *c = &m->config;
+    double h = c->hidden_size, d = c->head_dim, q = c->heads * d, kv = c->kv_heads * d, inter = c->intermediate_size;
+    double bytes = weight_bytes(&m->lm_head, c->vocab_size, h);
+    for (int l = 0; l < c->layers; l++) {
+        const llama_layer *layer = &m->layers[l];
+        bytes += weight_bytes(&layer->q_weight, q, h) + weight_bytes(&layer->k_weight, kv, h) +
+                 weight_bytes(&layer->v_weight, kv, h) + weight_bytes(&layer->o_weight, h, q) +
+                 weight_bytes(&layer->gate_weight, inter, h) + weight_bytes(&layer->up_weight, inter, h) +
+                 weight_bytes(&layer->down_weight, h, inter);
+    }
+    return bytes;
+}
+
+static size_t bench_image_rows(const glimpse_model *model) { return parts_of(model)->model.config.image_rows; }
+
+static const family_bench bench = {bench_image, bench_decode, bench_step_bytes, bench_image_rows};
+
 static void vision_info(const glimpse_model *model, glimpse_model_info *out) {
     const vit_config *v = &parts_of(model)->model.config.vision;
     out->image_size = v->image_size, out->patch_size = v->patch_size;
@@ -626,4 +697,5 @@ const model_family family_llava = {
     .free_parts = free_parts,
     .free_run = free_run,
     .explain = &explainer,
+    .bench = &bench,
 };

@@ -321,6 +321,22 @@ static void test_int8_answers(void **state) {
     free(folder);
 }
 
+/* glimpse bench times LLaVA's own stages: the image side, the prompt, decoding steps (with the bytes a step reads)
+ * and whole captions. */
+static void test_bench_stages(void **state) {
+    (void)state;
+    if (!fixtures_folder()) skip();
+    char *model = fixture_path("llava-qwen2-tiny"), *out, *err;
+    const char *argv[] = {GLIMPSE_BINARY, "bench", "-m", model, "--runs", "2", "--tokens", "3", "--json", NULL};
+    if (run_program(argv, &out, &err)) fail_msg("glimpse bench: %s", err);
+    static const char *const stages[] = {"\"stage\": \"image\"", "\"stage\": \"prompt\"",
+                                         "\"stage\": \"decoder_step\"", "\"stage\": \"decoder_step_bytes\"",
+                                         "\"stage\": \"caption\""};
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
+        if (!strstr(out, stages[i])) fail_msg("glimpse bench lacks %s:\n%s", stages[i], out);
+    free(out), free(err), free(model);
+}
+
 /* state: the fixture's name */
 static void test_fixture(void **state) {
     if (!fixtures_folder()) skip();
@@ -331,6 +347,7 @@ static void test_fixture(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test_prestate(test_fixture, "llava-llama-tiny"),
                                        cmocka_unit_test_prestate(test_fixture, "llava-qwen2-tiny"),
-                                       cmocka_unit_test(test_cli_together), cmocka_unit_test(test_int8_answers)};
+                                       cmocka_unit_test(test_cli_together), cmocka_unit_test(test_int8_answers),
+                                       cmocka_unit_test(test_bench_stages)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -456,6 +456,14 @@ static void time_caption_stages(bench *b, glimpse_context *ctx, glimpse_image *c
     time_captions(b, ctx, images);
 }
 
+/* The bytes of weights a decoding step reads (its bound is them over the read bandwidth). */
+static void report_step_bytes(const bench *b, double bytes) {
+    if (b->options.json)
+        printf("{\"stage\": \"decoder_step_bytes\", \"threads\": %d, \"bytes\": %.0f}\n", b->threads, bytes);
+    else
+        printf("%-13s %-22s %10.1f MB of weights read per step\n", "decoder_step", "", bytes / 1e6);
+}
+
 /* BLIP-2: the Q-Former (once per image), the time to the first token (vision, Q-Former and the language
  * model's pass over the query vectors and an 11-token prompt, as a question's), the decoder steps (greedy and 3
  * beams, at positions after that prefix) with the bytes of weights a step reads, and whole captions. */
@@ -492,11 +500,48 @@ static void time_blip2_stages(bench *b, glimpse_context *ctx, glimpse_image *con
             snprintf(detail, sizeof detail, "%s, position %d", sequences == 1 ? "greedy" : "3 beams", positions[p]);
             report(b, "decoder_step", detail, summarize(step_times, steps), flops, false);
         }
-    double bytes = bench_blip2_step_bytes(ctx);
-    if (b->options.json)
-        printf("{\"stage\": \"decoder_step_bytes\", \"threads\": %d, \"bytes\": %.0f}\n", b->threads, bytes);
-    else
-        printf("%-13s %-22s %10.1f MB of weights read per step\n", "decoder_step", "", bytes / 1e6);
+    report_step_bytes(b, bench_blip2_step_bytes(ctx));
+    time_captions(b, ctx, images);
+}
+
+/* A family with parts of its own (LLaVA): the image side of one picture; the prompt (the picture's rows and 32
+ * more) read at once; one decoding step after growing lengths, with the bytes of weights a step reads (its
+ * bound is them over the read bandwidth); whole captions. */
+static void time_family_stages(bench *b, glimpse_context *ctx, glimpse_image *const *images,
+                               const glimpse_model *model) {
+    double flops;
+    check(bench_family_image(ctx, images, 1, &flops)); /* warm */
+    for (int r = 0; r < b->runs; r++) {
+        double start = cli_now();
+        check(bench_family_image(ctx, images, 1, &flops));
+        b->times[r] = cli_now() - start;
+    }
+    report(b, "image", "tower and projector", summarize(b->times, b->runs), flops, false);
+    size_t prompt = bench_family_image_rows(model) + 32;
+    check(bench_family_decode(ctx, 0, prompt, &flops)); /* warm, and the state */
+    for (int r = 0; r < b->runs; r++) {
+        double start = cli_now();
+        check(bench_family_decode(ctx, 0, prompt, &flops));
+        b->times[r] = cli_now() - start;
+    }
+    char detail[64];
+    snprintf(detail, sizeof detail, "%zu positions", prompt);
+    report(b, "prompt", detail, summarize(b->times, b->runs), flops, false);
+    int steps = b->runs > STEP_RUNS ? b->runs : STEP_RUNS;
+    double step_times[BENCH_MAX_RUNS];
+    const size_t after[] = {0, 256, 1024};
+    for (size_t p = 0; p < sizeof after / sizeof after[0]; p++) {
+        glimpse_status status = GLIMPSE_STATUS_OK;
+        for (int r = 0; r < steps && !status; r++) {
+            double start = cli_now();
+            status = bench_family_decode(ctx, prompt + after[p], 1, &flops);
+            step_times[r] = cli_now() - start;
+        }
+        if (status) break; /* past the model's positions */
+        snprintf(detail, sizeof detail, "greedy, position %zu", prompt + after[p]);
+        report(b, "decoder_step", detail, summarize(step_times, steps), flops, false);
+    }
+    report_step_bytes(b, bench_family_step_bytes(model));
     time_captions(b, ctx, images);
 }
 
@@ -570,6 +615,19 @@ static void time_search(bench *b, glimpse_context *ctx, const glimpse_model *mod
     unlink(db);
 }
 
+/* The stages of the families built from the shared parts: the towers, then each kind of decoder or head. */
+static void time_shared_stages(bench *b, glimpse_context *ctx, glimpse_image *const *images, glimpse_model *model,
+                               const glimpse_model_info *info) {
+    if (bench_has_vision(model)) time_vision(b, ctx, images, model);
+    if (info->embedding_dim && info->text_layers) time_text(b, ctx, info);
+    unsigned stages = bench_stages_of(model);
+    if (stages & BENCH_STAGE_CROSS_DECODER) time_caption_stages(b, ctx, images);
+    else if (stages & BENCH_STAGE_PREFIX_DECODER) time_blip2_stages(b, ctx, images);
+    else if (stages & BENCH_STAGE_CAPTIONS) time_captions(b, ctx, images);
+    if (stages & BENCH_STAGE_ITM) time_itm_stages(b, ctx, model);
+    if (b->search_rows && info->embedding_dim) time_search(b, ctx, model);
+}
+
 int command_bench(int argc, char **argv) {
     bench b = {0};
     if (!parse_options(&b, argc, argv)) return CLI_EXIT_OK;
@@ -596,14 +654,8 @@ int command_bench(int argc, char **argv) {
         time_caption_batching(&b, ctx, png, png_size);
     } else {
         time_decode(&b, ctx, png, png_size, images);
-        if (info.image_size) time_vision(&b, ctx, images, model);
-        if (info.embedding_dim && info.text_layers) time_text(&b, ctx, &info);
-        unsigned stages = bench_stages_of(model);
-        if (stages & BENCH_STAGE_CROSS_DECODER) time_caption_stages(&b, ctx, images);
-        else if (stages & BENCH_STAGE_PREFIX_DECODER) time_blip2_stages(&b, ctx, images);
-        else if (stages & BENCH_STAGE_CAPTIONS) time_captions(&b, ctx, images);
-        if (stages & BENCH_STAGE_ITM) time_itm_stages(&b, ctx, model);
-        if (b.search_rows && info.embedding_dim) time_search(&b, ctx, model);
+        if (bench_family_has(model)) time_family_stages(&b, ctx, images, model);
+        else time_shared_stages(&b, ctx, images, model, &info);
         for (int i = 0; i < b.batch; i++) glimpse_image_free(images[i]);
     }
     free(png);
