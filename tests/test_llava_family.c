@@ -337,6 +337,53 @@ static void test_bench_stages(void **state) {
     free(out), free(err), free(model);
 }
 
+/* glimpse-make-model writes LLaVA snapshots in both forms the hub has (llava-1.5: CLIP and Llama with a
+ * SentencePiece model; interleave: SigLIP and Qwen2 with a byte-level vocabulary), here with the published configs'
+ * shapes narrowed (2 layers, 64 features; the published image sizes, vocabularies and image token ids): each loads,
+ * its tokenizer gives <image> the config's id, and it answers a question through the chat template. */
+static void test_made_snapshots(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "{\"architectures\": [\"LlavaForConditionalGeneration\"], \"image_token_index\": 32000, \"model_type\": "
+        "\"llava\", \"pad_token_id\": 32001, \"projector_hidden_act\": \"gelu\", \"text_config\": {\"model_type\": "
+        "\"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": "
+        "4, \"max_position_embeddings\": 4096, \"rms_norm_eps\": 1e-05, \"vocab_size\": 32064}, \"vision_config\": "
+        "{\"hidden_size\": 64, \"image_size\": 336, \"intermediate_size\": 96, \"model_type\": \"clip_vision_model\", "
+        "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"patch_size\": 14, \"projection_dim\": 32}, "
+        "\"vision_feature_layer\": -2, \"vision_feature_select_strategy\": \"default\", \"vocab_size\": 32064}",
+        "{\"architectures\": [\"LlavaForConditionalGeneration\"], \"image_seq_length\": 729, \"image_token_index\": "
+        "151646, \"model_type\": \"llava\", \"projector_hidden_act\": \"gelu\", \"text_config\": {\"model_type\": "
+        "\"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": "
+        "4, \"num_key_value_heads\": 2, \"rope_theta\": 1000000.0, \"tie_word_embeddings\": true, \"vocab_size\": "
+        "152000}, \"vision_config\": {\"hidden_size\": 64, \"image_size\": 384, \"intermediate_size\": 96, "
+        "\"model_type\": \"siglip_vision_model\", \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+        "\"patch_size\": 14, \"vision_use_head\": false}, \"vision_feature_layer\": -1, "
+        "\"vision_feature_select_strategy\": \"full\"}"};
+    static const char *const names[] = {"llava-1.5-narrow", "llava-interleave-narrow"};
+    char workspace[] = "/tmp/glimpse-llava-made-XXXXXX";
+    assert_non_null(mkdtemp(workspace));
+    for (int i = 0; i < 2; i++) {
+        char *folder = snapshot_from_config(workspace, configs[i], names[i], i ? "" : " --f16"), *out, *err;
+        char picture[600];
+        snprintf(picture, sizeof picture, "%s/examples/pictures/00000.png", GLIMPSE_SOURCE_DIR);
+        const char *argv[] = {GLIMPSE_BINARY, "ask", "-m", folder, "-q", "What is this?", "--max-tokens", "3",
+                              "--json", picture, NULL};
+        if (run_program(argv, &out, &err)) fail_msg("%s: glimpse ask: %s", names[i], err);
+        cJSON *json = cJSON_Parse(out);
+        assert_non_null(json);
+        int image_token = i ? 151646 : 32000, found = 0;
+        const cJSON *id;
+        cJSON_ArrayForEach(id, cJSON_GetObjectItem(json, "prompt_ids")) found += id->valueint == image_token;
+        assert_int_equal(found, 1); /* the template's <image>, the config's id */
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "ids")), 3);
+        cJSON_Delete(json);
+        free(out), free(err), free(folder);
+    }
+    char command[700];
+    snprintf(command, sizeof command, "rm -rf %s", workspace);
+    assert_int_equal(system(command), 0);
+}
+
 /* state: the fixture's name */
 static void test_fixture(void **state) {
     if (!fixtures_folder()) skip();
@@ -348,6 +395,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test_prestate(test_fixture, "llava-llama-tiny"),
                                        cmocka_unit_test_prestate(test_fixture, "llava-qwen2-tiny"),
                                        cmocka_unit_test(test_cli_together), cmocka_unit_test(test_int8_answers),
-                                       cmocka_unit_test(test_bench_stages)};
+                                       cmocka_unit_test(test_bench_stages), cmocka_unit_test(test_made_snapshots)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

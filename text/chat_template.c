@@ -44,6 +44,11 @@ static const char QWEN_CHATML[] =
     "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
+const char *chat_template_text(chat_template_kind kind) {
+    return kind == CHAT_TEMPLATE_LLAVA_1_5 ? LLAVA_1_5 : kind == CHAT_TEMPLATE_LLAVA_INTERLEAVE ? LLAVA_INTERLEAVE
+                                                                                              : QWEN_CHATML;
+}
+
 glimpse_status chat_template_recognise(const char *source, chat_template_kind *kind) {
     static const struct {
         const char *text;

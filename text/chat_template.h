@@ -31,6 +31,9 @@ typedef struct chat_message {
     size_t part_count;
 } chat_message;
 
+/* The template's text exactly as its checkpoint stores it. */
+const char *chat_template_text(chat_template_kind kind);
+
 /* Which known template `source` is (the template text exactly as stored). */
 glimpse_status chat_template_recognise(const char *source, chat_template_kind *kind);
 

@@ -319,18 +319,22 @@ static void time_decoder_steps(bench *b, bench_bert *bert) {
         }
 }
 
-/* caption: whole captions of --tokens tokens, greedy and 3 beams, through the public call */
-static void time_captions(bench *b, glimpse_context *ctx, glimpse_image *const *images) {
+/* caption: whole captions of --tokens tokens, greedy and 3 beams, through the public call (with `fresh`, each in a
+ * new context: a family that keeps what its language model read would otherwise answer the same picture again from
+ * its cache) */
+static void time_captions(bench *b, glimpse_context *ctx, glimpse_image *const *images, const glimpse_model *fresh) {
     for (int beams = 1; beams <= 3; beams += 2) {
         glimpse_caption_params params = glimpse_caption_default_params();
         params.beams = beams;
         params.max_tokens = params.min_tokens = b->tokens;
         for (int r = 0; r < b->runs; r++) {
             glimpse_caption caption;
+            glimpse_context *run = fresh ? cli_create_context(&b->options, fresh) : ctx;
             double start = cli_now();
-            check(glimpse_caption_images(ctx, images, 1, &params, &caption));
+            check(glimpse_caption_images(run, images, 1, &params, &caption));
             b->times[r] = cli_now() - start;
             glimpse_caption_free(&caption);
+            if (fresh) glimpse_context_free(run);
         }
         char detail[64];
         snprintf(detail, sizeof detail, "%d tokens, %s", b->tokens, beams == 1 ? "greedy" : "3 beams");
@@ -456,7 +460,7 @@ static void time_caption_stages(bench *b, glimpse_context *ctx, glimpse_image *c
     time_cross_kv(b, decoder);
     time_decoder_steps(b, decoder);
     bench_bert_free(decoder);
-    time_captions(b, ctx, images);
+    time_captions(b, ctx, images, NULL);
 }
 
 /* The bytes of weights a decoding step reads (its bound is them over the read bandwidth). */
@@ -504,7 +508,7 @@ static void time_blip2_stages(bench *b, glimpse_context *ctx, glimpse_image *con
             report(b, "decoder_step", detail, summarize(step_times, steps), flops, false);
         }
     report_step_bytes(b, bench_blip2_step_bytes(ctx));
-    time_captions(b, ctx, images);
+    time_captions(b, ctx, images, NULL);
 }
 
 /* A family with parts of its own (LLaVA): the image side of one picture; the prompt (the picture's rows and 32
@@ -545,7 +549,7 @@ static void time_family_stages(bench *b, glimpse_context *ctx, glimpse_image *co
         report(b, "decoder_step", detail, summarize(step_times, steps), flops, false);
     }
     report_step_bytes(b, bench_family_step_bytes(model));
-    time_captions(b, ctx, images);
+    time_captions(b, ctx, images, model);
 }
 
 /* BLIP retrieval: one (image, text) pair; the image's share (vision, cross
@@ -626,7 +630,7 @@ static void time_shared_stages(bench *b, glimpse_context *ctx, glimpse_image *co
     unsigned stages = bench_stages_of(model);
     if (stages & BENCH_STAGE_CROSS_DECODER) time_caption_stages(b, ctx, images);
     else if (stages & BENCH_STAGE_PREFIX_DECODER) time_blip2_stages(b, ctx, images);
-    else if (stages & BENCH_STAGE_CAPTIONS) time_captions(b, ctx, images);
+    else if (stages & BENCH_STAGE_CAPTIONS) time_captions(b, ctx, images, NULL);
     if (stages & BENCH_STAGE_ITM) time_itm_stages(b, ctx, model);
     if (b->search_rows && info->embedding_dim) time_search(b, ctx, model);
 }

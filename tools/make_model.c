@@ -13,8 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "weights/config.h"
 #include "core/file.h"
+#include "text/chat_template.h"
+#include "weights/config.h"
 
 typedef enum fill { FILL_NORMAL, FILL_ONES, FILL_ZEROS, FILL_CONSTANT, FILL_POSITIONS } fill;
 
@@ -317,6 +318,63 @@ static void blip2_tensors(spec_list *l, const cJSON *config) {
     }
     snprintf(name, sizeof name, "%s.final_layer_norm", decoder);
     add_norm(l, name, h);
+}
+
+/* LlavaForConditionalGeneration (llava-hf's layout: vision_tower.vision_model.*, multi_modal_projector.*,
+ * language_model.model.* and language_model.lm_head): a CLIP tower (class token, pre-LN) or a SigLIP one (patch
+ * bias, no class token, no head), the two-layer projector, and a Llama or Qwen2 language model (Qwen2's q/k/v
+ * biases; the head left out when tied). */
+static void llava_tensors(spec_list *l, const cJSON *config) {
+    const cJSON *v = cJSON_GetObjectItem(config, "vision_config"), *t = cJSON_GetObjectItem(config, "text_config");
+    const cJSON *kind = cJSON_GetObjectItem(v, "model_type");
+    int siglip = cJSON_IsString(kind) && strcmp(kind->valuestring, "siglip_vision_model") == 0;
+    size_t vh = (size_t)get_int(v, "hidden_size", 1024), vi = (size_t)get_int(v, "intermediate_size", 4096);
+    size_t patch = (size_t)get_int(v, "patch_size", 14), image = (size_t)get_int(v, "image_size", 336);
+    size_t patches = (image / patch) * (image / patch);
+    const char *tower = "vision_tower.vision_model";
+    if (!siglip) add(l, FILL_NORMAL, STD, 1, vh, 0, 0, 0, "%s.embeddings.class_embedding", tower);
+    add(l, FILL_NORMAL, STD, 4, vh, 3, patch, patch, "%s.embeddings.patch_embedding.weight", tower);
+    if (siglip) add(l, FILL_NORMAL, STD, 1, vh, 0, 0, 0, "%s.embeddings.patch_embedding.bias", tower);
+    add(l, FILL_NORMAL, STD, 2, patches + !siglip, vh, 0, 0, "%s.embeddings.position_embedding.weight", tower);
+    char name[160];
+    if (!siglip) {
+        snprintf(name, sizeof name, "%s.pre_layrnorm", tower);
+        add_norm(l, name, vh);
+    }
+    snprintf(name, sizeof name, "%s.encoder", tower);
+    clip_encoder_layers(l, name, get_int(v, "num_hidden_layers", 24), vh, vi);
+    snprintf(name, sizeof name, "%s.post_layernorm", tower);
+    add_norm(l, name, vh);
+    const cJSON *text_kind = cJSON_GetObjectItem(t, "model_type");
+    int qwen2 = cJSON_IsString(text_kind) && strcmp(text_kind->valuestring, "qwen2") == 0;
+    /* LlamaConfig's and Qwen2Config's defaults where the published configs leave sizes out */
+    size_t h = (size_t)get_int(t, "hidden_size", 4096), inter = (size_t)get_int(t, "intermediate_size", qwen2 ? 22016 : 11008);
+    size_t heads = (size_t)get_int(t, "num_attention_heads", 32);
+    size_t kv = (size_t)get_int(t, "num_key_value_heads", (int)heads) * (h / heads);
+    size_t vocab = (size_t)get_int(t, "vocab_size", get_int(config, "vocab_size", 32000));
+    add_linear(l, "multi_modal_projector.linear_1", h, vh, 1);
+    add_linear(l, "multi_modal_projector.linear_2", h, h, 1);
+    const char *model = "language_model.model";
+    add(l, FILL_NORMAL, STD, 2, vocab, h, 0, 0, "%s.embed_tokens.weight", model);
+    for (int i = 0; i < get_int(t, "num_hidden_layers", 32); i++) {
+        snprintf(name, sizeof name, "%s.layers.%d.self_attn", model, i);
+        const char *projections[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+        const size_t outs[] = {h, kv, kv, h};
+        for (int p = 0; p < 4; p++) {
+            char full[200];
+            snprintf(full, sizeof full, "%s.%s", name, projections[p]);
+            add_linear(l, full, outs[p], h, qwen2 && p < 3);
+        }
+        snprintf(name, sizeof name, "%s.layers.%d.mlp", model, i);
+        add(l, FILL_NORMAL, STD, 2, inter, h, 0, 0, "%s.gate_proj.weight", name);
+        add(l, FILL_NORMAL, STD, 2, inter, h, 0, 0, "%s.up_proj.weight", name);
+        add(l, FILL_NORMAL, STD, 2, h, inter, 0, 0, "%s.down_proj.weight", name);
+        add(l, FILL_ONES, 0, 1, h, 0, 0, 0, "%s.layers.%d.input_layernorm.weight", model, i);
+        add(l, FILL_ONES, 0, 1, h, 0, 0, 0, "%s.layers.%d.post_attention_layernorm.weight", model, i);
+    }
+    add(l, FILL_ONES, 0, 1, h, 0, 0, 0, "%s.norm.weight", model);
+    const cJSON *tied = cJSON_GetObjectItem(t, "tie_word_embeddings");
+    if (!cJSON_IsTrue(tied)) add(l, FILL_NORMAL, STD, 2, vocab, h, 0, 0, "language_model.lm_head.weight");
 }
 
 /* A GPT-2 Conv1D layer: weight [in, out], bias [out]. */
@@ -685,6 +743,159 @@ static void write_siglip_tokenizer(const char *folder) {
                "\"tokenizer_class\": \"SiglipTokenizer\", \"unk_token\": \"<unk>\"}\n");
 }
 
+/* tokenizer_config.json's added_tokens_decoder entry of id: content, special. */
+static void add_added_token(cJSON *decoder, cJSON *list, int id, const char *content) {
+    char key[16];
+    snprintf(key, sizeof key, "%d", id);
+    cJSON *entry = cJSON_AddObjectToObject(decoder, key);
+    cJSON_AddStringToObject(entry, "content", content);
+    cJSON_AddBoolToObject(entry, "lstrip", 0);
+    cJSON_AddBoolToObject(entry, "normalized", 0);
+    cJSON_AddBoolToObject(entry, "rstrip", 0);
+    cJSON_AddBoolToObject(entry, "single_word", 0);
+    cJSON_AddBoolToObject(entry, "special", 1);
+    if (list) cJSON_AddNumberToObject(list, content, id);
+}
+
+/* Writes tokenizer_config.json (settings plus added_tokens_decoder) and added_tokens.json (the added list). */
+static void write_added_tokens(const char *folder, cJSON *settings, cJSON *added) {
+    char *text = cJSON_Print(settings);
+    write_text(folder, "tokenizer_config.json", text);
+    free(text);
+    text = cJSON_Print(added);
+    write_text(folder, "added_tokens.json", text);
+    free(text);
+    cJSON_Delete(settings), cJSON_Delete(added);
+}
+
+/* Llama's tokenizer files with a SentencePiece model of our own (tokenizer.model, unigram with byte fallback):
+ * <unk>, <s>, </s>, the 256 byte pieces <0x00>..<0xFF>, "▁" and letter pieces up to 32,000; then <image> at the
+ * config's image_token_index and <pad> after it. */
+static void write_llama_tokenizer(const char *folder, int image_token) {
+    enum { NORMAL = 1, UNKNOWN = 2, CONTROL = 3, BYTE = 6 };
+    proto model = {0};
+    for (int i = 0; i < 32000; i++) {
+        char piece[16];
+        if (i < 3) snprintf(piece, sizeof piece, "%s", (const char *[]){"<unk>", "<s>", "</s>"}[i]);
+        else if (i < 259) snprintf(piece, sizeof piece, "<0x%02X>", i - 3);
+        else if (i == 259) snprintf(piece, sizeof piece, WORD_START);
+        else /* "▁" and 1 to 4 lower-case letters, then the letters alone: unique pieces */
+            for (int n = i - 260, at = (n % 2 ? 0 : snprintf(piece, sizeof piece, WORD_START)), k = n / 2;; k /= 26) {
+                piece[at++] = (char)('a' + k % 26), piece[at] = 0;
+                if (k < 26) break;
+            }
+        proto one = {0};
+        proto_bytes(&one, 1, piece, strlen(piece));
+        float score = i < 259 ? 0.0f : -(float)(i - 258) / 1000.0f;
+        uint32_t bits;
+        memcpy(&bits, &score, 4);
+        proto_varint(&one, 2 << 3 | 5);
+        for (int b = 0; b < 4; b++) proto_put(&one, &(uint8_t){(uint8_t)(bits >> (8 * b))}, 1);
+        proto_varint(&one, 3 << 3 | 0);
+        proto_varint(&one, i == 0 ? UNKNOWN : i < 3 ? CONTROL : i < 259 ? BYTE : NORMAL);
+        proto_bytes(&model, 1, one.data, one.size);
+        free(one.data);
+    }
+    proto trainer = {0}, normalizer = {0};
+    proto_varint(&trainer, 35 << 3 | 0); /* byte_fallback */
+    proto_varint(&trainer, 1);
+    proto_bytes(&model, 2, trainer.data, trainer.size);
+    proto_bytes(&normalizer, 1, "identity", 8);
+    proto_varint(&normalizer, 3 << 3 | 0); /* add_dummy_prefix */
+    proto_varint(&normalizer, 1);
+    proto_bytes(&model, 3, normalizer.data, normalizer.size);
+    char *path = file_join(folder, "tokenizer.model");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(model.data, 1, model.size, f) != model.size || fclose(f) != 0) die("%s: cannot write", path);
+    free(path), free(model.data), free(trainer.data), free(normalizer.data);
+    cJSON *settings = cJSON_CreateObject(), *added = cJSON_CreateObject();
+    cJSON_AddBoolToObject(settings, "add_bos_token", 1);
+    cJSON_AddBoolToObject(settings, "add_eos_token", 0);
+    cJSON *decoder = cJSON_AddObjectToObject(settings, "added_tokens_decoder");
+    const char *specials[] = {"<unk>", "<s>", "</s>"};
+    for (int i = 0; i < 3; i++) add_added_token(decoder, NULL, i, specials[i]);
+    add_added_token(decoder, added, image_token, "<image>");
+    add_added_token(decoder, added, image_token + 1, "<pad>");
+    cJSON_AddStringToObject(settings, "bos_token", "<s>");
+    cJSON_AddStringToObject(settings, "eos_token", "</s>");
+    cJSON_AddStringToObject(settings, "pad_token", "<pad>");
+    cJSON_AddStringToObject(settings, "unk_token", "<unk>");
+    cJSON_AddBoolToObject(settings, "legacy", 0);
+    cJSON_AddStringToObject(settings, "tokenizer_class", "LlamaTokenizer");
+    write_added_tokens(folder, settings, added);
+}
+
+/* Qwen2's tokenizer files with a byte-level vocabulary of our own (write_gpt2_tokenizer's, no merges) up to
+ * <|endoftext|>, then <|im_start|>, <|im_end|> and <image> at the config's image_token_index. */
+static void write_qwen2_tokenizer(const char *folder, int image_token) {
+    int end = image_token - 3; /* <|endoftext|>: Qwen2's ids put the specials right after the vocabulary */
+    cJSON *vocab = cJSON_CreateObject();
+    char stand_ins[256][4];
+    byte_stand_ins(stand_ins);
+    for (int b = 0; b < 256; b++) cJSON_AddNumberToObject(vocab, stand_ins[b], b);
+    for (int id = 256; id < end; id++) {
+        char token[5] = {0};
+        int n = id - 256, length = n < 94 * 94 ? 2 : n < 94 * 94 + 94 * 94 * 94 ? 3 : 4;
+        n -= length == 2 ? 0 : length == 3 ? 94 * 94 : 94 * 94 + 94 * 94 * 94;
+        for (int c = length - 1; c >= 0; c--, n /= 94) token[c] = (char)(33 + n % 94);
+        cJSON_AddNumberToObject(vocab, token, id);
+    }
+    write_byte_bpe_files(folder, vocab);
+    cJSON *settings = cJSON_CreateObject(), *added = cJSON_CreateObject();
+    cJSON_AddBoolToObject(settings, "add_prefix_space", 0);
+    cJSON *decoder = cJSON_AddObjectToObject(settings, "added_tokens_decoder");
+    const char *specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>"};
+    for (int i = 0; i < 4; i++) add_added_token(decoder, added, end + i, specials[i]);
+    cJSON_AddStringToObject(settings, "eos_token", "<|im_end|>");
+    cJSON_AddStringToObject(settings, "pad_token", "<|endoftext|>");
+    cJSON_AddStringToObject(settings, "tokenizer_class", "Qwen2Tokenizer");
+    write_added_tokens(folder, settings, added);
+}
+
+/* A LLaVA snapshot's other files: its tokenizer, the chat template its processor carries, generation_config.json
+ * (greedy; the end tokens) and the tower's preprocessor settings (CLIP's crop, or SigLIP's square). */
+static void write_llava_files(const char *folder, const cJSON *config) {
+    const cJSON *t = cJSON_GetObjectItem(config, "text_config"), *v = cJSON_GetObjectItem(config, "vision_config");
+    const cJSON *text_kind = cJSON_GetObjectItem(t, "model_type"), *vision_kind = cJSON_GetObjectItem(v, "model_type");
+    int qwen2 = cJSON_IsString(text_kind) && strcmp(text_kind->valuestring, "qwen2") == 0;
+    int siglip = cJSON_IsString(vision_kind) && strcmp(vision_kind->valuestring, "siglip_vision_model") == 0;
+    int image_token = get_int(config, "image_token_index", 32000), image = get_int(v, "image_size", 336);
+    if (qwen2) write_qwen2_tokenizer(folder, image_token);
+    else write_llama_tokenizer(folder, image_token);
+    cJSON *chat = cJSON_CreateObject();
+    cJSON_AddStringToObject(chat, "chat_template",
+                            chat_template_text(qwen2 ? CHAT_TEMPLATE_LLAVA_INTERLEAVE : CHAT_TEMPLATE_LLAVA_1_5));
+    char *text = cJSON_Print(chat);
+    write_text(folder, "chat_template.json", text);
+    free(text);
+    cJSON_Delete(chat);
+    char generation[256];
+    if (qwen2)
+        snprintf(generation, sizeof generation, "{\"bos_token_id\": %d, \"eos_token_id\": [%d, %d]}\n",
+                 image_token - 3, image_token - 1, image_token - 3);
+    else
+        snprintf(generation, sizeof generation, "{\"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": %d}\n",
+                 image_token + 1);
+    write_text(folder, "generation_config.json", generation);
+    char preprocessor[1024];
+    if (siglip)
+        snprintf(preprocessor, sizeof preprocessor,
+                 "{\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, \"image_mean\": [0.5, 0.5, 0.5], "
+                 "\"image_std\": [0.5, 0.5, 0.5], \"image_processor_type\": \"SiglipImageProcessor\", \"resample\": 3, "
+                 "\"rescale_factor\": 0.00392156862745098, \"size\": {\"height\": %d, \"width\": %d}}\n",
+                 image, image);
+    else
+        snprintf(preprocessor, sizeof preprocessor,
+                 "{\"crop_size\": {\"height\": %d, \"width\": %d}, \"do_center_crop\": true, \"do_convert_rgb\": "
+                 "true, \"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
+                 "\"image_mean\": [0.48145466, 0.4578275, 0.40821073], "
+                 "\"image_std\": [0.26862954, 0.26130258, 0.27577711], \"image_processor_type\": "
+                 "\"CLIPImageProcessor\", \"resample\": 3, \"rescale_factor\": 0.00392156862745098, "
+                 "\"size\": {\"shortest_edge\": %d}}\n",
+                 image, image, image);
+    write_text(folder, "preprocessor_config.json", preprocessor);
+}
+
 /* BlipImageProcessor's settings (BLIP and BLIP-2): bicubic straight to image × image, OpenAI CLIP's mean/std. */
 static void write_blip_preprocessor(const char *folder, int image) {
     char preprocessor[1024];
@@ -820,9 +1031,13 @@ int main(int argc, char **argv) {
                  "\"rescale_factor\": 0.00392156862745098, \"size\": {\"height\": %d, \"width\": %d}}\n",
                  image, image);
         write_text(folder, "preprocessor_config.json", preprocessor);
+    } else if (strcmp(architecture, "LlavaForConditionalGeneration") == 0) {
+        llava_tensors(&tensors, config);
+        write_llava_files(folder, config);
     } else {
         die("%s: architecture '%s' is not one this tool writes (CLIPModel, BlipForConditionalGeneration, "
-            "BlipForImageTextRetrieval, SiglipModel, VisionEncoderDecoderModel, Blip2ForConditionalGeneration)",
+            "BlipForImageTextRetrieval, SiglipModel, VisionEncoderDecoderModel, Blip2ForConditionalGeneration, "
+            "LlavaForConditionalGeneration)",
             config_path, architecture);
     }
     const cJSON *dtype = cJSON_GetObjectItem(config, "torch_dtype");

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# llava_peers.sh LLAMA_CPP [THREADS] [RUNS] [MODELS...] — glimpse against llama.cpp on the same full-size random
+# LLaVA weights (written by glimpse-make-model from the published configs; default llava-interleave-qwen-0.5b and
+# llava-1.5-7b), float16 against float16 and glimpse's int8 against llama.cpp's Q8_0: the language model's prompt
+# (the picture's rows and 32 tokens, at once) and decoding (tokens per second), and the image encoder alone
+# (tower and projector, one picture). Processes alternate, RUNS rounds of each; the table gives medians and the
+# spread (fastest–slowest), the machine, the CPU and the commit.
+#
+# LLAMA_CPP is a llama.cpp checkout (its tools are built in LLAMA_CPP/build; nothing of it enters glimpse). The
+# weights go to llama.cpp through bench/llava_gguf.py, and before anything is timed the conversion is checked on
+# the reference fixtures: llama.cpp must give llava-llama-tiny's image features (within the float16 rounding of
+# its patch convolution, which llama.cpp always stores in float16) and both fixtures' greedy text answers.
+# Needs a built tree, python3-numpy and python3-sentencepiece (installed here from Debian when missing), and
+# about 40 GB in build/bench/llava for the 7B (its snapshot, GGUF and Q8_0 copies).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+llama=$(cd "$1" && pwd)
+threads=${2:-2}
+runs=${3:-5}
+shift $(($# < 3 ? $# : 3))
+models=("$@")
+[ ${#models[@]} -gt 0 ] || models=(llava-hf--llava-interleave-qwen-0.5b-hf llava-hf--llava-1.5-7b-hf)
+work=build/bench/llava
+configs=${GLIMPSE_CONFIGS:-../shared/configs}
+fixtures=${GLIMPSE_FIXTURES:-../shared/fixtures}
+mkdir -p "$work"
+for p in python3-numpy python3-sentencepiece; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="${missing:-} $p"
+done
+if [ -n "${missing:-}" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null; fi
+python=/usr/bin/python3
+
+# llama.cpp's tools, and its image encoder behind bench/clip_embed.cpp
+cmake -S "$llama" -B "$llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
+cmake --build "$llama/build" -j"$(nproc)" --target llama-bench llama-quantize llama-cli >/dev/null
+g++ -O2 -std=c++17 bench/clip_embed.cpp "$llama/examples/llava/clip.cpp" -I "$llama/examples/llava" \
+  -I "$llama/ggml/include" -I "$llama/include" -I "$llama/common" -I "$llama/examples" -o "$work/clip_embed" \
+  -L "$llama/build/bin" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$llama/build/bin" -lpthread
+llama_version=$(git -C "$llama" rev-parse --short HEAD 2>/dev/null || basename "$llama")
+
+# ---- the conversion checked on the fixtures
+"$python" - "$fixtures" "$llama" "$work" <<'PY'
+import json, os, struct, subprocess, sys
+import numpy as np
+fixtures, llama, work = sys.argv[1:]
+def tensor(path, name):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        start, end = header[name]["data_offsets"]
+        f.seek(8 + n + start)
+        return np.frombuffer(f.read(end - start), np.float32).reshape(header[name]["shape"])
+for name, case in (("llava-llama-tiny", 8), ("llava-qwen2-tiny", 8)):
+    out = os.path.join(work, "check-" + name)
+    subprocess.run([sys.executable, "bench/llava_gguf.py", os.path.join(fixtures, name), out, llama], check=True,
+                   stdout=subprocess.DEVNULL)
+    expected = json.load(open(os.path.join(fixtures, name, "expected.json")))["cases"][case]
+    answer = subprocess.run([os.path.join(llama, "build/bin/llama-cli"), "-m", os.path.join(out, "text.gguf"),
+                             "-p", expected["prompt"], "-n", str(len(expected["greedy"]["new_ids"])), "--temp", "0",
+                             "-no-cnv", "-t", "2", "--no-warmup"], capture_output=True).stdout
+    text = expected["greedy"]["text"].encode()
+    if text not in answer:
+        sys.exit(f"llama.cpp's answer on {name} case {case} is not the reference's {text!r}: {answer!r}")
+    print(f"check: llama.cpp on {name} (converted by bench/llava_gguf.py) answers the reference's greedy text")
+reference = os.path.join(fixtures, "llava-llama-tiny", "reference.safetensors")
+tensor(reference, "pixel_values.1")[0].astype(np.float32).tofile(os.path.join(work, "pixels.f32"))
+subprocess.run([os.path.join(work, "clip_embed"), os.path.join(work, "check-llava-llama-tiny", "mmproj.gguf"),
+                os.path.join(work, "pixels.f32"), os.path.join(work, "features.f32"), "2", "1"], check=True,
+               stdout=subprocess.DEVNULL)
+features = np.fromfile(os.path.join(work, "features.f32"), np.float32)
+expected = tensor(reference, "image_features.1").reshape(-1)
+difference = float(np.abs(features - expected).max()) if features.shape == expected.shape else float("inf")
+if not difference <= 5e-3:
+    sys.exit(f"llama.cpp's image features on llava-llama-tiny differ from the reference's by {difference}")
+print(f"check: llama.cpp's image features on llava-llama-tiny within {difference:.1e} of the reference's "
+      "(its patch convolution in float16)")
+PY
+
+# ---- the models, in both runtimes' forms
+for model in "${models[@]}"; do
+  dir=$work/$model
+  [ -f "$dir/config.json" ] || build/glimpse-make-model "$configs/$model.json" "$dir" --f16 >/dev/null
+  [ -f "$dir-gguf/text.gguf" ] || "$python" bench/llava_gguf.py "$dir" "$dir-gguf" "$llama" --f16 >/dev/null
+  [ -f "$dir-gguf/text-q8_0.gguf" ] ||
+    "$llama/build/bin/llama-quantize" "$dir-gguf/text.gguf" "$dir-gguf/text-q8_0.gguf" Q8_0 >/dev/null 2>&1
+done
+
+# ---- alternating rounds
+results=$work/results.jsonl
+: > "$results"
+cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof" 2>/dev/null || cc -O2 -pthread bench/roof.c -o "$work/roof"
+"$work/roof" "$threads" bandwidth | sed 's/^{/{"side": "roof", /' >> "$results"
+for round in $(seq 1 "$runs"); do
+  for model in "${models[@]}"; do
+    dir=$work/$model
+    prompt=$("$python" -c "import json,sys; c=json.load(open('$dir/config.json')); v=c['vision_config']; \
+n=(v['image_size']//v['patch_size'])**2; print(n + (1 if c.get('vision_feature_select_strategy','default')=='full' \
+and v.get('model_type','')=='clip_vision_model' else 0) + 32)")
+    for precision in f16 int8; do
+      flag=$([ "$precision" = int8 ] && echo --int8 || true)
+      build/glimpse bench -m "$dir" $flag --threads "$threads" --runs 3 --tokens 8 --json 2>/dev/null |
+        sed "s/^{/{\"side\": \"glimpse\", \"model\": \"$model\", \"precision\": \"$precision\", \"round\": $round, /" \
+        >> "$results"
+      gguf=$dir-gguf/text$([ "$precision" = int8 ] && echo -q8_0 || true).gguf
+      "$llama/build/bin/llama-bench" -m "$gguf" -p "$prompt" -n 32 -t "$threads" -r 1 -o jsonl 2>/dev/null |
+        sed "s/^{/{\"side\": \"llama.cpp\", \"model\": \"$model\", \"precision\": \"$precision\", \"round\": $round, /" \
+        >> "$results"
+    done
+    [ -f "$work/pixels-$model.f32" ] || "$python" -c "import json, numpy as np; \
+v = json.load(open('$dir/config.json'))['vision_config']; \
+np.random.default_rng(1).standard_normal((3, v['image_size'], v['image_size'])).astype(np.float32).tofile('$work/pixels-$model.f32')"
+    if timeout 600 "$work/clip_embed" "$dir-gguf/mmproj.gguf" "$work/pixels-$model.f32" /dev/null "$threads" 2 \
+        > "$work/clip.out" 2>/dev/null; then
+      grep encode_ms "$work/clip.out" | tail -1 |
+        sed "s/^encode_ms \(.*\)/{\"side\": \"llama.cpp\", \"model\": \"$model\", \"stage\": \"image\", \"ms\": \1, \"round\": $round}/" \
+        >> "$results"
+    else
+      echo "{\"side\": \"llama.cpp\", \"model\": \"$model\", \"stage\": \"image\", \"unsupported\": true}" >> "$results"
+    fi
+  done
+done
+"$work/roof" "$threads" bandwidth | sed 's/^{/{"side": "roof", /' >> "$results"
+"$python" bench/llava_report.py "$results" "$threads" "$llama_version"
