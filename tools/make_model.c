@@ -743,6 +743,21 @@ static void write_siglip_tokenizer(const char *folder) {
                "\"tokenizer_class\": \"SiglipTokenizer\", \"unk_token\": \"<unk>\"}\n");
 }
 
+/* CLIPImageProcessor's settings: the shortest side resized to image, a centre crop of image × image, OpenAI CLIP's
+ * mean and std. */
+static void write_clip_preprocessor(const char *folder, int image) {
+    char preprocessor[1024];
+    snprintf(preprocessor, sizeof preprocessor,
+             "{\"crop_size\": {\"height\": %d, \"width\": %d}, \"do_center_crop\": true, \"do_convert_rgb\": true, "
+             "\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
+             "\"image_mean\": [0.48145466, 0.4578275, 0.40821073], "
+             "\"image_std\": [0.26862954, 0.26130258, 0.27577711], \"image_processor_type\": "
+             "\"CLIPImageProcessor\", \"resample\": 3, \"rescale_factor\": 0.00392156862745098, "
+             "\"size\": {\"shortest_edge\": %d}}\n",
+             image, image, image);
+    write_text(folder, "preprocessor_config.json", preprocessor);
+}
+
 /* tokenizer_config.json's added_tokens_decoder entry of id: content, special. */
 static void add_added_token(cJSON *decoder, cJSON *list, int id, const char *content) {
     char key[16];
@@ -877,22 +892,16 @@ static void write_llava_files(const char *folder, const cJSON *config) {
         snprintf(generation, sizeof generation, "{\"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": %d}\n",
                  image_token + 1);
     write_text(folder, "generation_config.json", generation);
+    if (!siglip) {
+        write_clip_preprocessor(folder, image);
+        return;
+    }
     char preprocessor[1024];
-    if (siglip)
-        snprintf(preprocessor, sizeof preprocessor,
-                 "{\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, \"image_mean\": [0.5, 0.5, 0.5], "
-                 "\"image_std\": [0.5, 0.5, 0.5], \"image_processor_type\": \"SiglipImageProcessor\", \"resample\": 3, "
-                 "\"rescale_factor\": 0.00392156862745098, \"size\": {\"height\": %d, \"width\": %d}}\n",
-                 image, image);
-    else
-        snprintf(preprocessor, sizeof preprocessor,
-                 "{\"crop_size\": {\"height\": %d, \"width\": %d}, \"do_center_crop\": true, \"do_convert_rgb\": "
-                 "true, \"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
-                 "\"image_mean\": [0.48145466, 0.4578275, 0.40821073], "
-                 "\"image_std\": [0.26862954, 0.26130258, 0.27577711], \"image_processor_type\": "
-                 "\"CLIPImageProcessor\", \"resample\": 3, \"rescale_factor\": 0.00392156862745098, "
-                 "\"size\": {\"shortest_edge\": %d}}\n",
-                 image, image, image);
+    snprintf(preprocessor, sizeof preprocessor,
+             "{\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, \"image_mean\": [0.5, 0.5, 0.5], "
+             "\"image_std\": [0.5, 0.5, 0.5], \"image_processor_type\": \"SiglipImageProcessor\", \"resample\": 3, "
+             "\"rescale_factor\": 0.00392156862745098, \"size\": {\"height\": %d, \"width\": %d}}\n",
+             image, image);
     write_text(folder, "preprocessor_config.json", preprocessor);
 }
 
@@ -981,17 +990,7 @@ int main(int argc, char **argv) {
         clip_tensors(&tensors, config);
         const cJSON *t = cJSON_GetObjectItem(config, "text_config"), *v = cJSON_GetObjectItem(config, "vision_config");
         write_clip_tokenizer(folder, get_int(t, "vocab_size", 49408));
-        int image = get_int(v, "image_size", 224);
-        char preprocessor[1024];
-        snprintf(preprocessor, sizeof preprocessor,
-                 "{\"crop_size\": {\"height\": %d, \"width\": %d}, \"do_center_crop\": true, \"do_convert_rgb\": true, "
-                 "\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
-                 "\"image_mean\": [0.48145466, 0.4578275, 0.40821073], "
-                 "\"image_std\": [0.26862954, 0.26130258, 0.27577711], \"image_processor_type\": "
-                 "\"CLIPImageProcessor\", \"resample\": 3, \"rescale_factor\": 0.00392156862745098, "
-                 "\"size\": {\"shortest_edge\": %d}}\n",
-                 image, image, image);
-        write_text(folder, "preprocessor_config.json", preprocessor);
+        write_clip_preprocessor(folder, get_int(v, "image_size", 224));
     } else if (strcmp(architecture, "BlipForConditionalGeneration") == 0 ||
                strcmp(architecture, "BlipForImageTextRetrieval") == 0) {
         if (strcmp(architecture, "BlipForConditionalGeneration") == 0)
