@@ -10,7 +10,8 @@
 # weights go to llama.cpp through bench/llava_gguf.py, and before anything is timed the conversion is checked on
 # the reference fixtures: llama.cpp must give llava-llama-tiny's image features (within the float16 rounding of
 # its patch convolution, which llama.cpp always stores in float16) and both fixtures' greedy text answers.
-# Needs a built tree, python3-numpy and python3-sentencepiece (installed here from Debian when missing), and
+# Also glimpse's peak resident memory answering one question, beside the weights' file size.
+# Needs a built tree, python3-numpy, python3-sentencepiece and time (installed here from Debian when missing), and
 # about 40 GB in build/bench/llava for the 7B (its snapshot, GGUF and Q8_0 copies).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ work=build/bench/llava
 configs=${GLIMPSE_CONFIGS:-../shared/configs}
 fixtures=${GLIMPSE_FIXTURES:-../shared/fixtures}
 mkdir -p "$work"
-for p in python3-numpy python3-sentencepiece; do
+for p in python3-numpy python3-sentencepiece time; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="${missing:-} $p"
 done
 if [ -n "${missing:-}" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null; fi
@@ -59,7 +60,8 @@ for name, case in (("llava-llama-tiny", 8), ("llava-qwen2-tiny", 8)):
     answer = subprocess.run([os.path.join(llama, "build/bin/llama-cli"), "-m", os.path.join(out, "text.gguf"),
                              "-p", expected["prompt"], "-n", str(len(expected["greedy"]["new_ids"])), "--temp", "0",
                              "-no-cnv", "-t", "2", "--no-warmup"], capture_output=True).stdout
-    text = expected["greedy"]["text"].encode()
+    answer = answer.decode("utf-8", errors="replace")  # bytes that end no character: U+FFFD, as the reference's decode
+    text = expected["greedy"]["text"]
     if text not in answer:
         sys.exit(f"llama.cpp's answer on {name} case {case} is not the reference's {text!r}: {answer!r}")
     print(f"check: llama.cpp on {name} (converted by bench/llava_gguf.py) answers the reference's greedy text")
@@ -121,4 +123,14 @@ np.random.default_rng(1).standard_normal((3, v['image_size'], v['image_size'])).
   done
 done
 "$work/roof" "$threads" bandwidth | sed 's/^{/{"side": "roof", /' >> "$results"
+# peak resident memory of one answer (8 new tokens) against the weights' file
+for model in "${models[@]}"; do
+  dir=$work/$model
+  for precision in f16 int8; do
+    flag=$([ "$precision" = int8 ] && echo --int8 || true)
+    kb=$( { /usr/bin/time -f "%M" build/glimpse ask -m "$dir" $flag -q "What is in this picture?" --max-tokens 8 \
+      examples/pictures/00000.png >/dev/null; } 2>&1 | tail -1)
+    echo "{\"side\": \"glimpse\", \"model\": \"$model\", \"precision\": \"$precision\", \"stage\": \"peak_rss\", \"kb\": $kb, \"file_bytes\": $(stat -c %s "$dir/model.safetensors")}" >> "$results"
+  done
+done
 "$python" bench/llava_report.py "$results" "$threads" "$llama_version"

@@ -94,8 +94,13 @@ def main(path, threads, llama_version):
                 print(f"| {model} | {precision} | glimpse's step against its bound | {1000 / decode[0]:.1f} ms | "
                       f"{bound:.1f} ms ({step_bytes[(model, precision)] / 1e6:.0f} MB at the median bandwidth) | "
                       f"{1000 / decode[0] / bound:.2f}× the bound |")
-    print("\nRatios above 1 favour glimpse. Prompt: the picture's rows and 32 tokens read at once; decode: glimpse's "
-          "step just after that prompt, llama.cpp's llama-bench over 32 tokens from an empty cache; image: the tower "
+    for r in rows:
+        if r.get("stage") == "peak_rss":
+            print(f"\nPeak resident memory, {r['model']} {r['precision']}: {r['kb'] / 1024:.0f} MiB answering one question "
+                  f"(8 new tokens), beside {r['file_bytes'] / 2**20:.0f} MiB of weights in the file.", end="")
+    print("\n\nRatios above 1 favour glimpse. Prompt: the picture's rows and 32 tokens read at once; decode: glimpse's "
+          "step after 16 positions (the weights' share; a longer cache adds to it, as glimpse bench's later steps show), "
+          "llama.cpp's llama-bench over 32 tokens from an empty cache; image: the tower "
           "and projector on one picture (glimpse's image stage includes its preprocessing).")
 
 
