@@ -34,8 +34,8 @@ static const char chat_help[] =
     "  /reset                   start again (the pictures given go with the next message)\n"
     "  /quit                    end (so do Ctrl-D and Ctrl-C at the prompt)\n"
     "Ctrl-C while an answer is written stops it; the words written stay in the conversation.\n"
-    "Standard input need not be a terminal: each line is then a message and each answer one\n"
-    "line of output.\n";
+    "Standard input need not be a terminal: each line is then a message, and each answer\n"
+    "ends with a new line.\n";
 
 enum { OPT_SYSTEM = CLI_OPT_CAPTION_END };
 
