@@ -6,7 +6,8 @@
 # (tower and projector, one picture). Processes alternate, RUNS rounds of each; the table gives medians and the
 # spread (fastest–slowest), the machine, the CPU and the commit.
 #
-# LLAMA_CPP is a llama.cpp checkout (its tools are built in LLAMA_CPP/build; nothing of it enters glimpse). The
+# LLAMA_CPP is a llama.cpp checkout (its tools are built in LLAMA_CPP/build; nothing of it enters glimpse; its
+# version is its git commit, or LLAMA_CPP_VERSION where the checkout has no .git). The
 # weights go to llama.cpp through bench/llava_gguf.py, and before anything is timed the conversion is checked on
 # the reference fixtures: llama.cpp must give llava-llama-tiny's image features (within the float16 rounding of
 # its patch convolution, which llama.cpp always stores in float16) and both fixtures' greedy text answers.
@@ -38,7 +39,7 @@ cmake --build "$llama/build" -j"$(nproc)" --target llama-bench llama-quantize ll
 g++ -O2 -std=c++17 bench/clip_embed.cpp "$llama/examples/llava/clip.cpp" -I "$llama/examples/llava" \
   -I "$llama/ggml/include" -I "$llama/include" -I "$llama/common" -I "$llama/examples" -o "$work/clip_embed" \
   -L "$llama/build/bin" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$llama/build/bin" -lpthread
-llama_version=$(git -C "$llama" rev-parse --short HEAD 2>/dev/null || basename "$llama")
+llama_version=${LLAMA_CPP_VERSION:-$(git -C "$llama" rev-parse --short HEAD 2>/dev/null || basename "$llama")}
 
 # ---- the conversion checked on the fixtures
 "$python" - "$fixtures" "$llama" "$work" <<'PY'
