@@ -69,8 +69,10 @@ static char *run_glimpse(const char *const *argv) {
     return out;
 }
 
-/* shared/configs/NAME.json written with two layers per stack, checked with glimpse info; its folder. */
+/* shared/configs/NAME.json written with two layers per stack, checked with glimpse info; its folder (the test
+ * skipped without the fixtures, beside which the configs sit). */
 static char *published_snapshot(const char *name, const char *architecture) {
+    if (!fixtures_folder()) skip();
     char relative[160];
     snprintf(relative, sizeof relative, "../configs/%s.json", name);
     char *config = fixture_path(relative), *folder = snapshot_from_file(config, name, " --layers 2");
@@ -80,6 +82,9 @@ static char *published_snapshot(const char *name, const char *architecture) {
     free(out), free(config);
     return folder;
 }
+
+/* The example picture both models are run on. */
+static const char picture[] = GLIMPSE_SOURCE_DIR "/examples/pictures/00000.png";
 
 /* How many of the JSON list's numbers are id. */
 static int count_id(const cJSON *list, int id) {
@@ -93,10 +98,7 @@ static int count_id(const cJSON *list, int id) {
  * table; the chat template puts <|im_start|> (151644), <|im_end|> (151645) and <image> (151646) in the prompt. */
 static void test_published_llava(void **state) {
     (void)state;
-    if (!fixtures_folder()) skip();
     char *folder = published_snapshot("llava-hf--llava-interleave-qwen-0.5b-hf", "LlavaForConditionalGeneration");
-    char picture[600];
-    snprintf(picture, sizeof picture, "%s/examples/pictures/00000.png", GLIMPSE_SOURCE_DIR);
     const char *argv[] = {GLIMPSE_BINARY, "ask", "-m", folder, "-q", "What is this?", "--max-tokens", "3", "--json",
                           picture, NULL};
     char *out = run_glimpse(argv);
@@ -115,10 +117,7 @@ static void test_published_llava(void **state) {
  * a task without input and one with a region of <loc_N> tokens both run. */
 static void test_published_florence2(void **state) {
     (void)state;
-    if (!fixtures_folder()) skip();
     char *folder = published_snapshot("microsoft--Florence-2-base", "Florence2ForConditionalGeneration");
-    char picture[600];
-    snprintf(picture, sizeof picture, "%s/examples/pictures/00000.png", GLIMPSE_SOURCE_DIR);
     static const char *const tasks[][2] = {{"<OD>", NULL}, {"<REGION_TO_DESCRIPTION>", "10,10,40,30"}};
     for (int t = 0; t < 2; t++) {
         const char *argv[] = {GLIMPSE_BINARY, "task", "-m", folder, "--task", tasks[t][0], "--beams", "1",
