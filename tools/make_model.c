@@ -435,6 +435,102 @@ static void vit_gpt2_tensors(spec_list *l, const cJSON *config) {
     add_norm(l, "decoder.transformer.ln_f", h);
 }
 
+/* Entry i of the config's integer list key (DaViT's per-stage lists); dies if it is missing. */
+static size_t list_int(const cJSON *json, const char *key, int i) {
+    const cJSON *item = cJSON_GetArrayItem(cJSON_GetObjectItem(json, key), i);
+    if (!cJSON_IsNumber(item) || item->valueint < 1) die("config: vision_config.%s[%d] is not a positive number", key, i);
+    return (size_t)item->valueint;
+}
+
+/* DaViT (Florence-2's vision tower, the remote code's names): per stage a patch-embedding conv with its LayerNorm
+ * (over the incoming channels where patch_prenorm, else the outgoing), then depths[s] pairs of a spatial (window
+ * attention) and a channel block, each a depthwise conv, attention, a depthwise conv and an MLP of 4C. */
+static void davit_tensors(spec_list *l, const cJSON *v) {
+    size_t in = 3;
+    char name[160];
+    for (int s = 0; s < 4; s++) {
+        size_t dim = list_int(v, "dim_embed", s), kernel = list_int(v, "patch_size", s);
+        const cJSON *prenorm = cJSON_GetArrayItem(cJSON_GetObjectItem(v, "patch_prenorm"), s);
+        add(l, FILL_NORMAL, STD, 4, dim, in, kernel, kernel, "vision_tower.convs.%d.proj.weight", s);
+        add(l, FILL_NORMAL, STD, 1, dim, 0, 0, 0, "vision_tower.convs.%d.proj.bias", s);
+        snprintf(name, sizeof name, "vision_tower.convs.%d.norm", s);
+        add_norm(l, name, cJSON_IsTrue(prenorm) ? in : dim);
+        for (size_t j = 0; j < list_int(v, "depths", s); j++)
+            for (int b = 0; b < 2; b++) {
+                const char *block = b ? "channel_block" : "spatial_block", *attention = b ? "channel_attn" : "window_attn";
+                for (int c = 1; c <= 2; c++) {
+                    add(l, FILL_NORMAL, STD, 4, dim, 1, 3, 3, "vision_tower.blocks.%d.%zu.%s.conv%d.fn.dw.weight", s, j,
+                        block, c);
+                    add(l, FILL_NORMAL, STD, 1, dim, 0, 0, 0, "vision_tower.blocks.%d.%zu.%s.conv%d.fn.dw.bias", s, j,
+                        block, c);
+                }
+                snprintf(name, sizeof name, "vision_tower.blocks.%d.%zu.%s.%s.norm", s, j, block, attention);
+                add_norm(l, name, dim);
+                snprintf(name, sizeof name, "vision_tower.blocks.%d.%zu.%s.%s.fn.qkv", s, j, block, attention);
+                add_linear(l, name, 3 * dim, dim, 1);
+                snprintf(name, sizeof name, "vision_tower.blocks.%d.%zu.%s.%s.fn.proj", s, j, block, attention);
+                add_linear(l, name, dim, dim, 1);
+                snprintf(name, sizeof name, "vision_tower.blocks.%d.%zu.%s.ffn.norm", s, j, block);
+                add_norm(l, name, dim);
+                snprintf(name, sizeof name, "vision_tower.blocks.%d.%zu.%s.ffn.fn.net.fc1", s, j, block);
+                add_linear(l, name, 4 * dim, dim, 1);
+                snprintf(name, sizeof name, "vision_tower.blocks.%d.%zu.%s.ffn.fn.net.fc2", s, j, block);
+                add_linear(l, name, dim, 4 * dim, 1);
+            }
+        in = dim;
+    }
+}
+
+/* BART below language_model (Florence-2's text side, as save_pretrained writes it): the shared token table and
+ * the head as its own copy, final_logits_bias, each side's learned positions (2 more rows than
+ * max_position_embeddings) and embedding LayerNorm, post-LN layers (the decoder's with cross-attention). */
+static void bart_tensors(spec_list *l, const cJSON *t) {
+    size_t d = (size_t)get_int(t, "d_model", 1024), vocab = (size_t)get_int(t, "vocab_size", 50265);
+    size_t positions = (size_t)get_int(t, "max_position_embeddings", 1024);
+    add(l, FILL_NORMAL, STD, 2, vocab, d, 0, 0, "language_model.model.shared.weight");
+    char name[160];
+    for (int side = 0; side < 2; side++) {
+        const char *which = side ? "decoder" : "encoder";
+        snprintf(name, sizeof name, "%s_ffn_dim", which);
+        size_t ffn = (size_t)get_int(t, name, 4096);
+        snprintf(name, sizeof name, "%s_layers", which);
+        int layers = get_int(t, name, 12);
+        add(l, FILL_NORMAL, STD, 2, positions + 2, d, 0, 0, "language_model.model.%s.embed_positions.weight", which);
+        snprintf(name, sizeof name, "language_model.model.%s.layernorm_embedding", which);
+        add_norm(l, name, d);
+        for (int i = 0; i < layers; i++) {
+            const char *square[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj",
+                                    "encoder_attn.q_proj", "encoder_attn.k_proj", "encoder_attn.v_proj",
+                                    "encoder_attn.out_proj"};
+            const char *norms[] = {"self_attn_layer_norm", "final_layer_norm", "encoder_attn_layer_norm"};
+            const char *fc1[] = {"fc1"}, *fc2[] = {"fc2"};
+            snprintf(name, sizeof name, "language_model.model.%s.layers.%d", which, i);
+            add_linears(l, name, square, side ? 8 : 4, d, d);
+            add_norms(l, name, norms, side ? 3 : 2, d);
+            add_linears(l, name, fc1, 1, ffn, d);
+            add_linears(l, name, fc2, 1, d, ffn);
+        }
+    }
+    add(l, FILL_NORMAL, STD, 2, vocab, d, 0, 0, "language_model.lm_head.weight");
+    add(l, FILL_ZEROS, 0, 2, 1, vocab, 0, 0, "language_model.final_logits_bias");
+}
+
+/* Florence2ForConditionalGeneration: DaViT, the image side's 2-D position tables (the last stage's C split
+ * C - C/2 columns, C/2 rows) and temporal table, the projection [C, projection_dim] (no bias) and its norm, BART. */
+static void florence2_tensors(spec_list *l, const cJSON *config) {
+    const cJSON *v = cJSON_GetObjectItem(config, "vision_config"), *t = cJSON_GetObjectItem(config, "text_config");
+    davit_tensors(l, v);
+    size_t c = list_int(v, "dim_embed", 3), projection = (size_t)get_int(config, "projection_dim", 1024);
+    size_t positions = (size_t)get_int(cJSON_GetObjectItem(v, "image_pos_embed"), "max_pos_embeddings", 50);
+    size_t temporal = (size_t)get_int(cJSON_GetObjectItem(v, "visual_temporal_embedding"), "max_temporal_embeddings", 100);
+    add(l, FILL_NORMAL, STD, 2, positions, c / 2, 0, 0, "image_pos_embed.row_embeddings.weight");
+    add(l, FILL_NORMAL, STD, 2, positions, c - c / 2, 0, 0, "image_pos_embed.column_embeddings.weight");
+    add(l, FILL_NORMAL, STD, 2, temporal, c, 0, 0, "visual_temporal_embed.pos_idx_to_embed");
+    add(l, FILL_NORMAL, STD, 2, c, projection, 0, 0, "image_projection");
+    add_norm(l, "image_proj_norm", projection);
+    bart_tensors(l, t);
+}
+
 /* ---------------------------------------------------------------- output */
 
 static void write_text(const char *folder, const char *name, const char *text);
@@ -592,16 +688,33 @@ static void write_byte_bpe_files(const char *folder, cJSON *vocab) {
     write_text(folder, "merges.txt", "#version: 0.2\n");
 }
 
-/* OPT's tokenizer files with a vocabulary of our own in fairseq's order: <s>, <pad>, </s>, <unk>, then the
- * 256 byte stand-ins, no merges (every byte its own token); OPT's special tokens (bos = eos = unk = </s>). */
-static void write_opt_tokenizer(const char *folder) {
+/* A vocabulary in fairseq's order (OPT's and BART's): <s>, <pad>, </s>, <unk>, then the 256 byte stand-ins. */
+static cJSON *fairseq_byte_vocab(void) {
     cJSON *vocab = cJSON_CreateObject();
     const char *specials[] = {"<s>", "<pad>", "</s>", "<unk>"};
     for (int i = 0; i < 4; i++) cJSON_AddNumberToObject(vocab, specials[i], i);
     char stand_ins[256][4];
     byte_stand_ins(stand_ins);
     for (int b = 0; b < 256; b++) cJSON_AddNumberToObject(vocab, stand_ins[b], 4 + b);
-    write_byte_bpe_files(folder, vocab);
+    return vocab;
+}
+
+/* Ids from .. to-1 of vocab: tokens of two, then three, then four printable ASCII characters, in order (all
+ * distinct, and each decodes to text). */
+static void add_filler_tokens(cJSON *vocab, int from, int to) {
+    for (int id = from; id < to; id++) {
+        char token[5] = {0};
+        int n = id - from, length = n < 94 * 94 ? 2 : n < 94 * 94 + 94 * 94 * 94 ? 3 : 4;
+        n -= length == 2 ? 0 : length == 3 ? 94 * 94 : 94 * 94 + 94 * 94 * 94;
+        for (int c = length - 1; c >= 0; c--, n /= 94) token[c] = (char)(33 + n % 94);
+        cJSON_AddNumberToObject(vocab, token, id);
+    }
+}
+
+/* OPT's tokenizer files with a vocabulary of our own in fairseq's order: <s>, <pad>, </s>, <unk>, then the
+ * 256 byte stand-ins, no merges (every byte its own token); OPT's special tokens (bos = eos = unk = </s>). */
+static void write_opt_tokenizer(const char *folder) {
+    write_byte_bpe_files(folder, fairseq_byte_vocab());
     write_text(folder, "tokenizer_config.json",
                "{\"add_bos_token\": true, \"add_prefix_space\": false, \"tokenizer_class\": \"GPT2Tokenizer\"}\n");
     write_text(folder, "special_tokens_map.json",
@@ -848,13 +961,7 @@ static void write_qwen2_tokenizer(const char *folder, int image_token) {
     char stand_ins[256][4];
     byte_stand_ins(stand_ins);
     for (int b = 0; b < 256; b++) cJSON_AddNumberToObject(vocab, stand_ins[b], b);
-    for (int id = 256; id < end; id++) {
-        char token[5] = {0};
-        int n = id - 256, length = n < 94 * 94 ? 2 : n < 94 * 94 + 94 * 94 * 94 ? 3 : 4;
-        n -= length == 2 ? 0 : length == 3 ? 94 * 94 : 94 * 94 + 94 * 94 * 94;
-        for (int c = length - 1; c >= 0; c--, n /= 94) token[c] = (char)(33 + n % 94);
-        cJSON_AddNumberToObject(vocab, token, id);
-    }
+    add_filler_tokens(vocab, 256, end);
     write_byte_bpe_files(folder, vocab);
     cJSON *settings = cJSON_CreateObject(), *added = cJSON_CreateObject();
     cJSON_AddBoolToObject(settings, "add_prefix_space", 0);
@@ -905,6 +1012,74 @@ static void write_llava_files(const char *folder, const cJSON *config) {
     write_text(folder, "preprocessor_config.json", preprocessor);
 }
 
+/* tokenizer.json as the hub's Florence-2 files have it (and BART's: byte-level, RoBERTa's <s> … </s>): its five
+ * special tokens (<mask> taking the space before it), the vocabulary (deleted here) and its merges. */
+static void write_bart_tokenizer_json(const char *folder, cJSON *vocab) {
+    cJSON *json = cJSON_CreateObject(), *added = cJSON_CreateArray();
+    cJSON_AddStringToObject(json, "version", "1.0");
+    cJSON_AddNullToObject(json, "truncation");
+    cJSON_AddNullToObject(json, "padding");
+    const char *specials[] = {"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
+    for (int i = 0; i < 5; i++) {
+        cJSON *token = cJSON_CreateObject();
+        cJSON_AddNumberToObject(token, "id", i < 4 ? i : 50264);
+        cJSON_AddBoolToObject(token, "special", 1);
+        cJSON_AddStringToObject(token, "content", specials[i]);
+        cJSON_AddBoolToObject(token, "single_word", 0);
+        cJSON_AddBoolToObject(token, "lstrip", i == 4);
+        cJSON_AddBoolToObject(token, "rstrip", 0);
+        cJSON_AddBoolToObject(token, "normalized", 1);
+        cJSON_AddItemToArray(added, token);
+    }
+    cJSON_AddItemToObject(json, "added_tokens", added);
+    cJSON_AddNullToObject(json, "normalizer");
+    cJSON_AddItemToObject(json, "pre_tokenizer", cJSON_Parse("{\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                                                             "\"trim_offsets\": true}"));
+    cJSON_AddItemToObject(json, "post_processor",
+                          cJSON_Parse("{\"type\": \"RobertaProcessing\", \"sep\": [\"</s>\", 2], \"cls\": [\"<s>\", 0], "
+                                      "\"trim_offsets\": true, \"add_prefix_space\": false}"));
+    cJSON_AddItemToObject(json, "decoder", cJSON_Parse("{\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
+                                                       "\"trim_offsets\": true}"));
+    cJSON *model = cJSON_Parse("{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+                               "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", \"fuse_unk\": false}");
+    cJSON_AddItemToObject(model, "vocab", vocab);
+    cJSON_AddItemToObject(model, "merges", cJSON_CreateArray());
+    cJSON_AddItemToObject(json, "model", model);
+    char *text = cJSON_PrintUnformatted(json);
+    write_text(folder, "tokenizer.json", text);
+    free(text);
+    cJSON_Delete(json);
+}
+
+/* Florence-2's other files as the hub has them: BART's tokenizer (vocab.json and tokenizer.json, no merges.txt)
+ * with a vocabulary of our own of BART's 50,265 ids (fairseq's four, the byte stand-ins, printable fillers, <mask>
+ * last; the processor adds its 1,024 task and location tokens after them itself, as glimpse does), the generation
+ * settings, and CLIPImageProcessor's settings with the published 768 × 768 pictures and ImageNet's mean/std. */
+static void write_florence2_files(const char *folder, const cJSON *config) {
+    cJSON *vocab = fairseq_byte_vocab();
+    add_filler_tokens(vocab, 260, 50264);
+    cJSON_AddNumberToObject(vocab, "<mask>", 50264);
+    char *text = cJSON_PrintUnformatted(vocab);
+    write_text(folder, "vocab.json", text);
+    free(text);
+    write_bart_tokenizer_json(folder, vocab);
+    write_text(folder, "tokenizer_config.json", "{\n    \"model_max_length\": 1024\n}\n");
+    write_text(folder, "generation_config.json", "{\n  \"num_beams\": 3,\n  \"early_stopping\": false\n}\n");
+    const cJSON *v = cJSON_GetObjectItem(config, "vision_config");
+    size_t image = 768, stride = 1;
+    for (int s = 0; s < 4; s++) stride *= list_int(v, "patch_stride", s);
+    char preprocessor[1024];
+    snprintf(preprocessor, sizeof preprocessor,
+             "{\"auto_map\": {\"AutoProcessor\": \"processing_florence2.Florence2Processor\"}, \"do_convert_rgb\": null, "
+             "\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, \"do_center_crop\": false, "
+             "\"image_processor_type\": \"CLIPImageProcessor\", \"image_seq_length\": %zu, "
+             "\"image_mean\": [0.485, 0.456, 0.406], \"image_std\": [0.229, 0.224, 0.225], "
+             "\"processor_class\": \"Florence2Processor\", \"resample\": 3, "
+             "\"size\": {\"height\": %zu, \"width\": %zu}, \"crop_size\": {\"height\": %zu, \"width\": %zu}}\n",
+             (image / stride) * (image / stride) + 1, image, image, image, image);
+    write_text(folder, "preprocessor_config.json", preprocessor);
+}
+
 /* BlipImageProcessor's settings (BLIP and BLIP-2): bicubic straight to image × image, OpenAI CLIP's mean/std. */
 static void write_blip_preprocessor(const char *folder, int image) {
     char preprocessor[1024];
@@ -927,13 +1102,7 @@ static void write_gpt2_tokenizer(const char *folder, int vocab_size) {
     char stand_ins[256][4];
     byte_stand_ins(stand_ins);
     for (int b = 0; b < 256; b++) cJSON_AddNumberToObject(vocab, stand_ins[b], b);
-    for (int id = 256; id < vocab_size - 1; id++) {
-        char token[4] = {0};
-        int n = id - 256, length = n < 94 * 94 ? 2 : 3;
-        n = length == 2 ? n : n - 94 * 94;
-        for (int c = length - 1; c >= 0; c--, n /= 94) token[c] = (char)(33 + n % 94);
-        cJSON_AddNumberToObject(vocab, token, id);
-    }
+    add_filler_tokens(vocab, 256, vocab_size - 1);
     cJSON_AddNumberToObject(vocab, "<|endoftext|>", vocab_size - 1);
     write_byte_bpe_files(folder, vocab);
     write_text(folder, "special_tokens_map.json",
@@ -944,66 +1113,95 @@ static void write_gpt2_tokenizer(const char *folder, int vocab_size) {
 }
 
 static const char usage[] =
-    "Usage: glimpse-make-model CONFIG.json OUTPUT_FOLDER [--f16] [--shards N] [--seed N]\n"
+    "Usage: glimpse-make-model CONFIG.json OUTPUT_FOLDER [--f16 | --f32] [--shards N] [--seed N] [--layers N]\n"
     "Writes a snapshot folder with random weights shaped as CONFIG describes\n"
     "(e.g. ../shared/configs/openai--clip-vit-base-patch32.json), with the\n"
     "published tensor names, plus tokenizer and preprocessor files of our own.\n"
-    "Float16 with --f16 or where CONFIG's torch_dtype is float16 (Salesforce/blip2-opt-2.7b);\n"
+    "Float16 with --f16 or where CONFIG's torch_dtype is float16 (Salesforce/blip2-opt-2.7b,\n"
+    "the LLaVA and Florence-2 checkpoints), unless --f32;\n"
     "--shards N writes N files and model.safetensors.index.json, as the hub shards large\n"
-    "models (BLIP-2's default: 2). Values are made as they are written: memory stays small\n"
-    "whatever the model's size.\n";
+    "models (BLIP-2's default: 2). --layers N keeps at most N layers in every stack (and\n"
+    "N blocks in every DaViT stage), config.json saying so: the published widths, vocabularies\n"
+    "and picture sizes in a model that loads and runs quickly. Values are made as they are\n"
+    "written: memory stays small whatever the model's size.\n";
 
-int main(int argc, char **argv) {
-    const char *config_path = NULL, *folder = NULL;
-    int half = 0;
-    long shards = 0; /* 0: the family's default */
+typedef struct options {
+    const char *config_path, *folder;
+    int precision; /* 0: the config's torch_dtype; 16 or 32 */
+    long shards;   /* 0: the family's default */
+    long layers;   /* 0: as the config says */
+} options;
+
+static options parse_arguments(int argc, char **argv) {
+    options o = {0};
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--f16") == 0) {
-            half = 1;
-        } else if (strcmp(argv[i], "--shards") == 0 && i + 1 < argc) {
-            shards = strtol(argv[++i], NULL, 10);
-            if (shards < 1 || shards > 99999) die("--shards takes 1 to 99999");
+        if (strcmp(argv[i], "--f16") == 0 || strcmp(argv[i], "--f32") == 0) {
+            o.precision = argv[i][3] == '1' ? 16 : 32;
+        } else if ((strcmp(argv[i], "--shards") == 0 || strcmp(argv[i], "--layers") == 0) && i + 1 < argc) {
+            long *value = argv[i][2] == 's' ? &o.shards : &o.layers;
+            *value = strtol(argv[i + 1], NULL, 10);
+            if (*value < 1 || *value > 99999) die("%s takes 1 to 99999", argv[i]);
+            i++;
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             rng_state = strtoull(argv[++i], NULL, 10) * 0x9e3779b97f4a7c15ull + 1;
         } else if (strcmp(argv[i], "--help") == 0) {
             fputs(usage, stdout);
-            return 0;
-        } else if (!config_path) {
-            config_path = argv[i];
-        } else if (!folder) {
-            folder = argv[i];
+            exit(0);
+        } else if (!o.config_path) {
+            o.config_path = argv[i];
+        } else if (!o.folder) {
+            o.folder = argv[i];
         } else {
             die("unexpected argument '%s'\n%s", argv[i], usage);
         }
     }
-    if (!config_path || !folder) die("need a config and an output folder\n%s", usage);
-    uint8_t *bytes;
-    size_t size;
-    if (file_read_all(config_path, 1 << 24, &bytes, &size)) die("%s", glimpse_last_error());
-    cJSON *config = cJSON_ParseWithLength((const char *)bytes, size);
-    if (!config) die("%s: not JSON", config_path);
-    const cJSON *architectures = cJSON_GetObjectItem(config, "architectures");
-    const char *architecture = cJSON_GetArrayItem(architectures, 0) ? cJSON_GetArrayItem(architectures, 0)->valuestring : "";
-    if (mkdir(folder, 0755) != 0 && errno != EEXIST) die("%s: %s", folder, strerror(errno));
-    spec_list tensors = {0};
+    if (!o.config_path || !o.folder) die("need a config and an output folder\n%s", usage);
+    return o;
+}
+
+/* --layers: every layer count of json and its sub-configs (num_hidden_layers, encoder_layers, decoder_layers,
+ * n_layer, DaViT's depths) at most `most`; a text_config, vision_config ... naming none given num_hidden_layers. */
+static void cap_layers(cJSON *json, int most) {
+    static const char *const keys[] = {"num_hidden_layers", "encoder_layers", "decoder_layers", "n_layer", "depths"};
+    size_t key_count = sizeof keys / sizeof keys[0], named = 0;
+    for (size_t k = 0; k < key_count; k++) named += cJSON_HasObjectItem(json, keys[k]);
+    const char *suffix = json->string ? strstr(json->string, "_config") : NULL;
+    if (!named && suffix && !suffix[7]) { /* a sub-config relying on its class's count: 12 or more in all of them */
+        if (most > 12) die("--layers above 12 needs %s to name its layer count", json->string);
+        cJSON_AddNumberToObject(json, "num_hidden_layers", most);
+    }
+    cJSON *item;
+    cJSON_ArrayForEach(item, json) {
+        if (cJSON_IsObject(item)) cap_layers(item, most);
+        int counted = 0;
+        for (size_t k = 0; k < key_count; k++) counted |= item->string && !strcmp(item->string, keys[k]);
+        if (!counted) continue;
+        for (cJSON *count = cJSON_IsArray(item) ? item->child : item; count; count = cJSON_IsArray(item) ? count->next : NULL)
+            if (cJSON_IsNumber(count) && count->valueint > most) cJSON_SetNumberValue(count, most);
+    }
+}
+
+/* The tensors of architecture's model (CONFIG's sizes) and its tokenizer and preprocessor files; *shards set to
+ * the family's default if 0. */
+static void write_family(const char *architecture, const cJSON *config, const char *folder, spec_list *tensors,
+                         long *shards) {
+    const cJSON *t = cJSON_GetObjectItem(config, "text_config"), *v = cJSON_GetObjectItem(config, "vision_config");
     if (strcmp(architecture, "CLIPModel") == 0) {
-        clip_tensors(&tensors, config);
-        const cJSON *t = cJSON_GetObjectItem(config, "text_config"), *v = cJSON_GetObjectItem(config, "vision_config");
+        clip_tensors(tensors, config);
         write_clip_tokenizer(folder, get_int(t, "vocab_size", 49408));
         write_clip_preprocessor(folder, get_int(v, "image_size", 224));
     } else if (strcmp(architecture, "BlipForConditionalGeneration") == 0 ||
                strcmp(architecture, "BlipForImageTextRetrieval") == 0) {
         if (strcmp(architecture, "BlipForConditionalGeneration") == 0)
-            blip_caption_tensors(&tensors, config);
+            blip_caption_tensors(tensors, config);
         else
-            blip_retrieval_tensors(&tensors, config);
-        const cJSON *t = cJSON_GetObjectItem(config, "text_config"), *v = cJSON_GetObjectItem(config, "vision_config");
+            blip_retrieval_tensors(tensors, config);
         write_bert_tokenizer(folder, get_int(t, "vocab_size", 30524));
         write_blip_preprocessor(folder, get_int(v, "image_size", 384));
     } else if (strcmp(architecture, "SiglipModel") == 0) {
-        siglip_tensors(&tensors, config);
+        siglip_tensors(tensors, config);
         write_siglip_tokenizer(folder);
-        int image = get_int(cJSON_GetObjectItem(config, "vision_config"), "image_size", 224);
+        int image = get_int(v, "image_size", 224);
         char preprocessor[1024];
         snprintf(preprocessor, sizeof preprocessor,
                  "{\"do_normalize\": true, \"do_rescale\": true, \"do_resize\": true, "
@@ -1014,12 +1212,12 @@ int main(int argc, char **argv) {
                  image, image);
         write_text(folder, "preprocessor_config.json", preprocessor);
     } else if (strcmp(architecture, "Blip2ForConditionalGeneration") == 0) {
-        blip2_tensors(&tensors, config);
+        blip2_tensors(tensors, config);
         write_opt_tokenizer(folder);
-        write_blip_preprocessor(folder, get_int(cJSON_GetObjectItem(config, "vision_config"), "image_size", 224));
-        if (!shards) shards = 2; /* Salesforce/blip2-opt-2.7b's two files */
+        write_blip_preprocessor(folder, get_int(v, "image_size", 224));
+        if (!*shards) *shards = 2; /* Salesforce/blip2-opt-2.7b's two files */
     } else if (strcmp(architecture, "VisionEncoderDecoderModel") == 0) {
-        vit_gpt2_tensors(&tensors, config);
+        vit_gpt2_tensors(tensors, config);
         write_gpt2_tokenizer(folder, get_int(cJSON_GetObjectItem(config, "decoder"), "vocab_size", 50257));
         int image = get_int(cJSON_GetObjectItem(config, "encoder"), "image_size", 224);
         char preprocessor[1024];
@@ -1031,27 +1229,48 @@ int main(int argc, char **argv) {
                  image, image);
         write_text(folder, "preprocessor_config.json", preprocessor);
     } else if (strcmp(architecture, "LlavaForConditionalGeneration") == 0) {
-        llava_tensors(&tensors, config);
+        llava_tensors(tensors, config);
         write_llava_files(folder, config);
+    } else if (strcmp(architecture, "Florence2ForConditionalGeneration") == 0) {
+        florence2_tensors(tensors, config);
+        write_florence2_files(folder, config);
     } else {
-        die("%s: architecture '%s' is not one this tool writes (CLIPModel, BlipForConditionalGeneration, "
+        die("architecture '%s' is not one this tool writes (CLIPModel, BlipForConditionalGeneration, "
             "BlipForImageTextRetrieval, SiglipModel, VisionEncoderDecoderModel, Blip2ForConditionalGeneration, "
-            "LlavaForConditionalGeneration)",
-            config_path, architecture);
+            "LlavaForConditionalGeneration, Florence2ForConditionalGeneration)",
+            architecture);
     }
+}
+
+int main(int argc, char **argv) {
+    options o = parse_arguments(argc, argv);
+    uint8_t *bytes;
+    size_t size;
+    if (file_read_all(o.config_path, 1 << 24, &bytes, &size)) die("%s", glimpse_last_error());
+    cJSON *config = cJSON_ParseWithLength((const char *)bytes, size);
+    if (!config) die("%s: not JSON", o.config_path);
+    if (o.layers) cap_layers(config, (int)o.layers);
+    const cJSON *architectures = cJSON_GetObjectItem(config, "architectures");
+    const char *architecture = cJSON_GetArrayItem(architectures, 0) ? cJSON_GetArrayItem(architectures, 0)->valuestring : "";
+    if (mkdir(o.folder, 0755) != 0 && errno != EEXIST) die("%s: %s", o.folder, strerror(errno));
+    spec_list tensors = {0};
+    write_family(architecture ? architecture : "", config, o.folder, &tensors, &o.shards);
     const cJSON *dtype = cJSON_GetObjectItem(config, "torch_dtype");
-    if (cJSON_IsString(dtype) && strcmp(dtype->valuestring, "float16") == 0) half = 1;
-    write_weights(folder, &tensors, half, shards ? (size_t)shards : 1);
-    char *config_out = file_join(folder, "config.json");
+    int half = o.precision ? o.precision == 16 : cJSON_IsString(dtype) && strcmp(dtype->valuestring, "float16") == 0;
+    write_weights(o.folder, &tensors, half, o.shards ? (size_t)o.shards : 1);
+    /* the published file as it is, or as --layers changed it */
+    char *changed = o.layers ? cJSON_Print(config) : NULL;
+    char *config_out = file_join(o.folder, "config.json");
     FILE *f = fopen(config_out, "wb");
     if (!f) die("%s: %s", config_out, strerror(errno));
-    fwrite(bytes, 1, size, f);
-    fclose(f);
-    free(config_out);
+    if (changed) fprintf(f, "%s\n", changed);
+    else fwrite(bytes, 1, size, f);
+    if (fclose(f) != 0) die("%s: write failed", config_out);
+    free(config_out), free(changed);
     size_t parameters = 0;
     for (size_t i = 0; i < tensors.count; i++)
         if (!tensors.items[i].is_i64) parameters += elements_of(&tensors.items[i]);
-    printf("wrote %s: %s, %zu tensors, %zu parameters (%s)\n", folder, architecture, tensors.count, parameters,
+    printf("wrote %s: %s, %zu tensors, %zu parameters (%s)\n", o.folder, architecture, tensors.count, parameters,
            half ? "F16" : "F32");
     free(tensors.items);
     free(bytes);
