@@ -110,8 +110,10 @@ def vocabulary(folder, size):
 
 def write_text(folder, config, text, out, f16):
     import gguf
-    c = config["text_config"]
-    qwen2 = c.get("model_type") == "qwen2"
+    qwen2 = config["text_config"].get("model_type") == "qwen2"
+    # what LlamaConfig and Qwen2Config give where the published configs leave sizes out (llava-1.5's does)
+    c = {"hidden_size": 4096, "intermediate_size": 22016 if qwen2 else 11008, "num_hidden_layers": 32,
+         "num_attention_heads": 32, **config["text_config"]}
     heads, kv_heads = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
     hidden, layers = c["hidden_size"], c["num_hidden_layers"]
     arch = "qwen2" if qwen2 else "llama"
@@ -192,7 +194,7 @@ def write_mmproj(folder, config, vision, projector, out, f16):
     writer.add_uint32("clip.vision.patch_size", v["patch_size"])
     writer.add_uint32("clip.vision.embedding_length", v["hidden_size"])
     writer.add_uint32("clip.vision.feed_forward_length", v["intermediate_size"])
-    writer.add_uint32("clip.vision.projection_dim", config["text_config"]["hidden_size"])
+    writer.add_uint32("clip.vision.projection_dim", projector["linear_2.weight"].shape[0])  # the text's hidden size
     writer.add_uint32("clip.vision.attention.head_count", v["num_attention_heads"])
     writer.add_float32("clip.vision.attention.layer_norm_epsilon", float(v.get("layer_norm_eps", 1e-5)))
     # llama.cpp's clip.cpp runs block_count - 1 blocks for a LLaVA projector: one more is written (the next block,

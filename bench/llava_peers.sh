@@ -93,7 +93,7 @@ done
 results=$work/results.jsonl
 : > "$results"
 cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof" 2>/dev/null || cc -O2 -pthread bench/roof.c -o "$work/roof"
-"$work/roof" "$threads" bandwidth | sed 's/^{/{"side": "roof", /' >> "$results"
+"$work/roof" "$threads" | sed 's/^{/{"side": "roof", /' >> "$results" # the FMA loop's rate and the bandwidth
 for round in $(seq 1 "$runs"); do
   for model in "${models[@]}"; do
     dir=$work/$model

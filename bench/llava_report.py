@@ -38,6 +38,7 @@ def show(triple, digits=1):
 def main(path, threads, llama_version):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     bandwidth = [r["gbytes_per_s"] for r in rows if r.get("side") == "roof" and "gbytes_per_s" in r]
+    fma = [r["gflops"] for r in rows if r.get("side") == "roof" and r.get("stage") == "fma_peak"]
     figures = defaultdict(list)  # (model, precision, side, what) -> values
     step_bytes = {}
     unsupported = set()
@@ -48,6 +49,7 @@ def main(path, threads, llama_version):
             if stage == "prompt":
                 positions = int(str(r["detail"]).split()[0])
                 figures[(model, precision, side, "prompt")].append(positions / (r["median_ms"] / 1000))
+                figures[(model, precision, side, "prompt_gflops")].append(r["gflops"])
             elif stage == "decoder_step" and figures.get((model, precision, side, "first_step_detail")) in (None, [r["detail"]]):
                 figures[(model, precision, side, "first_step_detail")] = [r["detail"]]
                 figures[(model, precision, side, "decode")].append(1000 / r["median_ms"])
@@ -88,6 +90,10 @@ def main(path, threads, llama_version):
                 theirs_text = "not supported by this llama.cpp" if what == "image" and model in unsupported \
                     else show(theirs)
                 print(f"| {model} | {label} | {what} ({unit}) | {show(ours)} | {theirs_text} | {ratio} |")
+            rate = spread(figures.get((model, precision, "glimpse", "prompt_gflops"), []))
+            if rate and fma and precision == "f16":
+                print(f"| {model} | {precision} | glimpse's prompt against the FMA loop | {rate[0]:.0f} GFLOP/s | "
+                      f"{statistics.median(fma):.0f} GFLOP/s | {rate[0] / statistics.median(fma):.0%} of it |")
             decode = spread(figures.get((model, precision, "glimpse", "decode"), []))
             if decode and bandwidth and (model, precision) in step_bytes:
                 bound = step_bytes[(model, precision)] / (statistics.median(bandwidth) * 1e9) * 1000
