@@ -228,22 +228,25 @@ static glimpse_status grow(void **buffer, size_t *capacity, size_t count, size_t
     return GLIMPSE_STATUS_OK;
 }
 
-/* A language-model state for beams × (length + new) positions whose first step is `step` rows; the first `kept` positions of sequence 0 survive a new state (with room to
- * grow: a conversation's next turns). */
-static glimpse_status room_for(const llava_model *m, llava_run *run, size_t beams, size_t length, size_t positions,
-                               size_t step, size_t kept) {
+/* A language-model state for beams × `positions` positions whose first step is `step` rows (its scratch for at
+ * most LLAMA_PROMPT_CHUNK of them: a longer prompt runs in chunks); the first `kept` positions of sequence 0
+ * survive a new state (with room to grow: a conversation's next turns). */
+static glimpse_status room_for(const llava_model *m, llava_run *run, size_t beams, size_t positions, size_t step,
+                               size_t kept) {
+    if (step > LLAMA_PROMPT_CHUNK) step = LLAMA_PROMPT_CHUNK;
+    if (step < 1) step = 1; /* (the decoding steps' row) */
     if (run->language && run->language_beams >= beams && run->language_length >= positions &&
         run->language_step >= step)
         return GLIMPSE_STATUS_OK;
     if (kept && positions < 2 * run->language_length) positions = 2 * run->language_length;
     if (positions > (size_t)m->config.text.max_positions) positions = (size_t)m->config.text.max_positions;
     llama_state *state = NULL;
-    glimpse_status status = llama_state_create(&m->text, beams, positions, length, &state);
+    glimpse_status status = llama_state_create(&m->text, beams, positions, step, &state);
     if (status) return status;
     if (kept) llama_state_keep(&m->text, state, run->language, kept);
     llama_state_free(run->language);
     run->language = state;
-    run->language_beams = beams, run->language_length = positions, run->language_step = length;
+    run->language_beams = beams, run->language_length = positions, run->language_step = step;
     return GLIMPSE_STATUS_OK;
 }
 
@@ -337,12 +340,21 @@ static glimpse_status features_and_rows(glimpse_context *ctx, llava_run *run, si
     size_t side = (size_t)m->config.vision.image_size, rows = m->config.image_rows;
     size_t hidden = (size_t)m->config.text.hidden_size, first = 0;
     while (first < count && starts[first] + rows <= kept) first++;
-    memset(run->features, 0, first * rows * hidden * sizeof(float)); /* rows the language model already read */
+    if (first) memset(run->features, 0, first * rows * hidden * sizeof(float)); /* rows already read */
     glimpse_status status = GLIMPSE_STATUS_OK;
     if (first < count)
         status = llava_image_features(m, run->vision, run->pixels + first * 3 * side * side, count - first,
                                       run->features + first * rows * hidden, ctx->threads);
     return status ? status : llava_merge(m, prompt, prompt_length, run->features, count, run->rows, NULL);
+}
+
+/* The vision tower's activations given back once the features are merged, so that the language model's prompt runs
+ * beside the weights and its own state alone, not the tower's too (the next call makes them again: a few
+ * milliseconds beside the tower's seconds). The pixels stay: hold() keeps them for the next call's comparison. */
+static void release_vision(llava_run *run) {
+    llava_vision_state_free(run->vision);
+    run->vision = NULL;
+    run->images = 0; /* run_of makes every buffer of the image side again */
 }
 
 /* The merged sequence of the prompt's ids and the pictures: its length, the pictures preprocessed into
@@ -381,9 +393,10 @@ static glimpse_status answer(glimpse_context *ctx, glimpse_image *const *images,
     size_t length = 0, kept = 0, got = 0, max_length = prompt_length + (size_t)p->max_tokens, *starts = NULL;
     glimpse_status status = run_of(ctx, count, &run);
     if (!status) status = prepare(ctx, run, images, count, prompt, prompt_length, p, &length, &kept, &starts);
-    if (!status) status = room_for(m, run, (size_t)p->beams, length, length + (size_t)p->max_tokens, length - kept, kept);
+    if (!status) status = room_for(m, run, (size_t)p->beams, length + (size_t)p->max_tokens, length - kept, kept);
     if (run) run->held_count = 0; /* until this search ends well */
     if (!status) status = features_and_rows(ctx, run, count, prompt, prompt_length, starts, kept);
+    if (!status) release_vision(run);
     int32_t *ids = status ? NULL : malloc(max_length * sizeof *ids);
     llava_stream stream = {ctx->model, p, index, 0, ids ? malloc(max_length * sizeof *ids) : NULL};
     if (!status && (!ids || !stream.ids)) status = ERROR_OOM();
@@ -628,7 +641,7 @@ static glimpse_status bench_decode(glimpse_context *ctx, size_t position, size_t
     void *buffer = run ? run->rows : NULL;
     if (!status) status = grow(&buffer, &run->rows_capacity, rows, hidden * sizeof(float));
     if (run) run->rows = buffer;
-    if (!status) status = room_for(m, run, 1, rows, position + rows, rows, 0);
+    if (!status) status = room_for(m, run, 1, position + rows, rows, 0);
     if (status) return status;
     run->held_count = 0; /* the cache is overwritten */
     for (size_t i = 0; i < rows * hidden; i++) run->rows[i] = 0.01f * (float)(i % 17) - 0.08f;

@@ -362,11 +362,27 @@ static void run_layer(const llama_model *model, llama_state *s, size_t l, size_t
     kernel_linear(s->x, h, s->gate, inter, &layer->down_weight, NULL, rows, inter, h, true, threads);
 }
 
+/* One pass of `step` rows per sequence through every layer (the head's logits on each sequence's last row when
+ * `head`). */
+static void forward_step(const llama_model *model, llama_state *s, const float *embeddings, size_t sequences,
+                         size_t step, bool head, pool *threads) {
+    const llama_config *c = &model->config;
+    size_t h = (size_t)c->hidden_size, vocab = (size_t)c->vocab_size;
+    memcpy(s->x, embeddings, sequences * step * h * sizeof(float));
+    for (size_t l = 0; l < (size_t)c->layers; l++) run_layer(model, s, l, sequences, step, threads);
+    s->length += step;
+    if (!head) return;
+    for (size_t q = 0; q < sequences; q++) /* the head on each sequence's last row */
+        memcpy(s->last + q * h, s->x + ((q + 1) * step - 1) * h, h * sizeof(float));
+    llama_final_norm(model, s->last, s->last, sequences);
+    kernel_linear(s->logits, vocab, s->last, h, &model->lm_head, NULL, sequences, h, vocab, false, threads);
+}
+
 glimpse_status llama_forward(const llama_model *model, llama_state *s, const float *embeddings, size_t sequences,
                              size_t step, pool *threads) {
     const llama_config *c = &model->config;
-    size_t h = (size_t)c->hidden_size, vocab = (size_t)c->vocab_size;
-    if (sequences > s->max_sequences || step > s->max_step || s->length + step > s->max_length)
+    size_t h = (size_t)c->hidden_size;
+    if (sequences > s->max_sequences || (step > s->max_step && sequences > 1) || s->length + step > s->max_length)
         return error_set(GLIMPSE_STATUS_TOO_LARGE, "%zu sequences of %zu positions: more than this decoder state "
                          "holds (%zu of %zu)", sequences, s->length + step, s->max_sequences, s->max_length);
     if (s->record && s->length >= s->record_from &&
@@ -374,13 +390,11 @@ glimpse_status llama_forward(const llama_model *model, llama_state *s, const flo
                                s->length + step, 0))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "the attention record has no room for %zu sequences of "
                          "%zu positions", sequences, s->length + step);
-    memcpy(s->x, embeddings, sequences * step * h * sizeof(float));
-    for (size_t l = 0; l < (size_t)c->layers; l++) run_layer(model, s, l, sequences, step, threads);
-    for (size_t q = 0; q < sequences; q++) /* the head on each sequence's last row */
-        memcpy(s->last + q * h, s->x + ((q + 1) * step - 1) * h, h * sizeof(float));
-    llama_final_norm(model, s->last, s->last, sequences);
-    kernel_linear(s->logits, vocab, s->last, h, &model->lm_head, NULL, sequences, h, vocab, false, threads);
-    s->length += step;
+    /* one sequence's rows beyond max_step: in chunks of max_step (the head on the last one only) */
+    size_t done = 0;
+    for (; step - done > s->max_step; done += s->max_step)
+        forward_step(model, s, embeddings + done * h, 1, s->max_step, false, threads);
+    forward_step(model, s, embeddings + done * h, sequences, step - done, true, threads);
     return GLIMPSE_STATUS_OK;
 }
 

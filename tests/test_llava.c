@@ -233,7 +233,8 @@ static void test_numbers(void **state) {
 /* Generation (greedy, or beam search with `beams`) from the merged sequence of case `item` with caption_generate
  * (every end token of generation_config's list ends a sequence; the first is what beam search appends);
  * out[MAX_IDS] gets the whole sequence (the unexpanded prompt ids, then the new ones). */
-static size_t generate(const llava_fixture *f, const cJSON *item, int k, const cJSON *ends, int beams, int32_t *out) {
+static size_t generate_chunked(const llava_fixture *f, const cJSON *item, int k, const cJSON *ends, int beams,
+                               size_t chunk, int32_t *out) {
     const llava_model *m = &f->model;
     size_t images, length;
     int32_t prompt[MAX_IDS];
@@ -243,7 +244,8 @@ static size_t generate(const llava_fixture *f, const cJSON *item, int k, const c
     float *rows = malloc(length * (size_t)m->config.text.hidden_size * sizeof(float));
     assert_int_equal(llava_merge(m, prompt, prompt_length, features, images, rows, NULL), GLIMPSE_STATUS_OK);
     llama_state *lm;
-    assert_int_equal(llama_state_create(&m->text, (size_t)beams, length + MAX_NEW_TOKENS, length, &lm), GLIMPSE_STATUS_OK);
+    assert_int_equal(llama_state_create(&m->text, (size_t)beams, length + MAX_NEW_TOKENS, chunk ? chunk : length, &lm),
+                     GLIMPSE_STATUS_OK);
     llama_decoder d = {&m->text, lm, rows, length, prompt_length, 0};
     caption_decoder decoder = llama_caption_decoder(&d);
     caption_settings settings = {.max_length = prompt_length + MAX_NEW_TOKENS, .beams = beams, .length_penalty = 1.0f,
@@ -259,6 +261,11 @@ static size_t generate(const llava_fixture *f, const cJSON *item, int k, const c
     llama_state_free(lm);
     free(rows), free(features);
     return out_length;
+}
+
+/* The same with the merged rows in one pass. */
+static size_t generate(const llava_fixture *f, const cJSON *item, int k, const cJSON *ends, int beams, int32_t *out) {
+    return generate_chunked(f, item, k, ends, beams, 0, out);
 }
 
 /* The ids generated against the reference's, exactly. */
@@ -285,6 +292,35 @@ static void test_greedy(void **state) {
         k++;
     }
     fprintf(stderr, "%s: %d greedy cases identical\n", f->name, k);
+}
+
+/* A prompt longer than the state's scratch runs in chunks of it (LLAMA_PROMPT_CHUNK in glimpse ask): each case's
+ * logits stay the reference's and greedy gives its ids, with chunks of 7 rows (the image rows cut anywhere). */
+static void test_chunked_prompt(void **state) {
+    llava_fixture *f = *state;
+    if (!f) skip();
+    const llava_model *m = &f->model;
+    const size_t chunk = 7;
+    const cJSON *ends = cJSON_GetObjectItem(f->expected, "eos_token_id"), *item;
+    int k = 0;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(f->expected, "cases")) {
+        size_t images, length;
+        float *features = case_features(f, item, k, &images);
+        float *rows = merged(f, item, "input_ids", k, features, images, &length);
+        assert_true(length > 2 * chunk);
+        llama_state *lm;
+        assert_int_equal(llama_state_create(&m->text, 1, length, chunk, &lm), GLIMPSE_STATUS_OK);
+        assert_int_equal(llama_forward(&m->text, lm, rows, 1, length, NULL), GLIMPSE_STATUS_OK);
+        assert_int_equal(lm->length, length);
+        compare(f, "last_logits", k, lm->logits, (size_t)m->config.text.vocab_size, TOLERANCE);
+        llama_state_free(lm);
+        int32_t out[MAX_IDS], expected[MAX_IDS];
+        size_t out_length = generate_chunked(f, item, k, ends, 1, chunk, out);
+        size_t expected_length = read_ids(cJSON_GetObjectItem(cJSON_GetObjectItem(item, "greedy"), "ids"), expected);
+        expect_same_ids(f, k, "greedy in chunks", out, out_length, expected, expected_length);
+        free(rows), free(features);
+        k++;
+    }
 }
 
 static float *case0_logits(const llava_fixture *f);
@@ -569,6 +605,7 @@ int main(void) {
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_chunked_prompt),
         cmocka_unit_test(test_beams),
         cmocka_unit_test(test_merge_refusals),
         cmocka_unit_test(test_unshared_heads),
