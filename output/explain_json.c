@@ -51,7 +51,7 @@ void explain_json_fields(FILE *out, glimpse_model_kind kind, const char *questio
             json_trimmed(out, e->text ? e->text : "");
         } else {
             fputs(", \"caption\": ", out);
-            json_string(out, e->text ? e->text : "");
+            json_trimmed(out, e->text ? e->text : "");
         }
         fputs(", \"ids\": ", out);
         json_ids(out, e->ids, e->id_count);

@@ -27,7 +27,9 @@ static const char caption_help[] =
     "                           (<DETAILED_CAPTION>) or a paragraph (<MORE_DETAILED_CAPTION>)\n"
     "%s"
     "Plain output: the caption alone for one image, else PATH (PATH @ M:SS.s for a video's\n"
-    "frame), a tab, the caption.\n"
+    "frame), a tab, the caption. Captions and answers are the decoded text with the\n"
+    "whitespace at its ends removed, as BLIP-2's model card prints them (its decode begins\n"
+    "with a space); the library's glimpse_caption.text keeps it.\n"
     "JSON: {\"image\": PATH, \"caption\": TEXT, \"ids\": [...]} with ids as transformers'\n"
     "generate returns them: BLIP's and ViT-GPT2's start token, prompt and generated tokens;\n"
     "BLIP-2's start token 2 and the generated tokens (its prompt goes in as embeddings, not in\n"
@@ -207,6 +209,11 @@ static bool print_as_decoded(void *user, size_t image, int32_t id, const char *t
     streaming *s = user;
     size_t length = strlen(text);
     if (s->broken) return false;
+    if (s->printed == 0) { /* the whitespace the caption begins with is not shown (strip_ends) */
+        size_t lead = strspn(text, " \t\n\r");
+        if (lead == length) return false;
+        s->printed = lead;
+    }
     if (length < s->printed) {
         s->broken = true;
         return false;
@@ -222,7 +229,8 @@ typedef struct asked {
     const char *question, *prompt;
 } asked;
 
-/* The answer as BLIP-2's model card prints it: the decoded text without the whitespace at its ends, in place. */
+/* The caption or answer as BLIP-2's model card prints it: the decoded text without the whitespace at its ends, in
+ * place (BLIP-2's decode begins with a space). */
 static void strip_ends(char *text) {
     size_t start = strspn(text, " \t\n\r"), length = strlen(text + start);
     while (length && strchr(" \t\n\r", text[start + length - 1])) length--;
@@ -316,7 +324,7 @@ static void caption_group(cli_options *options, glimpse_context *ctx, cli_pictur
             options->failures++;
             continue;
         }
-        if (ask->question || ask->prompt) strip_ends(captions[i].text);
+        strip_ends(captions[i].text);
         print_caption(options, stream, inputs, &group[i], ask, &captions[i]);
         glimpse_caption_free(&captions[i]);
     }
