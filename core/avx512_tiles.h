@@ -67,6 +67,15 @@ static inline void store_8x16(float *out, size_t out_stride, const __m512 s[8], 
     }
 }
 
+/* The inverse of store_8x16: s[c] (row i in lane i) = out[i][c] for 8 columns × 16 rows, each row's 8 values
+ * loaded as the low half of a vector and the 16 × 16 block transposed. */
+static inline void load_8x16(__m512 s[8], const float *out, size_t out_stride) {
+    __m512 r[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_zextps256_ps512(_mm256_loadu_ps(out + (size_t)i * out_stride));
+    transpose16(r);
+    for (int c = 0; c < 8; c++) s[c] = r[c];
+}
+
 /* Writes (or adds) columns (≤ 8) × count (≤ 16) rows of results, s[c] holding
  * column c (row i in lane i): a full block through store_8x16, a partial one
  * spilled to the stack and written element by element. */

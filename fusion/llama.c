@@ -338,6 +338,11 @@ static void swiglu(float *gate, const float *up, size_t n) {
     for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+/* x[i] += add[i] for i < n. */
+static void add_rows(float *x, const float *add, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += add[i];
+}
+
 /* One layer over s->x [rows, hidden], rows = sequences × step at positions s->length ... */
 static void run_layer(const llama_model *model, llama_state *s, size_t l, size_t sequences, size_t step,
                       pool *threads) {
@@ -354,12 +359,16 @@ static void run_layer(const llama_model *model, llama_state *s, size_t l, size_t
         rotate(s->k + q * step * kv_width, kv_width, step, (size_t)c->kv_heads, d, s->length, s);
     }
     attend(model, s, l, sequences, step, threads);
-    kernel_linear(s->x, h, s->context, q_width, &layer->o_weight, layer->o_bias, rows, q_width, h, true, threads);
+    /* the residual additions after the products (into s->normed, free by then), not in them: the same sums, and a
+     * prompt's 16-bit products take the kernel that widens each weight once for all its rows */
+    kernel_linear(s->normed, h, s->context, q_width, &layer->o_weight, layer->o_bias, rows, q_width, h, false, threads);
+    add_rows(s->x, s->normed, rows * h);
     rms_norm(s->normed, s->x, layer->post_attention_norm, rows, h, c->rms_norm_eps);
     kernel_linear(s->gate, inter, s->normed, h, &layer->gate_weight, NULL, rows, h, inter, false, threads);
     kernel_linear(s->up, inter, s->normed, h, &layer->up_weight, NULL, rows, h, inter, false, threads);
     swiglu(s->gate, s->up, rows * inter);
-    kernel_linear(s->x, h, s->gate, inter, &layer->down_weight, NULL, rows, inter, h, true, threads);
+    kernel_linear(s->normed, h, s->gate, inter, &layer->down_weight, NULL, rows, inter, h, false, threads);
+    add_rows(s->x, s->normed, rows * h);
 }
 
 /* One pass of `step` rows per sequence through every layer (the head's logits on each sequence's last row when

@@ -129,9 +129,12 @@ static void test_linear_16bit_weights(void **state) {
     /* A weight kept 16-bit gives what its float32 widening gives: bit for bit
      * on the AVX-512 kernels (the same sums in the same order), within
      * rounding on the plain loops. Shapes cover the dot-product tiles (1-15
-     * rows), panels with remainders, masked depth tails and partial columns. */
-    const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {15, 40, 33}, {17, 48, 100},
-                                {50, 768, 64}, {29, 517, 40}, {98, 33, 9},  {400, 96, 24}};
+     * rows), panels with remainders, masked depth tails and partial columns;
+     * from 96 rows, the kernel that carries its sums over blocks of the depth
+     * (995 x 1000: 21 panels a pass, 4 blocks and 3 rows left for the dot
+     * products; 1500 rows: two passes) against one block of the whole depth. */
+    const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {15, 40, 33}, {17, 48, 100},  {50, 768, 64},
+                                {29, 517, 40}, {98, 33, 9},   {400, 96, 24}, {995, 1000, 40}, {1500, 300, 17}};
     pool *threads;
     assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
     bool exact = cpu_has_avx512();
