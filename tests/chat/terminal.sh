@@ -3,11 +3,14 @@
 # prompt appears, the first answer about the picture is the reference's (llava-llama-tiny case 1, greedy, 20
 # tokens: a run of its ASCII text is looked for on the screen), a second message gets an answer, /image and an
 # unknown command are answered on the screen, Ctrl-C at the prompt ends it with status 130, and /quit with 0.
-# Skipped (77) without tmux or the fixtures.
+# Skipped (77) without tmux, a pseudo-terminal or the fixtures.
 set -euo pipefail
 glimpse=$1 source_dir=$2
 fixtures=${GLIMPSE_FIXTURES:-$source_dir/../shared/fixtures}
 command -v tmux >/dev/null || { echo "tmux is not installed: skipped"; exit 77; }
+# a terminal needs a pseudo-terminal: a chroot without /dev/pts has none (tmux: "fork failed: No such device")
+python3 -c 'import os; [os.close(fd) for fd in os.openpty()]' 2>/dev/null ||
+  { echo "no pseudo-terminal can be opened here (is /dev/pts mounted?): skipped"; exit 77; }
 [ -f "$fixtures/llava-llama-tiny/expected.json" ] || { echo "no fixtures at $fixtures: skipped"; exit 77; }
 # the longest run of plain ASCII in the reference's answer (the tiny model's words mix scripts a terminal may
 # draw at other widths)
