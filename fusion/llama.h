@@ -64,9 +64,6 @@ void llama_model_free(llama_model *model);
 /* int8 twins (core/quantize.h) of every layer's projections and of the head, owned by set. */
 glimpse_status llama_model_quantize(llama_model *model, q8_set *set);
 
-/* Run state: a key/value cache for max_sequences sequences of max_length positions (at most the config's
- * max_positions) and scratch for steps of up to max_step rows per sequence (one sequence's longer step runs in
- * chunks of max_step: LLAMA_PROMPT_CHUNK keeps a long prompt's activations and attention scores small). */
 /* The prompt's chunk: rows a state holds scratch for when its prompt runs in chunks. A multiple of the AVX-512
  * kernels' 48-row panel, so every row meets the same kernel and sums as in one pass of the whole prompt. One pass
  * holds a picture of llava-1.5 (576 rows) or llava-interleave (729) with its question; several pictures run in
@@ -75,6 +72,9 @@ glimpse_status llama_model_quantize(llama_model *model, q8_set *set);
  * medians of 5 alternating processes) for 26 MiB less on llava-interleave-0.5b. */
 #define LLAMA_PROMPT_CHUNK 1008
 
+/* Run state: a key/value cache for max_sequences sequences of max_length positions (at most the config's
+ * max_positions) and scratch for steps of up to max_step rows per sequence (one sequence's longer step runs in
+ * chunks of max_step: LLAMA_PROMPT_CHUNK keeps a long prompt's activations and attention scores small). */
 typedef struct llama_state {
     size_t max_sequences, max_length, max_step, max_rows;
     size_t length;                    /* positions already in the cache */
