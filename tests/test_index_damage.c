@@ -1,10 +1,10 @@
 /* test_index_damage.c — a damaged search index gives either the correct full
- * results or a damage report: 2000 bytes of garbage written at 60 offsets
- * across a small index file, and 7 bytes at 150, then `glimpse search` run on
- * each copy; never a crash, a hang, or exit 0 with different results (issue
- * 15, defect 3);
- * the same for the vector file beside the index (FILE.vectors: 2000 bytes at
- * 60 offsets, 7 at 100), and for the index damaged with its vector file there;
+ * results or a damage report: 2000 bytes of garbage written at 24 offsets
+ * across a small index file (44 KiB: every byte damaged at least once), and 7
+ * bytes at 150, then `glimpse search` run on each copy; never a crash, a hang,
+ * or exit 0 with different results (issue 15, defect 3);
+ * the same for the vector file beside the index (FILE.vectors, 4 KiB: 2000
+ * bytes at 8 offsets, 7 at 50), and for the index damaged with its vector file there;
  * one byte of one stored vector changed, caught by the rows' checksums; an
  * index older than the checksums, searched as it is and upgraded when written. */
 #include <setjmp.h>
@@ -130,6 +130,9 @@ static void damage_at_offsets(int offsets, size_t length, damage_target target) 
     size_t size;
     assert_int_equal(file_read_all(target == DAMAGE_VECTORS ? vectors : db, 1 << 26, &bytes, &size), GLIMPSE_STATUS_OK);
     free(bytes);
+    if (length >= 1000 && (size - 1) / (size_t)(offsets - 1) > length)
+        fail_msg("%d offsets of %zu bytes leave parts of the %zu-byte file undamaged: raise the count", offsets,
+                 length, size);
     int counts[3] = {0, 0, 0};
     for (int i = 0; i < offsets; i++) {
         size_t offset = (size - 1) * (size_t)i / (size_t)(offsets - 1);
@@ -146,18 +149,20 @@ static void damage_at_offsets(int offsets, size_t length, damage_target target) 
     assert_int_equal(counts[OUTCOME_WRONG], 0);
 }
 
-/* 2000 bytes, as a bad sector or a stray write leaves them, at 60 offsets. */
+/* 2000 bytes, as a bad sector or a stray write leaves them, at 24 offsets: less than 2000 bytes apart over
+ * the 44 KiB file, so that every byte is damaged at least once. */
 static void test_damage_at_many_offsets(void **state) {
     (void)state;
-    damage_at_offsets(60, 2000, DAMAGE_INDEX_ALONE);
-    damage_at_offsets(60, 2000, DAMAGE_INDEX_BESIDE_VECTORS);
+    damage_at_offsets(24, 2000, DAMAGE_INDEX_ALONE);
+    damage_at_offsets(24, 2000, DAMAGE_INDEX_BESIDE_VECTORS);
 }
 
-/* The vector file damaged, the index intact: 2000 bytes at 60 offsets, 7 at 100. */
+/* The vector file (4 KiB) damaged, the index intact: 2000 bytes at 8 offsets, 7 at 50 (one in each
+ * 90 bytes). */
 static void test_vector_file_damage(void **state) {
     (void)state;
-    damage_at_offsets(60, 2000, DAMAGE_VECTORS);
-    damage_at_offsets(100, 7, DAMAGE_VECTORS);
+    damage_at_offsets(8, 2000, DAMAGE_VECTORS);
+    damage_at_offsets(50, 7, DAMAGE_VECTORS);
 }
 
 /* 7 bytes at 150 offsets: small enough to change one value (the logit scale,

@@ -568,6 +568,36 @@ static uint16_t to_f16(float value) {
     return (uint16_t)half;
 }
 
+/* Tensor t's values written to f in blocks (one fwrite per value took most of the tool's time: 100 million
+ * calls for a 0.5B model), the same values in the same order as one at a time. */
+static void write_values(FILE *f, const char *path, const tensor_spec *t, int half) {
+    enum { BLOCK = 16384 };
+    static union {
+        int64_t i64[BLOCK];
+        float f32[BLOCK];
+        uint16_t f16[BLOCK];
+    } block;
+    size_t n = elements_of(t), size = t->is_i64 ? 8 : half ? 2 : 4;
+    for (size_t start = 0; start < n; start += BLOCK) {
+        size_t count = n - start < BLOCK ? n - start : BLOCK;
+        for (size_t j = 0; j < count; j++) {
+            if (t->is_i64) {
+                block.i64[j] = (int64_t)(start + j);
+                continue;
+            }
+            float value = t->how == FILL_NORMAL ? normal() * t->value
+                          : t->how == FILL_ONES ? 1.0f
+                          : t->how == FILL_CONSTANT ? t->value
+                                                    : 0.0f;
+            if (half)
+                block.f16[j] = to_f16(value);
+            else
+                block.f32[j] = value;
+        }
+        if (fwrite(&block, size, count, f) != count) die("%s: write failed", path);
+    }
+}
+
 /* Writes tensors first .. end-1 of l to path, their values made as they are written (nothing held: a model of
  * several GB streams through a small buffer). */
 static void write_safetensors(const char *path, const spec_list *l, size_t first, size_t end, int half) {
@@ -598,27 +628,7 @@ static void write_safetensors(const char *path, const spec_list *l, size_t first
     for (size_t i = length; i < padded; i++) fputc(' ', f);
     free(text);
     cJSON_Delete(header);
-    for (size_t i = first; i < end; i++) {
-        const tensor_spec *t = &l->items[i];
-        size_t n = elements_of(t);
-        for (size_t j = 0; j < n; j++) {
-            if (t->is_i64) {
-                int64_t position = (int64_t)j;
-                fwrite(&position, 8, 1, f);
-                continue;
-            }
-            float value = t->how == FILL_NORMAL ? normal() * t->value
-                          : t->how == FILL_ONES ? 1.0f
-                          : t->how == FILL_CONSTANT ? t->value
-                                                    : 0.0f;
-            if (half) {
-                uint16_t h = to_f16(value);
-                fwrite(&h, 2, 1, f);
-            } else {
-                fwrite(&value, 4, 1, f);
-            }
-        }
-    }
+    for (size_t i = first; i < end; i++) write_values(f, path, &l->items[i], half);
     if (fclose(f) != 0) die("%s: write failed", path);
 }
 
