@@ -229,12 +229,12 @@ static glimpse_status grow(void **buffer, size_t *capacity, size_t count, size_t
 }
 
 /* A language-model state for beams × `positions` positions whose first step is `step` rows (its scratch for at
- * most LLAMA_PROMPT_CHUNK of them: a longer prompt runs in chunks); the first `kept` positions of sequence 0
- * survive a new state (with room to grow: a conversation's next turns). */
+ * most LLAMA_PROMPT_CHUNK of them, as llama_state_create takes it: a longer prompt runs in chunks); the first
+ * `kept` positions of sequence 0 survive a new state (with room to grow: a conversation's next turns). */
 static glimpse_status room_for(const llava_model *m, llava_run *run, size_t beams, size_t positions, size_t step,
                                size_t kept) {
-    if (step > LLAMA_PROMPT_CHUNK) step = LLAMA_PROMPT_CHUNK;
-    if (step < 1) step = 1; /* (the decoding steps' row) */
+    if (step > LLAMA_PROMPT_CHUNK) step = LLAMA_PROMPT_CHUNK; /* as the state holds it, so that the next */
+    if (step < 1) step = 1;                                    /* call's comparison sees the same number */
     if (run->language && run->language_beams >= beams && run->language_length >= positions &&
         run->language_step >= step)
         return GLIMPSE_STATUS_OK;

@@ -213,8 +213,13 @@ glimpse_status llama_state_create(const llama_model *model, size_t max_sequences
                                   size_t max_step, llama_state **out) {
     *out = NULL;
     const llama_config *c = &model->config;
+    if (!max_sequences || !max_length)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "a decoder state of %zu sequences of %zu positions holds "
+                         "nothing", max_sequences, max_length);
     if (max_length > (size_t)c->max_positions) max_length = (size_t)c->max_positions;
+    if (max_step > LLAMA_PROMPT_CHUNK) max_step = LLAMA_PROMPT_CHUNK;
     if (max_step > max_length) max_step = max_length;
+    if (max_step < 1) max_step = 1;
     llama_state *s = calloc(1, sizeof *s);
     if (!s) return ERROR_OOM();
     size_t h = (size_t)c->hidden_size, d = (size_t)c->head_dim, rows = max_sequences * max_step;

@@ -73,8 +73,9 @@ glimpse_status llama_model_quantize(llama_model *model, q8_set *set);
 #define LLAMA_PROMPT_CHUNK 1008
 
 /* Run state: a key/value cache for max_sequences sequences of max_length positions (at most the config's
- * max_positions) and scratch for steps of up to max_step rows per sequence (one sequence's longer step runs in
- * chunks of max_step: LLAMA_PROMPT_CHUNK keeps a long prompt's activations and attention scores small). */
+ * max_positions) and scratch for steps of up to max_step rows per sequence, max_step taken between 1 and
+ * LLAMA_PROMPT_CHUNK (one sequence's longer step runs in chunks of max_step: a long prompt's activations and
+ * attention scores stay small). */
 typedef struct llama_state {
     size_t max_sequences, max_length, max_step, max_rows;
     size_t length;                    /* positions already in the cache */
@@ -96,6 +97,7 @@ typedef struct llama_state {
     size_t record_from;
 } llama_state;
 
+/* Fails (invalid argument) for no sequences or no positions. */
 glimpse_status llama_state_create(const llama_model *model, size_t max_sequences, size_t max_length,
                                   size_t max_step, llama_state **out);
 void llama_state_free(llama_state *state);

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "core/file.h"
+#include "explain/records.h"
 #include "families/llava_model.h"
 #include "weights/config.h"
 #include "tests/support.h"
@@ -294,8 +295,25 @@ static void test_greedy(void **state) {
     fprintf(stderr, "%s: %d greedy cases identical\n", f->name, k);
 }
 
+/* Every layer's self-attention probabilities of the merged prompt's `length` rows, run with scratch for
+ * max_step rows (a longer prompt in chunks); the record's memory is the caller's to release. */
+static attention_record recorded_prompt(const llava_model *m, const float *rows, size_t length, size_t max_step) {
+    attention_record record;
+    assert_int_equal(explain_record_make(&record, explain_all_layers((size_t)m->config.text.layers), 0,
+                                         (size_t)m->config.text.heads, length, length, 0),
+                     GLIMPSE_STATUS_OK);
+    llama_state *lm;
+    assert_int_equal(llama_state_create(&m->text, 1, length, max_step, &lm), GLIMPSE_STATUS_OK);
+    lm->record = &record;
+    assert_int_equal(llama_forward(&m->text, lm, rows, 1, length, NULL), GLIMPSE_STATUS_OK);
+    llama_state_free(lm);
+    return record;
+}
+
 /* A prompt longer than the state's scratch runs in chunks of it (LLAMA_PROMPT_CHUNK in glimpse ask): each case's
- * logits stay the reference's and greedy gives its ids, with chunks of 7 rows (the image rows cut anywhere). */
+ * logits stay the reference's and greedy gives its ids, with chunks of 7 rows (the image rows cut anywhere); the
+ * attention recorded in chunks (LLaVA's explanation of a long prompt) is the one-pass record's, every row of
+ * every layer within 1e-5 (test_explain_llava_florence2 holds the one-pass record to the reference). */
 static void test_chunked_prompt(void **state) {
     llava_fixture *f = *state;
     if (!f) skip();
@@ -314,6 +332,26 @@ static void test_chunked_prompt(void **state) {
         assert_int_equal(lm->length, length);
         compare(f, "last_logits", k, lm->logits, (size_t)m->config.text.vocab_size, TOLERANCE);
         llama_state_free(lm);
+        attention_record whole = recorded_prompt(m, rows, length, length);
+        attention_record chunked = recorded_prompt(m, rows, length, chunk);
+        size_t floats = attention_record_floats(&whole, ATTENTION_KIND_SELF);
+        assert_true(floats > 0);
+        double worst = 0;
+        for (size_t i = 0; i < floats; i++)
+            worst = fmax(worst, fabs(whole.probabilities[ATTENTION_KIND_SELF][i] -
+                                     chunked.probabilities[ATTENTION_KIND_SELF][i]));
+        char what[80];
+        snprintf(what, sizeof what, "%s case %d attention in chunks", f->name, k);
+        note_difference(what, worst);
+        assert_true(worst <= ATTENTION_TOLERANCE);
+        explain_record_release(&whole), explain_record_release(&chunked);
+        /* scratch asked for no rows holds one (a prompt then runs row by row); a state of nothing is refused */
+        assert_int_equal(llama_state_create(&m->text, 1, length, 0, &lm), GLIMPSE_STATUS_OK);
+        assert_int_equal(lm->max_step, 1);
+        llama_state_free(lm);
+        assert_int_equal(llama_state_create(&m->text, 0, length, chunk, &lm), GLIMPSE_STATUS_INVALID_ARGUMENT);
+        assert_null(lm);
+        assert_int_equal(llama_state_create(&m->text, 1, 0, chunk, &lm), GLIMPSE_STATUS_INVALID_ARGUMENT);
         int32_t out[MAX_IDS], expected[MAX_IDS];
         size_t out_length = generate_chunked(f, item, k, ends, 1, chunk, out);
         size_t expected_length = read_ids(cJSON_GetObjectItem(cJSON_GetObjectItem(item, "greedy"), "ids"), expected);
