@@ -33,12 +33,10 @@ static void json_ids(FILE *out, const int32_t *ids, size_t count) {
     fputc(']', out);
 }
 
-/* text without the whitespace around it, as a JSON string. */
+/* text without the whitespace around it (json_text_trimmed), as a JSON string. */
 static void json_trimmed(FILE *out, const char *text) {
-    size_t start = strspn(text, " \t\n\r"), length = strlen(text + start);
-    while (length && strchr(" \t\n\r", text[start + length - 1])) length--;
-    char *copy = strndup(text + start, length);
-    json_string(out, copy ? copy : "");
+    char *copy = strdup(text);
+    json_string(out, copy ? json_text_trimmed(copy) : "");
     free(copy);
 }
 

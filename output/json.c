@@ -118,3 +118,11 @@ void json_base64(FILE *out, const uint8_t *bytes, size_t size) {
         fputc(i + 2 < size ? digits[group & 63] : '=', out);
     }
 }
+
+char *json_text_trimmed(char *text) {
+    size_t start = strspn(text, " \t\n\r"), length = strlen(text + start);
+    while (length && strchr(" \t\n\r", text[start + length - 1])) length--;
+    memmove(text, text + start, length);
+    text[length] = '\0';
+    return text;
+}

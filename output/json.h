@@ -21,6 +21,10 @@ bool json_utf8_valid(const char *text);
 char *json_utf8_repaired(const char *text);
 void json_float(FILE *out, float value);
 void json_floats(FILE *out, const float *values, size_t count);
+/* text without the whitespace at its ends, in place (returned): how a caption or an answer is shown, as the
+ * model cards print them (BLIP-2's decode begins with a space); every printer of one (the CLI's lines and JSON,
+ * glimpse chat, explanations' JSON) shows the same text. */
+char *json_text_trimmed(char *text);
 /* bytes in base64 (RFC 4648, padded): HTML pages' data: URIs, and /v1/explain's contact sheet. */
 void json_base64(FILE *out, const uint8_t *bytes, size_t size);
 

@@ -209,7 +209,7 @@ static bool print_as_decoded(void *user, size_t image, int32_t id, const char *t
     streaming *s = user;
     size_t length = strlen(text);
     if (s->broken) return false;
-    if (s->printed == 0) { /* the whitespace the caption begins with is not shown (strip_ends) */
+    if (s->printed == 0) { /* the whitespace the caption begins with is not shown (json_text_trimmed) */
         size_t lead = strspn(text, " \t\n\r");
         if (lead == length) return false;
         s->printed = lead;
@@ -228,15 +228,6 @@ static bool print_as_decoded(void *user, size_t image, int32_t id, const char *t
 typedef struct asked {
     const char *question, *prompt;
 } asked;
-
-/* The caption or answer as BLIP-2's model card prints it: the decoded text without the whitespace at its ends, in
- * place (BLIP-2's decode begins with a space). */
-static void strip_ends(char *text) {
-    size_t start = strspn(text, " \t\n\r"), length = strlen(text + start);
-    while (length && strchr(" \t\n\r", text[start + length - 1])) length--;
-    memmove(text, text + start, length);
-    text[length] = '\0';
-}
 
 static void print_ids(const char *key, const int32_t *ids, size_t count) {
     printf(", \"%s\": [", key);
@@ -324,7 +315,7 @@ static void caption_group(cli_options *options, glimpse_context *ctx, cli_pictur
             options->failures++;
             continue;
         }
-        strip_ends(captions[i].text);
+        json_text_trimmed(captions[i].text);
         print_caption(options, stream, inputs, &group[i], ask, &captions[i]);
         glimpse_caption_free(&captions[i]);
     }
@@ -391,11 +382,11 @@ static void ask_together(cli_options *options, glimpse_context *ctx, char *const
                 json_string(stdout, group[i].path);
             }
             printf("]");
-            strip_ends(answer.text);
+            json_text_trimmed(answer.text);
             print_answer(ask->question ? "question" : "prompt", ask->question ? ask->question : ask->prompt, &answer);
             printf("}\n");
         } else {
-            strip_ends(answer.text);
+            json_text_trimmed(answer.text);
             printf("%s\n", answer.text);
         }
     }

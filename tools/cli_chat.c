@@ -119,15 +119,6 @@ static bool print_new_words(void *user, size_t image, int32_t id, const char *te
     return interrupted != 0;
 }
 
-/* The answer without the whitespace at its ends (as the model card prints it), in place. */
-static char *trimmed(char *text) {
-    size_t start = strspn(text, " \t\r\n"), length = strlen(text + start);
-    while (length && strchr(" \t\r\n", text[start + length - 1])) length--;
-    memmove(text, text + start, length);
-    text[length] = '\0';
-    return text;
-}
-
 /* One turn: the user's line, the answer streamed; the answer (or what was written of it) kept. False when the
  * model failed (the user's message is taken back). */
 static bool turn(cli_options *options, glimpse_context *ctx, conversation *c, const char *line,
@@ -146,7 +137,7 @@ static bool turn(cli_options *options, glimpse_context *ctx, conversation *c, co
         size_t end = strlen(answer), from = s.printed ? s.printed : strspn(answer, " \t\r\n");
         while (end && strchr(" \t\r\n", answer[end - 1])) end--;
         if (end > from) fwrite(answer + from, 1, end - from, stdout); /* what was held back, without the end's spaces */
-        add_message(c, "assistant", trimmed(answer));
+        add_message(c, "assistant", json_text_trimmed(answer));
         printf("%s\n", status == GLIMPSE_STATUS_CANCELLED ? " [stopped]" : "");
     } else {
         if (s.printed) printf("\n");
