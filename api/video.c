@@ -55,6 +55,10 @@ glimpse_status glimpse_video_next(glimpse_video *video, glimpse_image **frame, d
     return status;
 }
 
+bool glimpse_video_whole(const glimpse_video *video) {
+    return !video || video_whole((const video_reader *)video);
+}
+
 void glimpse_video_close(glimpse_video *video) {
     video_close((video_reader *)video);
 }
@@ -85,6 +89,11 @@ static glimpse_status source_open(void *user, const char *path, const uint8_t *b
     const frame_source *source = user;
     glimpse_video *opened = NULL;
     glimpse_status status = glimpse_video_open(bytes, size, path, &source->options, &opened);
+    if (!status && !glimpse_video_whole(opened)) { /* failed at once, rather than after decoding it all */
+        glimpse_video_close(opened), opened = NULL;
+        status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the video is damaged or cut short: it ends before the "
+                           "frames its container lists", path ? path : "video in memory");
+    }
     *video = opened;
     return status;
 }

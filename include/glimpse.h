@@ -702,6 +702,12 @@ glimpse_status glimpse_video_open(const uint8_t *bytes, size_t size, const char 
  * seconds from the start of the file; *frame NULL after the last. A
  * damaged packet is skipped; a video where no frame decodes is an error. */
 glimpse_status glimpse_video_next(glimpse_video *video, glimpse_image **frame, double *seconds);
+/* Whether the file reads to its end with the frames its container lists,
+ * known from the open (which reads every packet once without decoding):
+ * false for a video damaged or cut short, whose frames before the damage
+ * glimpse_video_next still gives (and warns, through the log, after the
+ * last); true for a NULL video. */
+bool glimpse_video_whole(const glimpse_video *video);
 void glimpse_video_close(glimpse_video *video);
 
 /* The sampling in words, as an index records it ("every 2 s", "at scene

@@ -235,8 +235,9 @@ static void test_video_that_breaks_is_failed(void **state) {
     free(out);
 }
 
-/* A video cut short (its index first, the frames after the cut gone) is said on stderr by embed, and is a
- * failed file for index, its frames before the cut left out (issue 35, item 5). */
+/* A video cut short (its index first, the frames after the cut gone): embed gives its frames before the cut,
+ * each with "damaged": true, says so on stderr and exits 1; it is a failed file for index, its frames before the
+ * cut left out (issue 35, item 5). The whole video's frames are not marked. */
 static void test_cut_video_is_damaged(void **state) {
     (void)state;
     if (!have_ffmpeg()) skip();
@@ -250,9 +251,20 @@ static void test_cut_video_is_damaged(void **state) {
     char *out = NULL, *err = NULL, video[800];
     snprintf(video, sizeof video, "%s/cut.mp4", cut);
     const char *embed[] = {GLIMPSE_BINARY, "embed", "-m", MODEL, "--json", video, NULL};
-    run_program(embed, &out, &err);
-    assert_non_null(strstr(out, "\"time\": 0")); /* the frames before the cut */
+    assert_int_equal(run_program(embed, &out, &err), 1);
+    assert_non_null(strstr(out, "\"time\": 0, \"damaged\": true")); /* the frames before the cut */
+    int lines = 0, marked = 0;
+    for (const char *at = out; (at = strchr(at, '\n')); at++) lines++;
+    for (const char *at = out; (at = strstr(at, "\"damaged\": true")); at++) marked++;
+    assert_true(lines >= 1);
+    assert_int_equal(marked, lines);
     assert_non_null(strstr(err, "cut short"));
+    free(out), free(err);
+    const char *embed_whole[] = {GLIMPSE_BINARY, "embed", "-m", MODEL, "--json", whole, NULL};
+    assert_int_equal(run_program(embed_whole, &out, &err), 0);
+    assert_non_null(strstr(out, "\"time\": 0, \"embedding\""));
+    assert_null(strstr(out, "damaged"));
+    assert_null(strstr(err, "cut short"));
     free(out), free(err);
     const char *index[] = {GLIMPSE_BINARY, "index", "-m", MODEL, "--db", cut_db, "--json", cut, NULL};
     assert_int_equal(run_program(index, &out, &err), 1);

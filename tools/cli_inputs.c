@@ -25,7 +25,8 @@ const char cli_video_help[] =
     "decodes): frames are taken every few seconds or at scene changes, turned upright by\n"
     "the video's rotation (kept as stored with --no-exif-rotate), in RGB exactly as the\n"
     "ffmpeg tool converts them to rgb24; each result carries its time (\"time\": SECONDS in JSON,\n"
-    "PATH @ M:SS.s in plain output).\n"
+    "PATH @ M:SS.s in plain output). A video damaged or cut short gives its frames before the\n"
+    "damage, each with \"damaged\": true in JSON, is named on stderr and counts as a failure.\n"
     "      --every SECONDS  a frame at the start and every SECONDS after it (default 2:\n"
     "                       a moment of a home video lasts a few seconds, and a ten-minute\n"
     "                       video costs 300 frames)\n"
@@ -228,6 +229,7 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
                 continue;
             }
             if (!picture->image) {
+                if (!glimpse_video_whole(pictures->reader)) pictures->options->failures++;
                 finish_input(pictures, source);
                 continue;
             }
@@ -239,6 +241,7 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
             }
             picture->path = pictures->paths[source];
             picture->source = source;
+            picture->damaged = !glimpse_video_whole(pictures->reader);
             return true;
         }
         if (pictures->next >= pictures->count) return false;
@@ -371,6 +374,7 @@ void cli_json_picture(FILE *out, const cli_picture *picture) {
         fputs(", \"time\": ", out);
         fprintf(out, "%.10g", picture->seconds); /* ten digits: to 10 us for a video a day long */
     }
+    if (picture->damaged) fputs(", \"damaged\": true", out); /* its video ends before the frames it lists */
 }
 
 #define CLI_PICTURE_BATCH 8

@@ -55,6 +55,7 @@ typedef struct cli_picture {
     const char *path;     /* as given ("-" for standard input) */
     size_t source;        /* its index among the paths */
     double seconds;       /* its time in the video; negative for a still image */
+    bool damaged;         /* a frame of a video damaged or cut short (glimpse_video_whole): JSON says so */
 } cli_picture;
 
 /* The pictures of a list of paths, one after the other. */
@@ -78,7 +79,9 @@ typedef struct cli_pictures {
 void cli_pictures_start(cli_pictures *pictures, cli_options *options, const glimpse_video_options *video, char *const *paths,
                         size_t count);
 /* The next picture; false at the end. Inputs that cannot be read are named
- * on stderr and counted in options->failures, and the next is taken. */
+ * on stderr and counted in options->failures, and the next is taken. A video
+ * damaged or cut short gives its frames before the damage (each marked
+ * damaged), then counts as a failure (the library's warning names it). */
 bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture);
 void cli_pictures_end(cli_pictures *pictures);
 

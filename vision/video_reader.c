@@ -66,6 +66,7 @@ struct video_reader {
     int64_t decoded, packets; /* frames decoded, packets of our stream read */
     bool draining, finished, read_failed, have_taken;
     bool cut_short; /* the file ended (or failed to read) before the frames its container lists */
+    bool said_cut_short;
     int decode_error; /* the last error the decoder gave, 0 for none */
     uint8_t last_thumbnail[VIDEO_THUMBNAIL_SIDE * VIDEO_THUMBNAIL_SIDE];
     uint8_t thumbnail_pixels[VIDEO_THUMBNAIL_SIDE * VIDEO_THUMBNAIL_SIDE];
@@ -265,6 +266,30 @@ static glimpse_status open_decoder(video_reader *reader) {
     return GLIMPSE_STATUS_OK;
 }
 
+/* Reads every packet of the file once, without decoding (a demuxer's work, a small part of decoding's): whether
+ * it reads to its end with the frames its container lists, so that a video damaged or cut short is known before
+ * its first frame (and its frames before the damage can say so). Then the container is opened afresh, to be read
+ * from its start as if the scan had not been. */
+static glimpse_status scan_packets(video_reader *reader) {
+    int64_t ours = 0;
+    int code;
+    while ((code = av_read_frame(reader->format, reader->packet)) >= 0) {
+        ours += reader->packet->stream_index == reader->stream;
+        av_packet_unref(reader->packet);
+    }
+    int64_t listed = reader->format->streams[reader->stream]->nb_frames;
+    reader->cut_short = code != AVERROR_EOF || (listed > 0 && ours < listed);
+    avformat_close_input(&reader->format);
+    if (reader->io) av_freep(&reader->io->buffer);
+    avio_context_free(&reader->io);
+    reader->source.at = 0;
+    glimpse_status status = open_container(reader);
+    if (!status && ((unsigned)reader->stream >= reader->format->nb_streams ||
+                    reader->format->streams[reader->stream]->codecpar->codec_id != reader->decoder->codec_id))
+        status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: its streams differ when read again", reader->label);
+    return status;
+}
+
 glimpse_status video_open(const uint8_t *bytes, size_t size, const char *label, const video_params *params,
                           video_reader **out) {
     if (!out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "video_open: out is NULL");
@@ -286,6 +311,7 @@ glimpse_status video_open(const uint8_t *bytes, size_t size, const char *label, 
     glimpse_status status = reader->label && reader->packet && reader->frame ? GLIMPSE_STATUS_OK : ERROR_OOM();
     if (!status) status = open_container(reader);
     if (!status) status = open_decoder(reader);
+    if (!status) status = scan_packets(reader);
     if (status) {
         video_close(reader);
         return status;
@@ -573,12 +599,14 @@ glimpse_status video_next(video_reader *reader, glimpse_image **out, double *sec
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: no frame of its video could be decoded%s%s%s", reader->label,
                          reader->read_failed ? " (the file is damaged or cut short)" : "", text[0] ? ": " : "", text);
     }
-    if (reader->read_failed)
+    if (reader->cut_short && !reader->said_cut_short)
         log_message(GLIMPSE_LOG_LEVEL_WARNING, "%s: the video is damaged or cut short after %lld frames",
                     reader->label, (long long)reader->decoded);
-    reader->read_failed = false; /* said once */
+    reader->said_cut_short = true; /* said once */
     return GLIMPSE_STATUS_OK;
 }
+
+bool video_whole(const video_reader *reader) { return reader && !reader->cut_short; }
 
 glimpse_status video_check_whole(const video_reader *reader) {
     if (!reader || !reader->finished || !reader->cut_short) return GLIMPSE_STATUS_OK;

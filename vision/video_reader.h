@@ -63,6 +63,11 @@ glimpse_status video_open(const uint8_t *bytes, size_t size, const char *label, 
  * costs at most one decode of at most max_pixels. */
 glimpse_status video_next(video_reader *reader, glimpse_image **frame, double *seconds, int64_t *number);
 
+/* Whether the file reads to its end with the frames its container lists: known at video_open, which reads
+ * every packet once without decoding. False for a video damaged or cut short, whose frames before the damage
+ * video_next still gives. */
+bool video_whole(const video_reader *reader);
+
 /* After the last frame: BAD_FORMAT ("LABEL: the video is damaged or cut short after N frames") when the file
  * ended or failed to read before the frames its container lists; OK otherwise. */
 glimpse_status video_check_whole(const video_reader *reader);

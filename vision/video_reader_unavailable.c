@@ -32,6 +32,11 @@ glimpse_status video_next(video_reader *reader, glimpse_image **frame, double *s
 
 void video_close(video_reader *reader) { (void)reader; }
 
+bool video_whole(const video_reader *reader) {
+    (void)reader;
+    return true;
+}
+
 glimpse_status video_check_whole(const video_reader *reader) {
     (void)reader;
     return GLIMPSE_STATUS_OK;

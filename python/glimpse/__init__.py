@@ -297,7 +297,8 @@ class Video(_Handle):
     `scenes`, a frame wherever the picture changes by that much (0.1 is glimpse index --scenes's default).
     Frames are upright (the stream's display matrix) unless ignore_rotation; a frame with more pixels than
     max_pixels is refused. A damaged packet is skipped; a video where no frame decodes raises GlimpseError.
-    One Video is read by one thread at a time."""
+    `whole` is False for a video damaged or cut short (known when it opens): its frames before the damage
+    are still given. One Video is read by one thread at a time."""
 
     def __init__(self, source, every=None, scenes=None, max_pixels=None, ignore_rotation=False):
         self._handle, self._map, self._view, self._data = None, None, None, None
@@ -323,6 +324,14 @@ class Video(_Handle):
             self.close()
         _check(status)
         self._handle = handle.value
+
+    @property
+    def whole(self):
+        """Whether the file reads to its end with the frames its container lists (False: damaged or cut
+        short)."""
+        if not self._handle:
+            raise ValueError("glimpse.Video: closed")
+        return bool(_lib.glimpse_video_whole(self._handle))
 
     def __iter__(self):
         return self

@@ -235,6 +235,7 @@ _declare("glimpse_is_video", ctypes.c_bool, ctypes.c_void_p, ctypes.c_size_t)
 _declare("glimpse_video_open", status, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
          ctypes.POINTER(VideoOptions), PP)
 _declare("glimpse_video_next", status, P, PP, ctypes.POINTER(ctypes.c_double))
+_declare("glimpse_video_whole", ctypes.c_bool, P)
 _declare("glimpse_video_close", None, P)
 _declare("glimpse_video_sampling_text", None, ctypes.POINTER(VideoOptions), ctypes.c_char_p, ctypes.c_size_t)
 _declare("glimpse_video_frames_new", P, ctypes.POINTER(VideoOptions))

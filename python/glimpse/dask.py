@@ -130,6 +130,10 @@ def embed_video(model, path, batch_size, video):
                 image.close()
             frames.clear()
     with glimpse.Video(path, **video) as reader:
+        if not reader.whole:  # as glimpse index: broken whole, not kept as if its first frames were all
+            raise glimpse.GlimpseError(glimpse._c.STATUS_NAMES.index("BAD_FORMAT"),
+                                       f"{path}: the video is damaged or cut short: it ends before the frames "
+                                       "its container lists")
         try:
             for seconds, image in reader:
                 records.append(dict(record, frame=len(records), time=seconds))

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import threading
 import time
 
@@ -530,6 +531,15 @@ def test_video_errors(video, pictures, tmp_path):
     cut.write_bytes(video.read_bytes()[:1200])
     with pytest.raises(glimpse.GlimpseError):
         list(glimpse.Video(cut))
+    # its index first, its frames cut at 70%: not whole, its frames before the cut still given
+    fast = tmp_path / "fast.mp4"
+    subprocess.run(["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-i", str(video), "-c", "copy",
+                    "-movflags", "+faststart", str(fast)], check=True)
+    with glimpse.Video(fast) as whole:
+        assert whole.whole and len(list(whole)) == 3
+    cut.write_bytes(fast.read_bytes()[:fast.stat().st_size * 7 // 10])
+    with glimpse.Video(cut) as damaged:
+        assert not damaged.whole and 1 <= len(list(damaged)) < 3
     (tmp_path / "empty.mp4").write_bytes(b"")
     with pytest.raises(glimpse.GlimpseError, match="empty"):
         glimpse.Video(tmp_path / "empty.mp4")

@@ -217,6 +217,21 @@ def video_collection(tmp_path_factory, collection):
     return folder
 
 
+def test_a_video_cut_after_its_first_frames_is_broken(tmp_path, model, video_collection):
+    """A video whose index comes first and whose frames are cut at 70% is broken whole, as glimpse index
+    counts it, not kept as if its first frames were all; the same video whole gives its 3 frames."""
+    import glimpse as binding
+    fast, cut = tmp_path / "fast.mp4", tmp_path / "cut.mp4"
+    subprocess.run(["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-i",
+                    str(video_collection / "trip.mp4"), "-c", "copy", "-movflags", "+faststart", str(fast)], check=True)
+    cut.write_bytes(fast.read_bytes()[:fast.stat().st_size * 7 // 10])
+    sampling = {"every": None, "scenes": None}
+    vectors, records = glimpse_dask.embed_video(model, str(fast), 8, sampling)
+    assert vectors.shape[0] == 3 and [r["time"] for r in records] == [0.0, 2.0, 4.0]
+    with pytest.raises(binding.GlimpseError, match="damaged or cut short"):
+        glimpse_dask.embed_video(model, str(cut), 8, sampling)
+
+
 def test_videos_go_from_shards_to_sqlite_and_faiss_as_frames(tmp_path, model, video_collection):
     """glimpse.dask's frames of a video are glimpse embed's (times and vectors, bit for bit); imported into
     SQLite they search as glimpse index's own frames do; glimpse.faiss keeps their times."""
