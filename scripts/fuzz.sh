@@ -7,12 +7,14 @@
 # out (no target reads it, and clang's OpenMP is not what Debian's FAISS needs).
 # Prints the executions per target. A crash keeps its input under
 # build-fuzz/crashes/ and fails; add it to fuzz/regressions/TARGET/ once fixed.
+# Built at -O1 -g1 (line tables: the stack traces name file and line) with no
+# build type, so that assertions stay on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 fixtures=${GLIMPSE_FIXTURES:-../shared/fixtures}
-flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -g -O1"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGLIMPSE_FUZZ=ON -DGLIMPSE_WITH_FAISS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -g1 -O1"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGLIMPSE_FUZZ=ON -DGLIMPSE_WITH_FAISS=OFF -DCMAKE_BUILD_TYPE= \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
   >/dev/null
