@@ -393,10 +393,11 @@ static glimpse_status answer(glimpse_context *ctx, glimpse_image *const *images,
     size_t length = 0, kept = 0, got = 0, max_length = prompt_length + (size_t)p->max_tokens, *starts = NULL;
     glimpse_status status = run_of(ctx, count, &run);
     if (!status) status = prepare(ctx, run, images, count, prompt, prompt_length, p, &length, &kept, &starts);
-    if (!status) status = room_for(m, run, (size_t)p->beams, length + (size_t)p->max_tokens, length - kept, kept);
     if (run) run->held_count = 0; /* until this search ends well */
+    /* the tower's activations are given back before the language state is made: never both at once */
     if (!status) status = features_and_rows(ctx, run, count, prompt, prompt_length, starts, kept);
     if (!status) release_vision(run);
+    if (!status) status = room_for(m, run, (size_t)p->beams, length + (size_t)p->max_tokens, length - kept, kept);
     int32_t *ids = status ? NULL : malloc(max_length * sizeof *ids);
     llava_stream stream = {ctx->model, p, index, 0, ids ? malloc(max_length * sizeof *ids) : NULL};
     if (!status && (!ids || !stream.ids)) status = ERROR_OOM();
