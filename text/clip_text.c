@@ -7,6 +7,7 @@
 
 #include "weights/config.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "weights/layers.h"
 
 glimpse_status clip_text_config_read(const cJSON *json, const char *where, clip_text_variant variant,
@@ -84,8 +85,8 @@ glimpse_status clip_text_state_create(const clip_text_model *model, size_t max_s
     size_t positions = (size_t)model->config.max_positions;
     state->max_rows = max_sequences * positions;
     state->max_sequences = max_sequences;
-    state->hidden = malloc(state->max_rows * shape.hidden * sizeof(float));
-    state->memory = malloc(encoder_scratch_floats(&shape, state->max_rows, positions) * sizeof(float));
+    state->hidden = memory_large(state->max_rows * shape.hidden * sizeof(float)); /* (on huge pages when large) */
+    state->memory = memory_large(encoder_scratch_floats(&shape, state->max_rows, positions) * sizeof(float));
     state->pooled = malloc(max_sequences * sizeof *state->pooled);
     if (!state->hidden || !state->memory || !state->pooled) {
         clip_text_state_free(state);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "weights/config.h"
 #include "weights/layers.h"
 
@@ -238,7 +239,7 @@ glimpse_status davit_state_create(const davit_model *model, davit_state **out) {
     size_t floats[] = {z.tokens, z.tokens, z.tokens, z.patches, z.padded, 3 * z.padded, z.padded,
                        z.padded, z.mlp, z.tokens, z.tokens, z.affinity, z.scores, z.tokens};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
-        if (!(*buffers[i] = malloc((floats[i] ? floats[i] : 1) * sizeof(float)))) {
+        if (!(*buffers[i] = memory_large(floats[i] * sizeof(float)))) { /* (4.7M floats a map at 768 px) */
             davit_state_free(s);
             return ERROR_OOM();
         }

@@ -7,6 +7,7 @@
 
 #include "weights/config.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "weights/layers.h"
 
 /* transformers' CLIPVisionConfig, BlipVisionConfig and SiglipVisionConfig
@@ -118,10 +119,10 @@ glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_st
     size_t patch_values = (size_t)model->config.channels * patch * patch;
     size_t patches = model->patches_per_side * model->patches_per_side;
     state->max_batch = max_batch;
-    state->hidden = malloc(rows * shape.hidden * sizeof(float));
-    state->patches = malloc(max_batch * patches * patch_values * sizeof(float));
+    state->hidden = memory_large(rows * shape.hidden * sizeof(float)); /* (the large ones on huge pages) */
+    state->patches = memory_large(max_batch * patches * patch_values * sizeof(float));
     if (model->weights.head_probe) state->pooled = malloc(max_batch * shape.hidden * sizeof(float));
-    state->memory = malloc(encoder_scratch_floats(&shape, rows, model->tokens) * sizeof(float));
+    state->memory = memory_large(encoder_scratch_floats(&shape, rows, model->tokens) * sizeof(float));
     state->lengths = malloc(max_batch * sizeof(size_t));
     state->class_rows = calloc(max_batch, sizeof(size_t)); /* the class token is each image's row 0 */
     if (!state->hidden || !state->patches || !state->memory || !state->lengths || !state->class_rows ||

@@ -7,17 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/kernels.h"
+#include "core/memory.h"
 #include "weights/torch_bin.h"
 
 typedef struct owned_buffer {
     struct owned_buffer *next;
-    void *data; /* an allocation of its own: on a huge-page boundary when large (owned) */
+    void *data; /* memory_large */
 } owned_buffer;
 
 struct weight_store {
@@ -200,24 +200,10 @@ const tensor_entry *weight_store_find(const weight_store *store, const char *nam
     return find_with_file(store, name, NULL);
 }
 
-/* Copies of this size or more start on a 2 MiB boundary and ask Linux for transparent huge pages: a model's
- * widened or transposed weights (ViT-GPT2's 453 MB) otherwise take a page fault per 4 KiB as they are written,
- * which in a virtual machine was a third of loading it. A hint only: where huge pages are off, nothing changes. */
-#define OWNED_HUGE_BYTES ((size_t)2 << 20)
-
 static void *owned(weight_store *store, size_t bytes) {
     owned_buffer *buffer = malloc(sizeof *buffer);
     if (!buffer) return NULL;
-    buffer->data = NULL;
-    if (bytes >= OWNED_HUGE_BYTES) {
-        if (posix_memalign(&buffer->data, OWNED_HUGE_BYTES, bytes)) buffer->data = NULL;
-#ifdef MADV_HUGEPAGE
-        else
-            (void)madvise(buffer->data, bytes / OWNED_HUGE_BYTES * OWNED_HUGE_BYTES, MADV_HUGEPAGE);
-#endif
-    } else {
-        buffer->data = malloc(bytes ? bytes : 1);
-    }
+    buffer->data = memory_large(bytes); /* (on huge pages: written once, at load) */
     if (!buffer->data) {
         free(buffer);
         return NULL;
