@@ -5,25 +5,22 @@
 #   2. the whole suite again built with AddressSanitizer and
 #      UndefinedBehaviorSanitizer (GLIMPSE_SANITIZE; the install test builds
 #      its examples with the same sanitizers);
-#   3. the suite again on the paths CPUs without AVX-512 take: the same
-#      build, run with GLIMPSE_NO_AVX512=1, which makes the kernels' run-time
-#      choice exactly as on such a CPU (OpenBLAS and plain loops, 16-bit
-#      weights widened at load) — only on a CPU that has AVX-512: elsewhere
-#      pass 1 already ran every product on those paths. Left out of this
-#      pass are the tests whose assertions are about files, processes and
-#      packaging, not numbers (no_kernel_tests below);
-#   4. the suite of the minimal build (every GLIMPSE_WITH_* part OFF, leaving
-#      JPEG, PNG, the stb formats and OpenBLAS; and GLIMPSE_AVX512=OFF, so that
-#      a build without the AVX-512 sources compiles and passes, its int8
-#      products on the AVX2 kernel), built in build-minimal: the tests of the
-#      parts left out are not registered there, and test_features checks what
-#      the build says instead;
-#   5. the tests of the threaded paths (the pool, decoding ahead of the
+#   3. the suite of the minimal build, built in build-minimal: every
+#      GLIMPSE_WITH_* part OFF (leaving JPEG, PNG, the stb formats and
+#      OpenBLAS), and GLIMPSE_AVX512=OFF, so that every test of numbers (the
+#      kernels against their twins, every parity test, float16 and int8) runs
+#      again on the paths CPUs without AVX-512 take: OpenBLAS, plain loops,
+#      16-bit weights widened at load, int8 on the AVX2 kernel (test_core's
+#      *_without_avx512 twin runs the plain int8 loops in every pass). The
+#      tests of the parts left out are not registered there (they check files,
+#      processes and protocols, not the kernels' choice), and test_features
+#      checks what the build says instead;
+#   4. the tests of the threaded paths (the pool, decoding ahead of the
 #      towers, index updates, caption batching, the server's queue and its
 #      batching, videos) built with ThreadSanitizer, which stops at the first
 #      data race (the rest of the suite has no threads of its own to check,
 #      so only these tests and what they run are built);
-#   6. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 8:
+#   5. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 8:
 #      with the regression inputs ctest replays, a smoke test; longer
 #      campaigns are scripts/fuzz.sh SECONDS).
 # Each pass prints how long it took. Parity tests read the reference fixtures
@@ -65,18 +62,9 @@ pass "tests" suite build -DCMAKE_BUILD_TYPE=Release
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   pass "tests under AddressSanitizer and UndefinedBehaviorSanitizer" \
   suite build-sanitize -DCMAKE_BUILD_TYPE=Debug -DGLIMPSE_SANITIZE="address;undefined"
-# the tests pass 3 leaves out: their assertions are about files, processes and packaging (and the *_without_*
-# repeats, which this pass makes of everything)
-no_kernel_tests='^(test_index_damage|test_make_model|test_install|test_python_dask|test_python_scale|test_serve_load|test_chat_terminal|.*_without_.*|.*_float32_tiles)$'
-if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
-  without_avx512() { (cd build && GLIMPSE_NO_AVX512=1 ctest --output-on-failure -j2 -E "$no_kernel_tests" "${ctest_arguments[@]}"); }
-  pass "tests without the AVX-512 kernels" without_avx512
-else
-  echo "== tests without the AVX-512 kernels: skipped, this CPU has none (the first pass ran without them)"
-fi
 minimal=()
 for part in VIDEO HEIF TIFF WEBP INDEX SERVER FAISS; do minimal+=("-DGLIMPSE_WITH_$part=OFF"); done
-pass "tests of the minimal build" suite build-minimal -DCMAKE_BUILD_TYPE=Release -DGLIMPSE_AVX512=OFF "${minimal[@]}"
+pass "tests of the minimal build, without the AVX-512 kernels" suite build-minimal -DCMAKE_BUILD_TYPE=Release -DGLIMPSE_AVX512=OFF "${minimal[@]}"
 # the threaded tests: those built from C, then those that run the glimpse program
 threaded_programs=(test_threads test_search test_index_video test_video test_cli test_cli_inputs test_api
   test_caption_batch test_serve)
