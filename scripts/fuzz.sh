@@ -5,7 +5,7 @@
 # configs, plus the reference fixtures when ../shared/fixtures is there.
 # GLIMPSE_FUZZ_TARGETS="fuzz_a fuzz_b" builds and runs only those. FAISS is left
 # out (no target reads it, and clang's OpenMP is not what Debian's FAISS needs).
-# Prints the executions per target. A crash keeps its input under
+# Runs as many targets at once as there are cores. Prints the executions per target. A crash keeps its input under
 # build-fuzz/crashes/ and fails; add it to fuzz/regressions/TARGET/ once fixed.
 # Built at -O1 -g1 (line tables: the stack traces name file and line) with no
 # build type, so that assertions stay on.
@@ -64,16 +64,31 @@ if command -v ffmpeg >/dev/null; then
   make_video -c:v mpeg2video -f mpegts "$corpus/fuzz_video/mpeg2.ts" || true
 fi
 
-failed=0
-for t in $targets; do
-  log=build-fuzz/$t.log
+# fuzz_one TARGET: runs one target, leaving "ok EXECUTIONS" or "crash" in build-fuzz/TARGET.result
+fuzz_one() {
+  local t=$1 log=build-fuzz/$1.log runs
   if ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/fuzz/lsan-suppressions.txt ./build-fuzz/fuzz/$t "$corpus/$t" -max_total_time="$seconds" -max_len=65536 \
        -rss_limit_mb=3072 -timeout=20 -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/$t- >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    echo "ok $runs" > "build-fuzz/$t.result"
+  else
+    echo "crash" > "build-fuzz/$t.result"
+  fi
+}
+# one target per core at a time (each libFuzzer process runs on one thread)
+for t in $targets; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+failed=0
+for t in $targets; do
+  read -r kind runs < "build-fuzz/$t.result"
+  if [ "$kind" = ok ]; then
     echo "fuzz: $t: $runs executions in ${seconds}s, no crash"
   else
-    echo "fuzz: $t: CRASH — input kept in build-fuzz/crashes/; log $log"
-    tail -30 "$log"
+    echo "fuzz: $t: CRASH — input kept in build-fuzz/crashes/; log build-fuzz/$t.log"
+    tail -30 "build-fuzz/$t.log"
     failed=$((failed + 1))
   fi
 done
