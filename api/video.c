@@ -89,22 +89,17 @@ static glimpse_status source_open(void *user, const char *path, const uint8_t *b
     const frame_source *source = user;
     glimpse_video *opened = NULL;
     glimpse_status status = glimpse_video_open(bytes, size, path, &source->options, &opened);
-    if (!status && !glimpse_video_whole(opened)) { /* failed at once, rather than after decoding it all */
+    /* a video cut short fails at once, as a damaged file, rather than after decoding it all */
+    if (!status && (status = video_check_whole((const video_reader *)opened)))
         glimpse_video_close(opened), opened = NULL;
-        status = error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the video is damaged or cut short: it ends before the "
-                           "frames its container lists", path ? path : "video in memory");
-    }
     *video = opened;
     return status;
 }
 
-/* The next frame; after the last, a video cut short is an error, so that the index records it as a damaged
- * file (failed, its frames left out) rather than keep the frames before the cut as if they were all. */
+/* The next frame (a video cut short was refused by source_open). */
 static glimpse_status source_next(void *user, void *video, glimpse_image **frame, double *seconds) {
     (void)user;
-    glimpse_status status = glimpse_video_next(video, frame, seconds);
-    if (!status && !*frame) status = video_check_whole((const video_reader *)video);
-    return status;
+    return glimpse_video_next(video, frame, seconds);
 }
 
 static void source_close(void *user, void *video) {

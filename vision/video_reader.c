@@ -266,6 +266,13 @@ static glimpse_status open_decoder(video_reader *reader) {
     return GLIMPSE_STATUS_OK;
 }
 
+/* Whether a read of the container that ended with `code` after `packets` packets of our stream ended short: an
+ * error, or an end before the frames the container lists (an MP4's index names every sample). */
+static bool ended_short(const video_reader *reader, int code, int64_t packets) {
+    int64_t listed = reader->format->streams[reader->stream]->nb_frames;
+    return code != AVERROR_EOF || (listed > 0 && packets < listed);
+}
+
 /* Reads every packet of the file once, without decoding (a demuxer's work, a small part of decoding's): whether
  * it reads to its end with the frames its container lists, so that a video damaged or cut short is known before
  * its first frame (and its frames before the damage can say so). Then the container is opened afresh, to be read
@@ -277,8 +284,7 @@ static glimpse_status scan_packets(video_reader *reader) {
         ours += reader->packet->stream_index == reader->stream;
         av_packet_unref(reader->packet);
     }
-    int64_t listed = reader->format->streams[reader->stream]->nb_frames;
-    reader->cut_short = code != AVERROR_EOF || (listed > 0 && ours < listed);
+    reader->cut_short = ended_short(reader, code, ours);
     avformat_close_input(&reader->format);
     if (reader->io) av_freep(&reader->io->buffer);
     avio_context_free(&reader->io);
@@ -530,10 +536,7 @@ static void feed(video_reader *reader) {
     for (;;) {
         int code = av_read_frame(reader->format, reader->packet);
         if (code < 0) {
-            /* an error, or an end before the frames the container lists (an MP4's index names every sample) */
-            int64_t listed = reader->format->streams[reader->stream]->nb_frames;
-            if (code != AVERROR_EOF || (listed > 0 && reader->packets < listed)) reader->read_failed = true;
-            reader->cut_short |= reader->read_failed;
+            if (ended_short(reader, code, reader->packets)) reader->read_failed = true; /* (as scan_packets found) */
             avcodec_send_packet(reader->decoder, NULL);
             reader->draining = true;
             return;
@@ -609,7 +612,7 @@ glimpse_status video_next(video_reader *reader, glimpse_image **out, double *sec
 bool video_whole(const video_reader *reader) { return reader && !reader->cut_short; }
 
 glimpse_status video_check_whole(const video_reader *reader) {
-    if (!reader || !reader->finished || !reader->cut_short) return GLIMPSE_STATUS_OK;
-    return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the video is damaged or cut short after %lld frames",
-                     reader->label, (long long)reader->decoded);
+    if (!reader || video_whole(reader)) return GLIMPSE_STATUS_OK;
+    return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: the video is damaged or cut short: it ends before the frames "
+                     "its container lists", reader->label);
 }

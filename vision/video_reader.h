@@ -68,8 +68,8 @@ glimpse_status video_next(video_reader *reader, glimpse_image **frame, double *s
  * video_next still gives. */
 bool video_whole(const video_reader *reader);
 
-/* After the last frame: BAD_FORMAT ("LABEL: the video is damaged or cut short after N frames") when the file
- * ended or failed to read before the frames its container lists; OK otherwise. */
+/* The same as an error, known from video_open: BAD_FORMAT ("LABEL: the video is damaged or cut short: it ends
+ * before the frames its container lists") for a video that is not whole; OK otherwise (and for NULL). */
 glimpse_status video_check_whole(const video_reader *reader);
 void video_close(video_reader *reader);
 
