@@ -121,6 +121,14 @@ static char *temp_folder(void) {
     return folder;
 }
 
+/* Removes a temp_folder and everything in it, and frees its name. */
+static void temp_folder_free(char *folder) {
+    char command[512];
+    snprintf(command, sizeof command, "rm -rf '%s'", folder);
+    assert_int_equal(system(command), 0);
+    free(folder);
+}
+
 static void write_file(const char *folder, const char *name, const void *bytes, size_t size) {
     char *path = file_join(folder, name);
     FILE *f = fopen(path, "wb");
@@ -203,7 +211,7 @@ static void test_store_dtypes_and_shapes(void **state) {
     assert_int_equal(weight_store_get_optional(store, &values, 1, one, "absent"), GLIMPSE_STATUS_OK);
     assert_null(values);
     weight_store_free(store);
-    free(folder);
+    temp_folder_free(folder);
 }
 
 /* A float32 checkpoint in folder: tensor i is names[i] with shapes[i] ("[3,1]") and values[i] numbers, all i + 1. */
@@ -266,7 +274,7 @@ static void test_encoder_layers_by_names(void **state) {
     assert_non_null(strstr(glimpse_last_error(), "'very.longxxx"));
     assert_non_null(strstr(glimpse_last_error(), "longer than"));
     weight_store_free(store);
-    free(folder);
+    temp_folder_free(folder);
 }
 
 /* SigLIP's attention-pooling head: q, k and v are row views of one stacked in_proj_weight. */
@@ -308,7 +316,7 @@ static void test_attention_pool_by_names(void **state) {
                      GLIMPSE_STATUS_NOT_FOUND);
     assert_non_null(strstr(glimpse_last_error(), "no tensor 'head.mlp.fc3.weight'"));
     weight_store_free(store);
-    free(folder);
+    temp_folder_free(folder);
 }
 
 static void test_sharded_store(void **state) {
@@ -346,12 +354,12 @@ static void test_sharded_store(void **state) {
     write_file(folder, "model.safetensors.index.json", missing, strlen(missing));
     assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_NOT_FOUND);
     assert_non_null(strstr(glimpse_last_error(), "shard model-00003-of-00003.safetensors (tensor 'd')"));
-    free(folder);
+    temp_folder_free(folder);
     /* no weights at all */
     char *empty = temp_folder();
     assert_int_equal(weight_store_open(empty, &store), GLIMPSE_STATUS_NOT_FOUND);
     assert_non_null(strstr(glimpse_last_error(), "no model.safetensors"));
-    free(empty);
+    temp_folder_free(empty);
 }
 
 static void test_config_fields(void **state) {
@@ -383,7 +391,7 @@ static void test_config_fields(void **state) {
     assert_int_equal(config_read_json(folder, "broken.json", &json), GLIMPSE_STATUS_BAD_FORMAT);
     assert_non_null(strstr(glimpse_last_error(), "not valid JSON"));
     assert_int_equal(config_read_json(folder, "absent.json", &json), GLIMPSE_STATUS_NOT_FOUND);
-    free(folder);
+    temp_folder_free(folder);
 }
 
 static void test_hub_cache_resolution(void **state) {
@@ -424,7 +432,7 @@ static void test_hub_cache_resolution(void **state) {
     /* a path that does not exist and is not an id */
     assert_int_equal(snapshot_resolve("./no/such/folder", &folder), GLIMPSE_STATUS_NOT_FOUND);
     assert_non_null(strstr(glimpse_last_error(), "does not exist"));
-    free(cache);
+    temp_folder_free(cache);
 }
 
 int main(void) {
