@@ -138,7 +138,7 @@ static void test_png_colour_types(void **state) {
 
 /* ----------------------------------------------------------- JPEG writer */
 
-static buffer make_jpeg(int width, int height, int components, const uint8_t *pixels) {
+static buffer make_jpeg_coded(int width, int height, int components, const uint8_t *pixels, bool progressive) {
     struct jpeg_compress_struct info;
     struct jpeg_error_mgr errors;
     info.err = jpeg_std_error(&errors);
@@ -152,6 +152,7 @@ static buffer make_jpeg(int width, int height, int components, const uint8_t *pi
     info.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_set_defaults(&info);
     jpeg_set_quality(&info, 95, TRUE);
+    if (progressive) jpeg_simple_progression(&info);
     jpeg_start_compress(&info, TRUE);
     while (info.next_scanline < info.image_height) {
         JSAMPROW row = (JSAMPROW)(pixels + (size_t)info.next_scanline * width * components);
@@ -161,6 +162,63 @@ static buffer make_jpeg(int width, int height, int components, const uint8_t *pi
     jpeg_destroy_compress(&info);
     buffer out = {bytes, size};
     return out;
+}
+
+static buffer make_jpeg(int width, int height, int components, const uint8_t *pixels) {
+    return make_jpeg_coded(width, height, components, pixels, false);
+}
+
+/* A progressive JPEG whose last scan is repeated until it has `scans` scans (a scan again over coefficients it
+ * already refined is only a warning to libjpeg, so each one is decoded). */
+static buffer jpeg_with_scans(const buffer *progressive, size_t scans) {
+    size_t starts[64], count = 0, end = 0;
+    for (size_t i = 2; i + 1 < progressive->size;) {
+        assert_int_equal(progressive->bytes[i], 0xff);
+        uint8_t marker = progressive->bytes[i + 1];
+        if (marker == 0xd9) {
+            end = i;
+            break;
+        }
+        assert_true(i + 3 < progressive->size);
+        size_t length = (size_t)progressive->bytes[i + 2] << 8 | progressive->bytes[i + 3];
+        if (marker == 0xda) {
+            assert_true(count < 64);
+            starts[count++] = i;
+            for (i += 2 + length; i + 1 < progressive->size; i++) /* the entropy-coded data: to the next marker */
+                if (progressive->bytes[i] == 0xff && progressive->bytes[i + 1] && (progressive->bytes[i + 1] & 0xf8) != 0xd0)
+                    break;
+        } else {
+            i += 2 + length;
+        }
+    }
+    assert_true(end && count >= 2 && scans >= count);
+    size_t last = end - starts[count - 1], size = progressive->size + (scans - count) * last;
+    buffer out = {malloc(size), size};
+    assert_non_null(out.bytes);
+    memcpy(out.bytes, progressive->bytes, end);
+    for (size_t n = count; n < scans; n++) memcpy(out.bytes + end + (n - count) * last, progressive->bytes + starts[count - 1], last);
+    memcpy(out.bytes + size - (progressive->size - end), progressive->bytes + end, progressive->size - end);
+    return out;
+}
+
+/* Each progressive scan is a pass over the whole picture however few bytes it takes: 100 are decoded, more
+ * refused (1,000 over 4000 x 4000 pixels had taken 10 s from 172 KB). */
+static void test_jpeg_scan_bomb(void **state) {
+    (void)state;
+    uint8_t pixels[64 * 48 * 3];
+    for (size_t i = 0; i < sizeof pixels; i++) pixels[i] = (uint8_t)(i * 7);
+    buffer progressive = make_jpeg_coded(64, 48, 3, pixels, true);
+    glimpse_image *image = decode_ok(progressive), *refused = NULL;
+    buffer most = jpeg_with_scans(&progressive, 100), more = jpeg_with_scans(&progressive, 101);
+    glimpse_image *repeated = decode_ok(most); /* (a repeated refinement scan refines again: other pixels) */
+    assert_int_equal(repeated->width, image->width);
+    assert_int_equal(repeated->height, image->height);
+    assert_int_equal(image_decode(more.bytes, more.size, "scans.jpg", IMAGE_DEFAULT_MAX_PIXELS, &refused),
+                     GLIMPSE_STATUS_BAD_FORMAT);
+    assert_null(refused);
+    assert_non_null(strstr(glimpse_last_error(), "scans.jpg: broken JPEG: more than 100 progressive scans"));
+    glimpse_image_free(image), glimpse_image_free(repeated);
+    free(progressive.bytes), free(most.bytes), free(more.bytes);
 }
 
 static void test_jpeg(void **state) {
@@ -429,7 +487,7 @@ static void test_preprocess_sizes_and_padding(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_png_colour_types),      cmocka_unit_test(test_jpeg),
+        cmocka_unit_test(test_png_colour_types),      cmocka_unit_test(test_jpeg), cmocka_unit_test(test_jpeg_scan_bomb),
         cmocka_unit_test(test_hostile_files),         cmocka_unit_test(test_other_formats),
         cmocka_unit_test(test_raw_pixels_and_memory), cmocka_unit_test(test_resize_properties), cmocka_unit_test(test_resize_vectorised_is_exact),
         cmocka_unit_test(test_preprocess_sizes_and_padding),
