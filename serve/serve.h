@@ -31,6 +31,9 @@ typedef struct serve_config {
     int threads;               /* worker threads of each model's context; 0 = all cores */
     unsigned timeout_seconds;  /* a connection silent this long is closed */
     unsigned max_connections;  /* connections at once (one thread each); more are refused */
+    unsigned max_per_client;   /* connections at once from one client address (so that one client holding
+                                  connections open cannot take them all); 0 or max_connections and more: no
+                                  bound but max_connections */
     int max_batch;             /* image embeddings run together; 1 = one at a time */
     double batch_wait_ms;      /* how long the first image of a batch waits for others */
     glimpse_precision precision;

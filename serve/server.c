@@ -29,6 +29,7 @@ serve_config serve_default_config(void) {
     config.queue_limit = 64;
     config.timeout_seconds = 30;
     config.max_connections = 256;
+    config.max_per_client = 64;
     config.max_batch = 8;
     config.batch_wait_ms = 2;
     config.precision = GLIMPSE_PRECISION_FLOAT32;
@@ -572,7 +573,9 @@ glimpse_status serve_start(const serve_config *config, serve_server **out) {
         flags, (uint16_t)config->port, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, log_from_microhttpd,
         server, MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_STRICT_FOR_CLIENT, 0, /* Host and URL checked by begin_request */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config->timeout_seconds, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)config->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_END);
+        (unsigned)config->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)(config->max_per_client && config->max_per_client < config->max_connections ? config->max_per_client : 0),
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_END);
     if (!server->daemon) {
         serve_free(server);
         return error_set(GLIMPSE_STATUS_IO, "cannot listen on %s port %d (in use, or not an address of this machine)",

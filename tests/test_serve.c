@@ -1436,6 +1436,62 @@ static void test_sigterm_not_held_by_a_stalled_upload(void **state) {
     assert_true(took < 10);
 }
 
+/* A connection from source_address (a loopback one: 127.0.0.2 is this machine too, another client to the server)
+ * to 127.0.0.1:port; -1 if refused. */
+static int connect_from(const char *source_address, int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in source = {.sin_family = AF_INET}, address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, source_address, &source.sin_addr);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval timeout = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    if (bind(fd, (struct sockaddr *)&source, sizeof source) != 0 ||
+        connect(fd, (struct sockaddr *)&address, sizeof address) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Whether the server has closed fd by now (an end of stream or a reset waiting to be read), without waiting. */
+static bool closed_already(int fd) {
+    char byte;
+    ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* One client holding connections open (each a request head never finished, as a slow-loris client keeps them)
+ * gets --max-per-client of them; the rest are closed at once, and another client is still served. */
+static void test_one_client_cannot_take_every_connection(void **state) {
+    (void)state;
+    server_process other;
+    const char *arguments[] = {"-m", CLIP_MODEL, "--threads", "1", "--max-connections", "24", "--max-per-client", "8",
+                               NULL};
+    assert_true(start_server(&other, arguments));
+    int held[20];
+    const char *head = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 20; i++) {
+        held[i] = connect_from("127.0.0.1", other.port);
+        if (held[i] >= 0) send_all(held[i], head, strlen(head));
+    }
+    usleep(500000);
+    int open = 0;
+    for (int i = 0; i < 20; i++) open += held[i] >= 0 && !closed_already(held[i]);
+    int another = connect_from("127.0.0.2", other.port);
+    const char *request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    response r = {0};
+    if (another >= 0 && send_all(another, request, strlen(request))) r = read_response(another);
+    if (another >= 0) close(another);
+    for (int i = 0; i < 20; i++)
+        if (held[i] >= 0) close(held[i]);
+    int status = stop_server(&other);
+    printf("20 connections held open by one client: %d kept, another client answered %d\n", open, r.status);
+    assert_int_equal(open, 8);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(status, 0);
+    response_free(&r);
+}
+
 /* -------------------------------------------------------------- SIGTERM */
 
 /* A request in flight when SIGTERM comes is answered; new connections are refused; the exit is clean. */
@@ -1501,6 +1557,7 @@ int main(void) {
         cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_faulty_clients),         cmocka_unit_test(test_malformed_requests),
         cmocka_unit_test(test_refusals_are_json),      cmocka_unit_test(test_sigterm_not_held_by_a_stalled_upload),
+        cmocka_unit_test(test_one_client_cannot_take_every_connection),
         cmocka_unit_test(test_sigterm_drains),
     };
     signal(SIGPIPE, SIG_IGN);

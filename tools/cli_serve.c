@@ -59,6 +59,9 @@ static const char serve_help[] =
     "      --threads N        threads of each model's worker (default: all cores)\n"
     "      --timeout S        close a connection silent for S seconds (default 30)\n"
     "      --max-connections N  connections at once (default 256)\n"
+    "      --max-per-client N   connections at once from one client address (default 64,\n"
+    "                         0 = no bound but --max-connections): a client holding\n"
+    "                         connections open cannot take every one\n"
     "      --max-batch N      image embeddings run as one batch (default 8; 1 = one at a time)\n"
     "      --batch-wait MS    how long a batch's first image waits for others, at most\n"
     "                         (default 2; never when no other image request is arriving)\n"
@@ -104,6 +107,7 @@ int command_serve(int argc, char **argv) {
         OPT_QUEUE,
         OPT_TIMEOUT,
         OPT_MAX_CONNECTIONS,
+        OPT_MAX_PER_CLIENT,
         OPT_MAX_BATCH,
         OPT_BATCH_WAIT,
         OPT_OPEN_PREDICT,
@@ -118,6 +122,7 @@ int command_serve(int argc, char **argv) {
                                                  {"queue", required_argument, NULL, OPT_QUEUE},
                                                  {"timeout", required_argument, NULL, OPT_TIMEOUT},
                                                  {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+                                                 {"max-per-client", required_argument, NULL, OPT_MAX_PER_CLIENT},
                                                  {"max-batch", required_argument, NULL, OPT_MAX_BATCH},
                                                  {"batch-wait", required_argument, NULL, OPT_BATCH_WAIT},
                                                  {"open-predict", no_argument, NULL, OPT_OPEN_PREDICT},
@@ -147,6 +152,9 @@ int command_serve(int argc, char **argv) {
         case OPT_TIMEOUT: config.timeout_seconds = (unsigned)cli_parse_long("serve", "--timeout", optarg, 1, 86400); break;
         case OPT_MAX_CONNECTIONS:
             config.max_connections = (unsigned)cli_parse_long("serve", "--max-connections", optarg, 1, 65536);
+            break;
+        case OPT_MAX_PER_CLIENT:
+            config.max_per_client = (unsigned)cli_parse_long("serve", "--max-per-client", optarg, 0, 65536);
             break;
         case OPT_MAX_BATCH: config.max_batch = (int)cli_parse_long("serve", "--max-batch", optarg, 1, 64); break;
         case OPT_OPEN_PREDICT: config.open_predict = true; break;
