@@ -44,17 +44,8 @@ static glimpse_status open_regular(const char *path, int *fd_out, size_t *size_o
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes, size_t *size) {
-    *bytes = NULL;
-    *size = 0;
-    int fd;
-    size_t length;
-    glimpse_status status = open_regular(path, &fd, &length);
-    if (status) return status;
-    if (length > max_bytes) {
-        close(fd);
-        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%s: %zu bytes is over the limit of %zu", path, length, max_bytes);
-    }
+/* Reads the length bytes of the open regular file fd (path) into a new buffer with a NUL after them; closes fd. */
+static glimpse_status read_open_file(int fd, const char *path, size_t length, uint8_t **bytes, size_t *size) {
     uint8_t *buffer = malloc(length + 1);
     if (!buffer) {
         close(fd);
@@ -77,6 +68,20 @@ glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes
     *bytes = buffer;
     *size = length;
     return GLIMPSE_STATUS_OK;
+}
+
+glimpse_status file_read_all(const char *path, size_t max_bytes, uint8_t **bytes, size_t *size) {
+    *bytes = NULL;
+    *size = 0;
+    int fd;
+    size_t length;
+    glimpse_status status = open_regular(path, &fd, &length);
+    if (status) return status;
+    if (length > max_bytes) {
+        close(fd);
+        return error_set(GLIMPSE_STATUS_TOO_LARGE, "%s: %zu bytes is over the limit of %zu", path, length, max_bytes);
+    }
+    return read_open_file(fd, path, length, bytes, size);
 }
 
 glimpse_status file_read_stream(int fd, const char *label, size_t max_bytes, uint8_t **bytes, size_t *size) {
@@ -151,6 +156,29 @@ glimpse_status file_map(const char *path, const uint8_t **map, size_t *size) {
 
 void file_unmap(const uint8_t *map, size_t size) {
     if (map && size) munmap((void *)map, size);
+}
+
+glimpse_status file_contents_open(const char *path, file_contents *out) {
+    *out = (file_contents){0};
+    int fd;
+    size_t length;
+    glimpse_status status = open_regular(path, &fd, &length);
+    if (status) return status;
+    if (length > FILE_READ_MAX_BYTES) {
+        close(fd);
+        out->mapped = true;
+        return file_map(path, &out->bytes, &out->size);
+    }
+    uint8_t *bytes;
+    status = read_open_file(fd, path, length, &bytes, &out->size);
+    if (!status) out->bytes = bytes;
+    return status;
+}
+
+void file_contents_release(file_contents *contents) {
+    if (contents->mapped) file_unmap(contents->bytes, contents->size);
+    else free((void *)contents->bytes);
+    *contents = (file_contents){0};
 }
 
 void file_release_pages(const uint8_t *start, size_t length) {

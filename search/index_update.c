@@ -287,23 +287,15 @@ typedef struct index_reader {
     uint64_t max_pixels;
     /* the video being read */
     void *video;
-    const uint8_t *bytes;
-    size_t size;
-    bool mapped; /* bytes are a mapping (a large file), else read into memory */
+    file_contents file; /* read into memory, or mapped when large (a video): core/file.h */
     int64_t hash;
 } index_reader;
-
-/* Files up to this size are read into memory, larger ones (videos) mapped:
- * a file truncated while it is read is then an error, not a SIGBUS, for
- * every picture and most videos. */
-#define INDEX_READ_MAX_BYTES ((size_t)256 << 20)
 
 static void reader_close_file(index_reader *r) {
     const glimpse_frame_source *frames = r->params ? r->params->frames : NULL;
     if (r->video) frames->close(frames->user, r->video);
-    if (r->bytes && r->mapped) file_unmap(r->bytes, r->size);
-    else free((void *)r->bytes);
-    r->video = NULL, r->bytes = NULL, r->size = 0;
+    file_contents_release(&r->file);
+    r->video = NULL;
 }
 
 /* Ends the current file of the item as failed, with the thread's last error. */
@@ -342,25 +334,17 @@ static bool index_produce(void *user, void *out, const atomic_bool *stopping) {
         item->image = frame, item->seconds = seconds;
         return true;
     }
-    r->mapped = (uint64_t)f->size > INDEX_READ_MAX_BYTES;
-    uint8_t *read = NULL;
-    glimpse_status status = r->mapped ? file_map(f->path, &r->bytes, &r->size)
-                                      : file_read_all(f->path, INDEX_READ_MAX_BYTES, &read, &r->size);
-    if (!r->mapped) r->bytes = read;
-    if (status) {
-        r->bytes = NULL;
-        return reader_fail(r, item);
-    }
-    r->hash = (int64_t)content_hash(r->bytes, r->size);
-    if (frames && frames->is_video(frames->user, r->bytes, r->size)) {
-        if (frames->open(frames->user, f->path, r->bytes, r->size, &r->video)) {
+    if (file_contents_open(f->path, &r->file)) return reader_fail(r, item);
+    r->hash = (int64_t)content_hash(r->file.bytes, r->file.size);
+    if (frames && frames->is_video(frames->user, r->file.bytes, r->file.size)) {
+        if (frames->open(frames->user, f->path, r->file.bytes, r->file.size, &r->video)) {
             r->video = NULL;
             return reader_fail(r, item);
         }
         return index_produce(user, out, stopping); /* its first frame */
     }
-    status = prepare_decode(r->model, r->bytes, r->size, f->path, r->max_pixels, 1, r->params && r->params->fast_decode,
-                            &item->image);
+    glimpse_status status = prepare_decode(r->model, r->file.bytes, r->file.size, f->path, r->max_pixels, 1,
+                                           r->params && r->params->fast_decode, &item->image);
     if (status) return reader_fail(r, item);
     reader_close_file(r);
     item->hash = r->hash, item->last = true;

@@ -4,6 +4,7 @@
  * (huge claimed sizes, lying lengths, garbage after a signature, truncation)
  * refused with clear errors. Exactness against Pillow itself is proven by
  * test_clip_parity on the fixtures. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <jpeglib.h>
@@ -263,6 +266,73 @@ static void test_jpeg(void **state) {
     free(b.bytes);
 }
 
+/* A file another process cuts short while glimpse_image_load_file decodes it (a photo being rewritten): an error
+ * or the picture as it was, never SIGBUS. The file was mapped, and a decoding that reached its lost pages ended the
+ * process; now it is read first. */
+typedef struct cutter {
+    const char *path;
+    useconds_t after;
+} cutter;
+
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *cut_file(void *argument) {
+    const cutter *c = argument;
+    usleep(c->after);
+    if (truncate(c->path, 1000) != 0) return (void *)1;
+    return NULL;
+}
+
+static void test_file_cut_while_decoded(void **state) {
+    (void)state;
+    enum { SIDE = 1200 };
+    uint8_t *noise = malloc(SIDE * SIDE * 3);
+    assert_non_null(noise);
+    uint32_t seed = 1;
+    for (size_t i = 0; i < SIDE * SIDE * 3; i++) seed = seed * 1664525u + 1013904223u, noise[i] = (uint8_t)(seed >> 24);
+    buffer png = make_png(SIDE, SIDE, PNG_COLOR_TYPE_RGB, 8, noise, SIDE * 3, NULL, 0, 0);
+    free(noise);
+    char path[] = "/tmp/glimpse-cut-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    double started = seconds_now();
+    glimpse_image *image = NULL;
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(png.bytes, 1, png.size, f), png.size);
+    fclose(f);
+    assert_int_equal(glimpse_image_load_file(path, NULL, &image), GLIMPSE_STATUS_OK);
+    glimpse_image_free(image);
+    double decoding = seconds_now() - started;
+    int whole = 0, refused = 0;
+    for (int i = 0; i < 16; i++) {
+        f = fopen(path, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(png.bytes, 1, png.size, f), png.size);
+        fclose(f);
+        cutter c = {path, (useconds_t)(decoding * 1e6 * (i + 1) / 17)};
+        pthread_t thread;
+        assert_int_equal(pthread_create(&thread, NULL, cut_file, &c), 0);
+        image = NULL;
+        glimpse_status status = glimpse_image_load_file(path, NULL, &image);
+        void *result;
+        pthread_join(thread, &result);
+        assert_null(result);
+        if (status == GLIMPSE_STATUS_OK) whole++;
+        else refused++, assert_null(image);
+        glimpse_image_free(image);
+    }
+    printf("%zu-byte PNG cut during its decoding (%.0f ms): %d decoded whole, %d refused\n", png.size, decoding * 1e3,
+           whole, refused);
+    unlink(path);
+    free(png.bytes);
+}
+
 static void put_u32_be(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
 }
@@ -488,6 +558,7 @@ static void test_preprocess_sizes_and_padding(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_png_colour_types),      cmocka_unit_test(test_jpeg), cmocka_unit_test(test_jpeg_scan_bomb),
+        cmocka_unit_test(test_file_cut_while_decoded),
         cmocka_unit_test(test_hostile_files),         cmocka_unit_test(test_other_formats),
         cmocka_unit_test(test_raw_pixels_and_memory), cmocka_unit_test(test_resize_properties), cmocka_unit_test(test_resize_vectorised_is_exact),
         cmocka_unit_test(test_preprocess_sizes_and_padding),

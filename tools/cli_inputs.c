@@ -1,5 +1,5 @@
 /* cli_inputs.c — what the commands are given turned into pictures: folders
- * walked, standard input read once (bounded), files mapped, videos sampled. */
+ * walked, standard input read once (bounded), files read (long videos mapped), videos sampled. */
 #include "tools/cli_inputs.h"
 
 #include <errno.h>
@@ -127,16 +127,19 @@ static struct {
 
 static const char *input_label(const char *path) { return strcmp(path, "-") == 0 ? "standard input" : path; }
 
-/* The bytes of a path or of '-': mapped (*mapped) or standard input's. Prints the reason on failure. */
-static bool open_input(const char *path, cli_progress *progress, const uint8_t **bytes, size_t *size, bool *mapped) {
-    *mapped = false;
+/* The bytes of a path (*owned: read into memory, or mapped when *mapped, as file_contents_open holds them) or of
+ * '-' (standard input's, kept for another decoding). Prints the reason on failure. */
+static bool open_input(const char *path, cli_progress *progress, const uint8_t **bytes, size_t *size, bool *owned,
+                       bool *mapped) {
+    *owned = *mapped = false;
     if (strcmp(path, "-") != 0) {
-        if (file_map(path, bytes, size)) {
+        file_contents file;
+        if (file_contents_open(path, &file)) {
             if (progress) cli_progress_end(progress);
             cli_error("%s", glimpse_last_error());
             return false;
         }
-        *mapped = true;
+        *bytes = file.bytes, *size = file.size, *owned = true, *mapped = file.mapped;
         return true;
     }
     if (!standard_input.tried) {
@@ -162,8 +165,9 @@ static bool open_input(const char *path, cli_progress *progress, const uint8_t *
     return true;
 }
 
-static void close_input(const uint8_t *bytes, size_t size, bool mapped) {
-    if (mapped) file_unmap(bytes, size);
+static void close_input(const uint8_t *bytes, size_t size, bool owned, bool mapped) {
+    file_contents file = {bytes, size, mapped};
+    if (owned) file_contents_release(&file);
 }
 
 /* Decodes bytes as an image; a video where an image is wanted is named as one. */
@@ -184,10 +188,10 @@ static bool decode_image(const cli_options *options, const char *path, cli_progr
 bool cli_decode_input(const cli_options *options, const char *path, cli_progress *progress, glimpse_image **image) {
     const uint8_t *bytes;
     size_t size;
-    bool mapped;
-    if (!open_input(path, progress, &bytes, &size, &mapped)) return false;
+    bool owned, mapped;
+    if (!open_input(path, progress, &bytes, &size, &owned, &mapped)) return false;
     bool ok = decode_image(options, path, progress, bytes, size, true, NULL, image);
-    close_input(bytes, size, mapped);
+    close_input(bytes, size, owned, mapped);
     return ok;
 }
 
@@ -207,8 +211,8 @@ void cli_pictures_start(cli_pictures *pictures, cli_options *options, const glim
 static void finish_input(cli_pictures *pictures, size_t source) {
     glimpse_video_close(pictures->reader);
     pictures->reader = NULL;
-    close_input(pictures->bytes, pictures->size, pictures->mapped);
-    pictures->bytes = NULL, pictures->size = 0, pictures->mapped = false;
+    close_input(pictures->bytes, pictures->size, pictures->owned, pictures->mapped);
+    pictures->bytes = NULL, pictures->size = 0, pictures->owned = pictures->mapped = false;
     cli_progress_step(&pictures->progress, source + 1);
 }
 
@@ -247,7 +251,8 @@ bool cli_pictures_next(cli_pictures *pictures, cli_picture *picture) {
         if (pictures->next >= pictures->count) return false;
         size_t source = pictures->next++;
         const char *path = pictures->paths[source];
-        if (!open_input(path, &pictures->progress, &pictures->bytes, &pictures->size, &pictures->mapped)) {
+        if (!open_input(path, &pictures->progress, &pictures->bytes, &pictures->size, &pictures->owned,
+                        &pictures->mapped)) {
             fail(pictures, source, NULL);
             continue;
         }
@@ -458,9 +463,8 @@ void cli_frame_source_free(glimpse_frame_source *source) {
 glimpse_status cli_video_frame_at(const cli_options *options, const char *path, double seconds,
                                   glimpse_image **frame) {
     *frame = NULL;
-    const uint8_t *bytes;
-    size_t size;
-    glimpse_status status = file_map(path, &bytes, &size);
+    file_contents file;
+    glimpse_status status = file_contents_open(path, &file);
     if (status) return status;
     /* sampled every `seconds`: the frame at or after it comes second (the first at 0) */
     glimpse_video_options params = glimpse_video_default_options();
@@ -468,7 +472,7 @@ glimpse_status cli_video_frame_at(const cli_options *options, const char *path, 
     params.max_pixels = options->max_pixels;
     params.ignore_rotation = options->no_exif_rotate;
     glimpse_video *reader = NULL;
-    status = glimpse_video_open(bytes, size, path, &params, &reader);
+    status = glimpse_video_open(file.bytes, file.size, path, &params, &reader);
     double at = -1;
     while (!status) {
         glimpse_image *next = NULL;
@@ -481,6 +485,6 @@ glimpse_status cli_video_frame_at(const cli_options *options, const char *path, 
     if (!status && !*frame) status = GLIMPSE_STATUS_NOT_FOUND; /* (glimpse_video_next reports a video of no frame) */
     if (status) glimpse_image_free(*frame), *frame = NULL;
     glimpse_video_close(reader);
-    file_unmap(bytes, size);
+    file_contents_release(&file);
     return status;
 }

@@ -65,9 +65,9 @@ typedef struct cli_pictures {
     char *const *paths;
     size_t count, next, video_source;
     cli_progress progress; /* one step per path */
-    const uint8_t *bytes;  /* the open input (mapped, or standard input's) */
+    const uint8_t *bytes;  /* the open input (read or mapped: owned; or standard input's) */
     size_t size;
-    bool mapped;
+    bool owned, mapped;
     glimpse_video *reader; /* the video being read, if any */
     /* set by the caller after cli_pictures_start, for pictures only embedded:
      * each resized for this model as soon as it is decoded (on the thread

@@ -189,12 +189,11 @@ glimpse_status glimpse_image_load_file(const char *path, const glimpse_image_par
     if (!path) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_image_load_file: path is NULL");
     uint64_t limit = params ? params->max_pixels : IMAGE_DEFAULT_MAX_PIXELS;
     int orient = params ? !params->ignore_exif_orientation : 1;
-    const uint8_t *map;
-    size_t size;
-    glimpse_status status = file_map(path, &map, &size);
+    file_contents file;
+    glimpse_status status = file_contents_open(path, &file);
     if (status) return status;
-    status = image_decode_with(map, size, path, limit, orient, out);
-    file_unmap(map, size);
+    status = image_decode_with(file.bytes, file.size, path, limit, orient, out);
+    file_contents_release(&file);
     return status;
 }
 
