@@ -2,10 +2,14 @@
  * candidates of faiss_engine re-scored with the exact vectors, and the rows
  * named through the path table. The FAISS calls are faiss_engine.cpp's. */
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -36,6 +40,7 @@ struct faiss_folder {
     const double *time;     /* [count], inside times: a video frame's time, negative for a still; NULL: all stills */
     const float *vector;    /* [count, dim], inside vectors; NULL without vectors.npy */
     pool *threads;          /* the re-scoring's, created with the first search that re-scores */
+    int thread_count;       /* its threads (0: every core) */
     /* one search's scratch */
     int64_t *rows;
     float *scores;
@@ -169,7 +174,9 @@ static glimpse_status open_files(faiss_folder *f) {
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status faiss_folder_open(const char *folder, faiss_folder **out) {
+glimpse_status faiss_folder_open(const char *folder, faiss_folder **out) { return faiss_folder_open_with(folder, 0, out); }
+
+glimpse_status faiss_folder_open_with(const char *folder, int threads, faiss_folder **out) {
     if (!folder || !out) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "faiss_folder_open: NULL argument");
     *out = NULL;
     if (!file_is_directory(folder))
@@ -177,6 +184,7 @@ glimpse_status faiss_folder_open(const char *folder, faiss_folder **out) {
                          "%s: no such FAISS index folder (build it with python -m glimpse.faiss build)", folder);
     faiss_folder *f = calloc(1, sizeof *f);
     if (!f) return ERROR_OOM();
+    f->thread_count = threads > 0 ? threads : 0;
     f->path = strdup(folder);
     glimpse_status status = f->path ? open_files(f) : ERROR_OOM();
     if (status)
@@ -208,6 +216,77 @@ void faiss_folder_free(faiss_folder *f) {
 
 const faiss_folder_info *faiss_folder_get_info(const faiss_folder *f) { return f ? &f->info : NULL; }
 
+/* ------------------------------------------------------------ populate */
+
+#define MADVISE_POPULATE_READ 22 /* Linux 5.14's MADV_POPULATE_READ, which older headers lack */
+
+/* Reads the folder's file name once, so that the page cache holds it (errors ignored: a hint). */
+static void read_through(const faiss_folder *f, const char *name) {
+    char *path = file_join(f->path, name);
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    free(path);
+    if (fd < 0) return;
+    static char buffer[1 << 20];
+    while (read(fd, buffer, sizeof buffer) > 0) {
+    }
+    close(fd);
+}
+
+/* The fraction of [start, start + size) this process maps with huge pages (FilePmdMapped in /proc/self/smaps for
+ * the mapping that begins there), 0 where that cannot be read. */
+static double huge_mapped_fraction(const void *start, size_t size) {
+    FILE *smaps = fopen("/proc/self/smaps", "re");
+    if (!smaps || !size) {
+        if (smaps) fclose(smaps);
+        return 0;
+    }
+    char line[512], prefix[32];
+    snprintf(prefix, sizeof prefix, "%lx-", (unsigned long)(uintptr_t)start);
+    bool inside = false;
+    double fraction = 0;
+    while (fgets(line, sizeof line, smaps)) {
+        size_t kib;
+        if (strchr(line, '-') && strchr("0123456789abcdef", line[0]) && strchr(line, '-') < strchr(line, ' '))
+            inside = strncmp(line, prefix, strlen(prefix)) == 0;
+        else if (inside && sscanf(line, "FilePmdMapped: %zu kB", &kib) == 1) {
+            fraction = (double)kib * 1024.0 / (double)size;
+            break;
+        }
+    }
+    fclose(smaps);
+    return fraction < 1 ? fraction : 1;
+}
+
+glimpse_status faiss_folder_populate(faiss_folder *f, double *huge_fraction) {
+    if (!f) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "faiss_folder_populate: NULL folder");
+    if (huge_fraction) *huge_fraction = 0;
+    read_through(f, "index.faiss");
+    if (!f->vectors.bytes || !f->vectors.size) return GLIMPSE_STATUS_OK;
+    void *start = (void *)f->vectors.bytes;
+    size_t size = f->vectors.size;
+#ifdef MADV_HUGEPAGE
+    madvise(start, size, MADV_HUGEPAGE); /* a kernel without transparent huge pages: small ones all the same */
+#endif
+    if (madvise(start, size, MADVISE_POPULATE_READ) != 0) { /* Linux before 5.14: read ahead at least */
+        madvise(start, size, MADV_WILLNEED);
+        return GLIMPSE_STATUS_OK;
+    }
+    double fraction = huge_mapped_fraction(start, size);
+    if (fraction < 0.5 && size >= ((size_t)64 << 20)) {
+        /* cached in small pages (a file just written or copied): dropped from the cache (only pages no process
+         * maps leave) and read again through this mapping, which caches it in huge pages for later processes */
+        madvise(start, size, MADV_DONTNEED);
+        char *path = file_join(f->path, "vectors.npy");
+        int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        free(path);
+        if (fd >= 0) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), close(fd);
+        madvise(start, size, MADVISE_POPULATE_READ);
+        fraction = huge_mapped_fraction(start, size);
+    }
+    if (huge_fraction) *huge_fraction = fraction;
+    return GLIMPSE_STATUS_OK;
+}
+
 /* A candidate re-scored: its row and exact cosine. */
 typedef struct candidate {
     int64_t row;
@@ -227,8 +306,11 @@ static int by_cosine(const void *a, const void *b) {
     return (x->row > y->row) - (x->row < y->row);
 }
 
-/* The path of row into an owned copy; BAD_FORMAT if the table's offsets for it are out of bounds. */
-static glimpse_status row_path(faiss_folder *f, int64_t row, char **out) {
+glimpse_status faiss_folder_row_path(const faiss_folder *f, int64_t row, char **out) {
+    *out = NULL;
+    if (row < 0 || (uint64_t)row >= f->info.count)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s: no row %lld in an index of %zu", f->path, (long long)row,
+                         f->info.count);
     uint64_t start = f->offset[row], end = f->offset[row + 1];
     if (start > end || end > f->paths.size) return damaged(f, "offsets.npy", "an offset lies outside paths.bin");
     *out = malloc((size_t)(end - start) + 1);
@@ -249,14 +331,18 @@ static glimpse_status reserve(faiss_folder *f, size_t k, size_t wanted) {
     return f->rows && f->scores && f->result_paths ? GLIMPSE_STATUS_OK : ERROR_OOM();
 }
 
-glimpse_status faiss_folder_search(faiss_folder *f, const float *query, size_t k, size_t nprobe,
-                                   glimpse_search_result *results, size_t *found) {
-    if (!f || !query || (k && !results) || !found)
-        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "faiss_folder_search: NULL argument");
+glimpse_status faiss_folder_search_rows(faiss_folder *f, const float *query, size_t k,
+                                        const faiss_folder_search_params *params, int64_t *rows, float *cosines,
+                                        size_t *found) {
+    if (!f || !query || (k && (!rows || !cosines)) || !found)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "faiss_folder_search_rows: NULL argument");
     *found = 0;
     const faiss_folder_info *info = &f->info;
-    size_t wanted = info->rescore ? k * info->rescore_factor : k;
-    if (k && wanted / k != (info->rescore ? info->rescore_factor : 1)) wanted = FAISS_MAX_CANDIDATES;
+    faiss_folder_search_params chosen = params ? *params : faiss_folder_default_search_params();
+    bool rescore = info->rescore && chosen.rescore;
+    size_t factor = rescore ? (chosen.rescore_factor ? chosen.rescore_factor : info->rescore_factor) : 1;
+    size_t wanted = k * factor;
+    if (k && wanted / k != factor) wanted = FAISS_MAX_CANDIDATES;
     if (wanted > info->count) wanted = info->count;
     if (wanted > FAISS_MAX_CANDIDATES) wanted = FAISS_MAX_CANDIDATES;
     if (k > wanted) k = wanted;
@@ -264,8 +350,8 @@ glimpse_status faiss_folder_search(faiss_folder *f, const float *query, size_t k
     glimpse_status status = reserve(f, k, wanted);
     if (status) return status;
     char reason[512] = "";
-    if (faiss_engine_search(f->engine, query, wanted, nprobe ? nprobe : info->nprobe, f->rows, f->scores, reason,
-                            sizeof reason) != 0)
+    if (faiss_engine_search(f->engine, query, wanted, chosen.nprobe ? chosen.nprobe : info->nprobe, f->rows, f->scores,
+                            reason, sizeof reason) != 0)
         return error_set(GLIMPSE_STATUS_INTERNAL, "%s: FAISS search failed: %s", f->path, reason);
     size_t n = 0; /* the rows found (FAISS ends short lists with -1), checked, kept in place */
     for (size_t i = 0; i < wanted; i++) {
@@ -274,22 +360,47 @@ glimpse_status faiss_folder_search(faiss_folder *f, const float *query, size_t k
         if ((uint64_t)row >= info->count) return damaged(f, "index.faiss", "it returned a row past its count");
         f->rows[n] = row, f->scores[n++] = f->scores[i];
     }
-    if (info->rescore) { /* exact cosines, the rows read in file order over the pool's threads */
+    if (rescore) { /* exact cosines, the rows read in file order over the pool's threads */
         qsort(f->rows, n, sizeof *f->rows, by_row);
-        if (!f->threads && pool_create(0, &f->threads) != GLIMPSE_STATUS_OK) f->threads = NULL; /* the caller alone */
+        if (!f->threads && pool_create(f->thread_count, &f->threads) != GLIMPSE_STATUS_OK)
+            f->threads = NULL; /* the caller alone */
         kernel_dot_rows(f->scores, f->vector, info->dim, f->rows, n, query, f->threads);
     }
     candidate *best = malloc((n ? n : 1) * sizeof *best);
     if (!best) return ERROR_OOM();
     for (size_t i = 0; i < n; i++) best[i] = (candidate){f->rows[i], f->scores[i]};
-    if (info->rescore) qsort(best, n, sizeof *best, by_cosine);
-    for (size_t i = 0; i < n && i < k && !status; i++) {
-        status = row_path(f, best[i].row, &f->result_paths[i]);
+    if (rescore) qsort(best, n, sizeof *best, by_cosine);
+    for (size_t i = 0; i < n && i < k; i++) rows[i] = best[i].row, cosines[i] = best[i].cosine;
+    *found = n < k ? n : k;
+    free(best);
+    return GLIMPSE_STATUS_OK;
+}
+
+faiss_folder_search_params faiss_folder_default_search_params(void) {
+    return (faiss_folder_search_params){.nprobe = 0, .rescore = true, .rescore_factor = 0};
+}
+
+glimpse_status faiss_folder_search(faiss_folder *f, const float *query, size_t k, size_t nprobe,
+                                   glimpse_search_result *results, size_t *found) {
+    if (!f || !query || (k && !results) || !found)
+        return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "faiss_folder_search: NULL argument");
+    *found = 0;
+    if (k > f->info.count) k = f->info.count;
+    if (!k) return GLIMPSE_STATUS_OK;
+    int64_t *rows = malloc(k * sizeof *rows);
+    float *cosines = malloc(k * sizeof *cosines);
+    faiss_folder_search_params params = faiss_folder_default_search_params();
+    params.nprobe = nprobe;
+    size_t n = 0;
+    glimpse_status status = rows && cosines ? faiss_folder_search_rows(f, query, k, &params, rows, cosines, &n)
+                                            : ERROR_OOM();
+    for (size_t i = 0; i < n && !status; i++) {
+        status = faiss_folder_row_path(f, rows[i], &f->result_paths[i]);
         results[i].path = f->result_paths[i];
-        results[i].score = info->logit_scale * best[i].cosine + info->logit_bias;
-        results[i].time = f->time && f->time[best[i].row] >= 0 ? f->time[best[i].row] : -1;
+        results[i].score = f->info.logit_scale * cosines[i] + f->info.logit_bias;
+        results[i].time = f->time && f->time[rows[i]] >= 0 ? f->time[rows[i]] : -1;
         if (!status) *found = i + 1;
     }
-    free(best);
+    free(rows), free(cosines);
     return status;
 }

@@ -291,3 +291,51 @@ _declare("glimpse_explain_render_png", status, ExplanationP, P, ctypes.c_size_t,
 
 libc = ctypes.CDLL(None)  # free() for what the library hands over (glimpse_explain_render_png's PNG)
 libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
+
+
+# ------------------------------------------------------------------ libglimpse-faiss (include/glimpse_faiss.h)
+
+FAISS_SONAME = "libglimpse-faiss.so.0"
+
+
+class FaissSearchParams(ctypes.Structure):
+    _fields_ = [("nprobe", ctypes.c_size_t), ("rescore", ctypes.c_bool), ("rescore_factor", ctypes.c_size_t)]
+
+
+_faiss_lib = None
+
+
+def faiss_library():
+    """libglimpse-faiss.so.0 (the FAISS folder's search, built with GLIMPSE_WITH_FAISS), loaded on first use and
+    found as libglimpse is: $GLIMPSE_FAISS_LIBRARY, the source tree's build/, then the dynamic loader's search."""
+    global _faiss_lib
+    if _faiss_lib is not None:
+        return _faiss_lib
+    explicit = os.environ.get("GLIMPSE_FAISS_LIBRARY")
+    source_build = Path(__file__).resolve().parents[2] / "build" / FAISS_SONAME
+    candidates = [explicit] if explicit else ([str(source_build)] if source_build.is_file() else []) + [FAISS_SONAME]
+    tried = []
+    for candidate in candidates:
+        try:
+            found = ctypes.CDLL(candidate)
+            break
+        except OSError as error:
+            tried.append(f"{candidate}: {error}")
+    else:
+        raise ImportError("glimpse.faiss: cannot load libglimpse-faiss (glimpse built with GLIMPSE_WITH_FAISS; set "
+                          "GLIMPSE_FAISS_LIBRARY to its path); tried " + "; ".join(tried))
+    declarations = {
+        "glimpse_faiss_open": (status, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)),
+        "glimpse_faiss_close": (None, ctypes.c_void_p),
+        "glimpse_faiss_count": (ctypes.c_size_t, ctypes.c_void_p),
+        "glimpse_faiss_dim": (ctypes.c_size_t, ctypes.c_void_p),
+        "glimpse_faiss_populate": (status, ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)),
+        "glimpse_faiss_search_rows": (status, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                      ctypes.POINTER(FaissSearchParams), ctypes.c_void_p, ctypes.c_void_p, c_size_t_p),
+        "glimpse_faiss_last_error": (ctypes.c_char_p,),
+    }
+    for name, (restype, *argtypes) in declarations.items():
+        function = getattr(found, name)
+        function.restype, function.argtypes = restype, list(argtypes)
+    _faiss_lib = found
+    return found

@@ -6,16 +6,19 @@ time, with an id -> path table, and its candidates re-scored with the exact floa
     python -m glimpse.faiss search INDEX [-k N] [--json] QUERY..."""
 
 import argparse
+import ctypes
 import json
 import math
 import os
 import sys
+import threading
 import time
 
 import numpy as np
 
 import glimpse
 
+from . import _library as _c
 from . import shards
 
 FLAT_BELOW = 100_000  # fewer vectors than this: an exact flat index (a scan of n x dim floats is fast enough)
@@ -212,143 +215,71 @@ def write_index(out, vectors, paths, model, kind="auto", nlist=None, pq_sub_vect
     return parameters
 
 
-def best_lists(scores, count):
-    """The count best of scores (one query's centroid scores) as int64 list numbers, best first, equal scores
-    by list number: what a stable sort of all of them gives, from a partition (0.1 against 1.1 ms over 16,384
-    lists)."""
-    if count >= len(scores):
-        return np.argsort(-scores, kind="stable").astype(np.int64)
-    chosen = np.argpartition(-scores, count - 1)[:count]
-    threshold = scores[chosen].min()
-    above = np.flatnonzero(scores > threshold)
-    tied = np.flatnonzero(scores == threshold)[:count - len(above)]  # the lowest list numbers among the ties
-    picked = np.concatenate([above, tied])
-    if len(picked) != count:  # NaN scores (a NaN query) compare with nothing: the sort's order, count of them
-        return np.argsort(-scores, kind="stable")[:count].astype(np.int64)
-    return picked[np.lexsort((picked, -scores[picked]))].astype(np.int64)
-
-
-MADV_POPULATE_READ = 22  # Linux 5.14: map every page of a file mapping now (mmap's module lacks the name in 3.11)
-
-
-def huge_mapped_fraction(address, size):
-    """The fraction of the mapping at address (size bytes) that this process maps with huge pages
-    (FilePmdMapped in /proc/self/smaps), 0 where that cannot be read."""
-    start = f"{address:x}-"
-    try:
-        with open("/proc/self/smaps") as smaps:
-            inside = False
-            for line in smaps:
-                if "-" in line.split(" ", 1)[0] and line[0] in "0123456789abcdef":
-                    inside = line.startswith(start)
-                elif inside and line.startswith("FilePmdMapped:"):
-                    return min(1.0, int(line.split()[1]) * 1024 / max(size, 1))
-    except (OSError, ValueError):
-        pass
-    return 0.0
-
-
-def read_through(path, chunk=8 << 20):
-    """Reads the file at path once, so the page cache holds it: the first searches of a memory-mapped index then
-    find its inverted lists in memory (at 10M vectors the first queries of a just-started process otherwise read
-    the 759 MB index.faiss from disk, a page at a time)."""
-    buffer = bytearray(chunk)
-    with open(path, "rb", buffering=0) as file:
-        while file.readinto(buffer):
-            pass
-
-
-def map_whole(array, path):
-    """Maps every page of the memory-mapped array (np.load of path with mmap_mode) now, on huge pages where the kernel
-    can: the re-scoring's random rows then cost no page fault, and at 10M vectors (20.5 GB) no TLB miss walking
-    4 KiB pages either, which in a virtual machine cost 2-4 us a row (docs/scale-out.md). A file that sits in the page
-    cache in small pages (as one just written or copied does) cannot be mapped by huge ones: it is then dropped from
-    the cache (posix_fadvise DONTNEED; only pages no process maps leave) and read again through this mapping, which
-    caches it in huge pages for every later process (10 s for 20.5 GB here). Returns the fraction mapped by huge
-    pages (0 where the kernel offers none)."""
-    import mmap
-    region = array._mmap
-    try:
-        region.madvise(mmap.MADV_HUGEPAGE)
-    except (OSError, AttributeError):  # a kernel without transparent huge pages: small ones, populated all the same
-        pass
-    try:
-        region.madvise(MADV_POPULATE_READ)
-    except OSError:  # no populate (Linux before 5.14): read ahead at least
-        region.madvise(mmap.MADV_WILLNEED)
-        return 0.0
-    address = array.ctypes.data - array.ctypes.data % mmap.PAGESIZE
-    fraction = huge_mapped_fraction(address, len(region))
-    if fraction < 0.5 and len(region) >= 64 << 20:
-        region.madvise(mmap.MADV_DONTNEED)  # this mapping's pages let go (the file's contents stay)
-        descriptor = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(descriptor)
-        region.madvise(MADV_POPULATE_READ)
-        fraction = huge_mapped_fraction(address, len(region))
-    return fraction
-
-
 class FaissIndex:
     """An index folder made by build(), memory-mapped: search() takes texts or combined queries (embedded
     with the model the shards were made with, loaded on first use) or embeddings, and gives [(path, score)]
-    best first, score = logit_scale × cosine + logit_bias as glimpse search gives it."""
+    best first, score = logit_scale × cosine + logit_bias as glimpse search gives it. The search is
+    libglimpse-faiss's (include/glimpse_faiss.h), the one glimpse search --faiss runs: an IVF index's lists
+    from ranking every centroid exactly, its candidates re-scored with the exact vectors."""
 
     def __init__(self, folder, model=None, populate=False, threads=0):
         """populate: at open, read index.faiss into the page cache and map every page of vectors.npy on huge
-        pages (map_whole), as a long-lived process (a service) would: its searches then read memory, not the disk
-        or page faults (10M vectors, 20.5 GB: 10.7 s from disk, 0.3 s once cached in huge pages). Where the kernel
-        has no MADV_POPULATE_READ it only asks for the vectors to be read ahead. threads: the
-        exact re-scoring's (glimpse.dot_rows; 0: every core); FAISS's own are OpenMP's (OMP_NUM_THREADS)."""
+        pages, as a long-lived process (a service) would: its searches then read memory, not the disk or page
+        faults (10M vectors, 20.5 GB: 10.7 s from disk, 0.3 s once cached in huge pages); huge_mapped says what
+        fraction of vectors.npy got huge pages (0 where the kernel offers none). threads: the exact
+        re-scoring's (0: every core); FAISS's own are OpenMP's (OMP_NUM_THREADS)."""
         self.threads = int(threads)
-        import faiss
-        self.folder = folder
-        self.parameters = shards.read_json(os.path.join(folder, "params.json"))
-        self.index = faiss.read_index(os.path.join(folder, "index.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
-        vectors = os.path.join(folder, "vectors.npy")
-        self.vectors = np.load(vectors, mmap_mode="r") if os.path.exists(vectors) else None
-        self.huge_mapped = None  # with populate: the fraction of vectors.npy mapped by huge pages (Linux), else None
+        self.folder = os.fspath(folder)
+        self._lib = _c.faiss_library()
+        self._lock = threading.Lock()  # one search at a time on the handle (ctypes lets go of the GIL)
+        handle = ctypes.c_void_p()
+        self._check(self._lib.glimpse_faiss_open(self.folder.encode(errors="surrogateescape"), self.threads,
+                                                 ctypes.byref(handle)))
+        self._handle = handle
+        self.parameters = shards.read_json(os.path.join(self.folder, "params.json"))
+        self.huge_mapped = None
         if populate:
-            read_through(os.path.join(folder, "index.faiss"))  # FAISS maps it: its lists then fault on no disk read
-            if self.vectors is not None and getattr(self.vectors, "_mmap", None) is not None:
-                self.huge_mapped = map_whole(self.vectors, vectors)
-        self.offsets = np.load(os.path.join(folder, "offsets.npy"), mmap_mode="r")
-        size = os.path.getsize(os.path.join(folder, "paths.bin"))
-        self.paths = np.memmap(os.path.join(folder, "paths.bin"), dtype=np.uint8, mode="r") if size else b""
-        times = os.path.join(folder, "times.npy")
+            fraction = ctypes.c_double()
+            self._check(self._lib.glimpse_faiss_populate(self._handle, ctypes.byref(fraction)))
+            self.huge_mapped = fraction.value
+        vectors = os.path.join(self.folder, "vectors.npy")
+        self.vectors = np.load(vectors, mmap_mode="r") if os.path.exists(vectors) else None
+        self.offsets = np.load(os.path.join(self.folder, "offsets.npy"), mmap_mode="r")
+        size = os.path.getsize(os.path.join(self.folder, "paths.bin"))
+        self.paths = np.memmap(os.path.join(self.folder, "paths.bin"), dtype=np.uint8, mode="r") if size else b""
+        times = os.path.join(self.folder, "times.npy")
         self.times = np.load(times, mmap_mode="r") if os.path.exists(times) else None
-        if len(self.offsets) != self.index.ntotal + 1 or int(self.offsets[-1]) != size or \
-                (self.vectors is not None and self.vectors.shape != (self.index.ntotal, self.index.d)) or \
-                (self.times is not None and self.times.shape != (self.index.ntotal,)):
-            raise ValueError(f"{folder}: index.faiss, the path table, times.npy and vectors.npy do not agree")
-        if self.parameters["kind"] == "ivfpq":
-            set_nprobe(self.index, self.parameters["nprobe"])
-        self.ivf, self.centroids = None, None
-        try:
-            self.ivf = faiss.extract_index_ivf(self.index)
-        except RuntimeError:
-            pass
-        if self.ivf is not None:
-            # a query's lists come from ranking every centroid exactly (one matrix product), not from the
-            # index's quantizer: its HNSW graph misses lists holding true neighbours (docs/scale-out.md, 10M vectors)
-            try:
-                self.centroids = np.ascontiguousarray(self.ivf.quantizer.reconstruct_n(0, self.ivf.nlist), np.float32)
-            except RuntimeError:
-                self.centroids = None
-            self.ivf.parallel_mode = 1  # a query's lists scanned by FAISS's threads together
+        self.dim = int(self._lib.glimpse_faiss_dim(self._handle))
         self.model = model
         self.scale = self.parameters["model"]["logit_scale"]
         self.bias = self.parameters["model"]["logit_bias"]
 
+    def _check(self, status):
+        if status:
+            detail = self._lib.glimpse_faiss_last_error().decode(errors="replace")
+            name = _c.STATUS_NAMES[status] if 0 <= status < len(_c.STATUS_NAMES) else ""
+            raise glimpse._ERROR_CLASSES.get(name, glimpse.GlimpseError)(status, detail)
+
     def __len__(self):
-        return int(self.index.ntotal)
+        return int(self._lib.glimpse_faiss_count(self._handle)) if self._handle else 0
 
     def close(self):
         """Lets go of the index, the mappings and the model (as glimpse.Index.close does); also at `with`'s end."""
-        self.index = self.ivf = self.centroids = self.vectors = self.offsets = self.paths = self.times = None
+        with self._lock:
+            if self._handle:
+                self._lib.glimpse_faiss_close(self._handle)
+            self._handle = None
+        self.vectors = self.offsets = self.paths = self.times = None
         self.model = None
+
+    @property
+    def closed(self):
+        return not self._handle
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self._lib.glimpse_faiss_close(self._handle)
+            self._handle = None
 
     def __enter__(self):
         return self
@@ -373,52 +304,31 @@ class FaissIndex:
 
     def search_vectors(self, queries, k=10, nprobe=None, rescore=True, rescore_factor=None):
         """(rows int64 [q, k], cosines float32 [q, k]) of the k nearest vectors to each query (float32 [q,
-        dim]); -1 where fewer exist. With rescore and vectors.npy, the index's k × rescore_factor candidates
-        are re-scored with the exact vectors."""
+        dim]), best first; -1 and -inf where fewer exist. With rescore and vectors.npy, an IVF index's k ×
+        rescore_factor candidates (None: the folder's) are re-scored with the exact vectors."""
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
-        if queries.shape[1] != self.index.d:
-            raise ValueError(f"queries of dimension {queries.shape[1]} for an index of dimension {self.index.d}")
-        if nprobe and self.parameters["kind"] == "ivfpq":
-            set_nprobe(self.index, nprobe)
-        exact = rescore and self.vectors is not None and self.parameters["kind"] != "flat"
-        candidates = k * (rescore_factor or self.parameters.get("rescore_factor", 50)) if exact else k
-        scores, rows = self.candidates(queries, min(candidates, max(len(self), 1)))
-        if not exact:
-            return rows[:, :k], scores[:, :k]
-        out_rows = np.full((len(queries), k), -1, np.int64)
-        out_scores = np.full((len(queries), k), -np.inf, np.float32)
-        for q, (found, query) in enumerate(zip(rows, queries)):
-            found = found[found >= 0]
-            order = np.sort(found)  # the mapped vectors read in file order, in place, over the threads
-            cosines = glimpse.dot_rows(self.vectors, query, order, self.threads)
-            best = np.argsort(-cosines, kind="stable")[:k]
-            out_rows[q, :len(best)], out_scores[q, :len(best)] = order[best], cosines[best]
-        return out_rows, out_scores
-
-    def candidates(self, queries, count):
-        """FAISS's (scores, rows) of the count best candidates for each query; an IVF index is searched in the
-        lists of the exact centroid ranking (ties by list number)."""
-        if self.centroids is None:
-            return self.index.search(queries, count)
-        import faiss
-        probe = min(int(self.ivf.nprobe), self.ivf.nlist)
-        if len(queries) <= 4:  # one query's centroid scores over the threads: 1.3-2.7 ms against numpy's 4.0-4.5 (16,384)
-            coarse = np.stack([glimpse.dot_rows(self.centroids, query, None, self.threads) for query in queries])
-        else:
-            coarse = queries @ self.centroids.T
-        lists = np.stack([best_lists(row, probe) for row in coarse])
-        list_scores = np.ascontiguousarray(np.take_along_axis(coarse, lists, 1), dtype=np.float32)
-        lists = np.ascontiguousarray(lists)
-        scores = np.empty((len(queries), count), np.float32)
-        rows = np.empty((len(queries), count), np.int64)
-        self.ivf.search_preassigned(len(queries), faiss.swig_ptr(queries), count, faiss.swig_ptr(lists),
-                                    faiss.swig_ptr(list_scores), faiss.swig_ptr(scores), faiss.swig_ptr(rows), False)
-        return scores, rows
+        if queries.ndim != 2 or queries.shape[1] != self.dim:
+            raise ValueError(f"queries of dimension {queries.shape[-1]} for an index of dimension {self.dim}")
+        k = max(int(k), 0)
+        rows = np.full((len(queries), k), -1, np.int64)
+        cosines = np.full((len(queries), k), -np.inf, np.float32)
+        params = _c.FaissSearchParams(int(nprobe or 0), bool(rescore), int(rescore_factor or 0))
+        found = ctypes.c_size_t()
+        with self._lock:
+            if not self._handle:
+                raise ValueError(f"{self.folder}: the index is closed")
+            for q in range(len(queries) if k else 0):
+                self._check(self._lib.glimpse_faiss_search_rows(
+                    self._handle, queries[q].ctypes.data, k, ctypes.byref(params), rows[q].ctypes.data,
+                    cosines[q].ctypes.data, ctypes.byref(found)))
+        return rows, cosines
 
     def search(self, query, k=10, nprobe=None, rescore=True, with_times=False):
         """The k stored pictures closest to query (a text or combined query, or an embedding) as
         [(path, score)], best first; with_times, [(path, score, time)], time a video frame's seconds or
         None for a still."""
+        if self.closed:
+            raise ValueError(f"{self.folder}: the index is closed")
         if k <= 0:
             return []
         vector = self.embed(query) if isinstance(query, str) else query
@@ -474,7 +384,7 @@ def main(argv=None):
                 for path, score, seconds in results:
                     at = f" @ {format_time(seconds)}" if seconds is not None else ""
                     print(f"  {score:8.4f}  {path}{at}")
-    except (OSError, ValueError, RuntimeError) as error:
+    except (OSError, ValueError, RuntimeError, glimpse.GlimpseError, ImportError) as error:
         print(f"glimpse.faiss: {error}", file=sys.stderr)
         return 1
     return 0

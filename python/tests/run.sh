@@ -9,4 +9,5 @@ if ! "$python" -c "import pytest, numpy, PIL" 2>/dev/null; then
   exit 77
 fi
 export GLIMPSE_BUILD_DIR="$build" GLIMPSE_LIBRARY="$build/libglimpse.so.0" PYTHONDONTWRITEBYTECODE=1
+if [ -f "$build/libglimpse-faiss.so.0" ]; then export GLIMPSE_FAISS_LIBRARY="$build/libglimpse-faiss.so.0"; fi
 exec "$python" -m pytest -q -p no:cacheprovider "$@"

@@ -728,7 +728,8 @@ STRUCTS = {"LoadParams": "glimpse_load_params", "ModelInfo": "glimpse_model_info
            "ExplainTensor": "glimpse_explain_tensor", "Explanation": "glimpse_explanation",
            "ExplainParams": "glimpse_explain_params", "VideoOptions": "glimpse_video_options",
            "Region": "glimpse_region", "TaskResult": "glimpse_task_result",
-           "ChatPart": "glimpse_chat_part", "ChatMessage": "glimpse_chat_message"}
+           "ChatPart": "glimpse_chat_part", "ChatMessage": "glimpse_chat_message",
+           "FaissSearchParams": "glimpse_faiss_search_params"}
 
 
 def test_structures_match_the_header(tmp_path):
@@ -744,7 +745,8 @@ def test_structures_match_the_header(tmp_path):
     if not compiler:
         pytest.skip("no C compiler to read the header's layout")
     include = os.path.join(os.path.dirname(__file__), "..", "..", "include")
-    lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"glimpse.h\"", "int main(void) {"]
+    lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"glimpse.h\"", "#include \"glimpse_faiss.h\"",
+             "int main(void) {"]
     for python_name, c_name in STRUCTS.items():
         for field, _ in getattr(_library, python_name)._fields_:
             lines.append(f'    printf("{python_name} {field} %zu\\n", offsetof({c_name}, {field}));')

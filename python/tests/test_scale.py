@@ -373,7 +373,9 @@ def test_faiss_searches_the_lists_of_the_exact_centroid_ranking(tmp_path, model)
     params = json.loads((folder / "params.json").read_text())
     (folder / "params.json").write_text(json.dumps(dict(params, rescore_factor=count)))
     index = glimpse_faiss.FaissIndex(str(folder), model)
-    ivf = faiss.extract_index_ivf(index.index)
+    read = faiss.read_index(str(folder / "index.faiss"))  # (kept: ivf is a view into it)
+    ivf = faiss.extract_index_ivf(read)
+    centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
     members = {}
     for l in range(ivf.nlist):
         size = ivf.invlists.list_size(l)
@@ -381,25 +383,10 @@ def test_faiss_searches_the_lists_of_the_exact_centroid_ranking(tmp_path, model)
     found = search("--faiss", folder, k=5)
     for query, results in zip(QUERIES, found, strict=True):
         embedding = model.embed_texts([query])[0]
-        nearest = int(np.argmax(index.centroids @ embedding))
+        nearest = int(np.argmax(centroids @ embedding))
         rows = members[nearest][np.argsort(-(vectors[members[nearest]] @ embedding), kind="stable")[:5]]
         assert [path for path, _ in results] == [paths[r] for r in rows]
         assert [path for path, _ in index.search(embedding, k=5)] == [paths[r] for r in rows]
-
-
-def test_the_best_lists_are_a_stable_sorts_first_ones():
-    """The coarse ranking's partition picks the lists a stable sort of every centroid score would, ties at the
-    boundary by the lowest list number (a wrong pick there changes which vectors are searched)."""
-    from glimpse.faiss import best_lists
-    rng = np.random.default_rng(3)
-    for trial in range(3000):
-        n = int(rng.integers(1, 300))
-        scores = (rng.integers(0, 4, n) if trial % 2 else rng.random(n)).astype(np.float32)
-        count = int(rng.integers(1, n + 1))
-        assert best_lists(scores, count).tolist() == np.argsort(-scores, kind="stable")[:count].tolist()
-    # a NaN query's scores: still count lists (FAISS reads that many for each query), as the sort gives them
-    for scores in (np.full(50, np.nan, np.float32), np.where(np.arange(50) % 3, np.nan, 1.0).astype(np.float32)):
-        assert best_lists(scores, 10).tolist() == np.argsort(-scores, kind="stable")[:10].tolist()
 
 
 @needs_faiss
@@ -468,18 +455,27 @@ def test_faiss_index_damage_is_a_clear_error(tmp_path, faiss_index, how, message
     assert done.stdout == ""
 
 
-def test_mapping_a_file_whole_keeps_its_contents(tmp_path):
-    """map_whole on a 72 MB file (above the size where a file cached in small pages is dropped from the page
-    cache and read again to be mapped by huge ones): the array reads the same numbers afterwards, and the
-    fraction it reports as mapped by huge pages is a fraction (0 where the kernel maps none)."""
+@needs_faiss
+def test_populating_a_large_folder_keeps_its_contents(tmp_path, model):
+    """FaissIndex(populate=True) on a folder whose vectors.npy (72 MB) is above the size where a file cached in small
+    pages is dropped from the page cache and read again to be mapped by huge ones: the fraction it reports as mapped
+    by huge pages is a fraction (0 where the kernel maps none), and the folder reads and searches as before."""
     from glimpse import faiss as glimpse_faiss
-    rows = np.arange(72 * 2**20 // 2048 * 512, dtype=np.float32).reshape(-1, 512)
-    np.save(tmp_path / "vectors.npy", rows)
-    mapped = np.load(tmp_path / "vectors.npy", mmap_mode="r")
-    fraction = glimpse_faiss.map_whole(mapped, str(tmp_path / "vectors.npy"))
-    assert 0.0 <= fraction <= 1.0
-    assert np.array_equal(mapped[::997], rows[::997]) and np.array_equal(mapped[-1], rows[-1])
-    assert glimpse_faiss.huge_mapped_fraction(0, 4096) == 0.0  # no mapping there
+    dim = model.embedding_dim
+    count = 72 * 2**20 // (4 * dim)
+    rows = np.random.default_rng(5).standard_normal((count, dim)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    folder = tmp_path / "large"
+    glimpse_faiss.write_index(str(folder), rows, [f"/p/{i}.jpg" for i in range(count)],
+                              glimpse_dask.model_identity(model), kind="flat")
+    queries = rows[::4001] + 0.01
+    with glimpse_faiss.FaissIndex(str(folder)) as plain:
+        expected = plain.search_vectors(queries, k=5)
+    with glimpse_faiss.FaissIndex(str(folder), populate=True) as populated:
+        assert 0.0 <= populated.huge_mapped <= 1.0
+        assert np.array_equal(populated.vectors[::997], rows[::997]) and np.array_equal(populated.vectors[-1], rows[-1])
+        for a, b in zip(expected, populated.search_vectors(queries, k=5), strict=True):
+            assert np.array_equal(a, b)
 
 
 def test_the_ivfpq_parameters_follow_the_stated_rule():
@@ -506,7 +502,9 @@ def test_the_python_index_opens_a_faiss_folder(tmp_path, model, embeddings, buil
         assert_same_results(found, [sqlite.search(query, 8) for query in QUERIES])
         assert_same_results(found, search("--faiss", tmp_path / "flat"))
         assert index.search(QUERIES[0], 0) == []
-    assert index.index is None  # closed at the end of with
+    assert index.closed  # at the end of with
+    with pytest.raises(ValueError):
+        index.search(QUERIES[0], 3)
     with pytest.raises(binding.GlimpseError):
         binding.Index(tmp_path / "missing")  # neither a FAISS folder nor an SQLite index
 
