@@ -126,3 +126,12 @@ char *json_text_trimmed(char *text) {
     text[length] = '\0';
     return text;
 }
+
+bool json_has_nul_escape(const char *text, size_t size) {
+    for (size_t i = 0; i + 1 < size; i++) {
+        if (text[i] != '\\') continue;
+        if (text[i + 1] == 'u' && i + 5 < size && memcmp(text + i + 2, "0000", 4) == 0) return true;
+        i++; /* the escaped character: an escaped backslash escapes nothing after it */
+    }
+    return false;
+}

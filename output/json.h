@@ -1,5 +1,6 @@
 /* json.h — JSON text written to a FILE (json.c): what the CLI's --json lines and glimpse serve's replies
- * share, so both escape strings and print numbers the same way. No parsing, no model knowledge. */
+ * share, so both escape strings and print numbers the same way; and one check of JSON text before cJSON
+ * parses it. No model knowledge. */
 #ifndef GLIMPSE_OUTPUT_JSON_H
 #define GLIMPSE_OUTPUT_JSON_H
 
@@ -25,6 +26,11 @@ void json_floats(FILE *out, const float *values, size_t count);
  * model cards print them (BLIP-2's decode begins with a space); every printer of one (the CLI's lines and JSON,
  * glimpse chat, explanations' JSON) shows the same text. */
 char *json_text_trimmed(char *text);
+
+/* Whether the JSON text[0..size) holds the escape \u0000 in a string: a NUL character, which cJSON keeps and every
+ * C string then ends at, so that a text would be taken cut short. (Read as JSON reads escapes: "\\u0000" is a
+ * backslash and five letters.) */
+bool json_has_nul_escape(const char *text, size_t size);
 /* bytes in base64 (RFC 4648, padded): HTML pages' data: URIs, and /v1/explain's contact sheet. */
 void json_base64(FILE *out, const uint8_t *bytes, size_t size);
 

@@ -215,5 +215,8 @@ void route_answer(serve_server *server, serve_request *request, serve_reply *rep
 void reply_error(serve_reply *reply, int status, const char *format, ...) __attribute__((format(printf, 3, 4)));
 /* The value of a query-string argument, else of a multipart field; NULL if neither. */
 const char *request_argument(const serve_request *request, const char *name);
+/* The name of the first text argument (a query-string argument, or a form field other than a picture's: not
+ * named "image", no file name) that holds a NUL byte, which would cut it short as a C string; NULL if none. */
+const char *request_nul_argument(const serve_request *request);
 
 #endif

@@ -221,6 +221,10 @@ static bool embed_one(serve_server *server, serve_request *request, serve_model 
 
 /* A JSON body parsed (an object); NULL with the reply set. */
 static cJSON *parse_json(const serve_request *request, serve_reply *reply) {
+    if (request->body && json_has_nul_escape(request->body, request->size)) {
+        reply_error(reply, 400, "a JSON string holds \\u0000 (a NUL character), which glimpse cannot take");
+        return NULL;
+    }
     cJSON *json = request->body ? cJSON_ParseWithLength(request->body, request->size) : NULL;
     if (!cJSON_IsObject(json)) {
         cJSON_Delete(json);
@@ -968,6 +972,11 @@ void route_answer(serve_server *server, serve_request *request, serve_reply *rep
     bool has_body = request->kind != SERVE_BODY_NONE;
     if (request->bad_parts) {
         reply_error(reply, 400, "malformed form: more than %d parts, or parts that cannot be read", SERVE_MAX_PARTS);
+        return;
+    }
+    const char *cut = request_nul_argument(request);
+    if (cut) {
+        reply_error(reply, 400, "the argument '%s' holds a NUL byte, which glimpse cannot take in a text", cut);
         return;
     }
     switch (request->route) {

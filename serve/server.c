@@ -289,6 +289,27 @@ const char *request_argument(const serve_request *request, const char *name) {
     return NULL;
 }
 
+static enum MHD_Result find_nul(void *user, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                 const char *value, size_t value_size) {
+    (void)kind, (void)key_size;
+    if (value && memchr(value, 0, value_size)) {
+        *(const char **)user = key;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+const char *request_nul_argument(const serve_request *request) {
+    const char *found = NULL;
+    MHD_get_connection_values_n(request->connection, MHD_GET_ARGUMENT_KIND, find_nul, &found);
+    if (found) return found;
+    for (size_t i = 0; i < request->part_count; i++) {
+        const serve_part *part = &request->parts[i];
+        if (!part->filename && strcmp(part->name, "image") != 0 && memchr(part->data, 0, part->size)) return part->name;
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------ the handler */
 
 static bool receives_images(serve_route route) {

@@ -1412,6 +1412,31 @@ static void test_refusals_are_json(void **state) {
     cJSON_Delete(a), cJSON_Delete(b), response_free(&cut), response_free(&text);
 }
 
+/* A text holding a NUL character would reach the library cut short at it (C strings): in a JSON string (\u0000),
+ * a form field or a query argument it is refused with 400, while "\\u0000" (a backslash, then five letters) is text. */
+static void test_texts_with_nul_are_refused(void **state) {
+    (void)state;
+    static const char nul_json[] = "{\"text\": \"a red\\u0000 circle\"}";
+    static const char escaped_json[] = "{\"text\": \"a red\\\\u0000 circle\"}";
+    response json = exchange("POST", "/v1/embed", "application/json", nul_json, strlen(nul_json));
+    response escaped = exchange("POST", "/v1/embed", "application/json", escaped_json, strlen(escaped_json));
+    form f = {0};
+    form_add(&f, "image", "a.png", pictures[0], picture_sizes[0]);
+    form_add(&f, "text", NULL, "a red\0 circle", 14);
+    form_end(&f);
+    response field = post_form("/v1/rank", &f);
+    response query = exchange("GET", "/v1/search?q=a%20red%00%20circle", NULL, NULL, 0);
+    cJSON *a = expect_json(&json, 400), *b = expect_json(&escaped, 200), *c = expect_json(&field, 400);
+    cJSON *d = expect_json(&query, 400);
+    assert_non_null(strstr(cJSON_GetObjectItem(a, "error")->valuestring, "\\u0000"));
+    assert_non_null(cJSON_GetObjectItem(b, "embedding"));
+    assert_non_null(strstr(cJSON_GetObjectItem(c, "error")->valuestring, "'text' holds a NUL byte"));
+    assert_non_null(strstr(cJSON_GetObjectItem(d, "error")->valuestring, "'q' holds a NUL byte"));
+    cJSON_Delete(a), cJSON_Delete(b), cJSON_Delete(c), cJSON_Delete(d);
+    response_free(&json), response_free(&escaped), response_free(&field), response_free(&query);
+    free(f.bytes);
+}
+
 /* A client that sent half a request and then nothing does not hold a SIGTERM for the drain's 30 s: the server
  * stops within a few seconds (issue 35, item 9). */
 static void test_sigterm_not_held_by_a_stalled_upload(void **state) {
@@ -1556,7 +1581,7 @@ int main(void) {
         cmocka_unit_test(test_task_equals_library),
         cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_faulty_clients),         cmocka_unit_test(test_malformed_requests),
-        cmocka_unit_test(test_refusals_are_json),      cmocka_unit_test(test_sigterm_not_held_by_a_stalled_upload),
+        cmocka_unit_test(test_refusals_are_json), cmocka_unit_test(test_texts_with_nul_are_refused),      cmocka_unit_test(test_sigterm_not_held_by_a_stalled_upload),
         cmocka_unit_test(test_one_client_cannot_take_every_connection),
         cmocka_unit_test(test_sigterm_drains),
     };

@@ -158,6 +158,15 @@ def _handles(images):
     return (ctypes.c_void_p * len(images))(*[image._handle for image in images])
 
 
+def _c_text(text):
+    """text (made a str) as the library takes it: UTF-8, ending at the first NUL, so a text that holds one is
+    refused rather than passed on cut short."""
+    encoded = str(text).encode()
+    if b"\0" in encoded:
+        raise ValueError(f"glimpse: a text cannot hold a NUL character (\\x00), as {str(text)[:40]!r}... does")
+    return encoded
+
+
 def _texts(texts):
     if isinstance(texts, str):
         texts = [texts]
@@ -165,7 +174,7 @@ def _texts(texts):
     for text in texts:
         if not isinstance(text, str):
             raise TypeError(f"glimpse: texts are str, not {type(text).__name__} ({text!r})")
-    encoded = [text.encode() for text in texts]
+    encoded = [_c_text(text) for text in texts]
     return encoded, (ctypes.c_char_p * len(encoded))(*encoded)
 
 
@@ -525,7 +534,7 @@ class Model(_Handle):
         count = ctypes.c_size_t()
         capacity = 1024
         ids = (ctypes.c_int32 * capacity)()
-        _check(_lib.glimpse_tokenize(self._handle, str(text).encode(), ids, capacity, ctypes.byref(count)))
+        _check(_lib.glimpse_tokenize(self._handle, _c_text(text), ids, capacity, ctypes.byref(count)))
         return list(ids[:count.value])
 
     # -------------------------------------------------------- captions
@@ -573,7 +582,7 @@ class Model(_Handle):
         batches = _batches(sources, len(sources)) if sources else iter([(0, [])])
         for _, batch in batches:
             status = _lib.glimpse_ask_together(self._context(), _handles(batch) if batch else None, len(batch),
-                                               None if question is None else str(question).encode(),
+                                               None if question is None else _c_text(question),
                                                ctypes.byref(params), ctypes.byref(out))
             try:
                 guard.reraise()
@@ -609,7 +618,7 @@ class Model(_Handle):
                                              f"{part.get('type')!r}")
                         part = str(part["text"]) if part["type"] == "text" else _ImagePart(part["image"])
                     if isinstance(part, str) or part is None:
-                        parts[j].text = (part or "").encode()
+                        parts[j].text = _c_text(part or "")
                         continue
                     part = part.source if isinstance(part, _ImagePart) else part
                     image = part if isinstance(part, Image) else Image(part)
@@ -617,7 +626,7 @@ class Model(_Handle):
                         made.append(image)
                     parts[j].image = image._handle
                 keep.append(parts)
-                array[i].role = str(message["role"]).encode()
+                array[i].role = _c_text(message["role"])
                 array[i].parts = parts
                 array[i].part_count = len(content)
             out = _c.Caption()
@@ -655,12 +664,12 @@ class Model(_Handle):
         results = []
         for first, batch in _batches(sources, 1 if region is not None else 8):
             first_of_batch[0] = first
-            inputs = [None if text is None else str(text).encode()] * len(batch)
+            inputs = [None if text is None else _c_text(text)] * len(batch)
             if region is not None:
                 inputs = [self._region_tokens(image, region) for image in batch]
             out = (_c.TaskResult * len(batch))()
             try:
-                status = _lib.glimpse_run_task(self._context(), _handles(batch), len(batch), str(task).encode(),
+                status = _lib.glimpse_run_task(self._context(), _handles(batch), len(batch), _c_text(task),
                                                inputs[0], ctypes.byref(params), out)
                 guard.reraise()
                 _check(status)
@@ -725,7 +734,7 @@ class Model(_Handle):
         """glimpse_caption_params from caption()'s and ask()'s keywords (None: left to the model). The
         prompt's bytes are kept on the structure (ctypes holds them while it lives)."""
         params = _lib.glimpse_caption_default_params()
-        params.prompt = prompt.encode() if prompt is not None else None
+        params.prompt = _c_text(prompt) if prompt is not None else None
         for name, value, minimum in (("max_tokens", max_tokens, 1), ("min_tokens", min_tokens, 0),
                                      ("beams", beams, 1)):
             if value is not None:
@@ -741,7 +750,7 @@ class Model(_Handle):
     def _generate(self, images, params, on_token, question=None):
         """Captions the images 8 at a time with params (glimpse_caption_images), or answers question about
         them (glimpse_ask_images), with on_token wired into params; a list of Caption."""
-        question_bytes = None if question is None else str(question).encode()
+        question_bytes = None if question is None else _c_text(question)
         sources = _as_list(images, _IMAGE_SOURCES)
         guard, first_of_batch = _stream_tokens(params, on_token)
         captions = []
@@ -769,7 +778,7 @@ class Model(_Handle):
         """The embedding of a combined query ("2:sunset + beach - people", "@photo.jpg + snow"), as
         `glimpse search` embeds it: float32 [embedding_dim]."""
         out = np.empty(self.embedding_dim, dtype=np.float32)
-        _check(_lib.glimpse_embed_query(self._context(), str(query).encode(), _floats(out)))
+        _check(_lib.glimpse_embed_query(self._context(), _c_text(query), _floats(out)))
         return out
 
     # -------------------------------------------------------- explanations
@@ -801,14 +810,14 @@ class Model(_Handle):
             out = _c.ExplanationP()
             ctx = self._context()
             if question is not None:
-                status = _lib.glimpse_explain_answer(ctx, picture._handle, str(question).encode(), None,
+                status = _lib.glimpse_explain_answer(ctx, picture._handle, _c_text(question), None,
                                                      ctypes.byref(params), ctypes.byref(out))
             elif self.captions:
                 status = _lib.glimpse_explain_caption(ctx, picture._handle, None, ctypes.byref(params),
                                                       ctypes.byref(out))
             else:
                 explain = _lib.glimpse_explain_match if self.kind == "blip_retrieval" else _lib.glimpse_explain_clip
-                status = explain(ctx, picture._handle, None if text is None else str(text).encode(),
+                status = explain(ctx, picture._handle, None if text is None else _c_text(text),
                                  ctypes.byref(params), ctypes.byref(out))
             _check(status)
             return Explanation(out, self.kind)
@@ -1086,7 +1095,7 @@ class Index(_Handle):
 
     def _query_model(self, query):
         if self.model is None:
-            needs_images = _lib.glimpse_query_needs_images(str(query).encode())
+            needs_images = _lib.glimpse_query_needs_images(_c_text(query))
             self.model = Model(self.model_path, load_vision=needs_images)
         return self.model
 
@@ -1119,7 +1128,7 @@ class Index(_Handle):
         results = (_c.SearchResult * k)()
         found = ctypes.c_size_t()
         if filtered:
-            words = _c.SearchFilter(text_in.encode() if text_in else None, object.encode() if object else None)
+            words = _c.SearchFilter(_c_text(text_in) if text_in else None, _c_text(object) if object else None)
             _check(_lib.glimpse_index_search_filtered(self._handle, _floats(vector) if vector is not None else None,
                                                       k, ctypes.byref(words), results, ctypes.byref(found)))
         else:

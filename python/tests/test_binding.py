@@ -48,6 +48,14 @@ def test_text_embeddings_and_rank_equal_the_cli(demo_clip, pictures):
         np.testing.assert_allclose([r["score"] for r in row["results"]], scores[order, t], rtol=0, atol=1e-4)
 
 
+def test_a_text_holding_nul_is_refused(demo_clip, demo_caption, pictures):
+    """The library's texts are C strings, which end at a NUL: such a text is refused, not embedded cut short."""
+    for call in (lambda: demo_clip.embed_texts(["a red\0 circle"]), lambda: demo_clip.embed_query("a red\0 circle"),
+                 lambda: demo_caption.caption(pictures[:1], prompt="a photo\0 of")):
+        with pytest.raises(ValueError, match="NUL"):
+            call()
+
+
 def test_captions_equal_the_cli_and_stream_tokens(demo_caption, pictures):
     expected = glimpse_cli("caption", "-m", DEMO_CAPTION, "--json", *pictures)
     assert [(c.text, c.ids) for c in demo_caption.caption(pictures)] == [(e["caption"], e["ids"]) for e in expected]
