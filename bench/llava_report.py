@@ -4,28 +4,14 @@ glimpse's and llama.cpp's prompt and decoding tokens per second and the image en
 median of the rounds with its spread (slowest–fastest), their ratio, and glimpse's decoding step against the bound
 that reading its weights at the measured bandwidth sets. Markdown on stdout, with the machine, CPU and commit."""
 import json
+import os
 import platform
 import statistics
-import subprocess
 import sys
 from collections import defaultdict
 
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def spread(values):
-    """median (low–high)"""
-    if not values:
-        return None
-    return statistics.median(values), min(values), max(values)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from table import commit, cpu_name, spread  # noqa: E402
 
 
 def show(triple, digits=1):
@@ -67,8 +53,8 @@ def main(path, threads, llama_version):
                 figures[(model, precision, side, "prompt")].append(r["avg_ts"])
             elif r.get("n_gen"):
                 figures[(model, precision, side, "decode")].append(r["avg_ts"])
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"Machine: {platform.node()}, {cpu_name()}, {threads} threads; glimpse {commit}, llama.cpp {llama_version}; "
+    measured = commit()
+    print(f"Machine: {platform.node()}, {cpu_name()}, {threads} threads; glimpse {measured}, llama.cpp {llama_version}; "
           f"read bandwidth {show(spread(bandwidth))} GB/s.\n")
     print("| model | precision | what | glimpse | llama.cpp | glimpse ÷ llama.cpp |")
     print("|---|---|---|---|---|---|")

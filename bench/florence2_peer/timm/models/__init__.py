@@ -1,0 +1,1 @@
+# timm.models stand-in (see timm/__init__.py)
