@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/context.h"
 #include "api/model.h"
@@ -50,27 +51,46 @@ double bench_family_step_bytes(const glimpse_model *model) { return model->famil
 
 size_t bench_family_image_rows(const glimpse_model *model) { return model->family->bench->image_rows(model); }
 
-bool bench_has_vision(const glimpse_model *model) { return model->vision.weights.layers != NULL; }
+/* The family's blocks (and its run blocks, which glimpse_context_create made). */
+static family_blocks blocks_of(const glimpse_model *model) {
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    return blocks;
+}
+
+static family_run_blocks run_of(glimpse_context *ctx) {
+    family_run_blocks run;
+    if (family_run_blocks_of(ctx, &run)) memset(&run, 0, sizeof run);
+    return run;
+}
+
+bool bench_has_vision(const glimpse_model *model) {
+    family_blocks blocks = blocks_of(model);
+    return blocks.vision && blocks.vision->weights.layers != NULL;
+}
 
 unsigned bench_stages_of(const glimpse_model *model) {
     unsigned stages = glimpse_model_kind_can(model->kind, GLIMPSE_CAPABILITY_CAPTION) ? BENCH_STAGE_CAPTIONS : 0;
-    if (model->qformer.bert.layers) stages |= BENCH_STAGE_PREFIX_DECODER;
-    else if (model->text_decoder.layers) stages |= BENCH_STAGE_CROSS_DECODER;
-    if (model->text_encoder.layers && model->itm.itm_weight) stages |= BENCH_STAGE_ITM;
+    family_blocks blocks = blocks_of(model);
+    if (blocks.qformer && blocks.qformer->bert.layers) stages |= BENCH_STAGE_PREFIX_DECODER;
+    else if (blocks.text_decoder && blocks.text_decoder->layers) stages |= BENCH_STAGE_CROSS_DECODER;
+    if (blocks.text_encoder && blocks.text_encoder->layers && blocks.itm->itm_weight) stages |= BENCH_STAGE_ITM;
     return stages;
 }
 
 const char *bench_vision_detail(const glimpse_model *model) {
     if (!model_embeds(model)) return NULL;
-    return model->vision.weights.head_probe ? "attention pooling" : "class tokens' last layer";
+    return blocks_of(model).vision->weights.head_probe ? "attention pooling" : "class tokens' last layer";
 }
 
 void bench_vision(glimpse_context *ctx, size_t batch, double *flops) {
-    const vit_model *vision = &ctx->model->vision;
+    family_blocks blocks = blocks_of(ctx->model);
+    family_run_blocks run = run_of(ctx);
+    const vit_model *vision = blocks.vision;
     /* an embedding tower reads the class token alone, but for an attention-pooling head (SigLIP's), which reads
      * every token */
     bool pooled = model_embeds(ctx->model) && !vision->weights.head_probe;
-    vit_forward(vision, ctx->vision, ctx->pixel_values, batch,
+    vit_forward(vision, run.vision, run.pixel_values, batch,
                 pooled ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
     const vit_config *c = &vision->config;
     double h = c->hidden_size, inter = c->intermediate_size, t = (double)vision->tokens;
@@ -83,9 +103,9 @@ void bench_vision(glimpse_context *ctx, size_t batch, double *flops) {
 
 glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t *lengths, size_t count,
                           double *flops) {
-    const clip_text_model *text = &ctx->model->text;
+    const clip_text_model *text = blocks_of(ctx->model).text;
     glimpse_status status =
-        clip_text_forward(text, ctx->text, ids, lengths, count, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
+        clip_text_forward(text, run_of(ctx).text, ids, lengths, count, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
     const clip_text_config *c = &text->config;
     *flops = 0;
     for (size_t i = 0; i < count; i++)
@@ -95,6 +115,8 @@ glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t
 
 struct bench_bert {
     glimpse_context *ctx;
+    family_blocks blocks;
+    family_run_blocks run;
     const bert_model *model; /* the caption decoder or the retrieval text encoder */
     bert_state *state;
     int32_t start_ids[BENCH_MAX_BATCH]; /* the start token for every sequence of a decoder step */
@@ -110,11 +132,13 @@ glimpse_status bench_bert_create(glimpse_context *ctx, size_t sequences, size_t 
     bench_bert *bert = calloc(1, sizeof *bert);
     if (!bert) return ERROR_OOM();
     bert->ctx = ctx;
-    bert->model = model->text_decoder.layers ? &model->text_decoder : &model->text_encoder;
+    bert->blocks = blocks_of(model), bert->run = run_of(ctx);
+    const family_blocks *blocks = &bert->blocks;
+    bert->model = blocks->text_decoder && blocks->text_decoder->layers ? blocks->text_decoder : blocks->text_encoder;
     for (size_t s = 0; s < BENCH_MAX_BATCH; s++) bert->start_ids[s] = model->start_id;
-    vit_post_norm_all(&model->vision, ctx->vision, 0, ctx->vision_output);
+    vit_post_norm_all(blocks->vision, bert->run.vision, 0, bert->run.vision_output);
     glimpse_status status =
-        bert_state_create(bert->model, sequences, max_length, max_length, model->vision.tokens, &bert->state);
+        bert_state_create(bert->model, sequences, max_length, max_length, blocks->vision->tokens, &bert->state);
     if (status)
         free(bert);
     else
@@ -129,8 +153,8 @@ void bench_bert_free(bench_bert *bert) {
 
 glimpse_status bench_cross_kv(bench_bert *bert, double *flops) {
     const glimpse_context *ctx = bert->ctx;
-    size_t image_tokens = ctx->model->vision.tokens;
-    glimpse_status status = bert_set_image(bert->model, bert->state, ctx->vision_output, image_tokens, ctx->threads);
+    size_t image_tokens = bert->blocks.vision->tokens;
+    glimpse_status status = bert_set_image(bert->model, bert->state, bert->run.vision_output, image_tokens, ctx->threads);
     const bert_config *c = &bert->model->config;
     *flops = c->layers * 2 * 2 * (double)image_tokens * c->encoder_hidden_size * c->hidden_size;
     return status;
@@ -144,7 +168,7 @@ glimpse_status bench_decoder_step(bench_bert *bert, size_t position, size_t sequ
         bert_decode_step(bert->model, bert->state, bert->start_ids, sequences, 1, bert->ctx->threads);
     const bert_config *c = &bert->model->config;
     double h = c->hidden_size, inter = c->intermediate_size, vocab = c->vocab_size;
-    double cached = (double)position - 1, image_tokens = (double)bert->ctx->model->vision.tokens;
+    double cached = (double)position - 1, image_tokens = (double)bert->blocks.vision->tokens;
     double per_layer = 2 * (6 * h * h + 2 * h * inter) + 4 * h * (cached + 1) + 4 * h * image_tokens;
     *flops = (double)sequences * (per_layer * c->layers + 2 * h * h + 2 * h * vocab);
     return status;
@@ -153,10 +177,10 @@ glimpse_status bench_decoder_step(bench_bert *bert, size_t position, size_t sequ
 glimpse_status bench_itm_text(bench_bert *bert, const int32_t *ids, size_t count, double *flops) {
     const glimpse_context *ctx = bert->ctx;
     glimpse_status status = bert_encode(bert->model, bert->state, ids, count, 1, ctx->threads);
-    if (!status) itm_match_probability(&ctx->model->itm, bert->state->x, NULL);
+    if (!status) itm_match_probability(bert->blocks.itm, bert->state->x, NULL);
     const bert_config *c = &bert->model->config;
     double h = c->hidden_size, inter = c->intermediate_size, t = (double)count;
-    double image_tokens = (double)ctx->model->vision.tokens;
+    double image_tokens = (double)bert->blocks.vision->tokens;
     *flops = c->layers * (2 * t * (6 * h * h + 2 * h * inter) + 4 * t * t * h + 4 * t * h * image_tokens);
     return status;
 }

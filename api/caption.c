@@ -155,6 +155,7 @@ static bool ends_inside_character(const gpt2_tokenizer *tokenizer, const int32_t
 
 typedef struct stream {
     const glimpse_model *model;
+    const gpt2_tokenizer *byte_bpe; /* the model's byte-level BPE, if its ids are in one */
     const glimpse_caption_params *params;
     caption_decode_fn decode;
     size_t image;
@@ -168,7 +169,7 @@ static int stream_token(void *user, int32_t id) {
     char *text = NULL;
     if (s->decode(s->model, s->ids, s->count, &text)) return 1;
     size_t length = strlen(text);
-    if (s->model->byte_bpe && ends_inside_character(s->model->byte_bpe, s->ids, s->count) && length >= 3 &&
+    if (s->byte_bpe && ends_inside_character(s->byte_bpe, s->ids, s->count) && length >= 3 &&
         memcmp(text + length - 3, "\xEF\xBF\xBD", 3) == 0)
         text[length - 3] = '\0'; /* words stream whole: a character split over tokens waits for its last byte */
     bool stop = s->params->on_token(s->params->user, s->image, id, text);
@@ -193,7 +194,9 @@ glimpse_status caption_decode_text(glimpse_context *ctx, size_t image, const gli
         free(ids), free(generated);
         return ERROR_OOM();
     }
-    stream s = {model, p, decode, image, generated, 0, max_length};
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    stream s = {model, blocks.byte_bpe, p, decode, image, generated, 0, max_length};
     size_t length = 0;
     glimpse_status status = caption_generate(decoder, prompt, prompt_length, &settings,
                                              p->on_token ? stream_token : NULL, &s, ids, &length, ctx->threads);
@@ -308,14 +311,16 @@ glimpse_status glimpse_ask_together(glimpse_context *ctx, glimpse_image *const *
 
 glimpse_status caption_each_image(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   caption_image_fn caption, const caption_request *request, glimpse_caption *out) {
-    const glimpse_model *model = ctx->model;
-    glimpse_status status = GLIMPSE_STATUS_OK;
+    family_blocks blocks;
+    family_run_blocks run;
+    family_blocks_of(ctx->model, &blocks);
+    glimpse_status status = family_run_blocks_of(ctx, &run);
     for (size_t first = 0; first < count && !status; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = count - first < CONTEXT_IMAGE_BATCH ? count - first : CONTEXT_IMAGE_BATCH;
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
-        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
+        vit_forward(blocks.vision, run.vision, run.pixel_values, batch, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
-            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->vision_output);
+            vit_post_norm_all(blocks.vision, run.vision, b, run.vision_output);
             status = caption(ctx, first + b, request, &out[first + b]);
             if (!status) status = context_progress(ctx, first + b + 1, count);
         }
@@ -343,7 +348,7 @@ typedef struct batch_run {
     batch_picture *pictures;
     glimpse_caption *out;
     caption_decode_fn decode;
-    size_t vision_first, vision_count; /* the images in ctx->vision */
+    size_t vision_first, vision_count; /* the images in the family's ViT state */
     family_batch batch;
 } batch_run;
 
@@ -353,15 +358,19 @@ static glimpse_status batch_admit(void *user, size_t picture, size_t image) {
     batch_run *r = user;
     glimpse_context *ctx = r->ctx;
     const glimpse_model *model = ctx->model;
-    glimpse_status status = GLIMPSE_STATUS_OK;
+    family_blocks blocks;
+    family_run_blocks run;
+    family_blocks_of(model, &blocks);
+    glimpse_status status = family_run_blocks_of(ctx, &run);
+    if (status) return status;
     if (picture < r->vision_first || picture >= r->vision_first + r->vision_count) {
         size_t batch = r->count - picture < CONTEXT_IMAGE_BATCH ? r->count - picture : CONTEXT_IMAGE_BATCH;
         r->vision_count = 0;
         if ((status = context_preprocess(ctx, r->images + picture, batch, picture))) return status;
-        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
+        vit_forward(blocks.vision, run.vision, run.pixel_values, batch, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
         r->vision_first = picture, r->vision_count = batch;
     }
-    vit_post_norm_all(&model->vision, ctx->vision, picture - r->vision_first, ctx->vision_output);
+    vit_post_norm_all(blocks.vision, run.vision, picture - r->vision_first, run.vision_output);
     const batch_picture *p = &r->pictures[picture];
     return model->family->caption->batch_admit(ctx, &r->batch, image, p->prompt, p->prompt_length);
 }
@@ -383,6 +392,8 @@ static glimpse_status batch_prompts(batch_run *r, const glimpse_caption_params *
     const glimpse_model *model = r->ctx->model;
     const family_captioner *captioner = model->family->caption;
     size_t prefix_rows = captioner->prefix_rows ? captioner->prefix_rows(model) : 0;
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
     bool prefixed = captioner->prefix_rows != NULL; /* the prompt follows the image's prefix */
     for (size_t i = 0; i < r->count; i++) {
         batch_picture *p = &r->pictures[i];
@@ -395,8 +406,8 @@ static glimpse_status batch_prompts(batch_run *r, const glimpse_caption_params *
         q->first_rows = prefix_rows + p->prompt_length;
         q->settings = settings_of(model, params[i], q->prompt_length);
         q->out = malloc(q->settings.max_length * sizeof *q->out);
-        p->stream = (stream){model, params[i], r->decode, i, malloc(q->settings.max_length * sizeof(int32_t)), 0,
-                             q->settings.max_length};
+        p->stream = (stream){model, blocks.byte_bpe, params[i], r->decode, i,
+                             malloc(q->settings.max_length * sizeof(int32_t)), 0, q->settings.max_length};
         if (!q->out || !p->stream.ids) return ERROR_OOM();
         q->callback = params[i]->on_token ? stream_token : NULL;
         q->user = &p->stream;

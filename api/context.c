@@ -1,7 +1,6 @@
-/* context.c — glimpse_context: one caller's run state for a model (the
- * towers' activations, the BERT state BLIP needs, its thread pool), and the
- * steps the multi-image calls share: preprocessing a batch of images in
- * parallel into pixel_values, and reporting progress (with cancelling). */
+/* context.c — glimpse_context: one caller's run state for a model (its thread pool; the family's own state
+ * behind ctx->run, made through the family table), and the steps the multi-image calls share: preprocessing a
+ * batch of images in parallel into the family's pixel_values, and reporting progress (with cancelling). */
 #include "api/context.h"
 
 #include <stdio.h>
@@ -48,20 +47,8 @@ glimpse_status glimpse_context_create(const glimpse_model *model, const glimpse_
     ctx->params = *params;
     ctx->rollout_budget = CONTEXT_ROLLOUT_BUDGET;
     glimpse_status status = pool_create(params->threads, &ctx->threads);
-    if (!status && model->has_vision) {
-        size_t size = (size_t)model->vision.config.image_size;
-        status = vit_state_create(&model->vision, CONTEXT_IMAGE_BATCH, &ctx->vision);
-        if (!status) {
-            ctx->pixel_values = malloc(CONTEXT_IMAGE_BATCH * 3 * size * size * sizeof(float));
-            if (!ctx->pixel_values) status = ERROR_OOM();
-        }
-    }
-    if (!status && model->has_text && model_embeds(model))
-        status = clip_text_state_create(&model->text, CONTEXT_TEXT_BATCH, &ctx->text);
-    if (!status && model->has_vision && !model_embeds(model)) {
-        ctx->vision_output = malloc(model->vision.tokens * (size_t)model->vision.config.hidden_size * sizeof(float));
-        if (!ctx->vision_output) status = ERROR_OOM();
-    }
+    family_run_blocks blocks; /* the family's run state made now, so a context is whole or not made at all */
+    if (!status) status = family_run_blocks_of(ctx, &blocks);
     if (status)
         glimpse_context_free(ctx);
     else
@@ -86,6 +73,7 @@ typedef struct preprocess_job {
     const glimpse_model *model;
     glimpse_image *const *images;
     float *pixel_values;
+    int size;     /* the ViT's picture side */
     size_t plane; /* floats of one image's pixel_values */
     /* each image's status, and the message its worker thread recorded */
     glimpse_status *statuses;
@@ -97,7 +85,7 @@ static void preprocess_task(void *argument, size_t index, float *scratch) {
     preprocess_job *job = argument;
     const glimpse_model *model = job->model;
     const glimpse_image *image = job->images[index];
-    int height, width, size = model->vision.config.image_size;
+    int height, width, size = job->size;
     preprocess_output_size(&model->preprocess, image->width, image->height, &height, &width);
     glimpse_status status;
     if (height != size || width != size)
@@ -114,7 +102,14 @@ static void preprocess_task(void *argument, size_t index, float *scratch) {
 glimpse_status context_preprocess(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   size_t first_index) {
     const glimpse_model *model = ctx->model;
-    size_t size = (size_t)model->vision.config.image_size;
+    family_blocks blocks;
+    family_run_blocks run;
+    family_blocks_of(model, &blocks);
+    glimpse_status status = family_run_blocks_of(ctx, &run);
+    if (status) return status;
+    if (!blocks.vision || !run.pixel_values)
+        return error_set(GLIMPSE_STATUS_WRONG_MODEL, "%s has no ViT to preprocess pictures for", model->architecture);
+    size_t size = (size_t)blocks.vision->config.image_size;
     glimpse_status statuses[CONTEXT_IMAGE_BATCH];
     char messages[CONTEXT_IMAGE_BATCH][PREPROCESS_MESSAGE_CAPACITY];
     if (count > CONTEXT_IMAGE_BATCH) return error_set(GLIMPSE_STATUS_INTERNAL, "preprocessing batch too large");
@@ -122,7 +117,8 @@ glimpse_status context_preprocess(glimpse_context *ctx, glimpse_image *const *im
         if (!images[i]) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "image %zu is NULL", first_index + i);
     preprocess_job job = {.model = model,
                           .images = images,
-                          .pixel_values = ctx->pixel_values,
+                          .pixel_values = run.pixel_values,
+                          .size = (int)size,
                           .plane = 3 * size * size,
                           .statuses = statuses,
                           .messages = messages};

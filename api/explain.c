@@ -61,7 +61,9 @@ static glimpse_status explanation_on_grid(const glimpse_model *model, const glim
 /* The same on the model's ViT's patch grid. */
 static glimpse_status explanation_new(const glimpse_model *model, const glimpse_image *image,
                                       glimpse_explanation **out) {
-    const vit_model *vision = &model->vision;
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    const vit_model *vision = blocks.vision;
     int side = (int)vision->patches_per_side;
     return explanation_on_grid(model, image, side, side, side * vision->config.patch_size, out);
 }
@@ -126,13 +128,17 @@ static explain_range heads_of(const glimpse_explain_params *p, size_t heads) {
 }
 
 /* The image's vision tokens after the post-LayerNorm, as BLIP's text side and GPT-2's cross-attention read them,
- * into ctx->vision_output. */
+ * into the family's vision output (run.vision_output). */
 static glimpse_status encode_image(glimpse_context *ctx, const glimpse_image *image) {
     glimpse_image *const images[1] = {(glimpse_image *)image};
-    glimpse_status status = context_preprocess(ctx, images, 1, 0);
+    family_blocks blocks;
+    family_run_blocks run;
+    family_blocks_of(ctx->model, &blocks);
+    glimpse_status status = family_run_blocks_of(ctx, &run);
+    if (!status) status = context_preprocess(ctx, images, 1, 0);
     if (status) return status;
-    vit_forward(&ctx->model->vision, ctx->vision, ctx->pixel_values, 1, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
-    vit_post_norm_all(&ctx->model->vision, ctx->vision, 0, ctx->vision_output);
+    vit_forward(blocks.vision, run.vision, run.pixel_values, 1, ENCODER_OUTPUT_ALL_ROWS, ctx->threads);
+    vit_post_norm_all(blocks.vision, run.vision, 0, run.vision_output);
     return GLIMPSE_STATUS_OK;
 }
 
@@ -174,16 +180,20 @@ static void recorded_pass_free(recorded_pass *pass) {
     pass->state = NULL;
 }
 
-/* The record and a state for one pass of `length` tokens over the image in ctx->vision_output. */
-static glimpse_status recorded_pass_create(const glimpse_context *ctx, const bert_model *bert, size_t length,
+/* The record and a state for one pass of `length` tokens over the image in the family's vision output. */
+static glimpse_status recorded_pass_create(glimpse_context *ctx, const bert_model *bert, size_t length,
                                            const glimpse_explain_params *p, recorded_pass *pass) {
     memset(pass, 0, sizeof *pass);
-    size_t layers = (size_t)bert->config.layers, image_tokens = ctx->model->vision.tokens;
+    family_blocks blocks;
+    family_run_blocks run;
+    family_blocks_of(ctx->model, &blocks);
+    if (family_run_blocks_of(ctx, &run)) return ERROR_OOM(); /* (made with the context: cannot fail here) */
+    size_t layers = (size_t)bert->config.layers, image_tokens = blocks.vision->tokens;
     glimpse_status status =
         explain_record_make(&pass->record, p->want_raw ? explain_all_layers(layers) : 0, mapped_layers(p, layers),
                             (size_t)bert->config.heads, length, length, image_tokens);
     if (!status) status = bert_state_create(bert, 1, length, length, image_tokens, &pass->state);
-    if (!status) status = bert_set_image(bert, pass->state, ctx->vision_output, image_tokens, ctx->threads);
+    if (!status) status = bert_set_image(bert, pass->state, run.vision_output, image_tokens, ctx->threads);
     if (!status) pass->state->record = &pass->record;
     return status;
 }
@@ -196,7 +206,9 @@ static bool is_space_byte(uint8_t c) {
 
 /* Whether id stands for (part of) a word: no special token ([DEC], [SEP], <|endoftext|>, </s>), no id past the
  * tokenizer's vocabulary (OPT's spare rows), and for byte-level BPE not whitespace alone (a newline: OPT's end). */
-static bool token_is_word(const glimpse_model *model, int32_t id) {
+static bool token_is_word(const glimpse_model *family_model, int32_t id) {
+    family_blocks blocks, *model = &blocks;
+    family_blocks_of(family_model, &blocks);
     if (!model->byte_bpe) return !bert_tokenizer_is_special(model->wordpiece, id);
     size_t length = 0;
     const uint8_t *bytes = gpt2_tokenizer_is_special(model->byte_bpe, id)
@@ -209,8 +221,10 @@ static bool token_is_word(const glimpse_model *model, int32_t id) {
 
 /* Whether the word token id continues the word before it: a "##" word piece; a byte-level BPE token that does
  * not start with a space ("Ġ") or other whitespace. */
-static bool continues_word(const glimpse_model *model, int32_t id) {
-    if (!token_is_word(model, id)) return false;
+static bool continues_word(const glimpse_model *family_model, int32_t id) {
+    if (!token_is_word(family_model, id)) return false;
+    family_blocks blocks, *model = &blocks;
+    family_blocks_of(family_model, &blocks);
     if (!model->byte_bpe) return strncmp(bert_tokenizer_token(model->wordpiece, id), "##", 2) == 0;
     size_t length = 0;
     const uint8_t *bytes = gpt2_tokenizer_token_bytes(model->byte_bpe, id, &length);
@@ -220,8 +234,10 @@ static bool continues_word(const glimpse_model *model, int32_t id) {
 /* The word's text: its tokens decoded (by the family's decode where the model holds neither tokenizer), without
  * the whitespace around it. */
 static glimpse_status word_label(const glimpse_model *model, const int32_t *ids, size_t count, char **label) {
-    if (model->wordpiece && !model->byte_bpe) return bert_tokenizer_decode(model->wordpiece, ids, count, label);
-    glimpse_status status = model->byte_bpe ? gpt2_tokenizer_decode(model->byte_bpe, ids, count, 1, 0, label, NULL)
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    if (blocks.wordpiece && !blocks.byte_bpe) return bert_tokenizer_decode(blocks.wordpiece, ids, count, label);
+    glimpse_status status = blocks.byte_bpe ? gpt2_tokenizer_decode(blocks.byte_bpe, ids, count, 1, 0, label, NULL)
                                             : model->family->caption->decode(model, ids, count, label);
     if (status) return status;
     char *text = *label, *start = text;
@@ -307,6 +323,8 @@ typedef struct caption_job {
     glimpse_context *ctx;
     const glimpse_model *model;
     const glimpse_explain_params *p;
+    family_blocks blocks;  /* the model's */
+    family_run_blocks run; /* the context's */
     glimpse_explanation *e;
     size_t layers, heads;    /* of the attention the words read: the decoder's (BLIP-2: the language model's) */
     int32_t *prefix;         /* what the returned ids start with: the start token (and BLIP's, ViT-GPT2's prompt) */
@@ -321,8 +339,8 @@ typedef struct caption_job {
 /* The captioning decoder a model has decides the job's shapes, records and passes: a language model reading
  * the Q-Former's query vectors as a prefix (self-attention over them), or a decoder with cross-attention over
  * the image tokens, GPT-2's or BERT's. */
-static bool reads_query_prefix(const glimpse_model *model) { return model->qformer.bert.layers != NULL; }
-static bool decodes_with_gpt2(const glimpse_model *model) { return model->gpt2.layers != NULL; }
+static bool reads_query_prefix(const family_blocks *model) { return model->qformer && model->qformer->bert.layers; }
+static bool decodes_with_gpt2(const family_blocks *model) { return model->gpt2 && model->gpt2->layers; }
 
 static void caption_job_free(caption_job *job) {
     free(job->prefix), free(job->lm_prompt), free(job->query_maps);
@@ -334,10 +352,10 @@ static void caption_job_free(caption_job *job) {
 static glimpse_status caption_job_record(caption_job *job, size_t rows) {
     const glimpse_explain_params *p = job->p;
     explain_record_release(&job->decoder);
-    if (reads_query_prefix(job->model))
+    if (reads_query_prefix(&job->blocks))
         return explain_record_make(&job->decoder, mapped_layers(p, job->layers), 0, job->heads, rows, rows, 0);
     return explain_record_make(&job->decoder, p->want_raw ? explain_all_layers(job->layers) : 0,
-                               mapped_layers(p, job->layers), job->heads, rows, rows, job->model->vision.tokens);
+                               mapped_layers(p, job->layers), job->heads, rows, rows, job->blocks.vision->tokens);
 }
 
 /* The family's shapes, prompt and records (but the decoder's, made per pass); *resolved = params or defaults. */
@@ -346,18 +364,22 @@ static glimpse_status caption_job_start(caption_job *job, glimpse_context *ctx, 
     const glimpse_model *model = ctx->model;
     memset(job, 0, sizeof *job);
     job->ctx = ctx, job->model = model, job->p = p;
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    if (model->text_decoder.layers) {
-        job->layers = (size_t)model->text_decoder.config.layers, job->heads = (size_t)model->text_decoder.config.heads;
-    } else if (decodes_with_gpt2(model)) {
-        job->layers = (size_t)model->gpt2.config.layers, job->heads = (size_t)model->gpt2.config.heads;
+    const family_blocks *blocks = &job->blocks;
+    family_blocks_of(model, &job->blocks);
+    glimpse_status status = family_run_blocks_of(ctx, &job->run);
+    if (status) return status;
+    if (blocks->text_decoder && blocks->text_decoder->layers) {
+        job->layers = (size_t)blocks->text_decoder->config.layers;
+        job->heads = (size_t)blocks->text_decoder->config.heads;
+    } else if (decodes_with_gpt2(blocks)) {
+        job->layers = (size_t)blocks->gpt2->config.layers, job->heads = (size_t)blocks->gpt2->config.heads;
     } else {
-        job->layers = (size_t)model->language_model.config.layers;
-        job->heads = (size_t)model->language_model.config.heads;
+        job->layers = (size_t)blocks->language_model->config.layers;
+        job->heads = (size_t)blocks->language_model->config.heads;
     }
     if ((status = check_params(p, job->layers, job->heads))) return status;
-    if (reads_query_prefix(model)) {
-        const blip2_qformer *q = &model->qformer;
+    if (reads_query_prefix(blocks)) {
+        const blip2_qformer *q = blocks->qformer;
         size_t layers = (size_t)q->config.layers;
         uint64_t cross = 0;
         for (size_t l = 0; l < layers; l++)
@@ -368,12 +390,12 @@ static glimpse_status caption_job_start(caption_job *job, glimpse_context *ctx, 
         status = model->family->caption->prompt_ids(model, prompt, &job->lm_prompt, &job->lm_prompt_length);
         if (!status)
             status = explain_record_make(&job->qformer, p->want_raw ? explain_all_layers(layers) : 0, cross,
-                                         (size_t)q->config.heads, job->queries, job->queries, model->vision.tokens);
+                                         (size_t)q->config.heads, job->queries, job->queries, blocks->vision->tokens);
     } else {
         status = model->family->caption->prompt_ids(model, prompt, &job->prefix, &job->prefix_length);
     }
     if (!status && p->want_raw && p->want_vision) {
-        const vit_model *v = &model->vision;
+        const vit_model *v = blocks->vision;
         status = explain_record_make(&job->vision, explain_all_layers((size_t)v->config.layers), 0,
                                      (size_t)v->config.heads, v->tokens, v->tokens, 0);
     }
@@ -382,13 +404,13 @@ static glimpse_status caption_job_start(caption_job *job, glimpse_context *ctx, 
 
 /* The word source over the decoder's record. */
 static void caption_job_source(caption_job *job) {
-    bool blip2 = reads_query_prefix(job->model);
+    bool blip2 = reads_query_prefix(&job->blocks);
     job->source = (word_source){
         .record = &job->decoder,
         .kind = blip2 ? ATTENTION_KIND_SELF : ATTENTION_KIND_CROSS,
         .layers = averaged_slots(job->p, job->layers),
         /* the class token's column dropped; BLIP-2: the query positions, first in the language model's sequence */
-        .kept = blip2 ? (explain_range){0, job->queries} : (explain_range){1, job->model->vision.tokens},
+        .kept = blip2 ? (explain_range){0, job->queries} : (explain_range){1, job->blocks.vision->tokens},
         /* the row whose logits chose the token: the position before it (BLIP-2: ids[k], k >= 1, came from the
          * last prompt position + k - 1, after the queries) */
         .row_shift = blip2 ? (long)(job->queries + job->lm_prompt_length) - 2 : -1,
@@ -398,7 +420,7 @@ static void caption_job_source(caption_job *job) {
 /* BLIP-2: each query's map over the patches from the Q-Former's record (every cross-attention layer and head
  * averaged, class column dropped), once. */
 static glimpse_status caption_job_query_maps(caption_job *job) {
-    if (!reads_query_prefix(job->model) || job->query_maps) return GLIMPSE_STATUS_OK;
+    if (!reads_query_prefix(&job->blocks) || job->query_maps) return GLIMPSE_STATUS_OK;
     const attention_record *r = &job->qformer;
     size_t patches = (size_t)job->e->grid_width * (size_t)job->e->grid_height;
     size_t slots = (size_t)__builtin_popcountll(r->layers[ATTENTION_KIND_CROSS]);
@@ -414,27 +436,27 @@ static glimpse_status caption_job_query_maps(caption_job *job) {
 /* One decoder pass over the chosen sequence e->ids, recording every row (beam search; want_raw's tensors). */
 static glimpse_status caption_job_pass(caption_job *job, const glimpse_image *image) {
     glimpse_context *ctx = job->ctx;
-    const glimpse_model *model = job->model;
+    const family_blocks *model = &job->blocks;
     glimpse_explanation *e = job->e;
-    size_t n = e->id_count, tokens = model->vision.tokens;
+    size_t n = e->id_count, tokens = model->vision->tokens;
     glimpse_status status = GLIMPSE_STATUS_OK;
-    if (reads_query_prefix(model)) { /* the queries' vectors are still in ctx->prefix */
+    if (reads_query_prefix(model)) { /* the queries' vectors are still in the family's prefix */
         size_t rows = job->queries + job->lm_prompt_length + (n - 1);
-        size_t width = (size_t)model->language_model.config.word_embed_proj_dim;
+        size_t width = (size_t)model->language_model->config.word_embed_proj_dim;
         float *embedded = malloc(rows * width * sizeof(float));
         opt_state *state = NULL;
         if (!embedded) return ERROR_OOM();
-        memcpy(embedded, ctx->prefix, job->queries * width * sizeof(float));
-        status = opt_embed(&model->language_model, job->lm_prompt, job->lm_prompt_length,
+        memcpy(embedded, *job->run.prefix, job->queries * width * sizeof(float));
+        status = opt_embed(model->language_model, job->lm_prompt, job->lm_prompt_length,
                            embedded + job->queries * width);
         if (!status)
-            status = opt_embed(&model->language_model, e->ids + 1, n - 1,
+            status = opt_embed(model->language_model, e->ids + 1, n - 1,
                                embedded + (job->queries + job->lm_prompt_length) * width);
         if (!status) status = caption_job_record(job, rows);
-        if (!status) status = opt_state_create(&model->language_model, 1, rows, rows, &state);
+        if (!status) status = opt_state_create(model->language_model, 1, rows, rows, &state);
         if (!status) {
             state->record = &job->decoder;
-            status = opt_forward(&model->language_model, state, embedded, 1, rows, ctx->threads);
+            status = opt_forward(model->language_model, state, embedded, 1, rows, ctx->threads);
         }
         opt_state_free(state);
         free(embedded);
@@ -445,19 +467,19 @@ static glimpse_status caption_job_pass(caption_job *job, const glimpse_image *im
     if (status) return status;
     if (decodes_with_gpt2(model)) {
         gpt2_state *state = NULL;
-        status = gpt2_state_create(&model->gpt2, 1, n, n, tokens, &state);
-        if (!status) status = gpt2_set_image(&model->gpt2, state, ctx->vision_output, tokens, ctx->threads);
+        status = gpt2_state_create(model->gpt2, 1, n, n, tokens, &state);
+        if (!status) status = gpt2_set_image(model->gpt2, state, job->run.vision_output, tokens, ctx->threads);
         if (!status) {
             state->record = &job->decoder;
-            status = gpt2_decode_step(&model->gpt2, state, e->ids, 1, n, ctx->threads);
+            status = gpt2_decode_step(model->gpt2, state, e->ids, 1, n, ctx->threads);
         }
         gpt2_state_free(state);
         return status;
     }
     bert_state *state = NULL;
-    const bert_model *decoder = &model->text_decoder;
+    const bert_model *decoder = model->text_decoder;
     status = bert_state_create(decoder, 1, n, n, tokens, &state);
-    if (!status) status = bert_set_image(decoder, state, ctx->vision_output, tokens, ctx->threads);
+    if (!status) status = bert_set_image(decoder, state, job->run.vision_output, tokens, ctx->threads);
     if (!status) {
         state->record = &job->decoder;
         status = bert_decode_step(decoder, state, e->ids, 1, n, ctx->threads);
@@ -470,7 +492,7 @@ static glimpse_status caption_job_pass(caption_job *job, const glimpse_image *im
 static glimpse_status caption_job_keep_raw(caption_job *job) {
     glimpse_explanation *e = job->e;
     glimpse_status status;
-    if (reads_query_prefix(job->model)) {
+    if (reads_query_prefix(&job->blocks)) {
         status = keep_record(e, "self_attentions", &job->decoder, ATTENTION_KIND_SELF);
         if (!status) status = keep_record(e, "qformer_cross_attentions", &job->qformer, ATTENTION_KIND_CROSS);
         if (!status) status = keep_record(e, "qformer_self_attentions", &job->qformer, ATTENTION_KIND_SELF);
@@ -487,7 +509,7 @@ static glimpse_status caption_job_keep_raw(caption_job *job) {
 
 /* BLIP-2's last map: what the queries looked at, their maps averaged. */
 static glimpse_status caption_job_queries_map(caption_job *job) {
-    if (!reads_query_prefix(job->model)) return GLIMPSE_STATUS_OK;
+    if (!reads_query_prefix(&job->blocks)) return GLIMPSE_STATUS_OK;
     glimpse_status status = caption_job_query_maps(job);
     size_t patches = (size_t)job->e->grid_width * (size_t)job->e->grid_height;
     glimpse_explain_map *map = status ? NULL : add_map(job->e, GLIMPSE_EXPLAIN_MAP_QUERIES, "queries", 0, 0);
@@ -537,13 +559,13 @@ static bool stream_token(void *user, size_t image, int32_t id, const char *text)
 }
 
 /* Detaches the records explain attached to the context's states. */
-static void detach_records(glimpse_context *ctx) {
+static void detach_records(glimpse_context *ctx, const family_run_blocks *run) {
     ctx->caption_record = ctx->qformer_record = NULL;
-    if (ctx->vision) ctx->vision->record = NULL;
-    if (ctx->bert) ctx->bert->record = NULL;
-    if (ctx->gpt2) ctx->gpt2->record = NULL;
-    if (ctx->qformer) ctx->qformer->record = NULL;
-    if (ctx->language) ctx->language->record = NULL;
+    if (run->vision) run->vision->record = NULL;
+    if (run->bert && *run->bert) (*run->bert)->record = NULL;
+    if (run->gpt2 && *run->gpt2) (*run->gpt2)->record = NULL;
+    if (run->qformer && *run->qformer) (*run->qformer)->record = NULL;
+    if (run->language && *run->language) (*run->language)->record = NULL;
 }
 
 /* --------------------------------------- families that explain by their own recorded pass */
@@ -685,7 +707,7 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
         if (!stream.ids || !stream.piece) status = ERROR_OOM();
         if (!status) memcpy(stream.ids, job.prefix, job.prefix_length * sizeof(int32_t));
         /* the decoder's rows: the sequence (BLIP-2: the queries and the language model's prompt, then the tokens) */
-        size_t rows = reads_query_prefix(job.model)
+        size_t rows = reads_query_prefix(&job.blocks)
                           ? job.queries + job.lm_prompt_length + (size_t)max_tokens
                           : capacity;
         if (!status) status = caption_job_record(&job, rows);
@@ -697,11 +719,11 @@ glimpse_status glimpse_explain_caption(glimpse_context *ctx, const glimpse_image
     }
     if (!status) {
         if (job.qformer.probabilities[ATTENTION_KIND_CROSS]) ctx->qformer_record = &job.qformer;
-        if (job.vision.probabilities[ATTENTION_KIND_SELF]) ctx->vision->record = &job.vision;
+        if (job.vision.probabilities[ATTENTION_KIND_SELF]) job.run.vision->record = &job.vision;
     }
     glimpse_image *const images[1] = {(glimpse_image *)image};
     if (!status) status = glimpse_caption_images(ctx, images, 1, &search, &caption);
-    detach_records(ctx);
+    detach_records(ctx, &job.run);
     if (status == GLIMPSE_STATUS_CANCELLED && stream.status) status = stream.status;
     if (!status && streamed) stream_word_done(&stream); /* a caption that ran to its length ends on a word */
     if (!status && streamed) status = stream.status;
@@ -757,7 +779,9 @@ glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *
                          "(BlipForImageTextRetrieval), this is %s", model->architecture);
     glimpse_explain_params resolved = params ? *params : glimpse_explain_default_params();
     const glimpse_explain_params *p = &resolved;
-    const bert_model *encoder = &model->text_encoder;
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    const bert_model *encoder = blocks.text_encoder;
     glimpse_status status = check_params(p, (size_t)encoder->config.layers, (size_t)encoder->config.heads);
     if (status) return status;
     size_t positions = (size_t)encoder->config.max_positions, count = 0;
@@ -776,9 +800,9 @@ glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *
     if (!status) status = recorded_pass_create(ctx, encoder, count, p, &pass);
     if (!status) status = bert_encode(encoder, pass.state, e->ids, count, 1, ctx->threads);
     word_source source = {&pass.record, ATTENTION_KIND_CROSS, averaged_slots(p, (size_t)encoder->config.layers),
-                          (explain_range){1, model->vision.tokens}, 0, NULL};
+                          (explain_range){1, blocks.vision->tokens}, 0, NULL};
     if (!status) {
-        e->score = itm_match_probability(&model->itm, pass.state->x, NULL);
+        e->score = itm_match_probability(blocks.itm, pass.state->x, NULL);
         status = word_maps(e, model, &source, 0, count, p);
     }
     glimpse_explain_map *whole = status ? NULL : add_map(e, GLIMPSE_EXPLAIN_MAP_CROSS_ATTENTION, "[text]", 0, count);
@@ -801,21 +825,26 @@ glimpse_status glimpse_explain_match(glimpse_context *ctx, const glimpse_image *
 
 /* ------------------------------------------------------ CLIP and SigLIP */
 
-/* The logit of the image whose pixel_values are ctx->pixel_values[b] (after vit_forward) against text. */
-static float clip_logit(const glimpse_context *ctx, size_t b, const float *text_embedding, float *image_embedding) {
+/* The logit of the image whose pixel_values are run.pixel_values[b] (after vit_forward) against text. */
+static float clip_logit(const glimpse_context *ctx, const family_run_blocks *run, size_t b,
+                        const float *text_embedding, float *image_embedding) {
     const glimpse_model *model = ctx->model;
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
     float logit;
-    vit_embed(&model->vision, ctx->vision, b, image_embedding);
+    vit_embed(blocks.vision, run->vision, b, image_embedding);
     retrieval_logits(&logit, image_embedding, 1, text_embedding, 1, glimpse_model_embedding_dim(model),
-                     model->logit_scale, model->logit_bias);
+                     blocks.logit_scale, blocks.logit_bias);
     return logit;
 }
 
 /* The occlusion map: pixel_values (one image's plane) with patch i replaced by the plane's mean colour, for
  * every patch, through the tower in batches; grid[i] = base logit - occluded logit. */
-static glimpse_status occlusion_map(glimpse_context *ctx, const float *pixel_values, const float *text_embedding,
-                                    float base, float *grid) {
-    const vit_model *vision = &ctx->model->vision;
+static glimpse_status occlusion_map(glimpse_context *ctx, const family_run_blocks *run, const float *pixel_values,
+                                    const float *text_embedding, float base, float *grid) {
+    family_blocks blocks;
+    family_blocks_of(ctx->model, &blocks);
+    const vit_model *vision = blocks.vision;
     size_t size = (size_t)vision->config.image_size, plane = size * size, side = vision->patches_per_side;
     size_t patch = (size_t)vision->config.patch_size, patches = side * side;
     float mean[3], *embedding = malloc(glimpse_model_embedding_dim(ctx->model) * sizeof(float));
@@ -829,7 +858,7 @@ static glimpse_status occlusion_map(glimpse_context *ctx, const float *pixel_val
     for (size_t first = 0; first < patches && !status; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = patches - first < CONTEXT_IMAGE_BATCH ? patches - first : CONTEXT_IMAGE_BATCH;
         for (size_t b = 0; b < batch; b++) {
-            float *copy = ctx->pixel_values + b * 3 * plane;
+            float *copy = run->pixel_values + b * 3 * plane;
             memcpy(copy, pixel_values, 3 * plane * sizeof(float));
             size_t row = (first + b) / side, column = (first + b) % side;
             for (size_t c = 0; c < 3; c++)
@@ -837,8 +866,8 @@ static glimpse_status occlusion_map(glimpse_context *ctx, const float *pixel_val
                     for (size_t x = column * patch; x < (column + 1) * patch; x++)
                         copy[c * plane + y * size + x] = mean[c];
         }
-        vit_forward(vision, ctx->vision, ctx->pixel_values, batch, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
-        for (size_t b = 0; b < batch; b++) grid[first + b] = base - clip_logit(ctx, b, text_embedding, embedding);
+        vit_forward(vision, run->vision, run->pixel_values, batch, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
+        for (size_t b = 0; b < batch; b++) grid[first + b] = base - clip_logit(ctx, run, b, text_embedding, embedding);
         status = context_progress(ctx, first + batch, patches);
     }
     free(embedding);
@@ -847,7 +876,7 @@ static glimpse_status occlusion_map(glimpse_context *ctx, const float *pixel_val
 
 /* Vision self-attention recorded in groups of layers from the last asked for down to layer 0, rolled out into
  * vector[tokens] (which starts as the pooled output's attention over the last layer's outputs). pixel_values
- * are ctx->pixel_values[0]. SigLIP's pooling head is recorded with the first group (slot after its layers),
+ * are the family's pixel_values[0]. SigLIP's pooling head is recorded with the first group (slot after its layers),
  * its rows into pool[heads × tokens] when pool is not NULL. With raw (every layer in one pass), *raw receives
  * the whole record [layers (+ the head's), heads, tokens, tokens]. */
 typedef struct rollout_job {
@@ -857,9 +886,11 @@ typedef struct rollout_job {
     bool keep_everything;
 } rollout_job;
 
-static glimpse_status vision_rollout(glimpse_context *ctx, const rollout_job *job, float *vector, float *pool,
-                                     float **raw) {
-    const vit_model *vision = &ctx->model->vision;
+static glimpse_status vision_rollout(glimpse_context *ctx, const family_run_blocks *run, const rollout_job *job,
+                                     float *vector, float *pool, float **raw) {
+    family_blocks blocks;
+    family_blocks_of(ctx->model, &blocks);
+    const vit_model *vision = blocks.vision;
     size_t tokens = vision->tokens, heads = (size_t)vision->config.heads, layers = (size_t)vision->config.layers;
     size_t per_layer = heads * tokens * tokens;
     size_t group = job->keep_everything ? layers : ctx->rollout_budget / per_layer;
@@ -883,9 +914,9 @@ static glimpse_status vision_rollout(glimpse_context *ctx, const rollout_job *jo
             break;
         }
         record.probabilities[ATTENTION_KIND_SELF] = probabilities;
-        ctx->vision->record = &record;
-        vit_forward(vision, ctx->vision, ctx->pixel_values, 1, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
-        ctx->vision->record = NULL;
+        run->vision->record = &record;
+        vit_forward(vision, run->vision, run->pixel_values, 1, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
+        run->vision->record = NULL;
         if (with_head) { /* the head's slot follows the group's layers: its row 0 per head */
             const float *head = probabilities + (end - begin) * per_layer;
             for (size_t h = 0; h < heads; h++)
@@ -921,10 +952,14 @@ glimpse_status glimpse_explain_clip(glimpse_context *ctx, const glimpse_image *i
         return error_set(GLIMPSE_STATUS_WRONG_MODEL, "this model was loaded without the tower this needs");
     glimpse_explain_params defaults = glimpse_explain_default_params();
     const glimpse_explain_params *p = params ? params : &defaults;
-    const vit_model *vision = &model->vision;
-    size_t tokens = vision->tokens, heads = (size_t)vision->config.heads, layers = (size_t)vision->config.layers;
-    glimpse_status status = check_params(p, layers, heads);
+    family_blocks blocks;
+    family_run_blocks run;
+    family_blocks_of(model, &blocks);
+    glimpse_status status = family_run_blocks_of(ctx, &run);
     if (status) return status;
+    const vit_model *vision = blocks.vision;
+    size_t tokens = vision->tokens, heads = (size_t)vision->config.heads, layers = (size_t)vision->config.layers;
+    if ((status = check_params(p, layers, heads))) return status;
     bool siglip = vision->weights.head_probe != NULL;
     size_t size = (size_t)vision->config.image_size, plane = 3 * size * size, dim = glimpse_model_embedding_dim(model);
     float *pixels = malloc(plane * sizeof(float)), *vector = malloc(tokens * sizeof(float));
@@ -935,7 +970,7 @@ glimpse_status glimpse_explain_clip(glimpse_context *ctx, const glimpse_image *i
     if (!status) status = explanation_new(model, image, &e);
     if (!status && text) {
         if (!(e->text = strdup(text))) status = ERROR_OOM();
-        size_t positions = (size_t)model->text.config.max_positions, count = 0;
+        size_t positions = (size_t)blocks.text->config.max_positions, count = 0;
         if (!status && !(e->ids = malloc(positions * sizeof *e->ids))) status = ERROR_OOM();
         if (!status) status = glimpse_tokenize(model, text, e->ids, positions, &count);
         e->id_count = count;
@@ -944,13 +979,13 @@ glimpse_status glimpse_explain_clip(glimpse_context *ctx, const glimpse_image *i
     glimpse_image *const images[1] = {(glimpse_image *)image};
     if (!status) status = context_preprocess(ctx, images, 1, 0);
     if (!status) {
-        memcpy(pixels, ctx->pixel_values, plane * sizeof(float));
+        memcpy(pixels, run.pixel_values, plane * sizeof(float));
         if (text) {
-            vit_forward(vision, ctx->vision, ctx->pixel_values, 1, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
-            e->score = clip_logit(ctx, 0, text_embedding, image_embedding);
+            vit_forward(vision, run.vision, run.pixel_values, 1, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
+            e->score = clip_logit(ctx, &run, 0, text_embedding, image_embedding);
         }
         rollout_job job = {heads_of(p, heads), p->layer < 0 ? layers - 1 : (size_t)p->layer, !siglip, p->want_raw};
-        status = vision_rollout(ctx, &job, vector, pool, p->want_raw ? &raw : NULL);
+        status = vision_rollout(ctx, &run, &job, vector, pool, p->want_raw ? &raw : NULL);
     }
     size_t first_patch = siglip ? 0 : 1;
     glimpse_explain_map *map = status ? NULL : add_map(e, GLIMPSE_EXPLAIN_MAP_ROLLOUT, "rollout", 0, 0);
@@ -962,7 +997,7 @@ glimpse_status glimpse_explain_clip(glimpse_context *ctx, const glimpse_image *i
     }
     if (!status && text && p->occlusion) {
         map = add_map(e, GLIMPSE_EXPLAIN_MAP_OCCLUSION, "occlusion", 0, 0);
-        status = map ? occlusion_map(ctx, pixels, text_embedding, e->score, map->grid) : ERROR_OOM();
+        status = map ? occlusion_map(ctx, &run, pixels, text_embedding, e->score, map->grid) : ERROR_OOM();
         if (!status) status = map_done(p, e);
     }
     if (!status && siglip) {

@@ -12,9 +12,9 @@
 #include "fusion/retrieval.h"
 
 /* [CLS] text [SEP] for every text, packed; lengths[t], starts[t]. */
-static glimpse_status tokenize_all(const glimpse_model *model, const char *const *texts, size_t count, int32_t **ids,
+static glimpse_status tokenize_all(const family_blocks *model, const char *const *texts, size_t count, int32_t **ids,
                                    size_t *lengths, size_t *starts, size_t *longest) {
-    size_t positions = (size_t)model->text_encoder.config.max_positions, total = 0;
+    size_t positions = (size_t)model->text_encoder->config.max_positions, total = 0;
     *longest = 0;
     for (size_t t = 0; t < count; t++) {
         size_t n = 0;
@@ -39,14 +39,13 @@ static glimpse_status tokenize_all(const glimpse_model *model, const char *const
     return GLIMPSE_STATUS_OK;
 }
 
-/* The context's text-encoder state, grown to hold `length` tokens. */
-static glimpse_status ensure_state(glimpse_context *ctx, size_t length) {
-    const glimpse_model *model = ctx->model;
-    if (ctx->bert && ctx->bert->max_length >= length) return GLIMPSE_STATUS_OK;
-    bert_state_free(ctx->bert);
-    ctx->bert = NULL;
+/* The context's text-encoder state (*bert), grown to hold `length` tokens. */
+static glimpse_status ensure_state(const family_blocks *model, bert_state **bert, size_t length) {
+    if (*bert && (*bert)->max_length >= length) return GLIMPSE_STATUS_OK;
+    bert_state_free(*bert);
+    *bert = NULL;
     size_t room = length < 64 ? 64 : length;
-    return bert_state_create(&model->text_encoder, 1, room, room, model->vision.tokens, &ctx->bert);
+    return bert_state_create(model->text_encoder, 1, room, room, model->vision->tokens, bert);
 }
 
 static glimpse_status check_retrieval(glimpse_context *ctx, const char *what) {
@@ -70,9 +69,12 @@ glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images,
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: unknown mode %d", (int)mode);
     for (size_t t = 0; t < text_count; t++)
         if (!texts[t]) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_match: text %zu is NULL", t);
-    const glimpse_model *model = ctx->model;
-    const bert_model *encoder = &model->text_encoder;
-    size_t shared = model->itm.shared;
+    family_blocks blocks, *model = &blocks;
+    family_run_blocks run;
+    family_blocks_of(ctx->model, &blocks);
+    if ((status = family_run_blocks_of(ctx, &run))) return status;
+    const bert_model *encoder = model->text_encoder;
+    size_t shared = model->itm->shared;
     size_t *lengths = malloc((text_count + 1) * sizeof *lengths), *starts = malloc((text_count + 1) * sizeof *starts);
     float *text_features = malloc((text_count * shared + 1) * sizeof(float));
     float *image_feature = malloc(shared * sizeof(float));
@@ -80,32 +82,32 @@ glimpse_status glimpse_match(glimpse_context *ctx, glimpse_image *const *images,
     size_t longest = 0;
     if (!lengths || !starts || !text_features || !image_feature) status = ERROR_OOM();
     if (!status) status = tokenize_all(model, texts, text_count, &ids, lengths, starts, &longest);
-    if (!status) status = ensure_state(ctx, longest);
+    if (!status) status = ensure_state(model, run.bert, longest);
     /* ITC: each text once, without the image */
     for (size_t t = 0; !status && mode == GLIMPSE_MATCH_MODE_ITC && t < text_count; t++) {
-        status = bert_encode(encoder, ctx->bert, ids + starts[t], lengths[t], 0, ctx->threads);
-        if (!status) itm_text_feature(&model->itm, ctx->bert->x, text_features + t * shared);
+        status = bert_encode(encoder, *run.bert, ids + starts[t], lengths[t], 0, ctx->threads);
+        if (!status) itm_text_feature(model->itm, (*run.bert)->x, text_features + t * shared);
     }
     for (size_t first = 0; !status && first < image_count; first += CONTEXT_IMAGE_BATCH) {
         size_t batch = image_count - first < CONTEXT_IMAGE_BATCH ? image_count - first : CONTEXT_IMAGE_BATCH;
         if ((status = context_preprocess(ctx, images + first, batch, first))) break;
         /* ITC reads the class token alone; ITM cross-attends to every token */
-        vit_forward(&model->vision, ctx->vision, ctx->pixel_values, batch,
+        vit_forward(model->vision, run.vision, run.pixel_values, batch,
                     mode == GLIMPSE_MATCH_MODE_ITC ? ENCODER_OUTPUT_POOLED_ROWS : ENCODER_OUTPUT_ALL_ROWS,
                     ctx->threads);
         for (size_t b = 0; b < batch && !status; b++) {
             float *row = scores + (first + b) * text_count;
             if (mode == GLIMPSE_MATCH_MODE_ITC) {
-                vit_pooled(&model->vision, ctx->vision, b, ctx->vision_output);
-                itm_image_feature(&model->itm, ctx->vision_output, image_feature);
+                vit_pooled(model->vision, run.vision, b, run.vision_output);
+                itm_image_feature(model->itm, run.vision_output, image_feature);
                 retrieval_logits(row, image_feature, 1, text_features, text_count, shared, 1.0f, 0.0f); /* cosine */
                 continue;
             }
-            vit_post_norm_all(&model->vision, ctx->vision, b, ctx->vision_output);
-            status = bert_set_image(encoder, ctx->bert, ctx->vision_output, model->vision.tokens, ctx->threads);
+            vit_post_norm_all(model->vision, run.vision, b, run.vision_output);
+            status = bert_set_image(encoder, *run.bert, run.vision_output, model->vision->tokens, ctx->threads);
             for (size_t t = 0; t < text_count && !status; t++) {
-                status = bert_encode(encoder, ctx->bert, ids + starts[t], lengths[t], 1, ctx->threads);
-                if (!status) row[t] = itm_match_probability(&model->itm, ctx->bert->x, NULL);
+                status = bert_encode(encoder, *run.bert, ids + starts[t], lengths[t], 1, ctx->threads);
+                if (!status) row[t] = itm_match_probability(model->itm, (*run.bert)->x, NULL);
             }
         }
         if (!status) status = context_progress(ctx, first + batch, image_count);

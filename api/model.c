@@ -50,16 +50,9 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
                                                "plain loops, slower than float32");
     glimpse_status status = GLIMPSE_STATUS_OK;
     model->quantized.release = release_stored, model->quantized.release_user = model->store;
-    if (model->vision.weights.layers) status = vit_model_add_twins(&model->vision, q8_set_add_twin, &model->quantized);
-    if (!status && model->text.weights.layers)
-        status = clip_text_model_add_twins(&model->text, q8_set_add_twin, &model->quantized);
-    if (!status && model->text_decoder.layers) status = bert_model_quantize(&model->text_decoder, &model->quantized);
-    if (!status && model->text_encoder.layers) status = bert_model_quantize(&model->text_encoder, &model->quantized);
-    if (!status && model->qformer.bert.layers) status = blip2_qformer_quantize(&model->qformer, &model->quantized);
-    if (!status && model->language_model.layers)
-        status = opt_model_quantize(&model->language_model, &model->quantized);
-    if (!status && model->gpt2.layers) status = gpt2_model_quantize(&model->gpt2, &model->quantized);
-    if (!status && model->family->quantize) status = model->family->quantize(model, &model->quantized);
+    const model_family *family = model->family;
+    if (family->tower_twins) status = family->tower_twins(model, q8_set_add_twin, &model->quantized);
+    if (!status && family->quantize) status = family->quantize(model, &model->quantized);
     return status;
 }
 
@@ -75,19 +68,16 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
 static glimpse_status split_towers(glimpse_model *model) {
     const char *choice = getenv("GLIMPSE_FLOAT32_TILES");
     if (!bf16x3_available() || !choice || strcmp(choice, "always") != 0) return GLIMPSE_STATUS_OK;
-    if (!model->vision.weights.layers && !model->text.weights.layers) return GLIMPSE_STATUS_OK;
+    glimpse_status (*tower_twins)(glimpse_model *, kernel_twin_add, void *) = model->family->tower_twins;
+    if (!tower_twins || (!model->has_vision && !model->has_text)) return GLIMPSE_STATUS_OK;
     if (pool_create(0, &model->split.threads)) model->split.threads = NULL; /* (then on this thread) */
     model->split.release = release_stored, model->split.release_user = model->store;
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    if (model->vision.weights.layers) status = vit_model_add_twins(&model->vision, bf16x3_set_add, &model->split);
-    if (!status && model->text.weights.layers)
-        status = clip_text_model_add_twins(&model->text, bf16x3_set_add, &model->split);
+    glimpse_status status = tower_twins(model, bf16x3_set_add, &model->split);
     pool_free(model->split.threads);
     model->split.threads = NULL;
     if (status) { /* (the extra memory, say): the model runs as it would without the tiles */
         log_message(GLIMPSE_LOG_LEVEL_WARNING, "float32 towers stay on the FMA kernels: %s", glimpse_last_error());
-        if (model->vision.weights.layers) vit_model_add_twins(&model->vision, bf16x3_twin_clear, NULL);
-        if (model->text.weights.layers) clip_text_model_add_twins(&model->text, bf16x3_twin_clear, NULL);
+        tower_twins(model, bf16x3_twin_clear, NULL);
         bf16x3_set_free(&model->split);
     }
     return GLIMPSE_STATUS_OK;
@@ -163,8 +153,10 @@ bool model_embeds(const glimpse_model *model) {
 
 size_t glimpse_model_embedding_dim(const glimpse_model *model) {
     if (!model || !model_embeds(model)) return 0;
-    if (model->has_vision) return (size_t)model->vision.config.projection_dim;
-    if (model->has_text) return (size_t)model->text.config.projection_dim;
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    if (model->has_vision && blocks.vision) return (size_t)blocks.vision->config.projection_dim;
+    if (model->has_text && blocks.text) return (size_t)blocks.text->config.projection_dim;
     return 0;
 }
 
@@ -174,10 +166,12 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     out->kind = model->kind;
     out->architecture = model->architecture;
     out->path = model->folder;
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
     if (model->family->vision_info) {
         model->family->vision_info(model, out);
-    } else if (model->has_vision) {
-        const vit_config *v = &model->vision.config;
+    } else if (model->has_vision && blocks.vision) {
+        const vit_config *v = &blocks.vision->config;
         out->image_size = v->image_size;
         out->patch_size = v->patch_size;
         out->vision_hidden_size = v->hidden_size;
@@ -191,8 +185,8 @@ glimpse_status glimpse_model_get_info(const glimpse_model *model, glimpse_model_
     out->weight_bytes = weight_store_bytes(model->store);
     out->weight_dtype = weight_store_dtype(model->store);
     out->copied_bytes = weight_store_copied_bytes(model->store);
-    out->logit_scale = model->logit_scale;
-    out->logit_bias = model->logit_bias;
+    out->logit_scale = blocks.logit_scale;
+    out->logit_bias = blocks.logit_bias;
     out->precision = model->precision;
     out->preprocessor_defaults = model->preprocessor_defaults;
     out->sigmoid_scores = model->family->sigmoid_scores;

@@ -79,6 +79,10 @@ const model_family family_blip_caption = {
     .text_section = "text_config",
     .sections_required = true,
     .load = load_blip,
+    .blocks = legacy_blocks,
+    .run_blocks = legacy_run_blocks,
+    .tower_twins = legacy_tower_twins,
+    .quantize = legacy_quantize,
     .text_info = text_info,
     .caption = &cross_caption_bert,
 };
@@ -92,5 +96,9 @@ const model_family family_blip_retrieval = {
     .text_section = "text_config",
     .sections_required = true,
     .load = load_blip,
+    .blocks = legacy_blocks,
+    .run_blocks = legacy_run_blocks,
+    .tower_twins = legacy_tower_twins,
+    .quantize = legacy_quantize,
     .text_info = text_info,
 };

@@ -397,6 +397,10 @@ const model_family family_blip2 = {
     .text_section = "text_config",
     .sections_required = true,
     .load = load_blip2,
+    .blocks = legacy_blocks,
+    .run_blocks = legacy_run_blocks,
+    .tower_twins = legacy_tower_twins,
+    .quantize = legacy_quantize,
     .text_info = text_info,
     .caption = &captioner,
 };

@@ -56,5 +56,9 @@ const model_family family_clip = {
     .text_section = "text_config",
     .sections_required = true,
     .load = load_clip,
+    .blocks = legacy_blocks,
+    .run_blocks = legacy_run_blocks,
+    .tower_twins = legacy_tower_twins,
+    .quantize = legacy_quantize,
     .text_info = dual_tower_text_info,
 };

@@ -9,9 +9,21 @@
 #include <stdbool.h>
 
 #include "core/attention_record.h"
+#include "core/kernels.h"
 #include "core/quantize.h"
+#include "fusion/bert.h"
 #include "fusion/generate.h"
+#include "fusion/gpt2.h"
+#include "fusion/itm.h"
+#include "fusion/opt.h"
+#include "fusion/qformer.h"
 #include "glimpse.h"
+#include "text/bert_tokenizer.h"
+#include "text/clip_text.h"
+#include "text/clip_tokenizer.h"
+#include "text/gpt2_tokenizer.h"
+#include "text/siglip_tokenizer.h"
+#include "vision/vit.h"
 
 /* A capability's bit in model_family.capabilities. */
 #define FAMILY_CAN(capability) (1u << (capability))
@@ -119,6 +131,46 @@ typedef struct family_bench {
     size_t (*image_rows)(const glimpse_model *model); /* the rows one picture gives the decoder */
 } family_bench;
 
+/* The shared blocks a family's parts hold (model->parts) that the generic calls run themselves: preprocessing
+ * and the ViT's batches (context.c, caption.c), the embedding and matching calls (embed.c, match.c), explain's
+ * rollout and recorded passes (explain.c, which has a case per shared decoder, not per family), the bench stages
+ * and the model info. Read-only views into the family's own struct; NULL where the family has no such block
+ * (a tower its load params left out is there, unloaded, as has_vision and has_text say). */
+typedef struct family_blocks {
+    const vit_model *vision;              /* the ViT every family but Florence-2 and LLaVA reads pictures with */
+    const clip_text_model *text;          /* CLIP's or SigLIP's text tower */
+    const clip_tokenizer *clip_tokenizer; /* CLIP's BPE */
+    const siglip_tokenizer *sentencepiece; /* SigLIP's */
+    float logit_scale, logit_bias;        /* exponentiated; the bias SigLIP's (0 for the rest) */
+    const bert_model *text_decoder;       /* BLIP captioning's BERT decoder */
+    const bert_model *text_encoder;       /* BLIP retrieval's bidirectional text encoder, */
+    const itm_heads *itm;                 /* and its ITM and ITC heads */
+    const bert_tokenizer *wordpiece;      /* BLIP's */
+    const gpt2_model *gpt2;               /* ViT-GPT2's decoder */
+    const gpt2_tokenizer *byte_bpe;       /* GPT-2's byte-level BPE: ViT-GPT2's, and BLIP-2's OPT tokenizer */
+    const blip2_qformer *qformer;         /* BLIP-2's Q-Former with its language projection, */
+    const opt_model *language_model;      /* and its OPT */
+} family_blocks;
+
+/* Those blocks' run state in one context (the family's struct behind ctx->run): the ViT's for
+ * CONTEXT_IMAGE_BATCH pictures, the batch context_preprocess makes ([CONTEXT_IMAGE_BATCH, 3, size, size]), one
+ * picture's vision output as the text side reads it (every token after the post-LayerNorm, or BLIP's ITC pooled
+ * class token), the text tower's for CONTEXT_TEXT_BATCH texts; and, by address, since the calls make them on
+ * first use and grow them to the largest request (freed by the family's free_run): BLIP's BERT (its caption
+ * decoder's or its retrieval text encoder's), ViT-GPT2's GPT-2, BLIP-2's Q-Former, OPT and prefix vectors
+ * [queries, text hidden]. NULL where the family has none. */
+typedef struct family_run_blocks {
+    vit_state *vision;
+    float *pixel_values;
+    float *vision_output;
+    clip_text_state *text;
+    bert_state **bert;
+    gpt2_state **gpt2;
+    bert_state **qformer;
+    opt_state **language;
+    float **prefix;
+} family_run_blocks;
+
 typedef struct model_family {
     /* Recognised by config.json's "architectures"[0] equal to architecture, or, without "architectures", by a
      * model_type equal to model_type (NULL: never). */
@@ -144,9 +196,17 @@ typedef struct model_family {
     /* glimpse_run_task with its arguments checked and p resolved (NULL: the family has no tasks) */
     glimpse_status (*run_task)(glimpse_context *ctx, glimpse_image *const *images, size_t count, const char *task,
                                const char *input, const glimpse_caption_params *p, glimpse_task_result *out);
-    /* int8 twins of the projections of the family's own parts (those behind model->parts) into set, for
-     * GLIMPSE_PRECISION_INT8 (NULL: its parts, if any, stay as stored). */
+    /* int8 twins of the projections of the family's decoders into set, for GLIMPSE_PRECISION_INT8 (NULL: they
+     * stay as stored); its towers' twins are tower_twins'. */
     glimpse_status (*quantize)(glimpse_model *model, q8_set *set);
+    /* Twins by add into set (q8_set_add_twin for int8, bf16x3_set_add for AMX's tiles, bf16x3_twin_clear to undo)
+     * of the projections of the family's encoder towers, each loaded (the ViT, CLIP's text tower; NULL: none). */
+    glimpse_status (*tower_twins)(glimpse_model *model, kernel_twin_add add, void *set);
+    /* The shared blocks of model->parts (family_blocks; NULL: none the generic calls run). */
+    void (*blocks)(const glimpse_model *model, family_blocks *out);
+    /* Their run state in ctx->run, which it makes on first use (glimpse_context_create asks for it, so a context
+     * is made whole or not at all; NULL: the family makes its run state in its own calls). */
+    glimpse_status (*run_blocks)(glimpse_context *ctx, family_run_blocks *out);
     /* Frees what load put in model->parts and what the family's calls put in a context's run (NULL: the
      * family keeps nothing there). */
     void (*free_parts)(void *parts);
@@ -156,6 +216,11 @@ typedef struct model_family {
     const family_explainer *explain;
     const family_bench *bench; /* NULL: `glimpse bench` times the shared parts (or only whole captions) */
 } model_family;
+
+/* model's blocks (all NULL for a family without the hook). */
+void family_blocks_of(const glimpse_model *model, family_blocks *out);
+/* ctx's run blocks (all NULL for a family without the hook; made on first use). */
+glimpse_status family_run_blocks_of(glimpse_context *ctx, family_run_blocks *out);
 
 /* The family config.json names (folder in the error when none does: GLIMPSE_STATUS_UNSUPPORTED). */
 glimpse_status family_detect(const cJSON *config, const char *folder, const model_family **out);

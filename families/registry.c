@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/identity.h"
 #include "api/model.h"
 #include "core/error.h"
 
@@ -23,6 +24,17 @@ static const model_family *const families[] = {
     &family_llava,
 };
 #define FAMILY_COUNT (sizeof families / sizeof families[0])
+
+void family_blocks_of(const glimpse_model *model, family_blocks *out) {
+    memset(out, 0, sizeof *out);
+    if (model->family->blocks) model->family->blocks(model, out);
+}
+
+glimpse_status family_run_blocks_of(glimpse_context *ctx, family_run_blocks *out) {
+    memset(out, 0, sizeof *out);
+    const glimpse_model *model = context_model(ctx);
+    return model->family->run_blocks ? model->family->run_blocks(ctx, out) : GLIMPSE_STATUS_OK;
+}
 
 void family_assign(glimpse_model *model, const model_family *family) {
     model->family = family;

@@ -64,6 +64,10 @@ const model_family family_siglip = {
     .text_section = "text_config",
     .sections_required = false,
     .load = load_siglip,
+    .blocks = legacy_blocks,
+    .run_blocks = legacy_run_blocks,
+    .tower_twins = legacy_tower_twins,
+    .quantize = legacy_quantize,
     .text_info = dual_tower_text_info,
     .sigmoid_scores = true,
 };

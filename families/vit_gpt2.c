@@ -83,6 +83,10 @@ const model_family family_vit_gpt2 = {
     .text_section = "decoder",
     .sections_required = true,
     .load = load_vit_gpt2,
+    .blocks = legacy_blocks,
+    .run_blocks = legacy_run_blocks,
+    .tower_twins = legacy_tower_twins,
+    .quantize = legacy_quantize,
     .text_info = text_info,
     .caption = &cross_caption_gpt2,
 };
