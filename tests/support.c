@@ -332,16 +332,16 @@ void expect_caption_case(struct glimpse_context *ctx, const cJSON *item, size_t 
 
 /* image_embeds of one fixture image through the model's own vision tower. */
 float *image_embeds(const struct glimpse_model *model, const char *image_name) {
-    size_t size = (size_t)model->vision.config.image_size;
-    size_t tokens = model->vision.tokens, hidden = (size_t)model->vision.config.hidden_size;
+    size_t size = (size_t)test_blocks(model).vision->config.image_size;
+    size_t tokens = test_blocks(model).vision->tokens, hidden = (size_t)test_blocks(model).vision->config.hidden_size;
     float *pixels = malloc(3 * size * size * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
     glimpse_image *image = fixture_image(image_name);
     assert_int_equal(preprocess_image(pixels, image, &model->preprocess), GLIMPSE_STATUS_OK);
     glimpse_image_free(image);
     vit_state *vision;
-    assert_int_equal(vit_state_create(&model->vision, 1, &vision), GLIMPSE_STATUS_OK);
-    vit_forward(&model->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-    vit_post_norm_all(&model->vision, vision, 0, embeds);
+    assert_int_equal(vit_state_create(test_blocks(model).vision, 1, &vision), GLIMPSE_STATUS_OK);
+    vit_forward(test_blocks(model).vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+    vit_post_norm_all(test_blocks(model).vision, vision, 0, embeds);
     vit_state_free(vision);
     free(pixels);
     return embeds;
@@ -438,4 +438,16 @@ void expect_ids_equal(const int32_t *ids, size_t count, const cJSON *expected, c
         if (i >= n || (size_t)i >= count || ids[i] != cJSON_GetArrayItem(expected, i)->valueint)
             fail_msg("%s: id %d is %d, the reference's %d (%zu and %d ids)", what, i,
                      (size_t)i < count ? ids[i] : -1, i < n ? cJSON_GetArrayItem(expected, i)->valueint : -1, count, n);
+}
+
+family_blocks test_blocks(const glimpse_model *model) {
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    return blocks;
+}
+
+family_run_blocks test_run_blocks(glimpse_context *ctx) {
+    family_run_blocks run;
+    assert_int_equal(family_run_blocks_of(ctx, &run), GLIMPSE_STATUS_OK);
+    return run;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/attention_record.h"
+#include "families/family.h"
 #include "weights/safetensors.h"
 
 struct glimpse_model;
@@ -174,5 +175,10 @@ void expect_ids_equal(const int32_t *ids, size_t count, const cJSON *expected, c
 /* Two JSON values equal: the same structure and keys in order, strings exactly, numbers equal as float32 values (a
  * processor's coordinates, computed in float32 and printed as Python floats). */
 bool json_same_float32(const cJSON *a, const cJSON *b);
+
+/* The shared blocks a model's family holds behind model->parts, and a context's run state of them (made with the
+ * context), through the family table: how the tests reach the towers and decoders they check. */
+family_blocks test_blocks(const glimpse_model *model);
+family_run_blocks test_run_blocks(glimpse_context *ctx);
 
 #endif

@@ -27,7 +27,7 @@ static void test_clip_vision_self_attention(void **state) {
     attention_fixture f = attention_fixture_open("clip-tiny", "expected.json");
     const glimpse_model *model = f.model;
     const safetensors *attention = f.attention;
-    const vit_model *vision = &model->vision;
+    const vit_model *vision = test_blocks(model).vision;
     const cJSON *images = cJSON_GetObjectItem(f.json, "images");
     size_t n = (size_t)cJSON_GetArraySize(images), tokens = vision->tokens, hidden = (size_t)vision->config.hidden_size;
     size_t layers = (size_t)vision->config.layers, heads = (size_t)vision->config.heads;
@@ -89,9 +89,9 @@ static void test_clip_vision_self_attention(void **state) {
 /* One decoder forward over the case's whole ids: every row against the reference. */
 static void caption_one_forward(const glimpse_model *model, const safetensors *attention, const cJSON *item,
                                 const int32_t *ids, size_t n) {
-    const bert_model *decoder = &model->text_decoder;
+    const bert_model *decoder = test_blocks(model).text_decoder;
     size_t layers = (size_t)decoder->config.layers, heads = (size_t)decoder->config.heads;
-    size_t image_tokens = model->vision.tokens;
+    size_t image_tokens = test_blocks(model).vision->tokens;
     float *embeds = image_embeds(model, cJSON_GetObjectItem(item, "image")->valuestring);
     bert_state *s;
     assert_int_equal(bert_state_create(decoder, 1, n, n, image_tokens, &s), GLIMPSE_STATUS_OK);
@@ -127,12 +127,12 @@ static void caption_one_forward(const glimpse_model *model, const safetensors *a
  * 0 .. n-2 (the prompt's in the first step), and the same caption as without recording. */
 static void caption_step_by_step(const glimpse_model *model, const safetensors *attention, const cJSON *item,
                                  const int32_t *ids, size_t n) {
-    const bert_model *decoder = &model->text_decoder;
+    const bert_model *decoder = test_blocks(model).text_decoder;
     size_t layers = (size_t)decoder->config.layers, heads = (size_t)decoder->config.heads;
-    size_t image_tokens = model->vision.tokens;
+    size_t image_tokens = test_blocks(model).vision->tokens;
     const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
     size_t prompt_length = 0;
-    assert_int_equal(bert_tokenizer_encode(model->wordpiece, prompt, NULL, 0, &prompt_length), GLIMPSE_STATUS_OK);
+    assert_int_equal(bert_tokenizer_encode(test_blocks(model).wordpiece, prompt, NULL, 0, &prompt_length), GLIMPSE_STATUS_OK);
     prompt_length += 1; /* [DEC] */
     glimpse_caption_params p = glimpse_caption_default_params();
     p.prompt = prompt;
@@ -144,7 +144,7 @@ static void caption_step_by_step(const glimpse_model *model, const safetensors *
     glimpse_caption plain, recorded;
     assert_int_equal(glimpse_caption_images(ctx, &image, 1, &p, &plain), GLIMPSE_STATUS_OK);
     attention_record r = record_every_layer(1, 1, layers, 1, heads, n, n, image_tokens);
-    ctx->bert->record = &r; /* the state the first call made, reused by the second */
+    (*test_run_blocks(ctx).bert)->record = &r; /* the state the first call made, reused by the second */
     if (glimpse_caption_images(ctx, &image, 1, &p, &recorded)) fail_msg("%s", glimpse_last_error());
     assert_int_equal(recorded.id_count, n);
     assert_int_equal(plain.id_count, n);
@@ -195,9 +195,9 @@ static void test_blip_caption_attention(void **state) {
 static void test_blip_itm_attention(void **state) {
     (void)state;
     attention_fixture f = attention_fixture_open("blip-itm-tiny", "attention.json");
-    const bert_model *encoder = &f.model->text_encoder;
+    const bert_model *encoder = test_blocks(f.model).text_encoder;
     size_t layers = (size_t)encoder->config.layers, heads = (size_t)encoder->config.heads;
-    size_t image_tokens = f.model->vision.tokens;
+    size_t image_tokens = test_blocks(f.model).vision->tokens;
     const cJSON *images = cJSON_GetObjectItem(f.json, "images"), *texts = cJSON_GetObjectItem(f.json, "texts");
     const cJSON *input_ids = cJSON_GetObjectItem(f.json, "input_ids");
     bert_state *s;

@@ -68,9 +68,9 @@ static void test_random_snapshots(void **state) {
         assert_string_equal(info.weight_dtype, dtypes[i]);
         assert_int_equal(info.text_hidden_size, 16);
         assert_int_equal(info.vocab_size, 300);
-        assert_int_equal(model->vision.tokens, 5);
-        assert_int_equal(model->qformer.queries, 4);
-        assert_null(model->qformer.bert.layers[1].cross_key_weight.data);
+        assert_int_equal(test_blocks(model).vision->tokens, 5);
+        assert_int_equal(test_blocks(model).qformer->queries, 4);
+        assert_null(test_blocks(model).qformer->bert.layers[1].cross_key_weight.data);
         caption_and_ask(model);
         glimpse_model_free(model);
         /* a shard missing: named */
@@ -111,8 +111,8 @@ static void test_post_layer_norm(void **state) {
     char *folder =
         snapshot_from_config(test_workspace(), SMALL_CONFIG_LN("float32", "16", "false"), "post-ln", " --shards 1");
     glimpse_model *model = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
-    assert_false(model->language_model.config.layer_norm_before);
-    assert_null(model->language_model.final_norm_weight);
+    assert_false(test_blocks(model).language_model->config.layer_norm_before);
+    assert_null(test_blocks(model).language_model->final_norm_weight);
     caption_and_ask(model);
     glimpse_model_free(model);
     free(folder);

@@ -36,15 +36,15 @@ static void test_model_and_prompt(void **state) {
     assert_int_equal(glimpse_model_get_kind(m), GLIMPSE_MODEL_KIND_BLIP2);
     assert_int_equal(m->start_id, cJSON_GetObjectItem(f->expected, "bos_token_id")->valueint);
     assert_int_equal(m->end_id, cJSON_GetObjectItem(f->expected, "eos_token_id")->valueint);
-    assert_int_equal(m->qformer.queries, cJSON_GetObjectItem(f->expected, "num_query_tokens")->valueint);
+    assert_int_equal(test_blocks(m).qformer->queries, cJSON_GetObjectItem(f->expected, "num_query_tokens")->valueint);
     /* layers 0 and 2 cross-attend, layer 1 does not */
-    assert_non_null(m->qformer.bert.layers[0].cross_key_weight.data);
-    assert_null(m->qformer.bert.layers[1].cross_key_weight.data);
-    assert_non_null(m->qformer.bert.layers[2].cross_key_weight.data);
+    assert_non_null(test_blocks(m).qformer->bert.layers[0].cross_key_weight.data);
+    assert_null(test_blocks(m).qformer->bert.layers[1].cross_key_weight.data);
+    assert_non_null(test_blocks(m).qformer->bert.layers[2].cross_key_weight.data);
     const cJSON *expected_ids = cJSON_GetObjectItem(f->expected, "prompt_input_ids");
     int32_t ids[64];
     size_t count = 0;
-    assert_int_equal(gpt2_tokenizer_encode(m->byte_bpe, cJSON_GetObjectItem(f->expected, "prompt")->valuestring,
+    assert_int_equal(gpt2_tokenizer_encode(test_blocks(m).byte_bpe, cJSON_GetObjectItem(f->expected, "prompt")->valuestring,
                                            1, ids, 64, &count),
                      GLIMPSE_STATUS_OK);
     assert_int_equal(count, cJSON_GetArraySize(expected_ids));
@@ -65,7 +65,7 @@ static void compare(const parity_fixture *f, const char *what, size_t image, con
 /* The first-step logits from [prefix, embed(prompt)] through the decoder adapter, as generation makes them. */
 static void first_step_logits(const glimpse_model *m, opt_state *lm, const float *prefix, const int32_t *prompt,
                               size_t prompt_length, float **logits) {
-    opt_decoder d = {&m->language_model, lm, prefix, (size_t)m->qformer.queries, prompt, prompt_length};
+    opt_decoder d = {test_blocks(m).language_model, lm, prefix, (size_t)test_blocks(m).qformer->queries, prompt, prompt_length};
     caption_decoder decoder = opt_caption_decoder(&d);
     int32_t placeholder = m->start_id;
     decoder.restart(decoder.self);
@@ -79,9 +79,9 @@ static void image_to_prefix(const glimpse_model *m, const parity_fixture *f, siz
     glimpse_image *image = fixture_image(parity_image(f, i));
     assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_STATUS_OK);
     glimpse_image_free(image);
-    vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-    vit_post_norm_all(&m->vision, vision, 0, embeds);
-    assert_int_equal(blip2_qformer_forward(&m->qformer, qformer, embeds, m->vision.tokens, prefix, NULL),
+    vit_forward(test_blocks(m).vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+    vit_post_norm_all(test_blocks(m).vision, vision, 0, embeds);
+    assert_int_equal(blip2_qformer_forward(test_blocks(m).qformer, qformer, embeds, test_blocks(m).vision->tokens, prefix, NULL),
                      GLIMPSE_STATUS_OK);
 }
 
@@ -89,10 +89,10 @@ static void test_hidden_states_and_first_logits(void **state) {
     parity_fixture *f = *state;
     if (!f) skip();
     const glimpse_model *m = f->model;
-    size_t size = (size_t)m->vision.config.image_size, plane = 3 * size * size;
-    size_t tokens = m->vision.tokens, hidden = (size_t)m->vision.config.hidden_size;
-    size_t queries = (size_t)m->qformer.queries, qhidden = (size_t)m->qformer.config.hidden_size;
-    size_t text_hidden = (size_t)m->qformer.projection_dim, vocab = (size_t)m->language_model.config.vocab_size;
+    size_t size = (size_t)test_blocks(m).vision->config.image_size, plane = 3 * size * size;
+    size_t tokens = test_blocks(m).vision->tokens, hidden = (size_t)test_blocks(m).vision->config.hidden_size;
+    size_t queries = (size_t)test_blocks(m).qformer->queries, qhidden = (size_t)test_blocks(m).qformer->config.hidden_size;
+    size_t text_hidden = (size_t)test_blocks(m).qformer->projection_dim, vocab = (size_t)test_blocks(m).language_model->config.vocab_size;
     const cJSON *prompt_json = cJSON_GetObjectItem(f->expected, "prompt_input_ids");
     int32_t prompt[64], start = m->start_id;
     size_t prompt_length = (size_t)cJSON_GetArraySize(prompt_json);
@@ -102,9 +102,9 @@ static void test_hidden_states_and_first_logits(void **state) {
     vit_state *vision;
     bert_state *qformer;
     opt_state *lm;
-    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_STATUS_OK);
-    assert_int_equal(blip2_qformer_state_create(&m->qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
-    assert_int_equal(opt_state_create(&m->language_model, 1, 32, 32, &lm), GLIMPSE_STATUS_OK);
+    assert_int_equal(vit_state_create(test_blocks(m).vision, 1, &vision), GLIMPSE_STATUS_OK);
+    assert_int_equal(blip2_qformer_state_create(test_blocks(m).qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
+    assert_int_equal(opt_state_create(test_blocks(m).language_model, 1, 32, 32, &lm), GLIMPSE_STATUS_OK);
     for (size_t i = 0; i < f->image_count; i++) {
         image_to_prefix(m, f, i, vision, qformer, pixels, embeds, prefix);
         compare(f, "pixel_values", i, pixels, plane, 1e-6);
@@ -228,10 +228,10 @@ static void test_qformer_attention(void **state) {
     safetensors *reference = NULL;
     if (fixture_open(FIXTURE, "attention.json", "attention.safetensors", NULL, &json, &reference))
         fail_msg("no attention.json or attention.safetensors");
-    size_t size = (size_t)m->vision.config.image_size, plane = 3 * size * size;
-    size_t tokens = m->vision.tokens, hidden = (size_t)m->vision.config.hidden_size;
-    size_t queries = (size_t)m->qformer.queries, heads = (size_t)m->qformer.config.heads;
-    size_t layers = (size_t)m->qformer.config.layers;
+    size_t size = (size_t)test_blocks(m).vision->config.image_size, plane = 3 * size * size;
+    size_t tokens = test_blocks(m).vision->tokens, hidden = (size_t)test_blocks(m).vision->config.hidden_size;
+    size_t queries = (size_t)test_blocks(m).qformer->queries, heads = (size_t)test_blocks(m).qformer->config.heads;
+    size_t layers = (size_t)test_blocks(m).qformer->config.layers;
     uint64_t cross_layers = 0;
     const cJSON *layer;
     cJSON_ArrayForEach(layer, cJSON_GetObjectItem(json, "cross_attention_layers")) {
@@ -247,11 +247,11 @@ static void test_qformer_attention(void **state) {
     record.probabilities[ATTENTION_KIND_SELF] = malloc(self_floats * sizeof(float));
     record.probabilities[ATTENTION_KIND_CROSS] = malloc(cross_floats * sizeof(float));
     float *pixels = malloc(plane * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
-    float *prefix = malloc(queries * (size_t)m->qformer.projection_dim * sizeof(float));
+    float *prefix = malloc(queries * (size_t)test_blocks(m).qformer->projection_dim * sizeof(float));
     vit_state *vision;
     bert_state *qformer;
-    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_STATUS_OK);
-    assert_int_equal(blip2_qformer_state_create(&m->qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
+    assert_int_equal(vit_state_create(test_blocks(m).vision, 1, &vision), GLIMPSE_STATUS_OK);
+    assert_int_equal(blip2_qformer_state_create(test_blocks(m).qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
     qformer->record = &record;
     for (size_t i = 0; i < f->image_count; i++) {
         image_to_prefix(m, f, i, vision, qformer, pixels, embeds, prefix);
@@ -283,9 +283,9 @@ static void test_language_model_attention(void **state) {
     const glimpse_model *m = f->model;
     const cJSON *first_case = cJSON_GetArrayItem(cJSON_GetObjectItem(f->expected, "cases"), 0);
     const cJSON *ids_json = cJSON_GetObjectItem(first_case, "ids");
-    size_t generated = (size_t)cJSON_GetArraySize(ids_json), queries = (size_t)m->qformer.queries;
-    size_t positions = queries + generated - 1, proj = (size_t)m->language_model.config.word_embed_proj_dim;
-    size_t heads = (size_t)m->language_model.config.heads, layers = (size_t)m->language_model.config.layers;
+    size_t generated = (size_t)cJSON_GetArraySize(ids_json), queries = (size_t)test_blocks(m).qformer->queries;
+    size_t positions = queries + generated - 1, proj = (size_t)test_blocks(m).language_model->config.word_embed_proj_dim;
+    size_t heads = (size_t)test_blocks(m).language_model->config.heads, layers = (size_t)test_blocks(m).language_model->config.layers;
     int32_t ids[64];
     for (size_t i = 0; i < generated; i++) ids[i] = cJSON_GetArrayItem(ids_json, (int)i)->valueint;
     attention_record stepped = {.layers = {(1ull << layers) - 1, 0}, .sequences = 1, .heads = heads,
@@ -297,10 +297,10 @@ static void test_language_model_attention(void **state) {
     float *prefix = malloc(queries * proj * sizeof(float)), *embeddings = malloc(positions * proj * sizeof(float));
     for (size_t i = 0; i < queries * proj; i++) prefix[i] = (float)((i * 7919) % 101) / 101.0f - 0.5f;
     opt_state *a, *b;
-    assert_int_equal(opt_state_create(&m->language_model, 1, positions, positions, &a), GLIMPSE_STATUS_OK);
-    assert_int_equal(opt_state_create(&m->language_model, 1, positions, positions, &b), GLIMPSE_STATUS_OK);
+    assert_int_equal(opt_state_create(test_blocks(m).language_model, 1, positions, positions, &a), GLIMPSE_STATUS_OK);
+    assert_int_equal(opt_state_create(test_blocks(m).language_model, 1, positions, positions, &b), GLIMPSE_STATUS_OK);
     a->record = &stepped, b->record = &whole;
-    opt_decoder d = {&m->language_model, a, prefix, queries, ids, 1};
+    opt_decoder d = {test_blocks(m).language_model, a, prefix, queries, ids, 1};
     caption_decoder decoder = opt_caption_decoder(&d);
     float *logits;
     decoder.restart(decoder.self);
@@ -308,8 +308,8 @@ static void test_language_model_attention(void **state) {
     for (size_t t = 1; t + 1 < generated; t++)
         assert_int_equal(decoder.step(decoder.self, ids + t, 1, 1, &logits, NULL), GLIMPSE_STATUS_OK);
     memcpy(embeddings, prefix, queries * proj * sizeof(float));
-    assert_int_equal(opt_embed(&m->language_model, ids, generated - 1, embeddings + queries * proj), GLIMPSE_STATUS_OK);
-    assert_int_equal(opt_forward(&m->language_model, b, embeddings, 1, positions, NULL), GLIMPSE_STATUS_OK);
+    assert_int_equal(opt_embed(test_blocks(m).language_model, ids, generated - 1, embeddings + queries * proj), GLIMPSE_STATUS_OK);
+    assert_int_equal(opt_forward(test_blocks(m).language_model, b, embeddings, 1, positions, NULL), GLIMPSE_STATUS_OK);
     double d_max = relative_difference(stepped.probabilities[0], whole.probabilities[0], floats);
     note_difference("blip2 OPT self-attention, steps vs one pass", d_max);
     assert_true(d_max <= ATTENTION_TOLERANCE);
@@ -331,9 +331,9 @@ static void test_language_model_attention_recomputed(void **state) {
     parity_fixture *f = *state;
     if (!f) skip();
     const glimpse_model *m = f->model;
-    const opt_model *lm = &m->language_model;
-    size_t tokens = m->vision.tokens, hidden = (size_t)m->vision.config.hidden_size;
-    size_t size = (size_t)m->vision.config.image_size, queries = (size_t)m->qformer.queries;
+    const opt_model *lm = test_blocks(m).language_model;
+    size_t tokens = test_blocks(m).vision->tokens, hidden = (size_t)test_blocks(m).vision->config.hidden_size;
+    size_t size = (size_t)test_blocks(m).vision->config.image_size, queries = (size_t)test_blocks(m).qformer->queries;
     size_t proj = (size_t)lm->config.word_embed_proj_dim, h = (size_t)lm->config.hidden_size;
     size_t heads = (size_t)lm->config.heads, head_dim = h / heads, layers = (size_t)lm->config.layers;
     size_t vocab = (size_t)lm->config.vocab_size;
@@ -347,8 +347,8 @@ static void test_language_model_attention_recomputed(void **state) {
     double *scores = malloc(rows * sizeof(double)), worst = 0;
     vit_state *vision;
     bert_state *qformer;
-    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_STATUS_OK);
-    assert_int_equal(blip2_qformer_state_create(&m->qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
+    assert_int_equal(vit_state_create(test_blocks(m).vision, 1, &vision), GLIMPSE_STATUS_OK);
+    assert_int_equal(blip2_qformer_state_create(test_blocks(m).qformer, tokens, &qformer), GLIMPSE_STATUS_OK);
     for (size_t i = 0; i < f->image_count; i++) {
         image_to_prefix(m, f, i, vision, qformer, pixels, embeds, prefix);
         /* every layer recorded through generation's first step: the logits are still the reference's */
@@ -418,7 +418,7 @@ static void first_logits(const glimpse_model *m, const char *image_name, float *
     bench_vision(ctx, 1, &flops);
     assert_int_equal(bench_blip2_qformer(ctx, 1, &flops), GLIMPSE_STATUS_OK);
     assert_int_equal(bench_blip2_prefill(ctx, 1, &flops), GLIMPSE_STATUS_OK);
-    memcpy(out, ctx->language->logits, (size_t)m->language_model.config.vocab_size * sizeof(float));
+    memcpy(out, (*test_run_blocks(ctx).language)->logits, (size_t)test_blocks(m).language_model->config.vocab_size * sizeof(float));
     glimpse_context_free(ctx);
     glimpse_image_free(image);
 }
@@ -428,7 +428,7 @@ static void test_int8_logits(void **state) {
     if (!f) skip();
     char *folder = fixture_path(FIXTURE);
     glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
-    size_t vocab = (size_t)f->model->language_model.config.vocab_size;
+    size_t vocab = (size_t)test_blocks(f->model).language_model->config.vocab_size;
     float *x = malloc(vocab * sizeof *x), *y = malloc(vocab * sizeof *y);
     double worst = 0;
     for (size_t i = 0; i < f->image_count; i++) {

@@ -34,15 +34,15 @@ static void test_image_embeds_and_first_logits(void **state) {
     blip_fixture *f = *state;
     if (!f) skip();
     const glimpse_model *m = f->model;
-    size_t size = (size_t)m->vision.config.image_size, plane = 3 * size * size;
-    size_t tokens = m->vision.tokens, hidden = (size_t)m->vision.config.hidden_size;
-    size_t vocab = (size_t)m->text_decoder.config.vocab_size;
+    size_t size = (size_t)test_blocks(m).vision->config.image_size, plane = 3 * size * size;
+    size_t tokens = test_blocks(m).vision->tokens, hidden = (size_t)test_blocks(m).vision->config.hidden_size;
+    size_t vocab = (size_t)test_blocks(m).text_decoder->config.vocab_size;
     const cJSON *images = cJSON_GetObjectItem(f->expected, "images");
     float *pixels = malloc(plane * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
     vit_state *vision;
     bert_state *decoder;
-    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_STATUS_OK);
-    assert_int_equal(bert_state_create(&m->text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_STATUS_OK);
+    assert_int_equal(vit_state_create(test_blocks(m).vision, 1, &vision), GLIMPSE_STATUS_OK);
+    assert_int_equal(bert_state_create(test_blocks(m).text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_STATUS_OK);
     for (int i = 0; i < cJSON_GetArraySize(images); i++) {
         glimpse_image *image = fixture_image(cJSON_GetArrayItem(images, i)->valuestring);
         assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_STATUS_OK);
@@ -52,15 +52,15 @@ static void test_image_embeds_and_first_logits(void **state) {
         double d = relative_difference(pixels, fixture_tensor(f->reference, name, plane), plane);
         note_difference("blip pixel_values", d);
         assert_true(d <= 1e-6);
-        vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-        vit_post_norm_all(&m->vision, vision, 0, embeds);
+        vit_forward(test_blocks(m).vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+        vit_post_norm_all(test_blocks(m).vision, vision, 0, embeds);
         snprintf(name, sizeof name, "image_embeds.%d", i);
         d = relative_difference(embeds, fixture_tensor(f->reference, name, tokens * hidden), tokens * hidden);
         note_difference("blip image_embeds", d);
         assert_true(d <= TOLERANCE);
-        assert_int_equal(bert_set_image(&m->text_decoder, decoder, embeds, tokens, NULL), GLIMPSE_STATUS_OK);
+        assert_int_equal(bert_set_image(test_blocks(m).text_decoder, decoder, embeds, tokens, NULL), GLIMPSE_STATUS_OK);
         int32_t start = m->start_id;
-        assert_int_equal(bert_decode_step(&m->text_decoder, decoder, &start, 1, 1, NULL), GLIMPSE_STATUS_OK);
+        assert_int_equal(bert_decode_step(test_blocks(m).text_decoder, decoder, &start, 1, 1, NULL), GLIMPSE_STATUS_OK);
         snprintf(name, sizeof name, "first_step_logits.%d", i);
         d = relative_difference(decoder->logits, fixture_tensor(f->reference, name, vocab), vocab);
         note_difference("blip first_step_logits", d);
@@ -74,7 +74,7 @@ static void test_image_embeds_and_first_logits(void **state) {
 /* The prompt's length with the start token, to turn max_length into new tokens. */
 static size_t prompt_length(const glimpse_model *model, const cJSON *item) {
     size_t length = 0;
-    assert_int_equal(bert_tokenizer_encode(model->wordpiece, cJSON_GetObjectItem(item, "prompt")->valuestring, NULL,
+    assert_int_equal(bert_tokenizer_encode(test_blocks(model).wordpiece, cJSON_GetObjectItem(item, "prompt")->valuestring, NULL,
                                            0, &length),
                      GLIMPSE_STATUS_OK);
     return length + 1;

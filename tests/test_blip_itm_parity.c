@@ -62,7 +62,7 @@ static void test_token_ids_and_pixels(void **state) {
         assert_int_equal(count, cJSON_GetArraySize(expected));
         for (size_t i = 0; i < count; i++) assert_int_equal(ids[i], cJSON_GetArrayItem(expected, (int)i)->valueint);
     }
-    size_t size = (size_t)f->model->vision.config.image_size, plane = 3 * size * size;
+    size_t size = (size_t)test_blocks(f->model).vision->config.image_size, plane = 3 * size * size;
     float *pixels = malloc(plane * sizeof(float));
     for (size_t i = 0; i < f->image_count; i++) {
         assert_int_equal(preprocess_image(pixels, f->images[i], &f->model->preprocess), GLIMPSE_STATUS_OK);
@@ -113,19 +113,19 @@ static void test_itm_logits(void **state) {
     glimpse_context *ctx;
     assert_int_equal(glimpse_context_create(m, NULL, &ctx), GLIMPSE_STATUS_OK);
     bert_state *encoder;
-    assert_int_equal(bert_state_create(&m->text_encoder, 1, 64, 64, m->vision.tokens, &encoder), GLIMPSE_STATUS_OK);
+    assert_int_equal(bert_state_create(test_blocks(m).text_encoder, 1, 64, 64, test_blocks(m).vision->tokens, &encoder), GLIMPSE_STATUS_OK);
     for (size_t i = 0; i < f->image_count; i++) {
         assert_int_equal(context_preprocess(ctx, &f->images[i], 1, 0), GLIMPSE_STATUS_OK);
-        vit_forward(&m->vision, ctx->vision, ctx->pixel_values, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-        vit_post_norm_all(&m->vision, ctx->vision, 0, ctx->vision_output);
-        assert_int_equal(bert_set_image(&m->text_encoder, encoder, ctx->vision_output, m->vision.tokens, NULL), GLIMPSE_STATUS_OK);
+        vit_forward(test_blocks(m).vision, test_run_blocks(ctx).vision, test_run_blocks(ctx).pixel_values, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+        vit_post_norm_all(test_blocks(m).vision, test_run_blocks(ctx).vision, 0, test_run_blocks(ctx).vision_output);
+        assert_int_equal(bert_set_image(test_blocks(m).text_encoder, encoder, test_run_blocks(ctx).vision_output, test_blocks(m).vision->tokens, NULL), GLIMPSE_STATUS_OK);
         for (size_t t = 0; t < f->text_count; t++) {
             int32_t ids[64];
             size_t count;
             assert_int_equal(glimpse_tokenize(m, f->texts[t], ids, 64, &count), GLIMPSE_STATUS_OK);
-            assert_int_equal(bert_encode(&m->text_encoder, encoder, ids, count, 1, NULL), GLIMPSE_STATUS_OK);
+            assert_int_equal(bert_encode(test_blocks(m).text_encoder, encoder, ids, count, 1, NULL), GLIMPSE_STATUS_OK);
             float logits[2];
-            itm_match_probability(&m->itm, encoder->x, logits);
+            itm_match_probability(test_blocks(m).itm, encoder->x, logits);
             char name[64];
             snprintf(name, sizeof name, "itm_logits.%zu.%zu", i, t);
             double d = relative_difference(logits, fixture_tensor(f->reference, name, 2), 2);

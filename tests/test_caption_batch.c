@@ -30,7 +30,7 @@ typedef struct batch_cases {
 
 static size_t wordpiece_prompt_length(const glimpse_model *model, const char *prompt) {
     size_t length = 0;
-    assert_int_equal(bert_tokenizer_encode(model->wordpiece, prompt, NULL, 0, &length), GLIMPSE_STATUS_OK);
+    assert_int_equal(bert_tokenizer_encode(test_blocks(model).wordpiece, prompt, NULL, 0, &length), GLIMPSE_STATUS_OK);
     return length + 1;
 }
 

@@ -29,13 +29,13 @@ static int teardown(void **state) { return parity_teardown(state); }
     } while (0)
 
 static float *all_pixel_values(clip_fixture *f) {
-    return parity_pixel_values(f, &f->model->preprocess, (size_t)f->model->vision.config.image_size);
+    return parity_pixel_values(f, &f->model->preprocess, (size_t)test_blocks(f->model).vision->config.image_size);
 }
 
 static void test_pixel_values(void **state) {
     clip_fixture *f = *state;
     REQUIRE_FIXTURES(f);
-    size_t size = (size_t)f->model->vision.config.image_size, plane = 3 * size * size;
+    size_t size = (size_t)test_blocks(f->model).vision->config.image_size, plane = 3 * size * size;
     float *pixels = all_pixel_values(f);
     const float *expected = fixture_tensor(f->reference, "pixel_values", f->image_count * plane);
     for (size_t i = 0; i < f->image_count; i++) {
@@ -52,7 +52,7 @@ static void test_pixel_values(void **state) {
 static void test_vision_tower(void **state) {
     clip_fixture *f = *state;
     REQUIRE_FIXTURES(f);
-    const vit_model *vision = &f->model->vision;
+    const vit_model *vision = test_blocks(f->model).vision;
     size_t n = f->image_count, hidden = (size_t)vision->config.hidden_size, tokens = vision->tokens;
     size_t dim = (size_t)vision->config.projection_dim;
     float *pixels = all_pixel_values(f);
@@ -113,7 +113,7 @@ static void test_token_ids(void **state) {
 static void test_text_tower(void **state) {
     clip_fixture *f = *state;
     REQUIRE_FIXTURES(f);
-    const clip_text_model *text = &f->model->text;
+    const clip_text_model *text = test_blocks(f->model).text;
     size_t n = f->text_count, hidden = (size_t)text->config.hidden_size, dim = (size_t)text->config.projection_dim;
     size_t positions = (size_t)text->config.max_positions;
     const cJSON *all_ids = cJSON_GetObjectItem(f->expected, "input_ids");

@@ -190,18 +190,18 @@ static double check_word_maps(const glimpse_explanation *e, const glimpse_model 
     for (size_t m = 0; m < e->map_count; m++) {
         const glimpse_explain_map *map = &e->maps[m];
         if (!strcmp(map->label, "[text]")) continue;
-        while (next < e->id_count && bert_tokenizer_is_special(model->wordpiece, e->ids[next])) next++;
+        while (next < e->id_count && bert_tokenizer_is_special(test_blocks(model).wordpiece, e->ids[next])) next++;
         assert_int_equal(map->first_token, next); /* words in order, none skipped */
         for (size_t j = 1; j < map->token_count; j++)
-            assert_memory_equal(bert_tokenizer_token(model->wordpiece, e->ids[next + j]), "##", 2);
+            assert_memory_equal(bert_tokenizer_token(test_blocks(model).wordpiece, e->ids[next + j]), "##", 2);
         const char *after = next + map->token_count < e->id_count
-                                ? bert_tokenizer_token(model->wordpiece, e->ids[next + map->token_count])
+                                ? bert_tokenizer_token(test_blocks(model).wordpiece, e->ids[next + map->token_count])
                                 : "";
         assert_false(!strncmp(after, "##", 2)); /* the next token starts a word */
         worst = fmax(worst, expect_word_map(e, map, cross, layers, heads, image_tokens, row_shift, want));
         next += map->token_count;
     }
-    while (next < e->id_count && bert_tokenizer_is_special(model->wordpiece, e->ids[next])) next++;
+    while (next < e->id_count && bert_tokenizer_is_special(test_blocks(model).wordpiece, e->ids[next])) next++;
     assert_int_equal(next, e->id_count);
     free(want);
     return worst;
@@ -221,7 +221,7 @@ static void test_blip_caption_word_maps(void **state) {
         size_t n = (size_t)cJSON_GetArraySize(list);
         const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
         size_t prompt_length = 0;
-        assert_int_equal(bert_tokenizer_encode(f.model->wordpiece, prompt, NULL, 0, &prompt_length), GLIMPSE_STATUS_OK);
+        assert_int_equal(bert_tokenizer_encode(test_blocks(f.model).wordpiece, prompt, NULL, 0, &prompt_length), GLIMPSE_STATUS_OK);
         prompt_length += 1;
         glimpse_caption_params caption = glimpse_caption_default_params();
         caption.prompt = prompt;
@@ -544,7 +544,7 @@ static void test_vit_gpt2_word_maps(void **state) {
         const cJSON *list = cJSON_GetObjectItem(item, "ids");
         size_t n = (size_t)cJSON_GetArraySize(list), prompt_length = 0;
         const char *prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
-        assert_int_equal(gpt2_tokenizer_encode(f.model->byte_bpe, prompt, 0, NULL, 0, &prompt_length),
+        assert_int_equal(gpt2_tokenizer_encode(test_blocks(f.model).byte_bpe, prompt, 0, NULL, 0, &prompt_length),
                          prompt[0] ? GLIMPSE_STATUS_TOO_LARGE : GLIMPSE_STATUS_OK);
         prompt_length += 1; /* the start token */
         glimpse_caption_params caption = glimpse_caption_default_params();

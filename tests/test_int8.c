@@ -127,19 +127,19 @@ static int same_caption(glimpse_context *a, glimpse_context *b, glimpse_image *i
  * their error beside the size of the logits, and beside the margin between
  * float32's best two words (what decides a greedy caption). */
 static void first_step_logits(glimpse_model *m, glimpse_image *image, pool *threads, float *logits) {
-    size_t size = (size_t)m->vision.config.image_size, tokens = m->vision.tokens;
-    size_t hidden = (size_t)m->vision.config.hidden_size, vocab = (size_t)m->text_decoder.config.vocab_size;
+    size_t size = (size_t)test_blocks(m).vision->config.image_size, tokens = test_blocks(m).vision->tokens;
+    size_t hidden = (size_t)test_blocks(m).vision->config.hidden_size, vocab = (size_t)test_blocks(m).text_decoder->config.vocab_size;
     float *pixels = malloc(3 * size * size * sizeof(float)), *embeds = malloc(tokens * hidden * sizeof(float));
     vit_state *vision;
     bert_state *decoder;
-    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_STATUS_OK);
-    assert_int_equal(bert_state_create(&m->text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_STATUS_OK);
+    assert_int_equal(vit_state_create(test_blocks(m).vision, 1, &vision), GLIMPSE_STATUS_OK);
+    assert_int_equal(bert_state_create(test_blocks(m).text_decoder, 1, 8, 8, tokens, &decoder), GLIMPSE_STATUS_OK);
     assert_int_equal(preprocess_image(pixels, image, &m->preprocess), GLIMPSE_STATUS_OK);
-    vit_forward(&m->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, threads);
-    vit_post_norm_all(&m->vision, vision, 0, embeds);
-    assert_int_equal(bert_set_image(&m->text_decoder, decoder, embeds, tokens, threads), GLIMPSE_STATUS_OK);
+    vit_forward(test_blocks(m).vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, threads);
+    vit_post_norm_all(test_blocks(m).vision, vision, 0, embeds);
+    assert_int_equal(bert_set_image(test_blocks(m).text_decoder, decoder, embeds, tokens, threads), GLIMPSE_STATUS_OK);
     int32_t start = m->start_id;
-    assert_int_equal(bert_decode_step(&m->text_decoder, decoder, &start, 1, 1, threads), GLIMPSE_STATUS_OK);
+    assert_int_equal(bert_decode_step(test_blocks(m).text_decoder, decoder, &start, 1, 1, threads), GLIMPSE_STATUS_OK);
     memcpy(logits, decoder->logits, vocab * sizeof *logits);
     vit_state_free(vision);
     bert_state_free(decoder);

@@ -55,7 +55,7 @@ static void test_random_snapshot(void **state) {
     assert_int_equal(info.embedding_dim, 32);
     assert_int_equal(info.text_max_tokens, 64);      /* SigLIP's default, absent from the config */
     assert_string_equal(info.text_activation, "gelu_pytorch_tanh");
-    assert_int_equal(model->vision.tokens, 16);      /* 4 × 4 patches, no class token */
+    assert_int_equal(test_blocks(model).vision->tokens, 16);      /* 4 × 4 patches, no class token */
     assert_float_equal(info.logit_bias, -10.0f, 0);  /* what glimpse-make-model writes */
     float embeddings[64], logit;
     embed_both(model, "a photo of a cat", embeddings);
@@ -110,11 +110,11 @@ static void test_patch_remainder(void **state) {
                 if (y < 32 && x < 32) crop[c][y][x] = pixels[c][y][x];
             }
     vit_state *whole_run, *crop_run;
-    assert_int_equal(vit_state_create(&model->vision, 1, &whole_run), GLIMPSE_STATUS_OK);
+    assert_int_equal(vit_state_create(test_blocks(model).vision, 1, &whole_run), GLIMPSE_STATUS_OK);
     assert_int_equal(vit_state_create(&cropped, 1, &crop_run), GLIMPSE_STATUS_OK);
-    vit_forward(&model->vision, whole_run, &pixels[0][0][0], 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+    vit_forward(test_blocks(model).vision, whole_run, &pixels[0][0][0], 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
     vit_forward(&cropped, crop_run, &crop[0][0][0], 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-    vit_embed(&model->vision, whole_run, 0, whole_embedding);
+    vit_embed(test_blocks(model).vision, whole_run, 0, whole_embedding);
     vit_embed(&cropped, crop_run, 0, crop_embedding);
     assert_memory_equal(whole_embedding, crop_embedding, sizeof whole_embedding);
     vit_state_free(whole_run), vit_state_free(crop_run);

@@ -69,13 +69,13 @@ static void expect_close(const char *what, const float *actual, const float *exp
 }
 
 static float *all_pixel_values(const siglip_fixture *f) {
-    return parity_pixel_values(f->parity, &f->model->preprocess, (size_t)f->model->vision.config.image_size);
+    return parity_pixel_values(f->parity, &f->model->preprocess, (size_t)test_blocks(f->model).vision->config.image_size);
 }
 
 /* Bit for bit: the same Pillow resize, the same float64 rescale and float32 normalisation. */
 static void test_pixel_values(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    size_t size = (size_t)f->model->vision.config.image_size, plane = 3 * size * size;
+    size_t size = (size_t)test_blocks(f->model).vision->config.image_size, plane = 3 * size * size;
     assert_int_equal(size, 64);
     float *pixels = all_pixel_values(f);
     const float *expected = fixture_tensor(f->parity->reference, "pixel_values", f->parity->image_count * plane);
@@ -90,12 +90,12 @@ static void test_pixel_values(void **state) {
 /* The config's absent keys took SigLIP's defaults. */
 static void test_config_defaults(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    const vit_config *v = &f->model->vision.config;
-    const clip_text_config *t = &f->model->text.config;
+    const vit_config *v = &test_blocks(f->model).vision->config;
+    const clip_text_config *t = &test_blocks(f->model).text->config;
     assert_int_equal(v->patch_size, 16);
     assert_int_equal(v->act, ACTIVATION_GELU_TANH);
     assert_true(v->layer_norm_eps == 1e-6f);
-    assert_int_equal(f->model->vision.tokens, 16); /* 4 × 4 patches, no class token */
+    assert_int_equal(test_blocks(f->model).vision->tokens, 16); /* 4 × 4 patches, no class token */
     assert_int_equal(v->projection_dim, 40);
     assert_int_equal(t->max_positions, 64);
     assert_int_equal(t->act, ACTIVATION_GELU_TANH);
@@ -104,8 +104,8 @@ static void test_config_defaults(void **state) {
     assert_int_equal(t->vocab_size, 1000);
     double scale = cJSON_GetObjectItem(f->parity->expected, "logit_scale")->valuedouble;
     double bias = cJSON_GetObjectItem(f->parity->expected, "logit_bias")->valuedouble;
-    assert_true(fabs(f->model->logit_scale - scale) <= 1e-6 * scale);
-    assert_true(fabs(f->model->logit_bias - bias) <= 1e-6);
+    assert_true(fabs(test_blocks(f->model).logit_scale - scale) <= 1e-6 * scale);
+    assert_true(fabs(test_blocks(f->model).logit_bias - bias) <= 1e-6);
 }
 
 /* ids[0 .. count) against a JSON list of ids, then padding with </s> (1) up to count. */
@@ -132,7 +132,7 @@ static void test_token_ids(void **state) {
         assert_int_equal(count, SIGLIP_TOKENIZER_DEFAULT_LENGTH);
         assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(all_ids, (int)t)), SIGLIP_TOKENIZER_DEFAULT_LENGTH);
         expect_ids(text, ids, count, cJSON_GetArrayItem(all_ids, (int)t));
-        assert_int_equal(siglip_tokenizer_encode(f->model->sentencepiece, text, ids, count, &unpadded),
+        assert_int_equal(siglip_tokenizer_encode(test_blocks(f->model).sentencepiece, text, ids, count, &unpadded),
                          GLIMPSE_STATUS_OK);
         assert_int_equal(unpadded, cJSON_GetArrayItem(counts, (int)t)->valueint);
     }
@@ -153,7 +153,7 @@ static void test_token_ids(void **state) {
 
 static void test_vision_tower(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    const vit_model *vision = &f->model->vision;
+    const vit_model *vision = test_blocks(f->model).vision;
     size_t n = f->parity->image_count, hidden = (size_t)vision->config.hidden_size, tokens = vision->tokens;
     size_t dim = (size_t)vision->config.projection_dim;
     float *pixels = all_pixel_values(f);
@@ -184,7 +184,7 @@ static void test_vision_tower(void **state) {
 
 /* The fixture's input_ids, packed: every text is 64 ids. */
 static int32_t *fixture_ids(const siglip_fixture *f, size_t *lengths) {
-    size_t positions = (size_t)f->model->text.config.max_positions;
+    size_t positions = (size_t)test_blocks(f->model).text->config.max_positions;
     const cJSON *all_ids = cJSON_GetObjectItem(f->parity->expected, "input_ids");
     int32_t *ids = malloc(f->parity->text_count * positions * sizeof *ids);
     for (size_t t = 0; t < f->parity->text_count; t++) {
@@ -198,7 +198,7 @@ static int32_t *fixture_ids(const siglip_fixture *f, size_t *lengths) {
 
 static void test_text_tower(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    const clip_text_model *text = &f->model->text;
+    const clip_text_model *text = test_blocks(f->model).text;
     size_t n = f->parity->text_count, hidden = (size_t)text->config.hidden_size;
     size_t dim = (size_t)text->config.projection_dim;
     size_t positions = (size_t)text->config.max_positions, lengths[16];
@@ -237,12 +237,12 @@ static void test_text_tower(void **state) {
  * from the reference's own embeddings (the towers are held to those above). */
 static void test_scores(void **state) {
     const siglip_fixture *f = fixture_of(state);
-    size_t ni = f->parity->image_count, nt = f->parity->text_count, dim = (size_t)f->model->vision.config.projection_dim;
+    size_t ni = f->parity->image_count, nt = f->parity->text_count, dim = (size_t)test_blocks(f->model).vision->config.projection_dim;
     const safetensors *reference = f->parity->reference;
     const float *images = fixture_tensor(reference, "image_embeds", ni * dim);
     const float *texts = fixture_tensor(reference, "text_embeds", nt * dim);
     float *logits = malloc(ni * nt * sizeof(float)), *probabilities = malloc(ni * nt * sizeof(float));
-    retrieval_logits(logits, images, ni, texts, nt, dim, f->model->logit_scale, f->model->logit_bias);
+    retrieval_logits(logits, images, ni, texts, nt, dim, test_blocks(f->model).logit_scale, test_blocks(f->model).logit_bias);
     retrieval_sigmoid(probabilities, logits, ni * nt);
     expect_close("logits_per_image", logits, fixture_tensor(reference, "logits_per_image", ni * nt), ni * nt);
     expect_close("probs_per_image", probabilities, fixture_tensor(reference, "probs_per_image", ni * nt), ni * nt);
@@ -281,7 +281,7 @@ static void test_public_api_scores(void **state) {
     glimpse_model_info info;
     assert_int_equal(glimpse_model_get_info(f->model, &info), GLIMPSE_STATUS_OK);
     assert_string_equal(info.architecture, "SiglipModel");
-    assert_float_equal(info.logit_bias, f->model->logit_bias, 0);
+    assert_float_equal(info.logit_bias, test_blocks(f->model).logit_bias, 0);
     assert_int_equal(info.text_max_tokens, 64);
     assert_int_equal(info.embedding_dim, 40);
     free(image_embeds), free(text_embeds), free(logits);

@@ -53,10 +53,10 @@ static void test_random_snapshot(void **state) {
     char *folder = MAKE_MODEL("float32", 0);
     glimpse_model *model = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
     assert_int_equal(glimpse_model_get_kind(model), GLIMPSE_MODEL_KIND_VIT_GPT2);
-    assert_int_equal(model->vision.tokens, 10); /* 3 × 3 patches and the class token */
-    assert_non_null(model->gpt2.projection_weight.data); /* 24 → 32: enc_to_dec_proj */
-    assert_ptr_equal(model->gpt2.head.data, model->gpt2.token_embedding.data);
-    assert_int_equal(model->gpt2.config.intermediate_size, 128); /* n_inner left out: 4 · n_embd */
+    assert_int_equal(test_blocks(model).vision->tokens, 10); /* 3 × 3 patches and the class token */
+    assert_non_null(test_blocks(model).gpt2->projection_weight.data); /* 24 → 32: enc_to_dec_proj */
+    assert_ptr_equal(test_blocks(model).gpt2->head.data, test_blocks(model).gpt2->token_embedding.data);
+    assert_int_equal(test_blocks(model).gpt2->config.intermediate_size, 128); /* n_inner left out: 4 · n_embd */
     /* no generation_config.json: config.json's top level, as transformers' from_model_config */
     glimpse_caption_params settings = glimpse_caption_model_params(model);
     assert_int_equal(settings.beams, 2);
@@ -90,7 +90,7 @@ static float stored_value(const tensor_entry *entry, size_t row, size_t column, 
 
 /* Every Conv1D weight [in, out] reaches the products as [out, in]: element (o, i) is the file's (i, o). */
 static void expect_turned(const glimpse_model *model) {
-    const gpt2_layer *layer = &model->gpt2.layers[1];
+    const gpt2_layer *layer = &test_blocks(model).gpt2->layers[1];
     const tensor_entry *entry = weight_store_find(model->store, "decoder.transformer.h.1.attn.c_attn.weight");
     assert_non_null(entry);
     size_t h = 32;
@@ -109,20 +109,20 @@ static void expect_turned(const glimpse_model *model) {
 
 /* The first step's logits of the smooth picture. */
 static float *first_logits(const glimpse_model *model) {
-    size_t tokens = model->vision.tokens, hidden = (size_t)model->vision.config.hidden_size;
-    size_t size = (size_t)model->vision.config.image_size, vocab = (size_t)model->gpt2.config.vocab_size;
+    size_t tokens = test_blocks(model).vision->tokens, hidden = (size_t)test_blocks(model).vision->config.hidden_size;
+    size_t size = (size_t)test_blocks(model).vision->config.image_size, vocab = (size_t)test_blocks(model).gpt2->config.vocab_size;
     float *pixels = malloc(3 * size * size * sizeof(float)), *encoded = malloc(tokens * hidden * sizeof(float));
     float *logits = malloc(vocab * sizeof(float));
     glimpse_image *image = smooth_picture();
     assert_int_equal(preprocess_image(pixels, image, &model->preprocess), GLIMPSE_STATUS_OK);
     vit_state *vision;
     gpt2_state *decoder;
-    assert_int_equal(vit_state_create(&model->vision, 1, &vision), GLIMPSE_STATUS_OK);
-    vit_forward(&model->vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-    vit_post_norm_all(&model->vision, vision, 0, encoded);
-    assert_int_equal(gpt2_state_create(&model->gpt2, 1, 4, 4, tokens, &decoder), GLIMPSE_STATUS_OK);
-    assert_int_equal(gpt2_set_image(&model->gpt2, decoder, encoded, tokens, NULL), GLIMPSE_STATUS_OK);
-    assert_int_equal(gpt2_decode_step(&model->gpt2, decoder, &model->start_id, 1, 1, NULL), GLIMPSE_STATUS_OK);
+    assert_int_equal(vit_state_create(test_blocks(model).vision, 1, &vision), GLIMPSE_STATUS_OK);
+    vit_forward(test_blocks(model).vision, vision, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+    vit_post_norm_all(test_blocks(model).vision, vision, 0, encoded);
+    assert_int_equal(gpt2_state_create(test_blocks(model).gpt2, 1, 4, 4, tokens, &decoder), GLIMPSE_STATUS_OK);
+    assert_int_equal(gpt2_set_image(test_blocks(model).gpt2, decoder, encoded, tokens, NULL), GLIMPSE_STATUS_OK);
+    assert_int_equal(gpt2_decode_step(test_blocks(model).gpt2, decoder, &model->start_id, 1, 1, NULL), GLIMPSE_STATUS_OK);
     memcpy(logits, decoder->logits, vocab * sizeof(float));
     gpt2_state_free(decoder);
     vit_state_free(vision);

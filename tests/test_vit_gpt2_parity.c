@@ -33,8 +33,8 @@ static void test_model_kind_and_settings(void **state) {
     assert_int_equal(m->end_id, cJSON_GetObjectItem(f->expected, "eos_token_id")->valueint);
     assert_int_equal(m->pad_id, cJSON_GetObjectItem(f->expected, "pad_token_id")->valueint);
     /* the decoder section's tie_word_embeddings: the head is wte (the file has no lm_head) */
-    assert_ptr_equal(m->gpt2.head.data, m->gpt2.token_embedding.data);
-    assert_null(m->gpt2.projection_weight.data); /* equal widths: no enc_to_dec_proj */
+    assert_ptr_equal(test_blocks(m).gpt2->head.data, test_blocks(m).gpt2->token_embedding.data);
+    assert_null(test_blocks(m).gpt2->projection_weight.data); /* equal widths: no enc_to_dec_proj */
     /* ViTFeatureExtractor's old form: "size": 60, resample 2 (bilinear), no rescale keys */
     assert_int_equal(m->preprocess.resize_height, 60);
     assert_int_equal(m->preprocess.resize_width, 60);
@@ -95,15 +95,15 @@ static void test_pixels_encoder_and_first_logits(void **state) {
     parity_fixture *f = *state;
     if (!f) skip();
     const glimpse_model *m = f->model;
-    size_t size = (size_t)m->vision.config.image_size, plane = 3 * size * size;
-    size_t tokens = m->vision.tokens, hidden = (size_t)m->vision.config.hidden_size;
-    size_t vocab = (size_t)m->gpt2.config.vocab_size;
+    size_t size = (size_t)test_blocks(m).vision->config.image_size, plane = 3 * size * size;
+    size_t tokens = test_blocks(m).vision->tokens, hidden = (size_t)test_blocks(m).vision->config.hidden_size;
+    size_t vocab = (size_t)test_blocks(m).gpt2->config.vocab_size;
     assert_int_equal(tokens, 26);
     float *pixels = parity_pixel_values(f, &m->preprocess, size), *encoded = malloc(tokens * hidden * sizeof(float));
     vit_state *vision;
     gpt2_state *decoder;
-    assert_int_equal(vit_state_create(&m->vision, 1, &vision), GLIMPSE_STATUS_OK);
-    assert_int_equal(gpt2_state_create(&m->gpt2, 1, 8, 8, tokens, &decoder), GLIMPSE_STATUS_OK);
+    assert_int_equal(vit_state_create(test_blocks(m).vision, 1, &vision), GLIMPSE_STATUS_OK);
+    assert_int_equal(gpt2_state_create(test_blocks(m).gpt2, 1, 8, 8, tokens, &decoder), GLIMPSE_STATUS_OK);
     for (size_t i = 0; i < f->image_count; i++) {
         char name[64];
         snprintf(name, sizeof name, "pixel_values.%zu", i);
@@ -111,21 +111,21 @@ static void test_pixels_encoder_and_first_logits(void **state) {
         note_difference("vit-gpt2 pixel_values", relative_difference(pixels + i * plane, want, plane));
         if (memcmp(pixels + i * plane, want, plane * sizeof(float)) != 0)
             fail_msg("%s: pixel_values differ from the reference's", parity_image(f, i));
-        vit_forward(&m->vision, vision, pixels + i * plane, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
-        vit_post_norm_all(&m->vision, vision, 0, encoded);
+        vit_forward(test_blocks(m).vision, vision, pixels + i * plane, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+        vit_post_norm_all(test_blocks(m).vision, vision, 0, encoded);
         snprintf(name, sizeof name, "encoder_last_hidden_state.%zu", i);
         expect_reference_close(encoded, f->reference, name, tokens * hidden, "vit-gpt2 encoder_last_hidden_state",
                                TOLERANCE);
         /* the first step: the start token alone */
-        assert_int_equal(gpt2_set_image(&m->gpt2, decoder, encoded, tokens, NULL), GLIMPSE_STATUS_OK);
-        assert_int_equal(gpt2_decode_step(&m->gpt2, decoder, &m->start_id, 1, 1, NULL), GLIMPSE_STATUS_OK);
+        assert_int_equal(gpt2_set_image(test_blocks(m).gpt2, decoder, encoded, tokens, NULL), GLIMPSE_STATUS_OK);
+        assert_int_equal(gpt2_decode_step(test_blocks(m).gpt2, decoder, &m->start_id, 1, 1, NULL), GLIMPSE_STATUS_OK);
         snprintf(name, sizeof name, "first_step_logits.%zu", i);
         expect_reference_close(decoder->logits, f->reference, name, vocab, "vit-gpt2 first_step_logits", TOLERANCE);
     }
     /* a token outside the vocabulary and a step past the state's room are refused */
     int32_t outside = (int32_t)vocab, many[9] = {0};
-    assert_int_equal(gpt2_decode_step(&m->gpt2, decoder, &outside, 1, 1, NULL), GLIMPSE_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(gpt2_decode_step(&m->gpt2, decoder, many, 1, 9, NULL), GLIMPSE_STATUS_TOO_LARGE);
+    assert_int_equal(gpt2_decode_step(test_blocks(m).gpt2, decoder, &outside, 1, 1, NULL), GLIMPSE_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(gpt2_decode_step(test_blocks(m).gpt2, decoder, many, 1, 9, NULL), GLIMPSE_STATUS_TOO_LARGE);
     vit_state_free(vision);
     gpt2_state_free(decoder);
     free(pixels), free(encoded);
@@ -152,7 +152,7 @@ static void test_encoder_attention(void **state) {
     if (!f) skip();
     safetensors *attention = fixture_tensors("vit-gpt2-tiny/attention.safetensors");
     assert_non_null(attention);
-    const vit_model *vision = &f->model->vision;
+    const vit_model *vision = test_blocks(f->model).vision;
     size_t n = f->image_count, tokens = vision->tokens, size = (size_t)vision->config.image_size;
     size_t layers = (size_t)vision->config.layers, heads = (size_t)vision->config.heads;
     float *pixels = parity_pixel_values(f, &f->model->preprocess, size);
@@ -204,7 +204,7 @@ static void test_decoder_attention(void **state) {
     assert_non_null(cases);
     assert_non_null(attention);
     const glimpse_model *m = f->model;
-    size_t layers = (size_t)m->gpt2.config.layers, heads = (size_t)m->gpt2.config.heads, tokens = m->vision.tokens;
+    size_t layers = (size_t)test_blocks(m).gpt2->config.layers, heads = (size_t)test_blocks(m).gpt2->config.heads, tokens = test_blocks(m).vision->tokens;
     glimpse_context *ctx;
     assert_int_equal(glimpse_context_create(m, NULL, &ctx), GLIMPSE_STATUS_OK);
     const cJSON *item;
@@ -219,18 +219,18 @@ static void test_decoder_attention(void **state) {
         /* one forward */
         float *encoded = image_embeds(m, image_name);
         gpt2_state *s;
-        assert_int_equal(gpt2_state_create(&m->gpt2, 1, n, n, tokens, &s), GLIMPSE_STATUS_OK);
-        assert_int_equal(gpt2_set_image(&m->gpt2, s, encoded, tokens, NULL), GLIMPSE_STATUS_OK);
+        assert_int_equal(gpt2_state_create(test_blocks(m).gpt2, 1, n, n, tokens, &s), GLIMPSE_STATUS_OK);
+        assert_int_equal(gpt2_set_image(test_blocks(m).gpt2, s, encoded, tokens, NULL), GLIMPSE_STATUS_OK);
         attention_record r = record_every_layer(1, 1, layers, 1, heads, n, n, tokens);
         s->record = &r;
-        assert_int_equal(gpt2_decode_step(&m->gpt2, s, ids, 1, n, NULL), GLIMPSE_STATUS_OK);
+        assert_int_equal(gpt2_decode_step(test_blocks(m).gpt2, s, ids, 1, n, NULL), GLIMPSE_STATUS_OK);
         compare_case(&r, attention, item, layers, heads, n, tokens, n, "one forward");
         /* a record too small for the pass is refused, not overrun */
         attention_record tiny = {.layers = {1, 1}, .sequences = 1, .heads = heads, .rows = n - 1,
                                  .columns = {n, tokens}};
-        assert_int_equal(gpt2_set_image(&m->gpt2, s, encoded, tokens, NULL), GLIMPSE_STATUS_OK);
+        assert_int_equal(gpt2_set_image(test_blocks(m).gpt2, s, encoded, tokens, NULL), GLIMPSE_STATUS_OK);
         s->record = &tiny;
-        assert_int_equal(gpt2_decode_step(&m->gpt2, s, ids, 1, n, NULL), GLIMPSE_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(gpt2_decode_step(test_blocks(m).gpt2, s, ids, 1, n, NULL), GLIMPSE_STATUS_INVALID_ARGUMENT);
         record_free(&r);
         gpt2_state_free(s);
         free(encoded);
@@ -239,16 +239,16 @@ static void test_decoder_attention(void **state) {
         p.prompt = cJSON_GetObjectItem(item, "prompt")->valuestring;
         int32_t prompt_ids[16];
         size_t prompt_length = 0;
-        assert_int_equal(gpt2_tokenizer_encode(m->byte_bpe, p.prompt, 0, prompt_ids, 16, &prompt_length),
+        assert_int_equal(gpt2_tokenizer_encode(test_blocks(m).byte_bpe, p.prompt, 0, prompt_ids, 16, &prompt_length),
                          GLIMPSE_STATUS_OK);
         p.max_tokens = (int)(n - 1 - prompt_length);
         glimpse_image *image = fixture_image(image_name);
         glimpse_caption plain, recorded;
         assert_int_equal(glimpse_caption_images(ctx, &image, 1, &p, &plain), GLIMPSE_STATUS_OK);
         attention_record steps = record_every_layer(1, 1, layers, 1, heads, n, n, tokens);
-        ctx->gpt2->record = &steps; /* the state the first call made, reused by the second */
+        (*test_run_blocks(ctx).gpt2)->record = &steps; /* the state the first call made, reused by the second */
         if (glimpse_caption_images(ctx, &image, 1, &p, &recorded)) fail_msg("%s", glimpse_last_error());
-        ctx->gpt2->record = NULL;
+        (*test_run_blocks(ctx).gpt2)->record = NULL;
         assert_int_equal(recorded.id_count, n);
         assert_memory_equal(recorded.ids, ids, n * sizeof(int32_t));
         assert_memory_equal(plain.ids, ids, n * sizeof(int32_t));
