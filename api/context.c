@@ -20,15 +20,6 @@ void glimpse_context_free(glimpse_context *ctx) {
     if (ctx->run && ctx->model && ctx->model->family && ctx->model->family->free_run)
         ctx->model->family->free_run(ctx->run);
     pool_free(ctx->threads);
-    vit_state_free(ctx->vision);
-    clip_text_state_free(ctx->text);
-    free(ctx->pixel_values);
-    bert_state_free(ctx->bert);
-    gpt2_state_free(ctx->gpt2);
-    free(ctx->vision_output);
-    bert_state_free(ctx->qformer);
-    opt_state_free(ctx->language);
-    free(ctx->prefix);
     free(ctx);
 }
 

@@ -5,14 +5,10 @@
 #ifndef GLIMPSE_API_CONTEXT_H
 #define GLIMPSE_API_CONTEXT_H
 
+#include "core/attention_record.h"
 #include "core/pool.h"
-#include "fusion/bert.h"
 #include "fusion/generate.h"
-#include "fusion/opt.h"
-#include "fusion/gpt2.h"
 #include "glimpse.h"
-#include "text/clip_text.h"
-#include "vision/vit.h"
 
 /* Images per vision forward and texts per text forward. */
 #define CONTEXT_IMAGE_BATCH 8
@@ -22,32 +18,14 @@ struct glimpse_context {
     const glimpse_model *model;
     glimpse_context_params params;
     pool *threads;
-    /* The family's own run state (a struct its families/ file defines, made on first use), freed by
-     * model->family->free_run; NULL for the families whose state is still the fields below. */
+    /* The family's own run state (a struct its families/ file defines: its towers' and decoders' activations and
+     * caches, the pictures' pixel values), made on first use (for the families with run_blocks, by
+     * glimpse_context_create) and freed by model->family->free_run; the generic calls see the shared blocks'
+     * state in it through family->run_blocks. */
     void *run;
-    vit_state *vision;        /* with the vision tower: CONTEXT_IMAGE_BATCH images */
-    clip_text_state *text;    /* with CLIP's or SigLIP's text tower: CONTEXT_TEXT_BATCH texts */
-    float *pixel_values;      /* [CONTEXT_IMAGE_BATCH, 3, size, size]: the batch context_preprocess made */
-    /* BLIP: one image's vision output as the BERT side reads it: every token
-     * after the post-LayerNorm [tokens, vision hidden] (captioning, ITM), or
-     * the pooled class token alone [vision hidden] (ITC) */
-    float *vision_output;
-    /* BLIP: the run state of the model's BERT with cross-attention, made on
-     * first use and grown to the largest request so far: the caption
-     * decoder's (beams x caption length) or the retrieval text encoder's (one
-     * text at a time, for ITM and ITC) */
-    bert_state *bert;
-    /* BLIP-2: the Q-Former's state, made on first use; the language model's,
-     * grown to the largest request (beams x positions); the image's prefix
-     * vectors [queries, text hidden] */
-    bert_state *qformer;
-    opt_state *language;
-    float *prefix;
-    /* ViT-GPT2: the GPT-2 decoder's run state, made and grown as BLIP's bert is */
-    gpt2_state *gpt2;
-    /* NULL but inside glimpse_explain_caption: what glimpse_caption_images has the decoder record as it generates
-     * (attached to bert, gpt2 or language once it is made), and BLIP-2's Q-Former as it reads the image
-     * (attached to qformer) */
+    /* NULL but inside glimpse_explain_caption: what glimpse_caption_images has the family's decoder record as it
+     * generates (a family attaches it to its decoder's state once it is made), and BLIP-2's Q-Former as it reads
+     * the image: explain's protocol with every captioner, so the context's */
     const attention_record *caption_record;
     const attention_record *qformer_record;
     /* Floats of vision self-attention one rollout pass of glimpse_explain_clip may record (without want_raw):
@@ -67,7 +45,8 @@ typedef struct caption_request {
     const int32_t *prompt;
     size_t prompt_length;
 } caption_request;
-/* Captions one image, whose vision tokens (post-LayerNorm, every token) are in ctx->vision_output. */
+/* Captions one image, whose vision tokens (post-LayerNorm, every token) are in its family's vision output
+ * (family_run_blocks.vision_output). */
 typedef glimpse_status (*caption_image_fn)(glimpse_context *ctx, size_t image, const caption_request *request,
                                            glimpse_caption *out);
 /* The loop every captioner shares (api/caption.c): the images through the vision tower in batches, then
@@ -115,8 +94,8 @@ glimpse_status caption_images_each(glimpse_context *ctx, glimpse_image *const *i
  * application's callback asks to stop. */
 glimpse_status context_progress(const glimpse_context *ctx, size_t done, size_t total);
 
-/* Preprocesses images[0..count) into ctx->pixel_values (count <= CONTEXT_IMAGE_BATCH), in
- * parallel; first_index numbers the images in errors (their place in the caller's call). */
+/* Preprocesses images[0..count) into the family's pixel_values (family_run_blocks; count <= CONTEXT_IMAGE_BATCH)
+ * for its ViT, in parallel; first_index numbers the images in errors (their place in the caller's call). */
 glimpse_status context_preprocess(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                   size_t first_index);
 

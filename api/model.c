@@ -120,17 +120,6 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
 void glimpse_model_free(glimpse_model *model) {
     if (!model) return;
     if (model->parts && model->family && model->family->free_parts) model->family->free_parts(model->parts);
-    vit_model_free(&model->vision);
-    clip_text_model_free(&model->text);
-    clip_tokenizer_free(model->tokenizer);
-    siglip_tokenizer_free(model->sentencepiece);
-    bert_model_free(&model->text_decoder);
-    bert_model_free(&model->text_encoder);
-    bert_tokenizer_free(model->wordpiece);
-    blip2_qformer_free(&model->qformer);
-    opt_model_free(&model->language_model);
-    gpt2_model_free(&model->gpt2);
-    gpt2_tokenizer_free(model->byte_bpe);
     q8_set_free(&model->quantized);
     bf16x3_set_free(&model->split);
     weight_store_free(model->store);

@@ -14,9 +14,50 @@
 #include "core/error.h"
 #include "families/family.h"
 #include "families/loader_steps.h"
+#include "families/vit_run.h"
 #include "fusion/generate.h"
 #include "weights/config.h"
 #include "weights/names.h"
+
+/* What load makes (model->parts): the ViT, the Q-Former with its language projection, OPT, and OPT's byte-level
+ * BPE. The token ids and generation settings are model->start_id, ... (every captioner's). */
+typedef struct blip2_parts {
+    vit_model vision;
+    blip2_qformer qformer;
+    opt_model language_model;
+    gpt2_tokenizer *byte_bpe;
+} blip2_parts;
+
+/* A context's run state (ctx->run): the ViT's; the Q-Former's, made on first use; OPT's, grown to the largest
+ * request (beams x positions); the picture's prefix vectors [queries, text hidden]. */
+typedef struct blip2_run {
+    vit_run vision;
+    bert_state *qformer;
+    opt_state *language;
+    float *prefix;
+} blip2_run;
+
+static blip2_parts *parts_of(const glimpse_model *model) { return model->parts; }
+/* (made by glimpse_context_create, through run_blocks) */
+static blip2_run *run_of(const glimpse_context *ctx) { return ctx->run; }
+
+static void free_parts(void *parts_pointer) {
+    blip2_parts *parts = parts_pointer;
+    vit_model_free(&parts->vision);
+    blip2_qformer_free(&parts->qformer);
+    opt_model_free(&parts->language_model);
+    gpt2_tokenizer_free(parts->byte_bpe);
+    free(parts);
+}
+
+static void free_run(void *run_pointer) {
+    blip2_run *run = run_pointer;
+    vit_run_free(&run->vision);
+    bert_state_free(run->qformer);
+    opt_state_free(run->language);
+    free(run->prefix);
+    free(run);
+}
 
 /* The prompt BLIP-2's model card and paper ask questions with. */
 #define BLIP2_QUESTION_FORMAT "Question: %s Answer:"
@@ -25,6 +66,8 @@ static glimpse_status load_blip2(glimpse_model *model, const glimpse_load_params
                                  const cJSON *text_json) {
     (void)params; /* captioning needs both towers */
     const char *folder = model->folder;
+    blip2_parts *parts = calloc(1, sizeof *parts);
+    if (!(model->parts = parts)) return ERROR_OOM();
     const cJSON *qformer_json = cJSON_GetObjectItemCaseSensitive(model->config, "qformer_config");
     if (!cJSON_IsObject(qformer_json))
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: %s needs a qformer_config object", folder,
@@ -35,26 +78,26 @@ static glimpse_status load_blip2(glimpse_model *model, const glimpse_load_params
     if ((status = vit_config_read(vision_json, "config.json: vision_config", VIT_VARIANT_BLIP, &vision)) ||
         (status = opt_config_read(text_json, "config.json: text_config", &text)) ||
         (status = blip2_qformer_config_read(model->config, qformer_json, vision.hidden_size, text.hidden_size,
-                                            &model->qformer)))
+                                            &parts->qformer)))
         return status;
     if (text.word_embed_proj_dim != text.hidden_size) /* transformers concatenates the two: they must agree */
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s/config.json: the language projection gives %d values but "
                          "OPT's word embeddings have %d", folder, text.hidden_size, text.word_embed_proj_dim);
-    if (model->qformer.config.encoder_hidden_size != vision.hidden_size)
+    if (parts->qformer.config.encoder_hidden_size != vision.hidden_size)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s/config.json: the Q-Former reads image tokens of %d values, "
-                         "the vision tower makes %d", folder, model->qformer.config.encoder_hidden_size,
+                         "the vision tower makes %d", folder, parts->qformer.config.encoder_hidden_size,
                          vision.hidden_size);
-    if ((status = vit_model_load(&model->vision, &vision, names_blip2.vision, model->store))) return status;
+    if ((status = vit_model_load(&parts->vision, &vision, names_blip2.vision, model->store))) return status;
     model->has_vision = true;
     model->preprocess = preprocess_default_blip(vision.image_size); /* BlipImageProcessor */
     if ((status = read_preprocessor(model, 1)) ||
-        (status = blip2_qformer_load(&model->qformer, &names_blip2, model->store)) ||
-        (status = opt_model_load(&model->language_model, &text, &names_blip2.language_model, model->store)))
+        (status = blip2_qformer_load(&parts->qformer, &names_blip2, model->store)) ||
+        (status = opt_model_load(&parts->language_model, &text, &names_blip2.language_model, model->store)))
         return status;
     model->has_text = true;
     model->start_id = text.bos_id, model->end_id = text.eos_id, model->pad_id = text.pad_id;
-    if ((status = gpt2_tokenizer_load(folder, &model->byte_bpe)) ||
-        (status = check_vocabulary(model, "vocab.json", gpt2_tokenizer_vocab_size(model->byte_bpe),
+    if ((status = gpt2_tokenizer_load(folder, &parts->byte_bpe)) ||
+        (status = check_vocabulary(model, "vocab.json", gpt2_tokenizer_vocab_size(parts->byte_bpe),
                                    text.vocab_size)))
         return status;
     /* generate's settings: generation_config.json (later hub revisions have one), else (4.27 writes none for
@@ -76,6 +119,7 @@ static glimpse_status load_blip2(glimpse_model *model, const glimpse_load_params
 /* The language model's prompt: the tokenizer's ids of the text (OPT's "</s>" first), or that start token alone. */
 static glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *prompt, int32_t **ids,
                                        size_t *count) {
+    const blip2_parts *parts = parts_of(model);
     *ids = NULL;
     if (!prompt || !prompt[0]) {
         *ids = malloc(sizeof **ids);
@@ -85,11 +129,11 @@ static glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *p
         return GLIMPSE_STATUS_OK;
     }
     size_t n = 0;
-    glimpse_status status = gpt2_tokenizer_encode(model->byte_bpe, prompt, 1, NULL, 0, &n);
+    glimpse_status status = gpt2_tokenizer_encode(parts->byte_bpe, prompt, 1, NULL, 0, &n);
     if (status && status != GLIMPSE_STATUS_TOO_LARGE) return status;
     *ids = malloc((n ? n : 1) * sizeof **ids);
     if (!*ids) return ERROR_OOM();
-    status = gpt2_tokenizer_encode(model->byte_bpe, prompt, 1, *ids, n, count);
+    status = gpt2_tokenizer_encode(parts->byte_bpe, prompt, 1, *ids, n, count);
     if (!status && !*count) { /* a tokenizer without a start token and a prompt of nothing */
         (*ids)[0] = model->start_id;
         *count = 1;
@@ -100,57 +144,66 @@ static glimpse_status blip2_prompt_ids(const glimpse_model *model, const char *p
 /* decode(ids, skip_special_tokens=True). Ids the model has but vocab.json lacks (OPT's embedding rows past the
  * tokenizer's 50,265, padding) stand for no text and are left out, where transformers' decode fails on them. */
 static glimpse_status blip2_decode(const glimpse_model *model, const int32_t *ids, size_t count, char **text) {
+    const blip2_parts *parts = parts_of(model);
     int32_t *known = malloc((count ? count : 1) * sizeof *known);
     if (!known) return ERROR_OOM();
-    size_t kept = 0, vocab = gpt2_tokenizer_vocab_size(model->byte_bpe);
+    size_t kept = 0, vocab = gpt2_tokenizer_vocab_size(parts->byte_bpe);
     for (size_t i = 0; i < count; i++)
         if (ids[i] >= 0 && (size_t)ids[i] < vocab) known[kept++] = ids[i];
-    glimpse_status status = gpt2_tokenizer_decode(model->byte_bpe, known, kept, 1, 1, text, NULL);
+    glimpse_status status = gpt2_tokenizer_decode(parts->byte_bpe, known, kept, 1, 1, text, NULL);
     free(known);
     return status;
 }
 
 static glimpse_status blip2_prepare_image_side(glimpse_context *ctx) {
+    blip2_run *run = run_of(ctx);
     const glimpse_model *model = ctx->model;
+    const blip2_parts *parts = parts_of(model);
     glimpse_status status = GLIMPSE_STATUS_OK;
-    if (!ctx->qformer) status = blip2_qformer_state_create(&model->qformer, model->vision.tokens, &ctx->qformer);
-    if (!status && !ctx->prefix) {
-        ctx->prefix = malloc((size_t)model->qformer.queries * (size_t)model->qformer.projection_dim * sizeof(float));
-        if (!ctx->prefix) status = ERROR_OOM();
+    if (!run->qformer) status = blip2_qformer_state_create(&parts->qformer, parts->vision.tokens, &run->qformer);
+    if (!status && !run->prefix) {
+        run->prefix = malloc((size_t)parts->qformer.queries * (size_t)parts->qformer.projection_dim * sizeof(float));
+        if (!run->prefix) status = ERROR_OOM();
     }
     return status;
 }
 
 static glimpse_status blip2_image_prefix(glimpse_context *ctx) {
+    blip2_run *run = run_of(ctx);
     const glimpse_model *model = ctx->model;
-    return blip2_qformer_forward(&model->qformer, ctx->qformer, ctx->vision_output, model->vision.tokens, ctx->prefix,
-                                 ctx->threads);
+    const blip2_parts *parts = parts_of(model);
+    return blip2_qformer_forward(&parts->qformer, run->qformer, run->vision.vision_output, parts->vision.tokens,
+                                 run->prefix, ctx->threads);
 }
 
 /* Makes or grows the context's run states for `sequences` of `positions`. */
 static glimpse_status prepare_states(glimpse_context *ctx, size_t sequences, size_t positions) {
+    blip2_run *run = run_of(ctx);
     const glimpse_model *model = ctx->model;
+    const blip2_parts *parts = parts_of(model);
     glimpse_status status = blip2_prepare_image_side(ctx);
-    opt_state *state = ctx->language;
+    opt_state *state = run->language;
     if (!status && (!state || state->max_sequences < sequences || state->max_length < positions)) {
-        opt_state_free(ctx->language);
-        ctx->language = NULL;
-        status = opt_state_create(&model->language_model, sequences, positions, positions, &ctx->language);
+        opt_state_free(run->language);
+        run->language = NULL;
+        status = opt_state_create(&parts->language_model, sequences, positions, positions, &run->language);
     }
     if (!status) { /* glimpse_explain_caption's records, NULL otherwise */
-        ctx->qformer->record = ctx->qformer_record;
-        ctx->language->record = ctx->caption_record;
+        run->qformer->record = ctx->qformer_record;
+        run->language->record = ctx->caption_record;
     }
     return status;
 }
 
-/* One image, its vision tokens in ctx->vision_output: the prefix, then generation from generate's placeholder. */
+/* One image, its vision tokens in the run's vision_output: the prefix, then generation from generate's placeholder. */
 static glimpse_status caption_one(glimpse_context *ctx, size_t image, const caption_request *request,
                                   glimpse_caption *out) {
+    blip2_run *run = run_of(ctx);
     const glimpse_model *model = ctx->model;
+    const blip2_parts *parts = parts_of(model);
     glimpse_status status = blip2_image_prefix(ctx);
     if (status) return status;
-    opt_decoder opt = {&model->language_model, ctx->language,  ctx->prefix, (size_t)model->qformer.queries,
+    opt_decoder opt = {&parts->language_model, run->language,  run->prefix, (size_t)parts->qformer.queries,
                        request->prompt,        request->prompt_length};
     caption_decoder decoder = opt_caption_decoder(&opt);
     int32_t start = model->start_id;
@@ -160,15 +213,16 @@ static glimpse_status caption_one(glimpse_context *ctx, size_t image, const capt
 static glimpse_status blip2_caption_images(glimpse_context *ctx, glimpse_image *const *images, size_t count,
                                            const glimpse_caption_params *p, glimpse_caption *out) {
     const glimpse_model *model = ctx->model;
+    const blip2_parts *parts = parts_of(model);
     int32_t *prompt = NULL;
     size_t prompt_length = 0;
     glimpse_status status = blip2_prompt_ids(model, p->prompt, &prompt, &prompt_length);
     /* the queries and the prompt, then each new token but the last is fed back: one spare position */
-    size_t positions = (size_t)model->qformer.queries + prompt_length + (size_t)p->max_tokens;
-    size_t model_positions = (size_t)model->language_model.config.max_positions;
+    size_t positions = (size_t)parts->qformer.queries + prompt_length + (size_t)p->max_tokens;
+    size_t model_positions = (size_t)parts->language_model.config.max_positions;
     if (!status && positions > model_positions)
         status = error_set(GLIMPSE_STATUS_TOO_LARGE, "the %d query tokens, the prompt (%zu tokens) and %d new tokens "
-                           "exceed the language model's %zu positions", model->qformer.queries, prompt_length,
+                           "exceed the language model's %zu positions", parts->qformer.queries, prompt_length,
                            p->max_tokens, model_positions);
     if (!status) status = prepare_states(ctx, (size_t)p->beams, positions);
     caption_request request = {p, prompt, prompt_length};
@@ -235,7 +289,7 @@ static glimpse_status chat(glimpse_context *ctx, const glimpse_chat_message *mes
     if (!status) status = blip2_prompt_ids(ctx->model, prompt, &out->prompt_ids, &out->prompt_id_count);
     if (!status) {
         out->prompt = prompt, prompt = NULL;
-        out->prompt_positions = (size_t)ctx->model->qformer.queries + out->prompt_id_count;
+        out->prompt_positions = (size_t)parts_of(ctx->model)->qformer.queries + out->prompt_id_count;
         out->ended = out->id_count > 1 && out->ids[out->id_count - 1] == ctx->model->end_id;
     }
     free(prompt);
@@ -250,20 +304,22 @@ static glimpse_status chat(glimpse_context *ctx, const glimpse_chat_message *mes
 #define BENCH_GENERATED 64
 
 glimpse_status bench_blip2_qformer(glimpse_context *ctx, size_t sequences, double *flops) {
+    blip2_run *run = run_of(ctx);
     const glimpse_model *model = ctx->model;
-    size_t queries = (size_t)model->qformer.queries;
+    const blip2_parts *parts = parts_of(model);
+    size_t queries = (size_t)parts->qformer.queries;
     glimpse_status status = prepare_states(ctx, sequences, queries + BENCH_PROMPT_CAPACITY + BENCH_GENERATED);
     if (status) return status;
-    vit_post_norm_all(&model->vision, ctx->vision, 0, ctx->vision_output);
-    status = blip2_qformer_forward(&model->qformer, ctx->qformer, ctx->vision_output, model->vision.tokens,
-                                   ctx->prefix, ctx->threads);
-    const bert_config *c = &model->qformer.config;
+    vit_post_norm_all(&parts->vision, run->vision.vision, 0, run->vision.vision_output);
+    status = blip2_qformer_forward(&parts->qformer, run->qformer, run->vision.vision_output, parts->vision.tokens,
+                                   run->prefix, ctx->threads);
+    const bert_config *c = &parts->qformer.config;
     double h = c->hidden_size, inter = c->intermediate_size, q = (double)queries, e = c->encoder_hidden_size;
-    double image = (double)model->vision.tokens, cross_layers = 0;
-    for (int l = 0; l < c->layers; l++) cross_layers += model->qformer.bert.layers[l].cross_key_weight.data != NULL;
+    double image = (double)parts->vision.tokens, cross_layers = 0;
+    for (int l = 0; l < c->layers; l++) cross_layers += parts->qformer.bert.layers[l].cross_key_weight.data != NULL;
     *flops = c->layers * (2 * q * (4 * h * h + 2 * h * inter) + 4 * q * q * h) +
              cross_layers * (2 * q * 2 * h * h + 2 * image * 2 * e * h + 4 * q * image * h) +
-             2 * q * h * model->qformer.projection_dim;
+             2 * q * h * parts->qformer.projection_dim;
     return status;
 }
 
@@ -275,36 +331,40 @@ static double opt_flops(const opt_config *t, double rows, double cached, double 
 }
 
 glimpse_status bench_blip2_prefill(glimpse_context *ctx, size_t prompt_length, double *flops) {
+    blip2_run *run = run_of(ctx);
     const glimpse_model *model = ctx->model;
+    const blip2_parts *parts = parts_of(model);
     int32_t prompt[BENCH_PROMPT_CAPACITY];
     if (prompt_length < 1 || prompt_length > BENCH_PROMPT_CAPACITY)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "bench_blip2_prefill: 1 to %d prompt ids",
                          BENCH_PROMPT_CAPACITY);
     for (size_t i = 0; i < prompt_length; i++) prompt[i] = model->start_id;
-    opt_decoder opt = {&model->language_model, ctx->language, ctx->prefix, (size_t)model->qformer.queries, prompt,
+    opt_decoder opt = {&parts->language_model, run->language, run->prefix, (size_t)parts->qformer.queries, prompt,
                        prompt_length};
     caption_decoder decoder = opt_caption_decoder(&opt);
     float *logits;
     decoder.restart(decoder.self);
     glimpse_status status = decoder.step(decoder.self, prompt, 1, 1, &logits, ctx->threads);
-    *flops = opt_flops(&model->language_model.config, (double)(model->qformer.queries + (int)prompt_length), 0, 1);
+    *flops = opt_flops(&parts->language_model.config, (double)(parts->qformer.queries + (int)prompt_length), 0, 1);
     return status;
 }
 
 glimpse_status bench_blip2_step(glimpse_context *ctx, size_t prompt_length, size_t generated, size_t sequences,
                                 double *flops) {
+    blip2_run *run = run_of(ctx);
     const glimpse_model *model = ctx->model;
-    opt_state *s = ctx->language;
-    size_t position = (size_t)model->qformer.queries + prompt_length + generated;
+    const blip2_parts *parts = parts_of(model);
+    opt_state *s = run->language;
+    size_t position = (size_t)parts->qformer.queries + prompt_length + generated;
     if (!s || sequences > s->max_sequences || sequences > GLIMPSE_CAPTION_MAX_BEAMS || position >= s->max_length)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "bench_blip2_step: position %zu, %zu sequences: more "
                          "than the state bench_blip2_qformer made", position, sequences);
     int32_t ids[GLIMPSE_CAPTION_MAX_BEAMS];
     for (size_t q = 0; q < sequences; q++) ids[q] = model->start_id;
     s->length = position;
-    glimpse_status status = opt_embed(&model->language_model, ids, sequences, s->embedded);
-    if (!status) status = opt_forward(&model->language_model, s, s->embedded, sequences, 1, ctx->threads);
-    *flops = opt_flops(&model->language_model.config, (double)sequences, (double)position, (double)sequences);
+    glimpse_status status = opt_embed(&parts->language_model, ids, sequences, s->embedded);
+    if (!status) status = opt_forward(&parts->language_model, s, s->embedded, sequences, 1, ctx->threads);
+    *flops = opt_flops(&parts->language_model.config, (double)sequences, (double)position, (double)sequences);
     return status;
 }
 
@@ -315,7 +375,7 @@ static double weight_bytes(const kernel_weight *w, double out, double in) {
 }
 
 double bench_blip2_step_bytes(const glimpse_context *ctx) {
-    const opt_model *m = &ctx->model->language_model;
+    const opt_model *m = &parts_of(ctx->model)->language_model;
     const opt_config *t = &m->config;
     double h = t->hidden_size, ffn = t->ffn_dim, bytes = 0;
     for (int l = 0; l < t->layers; l++) {
@@ -331,13 +391,14 @@ double bench_blip2_step_bytes(const glimpse_context *ctx) {
  * prefix and prompt as its slot's first rows. */
 static glimpse_status batch_create(glimpse_context *ctx, const family_batch_shape *shape, family_batch *out) {
     const glimpse_model *model = ctx->model;
+    const blip2_parts *parts = parts_of(model);
     opt_decoder *opt = calloc(1, sizeof *opt);
     if (!opt) return ERROR_OOM();
     out->state = opt;
-    opt->model = &model->language_model;
+    opt->model = &parts->language_model;
     glimpse_status status = blip2_prepare_image_side(ctx);
     if (!status)
-        status = opt_state_create_batched(&model->language_model, shape->slots, shape->positions, shape->rows,
+        status = opt_state_create_batched(&parts->language_model, shape->slots, shape->positions, shape->rows,
                                           shape->images, shape->first_rows, &opt->state);
     if (!status) out->decoder = opt_caption_batch_decoder(opt);
     return status;
@@ -345,12 +406,14 @@ static glimpse_status batch_create(glimpse_context *ctx, const family_batch_shap
 
 static glimpse_status batch_admit(glimpse_context *ctx, family_batch *batch, size_t slot, const int32_t *prompt,
                                   size_t prompt_length) {
+    blip2_run *run = run_of(ctx);
     const glimpse_model *model = ctx->model;
+    const blip2_parts *parts = parts_of(model);
     const opt_decoder *opt = batch->state;
     glimpse_status status = blip2_image_prefix(ctx);
     return status ? status
-                  : opt_set_first_rows(&model->language_model, opt->state, slot, ctx->prefix,
-                                       (size_t)model->qformer.queries, prompt, prompt_length);
+                  : opt_set_first_rows(&parts->language_model, opt->state, slot, run->prefix,
+                                       (size_t)parts->qformer.queries, prompt, prompt_length);
 }
 
 static void batch_free(family_batch *batch) {
@@ -360,8 +423,10 @@ static void batch_free(family_batch *batch) {
     batch->state = NULL;
 }
 
-static size_t prefix_rows(const glimpse_model *model) { return (size_t)model->qformer.queries; }
-static size_t max_positions(const glimpse_model *model) { return (size_t)model->language_model.config.max_positions; }
+static size_t prefix_rows(const glimpse_model *model) { return (size_t)parts_of(model)->qformer.queries; }
+static size_t max_positions(const glimpse_model *model) {
+    return (size_t)parts_of(model)->language_model.config.max_positions;
+}
 
 /* glimpse's own search settings are BLIP's (load_blip2 gives generation settings GenerationConfig's defaults). */
 static const family_captioner captioner = {
@@ -382,8 +447,34 @@ static const family_captioner captioner = {
 };
 
 static void text_info(const glimpse_model *model, glimpse_model_info *out) {
-    const opt_config *t = &model->language_model.config;
+    const blip2_parts *parts = parts_of(model);
+    const opt_config *t = &parts->language_model.config;
     loader_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
+}
+
+static void blocks(const glimpse_model *model, family_blocks *out) {
+    const blip2_parts *parts = model->parts;
+    out->vision = &parts->vision, out->qformer = &parts->qformer, out->language_model = &parts->language_model;
+    out->byte_bpe = parts->byte_bpe;
+}
+
+static glimpse_status run_blocks(glimpse_context *ctx, family_run_blocks *out) {
+    blip2_run *run;
+    glimpse_status status =
+        vit_run_of(ctx, &parts_of(ctx->model)->vision, true, sizeof *run, free_run, (void **)&run);
+    if (status) return status;
+    vit_run_blocks(&run->vision, out);
+    out->qformer = &run->qformer, out->language = &run->language, out->prefix = &run->prefix;
+    return GLIMPSE_STATUS_OK;
+}
+
+static glimpse_status tower_twins(glimpse_model *model, kernel_twin_add add, void *set) {
+    return vit_run_tower_twins(&parts_of(model)->vision, add, set);
+}
+
+static glimpse_status quantize(glimpse_model *model, q8_set *set) {
+    glimpse_status status = blip2_qformer_quantize(&parts_of(model)->qformer, set);
+    return status ? status : opt_model_quantize(&parts_of(model)->language_model, set);
 }
 
 const model_family family_blip2 = {
@@ -397,10 +488,12 @@ const model_family family_blip2 = {
     .text_section = "text_config",
     .sections_required = true,
     .load = load_blip2,
-    .blocks = legacy_blocks,
-    .run_blocks = legacy_run_blocks,
-    .tower_twins = legacy_tower_twins,
-    .quantize = legacy_quantize,
+    .blocks = blocks,
+    .run_blocks = run_blocks,
+    .tower_twins = tower_twins,
+    .quantize = quantize,
+    .free_parts = free_parts,
+    .free_run = free_run,
     .text_info = text_info,
     .caption = &captioner,
 };

@@ -6,12 +6,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
-#include "families/family.h"
 #include "weights/config.h"
 
 /* The preprocessor settings of the snapshot over the defaults, if the file is there. */
@@ -76,66 +74,3 @@ void loader_text_info(glimpse_model_info *out, int hidden_size, int layers, int 
     out->text_activation = activation;
 }
 
-void dual_tower_text_info(const glimpse_model *model, glimpse_model_info *out) {
-    if (!model->has_text) return;
-    const clip_text_config *t = &model->text.config;
-    loader_text_info(out, t->hidden_size, t->layers, t->heads, t->max_positions, t->vocab_size, t->act_name);
-}
-
-/* ---- the parts of the families still kept as fields of glimpse_model and glimpse_context, until they move */
-
-void legacy_blocks(const glimpse_model *model, family_blocks *out) {
-    *out = (family_blocks){.vision = &model->vision,
-                           .text = &model->text,
-                           .clip_tokenizer = model->tokenizer,
-                           .sentencepiece = model->sentencepiece,
-                           .logit_scale = model->logit_scale,
-                           .logit_bias = model->logit_bias,
-                           .text_decoder = &model->text_decoder,
-                           .text_encoder = &model->text_encoder,
-                           .itm = &model->itm,
-                           .wordpiece = model->wordpiece,
-                           .gpt2 = &model->gpt2,
-                           .byte_bpe = model->byte_bpe,
-                           .qformer = &model->qformer,
-                           .language_model = &model->language_model};
-}
-
-glimpse_status legacy_run_blocks(glimpse_context *ctx, family_run_blocks *out) {
-    const glimpse_model *model = ctx->model;
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    if (model->has_vision && !ctx->pixel_values) {
-        size_t size = (size_t)model->vision.config.image_size;
-        status = vit_state_create(&model->vision, CONTEXT_IMAGE_BATCH, &ctx->vision);
-        if (!status) {
-            ctx->pixel_values = malloc(CONTEXT_IMAGE_BATCH * 3 * size * size * sizeof(float));
-            if (!ctx->pixel_values) status = ERROR_OOM();
-        }
-    }
-    if (!status && model->has_text && model_embeds(model) && !ctx->text)
-        status = clip_text_state_create(&model->text, CONTEXT_TEXT_BATCH, &ctx->text);
-    if (!status && model->has_vision && !model_embeds(model) && !ctx->vision_output) {
-        ctx->vision_output = malloc(model->vision.tokens * (size_t)model->vision.config.hidden_size * sizeof(float));
-        if (!ctx->vision_output) status = ERROR_OOM();
-    }
-    *out = (family_run_blocks){ctx->vision, ctx->pixel_values, ctx->vision_output, ctx->text, &ctx->bert,
-                               &ctx->gpt2, &ctx->qformer, &ctx->language, &ctx->prefix};
-    return status;
-}
-
-glimpse_status legacy_tower_twins(glimpse_model *model, kernel_twin_add add, void *set) {
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    if (model->vision.weights.layers) status = vit_model_add_twins(&model->vision, add, set);
-    if (!status && model->text.weights.layers) status = clip_text_model_add_twins(&model->text, add, set);
-    return status;
-}
-
-glimpse_status legacy_quantize(glimpse_model *model, q8_set *set) {
-    glimpse_status status = GLIMPSE_STATUS_OK;
-    if (!status && model->text_decoder.layers) status = bert_model_quantize(&model->text_decoder, set);
-    if (!status && model->text_encoder.layers) status = bert_model_quantize(&model->text_encoder, set);
-    if (!status && model->qformer.bert.layers) status = blip2_qformer_quantize(&model->qformer, set);
-    if (!status && model->language_model.layers) status = opt_model_quantize(&model->language_model, set);
-    if (!status && model->gpt2.layers) status = gpt2_model_quantize(&model->gpt2, set);
-    return status;
-}

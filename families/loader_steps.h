@@ -7,8 +7,6 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "core/kernels.h"
-#include "core/quantize.h"
 #include "glimpse.h"
 
 /* The snapshot's preprocessor_config.json over model->preprocess (square_default: a bare "size" number means
@@ -25,16 +23,4 @@ glimpse_status loader_token_id(const cJSON *const *objects, size_t count, const 
 /* The text side of glimpse_model_info, whichever text tower the model has. */
 void loader_text_info(glimpse_model_info *out, int hidden_size, int layers, int heads, int max_tokens,
                       int vocab_size, const char *activation);
-/* CLIP's and SigLIP's text_info: their text tower's, when loaded. */
-void dual_tower_text_info(const glimpse_model *model, glimpse_model_info *out);
-
-/* The families still keeping their parts as fields of glimpse_model and glimpse_context: their blocks, run blocks
- * (made as glimpse_context_create made them), towers' twins and decoders' int8 twins through the family table. */
-struct family_blocks;
-struct family_run_blocks;
-void legacy_blocks(const glimpse_model *model, struct family_blocks *out);
-glimpse_status legacy_run_blocks(glimpse_context *ctx, struct family_run_blocks *out);
-glimpse_status legacy_tower_twins(glimpse_model *model, kernel_twin_add add, void *set);
-glimpse_status legacy_quantize(glimpse_model *model, q8_set *set);
-
 #endif

@@ -155,7 +155,7 @@ static void test_blip_fixture_captions(void **state) {
     glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
-    size_t vocab = (size_t)exact->text_decoder.config.vocab_size;
+    size_t vocab = (size_t)test_blocks(exact).text_decoder->config.vocab_size;
     float *x = malloc(vocab * sizeof *x), *y = malloc(vocab * sizeof *y);
     double worst_error = 0, smallest_margin = INFINITY;
     const cJSON *name;
