@@ -56,20 +56,25 @@ if [ ! -f "$model/pytorch_model.bin" ]; then
     "$configs/microsoft--Florence-2-base.preprocessor_config.json" "$fixtures/florence2-tiny" "$model"
 fi
 cc -O2 -I include bench/florence2_call.c -o "$work/florence2_call" -L build -lglimpse -Wl,-rpath,"$PWD/build"
+cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof"
 
 # the first token alone first (its untimed twin warms the process up cheaply), then the whole calls
 specs=("<CAPTION>:1:1:0")
 for task in "<CAPTION>" "<OCR>" "<OD>"; do
   for b in $beams; do specs+=("$task:$b:$tokens:$tokens"); done
 done
+# and a long greedy caption: (its time - the first token's) / (steps - 1) is one decoding step's
+specs+=("<CAPTION>:1:$((tokens * 5 + 1)):$((tokens * 5 + 1))")
 
 results=$work/florence2.jsonl
 : > "$results"
 tag() { sed "s/^{/{\"round\": $1, /" >> "$results"; }
+"$work/roof" "$threads" | tag 0 # the machine's roofs: a two-thread FMA loop and the read bandwidth
 for round in $(seq "$rounds"); do
   "$work/florence2_call" "$model" "$picture" "$threads" "$calls" "${specs[@]}" | tag "$round"
   OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "${python[@]}" bench/florence2_torch.py time "$model" "$picture" "$threads" "$calls" "${specs[@]}" | tag "$round"
   "$work/florence2_call" "$model" "$picture" "$threads" "$calls" --int8 "${specs[@]}" | tag "$round"
+  "$work/roof" "$threads" bandwidth | tag "$round"
   echo "round $round of $rounds done" >&2
 done
 "${python[@]}" bench/florence2_report.py "$results" "$model/config.json" "$threads" "$picture" "$peer/VERSIONS"

@@ -65,7 +65,11 @@ def main(path, config_path, threads, picture, versions=None):
     ids = defaultdict(list)  # (side, cell, round) -> [ids]
     loads = defaultdict(list)  # side -> ms
     cells, prompt_tokens, torch_version = [], {}, "?"
+    roofs = defaultdict(list)  # "fma_peak" -> GFLOP/s, "bandwidth_read" -> GB/s
     for r in rows:
+        if r["runtime"] == "roof":
+            roofs[r["stage"]].append(r.get("gflops", r.get("gbytes_per_s")))
+            continue
         side = "pytorch" if r["runtime"] == "pytorch" else f"glimpse {r['precision']}"
         if r.get("stage") == "load":
             loads[side].append(r["ms"])
@@ -119,15 +123,18 @@ def main(path, config_path, threads, picture, versions=None):
     print("| call | glimpse float32 | PyTorch float32 | PyTorch ÷ glimpse | glimpse int8 | PyTorch ÷ int8 "
           "| ids as PyTorch's: float32, int8 |")
     print("|---|---|---|---|---|---|---|")
-    first = None
+    first = long = None
     for cell in cells:
         task, beams, most, least = cell
+        if most > 1 and most == max(c[2] for c in cells) and beams == 1 and most > min(c[2] for c in cells if c[2] > 1):
+            long = cell  # the decoding step's measure, below the table
+            continue
         search = "greedy" if beams == 1 else f"{beams} beams"
         if most == 1:
             label = "first token (DaViT, encoder, one step), greedy"
             first = cell
         else:
-            label = f"`{TASKS.get(task, task)}` ({task}), {most} tokens, {search}"
+            label = f"`{TASKS.get(task, task)}` (`{task}`), {most} tokens, {search}"
         f32, torch_, int8 = (per_process(side, cell) for side in sides)
         ratio = lambda a, b: f"**{a[0] / b[0]:.2f}×**" if a and b else "—"  # noqa: E731
         same32, n32 = agreement("glimpse f32", cell)
@@ -148,6 +155,26 @@ def main(path, config_path, threads, picture, versions=None):
         print(f"First token: {gflop:.1f} GFLOP (the picture through DaViT, the BART encoder over "
               f"{image_size // 32 * (image_size // 32) + 1} image rows and {prompt_tokens.get(first[0], 8)} prompt "
               f"tokens, one decoder step), GFLOP/s at the median: {', '.join(rates)}.")
+        peak = spread(roofs["fma_peak"])
+        timing = per_process("glimpse f32", first)
+        if peak and timing:
+            print(f"glimpse float32's {gflop / (timing[0] / 1e3):.1f} GFLOP/s is {gflop / (timing[0] / 1e3) / peak[0]:.0%} "
+                  f"of the {peak[0]:.0f} GFLOP/s a two-thread FMA loop reaches here (bench/roof.c).")
+    if first and long:
+        text = config["text_config"]
+        d, f, layers, vocab = text["d_model"], text["decoder_ffn_dim"], text["decoder_layers"], text["vocab_size"]
+        step_bytes = 4 * (layers * (6 * d * d + 2 * d * f) + vocab * d)  # self q k v o, cross q o, MLP; the tied head
+        bandwidth = spread(roofs["bandwidth_read"])
+        parts = []
+        for side, name in (("glimpse f32", "glimpse float32"), ("glimpse int8", "glimpse int8"), ("pytorch", "PyTorch")):
+            a, b = per_process(side, first), per_process(side, long)
+            if a and b:
+                parts.append(f"{name} {(b[0] - a[0]) / (long[2] - 1):.2f} ms")
+        bound = f"; reading the float32 step's {step_bytes / 1e6:.0f} MB of weights at the {bandwidth[0]:.1f} GB/s " \
+                f"measured ({bandwidth[1]:.1f}–{bandwidth[2]:.1f}) takes {step_bytes / bandwidth[0] / 1e6:.2f} ms" \
+                if bandwidth else ""
+        print(f"One decoding step (greedy, {long[2]} tokens' call less the first token's, over {long[2] - 1} steps): "
+              f"{', '.join(parts)}{bound}.")
 
 
 if __name__ == "__main__":
