@@ -20,7 +20,7 @@ from glimpse import dask as glimpse_dask  # noqa: E402
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-m", "--model", default=os.path.join(SOURCE, "models", "demo-clip"))
+    parser.add_argument("-m", "--model", default=os.path.join(SOURCE, "examples", "models", "demo-clip"))
     parser.add_argument("--pictures", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1, help="glimpse threads per worker")
     parser.add_argument("--shard-size", type=int, default=64)

@@ -9,7 +9,7 @@ duplicates) against those of distinct original pairs (should not), with the
 precision and recall of pairs at each candidate threshold.
 
     /usr/bin/python3 bench/duplicate_threshold.py --glimpse build/glimpse \
-        --make-pictures build/glimpse-make-pictures --model models/demo-clip [--count 100]
+        --make-pictures build/glimpse-make-pictures --model examples/models/demo-clip [--count 100]
 """
 import argparse
 import json

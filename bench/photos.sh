@@ -76,7 +76,7 @@ if [ ! -f "$drawings/00005.jpg" ]; then
       "$p" "$drawings/$(basename "${p%.png}").jpg"
   done
 fi
-for m in models/demo-clip "$model"; do
+for m in examples/models/demo-clip "$model"; do
   for set in "$photos" "$drawings"; do
     build/glimpse embed -m "$m" --json "$set" > "$work/photos-exact.jsonl"
     build/glimpse embed -m "$m" --json --fast-decode "$set" > "$work/photos-fast.jsonl"

@@ -34,8 +34,8 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLIP = os.path.join(ROOT, "models", "demo-clip")
-CAPTIONER = os.path.join(ROOT, "models", "demo-blip-caption")
+CLIP = os.path.join(ROOT, "examples", "models", "demo-clip")
+CAPTIONER = os.path.join(ROOT, "examples", "models", "demo-blip-caption")
 PICTURES = os.path.join(ROOT, "examples", "pictures")
 TEXTS = ["a red square", "a green circle above a blue triangle", "a yellow triangle", "two shapes"]
 

@@ -41,8 +41,8 @@ static gpt2_tokenizer *small_gpt2(int qwen2) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!clip && clip_tokenizer_load(GLIMPSE_SOURCE_DIR "/models/demo-clip", &clip)) abort();
-    if (!bert && bert_tokenizer_load(GLIMPSE_SOURCE_DIR "/models/demo-blip-caption", &bert)) abort();
+    if (!clip && clip_tokenizer_load(GLIMPSE_SOURCE_DIR "/examples/models/demo-clip", &clip)) abort();
+    if (!bert && bert_tokenizer_load(GLIMPSE_SOURCE_DIR "/examples/models/demo-blip-caption", &bert)) abort();
     if (!gpt2) gpt2 = small_gpt2(0);
     if (!qwen2) qwen2 = small_gpt2(1);
     char *text = malloc(size + 1);

@@ -28,7 +28,7 @@ rm -rf "$corpus" build-fuzz/crashes
 mkdir -p build-fuzz/crashes
 for t in $all_targets; do mkdir -p "$corpus/$t"; cp fuzz/regressions/$t/* "$corpus/$t/" 2>/dev/null || true; done
 # safetensors: the first 64 KiB of each weights file (the header and some data)
-for f in models/*/model.safetensors "$fixtures"/*/*.safetensors; do
+for f in examples/models/*/model.safetensors "$fixtures"/*/*.safetensors; do
   [ -f "$f" ] && head -c 65536 "$f" > "$corpus/fuzz_safetensors/$(echo "$f" | tr '/' '_')"
 done
 # PyTorch .bin: the small files test_torch_bin reads, and each fixture checkpoint's data.pkl (its pickle alone)
@@ -38,7 +38,7 @@ if [ -d "$corpus/fuzz_torch_bin" ]; then
     [ -f "$f" ] && unzip -p "$f" '*/data.pkl' 2>/dev/null | head -c 65536 > "$corpus/fuzz_torch_bin/$(echo "$f" | tr '/' '_').pkl"  || true
   done
 fi
-for f in models/*/*.json tools/configs/*.json "$fixtures"/*/config.json "$fixtures"/*/preprocessor_config.json; do
+for f in examples/models/*/*.json tools/configs/*.json "$fixtures"/*/config.json "$fixtures"/*/preprocessor_config.json; do
   [ -f "$f" ] && cp "$f" "$corpus/fuzz_config/$(echo "$f" | tr '/' '_')"
 done
 cut -f2 examples/pictures/captions.tsv | split -l 1 - "$corpus/fuzz_tokenizers/caption-"

@@ -102,7 +102,7 @@ echo "soak: $files files in $library ($good good pictures, $videos videos, the r
 
 start=$SECONDS
 status=0
-ASAN_OPTIONS=detect_leaks=1 timeout 3600 "$build/glimpse" index -m models/demo-clip --db "$work/soak.db" "$library" \
+ASAN_OPTIONS=detect_leaks=1 timeout 3600 "$build/glimpse" index -m examples/models/demo-clip --db "$work/soak.db" "$library" \
   >"$work/index.out" 2>"$work/index.err" || status=$?
 seconds=$((SECONDS - start))
 indexed=$("$build/glimpse" index --db "$work/soak.db" --stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["images"])')
@@ -116,7 +116,7 @@ grep -q "ERROR: \(AddressSanitizer\|LeakSanitizer\)\|runtime error:" "$work/inde
 [ "$indexed" -eq $((good + videos)) ] || { echo "soak: not every good file was indexed"; fail=1; }
 [ "$reported" -ge $((expected_bad - 2)) ] || { echo "soak: bad files went unreported"; fail=1; }
 # a second run: nothing new, nothing lost
-ASAN_OPTIONS=detect_leaks=1 "$build/glimpse" index -m models/demo-clip --db "$work/soak.db" "$library" \
+ASAN_OPTIONS=detect_leaks=1 "$build/glimpse" index -m examples/models/demo-clip --db "$work/soak.db" "$library" \
   >"$work/again.out" 2>"$work/again.err" || true
 grep -q "ERROR: \(AddressSanitizer\|LeakSanitizer\)" "$work/again.err" && { echo "soak: a sanitizer spoke (again)"; fail=1; }
 echo "soak: second run: $(tail -1 "$work/again.out")"

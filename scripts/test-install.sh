@@ -38,8 +38,8 @@ cmake -S "$source_dir/examples" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" -
 cmake --build "$work/cmake" >/dev/null
 check
 
-clip=$source_dir/models/demo-clip
-blip=$source_dir/models/demo-blip-caption
+clip=$source_dir/examples/models/demo-clip
+blip=$source_dir/examples/models/demo-blip-caption
 pictures=$source_dir/examples/pictures
 # search_index needs the index (GLIMPSE_WITH_INDEX): without it, it must say so
 with_index=$("$prefix/bin/glimpse" --version | grep -qw index && echo 1 || echo 0)

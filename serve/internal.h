@@ -206,7 +206,7 @@ bool route_decode_image(serve_server *server, const char *bytes, size_t size, gl
                         serve_reply *reply);
 void route_reply_json(serve_reply *reply, int status, struct cJSON *root);
 int route_status_of(glimpse_status status);
-/* POST /v1/chat/completions (chat.c). */
+/* POST /v1/chat/completions (chat_completions.c). */
 void answer_chat(serve_server *server, serve_request *request, serve_reply *reply);
 
 /* Answers the request whose body has been received in full (routes.c). */

@@ -154,7 +154,7 @@ static float *clip_embeddings(glimpse_model *model, glimpse_image **images, cons
 
 static void test_clip_float16_as_float32(void **state) {
     (void)state;
-    char *half = file_join(GLIMPSE_SOURCE_DIR "/models", "demo-clip"), *wide = convert_snapshot(half, "F32");
+    char *half = file_join(GLIMPSE_SOURCE_DIR "/examples/models", "demo-clip"), *wide = convert_snapshot(half, "F32");
     glimpse_image *images[PICTURES];
     picture_scene scenes[PICTURES];
     draw_pictures(images, scenes, 31337u);
@@ -188,7 +188,7 @@ static void caption_all(glimpse_model *model, glimpse_image **images, int beams,
 
 static void test_captioner_bfloat16_as_float32(void **state) {
     (void)state;
-    char *f16 = file_join(GLIMPSE_SOURCE_DIR "/models", "demo-blip-caption");
+    char *f16 = file_join(GLIMPSE_SOURCE_DIR "/examples/models", "demo-blip-caption");
     char *half = convert_snapshot(f16, "BF16"), *wide = convert_snapshot(half, "F32");
     glimpse_image *images[PICTURES];
     picture_scene scenes[PICTURES];

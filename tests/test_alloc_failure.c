@@ -134,7 +134,7 @@ static void demo_close(demo *d) {
 
 static glimpse_status load_and_caption(void) {
     demo d;
-    glimpse_status status = demo_open("models/demo-blip-caption", "examples/pictures/00000.png", &d);
+    glimpse_status status = demo_open("examples/models/demo-blip-caption", "examples/pictures/00000.png", &d);
     glimpse_caption caption = {0};
     glimpse_caption_params params = glimpse_caption_model_params(d.model);
     params.beams = 2;
@@ -146,7 +146,7 @@ static glimpse_status load_and_caption(void) {
 
 static glimpse_status load_and_embed(void) {
     demo d;
-    glimpse_status status = demo_open("models/demo-clip", "examples/pictures/00001.png", &d);
+    glimpse_status status = demo_open("examples/models/demo-clip", "examples/pictures/00001.png", &d);
     float embedding[512];
     const char *text = "a green square";
     if (!status) status = glimpse_embed_images(d.ctx, &d.image, 1, embedding);
@@ -166,14 +166,14 @@ static glimpse_status load_and_explain(void) {
     params.want_raw = true;
     glimpse_caption_params search = glimpse_caption_default_params();
     search.beams = 1;
-    glimpse_status status = demo_open("models/demo-blip-caption", "examples/pictures/00000.png", &captioner);
+    glimpse_status status = demo_open("examples/models/demo-blip-caption", "examples/pictures/00000.png", &captioner);
     if (!status) status = glimpse_explain_caption(captioner.ctx, captioner.image, &search, &params, &greedy);
     search.beams = 2;
     if (!status) status = glimpse_explain_caption(captioner.ctx, captioner.image, &search, NULL, &beams);
     if (!status)
         status = glimpse_explain_render_png(beams, captioner.image, GLIMPSE_EXPLAIN_SHEET, 64, NULL, &png, &size);
     free(png);
-    if (!status) status = demo_open("models/demo-clip", "examples/pictures/00001.png", &clip);
+    if (!status) status = demo_open("examples/models/demo-clip", "examples/pictures/00001.png", &clip);
     else clip = (demo){NULL, NULL, NULL};
     if (!status) status = glimpse_explain_clip(clip.ctx, clip.image, "a green square", &params, &match);
     if (!status) status = glimpse_explain_write_safetensors(match, "/dev/null");

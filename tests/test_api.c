@@ -18,7 +18,7 @@
 #include "tests/support.h"
 
 static glimpse_model *load_demo(const char *name) {
-    char *path = file_join(GLIMPSE_SOURCE_DIR "/models", name);
+    char *path = file_join(GLIMPSE_SOURCE_DIR "/examples/models", name);
     glimpse_model *model = load_model(path, GLIMPSE_PRECISION_FLOAT32);
     free(path);
     return model;

@@ -165,7 +165,7 @@ static bool record_stream(void *user, size_t image, int32_t id, const char *text
  * 2 rows: one beam-3 picture at a time) gives each picture's caption alone; streamed tokens are each picture's. */
 static void test_demo_pictures(void **state) {
     (void)state;
-    char *path = file_join(GLIMPSE_SOURCE_DIR "/models", "demo-blip-caption");
+    char *path = file_join(GLIMPSE_SOURCE_DIR "/examples/models", "demo-blip-caption");
     glimpse_model *model = NULL;
     if (glimpse_model_load(path, NULL, &model)) fail_msg("%s: %s", path, glimpse_last_error());
     free(path);
@@ -218,7 +218,7 @@ static void test_cli_batched(void **state) {
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "not an image", 12), 12);
     close(fd);
-    const char *model = GLIMPSE_SOURCE_DIR "/models/demo-blip-caption";
+    const char *model = GLIMPSE_SOURCE_DIR "/examples/models/demo-blip-caption";
     const char *p0 = GLIMPSE_SOURCE_DIR "/examples/pictures/00000.png", *p2 = GLIMPSE_SOURCE_DIR "/examples/pictures/00002.png";
     const char *p3 = GLIMPSE_SOURCE_DIR "/examples/pictures/00003.png", *p4 = GLIMPSE_SOURCE_DIR "/examples/pictures/00004.png";
     const char *batched[] = {GLIMPSE_BINARY, "caption", "-m", model, "--json", p0, bad, p2, p3, p4, NULL};

@@ -526,7 +526,7 @@ static char *embedding_of(run_result *r) {
  * turned, unless --no-exif-rotate keeps it as stored. */
 static void test_exif_rotate_option(void **state) {
     (void)state;
-    char *clip = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip"),
+    char *clip = file_join(GLIMPSE_SOURCE_DIR, "examples/models/demo-clip"),
          *plain = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00003.png");
     uint8_t *bytes;
     size_t size;
@@ -798,8 +798,8 @@ static void test_vit_gpt2_caption(void **state) {
  * embeddings within int8's error as float32, and the option in --help. */
 static void test_int8_option(void **state) {
     (void)state;
-    char *captioner = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
-    char *clip = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
+    char *captioner = file_join(GLIMPSE_SOURCE_DIR, "examples/models/demo-blip-caption");
+    char *clip = file_join(GLIMPSE_SOURCE_DIR, "examples/models/demo-clip");
     char *picture = file_join(GLIMPSE_SOURCE_DIR, "examples/pictures/00000.png");
     run_result exact = run("caption", "-m", captioner, "--json", picture, NULL);
     run_result quantized = run("caption", "-m", captioner, "--int8", "--json", picture, NULL);
@@ -911,7 +911,7 @@ static bool products_lead(const cJSON *profile) {
 
 static void test_bench_spread_and_profile(void **state) {
     (void)state;
-    char *clip = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
+    char *clip = file_join(GLIMPSE_SOURCE_DIR, "examples/models/demo-clip");
     /* (20 runs: a share sums over a stage's runs, so one run descheduled inside one kind of work on a crowded
      * machine cannot outweigh the rest. The shares are of wall time: on a machine busy with other work any of
      * them can shrink, so the products' lead is asked of one of up to three benches, every other check of each) */
@@ -952,7 +952,7 @@ static void test_bench_spread_and_profile(void **state) {
     result_free(&r);
     free(clip);
     /* --captions: both ways and the gain, for greedy and 3 beams, with rates that follow from the times */
-    char *captioner = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
+    char *captioner = file_join(GLIMPSE_SOURCE_DIR, "examples/models/demo-blip-caption");
     r = run("bench", "-m", captioner, "--captions", "3", "--tokens", "3", "--runs", "1", "--json", NULL);
     assert_int_equal(r.status, 0);
     cJSON *lines = parse_json_lines(r.out);

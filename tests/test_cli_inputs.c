@@ -23,8 +23,8 @@
 #include "core/file.h"
 #include "glimpse.h"
 
-#define CLIP GLIMPSE_SOURCE_DIR "/models/demo-clip"
-#define BLIP GLIMPSE_SOURCE_DIR "/models/demo-blip-caption"
+#define CLIP GLIMPSE_SOURCE_DIR "/examples/models/demo-clip"
+#define BLIP GLIMPSE_SOURCE_DIR "/examples/models/demo-blip-caption"
 #define PICTURE(n) GLIMPSE_SOURCE_DIR "/examples/pictures/0000" #n ".png"
 
 static char folder[] = "/tmp/glimpse-inputs-XXXXXX";

@@ -31,7 +31,7 @@ static glimpse_image *draw(picture_generator *generator, picture_scene *scene) {
 }
 
 static glimpse_model *load(const char *name) {
-    char *path = file_join(GLIMPSE_SOURCE_DIR "/models", name);
+    char *path = file_join(GLIMPSE_SOURCE_DIR "/examples/models", name);
     glimpse_model *model = NULL;
     if (glimpse_model_load(path, NULL, &model)) fail_msg("%s: %s", path, glimpse_last_error());
     free(path);

@@ -329,7 +329,7 @@ static glimpse_image *decode_picture(const char *path) {
 }
 
 static glimpse_model *demo_model(const char *name) {
-    char *path = file_join(GLIMPSE_SOURCE_DIR "/models", name);
+    char *path = file_join(GLIMPSE_SOURCE_DIR "/examples/models", name);
     glimpse_model *model = load_model(path, GLIMPSE_PRECISION_FLOAT32);
     return free(path), model;
 }

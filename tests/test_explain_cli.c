@@ -21,8 +21,8 @@
 #include "weights/safetensors.h"
 
 #define PICTURES GLIMPSE_SOURCE_DIR "/examples/pictures/"
-#define DEMO_CAPTION GLIMPSE_SOURCE_DIR "/models/demo-blip-caption"
-#define DEMO_CLIP GLIMPSE_SOURCE_DIR "/models/demo-clip"
+#define DEMO_CAPTION GLIMPSE_SOURCE_DIR "/examples/models/demo-blip-caption"
+#define DEMO_CLIP GLIMPSE_SOURCE_DIR "/examples/models/demo-clip"
 /* The sheet's layout (api/explain.c): a 256-pixel panel in a 268 × 288 cell, six cells a row. */
 #define CELL_WIDTH 268
 #define CELL_HEIGHT 288

@@ -21,7 +21,7 @@
 
 #include "support.h"
 
-#define MODEL GLIMPSE_SOURCE_DIR "/models/demo-clip"
+#define MODEL GLIMPSE_SOURCE_DIR "/examples/models/demo-clip"
 #define PICTURES GLIMPSE_SOURCE_DIR "/examples/pictures"
 
 static char workspace[] = "/tmp/glimpse_index_video_XXXXXX";

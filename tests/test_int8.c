@@ -91,7 +91,7 @@ static void test_siglip_fixture_embeddings(void **state) {
 
 static void test_demo_clip_embeddings(void **state) {
     (void)state;
-    char *folder = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
+    char *folder = file_join(GLIMPSE_SOURCE_DIR, "examples/models/demo-clip");
     glimpse_model *exact = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
     glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
     glimpse_image *images[6];
@@ -210,7 +210,7 @@ static void test_blip_fixture_captions(void **state) {
 
 static void test_demo_captions(void **state) {
     (void)state;
-    char *folder = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
+    char *folder = file_join(GLIMPSE_SOURCE_DIR, "examples/models/demo-blip-caption");
     glimpse_model *exact = load_model(folder, GLIMPSE_PRECISION_FLOAT32);
     glimpse_model *quantized = load_model(folder, GLIMPSE_PRECISION_INT8);
     glimpse_context *a, *b;

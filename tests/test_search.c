@@ -1040,7 +1040,7 @@ static void test_similar_pictures(void **state) {
     }
     char library[PATH_CAPACITY], db[PATH_CAPACITY], command[4 * PATH_CAPACITY], demo[PATH_CAPACITY];
     make_library("similar", "similar.db", 36, 8, library, db);
-    snprintf(demo, sizeof demo, "%s/models/demo-clip", GLIMPSE_SOURCE_DIR);
+    snprintf(demo, sizeof demo, "%s/examples/models/demo-clip", GLIMPSE_SOURCE_DIR);
     snprintf(command, sizeof command,
              "cd %s && /usr/bin/python3 -c \"from PIL import Image\n"
              "Image.open('00000.png').convert('RGB').save('00000-copy.jpg', quality=70)\n"

@@ -34,8 +34,8 @@
 #include "output/json.h"
 #include "tests/support.h"
 
-#define CLIP_MODEL GLIMPSE_SOURCE_DIR "/models/demo-clip"
-#define CAPTION_MODEL GLIMPSE_SOURCE_DIR "/models/demo-blip-caption"
+#define CLIP_MODEL GLIMPSE_SOURCE_DIR "/examples/models/demo-clip"
+#define CAPTION_MODEL GLIMPSE_SOURCE_DIR "/examples/models/demo-blip-caption"
 #define PICTURES GLIMPSE_SOURCE_DIR "/examples/pictures"
 #define PICTURE_COUNT 6
 #define MAX_BODY 4000000

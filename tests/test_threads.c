@@ -65,8 +65,8 @@ static void *work(void *argument) {
 
 static void test_eight_threads_share_models(void **state) {
     (void)state;
-    char *clip_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-clip");
-    char *blip_path = file_join(GLIMPSE_SOURCE_DIR, "models/demo-blip-caption");
+    char *clip_path = file_join(GLIMPSE_SOURCE_DIR, "examples/models/demo-clip");
+    char *blip_path = file_join(GLIMPSE_SOURCE_DIR, "examples/models/demo-blip-caption");
     assert_int_equal(glimpse_model_load(clip_path, NULL, &clip), GLIMPSE_STATUS_OK);
     assert_int_equal(glimpse_model_load(blip_path, NULL, &blip), GLIMPSE_STATUS_OK);
     assert_true(glimpse_model_embedding_dim(clip) <= DIM_MAX);

@@ -15,8 +15,8 @@ SOURCE = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("GLIMPSE_BUILD_DIR", SOURCE / "build"))
 FIXTURES = Path(os.environ.get("GLIMPSE_FIXTURES", SOURCE.parent / "shared" / "fixtures"))
 PICTURES = SOURCE / "examples" / "pictures"
-DEMO_CLIP = SOURCE / "models" / "demo-clip"
-DEMO_CAPTION = SOURCE / "models" / "demo-blip-caption"
+DEMO_CLIP = SOURCE / "examples" / "models" / "demo-clip"
+DEMO_CAPTION = SOURCE / "examples" / "models" / "demo-blip-caption"
 
 os.environ.setdefault("GLIMPSE_LIBRARY", str(BUILD / "libglimpse.so.0"))
 sys.path.insert(0, str(SOURCE / "python"))

@@ -1,8 +1,8 @@
 """train_demo.py — trains the bundled demo models on synthetic shape pictures
-and writes them as Hugging Face snapshot folders under models/:
+and writes them as Hugging Face snapshot folders under examples/models/:
 
-    models/demo-blip-caption   BlipForConditionalGeneration (captions)
-    models/demo-clip           CLIPModel (ranking, classification, search)
+    examples/models/demo-blip-caption   BlipForConditionalGeneration (captions)
+    examples/models/demo-clip           CLIPModel (ranking, classification, search)
 
 Pictures come from glimpse-make-pictures (the same drawing code the C tests
 use), resized with Pillow's bicubic filter exactly as glimpse and
@@ -311,7 +311,7 @@ def main():
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--tool", default=os.path.join(ROOT, "build", "glimpse-make-pictures"))
-    parser.add_argument("--out", default=os.path.join(ROOT, "models"))
+    parser.add_argument("--out", default=os.path.join(ROOT, "examples", "models"))
     parser.add_argument("--only", choices=["caption", "clip"], help="train one of the two")
     parser.add_argument("--f32", action="store_true", help="keep float32 weights (default float16)")
     args = parser.parse_args()

@@ -1,4 +1,4 @@
-/* chat.c — POST /v1/chat/completions as OpenAI's API defines it, for the models that converse (glimpse_chat:
+/* chat_completions.c — POST /v1/chat/completions as OpenAI's API defines it, for the models that converse (glimpse_chat:
  * LLaVA, BLIP-2): messages whose content is a string or parts of text and image_url (data: URIs of base64
  * pictures; a local file only under the folder the operator names with --allow-local-images), max_tokens,
  * temperature, top_p, seed, and stream (server-sent events written as the tokens come, then usage). The
