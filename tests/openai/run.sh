@@ -12,7 +12,10 @@ client=$build_dir/openai-client
 mkdir -p "$client"
 cp "$source_dir/tests/openai/package.json" "$source_dir/tests/openai/client.mjs" "$client/"
 if [ ! -d "$client/node_modules/openai" ]; then
-  if ! (cd "$client" && npm install --no-audit --no-fund --loglevel=error >npm.log 2>&1); then
+  # one quick retry: where the registry cannot be reached (no network, a proxy's certificate) the test is skipped
+  # in seconds, not after npm's default minute of retries in each of the suite's passes
+  if ! (cd "$client" && npm install --no-audit --no-fund --loglevel=error --fetch-retries=1 \
+        --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=5000 >npm.log 2>&1); then
     echo "npm install openai failed (is the npm registry reachable?): skipped"; cat "$client/npm.log"; exit 77
   fi
 fi
