@@ -431,11 +431,6 @@ void answer_chat(serve_server *server, serve_request *request, serve_reply *repl
     r->created = (long long)time(NULL);
     snprintf(r->id, sizeof r->id, "chatcmpl-%llx%llx", (unsigned long long)r->created,
              (unsigned long long)atomic_fetch_add(&next_id, 1));
-    if (request->kind == SERVE_BODY_JSON && json_has_nul_escape(request->body, request->size)) {
-        reply_error(reply, 400, "a JSON string holds \\u0000 (a NUL character), which glimpse cannot take");
-        free_request(r);
-        return;
-    }
     if (request->kind != SERVE_BODY_JSON || !(r->json = cJSON_ParseWithLength(request->body, request->size)) ||
         !cJSON_IsObject(r->json)) {
         reply_error(reply, 400, "/v1/chat/completions takes a JSON object (application/json), as OpenAI's API");

@@ -221,10 +221,6 @@ static bool embed_one(serve_server *server, serve_request *request, serve_model 
 
 /* A JSON body parsed (an object); NULL with the reply set. */
 static cJSON *parse_json(const serve_request *request, serve_reply *reply) {
-    if (request->body && json_has_nul_escape(request->body, request->size)) {
-        reply_error(reply, 400, "a JSON string holds \\u0000 (a NUL character), which glimpse cannot take");
-        return NULL;
-    }
     cJSON *json = request->body ? cJSON_ParseWithLength(request->body, request->size) : NULL;
     if (!cJSON_IsObject(json)) {
         cJSON_Delete(json);
@@ -974,9 +970,14 @@ void route_answer(serve_server *server, serve_request *request, serve_reply *rep
         reply_error(reply, 400, "malformed form: more than %d parts, or parts that cannot be read", SERVE_MAX_PARTS);
         return;
     }
+    /* a text holding a NUL would reach the library cut short at it (its texts are C strings) */
     const char *cut = request_nul_argument(request);
     if (cut) {
         reply_error(reply, 400, "the argument '%s' holds a NUL byte, which glimpse cannot take in a text", cut);
+        return;
+    }
+    if (request->kind == SERVE_BODY_JSON && json_has_nul_escape(request->body, request->size)) {
+        reply_error(reply, 400, "a JSON string holds \\u0000 (a NUL character), which glimpse cannot take");
         return;
     }
     switch (request->route) {
