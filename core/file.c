@@ -126,13 +126,8 @@ glimpse_status file_read_stream(int fd, const char *label, size_t max_bytes, uin
     return GLIMPSE_STATUS_OK;
 }
 
-glimpse_status file_map(const char *path, const uint8_t **map, size_t *size) {
-    *map = NULL;
-    *size = 0;
-    int fd;
-    size_t length;
-    glimpse_status status = open_regular(path, &fd, &length);
-    if (status) return status;
+/* Maps the length bytes of the open regular file fd (path) read-only; closes fd. */
+static glimpse_status map_open_file(int fd, const char *path, size_t length, const uint8_t **map, size_t *size) {
     if (length == 0) {
         close(fd);
         return GLIMPSE_STATUS_OK;
@@ -154,6 +149,16 @@ glimpse_status file_map(const char *path, const uint8_t **map, size_t *size) {
     return GLIMPSE_STATUS_OK;
 }
 
+glimpse_status file_map(const char *path, const uint8_t **map, size_t *size) {
+    *map = NULL;
+    *size = 0;
+    int fd;
+    size_t length;
+    glimpse_status status = open_regular(path, &fd, &length);
+    if (status) return status;
+    return map_open_file(fd, path, length, map, size);
+}
+
 void file_unmap(const uint8_t *map, size_t size) {
     if (map && size) munmap((void *)map, size);
 }
@@ -165,9 +170,8 @@ glimpse_status file_contents_open(const char *path, file_contents *out) {
     glimpse_status status = open_regular(path, &fd, &length);
     if (status) return status;
     if (length > FILE_READ_MAX_BYTES) {
-        close(fd);
         out->mapped = true;
-        return file_map(path, &out->bytes, &out->size);
+        return map_open_file(fd, path, length, &out->bytes, &out->size);
     }
     uint8_t *bytes;
     status = read_open_file(fd, path, length, &bytes, &out->size);

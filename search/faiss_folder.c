@@ -225,11 +225,11 @@ static void read_through(const faiss_folder *f, const char *name) {
     char *path = file_join(f->path, name);
     int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     free(path);
-    if (fd < 0) return;
-    static char buffer[1 << 20];
-    while (read(fd, buffer, sizeof buffer) > 0) {
+    char *buffer = malloc(1 << 20); /* (not static: two folders may be populated by two threads at once) */
+    while (fd >= 0 && buffer && read(fd, buffer, 1 << 20) > 0) {
     }
-    close(fd);
+    free(buffer);
+    if (fd >= 0) close(fd);
 }
 
 /* The fraction of [start, start + size) this process maps with huge pages (FilePmdMapped in /proc/self/smaps for
@@ -240,14 +240,14 @@ static double huge_mapped_fraction(const void *start, size_t size) {
         if (smaps) fclose(smaps);
         return 0;
     }
-    char line[512], prefix[32];
-    snprintf(prefix, sizeof prefix, "%lx-", (unsigned long)(uintptr_t)start);
+    char line[512];
     bool inside = false;
     double fraction = 0;
     while (fgets(line, sizeof line, smaps)) {
+        unsigned long first, end;
         size_t kib;
-        if (strchr(line, '-') && strchr("0123456789abcdef", line[0]) && strchr(line, '-') < strchr(line, ' '))
-            inside = strncmp(line, prefix, strlen(prefix)) == 0;
+        if (sscanf(line, "%lx-%lx ", &first, &end) == 2) /* a mapping's first line: its address range */
+            inside = first == (unsigned long)(uintptr_t)start;
         else if (inside && sscanf(line, "FilePmdMapped: %zu kB", &kib) == 1) {
             fraction = (double)kib * 1024.0 / (double)size;
             break;
