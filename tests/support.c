@@ -270,6 +270,12 @@ int workspace_teardown(void **state) {
 
 const char *test_workspace(void) { return workspace; }
 
+void remove_tree(const char *folder) {
+    char command[1100];
+    snprintf(command, sizeof command, "rm -rf '%s'", folder);
+    assert_int_equal(system(command), 0);
+}
+
 /* A record of every layer of the kinds asked for, its memory filled with ATTENTION_UNTOUCHED. */
 attention_record record_every_layer(int self, int cross, size_t layers, size_t sequences, size_t heads, size_t rows,
                                     size_t self_columns, size_t cross_columns) {

@@ -88,6 +88,8 @@ float *parity_pixel_values(const parity_fixture *f, const struct preprocess_conf
  * test_workspace()) and remove it with all it holds. */
 int workspace_setup(void **state);
 int workspace_teardown(void **state);
+/* Removes folder and all it holds (the test fails if it cannot). */
+void remove_tree(const char *folder);
 const char *test_workspace(void);
 
 /* Writes text to path (fails the test if it cannot). */

@@ -476,9 +476,7 @@ static void test_damaged_models(void **state) {
     unlink(config);
     expect_model_error(folder, "config.json");
     free(original_config), free(original), free(weights), free(config);
-    char command[600];
-    snprintf(command, sizeof command, "rm -rf '%s'", folder);
-    assert_int_equal(system(command), 0);
+    remove_tree(folder);
     free(folder);
 }
 
@@ -582,8 +580,7 @@ static void test_hub_id_from_cache(void **state) {
     assert_int_equal(cJSON_GetObjectItem(info, "copied_bytes")->valuedouble, 0);
     cJSON_Delete(lines);
     result_free(&r);
-    snprintf(command, sizeof command, "rm -rf %s", cache);
-    assert_int_equal(system(command), 0);
+    remove_tree(cache);
     free(model);
 }
 

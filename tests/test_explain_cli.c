@@ -60,12 +60,6 @@ static char *scratch_folder(void) {
     return folder;
 }
 
-static void remove_folder(const char *folder) {
-    char command[512];
-    snprintf(command, sizeof command, "rm -rf '%s'", folder);
-    assert_int_equal(system(command), 0);
-}
-
 /* Line `index` of JSON Lines text, parsed (fails the test if there is no such line or it does not parse). */
 static cJSON *json_line(const char *text, int index) {
     const char *line = text;
@@ -241,7 +235,7 @@ static void test_vit_gpt2_and_blip2(void **state) {
         assert_non_null(strstr(r.err, usage[i][3]));
         result_free(&r);
     }
-    remove_folder(out);
+    remove_tree(out);
     free(out), free(picture), free(vit_gpt2), free(blip2);
 }
 
@@ -306,7 +300,7 @@ static void test_caption(void **state) {
     }
     result_free(&caption);
     result_free(&r);
-    remove_folder(out);
+    remove_tree(out);
     free(out);
 }
 
@@ -339,7 +333,7 @@ static void test_clip(void **state) {
         cJSON_Delete(line);
     }
     result_free(&r);
-    remove_folder(out);
+    remove_tree(out);
     free(out);
 }
 
@@ -371,7 +365,7 @@ static void test_itm(void **state) {
     r = glimpse("explain", "-m", model, "--out", out, picture, NULL); /* ITM explains a match: it needs -t */
     assert_int_equal(r.status, 2);
     result_free(&r);
-    remove_folder(out);
+    remove_tree(out);
     free(out), free(model), free(picture);
 }
 
@@ -454,7 +448,7 @@ static void test_html_in_chromium(void **state) {
             largest);
     assert_true(mean < 1.0 && largest <= 8);
     glimpse_image_free(screen), glimpse_image_free(sheet);
-    remove_folder(out);
+    remove_tree(out);
     free(out);
 }
 
@@ -499,7 +493,7 @@ static void test_llava_and_florence2(void **state) {
         result_free(&r), result_free(&want);
         free(model);
     }
-    remove_folder(out);
+    remove_tree(out);
     free(out), free(picture);
 }
 

@@ -15,6 +15,7 @@
 
 #include "core/cpu.h"
 #include "core/kernels.h"
+#include "tests/support.h"
 
 #include "weights/config.h"
 #include "core/file.h"
@@ -123,9 +124,7 @@ static char *temp_folder(void) {
 
 /* Removes a temp_folder and everything in it, and frees its name. */
 static void temp_folder_free(char *folder) {
-    char command[512];
-    snprintf(command, sizeof command, "rm -rf '%s'", folder);
-    assert_int_equal(system(command), 0);
+    remove_tree(folder);
     free(folder);
 }
 
