@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,8 +55,65 @@ void serve_log(const serve_server *server, const char *format, ...) {
     server->config.log(server->config.log_user, line);
 }
 
+/* ------------------------------------------------------------------ libmicrohttpd's own refusals */
+
+/* The connection this thread serves (one thread a connection), known once its request line is read. */
+static __thread struct MHD_Connection *thread_connection;
+
+static void *on_request_line(void *user, const char *uri, struct MHD_Connection *connection) {
+    (void)user, (void)uri;
+    thread_connection = connection;
+    return NULL; /* (the request's state, made by on_request's first call) */
+}
+
+/* The text of libmicrohttpd's HTML page (what is between <body> and </body>, without tags), else `otherwise`. */
+static void page_text(char *text, size_t room, const char *html, const char *otherwise) {
+    const char *body = html ? strstr(html, "<body>") : NULL, *end = body ? strstr(body, "</body>") : NULL;
+    size_t n = 0;
+    bool tag = false;
+    for (const char *c = body ? body + 6 : NULL; c && c < end && n + 1 < room; c++) {
+        if (*c == '<') tag = true;
+        else if (*c == '>') tag = false;
+        else if (!tag) text[n++] = *c;
+    }
+    text[n] = '\0';
+    if (!n) snprintf(text, room, "%s", otherwise);
+}
+
+/* Answers in the library's place: the refusal as this server's JSON error, then the connection's sending side
+ * shut, so that the library's own answer (an HTML page; in 0.9.75, after its status line and headers twice,
+ * as its state machine builds them again after its own error: fixed in 1.0.0) goes nowhere. */
+static void answer_for_library(struct MHD_Connection *connection, unsigned status, const char *html) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info || status < 400 || status > 599) return;
+    char text[256];
+    page_text(text, sizeof text, html, MHD_get_reason_phrase_for(status));
+    serve_reply reply = {0};
+    reply_error(&reply, (int)status, "the request cannot be read: %s", text);
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                     status, MHD_get_reason_phrase_for(status), reply.size);
+    struct iovec parts[2] = {{head, (size_t)n}, {reply.body, reply.size}};
+    struct msghdr message = {.msg_iov = parts, .msg_iovlen = reply.body ? 2 : 1};
+    if (n > 0 && (size_t)n < sizeof head) (void)sendmsg(info->connect_fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(info->connect_fd, SHUT_WR);
+    free(reply.body);
+}
+
+/* libmicrohttpd's log; also where it says it refuses a request itself (a malformed or too large Content-Length, a
+ * malformed chunk, headers past its memory): the last moment before it answers, on the connection's thread. */
 static void log_from_microhttpd(void *user, const char *format, va_list args) {
     const serve_server *server = user;
+    static const char refusal[] = "Error processing request (HTTP response code is %u ('%s'))";
+    if (thread_connection && !strncmp(format, refusal, sizeof refusal - 1)) {
+        va_list copy;
+        va_copy(copy, args);
+        unsigned status = va_arg(copy, unsigned);
+        const char *html = va_arg(copy, const char *);
+        va_end(copy);
+        answer_for_library(thread_connection, status, html);
+    }
     if (!server->config.log) return;
     char line[1024];
     vsnprintf(line, sizeof line, format, args);
@@ -592,7 +651,8 @@ glimpse_status serve_start(const serve_config *config, serve_server **out) {
                      MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
     server->daemon = MHD_start_daemon(
         flags, (uint16_t)config->port, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, log_from_microhttpd,
-        server, MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_STRICT_FOR_CLIENT, 0, /* Host and URL checked by begin_request */
+        server, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, server, MHD_OPTION_SOCK_ADDR, &address,
+        MHD_OPTION_STRICT_FOR_CLIENT, 0, /* Host and URL checked by begin_request */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config->timeout_seconds, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)config->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)(config->max_per_client && config->max_per_client < config->max_connections ? config->max_per_client : 0),
