@@ -57,12 +57,15 @@ void serve_log(const serve_server *server, const char *format, ...) {
 
 /* ------------------------------------------------------------------ libmicrohttpd's own refusals */
 
-/* The connection this thread serves (one thread a connection), known once its request line is read. */
+/* The connection this thread serves (one thread a connection), known once its request line is read, and whether
+ * the server has queued its answer to that request (a refusal after that is not answered again). */
 static __thread struct MHD_Connection *thread_connection;
+static __thread bool thread_answered;
 
 static void *on_request_line(void *user, const char *uri, struct MHD_Connection *connection) {
     (void)user, (void)uri;
     thread_connection = connection;
+    thread_answered = false;
     return NULL; /* (the request's state, made by on_request's first call) */
 }
 
@@ -106,7 +109,7 @@ static void answer_for_library(struct MHD_Connection *connection, unsigned statu
 static void log_from_microhttpd(void *user, const char *format, va_list args) {
     const serve_server *server = user;
     static const char refusal[] = "Error processing request (HTTP response code is %u ('%s'))";
-    if (thread_connection && !strncmp(format, refusal, sizeof refusal - 1)) {
+    if (thread_connection && !thread_answered && !strncmp(format, refusal, sizeof refusal - 1)) {
         va_list copy;
         va_copy(copy, args);
         unsigned status = va_arg(copy, unsigned);
@@ -226,7 +229,7 @@ static enum MHD_Result send_reply(serve_request *request, serve_reply *reply, bo
     if (close) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result queued = MHD_queue_response(request->connection, (unsigned)reply->status, response);
     MHD_destroy_response(response);
-    if (queued == MHD_YES) request->status = reply->status;
+    if (queued == MHD_YES) request->status = reply->status, thread_answered = true;
     return queued;
 }
 
