@@ -348,10 +348,13 @@ static glimpse_status features_and_rows(glimpse_context *ctx, llava_run *run, si
     return status ? status : llava_merge(m, prompt, prompt_length, run->features, count, run->rows, NULL);
 }
 
-/* The vision tower's activations given back once the features are merged, so that the language model's prompt runs
- * beside the weights and its own state alone, not the tower's too (the next call makes them again: a few
- * milliseconds beside the tower's seconds). The pixels stay: hold() keeps them for the next call's comparison. */
-static void release_vision(llava_run *run) {
+/* The vision tower's activations given back once the features are merged, and the pages of its mapped weights, so
+ * that the language model's prompt runs beside its own weights and state alone, not the tower's too (the next call
+ * makes the activations again and maps the weights' pages again from the page cache: milliseconds beside the
+ * tower's seconds; an int8 tower's twins are copies, which stay). The pixels stay: hold() keeps them for the next
+ * call's comparison. */
+static void release_vision(glimpse_context *ctx, llava_run *run) {
+    weight_store_release_prefix(ctx->model->store, parts_of(ctx->model)->model.vision_names);
     llava_vision_state_free(run->vision);
     run->vision = NULL;
     run->images = 0; /* run_of makes every buffer of the image side again */
@@ -396,7 +399,7 @@ static glimpse_status answer(glimpse_context *ctx, glimpse_image *const *images,
     if (run) run->held_count = 0; /* until this search ends well */
     /* the tower's activations are given back before the language state is made: never both at once */
     if (!status) status = features_and_rows(ctx, run, count, prompt, prompt_length, starts, kept);
-    if (!status) release_vision(run);
+    if (!status) release_vision(ctx, run);
     if (!status) status = room_for(m, run, (size_t)p->beams, length + (size_t)p->max_tokens, length - kept, kept);
     int32_t *ids = status ? NULL : malloc(max_length * sizeof *ids);
     llava_stream stream = {ctx->model, p, index, 0, ids ? malloc(max_length * sizeof *ids) : NULL};

@@ -97,6 +97,7 @@ glimpse_status llava_model_load(llava_model *model, const llava_config *config, 
         return error_set(GLIMPSE_STATUS_NOT_FOUND, "no LLaVA vision tower in the weights (looked for %s)",
                          names_llava[0].clip_vision.patch_weight);
     size_t vision_hidden = (size_t)config->vision.hidden_size, text_hidden = (size_t)config->text.hidden_size;
+    model->vision_names = n->vision;
     glimpse_status status = vit_model_load(
         &model->vision, &config->vision, config->vision.variant == VIT_VARIANT_CLIP ? &n->clip_vision : &n->siglip_vision,
         store);

@@ -39,6 +39,7 @@ typedef struct llava_model {
     kernel_weight projector_1, projector_2;  /* [text hidden, vision hidden], [text hidden, text hidden] */
     const float *projector_1_bias, *projector_2_bias; /* [text hidden] */
     llama_model text;
+    const char *vision_names; /* the prefix of the vision tower's tensor names in the store */
 } llava_model;
 
 /* Loads every part from the store, in whichever layout (weights/names.h's names_llava) the file has. Caller

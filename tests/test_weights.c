@@ -361,6 +361,67 @@ static void test_sharded_store(void **state) {
     temp_folder_free(empty);
 }
 
+/* Pages of data[0, bytes) present in this process's page tables (/proc/self/pagemap's bit 63), or -1. */
+static long present_pages(const void *data, size_t bytes) {
+    long page = sysconf(_SC_PAGESIZE), present = 0;
+    FILE *map = fopen("/proc/self/pagemap", "rb");
+    if (!map || page <= 0) {
+        if (map) fclose(map);
+        return -1;
+    }
+    for (uintptr_t at = (uintptr_t)data / (uintptr_t)page; at < ((uintptr_t)data + bytes) / (uintptr_t)page; at++) {
+        uint64_t entry = 0;
+        if (fseek(map, (long)(at * sizeof entry), SEEK_SET) || fread(&entry, sizeof entry, 1, map) != 1) {
+            present = -1;
+            break;
+        }
+        present += (long)(entry >> 63);
+    }
+    fclose(map);
+    return present;
+}
+
+/* weight_store_release_prefix gives back the mapped pages of the tensors under a prefix (LLaVA's vision tower while
+ * its language model answers), not those of the others, and the values read the same once mapped again. */
+static void test_release_prefix(void **state) {
+    (void)state;
+    enum { N = 65536 }; /* 256 KiB of float32 each */
+    float *data = malloc(2 * N * sizeof(float));
+    for (size_t i = 0; i < 2 * N; i++) data[i] = (float)(i % 1000);
+    char header[256];
+    int n = snprintf(header, sizeof header, "{\"text.b\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[0,%d]},"
+                     "\"tower.a\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}}", N, 4 * N, N, 4 * N, 8 * N);
+    while ((8 + n) % 64) header[n++] = ' '; /* the data aligned, so that both are read in place */
+    header[n] = '\0';
+    char *folder = temp_folder();
+    write_tensors(folder, "model.safetensors", header, data, 2 * N * sizeof(float));
+    weight_store *store;
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_OK);
+    const float *tower, *text;
+    size_t shape[1] = {N};
+    assert_int_equal(weight_store_get(store, &tower, 1, shape, "tower.a"), GLIMPSE_STATUS_OK);
+    assert_int_equal(weight_store_get(store, &text, 1, shape, "text.b"), GLIMPSE_STATUS_OK);
+    double sum = 0, again = 0;
+    for (size_t i = 0; i < N; i++) sum += tower[i] + text[i];
+    long page = sysconf(_SC_PAGESIZE), pages = 4L * N / page;
+    long tower_before = present_pages(tower, 4 * N), text_before = present_pages(text, 4 * N);
+    if (tower_before < 0) skip(); /* no /proc/self/pagemap to read */
+    assert_true(tower_before >= pages - 1 && text_before >= pages - 1);
+    weight_store_release_prefix(store, "tower.");
+    long tower_after = present_pages(tower, 4 * N), text_after = present_pages(text, 4 * N);
+    printf("pages of 'tower.' %ld -> %ld after its release, of 'text.' %ld -> %ld\n", tower_before, tower_after,
+           text_before, text_after);
+    assert_true(tower_after <= 1);          /* a page it shares with the other tensor may stay */
+    assert_int_equal(text_after, text_before);
+    for (size_t i = 0; i < N; i++) again += tower[i] + text[i];
+    assert_true(sum == again);
+    weight_store_release_prefix(store, ""); /* an empty prefix releases nothing */
+    assert_int_equal(present_pages(text, 4 * N), text_before);
+    weight_store_free(store);
+    temp_folder_free(folder);
+    free(data);
+}
+
 static void test_config_fields(void **state) {
     (void)state;
     char *folder = temp_folder();
@@ -440,6 +501,7 @@ int main(void) {
         cmocka_unit_test(test_half_precision),    cmocka_unit_test(test_store_dtypes_and_shapes),
         cmocka_unit_test(test_sharded_store),     cmocka_unit_test(test_config_fields),
         cmocka_unit_test(test_hub_cache_resolution),
+        cmocka_unit_test(test_release_prefix),
         cmocka_unit_test(test_encoder_layers_by_names),
         cmocka_unit_test(test_attention_pool_by_names),
     };

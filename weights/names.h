@@ -228,6 +228,7 @@ extern const llama_names names_llama; /* weights/names_llava.c */
  * ("vision_tower.…", "language_model.model.…") or, from 4.52, "model.vision_tower.…", "lm_head.weight". */
 typedef struct llava_names {
     vit_names clip_vision, siglip_vision;
+    const char *vision;                    /* prefix of every name of the vision tower */
     const char *projector_1, *projector_2; /* modules [text hidden, vision hidden], [text hidden, text hidden] */
     const char *language_model;           /* prefix of the decoder's names (llama_names) */
     const char *head;                     /* prefix of its lm_head */

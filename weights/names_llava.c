@@ -37,6 +37,7 @@ const llava_names names_llava[2] = {
     {
         .clip_vision = LLAVA_CLIP_VISION("vision_tower."),
         .siglip_vision = LLAVA_SIGLIP_VISION("vision_tower."),
+        .vision = "vision_tower.",
         .projector_1 = "multi_modal_projector.linear_1", .projector_2 = "multi_modal_projector.linear_2",
         .language_model = "language_model.model.", .head = "language_model.",
         .text = &names_llama,
@@ -44,6 +45,7 @@ const llava_names names_llava[2] = {
     {
         .clip_vision = LLAVA_CLIP_VISION("model.vision_tower."),
         .siglip_vision = LLAVA_SIGLIP_VISION("model.vision_tower."),
+        .vision = "model.vision_tower.",
         .projector_1 = "model.multi_modal_projector.linear_1", .projector_2 = "model.multi_modal_projector.linear_2",
         .language_model = "model.language_model.", .head = "",
         .text = &names_llama,

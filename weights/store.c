@@ -367,6 +367,16 @@ void weight_store_release_pages(const weight_store *store, const void *data, siz
     }
 }
 
+void weight_store_release_prefix(const weight_store *store, const char *prefix) {
+    size_t length = prefix ? strlen(prefix) : 0;
+    for (size_t i = 0; store && length && i < store->file_count; i++) {
+        const safetensors *file = store->files[i];
+        for (size_t t = 0; file->owns_mapping && t < file->count; t++)
+            if (!strncmp(file->entries[t].name, prefix, length))
+                file_release_pages(file->entries[t].data, file->entries[t].bytes);
+    }
+}
+
 size_t weight_store_parameters(const weight_store *store) { return store->parameters; }
 size_t weight_store_copied_bytes(const weight_store *store) { return store->copied_bytes; }
 size_t weight_store_bytes(const weight_store *store) { return store->bytes; }

@@ -61,6 +61,10 @@ size_t weight_store_bytes(const weight_store *store);
  * copies stay): the process stops holding them, and a later read maps them again from the file. For weights
  * whose int8 twin replaced them, so that an int8 model does not keep both resident. */
 void weight_store_release_pages(const weight_store *store, const void *data, size_t bytes);
+/* The same for every tensor whose name starts with prefix: a part of the model that has done its work for now
+ * (LLaVA's vision tower while the language model answers) stops counting in the process's resident memory; the
+ * pages stay in the page cache, and the part's next run maps them again from it. */
+void weight_store_release_prefix(const weight_store *store, const char *prefix);
 const char *weight_store_dtype(const weight_store *store); /* "F32", "F16", "BF16", "mixed", "none" */
 /* The kind of file weight_store_open read: "safetensors", "PyTorch .bin" ("none" for weight_store_from_file). */
 const char *weight_store_format(const weight_store *store);
