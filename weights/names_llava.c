@@ -33,19 +33,19 @@ const llama_names names_llama = {
         .layers = PREFIX "vision_model.encoder.layers", .layer = &names_clip_layer,                         \
     }
 
+/* Both towers below PREFIX, and PREFIX itself (the tower's pages are given back by it). */
+#define LLAVA_VISION(PREFIX)                                                                                \
+    .clip_vision = LLAVA_CLIP_VISION(PREFIX), .siglip_vision = LLAVA_SIGLIP_VISION(PREFIX), .vision = PREFIX
+
 const llava_names names_llava[2] = {
     {
-        .clip_vision = LLAVA_CLIP_VISION("vision_tower."),
-        .siglip_vision = LLAVA_SIGLIP_VISION("vision_tower."),
-        .vision = "vision_tower.",
+        LLAVA_VISION("vision_tower."),
         .projector_1 = "multi_modal_projector.linear_1", .projector_2 = "multi_modal_projector.linear_2",
         .language_model = "language_model.model.", .head = "language_model.",
         .text = &names_llama,
     },
     {
-        .clip_vision = LLAVA_CLIP_VISION("model.vision_tower."),
-        .siglip_vision = LLAVA_SIGLIP_VISION("model.vision_tower."),
-        .vision = "model.vision_tower.",
+        LLAVA_VISION("model.vision_tower."),
         .projector_1 = "model.multi_modal_projector.linear_1", .projector_2 = "model.multi_modal_projector.linear_2",
         .language_model = "model.language_model.", .head = "",
         .text = &names_llama,
