@@ -39,6 +39,10 @@ for first in rows:
 
 markdown = "--markdown" in sys.argv[2:]
 peak = next((r["gflops"] for r in rows if r.get("runtime") == "roof" and r.get("stage") == "fma_peak"), None)
+# int8's roof: AMX's int8 tiles where the CPU has them (glimpse's int8 products run there), else the VNNI loop
+int8_roof = next(((r["stage"], r["gops"]) for stage in ("amx_int8_peak", "vnni_peak") for r in rows
+                  if r.get("runtime") == "roof" and r.get("stage") == stage), (None, None))
+int8_name = {"amx_int8_peak": "AMX int8 tiles", "vnni_peak": "VNNI loop"}.get(int8_roof[0], "int8 loop")
 if markdown:
     print("| stage | glimpse | PyTorch | ONNX Runtime | vs PyTorch | vs ONNX Runtime | glimpse GFLOP/s | of the FMA loop |")
     print("|---|---|---|---|---|---|---|---|")
@@ -69,24 +73,28 @@ for stage, batch, name, detail in cases:
 # int8 (--int8) beside ONNX Runtime's float32 and glimpse's own float32
 if markdown:
     print()
-    print("| stage, int8 | glimpse int8 | glimpse float32 | ONNX Runtime float32 | vs glimpse float32 | vs ONNX Runtime |")
-    print("|---|---|---|---|---|---|")
+    print("| stage, int8 | glimpse int8 | glimpse float32 | ONNX Runtime float32 | vs glimpse float32 | vs ONNX Runtime | "
+          f"GOP/s | of the {int8_name} |")
+    print("|---|---|---|---|---|---|---|---|")
 else:
-    print(f"\n{'int8 stage':34s} {'int8':>10s} {'float32':>10s} {'onnxrt':>10s} {'vs f32':>9s} {'vs ort':>8s}")
+    print(f"\n{'int8 stage':34s} {'int8':>10s} {'float32':>10s} {'onnxrt':>10s} {'vs f32':>9s} {'vs ort':>8s} "
+          f"{'GOP/s':>8s} {'of ' + int8_name:>14s}")
 for stage, batch, name, detail in cases:
     q = find("glimpse-int8", stage, batch if not detail else None, detail)
     g = find("glimpse", stage, batch if not detail else None, detail)
     o = find("onnxruntime", stage, batch)
     if not q:
         continue
+    rate = f"{q['gflops']:.1f}" if q.get("gflops") else "–"
+    share = f"{100 * q['gflops'] / int8_roof[1]:.0f}%" if int8_roof[1] and q.get("gflops") else "–"
     if markdown:
         md = lambda r: f"{r['median_ms']:.1f} ms" if r else "–"
         mdr = lambda r: f"{r['median_ms'] / q['median_ms']:.2f}×" if r else "–"
-        print(f"| {name} | {md(q)} | {md(g)} | {md(o)} | {mdr(g)} | {mdr(o)} |")
+        print(f"| {name} | {md(q)} | {md(g)} | {md(o)} | {mdr(g)} | {mdr(o)} | {rate} | {share} |")
     else:
         cell = lambda r: f"{r['median_ms']:8.1f}ms" if r else "       -  "
         ratio = lambda r: f"{r['median_ms'] / q['median_ms']:8.2f}x" if r else "       - "
-        print(f"{name:34s} {cell(q)} {cell(g)} {cell(o)} {ratio(g)} {ratio(o)}")
+        print(f"{name:34s} {cell(q)} {cell(g)} {cell(o)} {ratio(g)} {ratio(o)} {rate:>8s} {share:>14s}")
 for r in [] if markdown else rows:
     if r.get("runtime") == "roof":
         print("roof:", r["stage"], {k: v for k, v in r.items() if k not in ("runtime", "stage")})

@@ -1,12 +1,24 @@
 /* roof.c — the machine's roof for bench/run.sh, on THREADS threads:
  *  - fma_peak: each thread runs 16 independent chains of 512-bit fused
  *    multiply-adds (enough to hide the FMA latency on two pipes);
+ *  - vnni_peak (where AVX-512 VNNI is): the same with vpdpbusd, 64 byte
+ *    products added into 32-bit sums per instruction, counted as 2 operations
+ *    each like a multiply-add (the int8 kernels' roof on a CPU without AMX);
+ *  - amx_int8_peak, amx_bf16_peak (where AMX is, and Linux grants the tiles):
+ *    tdpbusd / tdpbf16ps on 4 accumulator tiles from 4 source tiles held in
+ *    place, 16 × 16 × 64 byte products (× 32 pairs of bfloat16) each;
  *  - bandwidth_read: each thread sums its share of a 1 GiB buffer, the way a
  *    caption step reads its weights (median of 5 passes).
  * Prints one JSON line for each; with a second argument "bandwidth", only
  * the bandwidth (bench/run.sh measures it again beside each decoder bench).
- *     cc -O2 -mavx512f -pthread bench/roof.c -o roof && ./roof THREADS [bandwidth] */
+ *     cc -O2 -mavx512f -pthread bench/roof.c -o roof && ./roof THREADS [bandwidth]
+ * (the VNNI and AMX loops are compiled for their instructions by target
+ * attributes and run only where cpuid says the CPU has them). */
+#include <cpuid.h>
 #include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +38,91 @@ static void *chains(void *result) {
     for (int i = 0; i < CHAINS; i++) sum += _mm512_reduce_add_ps(acc[i]);
     *(float *)result = sum; /* keeps the loop alive */
     return NULL;
+}
+
+/* 16 chains of vpdpbusd in assembly blocks: GCC 12 keeps an array of accumulators in memory around
+ * each instruction it cannot see into (and copies them around _mm512_dpbusd_epi32). */
+#define DPBUSD(N) "vpdpbusd %9, %8, %" #N "\n\t"
+#define DPBUSD8 DPBUSD(0) DPBUSD(1) DPBUSD(2) DPBUSD(3) DPBUSD(4) DPBUSD(5) DPBUSD(6) DPBUSD(7)
+__attribute__((target("avx512f,avx512vnni"))) static void *vnni_chains(void *result) {
+    __m512i c0 = _mm512_set1_epi32(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0,
+            c9 = c0, c10 = c0, c11 = c0, c12 = c0, c13 = c0, c14 = c0, c15 = c0;
+    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (long n = 0; n < ITERATIONS; n++) { /* (an asm takes at most 30 operands: two of 8 chains) */
+        __asm__(DPBUSD8 : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6), "+v"(c7)
+                : "v"(a), "v"(b));
+        __asm__(DPBUSD8 : "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13), "+v"(c14), "+v"(c15)
+                : "v"(a), "v"(b));
+    }
+    __m512i sum = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
+                                   _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
+    sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
+    sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_add_epi32(c12, c13), _mm512_add_epi32(c14, c15)));
+    *(float *)result = (float)_mm512_reduce_add_epi32(sum); /* keeps the loop alive */
+    return NULL;
+}
+
+#define TILE_ITERATIONS 20000000L
+
+/* Palette 1, every tile 16 rows of 64 bytes. */
+static const unsigned char tile_config[64] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                              64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,
+                                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                              16, 16, 16, 16, 16, 16, 16, 16};
+
+/* Tiles 0-3 accumulate, 4-7 are the sources: 4 products a pass, each needing the one before on its tile. */
+__attribute__((target("amx-tile,amx-int8"))) static void *amx_int8_chains(void *result) {
+    static const signed char ones[16 * 64] = {1};
+    __asm__ volatile("ldtilecfg %0" ::"m"(tile_config));
+    __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3" ::);
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm4\n\ttileloadd (%0,%1,1), %%tmm5\n\t"
+                     "tileloadd (%0,%1,1), %%tmm6\n\ttileloadd (%0,%1,1), %%tmm7" ::"r"(ones),
+                     "r"((long)64));
+    for (long n = 0; n < TILE_ITERATIONS; n++)
+        __asm__ volatile("tdpbusd %%tmm6, %%tmm4, %%tmm0\n\ttdpbusd %%tmm7, %%tmm4, %%tmm1\n\t"
+                         "tdpbusd %%tmm6, %%tmm5, %%tmm2\n\ttdpbusd %%tmm7, %%tmm5, %%tmm3" ::);
+    int sums[256];
+    __asm__ volatile("tilestored %%tmm0, (%0,%1,1)" ::"r"(sums), "r"((long)64) : "memory");
+    __asm__ volatile("tilerelease" ::);
+    *(float *)result = (float)sums[0];
+    return NULL;
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) static void *amx_bf16_chains(void *result) {
+    static const unsigned short ones[16 * 32] = {0x3f80};
+    __asm__ volatile("ldtilecfg %0" ::"m"(tile_config));
+    __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3" ::);
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm4\n\ttileloadd (%0,%1,1), %%tmm5\n\t"
+                     "tileloadd (%0,%1,1), %%tmm6\n\ttileloadd (%0,%1,1), %%tmm7" ::"r"(ones),
+                     "r"((long)64));
+    for (long n = 0; n < TILE_ITERATIONS; n++)
+        __asm__ volatile("tdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\ttdpbf16ps %%tmm7, %%tmm4, %%tmm1\n\t"
+                         "tdpbf16ps %%tmm6, %%tmm5, %%tmm2\n\ttdpbf16ps %%tmm7, %%tmm5, %%tmm3" ::);
+    float sums[256];
+    __asm__ volatile("tilestored %%tmm0, (%0,%1,1)" ::"r"(sums), "r"((long)64) : "memory");
+    __asm__ volatile("tilerelease" ::);
+    *(float *)result = sums[0];
+    return NULL;
+}
+
+/* CPUID leaf 7: EDX bit 24 AMX-TILE, with bit 25 (AMX-INT8) or 22 (AMX-BF16); and Linux's leave to use the
+ * tiles (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA). */
+static int amx_usable(unsigned feature_bit) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << feature_bit))) return 0;
+    return syscall(SYS_arch_prctl, 0x1023L, 18L) == 0;
+}
+
+/* Runs body on every thread at once; the seconds they took together. */
+static double run_threads(int threads, void *(*body)(void *)) {
+    pthread_t id[256];
+    float results[256];
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int t = 0; t < threads; t++) pthread_create(&id[t], NULL, body, &results[t]);
+    for (int t = 0; t < threads; t++) pthread_join(id[t], NULL);
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    return (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) * 1e-9;
 }
 
 #define BUFFER_FLOATS ((size_t)1 << 28) /* 1 GiB */
@@ -92,17 +189,25 @@ int main(int argc, char **argv) {
         bandwidth(threads);
         return 0;
     }
-    pthread_t id[256];
-    float results[256];
-    struct timespec start, end;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    for (int t = 0; t < threads; t++) pthread_create(&id[t], NULL, chains, &results[t]);
-    for (int t = 0; t < threads; t++) pthread_join(id[t], NULL);
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    double seconds = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) * 1e-9;
-    double flops = (double)threads * ITERATIONS * CHAINS * 16 * 2;
+    double seconds = run_threads(threads, chains);
     printf("{\"runtime\": \"roof\", \"stage\": \"fma_peak\", \"threads\": %d, \"gflops\": %.1f}\n", threads,
-           flops / seconds / 1e9);
+           (double)threads * ITERATIONS * CHAINS * 16 * 2 / seconds / 1e9);
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512vnni")) {
+        seconds = run_threads(threads, vnni_chains);
+        printf("{\"runtime\": \"roof\", \"stage\": \"vnni_peak\", \"threads\": %d, \"gops\": %.1f}\n", threads,
+               (double)threads * ITERATIONS * CHAINS * 64 * 2 / seconds / 1e9);
+    }
+    if (amx_usable(25)) {
+        seconds = run_threads(threads, amx_int8_chains);
+        printf("{\"runtime\": \"roof\", \"stage\": \"amx_int8_peak\", \"threads\": %d, \"gops\": %.1f}\n", threads,
+               (double)threads * TILE_ITERATIONS * 4 * 16 * 16 * 64 * 2 / seconds / 1e9);
+    }
+    if (amx_usable(22)) {
+        seconds = run_threads(threads, amx_bf16_chains);
+        printf("{\"runtime\": \"roof\", \"stage\": \"amx_bf16_peak\", \"threads\": %d, \"gflops\": %.1f}\n",
+               threads, (double)threads * TILE_ITERATIONS * 4 * 16 * 16 * 32 * 2 / seconds / 1e9);
+    }
     bandwidth(threads);
     return 0;
 }

@@ -4,7 +4,8 @@
 # glimpse-make-model from the published configs), PyTorch (Debian's
 # python3-torch and python3-torchvision), ONNX Runtime (npm onnxruntime-node
 # on ONNX exports of the same PyTorch models), and the machine's roof (an
-# OpenBLAS sgemm, memory bandwidth and a plain AVX-512 FMA loop). Prints every
+# OpenBLAS sgemm, memory bandwidth, a plain AVX-512 FMA loop, and the int8
+# loops: VNNI, and AMX's tiles where the CPU has them). Prints every
 # figure and the ratios.
 # Not part of the tests; needs a built tree (scripts/setup.sh) and network
 # access to Debian's and npm's registries on first use.
@@ -166,7 +167,7 @@ echo "glimpse again, after the peers..." >&2
 clip_towers glimpse-after
 siglip_towers glimpse-after
 blip glimpse-after Salesforce--blip-image-captioning-base
-echo "roof (FMA peak, read bandwidth)..." >&2
+echo "roof (FMA, VNNI and AMX tile peaks, read bandwidth)..." >&2
 "$work/roof" "$threads" >> "$results"
 /usr/bin/python3 bench/report.py "$results"
 page=$work/benchmarks.md

@@ -6,7 +6,11 @@
 # (=always; core/bf16x3.h: as exact as float32, what glimpse serve and index
 # run), glimpse --int8, and ONNX Runtime float32 on the same shapes. Prints per
 # side and shape the median of the processes' medians, the fastest and
-# slowest process, and the ratio to ONNX Runtime. Shapes: CLIP ViT-B/32
+# slowest process, the ratio to ONNX Runtime, and the fraction of the machine's
+# peak (bench/roof.c, run before the first round and after the last): float32
+# against the FMA loop, int8 against AMX's int8 tile loop where the CPU has
+# AMX, else the VNNI loop, each cell's work counted as glimpse does it (ONNX
+# Runtime's by the same count). Shapes: CLIP ViT-B/32
 # vision and text at batch 1 and 8 (per picture or text), BLIP-base vision at
 # 384 px, SigLIP base 224 and so400m 384 vision (float32 only). Needs what
 # bench/run.sh sets up (the random full-size models, the ONNX exports,
@@ -23,21 +27,25 @@ for f in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base go
 done
 out=$work/towers.txt
 : > "$out"
+cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof"
+roof() { "$work/roof" "$threads" | sed -E 's/.*"stage": "([a-z_0-9]+)".*: ([0-9.]+)}$/roof \1 \2/' >> "$out"; }
+roof
 side() { # LABEL ROUND TILES [--int8]
   local label=$1 round=$2 tiles=$3 int8=${4:-} batch
   for batch in 1 8; do
     GLIMPSE_FLOAT32_TILES=$tiles build/glimpse bench -m "$work/openai--clip-vit-base-patch32" $int8 --batch "$batch" \
       --threads "$threads" --runs 7 --json | grep -E '"stage": "(vision|text)"' |
-      sed -E "s/.*\"stage\": \"([a-z]+)\", \"batch\": ([0-9]+).*\"median_ms\": ([0-9.]+).*/$label $round clip_\1_b\2 \3/" >> "$out"
+      sed -E "s/.*\"stage\": \"([a-z]+)\", \"batch\": ([0-9]+).*\"median_ms\": ([0-9.]+).*\"gflop\": ([0-9.]+).*/$label $round clip_\1_b\2 \3 \4/" >> "$out"
   done
   GLIMPSE_FLOAT32_TILES=$tiles build/glimpse bench -m "$work/Salesforce--blip-image-captioning-base" $int8 \
     --threads "$threads" --runs 3 --json | grep '"stage": "vision"' |
-    sed -E "s/.*\"median_ms\": ([0-9.]+).*/$label $round blip_384 \1/" >> "$out"
+    sed -E "s/.*\"median_ms\": ([0-9.]+).*\"gflop\": ([0-9.]+).*/$label $round blip_384 \1 \2/" >> "$out"
   [ -n "$int8" ] && return
   local model
   for model in base-patch16-224 so400m-patch14-384; do
     GLIMPSE_FLOAT32_TILES=$tiles build/glimpse bench -m "$work/google--siglip-$model" --threads "$threads" --runs 2 \
-      --json | grep '"stage": "vision"' | sed -E "s/.*\"median_ms\": ([0-9.]+).*/$label $round siglip_${model%%-*} \1/" >> "$out"
+      --json | grep '"stage": "vision"' |
+      sed -E "s/.*\"median_ms\": ([0-9.]+).*\"gflop\": ([0-9.]+).*/$label $round siglip_${model%%-*} \1 \2/" >> "$out"
   done
 }
 for round in $(seq "$rounds"); do
@@ -51,28 +59,45 @@ for round in $(seq "$rounds"); do
       >> "$out"
   done
 done
+roof
 /usr/bin/python3 - "$out" <<'PY'
 import collections, statistics, sys
-times = collections.defaultdict(list)
+times, work, roofs = collections.defaultdict(list), {}, collections.defaultdict(list)
 for line in open(sys.argv[1]):
     parts = line.split()
-    if len(parts) == 4:
+    if len(parts) == 3 and parts[0] == "roof":
+        roofs[parts[1]].append(float(parts[2]))
+    elif len(parts) >= 4:
         times[(parts[0], parts[2])].append(float(parts[3]))
+        if len(parts) == 5 and float(parts[4]) > 0:
+            work[parts[2]] = float(parts[4])
 peers = {"clip_vision_b1": "vision_b1", "clip_vision_b8": "vision_b8", "clip_text_b1": "text_b1",
          "clip_text_b8": "text_b8", "blip_384": "vision_blip_384_b1", "siglip_base": "vision_siglip_base_224_b1",
          "siglip_so400m": "vision_siglip_so400m_384_b1"}
-def cell(values, peer):
+# the peaks: the mean of the loop's runs before and after; int8 against AMX's tiles where they are
+fma = statistics.mean(roofs["fma_peak"]) if roofs.get("fma_peak") else None
+int8_roof = "amx_int8_peak" if roofs.get("amx_int8_peak") else "vnni_peak" if roofs.get("vnni_peak") else None
+int8_peak = statistics.mean(roofs[int8_roof]) if int8_roof else None
+def cell(values, peer, stage, peak):
     if not values:
         return "–"
     m = statistics.median(values)
     ratio = f", {peer / m:.2f}×" if peer else ""
-    return f"{m:.1f} ms ({min(values):.1f}–{max(values):.1f}{ratio})"
-print("| stage (ms per picture or text; fastest–slowest process; vs ONNX Runtime) | float32, FMA | float32, tiles | int8 | ONNX Runtime float32 |")
+    share = f"; **{1e5 * work[stage] / m / peak:.0f}%**" if peak and stage in work else ""
+    return f"{m:.1f} ms ({min(values):.1f}–{max(values):.1f}{ratio}{share})"
+print("| stage (ms per picture or text; fastest–slowest process; vs ONNX Runtime; of the peak) | float32, FMA | "
+      "float32, tiles | int8 | ONNX Runtime float32 |")
 print("|---|---|---|---|---|")
 for stage, peer_stage in peers.items():
     peer = times.get(("onnxruntime", peer_stage))
     peer_median = statistics.median(peer) if peer else None
-    print(f"| {stage} | {cell(times.get(('float32-fma', stage)), peer_median)} | "
-          f"{cell(times.get(('float32-tiles', stage)), peer_median)} | {cell(times.get(('int8', stage)), peer_median)} | "
-          f"{cell(peer, None)} |")
+    print(f"| {stage} | {cell(times.get(('float32-fma', stage)), peer_median, stage, fma)} | "
+          f"{cell(times.get(('float32-tiles', stage)), peer_median, stage, fma)} | "
+          f"{cell(times.get(('int8', stage)), peer_median, stage, int8_peak)} | {cell(peer, None, stage, fma)} |")
+names = {"fma_peak": "FMA loop", "vnni_peak": "VNNI loop", "amx_int8_peak": "AMX int8 tiles",
+         "amx_bf16_peak": "AMX bfloat16 tiles", "bandwidth_read": "read bandwidth"}
+print()
+print("Peaks (bench/roof.c before / after the rounds): " + "; ".join(
+    f"{names.get(k, k)} {' / '.join(f'{v:.0f}' for v in values)} {'GB/s' if k == 'bandwidth_read' else 'GOP/s' if 'int8' in k or 'vnni' in k else 'GFLOP/s'}"
+    for k, values in roofs.items()) + (f". int8 is shown against the {names[int8_roof]}." if int8_roof else ""))
 PY
