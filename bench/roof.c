@@ -70,39 +70,38 @@ static const unsigned char tile_config[64] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
                                               0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                               16, 16, 16, 16, 16, 16, 16, 16};
 
-/* Tiles 0-3 accumulate, 4-7 are the sources: 4 products a pass, each needing the one before on its tile. */
-__attribute__((target("amx-tile,amx-int8"))) static void *amx_int8_chains(void *result) {
-    static const signed char ones[16 * 64] = {1};
+/* Tiles 0-3 accumulate, 4-7 are the sources: 4 products a pass, each needing the one before on its tile.
+ * (Plain assembly: the CPU is asked before any of it runs, so no target attribute is needed.) */
+static void tiles_start(void) {
+    static const unsigned char sources[16 * 64] = {1};
     __asm__ volatile("ldtilecfg %0" ::"m"(tile_config));
     __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3" ::);
     __asm__ volatile("tileloadd (%0,%1,1), %%tmm4\n\ttileloadd (%0,%1,1), %%tmm5\n\t"
-                     "tileloadd (%0,%1,1), %%tmm6\n\ttileloadd (%0,%1,1), %%tmm7" ::"r"(ones),
+                     "tileloadd (%0,%1,1), %%tmm6\n\ttileloadd (%0,%1,1), %%tmm7" ::"r"(sources),
                      "r"((long)64));
-    for (long n = 0; n < TILE_ITERATIONS; n++)
-        __asm__ volatile("tdpbusd %%tmm6, %%tmm4, %%tmm0\n\ttdpbusd %%tmm7, %%tmm4, %%tmm1\n\t"
-                         "tdpbusd %%tmm6, %%tmm5, %%tmm2\n\ttdpbusd %%tmm7, %%tmm5, %%tmm3" ::);
-    int sums[256];
-    __asm__ volatile("tilestored %%tmm0, (%0,%1,1)" ::"r"(sums), "r"((long)64) : "memory");
-    __asm__ volatile("tilerelease" ::);
-    *(float *)result = (float)sums[0];
-    return NULL;
 }
 
-__attribute__((target("amx-tile,amx-bf16"))) static void *amx_bf16_chains(void *result) {
-    static const unsigned short ones[16 * 32] = {0x3f80};
-    __asm__ volatile("ldtilecfg %0" ::"m"(tile_config));
-    __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3" ::);
-    __asm__ volatile("tileloadd (%0,%1,1), %%tmm4\n\ttileloadd (%0,%1,1), %%tmm5\n\t"
-                     "tileloadd (%0,%1,1), %%tmm6\n\ttileloadd (%0,%1,1), %%tmm7" ::"r"(ones),
-                     "r"((long)64));
-    for (long n = 0; n < TILE_ITERATIONS; n++)
-        __asm__ volatile("tdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\ttdpbf16ps %%tmm7, %%tmm4, %%tmm1\n\t"
-                         "tdpbf16ps %%tmm6, %%tmm5, %%tmm2\n\ttdpbf16ps %%tmm7, %%tmm5, %%tmm3" ::);
+static void *tiles_end(void *result) {
     float sums[256];
     __asm__ volatile("tilestored %%tmm0, (%0,%1,1)" ::"r"(sums), "r"((long)64) : "memory");
     __asm__ volatile("tilerelease" ::);
-    *(float *)result = sums[0];
+    *(float *)result = sums[0]; /* keeps the loop alive */
     return NULL;
+}
+
+#define TILE_PRODUCTS(OP) OP " %%tmm6, %%tmm4, %%tmm0\n\t" OP " %%tmm7, %%tmm4, %%tmm1\n\t" \
+                          OP " %%tmm6, %%tmm5, %%tmm2\n\t" OP " %%tmm7, %%tmm5, %%tmm3"
+
+static void *amx_int8_chains(void *result) {
+    tiles_start();
+    for (long n = 0; n < TILE_ITERATIONS; n++) __asm__ volatile(TILE_PRODUCTS("tdpbusd")::);
+    return tiles_end(result);
+}
+
+static void *amx_bf16_chains(void *result) {
+    tiles_start();
+    for (long n = 0; n < TILE_ITERATIONS; n++) __asm__ volatile(TILE_PRODUCTS("tdpbf16ps")::);
+    return tiles_end(result);
 }
 
 /* CPUID leaf 7: EDX bit 24 AMX-TILE, with bit 25 (AMX-INT8) or 22 (AMX-BF16); and Linux's leave to use the
