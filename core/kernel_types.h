@@ -46,6 +46,10 @@ typedef struct q8_path {
     /* how many of rows_left rows to prepare at a time when the prepared rows and temp must share
      * scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
     size_t (*chunk_rows)(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes);
+    /* optional (NULL: product() only): product() against part `part`'s rows alone, so that column tasks can
+     * start on the parts already prepared while the next are (kernel_linear prepares them in the tasks) */
+    void (*product_part)(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
+                         size_t rows, bool accumulate, size_t part, size_t first, size_t count);
 } q8_path;
 
 #endif

@@ -7,6 +7,7 @@
  * Parallelism comes from our pool (pool.c), so the thread count stays a
  * parameter of each context rather than a process-wide setting. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "core/kernels.h"
 #include "core/kernels_avx512.h"
 #include "core/openblas.h"
+#include "core/pool.h"
 #include "core/profile.h"
 #include "core/quantize.h"
 
@@ -38,6 +40,8 @@ typedef struct linear_job {
     bool accumulate;
     const q8_path *q8_path; /* with an int8 weight: the kernels that run it */
     void *q8_prepared;      /* and the input quantized once for every column task (NULL: each task quantizes) */
+    atomic_int *q8_parts;   /* with q8_prepared from a path with product_part: each part's state (Q8_PART_*);
+                             * the tasks prepare the parts as they come to them (NULL: prepared before them) */
     void *bf16x3_prepared;  /* with a bf16x3 twin: the input split once for every column task (NULL: float32) */
     size_t prepare_parts;   /* in this many parts */
     bool rowwise; /* kernel_linear_rowwise */
@@ -90,12 +94,47 @@ static void q8_prepare_rows(const q8_path *path, void *prepared, const float *in
         path->prepare(prepared, in, in_stride, q, rows, part, temp);
 }
 
+/* A part of an input prepared in the tasks: not yet taken, being prepared by a task, ready. */
+enum { Q8_PART_WAITING, Q8_PART_TAKEN, Q8_PART_READY };
+
+/* Prepares part `part` if no task has taken it yet; true if this call did. */
+static bool q8_part_take(const linear_job *job, size_t part, float *scratch) {
+    int waiting = Q8_PART_WAITING;
+    if (!atomic_compare_exchange_strong_explicit(&job->q8_parts[part], &waiting, Q8_PART_TAKEN, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return false;
+    job->q8_path->prepare(job->q8_prepared, job->in, job->in_stride, job->weight->q8, job->rows, part, scratch);
+    atomic_store_explicit(&job->q8_parts[part], Q8_PART_READY, memory_order_release);
+    return true;
+}
+
+/* Returns once part `part` is ready: preparing it if no task has taken it; while another task prepares it,
+ * preparing the next parts no one has taken (which this task needs next), else waiting. No task waits on a
+ * part that no running task prepares, however the pool hands out the tasks. */
+static void q8_part_ready(const linear_job *job, size_t part, size_t parts, float *scratch) {
+    size_t ahead = part + 1;
+    while (atomic_load_explicit(&job->q8_parts[part], memory_order_acquire) != Q8_PART_READY) {
+        if (q8_part_take(job, part, scratch)) return;
+        while (ahead < parts && !q8_part_take(job, ahead, scratch)) ahead++;
+        if (ahead >= parts) pool_spin_pause();
+    }
+}
+
 /* Columns first .. first+count of the product with the weight's int8 twin: against the input quantized once
- * for every task (job->q8_prepared), or, when there is none (one task), quantizing it here a chunk of rows at
- * a time in this thread's scratch. Without scratch (no pool), in plain loops a row at a time. */
+ * for every task (job->q8_prepared; with job->q8_parts, part by part as the tasks prepare them), or, when
+ * there is none (one task), quantizing it here a chunk of rows at a time in this thread's scratch. Without
+ * scratch (no pool), in plain loops a row at a time. */
 static void linear_q8(const linear_job *job, size_t first, size_t count, float *scratch) {
     const kernel_q8 *q = job->weight->q8;
     const q8_path *path = job->q8_path;
+    if (job->q8_parts) {
+        for (size_t part = 0, parts = path->parts(q, job->rows); part < parts; part++) {
+            q8_part_ready(job, part, parts, scratch);
+            path->product_part(job->out, job->out_stride, job->q8_prepared, q, job->bias, job->rows, job->accumulate,
+                               part, first, count);
+        }
+        return;
+    }
     if (job->q8_prepared) {
         path->product(job->out, job->out_stride, job->q8_prepared, q, job->bias, job->rows, job->accumulate, first,
                       count);
@@ -124,18 +163,27 @@ static void q8_prepare_task(void *argument, size_t index, float *scratch) {
     q8_prepare_rows(job->q8_path, job->q8_prepared, job->in, job->in_stride, job->weight->q8, job->rows, scratch);
 }
 
-/* Quantizes the input of an int8 product split over the pool once, on the calling thread, into the pool's
- * shared buffer, and sets job->q8_prepared to it; leaves it NULL (each task then quantizes the input itself)
- * if the buffer cannot grow or the prepare's temp does not fit the thread's scratch. (Spreading the parts
- * over the threads cost one more wait for the pool at every product, more than it saved: ViT-B/32's
- * products at 50 and 400 rows, two threads.) */
+/* Quantizes the input of an int8 product split over the pool once, into the pool's shared buffer, and sets
+ * job->q8_prepared to it: where the path runs part by part (product_part), the tasks prepare the parts as they
+ * reach them (job->q8_parts: each part by whichever task comes to it first, the others starting on the parts
+ * ready meanwhile); else on the calling thread before the tasks. Leaves it NULL (each task then quantizes the
+ * input itself) if the buffer cannot grow or the prepare's temp does not fit the thread's scratch. (Preparing
+ * the parts over the threads before the tasks cost one more wait for the pool at every product, more than it
+ * saved; preparing them all on the caller left the other threads waiting.) */
 static void q8_prepare_shared(pool *threads, linear_job *job) {
     const kernel_q8 *q = job->weight->q8;
     const q8_path *path = job->q8_path;
     if (path->temp_bytes(q) > POOL_SCRATCH_FLOATS * sizeof(float)) return;
-    void *prepared = pool_shared_buffer(threads, path->input_bytes(q, job->rows));
+    size_t input = (path->input_bytes(q, job->rows) + 63) / 64 * 64, parts = path->parts(q, job->rows);
+    bool by_parts = path->product_part != NULL;
+    void *prepared = pool_shared_buffer(threads, input + (by_parts ? parts * sizeof(atomic_int) : 0));
     if (!prepared) return;
     job->q8_prepared = prepared;
+    if (by_parts) {
+        job->q8_parts = (atomic_int *)((char *)prepared + input);
+        for (size_t part = 0; part < parts; part++) atomic_init(&job->q8_parts[part], Q8_PART_WAITING);
+        return;
+    }
     pool_for(threads, 1, q8_prepare_task, job); /* (one task: on this thread, with its scratch) */
 }
 

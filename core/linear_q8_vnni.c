@@ -255,12 +255,14 @@ static size_t vnni_temp_bytes(const kernel_q8 *q) { return 16 * q->depth; }
 
 static size_t vnni_input_bytes(const kernel_q8 *q, size_t rows) { return vnni_layout_of(q, rows).bytes; }
 
+/* One part per panel, the remainder rows with the last (so that each part's product, vnni_product_part, needs
+ * only its own part); below 16 rows, one part of remainder rows. */
 static size_t vnni_parts(const kernel_q8 *q, size_t rows) {
     vnni_layout l = vnni_layout_of(q, rows);
-    return l.panels + (l.remainder > 0);
+    return l.panels ? l.panels : 1;
 }
 
-/* Part `part`: panel `part` (transposed through temp: 16 rows) or, after the panels, the remainder rows. */
+/* Part `part`: panel `part` (transposed through temp: 16 rows) and, with the last, the remainder rows. */
 static void vnni_prepare(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
                          size_t part, void *temp) {
     vnni_layout l = vnni_layout_of(q, rows);
@@ -270,17 +272,18 @@ static void vnni_prepare(void *prepared, const float *in, size_t in_stride, cons
         size_t r0 = part * Q8_PANEL_ROWS, group = l.panel_rows - r0 < Q8_PANEL_ROWS ? l.panel_rows - r0 : Q8_PANEL_ROWS;
         q8_pack_panel(bytes + r0 * q->depth, scales + r0, temp, in + r0 * in_stride, in_stride, group,
                       (int)((group + 15) / 16), q);
-        return;
     }
+    if (part + 1 < (l.panels ? l.panels : 1)) return;
     for (size_t r = 0; r < l.remainder; r++)
         scales[l.panels * Q8_PANEL_ROWS + r] = q8_quantize_row_avx512(
             bytes + l.remainder_offset + r * q->depth, in + (l.panel_rows + r) * in_stride, q->in_features, q->depth);
 }
 
-/* Columns first .. first+count of every prepared row: the panels strip by strip, the remainder rows beside
- * the last panel's strips while the strip's weights are in cache. */
-static void vnni_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                         size_t rows, bool accumulate, size_t first, size_t count) {
+/* Columns first .. first+count of part `part`'s rows: panel `part` strip by strip and, with the last, the
+ * remainder rows beside its strips while the strip's weights are in cache. */
+static void vnni_product_part(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q,
+                              const float *bias, size_t rows, bool accumulate, size_t part, size_t first,
+                              size_t count) {
     vnni_layout l = vnni_layout_of(q, rows);
     const uint8_t *bytes = prepared, *rest = bytes + l.remainder_offset;
     const float *scales = (const float *)(bytes + l.scales_offset), *rest_scales = scales + l.panels * Q8_PANEL_ROWS;
@@ -289,22 +292,27 @@ static void vnni_product(float *out, size_t out_stride, const void *prepared, co
         q8_dot_block(out, out_stride, rest, rest_scales, rows, q, first, count, bias, accumulate);
         return;
     }
-    for (size_t k = 0; k < l.panels; k++) {
-        size_t r0 = k * Q8_PANEL_ROWS, group = l.panel_rows - r0 < Q8_PANEL_ROWS ? l.panel_rows - r0 : Q8_PANEL_ROWS;
-        int vectors = (int)((group + 15) / 16), last = k + 1 == l.panels;
-        const uint8_t *panel = bytes + r0 * q->depth;
-        for (size_t c0 = first; c0 < end; c0 += Q8_STRIP_COLUMNS) {
-            size_t strip = end - c0 < Q8_STRIP_COLUMNS ? end - c0 : Q8_STRIP_COLUMNS;
-            for (size_t c = c0; c < c0 + strip; c += Q8_MICRO_COLUMNS) {
-                int n = (int)(c0 + strip - c < Q8_MICRO_COLUMNS ? c0 + strip - c : Q8_MICRO_COLUMNS);
-                q8_micro_any(out + r0 * out_stride, out_stride, panel, scales + r0, q, c, bias, accumulate, group,
-                             vectors, n);
-            }
-            if (l.remainder && last)
-                q8_dot_block(out + l.panel_rows * out_stride, out_stride, rest, rest_scales, l.remainder, q, c0,
-                             strip, bias, accumulate);
+    size_t r0 = part * Q8_PANEL_ROWS, group = l.panel_rows - r0 < Q8_PANEL_ROWS ? l.panel_rows - r0 : Q8_PANEL_ROWS;
+    int vectors = (int)((group + 15) / 16), last = part + 1 == l.panels;
+    const uint8_t *panel = bytes + r0 * q->depth;
+    for (size_t c0 = first; c0 < end; c0 += Q8_STRIP_COLUMNS) {
+        size_t strip = end - c0 < Q8_STRIP_COLUMNS ? end - c0 : Q8_STRIP_COLUMNS;
+        for (size_t c = c0; c < c0 + strip; c += Q8_MICRO_COLUMNS) {
+            int n = (int)(c0 + strip - c < Q8_MICRO_COLUMNS ? c0 + strip - c : Q8_MICRO_COLUMNS);
+            q8_micro_any(out + r0 * out_stride, out_stride, panel, scales + r0, q, c, bias, accumulate, group, vectors,
+                         n);
         }
+        if (l.remainder && last)
+            q8_dot_block(out + l.panel_rows * out_stride, out_stride, rest, rest_scales, l.remainder, q, c0, strip,
+                         bias, accumulate);
     }
+}
+
+/* Columns first .. first+count of every prepared row, part by part. */
+static void vnni_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
+                         size_t rows, bool accumulate, size_t first, size_t count) {
+    for (size_t part = 0, parts = vnni_parts(q, rows); part < parts; part++)
+        vnni_product_part(out, out_stride, prepared, q, bias, rows, accumulate, part, first, count);
 }
 
 /* A chunk of at most one panel and its remainder (the few-rows kernel's tiles take any count), and the 16
@@ -314,5 +322,5 @@ static size_t vnni_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scrat
     return vnni_input_bytes(q, rows) + vnni_temp_bytes(q) <= scratch_bytes ? rows : 0;
 }
 
-const q8_path q8_path_vnni = {vnni_input_bytes, vnni_temp_bytes, vnni_parts, vnni_prepare, vnni_product,
-                              vnni_chunk_rows};
+const q8_path q8_path_vnni = {vnni_input_bytes, vnni_temp_bytes, vnni_parts, vnni_prepare,
+                              vnni_product, vnni_chunk_rows, vnni_product_part};

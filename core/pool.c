@@ -78,15 +78,6 @@ static long long now_ns(void) {
     return (long long)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Tells the CPU this is a spin-wait loop: x86's pause, Arm's yield, nothing elsewhere. */
-static inline void spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Spins until done(p, value) or POOL_SPIN_NS pass; returns done's last answer. */
 static int spin_until(int (*done)(pool *, unsigned long), pool *p, unsigned long value) {
     long long deadline = 0;
@@ -97,7 +88,7 @@ static int spin_until(int (*done)(pool *, unsigned long), pool *p, unsigned long
             if (!deadline) deadline = now + POOL_SPIN_NS;
             else if (now > deadline) return 0;
         }
-        spin_pause();
+        pool_spin_pause();
     }
 }
 

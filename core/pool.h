@@ -38,4 +38,14 @@ void *pool_shared_buffer(pool *p, size_t bytes);
  * Not reentrant: a task must not call pool_for on the same pool. */
 void pool_for(pool *p, size_t count, pool_task task, void *argument);
 
+/* Tells the CPU this is a spin-wait loop: x86's pause, Arm's yield, nothing elsewhere (the pool's own waits,
+ * and tasks that wait on one another's parts). */
+static inline void pool_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 #endif
