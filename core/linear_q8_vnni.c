@@ -6,8 +6,8 @@
  *
  * - 16 rows or more: rows are quantized and transposed into panels of 48
  *   rows whose lines hold 4 consecutive features of each row (one 32-bit
- *   lane), once per product (quantize.h's q8_path: before the column tasks
- *   share them); the micro-kernel broadcasts 4 int8 weights of each of 8
+ *   lane), once per product, 16 rows a part (quantize.h's q8_path: the column
+ *   tasks prepare the parts as they reach them and share them); the micro-kernel broadcasts 4 int8 weights of each of 8
  *   columns (they are adjacent in the weight row) against 3 panel vectors:
  *   24 dot products for 3 loads and 8 broadcasts. A remainder of 1–4 rows takes the
  *   few-rows kernel, strip by strip while the weights are in cache.
@@ -148,29 +148,27 @@ static void q8_dot_block(float *out, size_t out_stride, const uint8_t *x, const 
 
 /* ---------------------------------------------------------------- panels */
 
-/* rows (≤ 48) of in, quantized, into panel[g][t] (4 bytes: features 4g..4g+3 of row t) and scales[t]. */
-static void q8_pack_panel(uint8_t *panel, float *scales, uint8_t *rows_u8, const float *in, size_t in_stride,
-                          size_t rows, int vectors, const kernel_q8 *q) {
-    size_t depth = q->depth, width = (size_t)vectors * 16, groups = depth / 4;
-    for (int block = 0; block < vectors; block++) {
-        size_t first = (size_t)block * 16;
-        for (size_t i = 0; i < 16; i++) {
-            if (first + i < rows)
-                scales[first + i] =
-                    q8_quantize_row_avx512(rows_u8 + i * depth, in + (first + i) * in_stride, q->in_features, depth);
-            else
-                memset(rows_u8 + i * depth, 128, depth), scales[first + i] = 0.0f;
-        }
-        size_t g = 0;
-        for (; g + 16 <= groups; g += 16) { /* 16 rows × 16 groups of 4 bytes, as 32-bit lanes */
-            __m512 r[16];
-            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps((const float *)(rows_u8 + (size_t)i * depth + 4 * g));
-            transpose16(r);
-            for (int j = 0; j < 16; j++) _mm512_store_ps((float *)(panel + ((g + (size_t)j) * width + first) * 4), r[j]);
-        }
-        for (; g < groups; g++)
-            for (size_t i = 0; i < 16; i++) memcpy(panel + (g * width + first + i) * 4, rows_u8 + i * depth + 4 * g, 4);
+/* Block `block` (rows 16·block .. 16·block+15, those below `rows`) of a panel of `vectors` blocks, quantized from
+ * in (its first row) into panel[g][t] (4 bytes: features 4g..4g+3 of row t) and scales[t], through rows_u8. */
+static void q8_pack_block(uint8_t *panel, float *scales, uint8_t *rows_u8, const float *in, size_t in_stride,
+                          size_t rows, int vectors, int block, const kernel_q8 *q) {
+    size_t depth = q->depth, width = (size_t)vectors * 16, groups = depth / 4, first = (size_t)block * 16;
+    for (size_t i = 0; i < 16; i++) {
+        if (first + i < rows)
+            scales[first + i] =
+                q8_quantize_row_avx512(rows_u8 + i * depth, in + (first + i) * in_stride, q->in_features, depth);
+        else
+            memset(rows_u8 + i * depth, 128, depth), scales[first + i] = 0.0f;
     }
+    size_t g = 0;
+    for (; g + 16 <= groups; g += 16) { /* 16 rows × 16 groups of 4 bytes, as 32-bit lanes */
+        __m512 r[16];
+        for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps((const float *)(rows_u8 + (size_t)i * depth + 4 * g));
+        transpose16(r);
+        for (int j = 0; j < 16; j++) _mm512_store_ps((float *)(panel + ((g + (size_t)j) * width + first) * 4), r[j]);
+    }
+    for (; g < groups; g++)
+        for (size_t i = 0; i < 16; i++) memcpy(panel + (g * width + first + i) * 4, rows_u8 + i * depth + 4 * g, 4);
 }
 
 static inline __attribute__((always_inline)) void q8_micro(float *out, size_t out_stride, const uint8_t *panel,
@@ -255,32 +253,43 @@ static size_t vnni_temp_bytes(const kernel_q8 *q) { return 16 * q->depth; }
 
 static size_t vnni_input_bytes(const kernel_q8 *q, size_t rows) { return vnni_layout_of(q, rows).bytes; }
 
-/* One part per panel, the remainder rows with the last (so that each part's product, vnni_product_part, needs
- * only its own part); below 16 rows, one part of remainder rows. */
+/* One part per block of 16 panel rows (three a full panel), the remainder rows with the last, so that the
+ * tasks of a product share even one panel's preparing; below 16 rows, one part of remainder rows. */
 static size_t vnni_parts(const kernel_q8 *q, size_t rows) {
     vnni_layout l = vnni_layout_of(q, rows);
-    return l.panels ? l.panels : 1;
+    return l.panels ? (l.panel_rows + 15) / 16 : 1;
 }
 
-/* Part `part`: panel `part` (transposed through temp: 16 rows) and, with the last, the remainder rows. */
+/* Panel `k`'s first row, rows and blocks of 16. */
+static size_t panel_rows_of(const vnni_layout *l, size_t k, int *vectors) {
+    size_t r0 = k * Q8_PANEL_ROWS, group = l->panel_rows - r0 < Q8_PANEL_ROWS ? l->panel_rows - r0 : Q8_PANEL_ROWS;
+    *vectors = (int)((group + 15) / 16);
+    return group;
+}
+
+/* Part `part`: its block of 16 panel rows (transposed through temp) and, with the last, the remainder rows. */
 static void vnni_prepare(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
                          size_t part, void *temp) {
     vnni_layout l = vnni_layout_of(q, rows);
     uint8_t *bytes = prepared;
     float *scales = (float *)(bytes + l.scales_offset);
-    if (part < l.panels) {
-        size_t r0 = part * Q8_PANEL_ROWS, group = l.panel_rows - r0 < Q8_PANEL_ROWS ? l.panel_rows - r0 : Q8_PANEL_ROWS;
-        q8_pack_panel(bytes + r0 * q->depth, scales + r0, temp, in + r0 * in_stride, in_stride, group,
-                      (int)((group + 15) / 16), q);
+    size_t parts = vnni_parts(q, rows);
+    if (l.panels) {
+        size_t k = part / Q8_PANEL_VECTORS, r0 = k * Q8_PANEL_ROWS;
+        int vectors;
+        size_t group = panel_rows_of(&l, k, &vectors);
+        q8_pack_block(bytes + r0 * q->depth, scales + r0, temp, in + r0 * in_stride, in_stride, group, vectors,
+                      (int)(part % Q8_PANEL_VECTORS), q);
     }
-    if (part + 1 < (l.panels ? l.panels : 1)) return;
+    if (part + 1 < parts) return;
     for (size_t r = 0; r < l.remainder; r++)
         scales[l.panels * Q8_PANEL_ROWS + r] = q8_quantize_row_avx512(
             bytes + l.remainder_offset + r * q->depth, in + (l.panel_rows + r) * in_stride, q->in_features, q->depth);
 }
 
-/* Columns first .. first+count of part `part`'s rows: panel `part` strip by strip and, with the last, the
- * remainder rows beside its strips while the strip's weights are in cache. */
+/* Columns first .. first+count of the rows of the panel whose last block is part `part` (nothing for the
+ * panel's other parts: the caller has every part up to `part` ready): the panel strip by strip and, with the
+ * last, the remainder rows beside its strips while the strip's weights are in cache. */
 static void vnni_product_part(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q,
                               const float *bias, size_t rows, bool accumulate, size_t part, size_t first,
                               size_t count) {
@@ -292,8 +301,11 @@ static void vnni_product_part(float *out, size_t out_stride, const void *prepare
         q8_dot_block(out, out_stride, rest, rest_scales, rows, q, first, count, bias, accumulate);
         return;
     }
-    size_t r0 = part * Q8_PANEL_ROWS, group = l.panel_rows - r0 < Q8_PANEL_ROWS ? l.panel_rows - r0 : Q8_PANEL_ROWS;
-    int vectors = (int)((group + 15) / 16), last = part + 1 == l.panels;
+    size_t k = part / Q8_PANEL_VECTORS, r0 = k * Q8_PANEL_ROWS;
+    int vectors;
+    size_t group = panel_rows_of(&l, k, &vectors);
+    if (part % Q8_PANEL_VECTORS + 1 < (size_t)vectors) return; /* (not the panel's last block) */
+    int last = k + 1 == l.panels;
     const uint8_t *panel = bytes + r0 * q->depth;
     for (size_t c0 = first; c0 < end; c0 += Q8_STRIP_COLUMNS) {
         size_t strip = end - c0 < Q8_STRIP_COLUMNS ? end - c0 : Q8_STRIP_COLUMNS;
