@@ -1,7 +1,8 @@
 /* test_threads.c — one loaded model of each kind shared by 8 threads, each
  * with its own context, embedding and captioning at the same time: every
  * result is bit-identical to the single-threaded one. Uses the bundled demo
- * models, so it needs no fixtures; core/prefetch's producer thread; and the pool's pinning. */
+ * models, so it needs no fixtures; core/prefetch's producer thread; the pool's pinning; and the int8
+ * product's tasks, which prepare their shared input part by part for one another. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
 #include <sched.h>
@@ -15,8 +16,10 @@
 #include <cmocka.h>
 
 #include "core/file.h"
+#include "core/kernels.h"
 #include "core/pool.h"
 #include "core/prefetch.h"
+#include "core/quantize.h"
 #include "glimpse.h"
 
 #define IMAGES 6
@@ -213,9 +216,50 @@ static void test_prefetch_keeps_order(void **state) {
     assert_true(c.made < 1000);
 }
 
+/* A value in [-0.5, 0.5) from a linear congruential sequence. */
+static float next_value(uint32_t *seed) {
+    *seed = *seed * 1664525u + 1013904223u;
+    return (float)(*seed >> 8) / 16777216.0f - 0.5f;
+}
+
+/* An int8 product over a 2-thread pool, whose column tasks prepare the quantized input's parts as they reach
+ * them and wait for the parts the other task took (linear.c's q8_part_ready), gives what one thread gives, bit
+ * for bit, every time; under ThreadSanitizer (scripts/test.sh) a part read before it is published is a race. */
+static void test_int8_tasks_share_prepared_parts(void **state) {
+    (void)state;
+    const size_t shapes[][3] = {{50, 768, 300}, {77, 200, 520}, {400, 200, 300}, {130, 1540, 260}};
+    pool *two, *one;
+    assert_int_equal(pool_create(2, &two), GLIMPSE_STATUS_OK);
+    assert_int_equal(pool_create(1, &one), GLIMPSE_STATUS_OK);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+        float *x = malloc(rows * in * sizeof *x), *w = malloc(out * in * sizeof *w), *b = malloc(out * sizeof *b);
+        float *alone = malloc(rows * out * sizeof *alone), *shared = malloc(rows * out * sizeof *shared);
+        uint32_t seed = 12345;
+        for (size_t i = 0; i < rows * in; i++) x[i] = next_value(&seed);
+        for (size_t i = 0; i < out * in; i++) w[i] = next_value(&seed);
+        for (size_t i = 0; i < out; i++) b[i] = (float)i / (float)out;
+        kernel_weight weight = kernel_weight_f32(w);
+        kernel_q8 q;
+        assert_int_equal(kernel_q8_quantize(&q, &weight, out, in), GLIMPSE_STATUS_OK);
+        weight.q8 = &q;
+        kernel_linear(alone, out, x, in, &weight, b, rows, in, out, false, one);
+        for (int round = 0; round < 20; round++) {
+            memset(shared, 0, rows * out * sizeof *shared);
+            kernel_linear(shared, out, x, in, &weight, b, rows, in, out, false, two);
+            assert_memory_equal(shared, alone, rows * out * sizeof *shared);
+        }
+        kernel_q8_free(&q);
+        free(x), free(w), free(b), free(alone), free(shared);
+    }
+    pool_free(two);
+    pool_free(one);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_eight_threads_share_models),
                                        cmocka_unit_test(test_pool_pins_its_workers),
-                                       cmocka_unit_test(test_prefetch_keeps_order)};
+                                       cmocka_unit_test(test_prefetch_keeps_order),
+                                       cmocka_unit_test(test_int8_tasks_share_prepared_parts)};
     return cmocka_run_group_tests_name("threads", tests, NULL, NULL);
 }
