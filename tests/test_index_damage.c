@@ -166,10 +166,18 @@ static void test_vector_file_damage(void **state) {
 }
 
 /* 7 bytes at 150 offsets: small enough to change one value (the logit scale,
- * a column's name in the schema) and leave every page well formed. */
+ * a column's name in the schema) and leave every page well formed. Under
+ * AddressSanitizer, 50 of them: the pass looks for memory errors in the same
+ * reading code, and its 150 searches were the longest test of its run (97 of
+ * the sanitizer pass's 253 test seconds, in a suite at the edge of its 15
+ * minutes); the plain pass still checks all 150 outcomes. */
 static void test_small_damage_at_many_offsets(void **state) {
     (void)state;
+#ifdef __SANITIZE_ADDRESS__
+    damage_at_offsets(50, 7, DAMAGE_INDEX_ALONE);
+#else
     damage_at_offsets(150, 7, DAMAGE_INDEX_ALONE);
+#endif
 }
 
 /* The text of the first column of sql's first row on the index file at path; caller frees. */
