@@ -6,9 +6,10 @@
  *
  * - 16 rows or more: rows are quantized and transposed into panels of 48
  *   rows whose lines hold 4 consecutive features of each row (one 32-bit
- *   lane), once per product, 16 rows a part (quantize.h's q8_path: the column
- *   tasks prepare the parts as they reach them and share them); the micro-kernel broadcasts 4 int8 weights of each of 8
- *   columns (they are adjacent in the weight row) against 3 panel vectors:
+ *   lane), once per product, 16 rows a part (quantize.h's q8_path: the
+ *   column tasks prepare the parts as they reach them and share them); the
+ *   micro-kernel broadcasts 4 int8 weights of each of 8 columns (they are
+ *   adjacent in the weight row) against 3 panel vectors:
  *   24 dot products for 3 loads and 8 broadcasts. A remainder of 1–4 rows takes the
  *   few-rows kernel, strip by strip while the weights are in cache.
  * - 1–15 rows (the decoder's steps): tiles of up to 4 rows × 6 columns, 64
@@ -260,7 +261,7 @@ static size_t vnni_parts(const kernel_q8 *q, size_t rows) {
     return l.panels ? (l.panel_rows + 15) / 16 : 1;
 }
 
-/* Panel `k`'s first row, rows and blocks of 16. */
+/* Panel `k`'s rows (48, or fewer in the last) and, in *vectors, its blocks of 16. */
 static size_t panel_rows_of(const vnni_layout *l, size_t k, int *vectors) {
     size_t r0 = k * Q8_PANEL_ROWS, group = l->panel_rows - r0 < Q8_PANEL_ROWS ? l->panel_rows - r0 : Q8_PANEL_ROWS;
     *vectors = (int)((group + 15) / 16);
