@@ -457,3 +457,18 @@ family_run_blocks test_run_blocks(glimpse_context *ctx) {
     assert_int_equal(family_run_blocks_of(ctx, &run), GLIMPSE_STATUS_OK);
     return run;
 }
+
+static uint32_t random_state = 12345;
+
+uint32_t test_random_bits(void) {
+    random_state = random_state * 1664525u + 1013904223u;
+    return random_state;
+}
+
+float test_random_float(void) { return (float)((test_random_bits() >> 8) / 16777216.0 * 2.0 - 1.0); }
+
+float *test_random_array(size_t n) {
+    float *a = malloc(n * sizeof *a);
+    for (size_t i = 0; i < n; i++) a[i] = test_random_float();
+    return a;
+}

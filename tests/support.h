@@ -107,6 +107,11 @@ void write_text_file(const char *path, const char *text);
  * added to its command line ("", " --f16", ...): the new folder's path (caller frees). Fails the test if the
  * tool fails. */
 char *snapshot_from_config(const char *workspace, const char *config_text, const char *name, const char *options);
+/* One linear congruential sequence per process (seeded 12345: the same values on every run): its next 32-bit
+ * state, its next value as a float in [-1, 1), and n such values in a new array (caller frees). */
+uint32_t test_random_bits(void);
+float test_random_float(void);
+float *test_random_array(size_t n);
 /* A 50 × 40 picture of smooth colours (a made-up model's input). */
 struct glimpse_image *smooth_picture(void);
 

@@ -24,17 +24,6 @@
 #include "tests/support.h"
 #include "core/encoder_layer.h"
 
-static uint32_t random_state = 12345;
-static float random_float(void) {
-    random_state = random_state * 1664525u + 1013904223u;
-    return (float)((random_state >> 8) / 16777216.0 * 2.0 - 1.0);
-}
-static float *random_array(size_t n) {
-    float *a = malloc(n * sizeof *a);
-    for (size_t i = 0; i < n; i++) a[i] = random_float();
-    return a;
-}
-
 static void test_linear_matches_reference(void **state) {
     (void)state;
     /* odd sizes on purpose, with strides, single- and multi-threaded (without a
@@ -47,7 +36,7 @@ static void test_linear_matches_reference(void **state) {
     assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
-        float *x = random_array(rows * in_stride), *w = random_array(out * in), *b = random_array(out);
+        float *x = test_random_array(rows * in_stride), *w = test_random_array(out * in), *b = test_random_array(out);
         float *fast = calloc(rows * out_stride, sizeof *fast), *slow = calloc(rows * out_stride, sizeof *slow);
         const kernel_weight weight = kernel_weight_f32(w);
         for (int use_pool = 0; use_pool < 2; use_pool++)
@@ -86,7 +75,7 @@ static void test_linear_rowwise_is_row_exact(void **state) {
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t in = shapes[s][0], out = shapes[s][1], most = 70;
-        float *x = random_array(most * in), *w = random_array(out * in), *b = random_array(out);
+        float *x = test_random_array(most * in), *w = test_random_array(out * in), *b = test_random_array(out);
         float *alone = calloc(most * out, sizeof *alone), *together = calloc(most * out, sizeof *together);
         const kernel_weight weight = kernel_weight_f32(w);
         for (size_t r = 0; r < most; r++)
@@ -113,8 +102,7 @@ static void test_linear_rowwise_is_row_exact(void **state) {
 static uint16_t *random_halves(size_t n, weight_type type) {
     uint16_t *h = malloc(n * sizeof *h);
     for (size_t i = 0; i < n; i++) {
-        random_state = random_state * 1664525u + 1013904223u;
-        uint32_t bits = random_state >> 8;
+        uint32_t bits = test_random_bits() >> 8;
         uint16_t sign = (uint16_t)((bits & 1) << 15), mantissa = (uint16_t)((bits >> 1) & 0x7f);
         if (type == WEIGHT_TYPE_F16) /* exponents 0 (subnormal) .. 16 */
             h[i] = (uint16_t)(sign | ((bits >> 8) % 17) << 10 | (uint16_t)((bits >> 13) & 0x3ff));
@@ -142,10 +130,10 @@ static void test_linear_16bit_weights(void **state) {
         weight_type type = t ? WEIGHT_TYPE_BF16 : WEIGHT_TYPE_F16;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
-            float *x = random_array(rows * in_stride), *b = random_array(out), *wide = malloc(out * in * sizeof *wide);
+            float *x = test_random_array(rows * in_stride), *b = test_random_array(out), *wide = malloc(out * in * sizeof *wide);
             uint16_t *half = random_halves(out * in, type);
             kernel_widen(wide, half, type, out * in);
-            float *a = random_array(rows * out_stride), *c = malloc(rows * out_stride * sizeof *c);
+            float *a = test_random_array(rows * out_stride), *c = malloc(rows * out_stride * sizeof *c);
             memcpy(c, a, rows * out_stride * sizeof *c);
             const kernel_weight w = {.data = half, .type = type}, w_wide = kernel_weight_f32(wide);
             for (int use_pool = 0; use_pool < 2; use_pool++)
@@ -211,7 +199,7 @@ static void test_linear_q8_matches_integer_reference(void **state) {
     assert_int_equal(pool_create(1, &one_thread), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
-        float *x = random_array(rows * in_stride), *w = random_array(out * in), *b = random_array(out);
+        float *x = test_random_array(rows * in_stride), *w = test_random_array(out * in), *b = test_random_array(out);
         float *fast = calloc(rows * out_stride, sizeof *fast), *exact = calloc(rows * out_stride, sizeof *exact);
         float *real = calloc(rows * out_stride, sizeof *real);
         kernel_q8 q;
@@ -298,7 +286,7 @@ static void test_attention_matches_reference(void **state) {
         for (int m = 0; m < 2; m++) {
             size_t nq = cases[c][0], nk = cases[c][1], heads = cases[c][2], hd = cases[c][3], width = heads * hd;
             kernel_mask mask = m ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE;
-            float *q = random_array(nq * 3 * width), *kv = random_array(nk * 2 * width);
+            float *q = test_random_array(nq * 3 * width), *kv = test_random_array(nk * 2 * width);
             float *fast = malloc(nq * width * sizeof *fast), *slow = malloc(nq * width * sizeof *slow);
             float *scratch = malloc(heads * nq * nk * sizeof *scratch);
             float scale = 1.0f / sqrtf((float)hd);
@@ -327,7 +315,7 @@ static void test_attention_block_is_the_three_kernels(void **state) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int causal = 0; causal < 2; causal++) {
             size_t nq = cases[c][0], nk = cases[c][1], hd = cases[c][2], stride = 3 * hd + 5;
-            float *q = random_array(nq * stride), *kv = random_array(nk * stride);
+            float *q = test_random_array(nq * stride), *kv = test_random_array(nk * stride);
             float *fast = calloc(nq * hd, sizeof *fast), *slow = calloc(nq * hd, sizeof *slow);
             float *probabilities = calloc(nq * nk, sizeof *probabilities), *scores = malloc(nq * nk * sizeof *scores);
             float scale = 1.0f / sqrtf((float)hd);
@@ -392,7 +380,7 @@ static void test_attention_keys_transposed(void **state) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         size_t nq = cases[c][0], nk = cases[c][1], heads = cases[c][2], hd = cases[c][3], width = heads * hd;
         size_t room = nk + 5; /* keys_t rows longer than the keys, as a state's room for more tokens */
-        float *q = random_array(nq * width), *kv = random_array(nk * 2 * width);
+        float *q = test_random_array(nq * width), *kv = test_random_array(nk * 2 * width);
         float *keys_t = calloc(width * room, sizeof *keys_t);
         for (size_t j = 0; j < nk; j++)
             for (size_t d = 0; d < width; d++) keys_t[d * room + j] = kv[j * 2 * width + d];
@@ -426,7 +414,7 @@ static void test_causal_mask_hides_the_future(void **state) {
 static void test_attention_records_probabilities(void **state) {
     (void)state;
     enum { QUERIES = 3, KEYS = 5, HEADS = 2, DIM = 4, WIDTH = HEADS * DIM, STRIDE = 7 };
-    float *q = random_array(QUERIES * WIDTH), *k = random_array(KEYS * WIDTH), *v = random_array(KEYS * WIDTH);
+    float *q = test_random_array(QUERIES * WIDTH), *k = test_random_array(KEYS * WIDTH), *v = test_random_array(KEYS * WIDTH);
     float keys_t[WIDTH * KEYS], plain[QUERIES * WIDTH], recorded[QUERIES * WIDTH], scratch[HEADS * QUERIES * KEYS];
     float rows[HEADS * QUERIES * STRIDE];
     for (size_t j = 0; j < KEYS; j++)
@@ -475,7 +463,7 @@ static void test_encoder_layer_pooled_rows(void **state) {
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     const size_t hidden = 32, heads = 4, inter = 80, lengths[3] = {7, 12, 5}, pooled[3] = {6, 4, 0}, rows = 24;
-    float *weights = random_array(4 * hidden * hidden + 2 * hidden * inter), *biases = random_array(6 * hidden + inter);
+    float *weights = test_random_array(4 * hidden * hidden + 2 * hidden * inter), *biases = test_random_array(6 * hidden + inter);
     float *ones = malloc(hidden * sizeof *ones), *zeros = calloc(hidden, sizeof *zeros);
     for (size_t i = 0; i < hidden; i++) ones[i] = 1.0f;
     for (size_t i = 0; i < 4 * hidden * hidden + 2 * hidden * inter; i++) weights[i] *= 0.2f; /* ~1/sqrt(fan-in) */
@@ -499,7 +487,7 @@ static void test_encoder_layer_pooled_rows(void **state) {
             float *memory = malloc(encoder_scratch_floats(&shape, rows, 12) * sizeof(float));
             encoder_scratch scratch;
             encoder_scratch_carve(&scratch, memory, &shape, rows, 12);
-            float *input = random_array(rows * hidden), *whole = malloc(rows * hidden * sizeof *whole);
+            float *input = test_random_array(rows * hidden), *whole = malloc(rows * hidden * sizeof *whole);
             float *part = malloc(rows * hidden * sizeof *part);
             memcpy(whole, input, rows * hidden * sizeof *whole);
             memcpy(part, input, rows * hidden * sizeof *part);
@@ -539,7 +527,7 @@ static void test_layernorm_wide_rows(void **state) {
     const size_t dims[] = {768, 77, 16, 1};
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
         size_t dim = dims[d], rows = 3;
-        float *x = random_array(rows * dim), *w = random_array(dim), *b = random_array(dim);
+        float *x = test_random_array(rows * dim), *w = test_random_array(dim), *b = test_random_array(dim);
         float *y = malloc(rows * dim * sizeof *y);
         for (size_t i = 0; i < rows * dim; i++) x[i] = x[i] * 4.0f + 3.0f; /* an offset mean */
         kernel_layernorm(y, x, w, b, rows, dim, 1e-5f);
@@ -636,8 +624,8 @@ static void test_row_kernels_match_reference(void **state) {
     double gelu = 0, quick = 0, softmax = 0, layernorm = 0, gelu_tanh = 0;
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
         size_t n = widths[w], count = rows * n;
-        float *x = random_array(count), *fast = malloc(count * sizeof *fast), *slow = malloc(count * sizeof *slow);
-        float *scale = random_array(n), *shift = random_array(n);
+        float *x = test_random_array(count), *fast = malloc(count * sizeof *fast), *slow = malloc(count * sizeof *slow);
+        float *scale = test_random_array(n), *shift = test_random_array(n);
         for (size_t i = 0; i < count; i++) x[i] *= 12.0f;
 
         memcpy(fast, x, count * sizeof *fast), memcpy(slow, x, count * sizeof *slow);
@@ -662,7 +650,7 @@ static void test_row_kernels_match_reference(void **state) {
         softmax = fmax(softmax, largest_difference(fast, slow, count, 1e-30));
         for (size_t j = 0; j < n; j++) assert_float_equal(fast[3 * n + j], 0.0f, 0);
 
-        for (size_t i = 0; i < count; i++) x[i] = 4.0f * random_float() + 3.0f; /* an offset mean */
+        for (size_t i = 0; i < count; i++) x[i] = 4.0f * test_random_float() + 3.0f; /* an offset mean */
         kernel_layernorm(fast, x, scale, shift, rows, n, 1e-5f);
         kernel_layernorm_reference(slow, x, scale, shift, rows, n, 1e-5f);
         layernorm = fmax(layernorm, largest_difference(fast, slow, count, 1.0));
@@ -695,7 +683,7 @@ static void test_dot_rows_matches_reference(void **state) {
     assert_int_equal(pool_create(2, &two), GLIMPSE_STATUS_OK);
     for (size_t t = 0; t < sizeof dims / sizeof *dims; t++) {
         size_t dim = dims[t], n = 700;
-        float *matrix = random_array(count * dim), *x = random_array(dim);
+        float *matrix = test_random_array(count * dim), *x = test_random_array(dim);
         int64_t *rows = malloc(n * sizeof *rows);
         for (size_t i = 0; i < n; i++) rows[i] = (int64_t)((i * 7919u + 13u) % count);
         float *fast = malloc(n * sizeof *fast), *slow = malloc(n * sizeof *slow);

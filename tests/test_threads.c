@@ -21,6 +21,7 @@
 #include "core/prefetch.h"
 #include "core/quantize.h"
 #include "glimpse.h"
+#include "tests/support.h"
 
 #define IMAGES 6
 #define DIM_MAX 512
@@ -216,12 +217,6 @@ static void test_prefetch_keeps_order(void **state) {
     assert_true(c.made < 1000);
 }
 
-/* A value in [-0.5, 0.5) from a linear congruential sequence. */
-static float next_value(uint32_t *seed) {
-    *seed = *seed * 1664525u + 1013904223u;
-    return (float)(*seed >> 8) / 16777216.0f - 0.5f;
-}
-
 /* An int8 product over a 2-thread pool, whose column tasks prepare the quantized input's parts as they reach
  * them and wait for the parts the other task took (linear.c's q8_part_ready), gives what one thread gives, bit
  * for bit, every time; under ThreadSanitizer (scripts/test.sh) a part read before it is published is a race. */
@@ -233,12 +228,8 @@ static void test_int8_tasks_share_prepared_parts(void **state) {
     assert_int_equal(pool_create(1, &one), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
-        float *x = malloc(rows * in * sizeof *x), *w = malloc(out * in * sizeof *w), *b = malloc(out * sizeof *b);
+        float *x = test_random_array(rows * in), *w = test_random_array(out * in), *b = test_random_array(out);
         float *alone = malloc(rows * out * sizeof *alone), *shared = malloc(rows * out * sizeof *shared);
-        uint32_t seed = 12345;
-        for (size_t i = 0; i < rows * in; i++) x[i] = next_value(&seed);
-        for (size_t i = 0; i < out * in; i++) w[i] = next_value(&seed);
-        for (size_t i = 0; i < out; i++) b[i] = (float)i / (float)out;
         kernel_weight weight = kernel_weight_f32(w);
         kernel_q8 q;
         assert_int_equal(kernel_q8_quantize(&q, &weight, out, in), GLIMPSE_STATUS_OK);
