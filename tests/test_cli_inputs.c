@@ -301,6 +301,20 @@ static void test_videos(void **state) {
     assert_non_null(strstr(r.err, "cut.mp4"));
     assert_int_equal(strchr(r.out, '\n') != NULL, 1);
     shell_free(&r);
+
+    /* FFmpeg's libraries are opened at the first video, not linked (vision/ffmpeg_library.c): where they cannot be
+     * opened (here a libavutil that is not a library, found first), pictures are still read and each video says
+     * which library and package it needs */
+    r = shell("mkdir -p broken-ffmpeg && for name in $(ldconfig -p | grep -o \"libavutil\\\\.so\\\\.[0-9]*\" | "
+              "sort -u); do echo not a library > broken-ffmpeg/$name; done && "
+              "LD_LIBRARY_PATH=$PWD/broken-ffmpeg $G embed -m %s trip.mp4 %s",
+              CLIP, PICTURE(0));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "trip.mp4: reading videos needs FFmpeg's libavutil.so."));
+    assert_non_null(strstr(r.err, "on Debian it is the package libavutil"));
+    assert_non_null(strstr(r.out, "00000.png\t")); /* the picture's embedding, one line */
+    assert_int_equal(strchr(r.out, '\n') == strrchr(r.out, '\n') && strchr(r.out, '\n'), 1);
+    shell_free(&r);
 }
 
 int main(void) {

@@ -11,18 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/avstring.h>
-#include <libavutil/display.h>
-#include <libavutil/imgutils.h>
-#include <libavutil/opt.h>
-#include <libavutil/pixdesc.h>
-#include <libswscale/swscale.h>
-
 #include "core/error.h"
 #include "core/log.h"
 #include "vision/decoders.h"
+#include "vision/ffmpeg_library.h"
 
 /* Containers read (libavformat's names): what phones, cameras and the web
  * write. Raw elementary streams and the image demuxers are left out. */
@@ -80,21 +72,25 @@ static void forward_log(void *object, int level, const char *format, va_list arg
     if (level > AV_LOG_WARNING) return;
     char line[512];
     int print_prefix = 1;
-    av_log_format_line2(object, level, format, args, line, sizeof line, &print_prefix);
+    ffmpeg.av_log_format_line2(object, level, format, args, line, sizeof line, &print_prefix);
     size_t length = strlen(line);
     while (length && (line[length - 1] == '\n' || line[length - 1] == '\r')) line[--length] = '\0';
     if (length) log_message(GLIMPSE_LOG_LEVEL_DEBUG, "ffmpeg: %s", line);
 }
 
-static void install_log(void) { av_log_set_callback(forward_log); }
+static void install_log(void) { ffmpeg.av_log_set_callback(forward_log); }
 
-static void quiet_ffmpeg(void) {
+/* FFmpeg's libraries, loaded (vision/ffmpeg_library.c) and their log sent
+ * to ours; false, with why, when they cannot be loaded. */
+static bool ready(const char **why) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (!ffmpeg_load(why)) return false;
     pthread_once(&once, install_log);
+    return true;
 }
 
 static const char *ffmpeg_error(int code, char *text, size_t size) {
-    if (av_strerror(code, text, size) < 0) snprintf(text, size, "error %d", code);
+    if (ffmpeg.av_strerror(code, text, size) < 0) snprintf(text, size, "error %d", code);
     return text;
 }
 
@@ -139,16 +135,17 @@ static int refuse_open(struct AVFormatContext *format, AVIOContext **io, const c
 
 bool video_probe(const uint8_t *bytes, size_t size) {
     if (!bytes || size == 0 || image_known_format(bytes, size)) return false;
-    quiet_ffmpeg();
+    /* without FFmpeg, by the containers' signatures: video_open then says what is missing */
+    if (!ready(NULL)) return video_signature_probe(bytes, size);
     size_t length = size < VIDEO_PROBE_SNIFF_BYTES ? size : VIDEO_PROBE_SNIFF_BYTES;
     uint8_t *padded = calloc(1, length + AVPROBE_PADDING_SIZE);
     if (!padded) return false;
     memcpy(padded, bytes, length);
     AVProbeData probe = {.filename = "", .buf = padded, .buf_size = (int)length, .mime_type = NULL};
     int score = 0;
-    const AVInputFormat *found = av_probe_input_format3(&probe, 1, &score);
+    const AVInputFormat *found = ffmpeg.av_probe_input_format3(&probe, 1, &score);
     free(padded);
-    return found && score > AVPROBE_SCORE_EXTENSION && av_match_list(found->name, video_formats, ',');
+    return found && score > AVPROBE_SCORE_EXTENSION && ffmpeg.av_match_list(found->name, video_formats, ',');
 }
 
 /* ------------------------------------------------------------- opening */
@@ -161,9 +158,9 @@ bool video_probe(const uint8_t *bytes, size_t size) {
 static video_orientation orientation_of(const AVStream *stream) {
     video_orientation none = {false, false, false};
     size_t size = 0;
-    const int32_t *matrix = (const int32_t *)av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, &size);
+    const int32_t *matrix = (const int32_t *)ffmpeg.av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, &size);
     if (!matrix || size < 9 * sizeof(int32_t)) return none;
-    double theta = -round(av_display_rotation_get(matrix));
+    double theta = -round(ffmpeg.av_display_rotation_get(matrix));
     if (isnan(theta)) return none;
     theta -= 360 * floor(theta / 360 + 0.9 / 360);
     if (fabs(theta - 90) < 1.0) /* transpose=clock, or cclock_flip when mirrored */
@@ -189,15 +186,15 @@ static int64_t max_pixels_of(const video_reader *reader) {
 }
 
 static glimpse_status open_container(video_reader *reader) {
-    uint8_t *buffer = av_malloc(VIDEO_IO_BUFFER_BYTES);
+    uint8_t *buffer = ffmpeg.av_malloc(VIDEO_IO_BUFFER_BYTES);
     if (!buffer) return ERROR_OOM();
-    reader->io = avio_alloc_context(buffer, VIDEO_IO_BUFFER_BYTES, 0, &reader->source, read_memory, NULL,
-                                    seek_memory);
+    reader->io = ffmpeg.avio_alloc_context(buffer, VIDEO_IO_BUFFER_BYTES, 0, &reader->source, read_memory, NULL,
+                                           seek_memory);
     if (!reader->io) {
-        av_free(buffer);
+        ffmpeg.av_free(buffer);
         return ERROR_OOM();
     }
-    AVFormatContext *format = avformat_alloc_context();
+    AVFormatContext *format = ffmpeg.avformat_alloc_context();
     if (!format) return ERROR_OOM();
     format->pb = reader->io;
     format->flags |= AVFMT_FLAG_CUSTOM_IO;
@@ -205,27 +202,28 @@ static glimpse_status open_container(video_reader *reader) {
     format->max_analyze_duration = 5 * AV_TIME_BASE;
     format->max_streams = VIDEO_MAX_STREAMS;
     format->io_open = refuse_open;
-    format->format_whitelist = av_strdup(video_formats);
+    format->format_whitelist = ffmpeg.av_strdup(video_formats);
     if (!format->format_whitelist) {
-        avformat_free_context(format);
+        ffmpeg.avformat_free_context(format);
         return ERROR_OOM();
     }
-    int code = avformat_open_input(&format, "", NULL, NULL); /* frees format on failure */
+    int code = ffmpeg.avformat_open_input(&format, "", NULL, NULL); /* frees format on failure */
     if (code < 0) return open_failure(reader, GLIMPSE_STATUS_BAD_FORMAT, "not a video we read", code);
     reader->format = format;
     /* the decoders that probing opens refuse frames over the limit too */
     AVDictionary *options[VIDEO_MAX_STREAMS] = {NULL};
     unsigned streams = format->nb_streams < VIDEO_MAX_STREAMS ? format->nb_streams : VIDEO_MAX_STREAMS;
-    for (unsigned i = 0; i < streams; i++) av_dict_set_int(&options[i], "max_pixels", max_pixels_of(reader), 0);
-    code = format->nb_streams <= VIDEO_MAX_STREAMS ? avformat_find_stream_info(format, options) : AVERROR(ENOMEM);
-    for (unsigned i = 0; i < streams; i++) av_dict_free(&options[i]);
+    for (unsigned i = 0; i < streams; i++) ffmpeg.av_dict_set_int(&options[i], "max_pixels", max_pixels_of(reader), 0);
+    code = format->nb_streams <= VIDEO_MAX_STREAMS ? ffmpeg.avformat_find_stream_info(format, options)
+                                                   : AVERROR(ENOMEM);
+    for (unsigned i = 0; i < streams; i++) ffmpeg.av_dict_free(&options[i]);
     if (code < 0) return open_failure(reader, GLIMPSE_STATUS_BAD_FORMAT, "cannot read its streams", code);
     return GLIMPSE_STATUS_OK;
 }
 
 static glimpse_status open_decoder(video_reader *reader) {
     AVFormatContext *format = reader->format;
-    int best = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+    int best = ffmpeg.av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
     /* a cover picture is not the video */
     if (best >= 0 && (format->streams[best]->disposition & AV_DISPOSITION_ATTACHED_PIC)) best = -1;
     for (unsigned i = 0; best < 0 && i < format->nb_streams; i++)
@@ -241,26 +239,26 @@ static glimpse_status open_decoder(video_reader *reader) {
             check_dimensions(reader->label, (uint64_t)codec->width, (uint64_t)codec->height, reader->params.max_pixels);
         if (status) return status;
     }
-    const AVCodec *decoder = avcodec_find_decoder(codec->codec_id);
+    const AVCodec *decoder = ffmpeg.avcodec_find_decoder(codec->codec_id);
     if (!decoder)
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: no decoder for its %s video", reader->label,
-                         avcodec_get_name(codec->codec_id));
-    reader->decoder = avcodec_alloc_context3(decoder);
+                         ffmpeg.avcodec_get_name(codec->codec_id));
+    reader->decoder = ffmpeg.avcodec_alloc_context3(decoder);
     if (!reader->decoder) return ERROR_OOM();
-    int code = avcodec_parameters_to_context(reader->decoder, codec);
+    int code = ffmpeg.avcodec_parameters_to_context(reader->decoder, codec);
     if (code < 0) return open_failure(reader, GLIMPSE_STATUS_BAD_FORMAT, "bad codec parameters", code);
     reader->decoder->pkt_timebase = stream->time_base;
     reader->decoder->thread_count = 1;
     /* the decoder refuses larger frames itself, whatever a later header says */
     reader->decoder->max_pixels = max_pixels_of(reader);
-    if ((code = avcodec_open2(reader->decoder, decoder, NULL)) < 0)
+    if ((code = ffmpeg.avcodec_open2(reader->decoder, decoder, NULL)) < 0)
         return open_failure(reader, GLIMPSE_STATUS_UNSUPPORTED, "cannot open its decoder", code);
     reader->time_base = stream->time_base;
     if (reader->time_base.num <= 0 || reader->time_base.den <= 0)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: its time base %d/%d is not a time", reader->label,
                          reader->time_base.num, reader->time_base.den);
     reader->start_seconds = format->start_time != AV_NOPTS_VALUE ? (double)format->start_time / AV_TIME_BASE : 0;
-    AVRational rate = av_guess_frame_rate(format, stream, NULL);
+    AVRational rate = ffmpeg.av_guess_frame_rate(format, stream, NULL);
     reader->frame_rate = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 0;
     if (!reader->params.ignore_rotation) reader->orientation = orientation_of(stream);
     return GLIMPSE_STATUS_OK;
@@ -280,14 +278,14 @@ static bool ended_short(const video_reader *reader, int code, int64_t packets) {
 static glimpse_status scan_packets(video_reader *reader) {
     int64_t ours = 0;
     int code;
-    while ((code = av_read_frame(reader->format, reader->packet)) >= 0) {
+    while ((code = ffmpeg.av_read_frame(reader->format, reader->packet)) >= 0) {
         ours += reader->packet->stream_index == reader->stream;
-        av_packet_unref(reader->packet);
+        ffmpeg.av_packet_unref(reader->packet);
     }
     reader->cut_short = ended_short(reader, code, ours);
-    avformat_close_input(&reader->format);
-    if (reader->io) av_freep(&reader->io->buffer);
-    avio_context_free(&reader->io);
+    ffmpeg.avformat_close_input(&reader->format);
+    if (reader->io) ffmpeg.av_freep(&reader->io->buffer);
+    ffmpeg.avio_context_free(&reader->io);
     reader->source.at = 0;
     glimpse_status status = open_container(reader);
     if (!status && ((unsigned)reader->stream >= reader->format->nb_streams ||
@@ -306,14 +304,15 @@ glimpse_status video_open(const uint8_t *bytes, size_t size, const char *label, 
     if (!(chosen.every_seconds > 0) && !(chosen.scene_threshold > 0))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "%s: sample every so many seconds (> 0) or at scenes",
                          label);
-    quiet_ffmpeg();
+    const char *why = NULL;
+    if (!ready(&why)) return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: %s", label ? label : "video in memory", why);
     video_reader *reader = calloc(1, sizeof *reader);
     if (!reader) return ERROR_OOM();
     reader->source = (memory_source){bytes, size, 0};
     reader->params = chosen;
     reader->label = strdup(label ? label : "video in memory");
-    reader->packet = av_packet_alloc();
-    reader->frame = av_frame_alloc();
+    reader->packet = ffmpeg.av_packet_alloc();
+    reader->frame = ffmpeg.av_frame_alloc();
     glimpse_status status = reader->label && reader->packet && reader->frame ? GLIMPSE_STATUS_OK : ERROR_OOM();
     if (!status) status = open_container(reader);
     if (!status) status = open_decoder(reader);
@@ -328,16 +327,16 @@ glimpse_status video_open(const uint8_t *bytes, size_t size, const char *label, 
 
 void video_close(video_reader *reader) {
     if (!reader) return;
-    avcodec_free_context(&reader->decoder);
-    avformat_close_input(&reader->format);
-    if (reader->io) av_freep(&reader->io->buffer);
-    avio_context_free(&reader->io);
-    av_packet_free(&reader->packet);
-    av_frame_free(&reader->frame);
-    av_frame_free(&reader->upright);
-    av_frame_free(&reader->rgb);
-    sws_freeContext(reader->convert);
-    sws_freeContext(reader->thumbnail);
+    ffmpeg.avcodec_free_context(&reader->decoder);
+    ffmpeg.avformat_close_input(&reader->format);
+    if (reader->io) ffmpeg.av_freep(&reader->io->buffer);
+    ffmpeg.avio_context_free(&reader->io);
+    ffmpeg.av_packet_free(&reader->packet);
+    ffmpeg.av_frame_free(&reader->frame);
+    ffmpeg.av_frame_free(&reader->upright);
+    ffmpeg.av_frame_free(&reader->rgb);
+    ffmpeg.sws_freeContext(reader->convert);
+    ffmpeg.sws_freeContext(reader->thumbnail);
     free(reader->label);
     free(reader);
 }
@@ -363,20 +362,21 @@ static glimpse_status turn_upright(video_reader *reader, const AVFrame *frame, c
     video_orientation turn = reader->orientation;
     *result = frame;
     if (!turn.transpose && !turn.flip_rows && !turn.flip_columns) return GLIMPSE_STATUS_OK;
-    const AVPixFmtDescriptor *format = av_pix_fmt_desc_get(frame->format);
-    int planes = av_pix_fmt_count_planes(frame->format);
+    const AVPixFmtDescriptor *format = ffmpeg.av_pix_fmt_desc_get(frame->format);
+    int planes = ffmpeg.av_pix_fmt_count_planes(frame->format);
     if (!format || planes <= 0) return GLIMPSE_STATUS_OK;
     for (int p = 0; p < planes; p++)
         if (!plane_element_bytes(format, p, turn.transpose))
             return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: a rotated video in %s pixels, which we cannot turn",
                              reader->label, format->name);
-    if (!reader->upright && !(reader->upright = av_frame_alloc())) return ERROR_OOM();
+    if (!reader->upright && !(reader->upright = ffmpeg.av_frame_alloc())) return ERROR_OOM();
     AVFrame *upright = reader->upright;
-    av_frame_unref(upright);
+    ffmpeg.av_frame_unref(upright);
     upright->format = frame->format;
     upright->width = turn.transpose ? frame->height : frame->width;
     upright->height = turn.transpose ? frame->width : frame->height;
-    if (av_frame_get_buffer(upright, 0) < 0 || av_frame_copy_props(upright, frame) < 0) return ERROR_OOM();
+    if (ffmpeg.av_frame_get_buffer(upright, 0) < 0 || ffmpeg.av_frame_copy_props(upright, frame) < 0)
+        return ERROR_OOM();
     for (int p = 0; p < planes; p++) {
         bool chroma = (p == 1 || p == 2) && !(format->flags & AV_PIX_FMT_FLAG_RGB);
         int source_width = chroma ? AV_CEIL_RSHIFT(frame->width, format->log2_chroma_w) : frame->width;
@@ -406,7 +406,7 @@ static glimpse_status turn_upright(video_reader *reader, const AVFrame *frame, c
  * in_color_matrix "auto") takes for a frame's colour space. */
 static const int *frame_matrix(enum AVColorSpace space) {
     if (space < 1 || space > 10 || space == 8) space = AVCOL_SPC_BT470BG;
-    return sws_getCoefficients(space);
+    return ffmpeg.sws_getCoefficients(space);
 }
 
 /* A converter for frames of this size and format, made as the scale filter
@@ -416,26 +416,29 @@ static glimpse_status make_converter(video_reader *reader, const AVFrame *frame)
     if (reader->convert && reader->convert_width == frame->width && reader->convert_height == frame->height &&
         reader->convert_format == frame->format)
         return GLIMPSE_STATUS_OK;
-    sws_freeContext(reader->convert);
-    struct SwsContext *convert = reader->convert = sws_alloc_context();
+    ffmpeg.sws_freeContext(reader->convert);
+    struct SwsContext *convert = reader->convert = ffmpeg.sws_alloc_context();
     if (!convert) return ERROR_OOM();
-    av_opt_set_int(convert, "srcw", frame->width, 0);
-    av_opt_set_int(convert, "srch", frame->height, 0);
-    av_opt_set_int(convert, "src_format", frame->format, 0);
-    av_opt_set_int(convert, "dstw", frame->width, 0);
-    av_opt_set_int(convert, "dsth", frame->height, 0);
-    av_opt_set_int(convert, "dst_format", AV_PIX_FMT_RGB24, 0);
-    av_opt_set_int(convert, "sws_flags", SWS_BICUBIC, 0);
-    av_opt_set_int(convert, "threads", 1, 0);
-    av_opt_set_int(convert, "src_h_chr_pos", -513, 0);
-    av_opt_set_int(convert, "src_v_chr_pos", frame->format == AV_PIX_FMT_YUV420P ? 128 : -513, 0);
-    av_opt_set_int(convert, "dst_h_chr_pos", -513, 0);
-    av_opt_set_int(convert, "dst_v_chr_pos", -513, 0);
-    if (sws_init_context(convert, NULL, NULL) < 0) {
-        sws_freeContext(convert);
+    ffmpeg.av_opt_set_int(convert, "srcw", frame->width, 0);
+    ffmpeg.av_opt_set_int(convert, "srch", frame->height, 0);
+    ffmpeg.av_opt_set_int(convert, "src_format", frame->format, 0);
+    ffmpeg.av_opt_set_int(convert, "dstw", frame->width, 0);
+    ffmpeg.av_opt_set_int(convert, "dsth", frame->height, 0);
+    ffmpeg.av_opt_set_int(convert, "dst_format", AV_PIX_FMT_RGB24, 0);
+    ffmpeg.av_opt_set_int(convert, "sws_flags", SWS_BICUBIC, 0);
+    ffmpeg.av_opt_set_int(convert, "threads", 1, 0);
+    ffmpeg.av_opt_set_int(convert, "src_h_chr_pos", -513, 0);
+    ffmpeg.av_opt_set_int(convert, "src_v_chr_pos", frame->format == AV_PIX_FMT_YUV420P ? 128 : -513, 0);
+    ffmpeg.av_opt_set_int(convert, "dst_h_chr_pos", -513, 0);
+    ffmpeg.av_opt_set_int(convert, "dst_v_chr_pos", -513, 0);
+    if (ffmpeg.sws_init_context(convert, NULL, NULL) < 0) {
+        ffmpeg.sws_freeContext(convert);
         reader->convert = NULL;
+    {
+        const char *name = ffmpeg.av_get_pix_fmt_name(frame->format);
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: cannot convert its %s frames to RGB", reader->label,
-                         av_get_pix_fmt_name(frame->format) ? av_get_pix_fmt_name(frame->format) : "unknown");
+                         name ? name : "unknown");
+    }
     }
     reader->convert_width = frame->width;
     reader->convert_height = frame->height;
@@ -448,24 +451,24 @@ static glimpse_status frame_to_rgb(video_reader *reader, const AVFrame *frame, g
     if (status) return status;
     /* the colour details the scale filter sets per frame */
     int *inverse_table, *table, source_full, target_full, brightness, contrast, saturation;
-    sws_getColorspaceDetails(reader->convert, &inverse_table, &source_full, &table, &target_full, &brightness,
-                             &contrast, &saturation);
+    ffmpeg.sws_getColorspaceDetails(reader->convert, &inverse_table, &source_full, &table, &target_full, &brightness,
+                                    &contrast, &saturation);
     const int *matrix = frame_matrix(frame->colorspace);
     if (frame->color_range != AVCOL_RANGE_UNSPECIFIED) source_full = frame->color_range == AVCOL_RANGE_JPEG;
-    sws_setColorspaceDetails(reader->convert, matrix, source_full, matrix, target_full, brightness, contrast,
-                             saturation);
+    ffmpeg.sws_setColorspaceDetails(reader->convert, matrix, source_full, matrix, target_full, brightness, contrast,
+                                    saturation);
     /* into an aligned frame, as the filter's own output buffer is */
-    if (!reader->rgb && !(reader->rgb = av_frame_alloc())) return ERROR_OOM();
+    if (!reader->rgb && !(reader->rgb = ffmpeg.av_frame_alloc())) return ERROR_OOM();
     AVFrame *rgb = reader->rgb;
     if (rgb->width != frame->width || rgb->height != frame->height) {
-        av_frame_unref(rgb);
+        ffmpeg.av_frame_unref(rgb);
         rgb->format = AV_PIX_FMT_RGB24;
         rgb->width = frame->width;
         rgb->height = frame->height;
-        if (av_frame_get_buffer(rgb, 0) < 0) return ERROR_OOM();
+        if (ffmpeg.av_frame_get_buffer(rgb, 0) < 0) return ERROR_OOM();
     }
-    if (sws_scale(reader->convert, (const uint8_t *const *)frame->data, frame->linesize, 0, frame->height, rgb->data,
-                  rgb->linesize) != frame->height)
+    if (ffmpeg.sws_scale(reader->convert, (const uint8_t *const *)frame->data, frame->linesize, 0, frame->height,
+                         rgb->data, rgb->linesize) != frame->height)
         return error_set(GLIMPSE_STATUS_INTERNAL, "%s: conversion to RGB failed", reader->label);
     if ((status = image_allocate(frame->width, frame->height, out))) return status;
     size_t row = (size_t)frame->width * 3;
@@ -479,15 +482,15 @@ static glimpse_status frame_to_rgb(video_reader *reader, const AVFrame *frame, g
 /* Mean absolute difference, of full scale, between the frame's 64×64 grey
  * thumbnail and the last frame taken's (1 for the first frame). */
 static glimpse_status scene_change(video_reader *reader, const AVFrame *frame, double *change) {
-    reader->thumbnail = sws_getCachedContext(reader->thumbnail, frame->width, frame->height, frame->format,
-                                             VIDEO_THUMBNAIL_SIDE, VIDEO_THUMBNAIL_SIDE, AV_PIX_FMT_GRAY8, SWS_AREA,
-                                             NULL, NULL, NULL);
+    reader->thumbnail =
+        ffmpeg.sws_getCachedContext(reader->thumbnail, frame->width, frame->height, frame->format, VIDEO_THUMBNAIL_SIDE,
+                                    VIDEO_THUMBNAIL_SIDE, AV_PIX_FMT_GRAY8, SWS_AREA, NULL, NULL, NULL);
     if (!reader->thumbnail)
         return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: cannot make thumbnails of its frames", reader->label);
     uint8_t *planes[4] = {reader->thumbnail_pixels, NULL, NULL, NULL};
     int strides[4] = {VIDEO_THUMBNAIL_SIDE, 0, 0, 0};
-    sws_scale(reader->thumbnail, (const uint8_t *const *)frame->data, frame->linesize, 0, frame->height, planes,
-              strides);
+    ffmpeg.sws_scale(reader->thumbnail, (const uint8_t *const *)frame->data, frame->linesize, 0, frame->height, planes,
+                     strides);
     if (!reader->have_taken) {
         *change = 1;
         return GLIMPSE_STATUS_OK;
@@ -534,19 +537,19 @@ static glimpse_status wanted(video_reader *reader, const AVFrame *frame, double 
 /* Feeds the decoder the next packet of our stream, or the end. */
 static void feed(video_reader *reader) {
     for (;;) {
-        int code = av_read_frame(reader->format, reader->packet);
+        int code = ffmpeg.av_read_frame(reader->format, reader->packet);
         if (code < 0) {
             if (ended_short(reader, code, reader->packets)) reader->read_failed = true; /* (as scan_packets found) */
-            avcodec_send_packet(reader->decoder, NULL);
+            ffmpeg.avcodec_send_packet(reader->decoder, NULL);
             reader->draining = true;
             return;
         }
         bool ours = reader->packet->stream_index == reader->stream;
         reader->packets += ours;
         /* a damaged packet is skipped, as the ffmpeg tool goes on past it */
-        int sent = ours ? avcodec_send_packet(reader->decoder, reader->packet) : 0;
+        int sent = ours ? ffmpeg.avcodec_send_packet(reader->decoder, reader->packet) : 0;
         if (sent < 0 && sent != AVERROR(EAGAIN)) reader->decode_error = sent;
-        av_packet_unref(reader->packet);
+        ffmpeg.av_packet_unref(reader->packet);
         if (ours) return;
     }
 }
@@ -558,7 +561,7 @@ glimpse_status video_next(video_reader *reader, glimpse_image **out, double *sec
     *seconds = 0;
     *number = -1;
     while (!reader->finished) {
-        int code = avcodec_receive_frame(reader->decoder, reader->frame);
+        int code = ffmpeg.avcodec_receive_frame(reader->decoder, reader->frame);
         if (code == AVERROR(EAGAIN)) {
             if (reader->draining) { /* a decoder that asks for more after the end: done */
                 reader->finished = true;
@@ -588,7 +591,7 @@ glimpse_status video_next(video_reader *reader, glimpse_image **out, double *sec
         const AVFrame *upright = frame;
         if (!status && take) status = turn_upright(reader, frame, &upright);
         if (!status && take) status = frame_to_rgb(reader, upright, out);
-        av_frame_unref(frame);
+        ffmpeg.av_frame_unref(frame);
         if (status) return status;
         if (take) {
             *seconds = time;

@@ -47,6 +47,11 @@ typedef struct video_reader video_reader;
  * media files too). Looks at the first 1 MiB at most. */
 bool video_probe(const uint8_t *bytes, size_t size);
 
+/* The common containers (MP4/MOV, Matroska/WebM, AVI, FLV, ASF, Ogg, MPEG
+ * program streams) by their signatures alone, pictures excepted
+ * (vision/video_signature.c): video_probe where FFmpeg is not there. */
+bool video_signature_probe(const uint8_t *bytes, size_t size);
+
 /* Opens the video in bytes (which must outlive the reader): the container
  * is probed within fixed bounds (5 MB, 5 s of media, VIDEO_MAX_STREAMS
  * streams), its best video stream chosen and its decoder opened. label

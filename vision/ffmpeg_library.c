@@ -1,0 +1,61 @@
+/* ffmpeg_library.c — FFmpeg's libraries opened on first use (see
+ * ffmpeg_library.h): dlopen by the sonames of the headers compiled against,
+ * then each function looked up in its own library. */
+#include "vision/ffmpeg_library.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+ffmpeg_functions ffmpeg;
+
+enum { AVUTIL, SWSCALE, AVCODEC, AVFORMAT, FFMPEG_LIBRARIES };
+
+#define FFMPEG_SONAME(name, major) "lib" name ".so." AV_STRINGIFY(major)
+/* in the order of their dependencies; the Debian package of each is its name and major version */
+static const struct {
+    const char *soname, *package;
+} libraries[FFMPEG_LIBRARIES] = {
+    [AVUTIL] = {FFMPEG_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR), "libavutil" AV_STRINGIFY(LIBAVUTIL_VERSION_MAJOR)},
+    [SWSCALE] = {FFMPEG_SONAME("swscale", LIBSWSCALE_VERSION_MAJOR),
+                 "libswscale" AV_STRINGIFY(LIBSWSCALE_VERSION_MAJOR)},
+    [AVCODEC] = {FFMPEG_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR),
+                 "libavcodec" AV_STRINGIFY(LIBAVCODEC_VERSION_MAJOR)},
+    [AVFORMAT] = {FFMPEG_SONAME("avformat", LIBAVFORMAT_VERSION_MAJOR),
+                  "libavformat" AV_STRINGIFY(LIBAVFORMAT_VERSION_MAJOR)},
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool loaded;
+static char failure[512]; /* why not, when not loaded */
+
+static void load(void) {
+    void *handles[FFMPEG_LIBRARIES] = {NULL};
+    for (int l = 0; l < FFMPEG_LIBRARIES; l++) {
+        /* never closed: the process keeps them, as it would have kept them linked */
+        handles[l] = dlopen(libraries[l].soname, RTLD_NOW | RTLD_LOCAL);
+        if (!handles[l]) {
+            const char *why = dlerror();
+            snprintf(failure, sizeof failure,
+                     "reading videos needs FFmpeg's %s, which cannot be loaded (%s); on Debian it is the package %s",
+                     libraries[l].soname, why ? why : "no reason given", libraries[l].package);
+            return;
+        }
+    }
+#define FFMPEG_LOOK_UP(library, name)                                                                                \
+    if (!(ffmpeg.name = (__typeof__(ffmpeg.name))dlsym(handles[library], #name))) {                                 \
+        snprintf(failure, sizeof failure, "reading videos needs FFmpeg's %s with %s, which this one lacks",         \
+                 libraries[library].soname, #name);                                                                  \
+        return;                                                                                                      \
+    }
+    FFMPEG_FUNCTIONS(FFMPEG_LOOK_UP)
+#undef FFMPEG_LOOK_UP
+    loaded = true;
+}
+
+bool ffmpeg_load(const char **why) {
+    pthread_once(&once, load);
+    if (why) *why = loaded ? NULL : failure;
+    return loaded;
+}
