@@ -50,9 +50,12 @@ struct gpt2_tokenizer {
     strmap *ranks; /* "left right" -> merge rank */
     bpe_alphabet alphabet;
     size_t id_limit;      /* 1 + the largest id */
-    token_entry *tokens;  /* [id_limit] */
+    token_entry *tokens;  /* [id_limit] (room for token_capacity) */
     uint8_t *token_bytes; /* what the tokens stand for, one after another */
-    size_t bytes_used;    /* of token_bytes */
+    size_t bytes_used;    /* of token_bytes (room for bytes_capacity) */
+    /* both grow by half again as tokens are added: Florence-2 adds its 1,000 <loc_N> tokens one by one after
+     * 50,265 others, and growing them a token at a time copied the table 1,000 times a load */
+    size_t token_capacity, bytes_capacity;
     special_entry *specials; /* distinct contents, matched in the text before the pattern */
     size_t special_count, special_capacity;
     strmap *added;        /* added tokens' text -> id (those past vocab.json and those the config adds) */
@@ -100,6 +103,8 @@ static glimpse_status read_vocabulary(gpt2_tokenizer *t, const char *json, size_
     }
     t->tokens = calloc(t->id_limit, sizeof *t->tokens);
     t->token_bytes = malloc(key_bytes + 1); /* a stand-in takes 1 or 2 bytes, its byte 1 */
+    t->token_capacity = t->id_limit;
+    t->bytes_capacity = key_bytes + 1;
     if (!t->tokens || !t->token_bytes) {
         status = ERROR_OOM();
         goto done;
@@ -249,18 +254,28 @@ static glimpse_status add_token_at(gpt2_tokenizer *t, const char *content, int32
         !(strmap_get(t->vocab, content, length, &known) && known == id))
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "added token \"%.40s\" takes id %d, which vocab.json gives "
                          "another token", content, id);
-    if ((size_t)id >= t->id_limit) {
-        token_entry *tokens = realloc(t->tokens, ((size_t)id + 1) * sizeof *tokens);
+    if ((size_t)id >= t->token_capacity) {
+        size_t capacity = t->token_capacity + t->token_capacity / 2;
+        if (capacity < (size_t)id + 1) capacity = (size_t)id + 1;
+        token_entry *tokens = realloc(t->tokens, capacity * sizeof *tokens);
         if (!tokens) return ERROR_OOM();
         t->tokens = tokens;
+        t->token_capacity = capacity;
+    }
+    if ((size_t)id >= t->id_limit) {
         for (size_t i = t->id_limit; i <= (size_t)id; i++) t->tokens[i] = (token_entry){0, NO_TOKEN, 0};
         t->id_limit = (size_t)id + 1;
     }
     if (t->tokens[id].length == NO_TOKEN) { /* its bytes: its text (decode joins them as any token's) */
         if (t->bytes_used + length > UINT32_MAX) return error_set(GLIMPSE_STATUS_TOO_LARGE, "added tokens too long");
-        uint8_t *bytes = realloc(t->token_bytes, t->bytes_used + length + 1);
-        if (!bytes) return ERROR_OOM();
-        t->token_bytes = bytes;
+        if (t->bytes_used + length + 1 > t->bytes_capacity) {
+            size_t capacity = t->bytes_capacity + t->bytes_capacity / 2;
+            if (capacity < t->bytes_used + length + 1) capacity = t->bytes_used + length + 1;
+            uint8_t *bytes = realloc(t->token_bytes, capacity);
+            if (!bytes) return ERROR_OOM();
+            t->token_bytes = bytes;
+            t->bytes_capacity = capacity;
+        }
         memcpy(t->token_bytes + t->bytes_used, content, length);
         t->tokens[id] = (token_entry){(uint32_t)t->bytes_used, (int32_t)length, 0};
         t->bytes_used += length;
