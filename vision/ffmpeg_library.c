@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-ffmpeg_functions ffmpeg;
+ffmpeg_functions glimpse_ffmpeg_functions;
 
 enum { AVUTIL, SWSCALE, AVCODEC, AVFORMAT, FFMPEG_LIBRARIES };
 

@@ -84,8 +84,11 @@ typedef struct ffmpeg_functions {
 #undef FFMPEG_POINTER
 } ffmpeg_functions;
 
-/* Filled by the first successful ffmpeg_load(); read only after one. */
-extern ffmpeg_functions ffmpeg;
+/* Filled by the first successful ffmpeg_load(); read only after one. Its symbol carries the library's prefix
+ * (libglimpse.a is linked into applications that may well have an `ffmpeg` of their own) and is hidden, so
+ * that libglimpse.so, which exports glimpse_*, does not export it. */
+extern __attribute__((visibility("hidden"))) ffmpeg_functions glimpse_ffmpeg_functions;
+#define ffmpeg glimpse_ffmpeg_functions
 
 /* Loads the libraries and fills `ffmpeg` (once, whichever thread asks first;
  * later calls give the first one's answer): true when it is filled, else
