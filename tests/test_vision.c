@@ -30,11 +30,17 @@
 typedef struct buffer {
     uint8_t *bytes;
     size_t size;
+    size_t capacity; /* of bytes, when buffer_write grew it; 0 for a buffer made otherwise */
 } buffer;
 
 static void buffer_write(png_structp png, png_bytep data, png_size_t length) {
     buffer *b = png_get_io_ptr(png);
-    b->bytes = realloc(b->bytes, b->size + length);
+    if (b->size + length > b->capacity) { /* by doubling: libpng writes a large picture a row at a time */
+        size_t capacity = 2 * (b->size + length);
+        uint8_t *grown = realloc(b->bytes, capacity);
+        if (!grown) png_error(png, "out of memory");
+        b->bytes = grown, b->capacity = capacity;
+    }
     memcpy(b->bytes + b->size, data, length);
     b->size += length;
 }
@@ -163,7 +169,7 @@ static buffer make_jpeg_coded(int width, int height, int components, const uint8
     }
     jpeg_finish_compress(&info);
     jpeg_destroy_compress(&info);
-    buffer out = {bytes, size};
+    buffer out = {bytes, size, 0};
     return out;
 }
 
@@ -196,7 +202,7 @@ static buffer jpeg_with_scans(const buffer *progressive, size_t scans) {
     }
     assert_true(end && count >= 2 && scans >= count);
     size_t last = end - starts[count - 1], size = progressive->size + (scans - count) * last;
-    buffer out = {malloc(size), size};
+    buffer out = {malloc(size), size, 0};
     assert_non_null(out.bytes);
     memcpy(out.bytes, progressive->bytes, end);
     for (size_t n = count; n < scans; n++) memcpy(out.bytes + end + (n - count) * last, progressive->bytes + starts[count - 1], last);
@@ -343,7 +349,7 @@ static void test_hostile_files(void **state) {
     uint8_t one[3] = {1, 2, 3};
     buffer b = make_png(1, 1, PNG_COLOR_TYPE_RGB, 8, one, 3, NULL, 0, 0);
     /* IHDR claims 30000x30000 (CRC fixed so only the size is wrong) */
-    buffer huge = {malloc(b.size), b.size};
+    buffer huge = {malloc(b.size), b.size, 0};
     memcpy(huge.bytes, b.bytes, b.size);
     put_u32_be(huge.bytes + 16, 30000);
     put_u32_be(huge.bytes + 20, 30000);
