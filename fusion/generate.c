@@ -94,14 +94,50 @@ static int compare_descending(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* A float's bits as an unsigned key in the floats' order (negative values reversed, below the positive ones). */
+static uint32_t order_key(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+
+static float key_value(uint32_t key) {
+    uint32_t bits = key & 0x80000000u ? key & 0x7fffffffu : ~key;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+float generate_kth_largest(const float *x, int32_t n, int32_t k) {
+    /* the key's bits from the top, 11, 11 and 10 at a time: each pass counts the values that share the bits
+     * found so far by their next bits, and takes the bucket the k-th largest falls in */
+    static const int widths[3] = {11, 11, 10};
+    uint32_t counts[1 << 11], prefix = 0, prefix_mask = 0;
+    int shift = 32;
+    for (int pass = 0; pass < 3; pass++) {
+        int width = widths[pass];
+        uint32_t buckets = 1u << width;
+        shift -= width;
+        memset(counts, 0, buckets * sizeof *counts);
+        for (int32_t i = 0; i < n; i++) {
+            uint32_t key = order_key(x[i]);
+            if ((key & prefix_mask) == prefix) counts[(key >> shift) & (buckets - 1)]++;
+        }
+        uint32_t bucket = buckets - 1, left = (uint32_t)k;
+        while (bucket > 0 && counts[bucket] < left) left -= counts[bucket--];
+        k = (int32_t)left;
+        prefix |= bucket << shift;
+        prefix_mask |= (buckets - 1) << shift;
+    }
+    return key_value(prefix);
+}
+
 /* Temperature, top-k and top-p as transformers' warpers, then a draw. */
 static int32_t sample_token(float *scores, int32_t vocab, const caption_settings *s, uint64_t *random, float *sorted) {
     if (s->temperature > 0 && s->temperature != 1.0f)
         for (int32_t i = 0; i < vocab; i++) scores[i] /= s->temperature;
     if (s->top_k > 0 && s->top_k < vocab) {
-        memcpy(sorted, scores, (size_t)vocab * sizeof(float));
-        qsort(sorted, (size_t)vocab, sizeof(float), compare_descending);
-        float threshold = sorted[s->top_k - 1];
+        float threshold = generate_kth_largest(scores, vocab, s->top_k);
         for (int32_t i = 0; i < vocab; i++)
             if (scores[i] < threshold) scores[i] = -INFINITY;
     }

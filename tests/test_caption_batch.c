@@ -3,6 +3,7 @@
  * lengths, beams and prompts), gives the reference's ids and the same ids as one picture at a time, with room
  * for every picture at once and with so few rows that pictures wait, join and leave; sampling with seeds,
  * repetition penalty and minimum lengths mixed likewise; the demo model over examples/pictures, streamed. */
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include "api/context.h"
 #include "api/model.h"
 #include "core/file.h"
+#include "fusion/generate.h"
 #include "tests/support.h"
 
 #define MAX_CASES 32
@@ -236,8 +238,44 @@ static void test_cli_batched(void **state) {
     free(out_batched), free(err_batched), free(out_alone), free(err_alone);
 }
 
+static int descending(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Top-k sampling's threshold (fusion/generate.c, by radix passes) is the value a descending sort puts at k - 1:
+ * over random scores, scores with many ties (a few values repeated), both signs of zero and the infinities,
+ * for every k of small arrays and chosen k of a vocabulary-sized one. */
+static void test_kth_largest_as_sorted(void **state) {
+    (void)state;
+    const int32_t sizes[] = {1, 2, 3, 17, 100, 30524};
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, 1e-38f, -1e-38f, 3.4e38f, -3.4e38f, 1.0f, -1.0f};
+    for (int kind = 0; kind < 3; kind++)
+        for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+            int32_t n = sizes[z];
+            float *x = malloc((size_t)n * sizeof *x), *sorted = malloc((size_t)n * sizeof *sorted);
+            assert_non_null(x), assert_non_null(sorted);
+            for (int32_t i = 0; i < n; i++) {
+                uint32_t r = test_random_bits();
+                x[i] = kind == 0   ? (test_random_float() - 0.5f) * 40.0f
+                       : kind == 1 ? (float)(int)(r % 7) - 3.0f
+                                   : specials[r % (sizeof specials / sizeof *specials)];
+            }
+            memcpy(sorted, x, (size_t)n * sizeof *x);
+            qsort(sorted, (size_t)n, sizeof *sorted, descending);
+            for (int32_t k = 1; k <= n; k += n > 200 ? 997 : 1) {
+                float got = generate_kth_largest(x, n, k);
+                if (!(got == sorted[k - 1]))
+                    fail_msg("kind %d, n %d, k %d: %g, the sort gives %g", kind, n, k, got, sorted[k - 1]);
+            }
+            assert_true(generate_kth_largest(x, n, n) == sorted[n - 1]);
+            free(x), free(sorted);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kth_largest_as_sorted),
         cmocka_unit_test(test_blip_cases),
         cmocka_unit_test(test_vit_gpt2_cases),
         cmocka_unit_test(test_blip2_cases),
