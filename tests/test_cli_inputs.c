@@ -305,7 +305,7 @@ static void test_videos(void **state) {
     /* FFmpeg's libraries are opened at the first video, not linked (vision/ffmpeg_library.c): where they cannot be
      * opened (here a libavutil that is not a library, found first), pictures are still read and each video says
      * which library and package it needs */
-    r = shell("mkdir -p broken-ffmpeg && for name in $(ldconfig -p | grep -o \"libavutil\\\\.so\\\\.[0-9]*\" | "
+    r = shell("mkdir -p broken-ffmpeg && for name in $(/sbin/ldconfig -p | grep -o \"libavutil\\\\.so\\\\.[0-9]*\" | "
               "sort -u); do echo not a library > broken-ffmpeg/$name; done && "
               "LD_LIBRARY_PATH=$PWD/broken-ffmpeg $G embed -m %s trip.mp4 %s",
               CLIP, PICTURE(0));
