@@ -6,7 +6,6 @@
  * the draining stop. What each route does is routes.c's business. */
 #define _GNU_SOURCE /* strdup, strcasestr */
 #include <arpa/inet.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +21,7 @@
 #include "core/error.h"
 #include "output/json.h"
 #include "serve/internal.h"
+#include "serve/microhttpd_library.h"
 
 serve_config serve_default_config(void) {
     serve_config config = {0};
@@ -87,16 +87,17 @@ static void page_text(char *text, size_t room, const char *html, const char *oth
  * shut, so that the library's own answer (an HTML page; in 0.9.75, after its status line and headers twice,
  * as its state machine builds them again after its own error: fixed in 1.0.0) goes nowhere. */
 static void answer_for_library(struct MHD_Connection *connection, unsigned status, const char *html) {
-    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *info =
+        microhttpd.MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!info || status < 400 || status > 599) return;
     char text[256];
-    page_text(text, sizeof text, html, MHD_get_reason_phrase_for(status));
+    page_text(text, sizeof text, html, microhttpd.MHD_get_reason_phrase_for(status));
     serve_reply reply = {0};
     reply_error(&reply, (int)status, "the request cannot be read: %s", text);
     char head[256];
     int n = snprintf(head, sizeof head,
                      "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                     status, MHD_get_reason_phrase_for(status), reply.size);
+                     status, microhttpd.MHD_get_reason_phrase_for(status), reply.size);
     struct iovec parts[2] = {{head, (size_t)n}, {reply.body, reply.size}};
     struct msghdr message = {.msg_iov = parts, .msg_iovlen = reply.body ? 2 : 1};
     if (n > 0 && (size_t)n < sizeof head) (void)sendmsg(info->connect_fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -202,7 +203,8 @@ static enum MHD_Result send_reply(serve_request *request, serve_reply *reply, bo
     if (reply->stream) { /* written as it is made: chunked */
         serve_reply *kept = malloc(sizeof *kept);
         if (kept) *kept = *reply;
-        response = kept ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, kept, end_stream)
+        response = kept ? microhttpd.MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, kept,
+                                                                       end_stream)
                         : NULL;
         if (!response) {
             reply->stream_end(reply->stream);
@@ -210,25 +212,26 @@ static enum MHD_Result send_reply(serve_request *request, serve_reply *reply, bo
             return MHD_NO;
         }
     } else {
-        response = MHD_create_response_from_buffer(reply->size, reply->body ? reply->body : (void *)"",
-                                                   reply->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        response = microhttpd.MHD_create_response_from_buffer(
+            reply->size, reply->body ? reply->body : (void *)"",
+            reply->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         if (!response) {
             free(reply->body);
             return MHD_NO;
         }
     }
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            reply->content_type ? reply->content_type : "application/json");
+    microhttpd.MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                       reply->content_type ? reply->content_type : "application/json");
     if (reply->retry_after) {
         char seconds[16];
         snprintf(seconds, sizeof seconds, "%u", reply->retry_after);
-        MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, seconds);
+        microhttpd.MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, seconds);
     }
-    if (reply->status == 401) MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (reply->status == 405) MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, POST");
-    if (close) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
-    enum MHD_Result queued = MHD_queue_response(request->connection, (unsigned)reply->status, response);
-    MHD_destroy_response(response);
+    if (reply->status == 401) microhttpd.MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (reply->status == 405) microhttpd.MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, POST");
+    if (close) microhttpd.MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result queued = microhttpd.MHD_queue_response(request->connection, (unsigned)reply->status, response);
+    microhttpd.MHD_destroy_response(response);
     if (queued == MHD_YES) request->status = reply->status, thread_answered = true;
     return queued;
 }
@@ -256,8 +259,8 @@ static enum MHD_Result refuse(serve_request *request, int status, unsigned retry
 static bool authorized(const serve_server *server, struct MHD_Connection *connection, bool *sent) {
     *sent = false;
     if (!server->api_key) return true;
-    const char *given = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "X-API-Key");
-    const char *authorization = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
+    const char *given = microhttpd.MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "X-API-Key");
+    const char *authorization = microhttpd.MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
     if (!given && authorization && strncasecmp(authorization, "Bearer ", 7) == 0) given = authorization + 7;
     if (!given) return false;
     *sent = true;
@@ -344,7 +347,7 @@ static bool append_body(serve_request *request, const char *data, size_t size) {
 }
 
 const char *request_argument(const serve_request *request, const char *name) {
-    const char *value = MHD_lookup_connection_value(request->connection, MHD_GET_ARGUMENT_KIND, name);
+    const char *value = microhttpd.MHD_lookup_connection_value(request->connection, MHD_GET_ARGUMENT_KIND, name);
     if (value) return value;
     for (size_t i = 0; i < request->part_count; i++)
         if (strcmp(request->parts[i].name, name) == 0 && !request->parts[i].filename) return request->parts[i].data;
@@ -363,7 +366,7 @@ static enum MHD_Result find_nul(void *user, enum MHD_ValueKind kind, const char 
 
 const char *request_nul_argument(const serve_request *request) {
     const char *found = NULL;
-    MHD_get_connection_values_n(request->connection, MHD_GET_ARGUMENT_KIND, find_nul, &found);
+    microhttpd.MHD_get_connection_values_n(request->connection, MHD_GET_ARGUMENT_KIND, find_nul, &found);
     if (found) return found;
     for (size_t i = 0; i < request->part_count; i++) {
         const serve_part *part = &request->parts[i];
@@ -393,7 +396,7 @@ static enum MHD_Result begin_request(serve_server *server, serve_request *reques
     struct MHD_Connection *connection = request->connection;
     if (atomic_load(&server->draining)) return refuse(request, 503, 5, "the server is shutting down");
     int odd[2] = {0, 0}; /* libmicrohttpd takes these; RFC 9112 says 400 */
-    MHD_get_connection_values(connection, MHD_HEADER_KIND, count_odd_headers, odd);
+    microhttpd.MHD_get_connection_values(connection, MHD_HEADER_KIND, count_odd_headers, odd);
     if (odd[0] > 1 || odd[1]) return refuse(request, 400, 0, "malformed headers: two Host headers, or a nameless one");
     /* checked here rather than by libmicrohttpd, whose own answer is not JSON (0.9.75 sent its headers twice) */
     if (!odd[0] && version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0)
@@ -416,7 +419,8 @@ static enum MHD_Result begin_request(serve_server *server, serve_request *reques
         return refuse(request, 401, 0,
                       sent ? "the API key sent is not this server's"
                            : "an API key is required: send it as 'Authorization: Bearer KEY'");
-    const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *length =
+        microhttpd.MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (length) {
         char *end;
         unsigned long long declared = strtoull(length, &end, 10);
@@ -426,7 +430,8 @@ static enum MHD_Result begin_request(serve_server *server, serve_request *reques
     }
     if (asked == METHOD_GET) return MHD_YES;
     bool known;
-    const char *content_type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *content_type =
+        microhttpd.MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     request->kind = body_kind(content_type, &known);
     if (!known)
         return refuse(request, 415, 0,
@@ -434,7 +439,7 @@ static enum MHD_Result begin_request(serve_server *server, serve_request *reques
                       "multipart/form-data or application/json",
                       content_type);
     if (request->kind == SERVE_BODY_MULTIPART) {
-        request->post = MHD_create_post_processor(connection, 16384, take_part, request);
+        request->post = microhttpd.MHD_create_post_processor(connection, 16384, take_part, request);
         if (!request->post) return refuse(request, 400, 0, "malformed form: a multipart body needs a boundary");
     }
     if (receives_images(request->route) &&
@@ -486,7 +491,7 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
                           server->config.max_body);
         }
         if (request->kind == SERVE_BODY_MULTIPART) {
-            if (!request->bad_parts && MHD_post_process(request->post, upload_data, size) != MHD_YES)
+            if (!request->bad_parts && microhttpd.MHD_post_process(request->post, upload_data, size) != MHD_YES)
                 request->bad_parts = true;
         } else if (!append_body(request, upload_data, size)) {
             return refuse(request, 503, 1, "out of memory");
@@ -511,7 +516,7 @@ static void on_completed(void *user, struct MHD_Connection *connection, void **s
     metrics_record_request(&server->metrics, request->route, request->status ? request->status : 499,
                            now_seconds() - request->started);
     if (request->counted_as_image) atomic_fetch_sub(&server->load.images_arriving, 1);
-    if (request->post) MHD_destroy_post_processor(request->post);
+    if (request->post) microhttpd.MHD_destroy_post_processor(request->post);
     for (size_t i = 0; i < request->part_count; i++) {
         free(request->parts[i].name);
         free(request->parts[i].filename);
@@ -626,6 +631,8 @@ glimpse_status serve_start(const serve_config *config, serve_server **out) {
     if (!loopback && (!config->api_key || !config->api_key[0]))
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT,
                          "listening on %s, beyond this machine, needs an API key (--api-key-file)", host);
+    const char *why = NULL;
+    if (!microhttpd_load(&why)) return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s", why);
     serve_server *server = calloc(1, sizeof *server);
     if (!server) return ERROR_OOM();
     server->config = *config;
@@ -652,7 +659,7 @@ glimpse_status serve_start(const serve_config *config, serve_server **out) {
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
-    server->daemon = MHD_start_daemon(
+    server->daemon = microhttpd.MHD_start_daemon(
         flags, (uint16_t)config->port, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, log_from_microhttpd,
         server, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, server, MHD_OPTION_SOCK_ADDR, &address,
         MHD_OPTION_STRICT_FOR_CLIENT, 0, /* Host and URL checked by begin_request */
@@ -665,7 +672,7 @@ glimpse_status serve_start(const serve_config *config, serve_server **out) {
         return error_set(GLIMPSE_STATUS_IO, "cannot listen on %s port %d (in use, or not an address of this machine)",
                          host, config->port);
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    const union MHD_DaemonInfo *info = microhttpd.MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
     server->port = info ? info->port : config->port;
     *out = server;
     return GLIMPSE_STATUS_OK;
@@ -676,7 +683,7 @@ int serve_port(const serve_server *server) { return server->port; }
 size_t serve_drain(serve_server *server, double timeout_seconds) {
     atomic_store(&server->draining, true);
     if (server->daemon) {
-        MHD_socket listening = MHD_quiesce_daemon(server->daemon);
+        MHD_socket listening = microhttpd.MHD_quiesce_daemon(server->daemon);
         if (listening != MHD_INVALID_SOCKET) close(listening);
     }
     /* requests being answered are waited for; requests whose body is still arriving only while bytes keep
@@ -700,7 +707,7 @@ size_t serve_drain(serve_server *server, double timeout_seconds) {
 
 void serve_free(serve_server *server) {
     if (!server) return;
-    if (server->daemon) MHD_stop_daemon(server->daemon); /* joins the connection threads */
+    if (server->daemon) microhttpd.MHD_stop_daemon(server->daemon); /* joins the connection threads */
     for (size_t i = 0; i < server->model_count; i++) {
         serve_model *model = &server->models[i];
         queue_stop(&model->queue);

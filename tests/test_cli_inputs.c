@@ -245,6 +245,15 @@ static void test_named_pipes_never_wait(void **state) {
 
 /* ------------------------------------------------------------- videos */
 
+/* A shell prefix that runs the command after it with every soname of `library` (libheif: libheif.so.1, ...) that
+ * the system knows replaced, in `folder`, by a file that is not a library, found first. */
+static void broken_library(char *prefix, size_t room, const char *folder, const char *library) {
+    snprintf(prefix, room,
+             "mkdir -p %s && for name in $(/sbin/ldconfig -p | grep -o \"%s\\\\.so\\\\.[0-9]*\" | sort -u); do "
+             "echo not a library > %s/$name; done && LD_LIBRARY_PATH=$PWD/%s",
+             folder, library, folder, folder);
+}
+
 static void test_videos(void **state) {
     (void)state;
     if (system("ffmpeg -hide_banner -version >/dev/null 2>&1") != 0) skip();
@@ -305,21 +314,60 @@ static void test_videos(void **state) {
     /* FFmpeg's libraries are opened at the first video, not linked (vision/ffmpeg_library.c): where they cannot be
      * opened (here a libavutil that is not a library, found first), pictures are still read and each video says
      * which library and package it needs */
-    r = shell("mkdir -p broken-ffmpeg && for name in $(/sbin/ldconfig -p | grep -o \"libavutil\\\\.so\\\\.[0-9]*\" | "
-              "sort -u); do echo not a library > broken-ffmpeg/$name; done && "
-              "LD_LIBRARY_PATH=$PWD/broken-ffmpeg $G embed -m %s trip.mp4 %s",
-              CLIP, PICTURE(0));
+    char broken[512];
+    broken_library(broken, sizeof broken, "broken-ffmpeg", "libavutil");
+    r = shell("%s $G embed -m %s trip.mp4 %s", broken, CLIP, PICTURE(0));
     assert_int_equal(r.status, 1);
-    assert_non_null(strstr(r.err, "trip.mp4: reading videos needs FFmpeg's libavutil.so."));
+    assert_non_null(strstr(r.err, "trip.mp4: reading videos with FFmpeg needs libavutil.so."));
     assert_non_null(strstr(r.err, "on Debian it is the package libavutil"));
     assert_non_null(strstr(r.out, "00000.png\t")); /* the picture's embedding, one line */
     assert_int_equal(strchr(r.out, '\n') == strrchr(r.out, '\n') && strchr(r.out, '\n'), 1);
+    shell_free(&r);
+
+    /* libheif too is opened at the first ISO media file (vision/heif_library.c): where it cannot be, a HEIC
+     * picture says which library and package it needs, while an MP4 (an ftyp box too, told apart by its brands
+     * without libheif) and a PNG are read */
+    if (!glimpse_has_feature(GLIMPSE_FEATURE_HEIF) || system("command -v heif-enc >/dev/null 2>&1") != 0) {
+        printf("(skipped the HEIC half: a build without HEIF, or no heif-enc, Debian's libheif-examples)\n");
+        return;
+    }
+    r = shell("heif-enc -q 60 -o photo.heic %s >/dev/null && $G embed -m %s photo.heic", PICTURE(0), CLIP);
+    assert_int_equal(r.status, 0); /* (with libheif: an embedding) */
+    assert_non_null(strstr(r.out, "photo.heic\t"));
+    shell_free(&r);
+    broken_library(broken, sizeof broken, "broken-heif", "libheif");
+    r = shell("%s $G embed -m %s photo.heic trip.mp4 %s", broken, CLIP, PICTURE(0));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "photo.heic: reading HEIF/AVIF pictures needs libheif.so."));
+    assert_non_null(strstr(r.err, "on Debian it is the package libheif"));
+    assert_null(strstr(r.out, "photo.heic"));
+    assert_non_null(strstr(r.out, "trip.mp4 @ "));
+    assert_non_null(strstr(r.out, "00000.png\t"));
+    shell_free(&r);
+}
+
+/* libmicrohttpd is opened when `glimpse serve` starts (serve/microhttpd_library.c): where it cannot be, every
+ * other command runs and serve says which library and package it needs */
+static void test_server_library_opened_by_serve(void **state) {
+    (void)state;
+    if (!glimpse_has_feature(GLIMPSE_FEATURE_SERVER)) skip();
+    char broken[512];
+    broken_library(broken, sizeof broken, "broken-microhttpd", "libmicrohttpd");
+    shell_result r = shell("%s $G serve -m %s --port 0", broken, CLIP);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "glimpse serve needs libmicrohttpd.so.12, which cannot be loaded"));
+    assert_non_null(strstr(r.err, "on Debian it is the package libmicrohttpd12"));
+    shell_free(&r);
+    r = shell("%s $G embed -m %s %s", broken, CLIP, PICTURE(0));
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "00000.png\t"));
     shell_free(&r);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_standard_input),
+        cmocka_unit_test(test_server_library_opened_by_serve),
         cmocka_unit_test(test_stream_limit),
         cmocka_unit_test(test_folders_walked_as_index_walks_them),
         cmocka_unit_test(test_named_pipes_never_wait),

@@ -33,10 +33,14 @@ image_decoder decode_webp; /* decode_webp.c: libwebp's animation decoder, first 
 image_decoder decode_tiff; /* decode_tiff.c: libtiff, first page; its own Orientation tag */
 image_decoder decode_heif; /* decode_heif.c: libheif, primary image, irot/imir/clap applied; no EXIF */
 /* Whether an ISO media file (its ftyp box at bytes + 4) has brands of a HEIF or
- * AVIF picture: libheif's own check in decode_heif.c, the brand list in a build
- * without libheif (decode_unavailable.c: its decode_heif says the build lacks it).
- * In that build decode_webp and decode_tiff may be the unavailable ones too. */
+ * AVIF picture: libheif's own check in decode_heif.c (loading libheif, see
+ * heif_library.h), heif_signature_sniff's brand list where libheif cannot be
+ * loaded (decode_heif then says so) and in a build without libheif
+ * (decode_unavailable.c: its decode_heif says the build lacks it). In that
+ * build decode_webp and decode_tiff may be the unavailable ones too. */
 bool heif_sniff(const uint8_t *bytes, size_t size);
+/* heif_signature.c: the brands of HEIF and AVIF pictures that libheif 1.15 knows, in the ftyp box. */
+bool heif_signature_sniff(const uint8_t *bytes, size_t size);
 
 /* GLIMPSE_STATUS_OK, or BAD_FORMAT for an empty image, or TOO_LARGE over max_pixels. */
 glimpse_status check_dimensions(const char *label, uint64_t width, uint64_t height, uint64_t max_pixels);

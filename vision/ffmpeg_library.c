@@ -1,16 +1,16 @@
 /* ffmpeg_library.c — FFmpeg's libraries opened on first use (see
- * ffmpeg_library.h): dlopen by the sonames of the headers compiled against,
- * then each function looked up in its own library. */
+ * ffmpeg_library.h; core/dynamic_library.h): by the sonames of the headers
+ * compiled against, each function looked up in its own library. */
 #include "vision/ffmpeg_library.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <string.h>
+
+#include "core/dynamic_library.h"
 
 ffmpeg_functions glimpse_ffmpeg_functions;
 
 enum { AVUTIL, SWSCALE, AVCODEC, AVFORMAT, FFMPEG_LIBRARIES };
+#define FFMPEG_PURPOSE "reading videos with FFmpeg"
 
 #define FFMPEG_SONAME(name, major) "lib" name ".so." AV_STRINGIFY(major)
 /* in the order of their dependencies; the Debian package of each is its name and major version */
@@ -32,23 +32,14 @@ static char failure[512]; /* why not, when not loaded */
 
 static void load(void) {
     void *handles[FFMPEG_LIBRARIES] = {NULL};
-    for (int l = 0; l < FFMPEG_LIBRARIES; l++) {
-        /* never closed: the process keeps them, as it would have kept them linked */
-        handles[l] = dlopen(libraries[l].soname, RTLD_NOW | RTLD_LOCAL);
-        if (!handles[l]) {
-            const char *why = dlerror();
-            snprintf(failure, sizeof failure,
-                     "reading videos needs FFmpeg's %s, which cannot be loaded (%s); on Debian it is the package %s",
-                     libraries[l].soname, why ? why : "no reason given", libraries[l].package);
+    for (int l = 0; l < FFMPEG_LIBRARIES; l++)
+        if (!(handles[l] = dynamic_library_open(libraries[l].soname, libraries[l].package, FFMPEG_PURPOSE, failure,
+                                                sizeof failure)))
             return;
-        }
-    }
 #define FFMPEG_LOOK_UP(library, name)                                                                                \
-    if (!(ffmpeg.name = (__typeof__(ffmpeg.name))dlsym(handles[library], #name))) {                                 \
-        snprintf(failure, sizeof failure, "reading videos needs FFmpeg's %s with %s, which this one lacks",         \
-                 libraries[library].soname, #name);                                                                  \
-        return;                                                                                                      \
-    }
+    if (!(ffmpeg.name = (__typeof__(ffmpeg.name))dynamic_library_function(                                          \
+              handles[library], libraries[library].soname, FFMPEG_PURPOSE, #name, failure, sizeof failure)))          \
+        return;
     FFMPEG_FUNCTIONS(FFMPEG_LOOK_UP)
 #undef FFMPEG_LOOK_UP
     loaded = true;

@@ -1,0 +1,41 @@
+/* microhttpd_library.c — libmicrohttpd opened when the server starts (see
+ * microhttpd_library.h; core/dynamic_library.h). */
+#include "serve/microhttpd_library.h"
+
+#include <pthread.h>
+
+#include "core/dynamic_library.h"
+
+/* The 0.9 series has kept the soname libmicrohttpd.so.12 (Debian's package libmicrohttpd12); another series
+ * would have another ABI, and this file then needs its soname. */
+#if MHD_VERSION >= 0x01000000
+#error "libmicrohttpd 1.x: set its soname in serve/microhttpd_library.c"
+#endif
+#define MICROHTTPD_SONAME "libmicrohttpd.so.12"
+#define MICROHTTPD_PACKAGE "libmicrohttpd12"
+#define MICROHTTPD_PURPOSE "glimpse serve"
+
+microhttpd_functions glimpse_microhttpd_functions;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool loaded;
+static char failure[512]; /* why not, when not loaded */
+
+static void load(void) {
+    void *handle =
+        dynamic_library_open(MICROHTTPD_SONAME, MICROHTTPD_PACKAGE, MICROHTTPD_PURPOSE, failure, sizeof failure);
+    if (!handle) return;
+#define MICROHTTPD_LOOK_UP(name)                                                                                     \
+    if (!(microhttpd.name = (__typeof__(microhttpd.name))dynamic_library_function(                                  \
+              handle, MICROHTTPD_SONAME, MICROHTTPD_PURPOSE, #name, failure, sizeof failure)))                        \
+        return;
+    MICROHTTPD_FUNCTIONS(MICROHTTPD_LOOK_UP)
+#undef MICROHTTPD_LOOK_UP
+    loaded = true;
+}
+
+bool microhttpd_load(const char **why) {
+    pthread_once(&once, load);
+    if (why) *why = loaded ? NULL : failure;
+    return loaded;
+}
