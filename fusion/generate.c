@@ -386,7 +386,7 @@ struct caption_search {
     int32_t vocab;
     caption_token_callback callback;
     void *user;
-    /* greedy and sampling: the sequence so far, the random stream, top-k / top-p's sorted copy */
+    /* greedy and sampling: the sequence so far, the random stream, top-p's sorted copy of the scores */
     int32_t *sequence;
     size_t length;
     uint64_t random;
@@ -427,8 +427,9 @@ glimpse_status caption_search_create(const caption_settings *settings, int32_t v
         status = beam_search_start(&search->beams, prompt, prompt_length, settings);
     } else if (!status) {
         search->sequence = malloc(settings->max_length * sizeof *search->sequence);
-        search->sorted = settings->sample ? malloc((size_t)vocab * sizeof(float)) : NULL;
-        if (!search->sequence || (settings->sample && !search->sorted)) status = ERROR_OOM();
+        bool top_p = settings->sample && settings->top_p < 1.0f; /* (only top-p sorts the scores) */
+        search->sorted = top_p ? malloc((size_t)vocab * sizeof(float)) : NULL;
+        if (!search->sequence || (top_p && !search->sorted)) status = ERROR_OOM();
         else memcpy(search->sequence, prompt, prompt_length * sizeof *prompt);
         search->length = prompt_length;
         search->random = settings->seed;
