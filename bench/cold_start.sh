@@ -26,7 +26,7 @@ add() {
   shift 3
   [ -z "$options" ] || name=$config-f16
   [ -f "$configs/$config.json" ] || { echo "cold_start.sh: no $configs/$config.json, $label left out" >&2; return; }
-  if [ ! -f "$work/$name/model.safetensors" ]; then
+  if [ ! -f "$work/$name/model.safetensors" ] && [ ! -f "$work/$name/model.safetensors.index.json" ]; then # (one file, or shards)
     echo "making $name ..." >&2
     # shellcheck disable=SC2086
     build/glimpse-make-model "$configs/$config.json" "$work/$name" $options >/dev/null
