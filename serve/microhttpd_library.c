@@ -6,11 +6,8 @@
 
 #include "core/dynamic_library.h"
 
-/* The 0.9 series has kept the soname libmicrohttpd.so.12 (Debian's package libmicrohttpd12); another series
- * would have another ABI, and this file then needs its soname. */
-#if MHD_VERSION >= 0x01000000
-#error "libmicrohttpd 1.x: set its soname in serve/microhttpd_library.c"
-#endif
+/* The soname of the 0.9 series and of 1.0, which kept its ABI (Debian 12's package libmicrohttpd12); unlike
+ * FFmpeg's and libheif's, it cannot be read off the header's version. */
 #define MICROHTTPD_SONAME "libmicrohttpd.so.12"
 #define MICROHTTPD_PACKAGE "libmicrohttpd12"
 #define MICROHTTPD_PURPOSE "glimpse serve"

@@ -5,8 +5,8 @@
  * brings (nettle, gmp, p11-kit, ...) for every `glimpse embed`, which never
  * serves HTTP.
  *
- * microhttpd_load() opens libmicrohttpd.so.12, the soname of the 0.9 series
- * whose header this file is compiled against, and fills the table
+ * microhttpd_load() opens libmicrohttpd.so.12 (the 0.9 series and 1.0) and
+ * fills the table
  * `microhttpd` once; only serve/server.c calls it. */
 #ifndef GLIMPSE_SERVE_MICROHTTPD_LIBRARY_H
 #define GLIMPSE_SERVE_MICROHTTPD_LIBRARY_H
