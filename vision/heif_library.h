@@ -2,7 +2,7 @@
  * box: a HEIC or AVIF picture, or an MP4 video) is looked at rather than when
  * a program starts. Linked at start it cost every process ~9 ms (on a 2-core
  * AMD EPYC, an empty program linked with -lheif: 2.4 → 11.3 ms): the dynamic
- * linker maps libheif's decoders (libde265, x265, dav1d, aom, libnuma),
+ * linker maps libheif's decoders (libde265, x265 with libnuma, dav1d, aom),
  * resolves their symbols and runs their initialisers, for every `glimpse embed`
  * of a JPEG.
  *
