@@ -1,26 +1,39 @@
 /* dynamic_library.h — an optional library opened when first needed instead
  * of linked (vision/ffmpeg_library.c, vision/heif_library.c,
  * serve/microhttpd_library.c): each linked library costs every process its
- * dynamic linking, for the few commands that use it. These two calls open it
- * and look up its functions, with the message a user gets when it is not
- * there: what needed it, which library, why, and the Debian package that has
- * it. Each caller keeps its own table of typed pointers (an X-macro over the
- * functions it calls) and loads it once under pthread_once. */
+ * dynamic linking, for the few commands that use it. These calls load it once
+ * and open it and look up its functions, with the message a user gets when it
+ * is not there: what needed it, which library, why, and the Debian package
+ * that has it. Each caller keeps its own table of typed pointers (an X-macro
+ * over the functions it calls), filled by its own load function. */
 #ifndef GLIMPSE_CORE_DYNAMIC_LIBRARY_H
 #define GLIMPSE_CORE_DYNAMIC_LIBRARY_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The library `soname` (RTLD_NOW | RTLD_LOCAL; never closed: the process keeps it as it would have kept it
- * linked), or NULL with failure (room bytes) set to "PURPOSE needs SONAME, which cannot be loaded (WHY); on
- * Debian it is the package PACKAGE". */
-void *dynamic_library_open(const char *soname, const char *package, const char *purpose, char *failure,
-                           size_t room);
+/* One library's loading: run once, by whichever thread asks first; the answer kept for every later call. */
+typedef struct dynamic_library_loading {
+    pthread_once_t once;
+    bool loaded;       /* set by the load function once every function is found */
+    char failure[512]; /* why not, when not loaded */
+} dynamic_library_loading;
+#define DYNAMIC_LIBRARY_LOADING {PTHREAD_ONCE_INIT, false, {0}}
 
-/* The function `name` of the library `handle` (opened as soname), or NULL with failure set to "PURPOSE needs
- * SONAME with NAME, which this one lacks". */
-void *dynamic_library_function(void *handle, const char *soname, const char *purpose, const char *name,
-                               char *failure, size_t room);
+/* Runs load under loading->once: true when it set loading->loaded, else false with *why (when why is not NULL)
+ * the failure it left. Thread-safe; sets no error. */
+bool dynamic_library_load(dynamic_library_loading *loading, void (*load)(void), const char **why);
+
+/* The library `soname` (RTLD_NOW | RTLD_LOCAL; never closed: the process keeps it as it would have kept it
+ * linked), or NULL with loading->failure set to "PURPOSE needs SONAME, which cannot be loaded (WHY); on Debian
+ * it is the package PACKAGE". */
+void *dynamic_library_open(dynamic_library_loading *loading, const char *soname, const char *package,
+                           const char *purpose);
+
+/* The function `name` of the library `handle` (opened as soname), or NULL with loading->failure set to
+ * "PURPOSE needs SONAME with NAME, which this one lacks". */
+void *dynamic_library_function(dynamic_library_loading *loading, void *handle, const char *soname,
+                               const char *purpose, const char *name);
 
 #endif

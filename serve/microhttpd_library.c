@@ -2,8 +2,6 @@
  * microhttpd_library.h; core/dynamic_library.h). */
 #include "serve/microhttpd_library.h"
 
-#include <pthread.h>
-
 #include "core/dynamic_library.h"
 
 /* The soname of the 0.9 series and of 1.0, which kept its ABI (Debian 12's package libmicrohttpd12); unlike
@@ -14,25 +12,18 @@
 
 microhttpd_functions glimpse_microhttpd_functions;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static bool loaded;
-static char failure[512]; /* why not, when not loaded */
+static dynamic_library_loading loading = DYNAMIC_LIBRARY_LOADING;
 
 static void load(void) {
-    void *handle =
-        dynamic_library_open(MICROHTTPD_SONAME, MICROHTTPD_PACKAGE, MICROHTTPD_PURPOSE, failure, sizeof failure);
+    void *handle = dynamic_library_open(&loading, MICROHTTPD_SONAME, MICROHTTPD_PACKAGE, MICROHTTPD_PURPOSE);
     if (!handle) return;
 #define MICROHTTPD_LOOK_UP(name)                                                                                     \
     if (!(microhttpd.name = (__typeof__(microhttpd.name))dynamic_library_function(                                  \
-              handle, MICROHTTPD_SONAME, MICROHTTPD_PURPOSE, #name, failure, sizeof failure)))                        \
+              &loading, handle, MICROHTTPD_SONAME, MICROHTTPD_PURPOSE, #name)))                                      \
         return;
     MICROHTTPD_FUNCTIONS(MICROHTTPD_LOOK_UP)
 #undef MICROHTTPD_LOOK_UP
-    loaded = true;
+    loading.loaded = true;
 }
 
-bool microhttpd_load(const char **why) {
-    pthread_once(&once, load);
-    if (why) *why = loaded ? NULL : failure;
-    return loaded;
-}
+bool microhttpd_load(const char **why) { return dynamic_library_load(&loading, load, why); }

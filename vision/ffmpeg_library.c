@@ -3,8 +3,6 @@
  * compiled against, each function looked up in its own library. */
 #include "vision/ffmpeg_library.h"
 
-#include <pthread.h>
-
 #include "core/dynamic_library.h"
 
 ffmpeg_functions glimpse_ffmpeg_functions;
@@ -26,27 +24,20 @@ static const struct {
                   "libavformat" AV_STRINGIFY(LIBAVFORMAT_VERSION_MAJOR)},
 };
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static bool loaded;
-static char failure[512]; /* why not, when not loaded */
+static dynamic_library_loading loading = DYNAMIC_LIBRARY_LOADING;
 
 static void load(void) {
     void *handles[FFMPEG_LIBRARIES] = {NULL};
     for (int l = 0; l < FFMPEG_LIBRARIES; l++)
-        if (!(handles[l] = dynamic_library_open(libraries[l].soname, libraries[l].package, FFMPEG_PURPOSE, failure,
-                                                sizeof failure)))
+        if (!(handles[l] = dynamic_library_open(&loading, libraries[l].soname, libraries[l].package, FFMPEG_PURPOSE)))
             return;
 #define FFMPEG_LOOK_UP(library, name)                                                                                \
     if (!(ffmpeg.name = (__typeof__(ffmpeg.name))dynamic_library_function(                                          \
-              handles[library], libraries[library].soname, FFMPEG_PURPOSE, #name, failure, sizeof failure)))          \
+              &loading, handles[library], libraries[library].soname, FFMPEG_PURPOSE, #name)))                        \
         return;
     FFMPEG_FUNCTIONS(FFMPEG_LOOK_UP)
 #undef FFMPEG_LOOK_UP
-    loaded = true;
+    loading.loaded = true;
 }
 
-bool ffmpeg_load(const char **why) {
-    pthread_once(&once, load);
-    if (why) *why = loaded ? NULL : failure;
-    return loaded;
-}
+bool ffmpeg_load(const char **why) { return dynamic_library_load(&loading, load, why); }
