@@ -15,9 +15,9 @@ void *dynamic_library_open(dynamic_library_loading *loading, const char *soname,
     void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         const char *why = dlerror();
-        snprintf(loading->failure, sizeof loading->failure,
-                 "%s needs %s, which cannot be loaded (%s); on Debian it is the package %s", purpose, soname,
-                 why ? why : "no reason given", package);
+        snprintf(loading->failure, sizeof loading->failure, "%s needs %s, which cannot be loaded (%s)%s%s", purpose,
+                 soname, why ? why : "no reason given", package ? "; on Debian it is the package " : "",
+                 package ? package : "");
     }
     return handle;
 }

@@ -26,8 +26,8 @@ typedef struct dynamic_library_loading {
 bool dynamic_library_load(dynamic_library_loading *loading, void (*load)(void), const char **why);
 
 /* The library `soname` (RTLD_NOW | RTLD_LOCAL; never closed: the process keeps it as it would have kept it
- * linked), or NULL with loading->failure set to "PURPOSE needs SONAME, which cannot be loaded (WHY); on Debian
- * it is the package PACKAGE". */
+ * linked; a path where it holds a '/'), or NULL with loading->failure set to "PURPOSE needs SONAME, which cannot
+ * be loaded (WHY); on Debian it is the package PACKAGE" (without the package where it is NULL: one of ours). */
 void *dynamic_library_open(dynamic_library_loading *loading, const char *soname, const char *package,
                            const char *purpose);
 

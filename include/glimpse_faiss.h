@@ -41,6 +41,13 @@ void glimpse_faiss_close(glimpse_faiss *index);
 size_t glimpse_faiss_count(const glimpse_faiss *index); /* vectors */
 size_t glimpse_faiss_dim(const glimpse_faiss *index);
 
+/* What params.json records of the model the vectors came from (strings owned by the index, valid until
+ * glimpse_faiss_close; any of the three out pointers may be NULL): its path as given to the build, its precision
+ * ("float32" or "int8"), and its glimpse_model_identity string, NULL where the shards did not record one. Queries
+ * are to be embedded by that model: glimpse search --faiss loads it from *model_path unless given another. */
+void glimpse_faiss_model(const glimpse_faiss *index, const char **model_path, const char **precision,
+                         const char **identity);
+
 /* For a long-lived process: index.faiss read once into the page cache, every page of vectors.npy mapped now,
  * on huge pages where the kernel can; *huge_fraction (may be NULL): the fraction of vectors.npy so mapped. */
 glimpse_status glimpse_faiss_populate(glimpse_faiss *index, double *huge_fraction);

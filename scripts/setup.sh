@@ -7,7 +7,6 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
           libstb-dev libcmocka-dev libutf8proc-dev libcjson-dev libsqlite3-dev libsentencepiece-dev binutils
-          libgfortran-12-dev      # libgfortran.so: a static link of OpenBLAS names -lgfortran (test_install)
           libwebp-dev libtiff-dev libheif-dev  # WebP, TIFF, HEIC/AVIF decoding (libheif brings libde265, dav1d, aom)
           python3-pil libheif-examples webp libtiff-tools  # test_image_formats' references: Pillow 9.4, heif-convert, tiffcp
           libmicrohttpd-dev       # glimpse serve's HTTP server

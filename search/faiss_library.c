@@ -39,6 +39,14 @@ size_t glimpse_faiss_count(const glimpse_faiss *index) { return index ? faiss_fo
 
 size_t glimpse_faiss_dim(const glimpse_faiss *index) { return index ? faiss_folder_get_info(index->folder)->dim : 0; }
 
+void glimpse_faiss_model(const glimpse_faiss *index, const char **model_path, const char **precision,
+                         const char **identity) {
+    const faiss_folder_info *info = index ? faiss_folder_get_info(index->folder) : NULL;
+    if (model_path) *model_path = info ? info->model_path : NULL;
+    if (precision) *precision = info ? info->precision : NULL;
+    if (identity) *identity = info ? info->identity : NULL;
+}
+
 glimpse_status glimpse_faiss_populate(glimpse_faiss *index, double *huge_fraction) {
     if (!index) return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "glimpse_faiss_populate: index is NULL");
     return faiss_folder_populate(index->folder, huge_fraction);

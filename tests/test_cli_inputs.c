@@ -364,10 +364,61 @@ static void test_server_library_opened_by_serve(void **state) {
     shell_free(&r);
 }
 
+/* libglimpse-faiss, and FAISS with it, is opened at `glimpse search --faiss` (tools/cli_faiss.c): a glimpse that
+ * loads none (here one copied away from its build folder, with a file that is not a library first on the path)
+ * says so at --faiss, naming it, while every other command runs */
+static void test_faiss_library_opened_by_search(void **state) {
+    (void)state;
+    if (!glimpse_has_feature(GLIMPSE_FEATURE_FAISS)) skip();
+    const char *lonely = "mkdir -p lonely broken-faiss && cp $G lonely/glimpse && "
+                         "echo not a library > broken-faiss/libglimpse-faiss.so.0 && "
+                         "LD_LIBRARY_PATH=$PWD/broken-faiss lonely/glimpse";
+    shell_result r = shell("%s search --faiss nowhere cat", lonely);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "glimpse search --faiss needs libglimpse-faiss.so.0, which cannot be loaded ("));
+    assert_non_null(strstr(r.err, "broken-faiss/libglimpse-faiss.so.0"));
+    assert_null(strstr(r.err, "on Debian")); /* (ours: no package to name) */
+    shell_free(&r);
+    r = shell("%s embed -m %s %s", lonely, CLIP, PICTURE(0));
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "00000.png\t"));
+    shell_free(&r);
+    /* the build's glimpse finds the one beside it, whatever the path holds */
+    expect_shell(shell("LD_LIBRARY_PATH=$PWD/broken-faiss $G search --faiss nowhere cat"), 1, NULL,
+                 "nowhere: no such FAISS index folder");
+}
+
+/* OpenBLAS is opened where products need it (core/openblas.c), on the plain paths (GLIMPSE_NO_AVX512 here, a CPU
+ * without AVX-512 elsewhere): where it cannot be, a model refuses to load naming the library and its package; on
+ * the AVX-512 kernels nothing needs it */
+static void test_openblas_opened_for_the_plain_paths(void **state) {
+    (void)state;
+    char broken[512];
+    broken_library(broken, sizeof broken, "broken-openblas", "libopenblas");
+    shell_result r = shell("%s GLIMPSE_NO_AVX512=1 $G embed -m %s %s", broken, CLIP, PICTURE(0));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "demo-clip: running a model without AVX-512 (this CPU lacks it, or "
+                                  "GLIMPSE_NO_AVX512 is set) needs libopenblas.so.0, which cannot be loaded"));
+    assert_non_null(strstr(r.err, "on Debian it is the package libopenblas0"));
+    assert_null(strstr(r.out, "00000.png"));
+    shell_free(&r);
+    r = shell("GLIMPSE_NO_AVX512=1 $G embed -m %s %s", CLIP, PICTURE(0)); /* (with OpenBLAS) */
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "00000.png\t"));
+    shell_free(&r);
+    if (system("grep -qw avx512f /proc/cpuinfo") != 0) return;
+    r = shell("%s $G embed -m %s %s", broken, CLIP, PICTURE(0));
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "00000.png\t"));
+    shell_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_standard_input),
         cmocka_unit_test(test_server_library_opened_by_serve),
+        cmocka_unit_test(test_faiss_library_opened_by_search),
+        cmocka_unit_test(test_openblas_opened_for_the_plain_paths),
         cmocka_unit_test(test_stream_limit),
         cmocka_unit_test(test_folders_walked_as_index_walks_them),
         cmocka_unit_test(test_named_pipes_never_wait),

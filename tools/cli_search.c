@@ -9,7 +9,7 @@
 #include <string.h>
 
 #ifdef GLIMPSE_HAVE_FAISS
-#include "search/faiss_folder.h"
+#include "tools/cli_faiss.h"
 #endif
 #include "tools/cli_common.h"
 #include "search/walk.h"
@@ -701,29 +701,37 @@ static bool embed_search_query(const cli_options *options, glimpse_index *index,
 static int search_faiss(const char *folder, cli_options *options, char **queries, size_t query_count, size_t k,
                         size_t nprobe, const char *html) {
 #ifdef GLIMPSE_HAVE_FAISS
-    faiss_folder *index;
-    if (faiss_folder_open(folder, &index) != GLIMPSE_STATUS_OK) {
-        cli_error("%s", glimpse_last_error());
+    const char *why;
+    const cli_faiss_functions *faiss = cli_faiss_load(&why);
+    if (!faiss) {
+        cli_error("%s", why);
         return CLI_EXIT_FAILURE;
     }
-    const faiss_folder_info *info = faiss_folder_get_info(index);
-    if (!options->model) options->model = info->model_path;
-    if (options->precision == GLIMPSE_PRECISION_FLOAT32 && strcmp(info->precision, "int8") == 0)
+    glimpse_faiss *index;
+    if (faiss->glimpse_faiss_open(folder, 0, &index) != GLIMPSE_STATUS_OK) {
+        cli_error("%s", faiss->glimpse_faiss_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    const char *model_path, *precision, *stored_identity;
+    faiss->glimpse_faiss_model(index, &model_path, &precision, &stored_identity);
+    size_t dim = faiss->glimpse_faiss_dim(index);
+    if (!options->model) options->model = model_path;
+    if (options->precision == GLIMPSE_PRECISION_FLOAT32 && strcmp(precision, "int8") == 0)
         options->precision = GLIMPSE_PRECISION_INT8;
     bool images = false;
     for (size_t i = 0; i < query_count; i++) images |= glimpse_query_needs_images(queries[i]);
     glimpse_model *model = cli_load_model(options, "search", images, true);
     char identity[GLIMPSE_MODEL_IDENTITY_CAPACITY] = "";
     glimpse_model_identity(model, identity, sizeof identity);
-    if (glimpse_model_embedding_dim(model) != info->dim || (info->identity && strcmp(identity, info->identity) != 0)) {
+    if (glimpse_model_embedding_dim(model) != dim || (stored_identity && strcmp(identity, stored_identity) != 0)) {
         cli_error("%s holds embeddings of another model (%s, from %s) than %s; give that model", folder,
-                  info->identity ? info->identity : "?", info->model_path, options->model);
-        faiss_folder_free(index);
+                  stored_identity ? stored_identity : "?", model_path, options->model);
+        faiss->glimpse_faiss_close(index);
         glimpse_model_free(model);
         return CLI_EXIT_FAILURE;
     }
     glimpse_context *ctx = cli_create_context(options, model);
-    float *embedding = cli_calloc(info->dim, sizeof(float));
+    float *embedding = cli_calloc(dim, sizeof(float));
     glimpse_search_result *results = cli_calloc(k, sizeof *results);
     const char **paths = cli_calloc(k, sizeof *paths);
     float *scores = cli_calloc(k, sizeof *scores);
@@ -732,10 +740,15 @@ static int search_faiss(const char *folder, cli_options *options, char **queries
     for (size_t q = 0; q < query_count; q++) {
         size_t found = 0;
         glimpse_status status = glimpse_embed_query(ctx, queries[q], embedding);
-        if (!status) status = faiss_folder_search(index, embedding, k, nprobe, results, &found);
+        const char *error = NULL;
         if (status) {
-            cli_error("%s", glimpse_last_error());
-            print_json_error(options, "text", queries[q], glimpse_last_error());
+            error = glimpse_last_error();
+        } else if ((status = faiss->glimpse_faiss_search(index, embedding, k, nprobe, results, &found))) {
+            error = faiss->glimpse_faiss_last_error();
+        }
+        if (status) {
+            cli_error("%s", error);
+            print_json_error(options, "text", queries[q], error);
             options->failures++;
             continue;
         }
@@ -753,8 +766,8 @@ static int search_faiss(const char *folder, cli_options *options, char **queries
         }
     }
     if (page && !cli_html_close(page, html)) options->failures++;
-    free(embedding), free(paths), free(scores), free(times);
-    faiss_folder_free(index);
+    free(embedding), free(results), free(paths), free(scores), free(times);
+    faiss->glimpse_faiss_close(index);
     return cli_finish(options, ctx, model);
 #else
     (void)options, (void)queries, (void)query_count, (void)k, (void)nprobe, (void)html;

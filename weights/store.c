@@ -13,6 +13,7 @@
 #include "core/file.h"
 #include "core/kernels.h"
 #include "core/memory.h"
+#include "core/openblas.h"
 #include "weights/torch_bin.h"
 
 typedef struct owned_buffer {
@@ -140,6 +141,9 @@ static const struct weights_layout {
 
 glimpse_status weight_store_open(const char *folder, weight_store **out) {
     *out = NULL;
+    const char *why;
+    if (!cpu_has_avx512() && !openblas_load(&why)) /* (its products run there: said now, not slow later) */
+        return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: %s", folder, why);
     weight_store *store = calloc(1, sizeof *store);
     if (!store) return ERROR_OOM();
     glimpse_status status = GLIMPSE_STATUS_OK;
