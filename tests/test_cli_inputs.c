@@ -364,6 +364,32 @@ static void test_server_library_opened_by_serve(void **state) {
     shell_free(&r);
 }
 
+/* libtiff is opened at the first TIFF (vision/tiff_library.c): where it cannot be, a TIFF picture says which
+ * library and package it needs, and the other pictures are read */
+static void test_tiff_library_opened_by_a_tiff(void **state) {
+    (void)state;
+    if (!glimpse_has_feature(GLIMPSE_FEATURE_TIFF) ||
+        system("/usr/bin/python3 -c 'import PIL' >/dev/null 2>&1") != 0) {
+        printf("(skipped: a build without TIFF, or no Pillow to write one: Debian's python3-pil)\n");
+        return;
+    }
+    shell_result r = shell("/usr/bin/python3 -c \"import sys; from PIL import Image; "
+                           "Image.open(sys.argv[1]).save(sys.argv[2])\" %s photo.tif && $G embed -m %s photo.tif",
+                           PICTURE(1), CLIP);
+    assert_int_equal(r.status, 0); /* (with libtiff: an embedding) */
+    assert_non_null(strstr(r.out, "photo.tif\t"));
+    shell_free(&r);
+    char broken[512];
+    broken_library(broken, sizeof broken, "broken-tiff", "libtiff");
+    r = shell("%s $G embed -m %s photo.tif %s", broken, CLIP, PICTURE(0));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "photo.tif: reading TIFF pictures needs libtiff.so.6, which cannot be loaded"));
+    assert_non_null(strstr(r.err, "on Debian it is the package libtiff6"));
+    assert_null(strstr(r.out, "photo.tif"));
+    assert_non_null(strstr(r.out, "00000.png\t"));
+    shell_free(&r);
+}
+
 /* libglimpse-faiss, and FAISS with it, is opened at `glimpse search --faiss` (tools/cli_faiss.c): a glimpse that
  * loads none (here one copied away from its build folder, with a file that is not a library first on the path)
  * says so at --faiss, naming it, while every other command runs */
@@ -418,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_standard_input),
         cmocka_unit_test(test_server_library_opened_by_serve),
         cmocka_unit_test(test_faiss_library_opened_by_search),
+        cmocka_unit_test(test_tiff_library_opened_by_a_tiff),
         cmocka_unit_test(test_openblas_opened_for_the_plain_paths),
         cmocka_unit_test(test_stream_limit),
         cmocka_unit_test(test_folders_walked_as_index_walks_them),

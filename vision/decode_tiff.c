@@ -6,16 +6,16 @@
  * strips or tiles, contiguous or separate planes, every compression Pillow
  * names. Like Pillow's loader it turns the image by its own Orientation tag,
  * and reports that tag again for exif_transpose (Pillow 9.4 applies it twice).
- * libtiff prints nothing: its messages go to the error text. */
+ * libtiff prints nothing: its messages go to the error text. libtiff is opened
+ * at the first TIFF (tiff_library.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <tiffio.h>
-
 #include "core/error.h"
 #include "vision/decoders.h"
+#include "vision/tiff_library.h"
 
 #define TAG_PHOTOMETRIC 262
 
@@ -189,15 +189,15 @@ static glimpse_status choose_layout(TIFF *tiff, const uint8_t *bytes, size_t siz
     uint16_t bits = 1, samples = 1, format = SAMPLEFORMAT_UINT, photometric = 0, compression = 1,
              planar = PLANARCONFIG_CONTIG, extra_count = 0;
     uint16_t *extras = NULL;
-    TIFFGetFieldDefaulted(tiff, TIFFTAG_BITSPERSAMPLE, &bits);
-    TIFFGetFieldDefaulted(tiff, TIFFTAG_SAMPLESPERPIXEL, &samples);
-    TIFFGetFieldDefaulted(tiff, TIFFTAG_SAMPLEFORMAT, &format);
-    TIFFGetFieldDefaulted(tiff, TIFFTAG_COMPRESSION, &compression);
-    TIFFGetFieldDefaulted(tiff, TIFFTAG_PLANARCONFIG, &planar);
-    TIFFGetFieldDefaulted(tiff, TIFFTAG_EXTRASAMPLES, &extra_count, &extras);
+    libtiff.TIFFGetFieldDefaulted(tiff, TIFFTAG_BITSPERSAMPLE, &bits);
+    libtiff.TIFFGetFieldDefaulted(tiff, TIFFTAG_SAMPLESPERPIXEL, &samples);
+    libtiff.TIFFGetFieldDefaulted(tiff, TIFFTAG_SAMPLEFORMAT, &format);
+    libtiff.TIFFGetFieldDefaulted(tiff, TIFFTAG_COMPRESSION, &compression);
+    libtiff.TIFFGetFieldDefaulted(tiff, TIFFTAG_PLANARCONFIG, &planar);
+    libtiff.TIFFGetFieldDefaulted(tiff, TIFFTAG_EXTRASAMPLES, &extra_count, &extras);
     /* Pillow reads a missing Photometric as 0 (MinIsWhite); libtiff would guess. */
-    if (tiff_file_has_tag(bytes, size, TAG_PHOTOMETRIC)) TIFFGetField(tiff, TIFFTAG_PHOTOMETRIC, &photometric);
-    int big_endian = TIFFIsBigEndian(tiff);
+    if (tiff_file_has_tag(bytes, size, TAG_PHOTOMETRIC)) libtiff.TIFFGetField(tiff, TIFFTAG_PHOTOMETRIC, &photometric);
+    int big_endian = libtiff.TIFFIsBigEndian(tiff);
     memset(layout, 0, sizeof *layout);
     layout->bits = bits;
     layout->samples = samples;
@@ -241,7 +241,7 @@ static glimpse_status choose_layout(TIFF *tiff, const uint8_t *bytes, size_t siz
         ok = (samples == 1 && extra_count == 0 && (bits == 1 || bits == 2 || bits == 4 || bits == 8)) ||
              (samples == 2 && bits == 8 && extra_count == 1 && extras[0] == 2);
         uint16_t *red, *green, *blue;
-        if (ok && TIFFGetField(tiff, TIFFTAG_COLORMAP, &red, &green, &blue)) {
+        if (ok && libtiff.TIFFGetField(tiff, TIFFTAG_COLORMAP, &red, &green, &blue)) {
             for (int i = 0; i < (1 << bits); i++) { /* Pillow: each 16-bit entry // 256 */
                 layout->palette[i][0] = (uint8_t)(red[i] >> 8);
                 layout->palette[i][1] = (uint8_t)(green[i] >> 8);
@@ -271,7 +271,7 @@ static glimpse_status choose_layout(TIFF *tiff, const uint8_t *bytes, size_t siz
     case PHOTOMETRIC_YCBCR: /* only as JPEG in one plane, which libtiff hands over as RGB */
         layout->kind = KIND_RGB;
         ok = compression == COMPRESSION_JPEG && planar == PLANARCONFIG_CONTIG && samples == 3 && bits == 8;
-        if (ok) ok = TIFFSetField(tiff, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
+        if (ok) ok = libtiff.TIFFSetField(tiff, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
         break;
     default: ok = 0;
     }
@@ -322,27 +322,27 @@ static glimpse_status read_pixels(TIFF *tiff, tiff_source *source, const char *l
                                   glimpse_image *image) {
     uint32_t width = (uint32_t)image->width, height = (uint32_t)image->height;
     uint16_t planar = PLANARCONFIG_CONTIG;
-    TIFFGetFieldDefaulted(tiff, TIFFTAG_PLANARCONFIG, &planar);
+    libtiff.TIFFGetFieldDefaulted(tiff, TIFFTAG_PLANARCONFIG, &planar);
     int planes = planar == PLANARCONFIG_SEPARATE ? layout->samples : 1;
     uint8_t *key = NULL; /* CMYK's K plane, when planes are separate */
     if (planes > 1 && layout->kind == KIND_CMYK && !(key = malloc((size_t)width * height))) return ERROR_OOM();
-    int tiled = TIFFIsTiled(tiff);
+    int tiled = libtiff.TIFFIsTiled(tiff);
     uint32_t block_width = width, block_height = 0;
     tmsize_t block_size, row_bytes;
     if (tiled) {
-        TIFFGetField(tiff, TIFFTAG_TILEWIDTH, &block_width);
-        TIFFGetField(tiff, TIFFTAG_TILELENGTH, &block_height);
-        block_size = TIFFTileSize(tiff);
-        row_bytes = TIFFTileRowSize(tiff);
+        libtiff.TIFFGetField(tiff, TIFFTAG_TILEWIDTH, &block_width);
+        libtiff.TIFFGetField(tiff, TIFFTAG_TILELENGTH, &block_height);
+        block_size = libtiff.TIFFTileSize(tiff);
+        row_bytes = libtiff.TIFFTileRowSize(tiff);
         /* a tile far larger than the image is a lie, not a layout */
         if (block_width == 0 || block_height == 0 ||
             (uint64_t)block_width * block_height > 4 * (uint64_t)width * height + ((uint64_t)1 << 20))
             block_size = 0;
     } else {
-        TIFFGetFieldDefaulted(tiff, TIFFTAG_ROWSPERSTRIP, &block_height);
+        libtiff.TIFFGetFieldDefaulted(tiff, TIFFTAG_ROWSPERSTRIP, &block_height);
         if (block_height == 0 || block_height > height) block_height = height;
-        block_size = TIFFStripSize(tiff);
-        row_bytes = TIFFScanlineSize(tiff);
+        block_size = libtiff.TIFFStripSize(tiff);
+        row_bytes = libtiff.TIFFScanlineSize(tiff);
     }
     uint8_t *block = block_size > 0 && row_bytes > 0 ? malloc((size_t)block_size) : NULL;
     glimpse_status status = GLIMPSE_STATUS_OK;
@@ -355,10 +355,12 @@ static glimpse_status read_pixels(TIFF *tiff, tiff_source *source, const char *l
                 uint32_t columns = block_width < width - x ? block_width : width - x;
                 tmsize_t got, needed;
                 if (tiled) {
-                    got = TIFFReadEncodedTile(tiff, TIFFComputeTile(tiff, x, y, 0, (uint16_t)plane), block, block_size);
+                    got = libtiff.TIFFReadEncodedTile(tiff, libtiff.TIFFComputeTile(tiff, x, y, 0, (uint16_t)plane),
+                                                      block, block_size);
                     needed = block_size;
                 } else {
-                    got = TIFFReadEncodedStrip(tiff, TIFFComputeStrip(tiff, y, (uint16_t)plane), block, block_size);
+                    got = libtiff.TIFFReadEncodedStrip(tiff, libtiff.TIFFComputeStrip(tiff, y, (uint16_t)plane),
+                                                       block, block_size);
                     needed = row_bytes * (tmsize_t)rows;
                 }
                 if (got < needed) {
@@ -380,30 +382,32 @@ static glimpse_status read_pixels(TIFF *tiff, tiff_source *source, const char *l
 
 glimpse_status decode_tiff(const uint8_t *bytes, size_t size, const char *label, uint64_t max_pixels,
                            glimpse_image **out, int *orientation) {
+    const char *why;
+    if (!tiff_library_load(&why)) return error_set(GLIMPSE_STATUS_UNSUPPORTED, "%s: %s", label, why);
     tiff_source source = {bytes, size, 0, {0}};
-    TIFFOpenOptions *options = TIFFOpenOptionsAlloc();
+    TIFFOpenOptions *options = libtiff.TIFFOpenOptionsAlloc();
     if (!options) return ERROR_OOM();
-    TIFFOpenOptionsSetErrorHandlerExtR(options, tiff_error, &source);
-    TIFFOpenOptionsSetWarningHandlerExtR(options, tiff_warning, &source);
+    libtiff.TIFFOpenOptionsSetErrorHandlerExtR(options, tiff_error, &source);
+    libtiff.TIFFOpenOptionsSetWarningHandlerExtR(options, tiff_warning, &source);
     /* no single allocation beyond what the largest allowed image needs */
     uint64_t most = max_pixels > ((uint64_t)1 << 40) ? ((uint64_t)1 << 40) : max_pixels;
-    TIFFOpenOptionsSetMaxSingleMemAlloc(options, (tmsize_t)(most * 8 + ((uint64_t)64 << 20)));
-    TIFF *tiff = TIFFClientOpenExt(label, "rm", &source, source_read, source_write, source_seek, source_close,
-                                   source_size, source_map, source_unmap, options);
-    TIFFOpenOptionsFree(options);
+    libtiff.TIFFOpenOptionsSetMaxSingleMemAlloc(options, (tmsize_t)(most * 8 + ((uint64_t)64 << 20)));
+    TIFF *tiff = libtiff.TIFFClientOpenExt(label, "rm", &source, source_read, source_write, source_seek,
+                                           source_close, source_size, source_map, source_unmap, options);
+    libtiff.TIFFOpenOptionsFree(options);
     if (!tiff)
         return error_set(GLIMPSE_STATUS_BAD_FORMAT, "%s: broken TIFF: %s", label,
                          source.message[0] ? source.message : "cannot read its first directory");
     uint32_t width = 0, height = 0;
-    TIFFGetField(tiff, TIFFTAG_IMAGEWIDTH, &width);
-    TIFFGetField(tiff, TIFFTAG_IMAGELENGTH, &height);
+    libtiff.TIFFGetField(tiff, TIFFTAG_IMAGEWIDTH, &width);
+    libtiff.TIFFGetField(tiff, TIFFTAG_IMAGELENGTH, &height);
     sample_layout layout;
     glimpse_image *image = NULL;
     glimpse_status status = check_dimensions(label, width, height, max_pixels);
     if (!status) status = choose_layout(tiff, bytes, size, label, &layout);
     if (!status && (status = image_allocate((int)width, (int)height, &image))) status = error_prefix(status, "%s", label);
     if (!status) status = read_pixels(tiff, &source, label, &layout, image);
-    TIFFClose(tiff);
+    libtiff.TIFFClose(tiff);
     /* Pillow's TIFF loader turns the image by its Orientation (load_end), and
      * exif_transpose reads the same tag again. */
     int turn = tiff_file_orientation(bytes, size);
