@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/kernels.h"
 #include "core/kernels_avx512.h"
+#include "core/openblas.h"
 #include "core/quantize.h"
 #include "core/pool.h"
 #include "core/strmap.h"
@@ -870,8 +871,26 @@ static void test_dot_double_and_l1(void **state) {
     assert_true(kernel_dot_double(x, y, 0, &l1) == 0.0 && l1 == 0.0);
 }
 
+/* Whether OpenBLAS opens (core/openblas.c) as the environment says it should: GLIMPSE_TEST_OPENBLAS=missing
+ * (test_core_without_openblas, a file that is not a library first on the path) expects the failure naming it and
+ * its package, so that the products above ran in the plain fallback; otherwise it opens. */
+static void test_openblas_opens_or_says_why(void **state) {
+    (void)state;
+    const char *why = NULL, *expected = getenv("GLIMPSE_TEST_OPENBLAS");
+    bool loaded = openblas_load(&why);
+    if (expected && strcmp(expected, "missing") == 0) {
+        assert_false(loaded);
+        assert_non_null(strstr(why, "needs libopenblas.so.0, which cannot be loaded ("));
+        assert_non_null(strstr(why, "on Debian it is the package libopenblas0"));
+    } else {
+        assert_true(loaded);
+        assert_null(why);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_openblas_opens_or_says_why),
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
         cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
