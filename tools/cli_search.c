@@ -708,7 +708,7 @@ static int search_faiss(const char *folder, cli_options *options, char **queries
         return CLI_EXIT_FAILURE;
     }
     glimpse_faiss *index;
-    if (faiss->glimpse_faiss_open(folder, 0, &index) != GLIMPSE_STATUS_OK) {
+    if (faiss->glimpse_faiss_open(folder, options->threads, &index) != GLIMPSE_STATUS_OK) { /* (0: every core) */
         cli_error("%s", faiss->glimpse_faiss_last_error());
         return CLI_EXIT_FAILURE;
     }
