@@ -2,8 +2,9 @@
  * search --faiss` uses it: opened when that option is given, not linked.
  * FAISS brings OpenMP (libgomp) and BLAS, LAPACK and OpenBLAS with its
  * Fortran runtime; linked into the program they cost every glimpse command
- * their dynamic linking and OpenBLAS's thread (about 9 ms of `glimpse
- * --version` on a 2-core AMD EPYC), for one option. CLI only. */
+ * their dynamic linking and OpenBLAS's spinning thread (with OpenBLAS itself
+ * opened when needed too: `glimpse --version` 17.3 → 9.4 ms on a 2-core AMD
+ * EPYC), for one option. CLI only. */
 #ifndef GLIMPSE_TOOLS_CLI_FAISS_H
 #define GLIMPSE_TOOLS_CLI_FAISS_H
 
