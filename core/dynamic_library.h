@@ -1,11 +1,13 @@
 /* dynamic_library.h — an optional library opened when first needed instead
  * of linked (vision/ffmpeg_library.c, vision/heif_library.c,
- * serve/microhttpd_library.c): each linked library costs every process its
- * dynamic linking, for the few commands that use it. These calls load it once
- * and open it and look up its functions, with the message a user gets when it
- * is not there: what needed it, which library, why, and the Debian package
- * that has it. Each caller keeps its own table of typed pointers (an X-macro
- * over the functions it calls), filled by its own load function. */
+ * vision/tiff_library.c, serve/microhttpd_library.c, core/openblas.c,
+ * tools/cli_faiss.c): each linked library costs every process its dynamic
+ * linking, for the few commands that use it. These calls load it once and
+ * open it and look up its functions, with the message a user gets when it is
+ * not there: what needed it, which library, why, and the Debian package that
+ * has it. Each caller keeps its own table of typed pointers (an X-macro over
+ * the functions it calls: DYNAMIC_LIBRARY_POINTER), filled by its own load
+ * function (DYNAMIC_LIBRARY_LOOK_UP). */
 #ifndef GLIMPSE_CORE_DYNAMIC_LIBRARY_H
 #define GLIMPSE_CORE_DYNAMIC_LIBRARY_H
 
@@ -35,5 +37,14 @@ void *dynamic_library_open(dynamic_library_loading *loading, const char *soname,
  * "PURPOSE needs SONAME with NAME, which this one lacks". */
 void *dynamic_library_function(dynamic_library_loading *loading, void *handle, const char *soname,
                                const char *purpose, const char *name);
+
+/* A table's field for the function `name`: a pointer of that function's own type, named as it is. */
+#define DYNAMIC_LIBRARY_POINTER(name) __typeof__(&name) name;
+
+/* In a load function: table.name set to the function `name` of handle (dynamic_library_function), else a return
+ * from the load function with loading->failure saying which function the library lacks. */
+#define DYNAMIC_LIBRARY_LOOK_UP(loading, handle, soname, purpose, table, name)                                       \
+    if (!((table).name = (__typeof__((table).name))dynamic_library_function(loading, handle, soname, purpose, #name))) \
+        return;
 
 #endif

@@ -23,9 +23,7 @@
     X(openblas_set_num_threads)
 
 static struct {
-#define OPENBLAS_POINTER(name) __typeof__(name) *name;
-    OPENBLAS_FUNCTIONS(OPENBLAS_POINTER)
-#undef OPENBLAS_POINTER
+    OPENBLAS_FUNCTIONS(DYNAMIC_LIBRARY_POINTER)
 } openblas;
 
 static dynamic_library_loading loading = DYNAMIC_LIBRARY_LOADING;
@@ -34,9 +32,7 @@ static void load(void) {
     void *handle = dynamic_library_open(&loading, OPENBLAS_SONAME, "libopenblas0", OPENBLAS_PURPOSE);
     if (!handle) return;
 #define OPENBLAS_LOOK_UP(name)                                                                                       \
-    if (!(openblas.name = (__typeof__(openblas.name))dynamic_library_function(&loading, handle, OPENBLAS_SONAME,    \
-                                                                              OPENBLAS_PURPOSE, #name)))             \
-        return;
+    DYNAMIC_LIBRARY_LOOK_UP(&loading, handle, OPENBLAS_SONAME, OPENBLAS_PURPOSE, openblas, name)
     OPENBLAS_FUNCTIONS(OPENBLAS_LOOK_UP)
 #undef OPENBLAS_LOOK_UP
     openblas.openblas_set_num_threads(1);
@@ -70,12 +66,8 @@ void openblas_gemm(bool transpose_b, size_t m, size_t n, size_t k, float alpha, 
 
 void openblas_gemv(size_t rows, size_t cols, float alpha, const float *matrix, size_t ld, const float *x, size_t x_step,
                    float beta, float *out, size_t out_step) {
-    if (!openblas_load(NULL)) {
-        for (size_t r = 0; r < rows; r++) {
-            float sum = 0.0f;
-            for (size_t c = 0; c < cols; c++) sum += matrix[r * ld + c] * x[c * x_step];
-            out[r * out_step] = alpha * sum + (beta == 0.0f ? 0.0f : beta * out[r * out_step]);
-        }
+    if (!openblas_load(NULL)) { /* (x as a [cols, 1] matrix, rows x_step apart; out's rows out_step apart) */
+        plain_gemm(false, rows, 1, cols, alpha, matrix, ld, x, x_step, beta, out, out_step);
         return;
     }
     openblas.cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)cols, alpha, matrix, (int)ld, x, (int)x_step,

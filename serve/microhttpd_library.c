@@ -18,9 +18,7 @@ static void load(void) {
     void *handle = dynamic_library_open(&loading, MICROHTTPD_SONAME, MICROHTTPD_PACKAGE, MICROHTTPD_PURPOSE);
     if (!handle) return;
 #define MICROHTTPD_LOOK_UP(name)                                                                                     \
-    if (!(microhttpd.name = (__typeof__(microhttpd.name))dynamic_library_function(                                  \
-              &loading, handle, MICROHTTPD_SONAME, MICROHTTPD_PURPOSE, #name)))                                      \
-        return;
+    DYNAMIC_LIBRARY_LOOK_UP(&loading, handle, MICROHTTPD_SONAME, MICROHTTPD_PURPOSE, microhttpd, name)
     MICROHTTPD_FUNCTIONS(MICROHTTPD_LOOK_UP)
 #undef MICROHTTPD_LOOK_UP
     loading.loaded = true;

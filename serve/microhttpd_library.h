@@ -15,6 +15,8 @@
 
 #include <stdbool.h>
 
+#include "core/dynamic_library.h"
+
 /* Every libmicrohttpd function glimpse calls. */
 #define MICROHTTPD_FUNCTIONS(X)                                                                                      \
     X(MHD_add_response_header)                                                                                       \
@@ -37,9 +39,7 @@
 
 /* The table: microhttpd.MHD_start_daemon(...) and so on, each of its function's own type. */
 typedef struct microhttpd_functions {
-#define MICROHTTPD_POINTER(name) __typeof__(&name) name;
-    MICROHTTPD_FUNCTIONS(MICROHTTPD_POINTER)
-#undef MICROHTTPD_POINTER
+    MICROHTTPD_FUNCTIONS(DYNAMIC_LIBRARY_POINTER)
 } microhttpd_functions;
 
 /* Filled by the first successful microhttpd_load(); read only after one. Prefixed and hidden, as

@@ -1,7 +1,6 @@
 /* cli_faiss.c — libglimpse-faiss opened by `glimpse search --faiss` (see cli_faiss.h). */
 #include "tools/cli_faiss.h"
 
-#include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,9 +39,7 @@ static void load(void) {
     if (!handle) handle = dynamic_library_open(&loading, GLIMPSE_FAISS_SONAME, NULL, CLI_FAISS_PURPOSE);
     if (!handle) return;
 #define CLI_FAISS_LOOK_UP(name)                                                                                      \
-    if (!(functions.name = (__typeof__(functions.name))dynamic_library_function(                                     \
-              &loading, handle, GLIMPSE_FAISS_SONAME, CLI_FAISS_PURPOSE, #name)))                                    \
-        return;
+    DYNAMIC_LIBRARY_LOOK_UP(&loading, handle, GLIMPSE_FAISS_SONAME, CLI_FAISS_PURPOSE, functions, name)
     CLI_FAISS_FUNCTIONS(CLI_FAISS_LOOK_UP)
 #undef CLI_FAISS_LOOK_UP
     loading.loaded = true;

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 
+#include "core/dynamic_library.h"
 #include "glimpse_faiss.h"
 
 /* Every function of libglimpse-faiss the program calls. */
@@ -22,9 +23,7 @@
     X(glimpse_faiss_last_error)
 
 typedef struct cli_faiss_functions {
-#define CLI_FAISS_POINTER(name) __typeof__(name) *name;
-    CLI_FAISS_FUNCTIONS(CLI_FAISS_POINTER)
-#undef CLI_FAISS_POINTER
+    CLI_FAISS_FUNCTIONS(DYNAMIC_LIBRARY_POINTER)
 } cli_faiss_functions;
 
 /* The library, opened once: the one beside the program (a build folder), else the one in the install's

@@ -32,9 +32,7 @@ static void load(void) {
         if (!(handles[l] = dynamic_library_open(&loading, libraries[l].soname, libraries[l].package, FFMPEG_PURPOSE)))
             return;
 #define FFMPEG_LOOK_UP(library, name)                                                                                \
-    if (!(ffmpeg.name = (__typeof__(ffmpeg.name))dynamic_library_function(                                          \
-              &loading, handles[library], libraries[library].soname, FFMPEG_PURPOSE, #name)))                        \
-        return;
+    DYNAMIC_LIBRARY_LOOK_UP(&loading, handles[library], libraries[library].soname, FFMPEG_PURPOSE, ffmpeg, name)
     FFMPEG_FUNCTIONS(FFMPEG_LOOK_UP)
 #undef FFMPEG_LOOK_UP
     loading.loaded = true;

@@ -23,6 +23,8 @@
 
 #include <stdbool.h>
 
+#include "core/dynamic_library.h"
+
 /* Every FFmpeg function glimpse calls, by the library that has it. */
 #define FFMPEG_FUNCTIONS(X)                                                                                          \
     X(AVFORMAT, av_find_best_stream)                                                                                 \
@@ -79,7 +81,7 @@
 
 /* The table: ffmpeg.avformat_open_input(...) and so on, each of its function's own type. */
 typedef struct ffmpeg_functions {
-#define FFMPEG_POINTER(library, name) __typeof__(&name) name;
+#define FFMPEG_POINTER(library, name) DYNAMIC_LIBRARY_POINTER(name)
     FFMPEG_FUNCTIONS(FFMPEG_POINTER)
 #undef FFMPEG_POINTER
 } ffmpeg_functions;

@@ -20,10 +20,7 @@ static void load(void) {
     snprintf(package, sizeof package, "libheif%d", HEIF_MAJOR);
     void *handle = dynamic_library_open(&loading, soname, package, HEIF_PURPOSE);
     if (!handle) return;
-#define HEIF_LOOK_UP(name)                                                                                           \
-    if (!(libheif.name = (__typeof__(libheif.name))dynamic_library_function(&loading, handle, soname, HEIF_PURPOSE, \
-                                                                            #name)))                                 \
-        return;
+#define HEIF_LOOK_UP(name) DYNAMIC_LIBRARY_LOOK_UP(&loading, handle, soname, HEIF_PURPOSE, libheif, name)
     HEIF_FUNCTIONS(HEIF_LOOK_UP)
 #undef HEIF_LOOK_UP
     loading.loaded = true;

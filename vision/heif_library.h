@@ -17,6 +17,8 @@
 
 #include <stdbool.h>
 
+#include "core/dynamic_library.h"
+
 /* Every libheif function glimpse calls. */
 #define HEIF_FUNCTIONS(X)                                                                                            \
     X(heif_check_filetype)                                                                                           \
@@ -42,9 +44,7 @@
 
 /* The table: libheif.heif_context_alloc() and so on, each of its function's own type. */
 typedef struct heif_functions {
-#define HEIF_POINTER(name) __typeof__(&name) name;
-    HEIF_FUNCTIONS(HEIF_POINTER)
-#undef HEIF_POINTER
+    HEIF_FUNCTIONS(DYNAMIC_LIBRARY_POINTER)
 } heif_functions;
 
 /* Filled by the first successful heif_library_load(); read only after one. Prefixed and hidden, as

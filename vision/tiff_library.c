@@ -18,10 +18,7 @@ static dynamic_library_loading loading = DYNAMIC_LIBRARY_LOADING;
 static void load(void) {
     void *handle = dynamic_library_open(&loading, TIFF_SONAME, "libtiff6", TIFF_PURPOSE);
     if (!handle) return;
-#define TIFF_LOOK_UP(name)                                                                                           \
-    if (!(libtiff.name =                                                                                             \
-              (__typeof__(libtiff.name))dynamic_library_function(&loading, handle, TIFF_SONAME, TIFF_PURPOSE, #name))) \
-        return;
+#define TIFF_LOOK_UP(name) DYNAMIC_LIBRARY_LOOK_UP(&loading, handle, TIFF_SONAME, TIFF_PURPOSE, libtiff, name)
     TIFF_FUNCTIONS(TIFF_LOOK_UP)
 #undef TIFF_LOOK_UP
     loading.loaded = true;

@@ -15,6 +15,8 @@
 
 #include <stdbool.h>
 
+#include "core/dynamic_library.h"
+
 /* Every libtiff function glimpse calls. */
 #define TIFF_FUNCTIONS(X)                                                                                            \
     X(TIFFClientOpenExt)                                                                                             \
@@ -40,9 +42,7 @@
 
 /* The table: libtiff.TIFFClose() and so on, each of its function's own type. */
 typedef struct tiff_functions {
-#define TIFF_POINTER(name) __typeof__(&name) name;
-    TIFF_FUNCTIONS(TIFF_POINTER)
-#undef TIFF_POINTER
+    TIFF_FUNCTIONS(DYNAMIC_LIBRARY_POINTER)
 } tiff_functions;
 
 /* Filled by the first successful tiff_library_load(); read only after one. Prefixed and hidden, as
