@@ -358,10 +358,7 @@ static void test_server_library_opened_by_serve(void **state) {
     assert_non_null(strstr(r.err, "glimpse serve needs libmicrohttpd.so.12, which cannot be loaded"));
     assert_non_null(strstr(r.err, "on Debian it is the package libmicrohttpd12"));
     shell_free(&r);
-    r = shell("%s $G embed -m %s %s", broken, CLIP, PICTURE(0));
-    assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, "00000.png\t"));
-    shell_free(&r);
+    expect_shell(shell("%s $G embed -m %s %s", broken, CLIP, PICTURE(0)), 0, "00000.png\t", NULL);
 }
 
 /* libtiff is opened at the first TIFF (vision/tiff_library.c): where it cannot be, a TIFF picture says which
@@ -405,10 +402,7 @@ static void test_faiss_library_opened_by_search(void **state) {
     assert_non_null(strstr(r.err, "broken-faiss/libglimpse-faiss.so.0"));
     assert_null(strstr(r.err, "on Debian")); /* (ours: no package to name) */
     shell_free(&r);
-    r = shell("%s embed -m %s %s", lonely, CLIP, PICTURE(0));
-    assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, "00000.png\t"));
-    shell_free(&r);
+    expect_shell(shell("%s embed -m %s %s", lonely, CLIP, PICTURE(0)), 0, "00000.png\t", NULL);
     /* the build's glimpse finds the one beside it, whatever the path holds */
     expect_shell(shell("LD_LIBRARY_PATH=$PWD/broken-faiss $G search --faiss nowhere cat"), 1, NULL,
                  "nowhere: no such FAISS index folder");
@@ -428,15 +422,10 @@ static void test_openblas_opened_for_the_plain_paths(void **state) {
     assert_non_null(strstr(r.err, "on Debian it is the package libopenblas0"));
     assert_null(strstr(r.out, "00000.png"));
     shell_free(&r);
-    r = shell("GLIMPSE_NO_AVX512=1 $G embed -m %s %s", CLIP, PICTURE(0)); /* (with OpenBLAS) */
-    assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, "00000.png\t"));
-    shell_free(&r);
+    expect_shell(shell("GLIMPSE_NO_AVX512=1 $G embed -m %s %s", CLIP, PICTURE(0)), 0, "00000.png\t",
+                 NULL); /* (with OpenBLAS) */
     if (system("grep -qw avx512f /proc/cpuinfo") != 0) return;
-    r = shell("%s $G embed -m %s %s", broken, CLIP, PICTURE(0));
-    assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, "00000.png\t"));
-    shell_free(&r);
+    expect_shell(shell("%s $G embed -m %s %s", broken, CLIP, PICTURE(0)), 0, "00000.png\t", NULL);
 }
 
 int main(void) {
