@@ -1,6 +1,6 @@
 /* avx512_tiles.h — register-block shuffles shared by the AVX-512 product
- * kernels (linear_avx512.c, linear_q8_vnni.c): transposing a 16 × 16 block
- * of 32-bit lanes into a panel, and writing an 8-column × 16-row block of
+ * kernels (linear_avx512.c, linear_q8_vnni.c, linear_q8_amx.c, linear_bf16x3_amx.c): transposing a 16 × 16 block
+ * of 32-bit lanes (rows into a panel, weights into packed lines), and writing an 8-column × 16-row block of
  * results (or part of one) to row-major output. Include only from files built with -mavx512f. */
 #ifndef GLIMPSE_CORE_AVX512_TILES_H
 #define GLIMPSE_CORE_AVX512_TILES_H

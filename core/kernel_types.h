@@ -40,16 +40,19 @@ typedef struct q8_path {
     /* part `part` of the rows into prepared (input_bytes), temp holding temp_bytes */
     void (*prepare)(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
                     size_t part, void *temp);
-    /* columns first .. first+count of out[rows, out_stride] (+)= prepared rows · q + bias */
+    /* columns first .. first+count of out[rows, out_stride] (+)= prepared rows · q + bias; scratch
+     * (scratch_bytes, 64-byte aligned, may be NULL): the calling thread's, free for the kernel's own use */
     void (*product)(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                    size_t rows, bool accumulate, size_t first, size_t count);
-    /* how many of rows_left rows to prepare at a time when the prepared rows and temp must share
-     * scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
+                    size_t rows, bool accumulate, size_t first, size_t count, void *scratch, size_t scratch_bytes);
+    /* how many of rows_left rows to prepare at a time when the prepared rows, temp and what product() uses
+     * of its scratch must share scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
     size_t (*chunk_rows)(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes);
-    /* optional (NULL: product() only): product() against part `part`'s rows alone, so that column tasks can
-     * start on the parts already prepared while the next are (kernel_linear prepares them in the tasks) */
+    /* optional (NULL: product() only): product() against part `part`'s rows alone (or, as the path chooses,
+     * nothing until the last part, then every row), so that column tasks can start on the parts already
+     * prepared while the next are (kernel_linear prepares them in the tasks) */
     void (*product_part)(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                         size_t rows, bool accumulate, size_t part, size_t first, size_t count);
+                         size_t rows, bool accumulate, size_t part, size_t first, size_t count, void *scratch,
+                         size_t scratch_bytes);
 } q8_path;
 
 #endif

@@ -113,9 +113,9 @@ void kernel_widen_avx512(float *out, const void *data, weight_type type, size_t 
 
 /* ------------------------------------------------ int8 products (linear_q8_vnni.c) */
 
-/* The int8 product on VNNI (quantize.h's q8_path): rows quantized and
- * transposed into panels of 48 once, then any columns against them; bit for
- * bit what q8_product_plain gives. */
+/* The int8 product on VNNI (quantize.h's q8_path): rows quantized once, then
+ * any columns against them, the weights packed 48 columns at a time in each
+ * task's scratch; bit for bit what q8_product_plain gives. */
 extern const q8_path q8_path_vnni;
 /* The same on AMX tiles (linear_q8_amx.c; where cpu_has_amx_int8(), 16 rows or more). */
 extern const q8_path q8_path_amx;

@@ -122,8 +122,8 @@ static void q8_part_ready(const linear_job *job, size_t part, size_t parts, floa
 
 /* Columns first .. first+count of the product with the weight's int8 twin: against the input quantized once
  * for every task (job->q8_prepared; with job->q8_parts, part by part as the tasks prepare them), or, when
- * there is none (one task), quantizing it here a chunk of rows at a time in this thread's scratch. Without
- * scratch (no pool), in plain loops a row at a time. */
+ * there is none (one task), quantizing it here a chunk of rows at a time in this thread's scratch (the rest of
+ * the scratch the product's). Without scratch (no pool), in plain loops a row at a time. */
 static void linear_q8(const linear_job *job, size_t first, size_t count, float *scratch) {
     const kernel_q8 *q = job->weight->q8;
     const q8_path *path = job->q8_path;
@@ -131,13 +131,13 @@ static void linear_q8(const linear_job *job, size_t first, size_t count, float *
         for (size_t part = 0, parts = path->parts(q, job->rows); part < parts; part++) {
             q8_part_ready(job, part, parts, scratch);
             path->product_part(job->out, job->out_stride, job->q8_prepared, q, job->bias, job->rows, job->accumulate,
-                               part, first, count);
+                               part, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS * sizeof(float) : 0);
         }
         return;
     }
     if (job->q8_prepared) {
         path->product(job->out, job->out_stride, job->q8_prepared, q, job->bias, job->rows, job->accumulate, first,
-                      count);
+                      count, scratch, scratch ? POOL_SCRATCH_FLOATS * sizeof(float) : 0);
         return;
     }
     size_t scratch_bytes = scratch ? POOL_SCRATCH_FLOATS * sizeof(float) : 0, done = 0;
@@ -150,8 +150,10 @@ static void linear_q8(const linear_job *job, size_t first, size_t count, float *
                              first, count);
             return;
         }
-        q8_prepare_rows(path, scratch, in, job->in_stride, q, rows, (char *)scratch + path->input_bytes(q, rows));
-        path->product(out, job->out_stride, scratch, q, job->bias, rows, job->accumulate, first, count);
+        size_t input = (path->input_bytes(q, rows) + 63) / 64 * 64; /* (temp, then the product's own, after it) */
+        q8_prepare_rows(path, scratch, in, job->in_stride, q, rows, (char *)scratch + input);
+        path->product(out, job->out_stride, scratch, q, job->bias, rows, job->accumulate, first, count,
+                      (char *)scratch + input, scratch_bytes - input);
         done += rows;
     }
 }

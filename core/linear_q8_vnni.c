@@ -1,19 +1,22 @@
 /* linear_q8_vnni.c — the int8 linear layer on AVX-512 VNNI (quantize.h;
- * linear.c's kernel_linear calls it where cpu_has_avx512_vnni()).
- * The same two shapes as the float kernels of linear_avx512.c, with
+ * linear.c's kernel_linear calls it where cpu_has_avx512_vnni()), with
  * vpdpbusd (16 lanes × 4 unsigned-by-signed byte products added into 32-bit
- * sums) in place of the FMA, so one instruction does 64 multiply-adds:
+ * sums), so one instruction does 64 multiply-adds. The rows are quantized
+ * once per product, 16 rows a part (quantize.h's q8_path: the column tasks
+ * prepare the parts as they reach them and share them), and stay rows:
  *
- * - 16 rows or more: rows are quantized and transposed into panels of 48
- *   rows whose lines hold 4 consecutive features of each row (one 32-bit
- *   lane), once per product, 16 rows a part (quantize.h's q8_path: the
- *   column tasks prepare the parts as they reach them and share them); the
- *   micro-kernel broadcasts 4 int8 weights of each of 8 columns (they are
- *   adjacent in the weight row) against 3 panel vectors:
- *   24 dot products for 3 loads and 8 broadcasts. A remainder of 1–4 rows takes the
- *   few-rows kernel, strip by strip while the weights are in cache.
+ * - 16 rows or more: the weights are rearranged, not the rows. Each task
+ *   packs 48 of its columns at a time into its scratch, a line per 4
+ *   features holding those features of the 48 columns (3 vectors), asking for the next 48 columns' weights from memory while the
+ *   rows run against these. The micro-kernel broadcasts 4 bytes of each of 8
+ *   rows against the line's 3 vectors (24 dot products for 3 loads and 8
+ *   broadcasts), so its sums come out as rows of 16 columns and are finished
+ *   and stored as they are. (Broadcasting the weights against rows transposed
+ *   into panels, as the float kernels do, costs transposing the rows in and
+ *   the sums out: ViT-B/32's int8 vision tower at batch 8 took 6% longer, its
+ *   text tower 13%.)
  * - 1–15 rows (the decoder's steps): tiles of up to 4 rows × 6 columns, 64
- *   features at a time.
+ *   features at a time, on the weights as they are.
  *
  * Integer sums are exact; each is finished by q8_finish, so the results equal
  * the plain loops' bit for bit. Compiled with -mavx512f -mavx512bw -mavx512vnni. */
@@ -32,13 +35,11 @@ static inline __m512i dot_bytes(__m512i acc, __m512i unsigned_bytes, __m512i sig
     return acc;
 }
 
-#define Q8_PANEL_VECTORS 3
-#define Q8_PANEL_ROWS (16 * Q8_PANEL_VECTORS)
-#define Q8_MICRO_COLUMNS 8
-#define Q8_STRIP_COLUMNS (3 * Q8_MICRO_COLUMNS)
-#define Q8_REMAINDER_ROWS 4
 #define Q8_DOT_ROWS 4
 #define Q8_DOT_COLUMNS 6
+#define Q8_STRIP_VECTORS 3                      /* 16-column vectors of a packed strip */
+#define Q8_STRIP_WIDTH (16 * Q8_STRIP_VECTORS) /* its columns */
+#define Q8_ROWS_MICRO 8                         /* rows of q8_rows_micro */
 
 float q8_quantize_row_avx512(uint8_t *u8, const float *x, size_t in_features, size_t depth) {
     __m512 largest = _mm512_setzero_ps();
@@ -147,192 +148,183 @@ static void q8_dot_block(float *out, size_t out_stride, const uint8_t *x, const 
     }
 }
 
-/* ---------------------------------------------------------------- panels */
+/* ------------------------------------------------------ many rows, packed weights */
 
-/* Block `block` (rows 16·block .. 16·block+15, those below `rows`) of a panel of `vectors` blocks, quantized from
- * in (its first row) into panel[g][t] (4 bytes: features 4g..4g+3 of row t) and scales[t], through rows_u8. */
-static void q8_pack_block(uint8_t *panel, float *scales, uint8_t *rows_u8, const float *in, size_t in_stride,
-                          size_t rows, int vectors, int block, const kernel_q8 *q) {
-    size_t depth = q->depth, width = (size_t)vectors * 16, groups = depth / 4, first = (size_t)block * 16;
-    for (size_t i = 0; i < 16; i++) {
-        if (first + i < rows)
-            scales[first + i] =
-                q8_quantize_row_avx512(rows_u8 + i * depth, in + (first + i) * in_stride, q->in_features, depth);
-        else
-            memset(rows_u8 + i * depth, 128, depth), scales[first + i] = 0.0f;
+/* Columns c0 .. c0+count (≤ 48) of the weights, packed for q8_rows_micro: packed[g][j] (4 bytes) = features
+ * 4g..4g+3 of column c0+j, zero for j ≥ count, 48 columns a line. */
+static void q8_pack_strip(uint8_t *packed, const kernel_q8 *q, size_t c0, size_t count) {
+    size_t depth = q->depth, groups = depth / 4;
+    for (size_t j0 = 0; j0 < Q8_STRIP_WIDTH; j0 += 16) {
+        size_t g = 0;
+        if (j0 + 16 <= count)
+            for (; g + 16 <= groups; g += 16) { /* 16 columns × 16 groups of 4 bytes, as 32-bit lanes */
+                __m512 r[16];
+                for (int i = 0; i < 16; i++) {
+                    const int8_t *column = q->weight + (c0 + j0 + (size_t)i) * depth + 4 * g;
+                    r[i] = _mm512_loadu_ps((const float *)column);
+                }
+                transpose16(r);
+                for (int i = 0; i < 16; i++)
+                    _mm512_store_ps((float *)(packed + ((g + (size_t)i) * Q8_STRIP_WIDTH + j0) * 4), r[i]);
+            }
+        for (; g < groups; g++)
+            for (size_t j = j0; j < j0 + 16; j++) {
+                if (j < count)
+                    memcpy(packed + (g * Q8_STRIP_WIDTH + j) * 4, q->weight + (c0 + j) * depth + 4 * g, 4);
+                else
+                    memset(packed + (g * Q8_STRIP_WIDTH + j) * 4, 0, 4);
+            }
     }
-    size_t g = 0;
-    for (; g + 16 <= groups; g += 16) { /* 16 rows × 16 groups of 4 bytes, as 32-bit lanes */
-        __m512 r[16];
-        for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps((const float *)(rows_u8 + (size_t)i * depth + 4 * g));
-        transpose16(r);
-        for (int j = 0; j < 16; j++) _mm512_store_ps((float *)(panel + ((g + (size_t)j) * width + first) * 4), r[j]);
-    }
-    for (; g < groups; g++)
-        for (size_t i = 0; i < 16; i++) memcpy(panel + (g * width + first + i) * 4, rows_u8 + i * depth + 4 * g, 4);
 }
 
-static inline __attribute__((always_inline)) void q8_micro(float *out, size_t out_stride, const uint8_t *panel,
-                                                            const float *scales, const kernel_q8 *q, size_t c0,
-                                                            const float *bias, int accumulate, size_t rows,
-                                                            const int vectors, const int columns) {
-    const size_t width = (size_t)vectors * 16, depth = q->depth, groups = depth / 4;
-    const int8_t *w = q->weight + c0 * depth;
-    __m512i sum[Q8_MICRO_COLUMNS][Q8_PANEL_VECTORS];
-    for (int c = 0; c < columns; c++)
-        for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_setzero_si512();
+/* `rows` (≤ 8) quantized rows from x (depth bytes apart) times a packed strip of `vectors` × 16 columns from
+ * c0 (count of them real): each feature group broadcasts 4 bytes of each row against the strip's
+ * line, so the sums come out one row of 16 columns per register, finished and stored as they are. */
+static inline __attribute__((always_inline)) void q8_rows_micro(float *out, size_t out_stride, const uint8_t *x,
+                                                                 const float *row_scale, const uint8_t *packed,
+                                                                 const kernel_q8 *q, size_t c0, size_t count,
+                                                                 const float *bias, int accumulate, const int rows,
+                                                                 const int vectors) {
+    const size_t depth = q->depth, groups = depth / 4;
+    __m512i sum[Q8_ROWS_MICRO][Q8_STRIP_VECTORS];
+    for (int r = 0; r < rows; r++)
+        for (int v = 0; v < vectors; v++) sum[r][v] = _mm512_setzero_si512();
     for (size_t g = 0; g < groups; g++) {
-        if ((g & 15) == 0)
-            for (int c = 0; c < columns; c++) _mm_prefetch((const char *)(w + (size_t)c * depth + 4 * g + 256), _MM_HINT_T0);
-        __m512i x[Q8_PANEL_VECTORS];
-        for (int v = 0; v < vectors; v++) x[v] = _mm512_load_si512(panel + (g * width + 16 * (size_t)v) * 4);
-        for (int c = 0; c < columns; c++) {
+        __m512i w[Q8_STRIP_VECTORS];
+        for (int v = 0; v < vectors; v++) w[v] = _mm512_load_si512(packed + (g * Q8_STRIP_WIDTH + 16 * (size_t)v) * 4);
+        for (int r = 0; r < rows; r++) {
             int32_t four;
-            memcpy(&four, w + (size_t)c * depth + 4 * g, 4);
-            __m512i wv = _mm512_set1_epi32(four);
-            for (int v = 0; v < vectors; v++) sum[c][v] = dot_bytes(sum[c][v], x[v], wv);
+            memcpy(&four, x + (size_t)r * depth + 4 * g, 4);
+            __m512i xv = _mm512_set1_epi32(four);
+            for (int v = 0; v < vectors; v++) sum[r][v] = dot_bytes(sum[r][v], xv, w[v]);
         }
     }
-    for (int v = 0; v < vectors; v++) {
-        size_t first = (size_t)v * 16, count = rows - first < 16 ? rows - first : 16;
-        __m512 row_scale = _mm512_loadu_ps(scales + first);
-        __m512 s[Q8_MICRO_COLUMNS];
-        for (int c = 0; c < columns; c++) { /* q8_finish, 16 rows at a time */
-            size_t column = c0 + (size_t)c;
-            __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[c][v], _mm512_set1_epi32(128 * q->sum[column])));
-            value = _mm512_mul_ps(value, _mm512_mul_ps(row_scale, _mm512_set1_ps(q->scale[column])));
-            s[c] = bias ? _mm512_add_ps(value, _mm512_set1_ps(bias[column])) : value;
+    for (int v = 0; v < vectors; v++) { /* q8_finish, 16 columns at a time */
+        size_t first = c0 + 16 * (size_t)v, left = count - 16 * (size_t)v;
+        __mmask16 lanes = (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1);
+        __m512i weight_sum = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(lanes, q->sum + first), 7);
+        __m512 weight_scale = _mm512_maskz_loadu_ps(lanes, q->scale + first);
+        __m512 b = bias ? _mm512_maskz_loadu_ps(lanes, bias + first) : _mm512_setzero_ps();
+        for (int r = 0; r < rows; r++) {
+            __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[r][v], weight_sum));
+            value = _mm512_mul_ps(value, _mm512_mul_ps(_mm512_set1_ps(row_scale[r]), weight_scale));
+            if (bias) value = _mm512_add_ps(value, b);
+            float *cell = out + (size_t)r * out_stride + first;
+            if (accumulate) value = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, cell), value);
+            _mm512_mask_storeu_ps(cell, lanes, value);
         }
-        store_tile(out + first * out_stride + c0, out_stride, s, columns, count, accumulate);
     }
 }
 
-#define Q8_MICRO_CASE(V, C)                                                                                            \
-    case (V)*16 + (C): q8_micro(out, out_stride, panel, scales, q, c0, bias, accumulate, rows, V, C); break;
-#define Q8_MICRO_CASES(V)                                                                                              \
-    Q8_MICRO_CASE(V, 1)                                                                                                \
-    Q8_MICRO_CASE(V, 2)                                                                                                \
-    Q8_MICRO_CASE(V, 3)                                                                                                \
-    Q8_MICRO_CASE(V, 4) Q8_MICRO_CASE(V, 5) Q8_MICRO_CASE(V, 6) Q8_MICRO_CASE(V, 7) Q8_MICRO_CASE(V, 8)
+#define Q8_ROWS_CASE(R, V)                                                                                             \
+    case (R)*4 + (V): q8_rows_micro(out, out_stride, x, row_scale, packed, q, c0, count, bias, accumulate, R, V); break;
+#define Q8_ROWS_CASES(R) Q8_ROWS_CASE(R, 1) Q8_ROWS_CASE(R, 2) Q8_ROWS_CASE(R, 3)
 
-static void q8_micro_any(float *out, size_t out_stride, const uint8_t *panel, const float *scales, const kernel_q8 *q,
-                         size_t c0, const float *bias, int accumulate, size_t rows, int vectors, int columns) {
-    switch (vectors * 16 + columns) {
-        Q8_MICRO_CASES(1)
-        Q8_MICRO_CASES(2)
-        Q8_MICRO_CASES(3)
+static void q8_rows_micro_any(float *out, size_t out_stride, const uint8_t *x, const float *row_scale,
+                              const uint8_t *packed, const kernel_q8 *q, size_t c0, size_t count, const float *bias,
+                              int accumulate, int rows, int vectors) {
+    switch (rows * 4 + vectors) {
+        Q8_ROWS_CASES(1)
+        Q8_ROWS_CASES(2)
+        Q8_ROWS_CASES(3)
+        Q8_ROWS_CASES(4)
+        Q8_ROWS_CASES(5)
+        Q8_ROWS_CASES(6)
+        Q8_ROWS_CASES(7)
+        Q8_ROWS_CASES(8)
     default: break;
+    }
+}
+
+/* The columns of the next strip of `left` columns: 48, except that 49-64 are two strips of 32 (a strip of one
+ * vector keeps 8 sums in flight, too few for the dot products' latency: CLIP text's 256 columns a task ran 8%
+ * slower as 5 × 48 + 16). */
+static size_t q8_strip_columns(size_t left) {
+    return left > Q8_STRIP_WIDTH && left <= Q8_STRIP_WIDTH + 16 ? 32 : left < Q8_STRIP_WIDTH ? left : Q8_STRIP_WIDTH;
+}
+
+/* Columns first .. first+count of the quantized rows x[rows][depth]: strip by strip of (up to) 48 columns, each
+ * packed into `packed` (Q8_STRIP_WIDTH × depth bytes) once and run against every row, 8 rows at a time. */
+static void q8_rows_product(float *out, size_t out_stride, const uint8_t *x, const float *row_scale, size_t rows,
+                            const kernel_q8 *q, size_t first, size_t count, const float *bias, int accumulate,
+                            uint8_t *packed) {
+    size_t end = first + count;
+    for (size_t c0 = first, strip; c0 < end; c0 += strip) {
+        strip = q8_strip_columns(end - c0);
+        size_t after = c0 + strip, next = after < end ? q8_strip_columns(end - after) : 0;
+        q8_pack_strip(packed, q, c0, strip);
+        int vectors = (int)((strip + 15) / 16);
+        /* the next strip's weights asked for from memory a share with each block of rows, so that they are in
+         * cache when it is packed (in one burst at the packing, the asks queue up and stall it) */
+        const char *ahead = (const char *)(q->weight + after * q->depth);
+        size_t lines = (next * q->depth + 63) / 64, blocks = (rows + Q8_ROWS_MICRO - 1) / Q8_ROWS_MICRO, asked = 0;
+        for (size_t r = 0, block = 1; r < rows; r += Q8_ROWS_MICRO, block++) {
+            for (size_t until = lines * block / blocks; asked < until; asked++)
+                _mm_prefetch(ahead + 64 * asked, _MM_HINT_T1);
+            int here = (int)(rows - r < Q8_ROWS_MICRO ? rows - r : Q8_ROWS_MICRO);
+            q8_rows_micro_any(out + r * out_stride, out_stride, x + r * q->depth, row_scale + r, packed, q, c0, strip,
+                              bias, accumulate, here, vectors);
+        }
     }
 }
 
 /* ------------------------------------------------------- prepared input */
 
-/* Where n prepared rows lie (q8_path_vnni's input): fewer than 16 rows are quantized rows for the few-rows
- * kernel; otherwise panels of 48 rows (a partial last one: 16 × vectors rows, the rest zero), then 0-4
- * remainder rows that the few-rows kernel takes, then a scale per row (panel k's at k × 48, the remainder's
- * after the panels'). */
-typedef struct vnni_layout {
-    size_t panel_rows, panels, remainder; /* remainder: the few-rows kernel's rows (all of them below 16) */
-    size_t remainder_offset, scales_offset, bytes;
-} vnni_layout;
-
+/* n prepared rows (q8_path_vnni's input): the rows quantized, depth bytes each, then a scale per row. */
 static size_t align64(size_t bytes) { return (bytes + 63) / 64 * 64; }
-
-static vnni_layout vnni_layout_of(const kernel_q8 *q, size_t rows) {
-    vnni_layout l;
-    l.remainder = rows < 16 ? rows : rows % 16 <= Q8_REMAINDER_ROWS ? rows % 16 : 0;
-    l.panel_rows = rows - l.remainder;
-    l.panels = (l.panel_rows + Q8_PANEL_ROWS - 1) / Q8_PANEL_ROWS;
-    l.remainder_offset = l.panels * Q8_PANEL_ROWS * q->depth;
-    l.scales_offset = align64(l.remainder_offset + l.remainder * q->depth);
-    l.bytes = align64(l.scales_offset + (l.panels * Q8_PANEL_ROWS + l.remainder) * sizeof(float));
-    return l;
+static size_t vnni_scales_offset(const kernel_q8 *q, size_t rows) { return align64(rows * q->depth); }
+static size_t vnni_input_bytes(const kernel_q8 *q, size_t rows) {
+    return vnni_scales_offset(q, rows) + align64(rows * sizeof(float));
 }
+static size_t vnni_temp_bytes(const kernel_q8 *q) { return (void)q, 0; }
 
-/* The 16 quantized rows a panel is transposed through. */
-static size_t vnni_temp_bytes(const kernel_q8 *q) { return 16 * q->depth; }
+/* The scratch q8_rows_product packs a strip of the weights into. */
+static size_t vnni_strip_bytes(const kernel_q8 *q) { return Q8_STRIP_WIDTH * q->depth; }
 
-static size_t vnni_input_bytes(const kernel_q8 *q, size_t rows) { return vnni_layout_of(q, rows).bytes; }
+/* One part per 16 rows, so that the tasks of a product share the quantizing. */
+static size_t vnni_parts(const kernel_q8 *q, size_t rows) { return (void)q, rows < 16 ? 1 : (rows + 15) / 16; }
 
-/* One part per block of 16 panel rows (three a full panel), the remainder rows with the last, so that the
- * tasks of a product share even one panel's preparing; below 16 rows, one part of remainder rows. */
-static size_t vnni_parts(const kernel_q8 *q, size_t rows) {
-    vnni_layout l = vnni_layout_of(q, rows);
-    return l.panels ? (l.panel_rows + 15) / 16 : 1;
-}
-
-/* Panel `k`'s rows (48, or fewer in the last) and, in *vectors, its blocks of 16. */
-static size_t panel_rows_of(const vnni_layout *l, size_t k, int *vectors) {
-    size_t r0 = k * Q8_PANEL_ROWS, group = l->panel_rows - r0 < Q8_PANEL_ROWS ? l->panel_rows - r0 : Q8_PANEL_ROWS;
-    *vectors = (int)((group + 15) / 16);
-    return group;
-}
-
-/* Part `part`: its block of 16 panel rows (transposed through temp) and, with the last, the remainder rows. */
 static void vnni_prepare(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
                          size_t part, void *temp) {
-    vnni_layout l = vnni_layout_of(q, rows);
+    (void)temp;
     uint8_t *bytes = prepared;
-    float *scales = (float *)(bytes + l.scales_offset);
-    size_t parts = vnni_parts(q, rows);
-    if (l.panels) {
-        size_t k = part / Q8_PANEL_VECTORS, r0 = k * Q8_PANEL_ROWS;
-        int vectors;
-        size_t group = panel_rows_of(&l, k, &vectors);
-        q8_pack_block(bytes + r0 * q->depth, scales + r0, temp, in + r0 * in_stride, in_stride, group, vectors,
-                      (int)(part % Q8_PANEL_VECTORS), q);
-    }
-    if (part + 1 < parts) return;
-    for (size_t r = 0; r < l.remainder; r++)
-        scales[l.panels * Q8_PANEL_ROWS + r] = q8_quantize_row_avx512(
-            bytes + l.remainder_offset + r * q->depth, in + (l.panel_rows + r) * in_stride, q->in_features, q->depth);
+    float *scales = (float *)(bytes + vnni_scales_offset(q, rows));
+    size_t first = rows < 16 ? 0 : 16 * part, end = rows < 16 || first + 16 > rows ? rows : first + 16;
+    for (size_t r = first; r < end; r++)
+        scales[r] = q8_quantize_row_avx512(bytes + r * q->depth, in + r * in_stride, q->in_features, q->depth);
 }
 
-/* Columns first .. first+count of the rows of the panel whose last block is part `part` (nothing for the
- * panel's other parts: the caller has every part up to `part` ready): the panel strip by strip and, with the
- * last, the remainder rows beside its strips while the strip's weights are in cache. */
+/* Columns first .. first+count of every prepared row: 16 rows or more on weights packed in scratch (where it has
+ * room for a strip), else the few-rows kernel. */
+static void vnni_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
+                         size_t rows, bool accumulate, size_t first, size_t count, void *scratch,
+                         size_t scratch_bytes) {
+    const uint8_t *bytes = prepared;
+    const float *scales = (const float *)(bytes + vnni_scales_offset(q, rows));
+    if (rows >= 16 && scratch && vnni_strip_bytes(q) <= scratch_bytes)
+        q8_rows_product(out, out_stride, bytes, scales, rows, q, first, count, bias, accumulate, scratch);
+    else
+        q8_dot_block(out, out_stride, bytes, scales, rows, q, first, count, bias, accumulate);
+}
+
+/* The product once every part is ready (called with each part in turn, the caller having every part up to
+ * `part` ready): all the rows at once, so that each strip of the weights is packed once. */
 static void vnni_product_part(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q,
                               const float *bias, size_t rows, bool accumulate, size_t part, size_t first,
-                              size_t count) {
-    vnni_layout l = vnni_layout_of(q, rows);
-    const uint8_t *bytes = prepared, *rest = bytes + l.remainder_offset;
-    const float *scales = (const float *)(bytes + l.scales_offset), *rest_scales = scales + l.panels * Q8_PANEL_ROWS;
-    size_t end = first + count;
-    if (!l.panels) {
-        q8_dot_block(out, out_stride, rest, rest_scales, rows, q, first, count, bias, accumulate);
-        return;
-    }
-    size_t k = part / Q8_PANEL_VECTORS, r0 = k * Q8_PANEL_ROWS;
-    int vectors;
-    size_t group = panel_rows_of(&l, k, &vectors);
-    if (part % Q8_PANEL_VECTORS + 1 < (size_t)vectors) return; /* (not the panel's last block) */
-    int last = k + 1 == l.panels;
-    const uint8_t *panel = bytes + r0 * q->depth;
-    for (size_t c0 = first; c0 < end; c0 += Q8_STRIP_COLUMNS) {
-        size_t strip = end - c0 < Q8_STRIP_COLUMNS ? end - c0 : Q8_STRIP_COLUMNS;
-        for (size_t c = c0; c < c0 + strip; c += Q8_MICRO_COLUMNS) {
-            int n = (int)(c0 + strip - c < Q8_MICRO_COLUMNS ? c0 + strip - c : Q8_MICRO_COLUMNS);
-            q8_micro_any(out + r0 * out_stride, out_stride, panel, scales + r0, q, c, bias, accumulate, group, vectors,
-                         n);
-        }
-        if (l.remainder && last)
-            q8_dot_block(out + l.panel_rows * out_stride, out_stride, rest, rest_scales, l.remainder, q, c0, strip,
-                         bias, accumulate);
-    }
+                              size_t count, void *scratch, size_t scratch_bytes) {
+    if (part + 1 == vnni_parts(q, rows))
+        vnni_product(out, out_stride, prepared, q, bias, rows, accumulate, first, count, scratch, scratch_bytes);
 }
 
-/* Columns first .. first+count of every prepared row, part by part. */
-static void vnni_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                         size_t rows, bool accumulate, size_t first, size_t count) {
-    for (size_t part = 0, parts = vnni_parts(q, rows); part < parts; part++)
-        vnni_product_part(out, out_stride, prepared, q, bias, rows, accumulate, part, first, count);
-}
-
-/* A chunk of at most one panel and its remainder (the few-rows kernel's tiles take any count), and the 16
- * rows vnni_prepare transposes through, in scratch. */
+/* As many rows as fit in scratch_bytes beside a strip of packed weights (without one, below 16 rows). */
 static size_t vnni_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes) {
-    size_t rows = rows_left <= Q8_PANEL_ROWS + Q8_REMAINDER_ROWS ? rows_left : Q8_PANEL_ROWS;
-    return vnni_input_bytes(q, rows) + vnni_temp_bytes(q) <= scratch_bytes ? rows : 0;
+    size_t row_bytes = q->depth + sizeof(float), strip = vnni_strip_bytes(q), rows = 0;
+    if (scratch_bytes > strip + 128) rows = (scratch_bytes - strip - 128) / row_bytes;
+    if (rows < 16) { /* (no room for a strip and 16 rows: the few-rows kernel) */
+        rows = scratch_bytes > 128 ? (scratch_bytes - 128) / row_bytes : 0;
+        if (rows > 15) rows = 15;
+    }
+    return rows < rows_left ? rows : rows_left;
 }
 
 const q8_path q8_path_vnni = {vnni_input_bytes, vnni_temp_bytes, vnni_parts, vnni_prepare,

@@ -192,9 +192,9 @@ static void test_linear_q8_matches_integer_reference(void **state) {
     const size_t shapes[][3] = {{1, 7, 5},      {3, 129, 257}, {16, 300, 13},   {17, 48, 100},  {29, 517, 40},
                                 {50, 768, 96},  {77, 64, 100}, {400, 96, 24},   {700, 1540, 9}, {1, 768, 300},
                                 {5, 200, 520},  {50, 768, 300}, {53, 64, 260},  {100, 130, 1000},
-                                {130, 1540, 260}, {400, 200, 300}}; /* (700 and 130 x 1540: several scratch-sized
-                                                                     * chunks on AVX2; 400 x 200 x 300: 9 panels the
-                                                                     * two tasks prepare) */
+                                {130, 1540, 260}, {400, 200, 300}, {20, 22000, 5}};
+    /* (700 and 130 x 1540: several scratch-sized chunks on AVX2; 400 x 200 x 300: 25 parts the two tasks prepare;
+     * 20 x 22000: VNNI's scratch has no room for a strip of packed weights) */
     pool *threads, *one_thread;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     assert_int_equal(pool_create(1, &one_thread), GLIMPSE_STATUS_OK);
