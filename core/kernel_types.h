@@ -47,12 +47,9 @@ typedef struct q8_path {
     /* how many of rows_left rows to prepare at a time when the prepared rows, temp and what product() uses
      * of its scratch must share scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
     size_t (*chunk_rows)(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes);
-    /* optional (NULL: product() only): product() against part `part`'s rows alone (or, as the path chooses,
-     * nothing until the last part, then every row), so that column tasks can start on the parts already
-     * prepared while the next are (kernel_linear prepares them in the tasks) */
-    void (*product_part)(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                         size_t rows, bool accumulate, size_t part, size_t first, size_t count, void *scratch,
-                         size_t scratch_bytes);
+    /* true: kernel_linear has the column tasks prepare the parts between them, each task running product() once
+     * every part is ready; false: it prepares them all on the calling thread before the tasks */
+    bool prepare_in_tasks;
 } q8_path;
 
 #endif

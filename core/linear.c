@@ -40,8 +40,9 @@ typedef struct linear_job {
     bool accumulate;
     const q8_path *q8_path; /* with an int8 weight: the kernels that run it */
     void *q8_prepared;      /* and the input quantized once for every column task (NULL: each task quantizes) */
-    atomic_int *q8_parts;   /* with q8_prepared from a path with product_part: each part's state (Q8_PART_*);
-                             * the tasks prepare the parts as they come to them (NULL: prepared before them) */
+    atomic_int *q8_parts;   /* with q8_prepared, where the path prepares in the tasks: each part's state
+                             * (Q8_PART_*); the tasks prepare the parts as they come to them (NULL: prepared
+                             * before them) */
     void *bf16x3_prepared;  /* with a bf16x3 twin: the input split once for every column task (NULL: float32) */
     size_t prepare_parts;   /* in this many parts */
     bool rowwise; /* kernel_linear_rowwise */
@@ -121,21 +122,16 @@ static void q8_part_ready(const linear_job *job, size_t part, size_t parts, floa
 }
 
 /* Columns first .. first+count of the product with the weight's int8 twin: against the input quantized once
- * for every task (job->q8_prepared; with job->q8_parts, part by part as the tasks prepare them), or, when
+ * for every task (job->q8_prepared; with job->q8_parts, once the tasks have prepared every part), or, when
  * there is none (one task), quantizing it here a chunk of rows at a time in this thread's scratch (the rest of
  * the scratch the product's). Without scratch (no pool), in plain loops a row at a time. */
 static void linear_q8(const linear_job *job, size_t first, size_t count, float *scratch) {
     const kernel_q8 *q = job->weight->q8;
     const q8_path *path = job->q8_path;
-    if (job->q8_parts) {
-        for (size_t part = 0, parts = path->parts(q, job->rows); part < parts; part++) {
-            q8_part_ready(job, part, parts, scratch);
-            path->product_part(job->out, job->out_stride, job->q8_prepared, q, job->bias, job->rows, job->accumulate,
-                               part, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS * sizeof(float) : 0);
-        }
-        return;
-    }
     if (job->q8_prepared) {
+        if (job->q8_parts)
+            for (size_t part = 0, parts = path->parts(q, job->rows); part < parts; part++)
+                q8_part_ready(job, part, parts, scratch);
         path->product(job->out, job->out_stride, job->q8_prepared, q, job->bias, job->rows, job->accumulate, first,
                       count, scratch, scratch ? POOL_SCRATCH_FLOATS * sizeof(float) : 0);
         return;
@@ -166,9 +162,9 @@ static void q8_prepare_task(void *argument, size_t index, float *scratch) {
 }
 
 /* Quantizes the input of an int8 product split over the pool once, into the pool's shared buffer, and sets
- * job->q8_prepared to it: where the path runs part by part (product_part), the tasks prepare the parts as they
- * reach them (job->q8_parts: each part by whichever task comes to it first, the others starting on the parts
- * ready meanwhile); else on the calling thread before the tasks. Leaves it NULL (each task then quantizes the
+ * job->q8_prepared to it: where the path prepares in the tasks, the tasks prepare the parts between them
+ * (job->q8_parts: each part by whichever task comes to it first, the others preparing the next or waiting);
+ * else on the calling thread before the tasks. Leaves it NULL (each task then quantizes the
  * input itself) if the buffer cannot grow or the prepare's temp does not fit the thread's scratch. (Preparing
  * the parts over the threads before the tasks cost one more wait for the pool at every product, more than it
  * saved; preparing them all on the caller left the other threads waiting.) */
@@ -177,7 +173,7 @@ static void q8_prepare_shared(pool *threads, linear_job *job) {
     const q8_path *path = job->q8_path;
     if (path->temp_bytes(q) > POOL_SCRATCH_FLOATS * sizeof(float)) return;
     size_t input = (path->input_bytes(q, job->rows) + 63) / 64 * 64, parts = path->parts(q, job->rows);
-    bool by_parts = path->product_part != NULL;
+    bool by_parts = path->prepare_in_tasks;
     void *prepared = pool_shared_buffer(threads, input + (by_parts ? parts * sizeof(atomic_int) : 0));
     if (!prepared) return;
     job->q8_prepared = prepared;

@@ -3,12 +3,13 @@
  * vpdpbusd (16 lanes × 4 unsigned-by-signed byte products added into 32-bit
  * sums), so one instruction does 64 multiply-adds. The rows are quantized
  * once per product, 16 rows a part (quantize.h's q8_path: the column tasks
- * prepare the parts as they reach them and share them), and stay rows:
+ * prepare the parts between them), and stay rows:
  *
  * - 16 rows or more: the weights are rearranged, not the rows. Each task
  *   packs 48 of its columns at a time into its scratch, a line per 4
- *   features holding those features of the 48 columns (3 vectors), asking for the next 48 columns' weights from memory while the
- *   rows run against these. The micro-kernel broadcasts 4 bytes of each of 8
+ *   features holding those features of the 48 columns (3 vectors), asking
+ *   for the next 48 columns' weights from memory while the rows run against
+ *   these. The micro-kernel broadcasts 4 bytes of each of 8
  *   rows against the line's 3 vectors (24 dot products for 3 loads and 8
  *   broadcasts), so its sums come out as rows of 16 columns and are finished
  *   and stored as they are. (Broadcasting the weights against rows transposed
@@ -282,14 +283,14 @@ static size_t vnni_temp_bytes(const kernel_q8 *q) { return (void)q, 0; }
 static size_t vnni_strip_bytes(const kernel_q8 *q) { return Q8_STRIP_WIDTH * q->depth; }
 
 /* One part per 16 rows, so that the tasks of a product share the quantizing. */
-static size_t vnni_parts(const kernel_q8 *q, size_t rows) { return (void)q, rows < 16 ? 1 : (rows + 15) / 16; }
+static size_t vnni_parts(const kernel_q8 *q, size_t rows) { return (void)q, (rows + 15) / 16; }
 
 static void vnni_prepare(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
                          size_t part, void *temp) {
     (void)temp;
     uint8_t *bytes = prepared;
     float *scales = (float *)(bytes + vnni_scales_offset(q, rows));
-    size_t first = rows < 16 ? 0 : 16 * part, end = rows < 16 || first + 16 > rows ? rows : first + 16;
+    size_t first = 16 * part, end = first + 16 < rows ? first + 16 : rows;
     for (size_t r = first; r < end; r++)
         scales[r] = q8_quantize_row_avx512(bytes + r * q->depth, in + r * in_stride, q->in_features, q->depth);
 }
@@ -307,15 +308,6 @@ static void vnni_product(float *out, size_t out_stride, const void *prepared, co
         q8_dot_block(out, out_stride, bytes, scales, rows, q, first, count, bias, accumulate);
 }
 
-/* The product once every part is ready (called with each part in turn, the caller having every part up to
- * `part` ready): all the rows at once, so that each strip of the weights is packed once. */
-static void vnni_product_part(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q,
-                              const float *bias, size_t rows, bool accumulate, size_t part, size_t first,
-                              size_t count, void *scratch, size_t scratch_bytes) {
-    if (part + 1 == vnni_parts(q, rows))
-        vnni_product(out, out_stride, prepared, q, bias, rows, accumulate, first, count, scratch, scratch_bytes);
-}
-
 /* As many rows as fit in scratch_bytes beside a strip of packed weights (without one, below 16 rows). */
 static size_t vnni_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes) {
     size_t row_bytes = q->depth + sizeof(float), strip = vnni_strip_bytes(q), rows = 0;
@@ -328,4 +320,4 @@ static size_t vnni_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scrat
 }
 
 const q8_path q8_path_vnni = {vnni_input_bytes, vnni_temp_bytes, vnni_parts, vnni_prepare,
-                              vnni_product, vnni_chunk_rows, vnni_product_part};
+                              vnni_product, vnni_chunk_rows, true};
