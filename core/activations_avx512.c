@@ -94,7 +94,8 @@ static inline __mmask16 lanes_before(size_t i, size_t dim) {
 /* kernel_layernorm with the statistics accumulated in double as the plain kernel does (in 4 × 8 lanes rather
  * than one running sum) and the same float rounding of the normalised value before weight and bias. Each row's
  * values are widened once where they fit on the stack: widening in every pass and one chain of dependent
- * additions left a row of 768 at ~940 cycles. */
+ * additions left a row of 768 at ~940 cycles. The last pass asks for the next row, a line per 16 values: the
+ * rows come from products whose columns the other threads wrote, and the first pass waited for them. */
 void kernel_layernorm_avx512(float *out, const float *in, const float *weight, const float *bias, size_t rows,
                              size_t dim, float epsilon) {
     double wide[LAYERNORM_WIDE_DIM + 32] __attribute__((aligned(64)));
@@ -135,9 +136,11 @@ void kernel_layernorm_avx512(float *out, const float *in, const float *weight, c
         }
         total = _mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3));
         __m512d inverse = _mm512_set1_pd(1.0 / sqrt(_mm512_reduce_add_pd(total) / (double)dim + (double)epsilon));
+        const float *next = r + 1 < rows ? x + dim : NULL;
         for (size_t i = 0; i < dim; i += 16) {
             __mmask16 lanes = lanes_before(i, dim);
             __m512d a, b;
+            if (next) _mm_prefetch((const char *)(next + i), _MM_HINT_T0);
             if (keep) {
                 a = _mm512_load_pd(wide + i), b = _mm512_load_pd(wide + i + 8);
             } else {
