@@ -137,6 +137,10 @@ static void attention_head(void *argument, size_t head, float *scratch) {
 #endif
     for (size_t first = 0; first < queries; first += ATTENTION_QUERY_BLOCK) {
         size_t count = queries - first < ATTENTION_QUERY_BLOCK ? queries - first : ATTENTION_QUERY_BLOCK;
+        /* causal: the keys past the block's last query's, which no query of the block sees, are left out of
+         * its scores, softmax and values' product rather than computed and masked (their probabilities are
+         * zeros, which add nothing: the same sums; a text tower's first 48 of 77 queries see 48 keys) */
+        size_t seen = job->mask == KERNEL_MASK_CAUSAL && first + count + shift < keys ? first + count + shift : keys;
         const float *q = job->q + first * job->q_stride + offset;
         float *out = job->out + first * job->out_stride + offset;
 #ifdef GLIMPSE_HAVE_AVX512
@@ -144,7 +148,7 @@ static void attention_head(void *argument, size_t head, float *scratch) {
             const kernel_attention_rows *rows = job->probabilities;
             kernel_attention_block block = {
                 .out = out, .out_stride = job->out_stride, .q = q, .q_stride = job->q_stride, .k = job->k + offset,
-                .v = job->v + offset, .kv_stride = job->kv_stride, .count = count, .keys = keys,
+                .v = job->v + offset, .kv_stride = job->kv_stride, .count = count, .keys = keys, .seen = seen,
                 .head_dim = job->head_dim, .scale = job->scale, .causal = job->mask == KERNEL_MASK_CAUSAL,
                 .visible = (long long)(first + shift),
                 .probabilities = rows ? recorded_row(rows, head, first) : NULL,
@@ -156,14 +160,14 @@ static void attention_head(void *argument, size_t head, float *scratch) {
             packed_v = NULL; /* (the three kernels below may use all of the scratch) */
         }
 #endif
-        head_scores(scores, q, job->q_stride, job->k + offset, job->kv_stride, count, keys, job->head_dim,
+        head_scores(scores, q, job->q_stride, job->k + offset, job->kv_stride, count, seen, job->head_dim,
                     job->scale, scratch);
         if (job->mask == KERNEL_MASK_CAUSAL) /* query first + i sees keys up to first + i + shift */
             for (size_t i = 0; i < count; i++)
-                for (size_t j = first + i + shift + 1; j < keys; j++) scores[i * keys + j] = -INFINITY;
-        kernel_softmax(scores, count, keys);
-        if (job->probabilities) record_probabilities(job->probabilities, head, first, scores, count, keys);
-        head_values(out, job->out_stride, scores, count, keys, job->v + offset, job->kv_stride, job->head_dim,
+                for (size_t j = first + i + shift + 1; j < seen; j++) scores[i * seen + j] = -INFINITY;
+        kernel_softmax(scores, count, seen);
+        if (job->probabilities) record_probabilities(job->probabilities, head, first, scores, count, seen);
+        head_values(out, job->out_stride, scores, count, seen, job->v + offset, job->kv_stride, job->head_dim,
                     scratch);
     }
 }

@@ -57,6 +57,8 @@ typedef struct kernel_attention_block {
     size_t q_stride;
     const float *k, *v;
     size_t kv_stride, count, keys, head_dim;
+    size_t seen; /* with causal, the keys any query of the block may see (the first `seen`, ≤ keys; 0: all): the
+                  * rest are left out, their probabilities recorded as zeros */
     float scale;
     bool causal;
     long long visible;

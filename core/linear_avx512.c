@@ -588,16 +588,18 @@ bool kernel_attention_block_avx512(const kernel_attention_block *a, float *scrat
     const size_t width = (size_t)vectors * 16;
     if (!scratch || (depth + keys) > scratch_floats / width) return false;
     float *panel = scratch, *st = scratch + depth * width; /* st[j][t]: key j's scores, then probabilities */
+    /* keys past `seen` are hidden from every query: left out (packed_v's groups stay `keys` long) */
+    const size_t seen = a->causal && a->seen && a->seen < keys ? a->seen : keys;
     pack_panel(panel, a->q, a->q_stride, count, depth, vectors);
-    for (size_t j = 0; j < keys; j += MICRO_COLUMNS) {
-        int columns = (int)(keys - j < MICRO_COLUMNS ? keys - j : MICRO_COLUMNS);
+    for (size_t j = 0; j < seen; j += MICRO_COLUMNS) {
+        int columns = (int)(seen - j < MICRO_COLUMNS ? seen - j : MICRO_COLUMNS);
         const float *k = a->k + j * a->kv_stride;
         scores_any(st + j * width, panel, depth, k, a->kv_stride,
-                   j + MICRO_COLUMNS < keys ? k + MICRO_COLUMNS * a->kv_stride : NULL, a->scale, vectors, columns);
+                   j + MICRO_COLUMNS < seen ? k + MICRO_COLUMNS * a->kv_stride : NULL, a->scale, vectors, columns);
     }
     if (a->causal) { /* query t sees keys j <= t + visible: key j hides from the queries before j - visible */
         const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        for (size_t j = 0; j < keys; j++) {
+        for (size_t j = 0; j < seen; j++) {
             long long hidden_queries = (long long)j - a->visible;
             if (hidden_queries <= 0) continue;
             if (hidden_queries > (long long)width) hidden_queries = (long long)width;
@@ -609,19 +611,20 @@ bool kernel_attention_block_avx512(const kernel_attention_block *a, float *scrat
             }
         }
     }
-    softmax_columns(st, keys, vectors);
+    softmax_columns(st, seen, vectors);
     if (a->probabilities) /* the recording wants rows of keys */
         for (size_t t = 0; t < count; t++)
-            for (size_t j = 0; j < keys; j++) a->probabilities[t * a->probability_stride + j] = st[j * width + t];
+            for (size_t j = 0; j < keys; j++)
+                a->probabilities[t * a->probability_stride + j] = j < seen ? st[j * width + t] : 0.0f;
     for (size_t c = 0; c < depth; c += MICRO_COLUMNS) {
         int columns = (int)(depth - c < MICRO_COLUMNS ? depth - c : MICRO_COLUMNS);
         bool more = c + MICRO_COLUMNS < depth;
         if (a->packed_v) /* group c / 8: key j's 8 values at j · 8 */
-            micro_any(a->out + c, a->out_stride, st, keys, a->packed_v + c * keys, 1, MICRO_COLUMNS,
+            micro_any(a->out + c, a->out_stride, st, seen, a->packed_v + c * keys, 1, MICRO_COLUMNS,
                       more ? a->packed_v + (c + MICRO_COLUMNS) * keys : NULL, NULL, 1.0f, 0, 1, count, vectors,
                       columns);
         else
-            micro_any(a->out + c, a->out_stride, st, keys, a->v + c, 1, a->kv_stride, more ? a->v + c + MICRO_COLUMNS : NULL,
+            micro_any(a->out + c, a->out_stride, st, seen, a->v + c, 1, a->kv_stride, more ? a->v + c + MICRO_COLUMNS : NULL,
                       NULL, 1.0f, 0, 1, count, vectors, columns);
     }
     return true;

@@ -303,7 +303,9 @@ static void test_attention_matches_reference(void **state) {
 }
 
 /* The one-pass attention block (scores left a line of queries per key, the softmax down the keys) against the
- * three kernels it replaces, bit for bit: scores, softmax, weighted values; and the blocks it refuses. */
+ * three kernels it replaces, bit for bit: scores, softmax, weighted values; causal, with the keys that no
+ * query of the block sees left out too (a block seeing the last keys but 3, and a self-attention's first
+ * block, which sees as many keys as it has queries); and the blocks it refuses. */
 static void test_attention_block_is_the_three_kernels(void **state) {
     (void)state;
 #ifdef GLIMPSE_HAVE_AVX512
@@ -314,16 +316,16 @@ static void test_attention_block_is_the_three_kernels(void **state) {
     const size_t cases[][3] = {{48, 577, 64}, {29, 77, 64}, {48, 729, 72}, {37, 45, 13}, {16, 5, 64}, {32, 16, 80},
                                {21, 300, 64}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-        for (int causal = 0; causal < 2; causal++) {
+        for (int causal = 0; causal < 3; causal++) {
             size_t nq = cases[c][0], nk = cases[c][1], hd = cases[c][2], stride = 3 * hd + 5;
             float *q = test_random_array(nq * stride), *kv = test_random_array(nk * stride);
             float *fast = calloc(nq * hd, sizeof *fast), *slow = calloc(nq * hd, sizeof *slow);
             float *probabilities = calloc(nq * nk, sizeof *probabilities), *scores = malloc(nq * nk * sizeof *scores);
             float scale = 1.0f / sqrtf((float)hd);
-            long long visible = causal ? (long long)nk - (long long)nq - 3 : 0; /* some queries see no key */
+            long long visible = causal == 1 ? (long long)nk - (long long)nq - 3 : 0; /* (1: some queries see no key) */
             kernel_attention_block block = {.out = fast, .out_stride = hd, .q = q, .q_stride = stride, .k = kv,
                                             .v = kv + hd, .kv_stride = stride, .count = nq, .keys = nk,
-                                            .head_dim = hd, .scale = scale, .causal = causal, .visible = visible,
+                                            .head_dim = hd, .scale = scale, .causal = causal > 0, .visible = visible,
                                             .probabilities = probabilities, .probability_stride = nk};
             assert_true(kernel_attention_block_avx512(&block, scratch, POOL_SCRATCH_FLOATS));
             kernel_product product = {.out = scores, .out_stride = nk, .in = q, .in_stride = stride, .weight = kv,
@@ -350,6 +352,25 @@ static void test_attention_block_is_the_three_kernels(void **state) {
             assert_true(kernel_attention_block_avx512(&block, scratch, POOL_SCRATCH_FLOATS));
             if (memcmp(fast, slow, nq * hd * sizeof *fast) != 0)
                 fail_msg("attention block case %zu causal %d: outputs from regrouped values differ", c, causal);
+            long long sees = (long long)nq + visible; /* the keys the block's last query sees */
+            assert_true(sees > 0);
+            if (causal && (size_t)sees < nk) { /* those alone: the same, the recording's zeros written past them */
+                block.seen = (size_t)sees, block.packed_v = NULL, block.probabilities = probabilities;
+                for (size_t i = 0; i < nq * nk; i++) probabilities[i] = NAN;
+                memset(fast, 0, nq * hd * sizeof *fast);
+                assert_true(kernel_attention_block_avx512(&block, scratch, POOL_SCRATCH_FLOATS));
+                if (memcmp(probabilities, scores, nq * nk * sizeof *scores) != 0)
+                    fail_msg("attention block case %zu causal %d, %zu keys seen: probabilities differ", c, causal,
+                             block.seen);
+                if (memcmp(fast, slow, nq * hd * sizeof *fast) != 0)
+                    fail_msg("attention block case %zu causal %d, %zu keys seen: outputs differ", c, causal, block.seen);
+                block.packed_v = packed, block.probabilities = NULL;
+                memset(fast, 0, nq * hd * sizeof *fast);
+                assert_true(kernel_attention_block_avx512(&block, scratch, POOL_SCRATCH_FLOATS));
+                if (memcmp(fast, slow, nq * hd * sizeof *fast) != 0)
+                    fail_msg("attention block case %zu causal %d, %zu keys seen: regrouped values differ", c, causal,
+                             block.seen);
+            }
             free(packed), free(q), free(kv), free(fast), free(slow), free(probabilities), free(scores);
         }
     /* blocks the product kernel would split (1-4 rows past 16 go to dot products), too few or too many
