@@ -27,6 +27,7 @@ typedef struct attention_job {
     size_t q_stride;
     const float *k, *v; /* k: keys in rows (kv_stride apart), or transposed per head (key_stride apart) */
     size_t kv_stride, queries, keys, head_dim;
+    size_t group; /* query heads per key/value head */
     float scale;
     kernel_mask mask;
     float *scratch;
@@ -121,6 +122,7 @@ static void head_values(float *out, size_t out_stride, const float *scores, size
 static void attention_head(void *argument, size_t head, float *scratch) {
     const attention_job *job = argument;
     size_t queries = job->queries, keys = job->keys, offset = head * job->head_dim, shift = keys - queries;
+    size_t kv_offset = head / job->group * job->head_dim; /* (its key/value head's) */
     float *scores = job->scratch + head * queries * keys;
 #ifdef GLIMPSE_HAVE_AVX512
     /* with several blocks of queries, the head's values regrouped once at the end of the scratch */
@@ -130,7 +132,7 @@ static void attention_head(void *argument, size_t head, float *scratch) {
         size_t packed = (kernel_attention_packed_floats(keys, job->head_dim) + 15) / 16 * 16; /* (64-byte aligned) */
         if (packed + (job->head_dim + keys) * ATTENTION_QUERY_BLOCK <= POOL_SCRATCH_FLOATS) {
             float *room = scratch + POOL_SCRATCH_FLOATS - packed;
-            kernel_attention_pack_values_avx512(room, job->v + offset, job->kv_stride, keys, job->head_dim);
+            kernel_attention_pack_values_avx512(room, job->v + kv_offset, job->kv_stride, keys, job->head_dim);
             packed_v = room, block_scratch = POOL_SCRATCH_FLOATS - packed;
         }
     }
@@ -147,8 +149,8 @@ static void attention_head(void *argument, size_t head, float *scratch) {
         if (cpu_has_avx512()) { /* the three steps in one, where the kernel takes the block */
             const kernel_attention_rows *rows = job->probabilities;
             kernel_attention_block block = {
-                .out = out, .out_stride = job->out_stride, .q = q, .q_stride = job->q_stride, .k = job->k + offset,
-                .v = job->v + offset, .kv_stride = job->kv_stride, .count = count, .keys = keys, .seen = seen,
+                .out = out, .out_stride = job->out_stride, .q = q, .q_stride = job->q_stride, .k = job->k + kv_offset,
+                .v = job->v + kv_offset, .kv_stride = job->kv_stride, .count = count, .keys = keys, .seen = seen,
                 .head_dim = job->head_dim, .scale = job->scale, .causal = job->mask == KERNEL_MASK_CAUSAL,
                 .visible = (long long)(first + shift),
                 .probabilities = rows ? recorded_row(rows, head, first) : NULL,
@@ -160,14 +162,14 @@ static void attention_head(void *argument, size_t head, float *scratch) {
             packed_v = NULL; /* (the three kernels below may use all of the scratch) */
         }
 #endif
-        head_scores(scores, q, job->q_stride, job->k + offset, job->kv_stride, count, seen, job->head_dim,
+        head_scores(scores, q, job->q_stride, job->k + kv_offset, job->kv_stride, count, seen, job->head_dim,
                     job->scale, scratch);
         if (job->mask == KERNEL_MASK_CAUSAL) /* query first + i sees keys up to first + i + shift */
             for (size_t i = 0; i < count; i++)
                 for (size_t j = first + i + shift + 1; j < seen; j++) scores[i * seen + j] = -INFINITY;
         kernel_softmax(scores, count, seen);
         if (job->probabilities) record_probabilities(job->probabilities, head, first, scores, count, seen);
-        head_values(out, job->out_stride, scores, count, seen, job->v + offset, job->kv_stride, job->head_dim,
+        head_values(out, job->out_stride, scores, count, seen, job->v + kv_offset, job->kv_stride, job->head_dim,
                     scratch);
     }
 }
@@ -175,9 +177,18 @@ static void attention_head(void *argument, size_t head, float *scratch) {
 void kernel_attention(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
                       size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
                       size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
+    kernel_attention_grouped(out, out_stride, probabilities, q, q_stride, k, v, kv_stride, queries, keys, heads, 1,
+                             head_dim, scale, mask, scratch, threads);
+}
+
+void kernel_attention_grouped(float *out, size_t out_stride, const kernel_attention_rows *probabilities,
+                              const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride,
+                              size_t queries, size_t keys, size_t heads, size_t group, size_t head_dim, float scale,
+                              kernel_mask mask, float *scratch, pool *threads) {
     attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = k, .v = v,
-                         .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .scale = scale,
-                         .mask = mask, .scratch = scratch, .probabilities = probabilities};
+                         .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim,
+                         .group = group ? group : 1, .scale = scale, .mask = mask, .scratch = scratch,
+                         .probabilities = probabilities};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
     uint64_t started = profile_start();
     pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, attention_head, &job);
@@ -201,8 +212,8 @@ void kernel_attention_keys_transposed(float *out, size_t out_stride, const kerne
                                       const float *v, size_t v_stride, size_t queries, size_t keys, size_t heads,
                                       size_t head_dim, float scale, float *scratch, pool *threads) {
     attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = keys_t, .v = v,
-                         .kv_stride = v_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .scale = scale,
-                         .mask = KERNEL_MASK_NONE, .scratch = scratch, .key_stride = key_stride,
+                         .kv_stride = v_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .group = 1,
+                         .scale = scale, .mask = KERNEL_MASK_NONE, .scratch = scratch, .key_stride = key_stride,
                          .probabilities = probabilities};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
     uint64_t started = profile_start();

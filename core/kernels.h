@@ -170,6 +170,13 @@ typedef struct kernel_attention_rows {
 void kernel_attention(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
                       size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
                       size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads);
+/* The same with grouped queries (Llama's and Qwen2's grouped-query attention): k and v hold heads / group
+ * heads, and query head h attends through key/value head h / group, every head in one call (its heads
+ * shared over the pool, as kernel_attention's). */
+void kernel_attention_grouped(float *out, size_t out_stride, const kernel_attention_rows *probabilities,
+                              const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride,
+                              size_t queries, size_t keys, size_t heads, size_t group, size_t head_dim, float scale,
+                              kernel_mask mask, float *scratch, pool *threads);
 /* The same over keys stored transposed per head:
  * keys_t[(head·head_dim + d)·key_stride + j] is dimension d of key j. On
  * AVX-512 a caption step's few queries then have their scores as weighted

@@ -303,7 +303,8 @@ static float *cache_at(const llama_model *model, const llama_state *s, float *ba
 
 /* Self-attention of `sequences` sequences of `step` new rows each (s->q, s->k, s->v, already rotated) into
  * s->context: the new keys and values appended to the cache, each query head attending through its key/value
- * head (query head j uses j / (heads / kv_heads)). */
+ * head (query head j uses j / (heads / kv_heads)), all heads in one call over the pool (one call per head left
+ * a step's heads, each below the pool's threshold, on one thread, and a prompt's on one thread per head). */
 static void attend(const llama_model *model, llama_state *s, size_t l, size_t sequences, size_t step,
                    pool *threads) {
     const llama_config *c = &model->config;
@@ -316,25 +317,13 @@ static void attend(const llama_model *model, llama_state *s, size_t l, size_t se
         memcpy(cached_values + s->length * kv_width, s->v + q * step * kv_width, step * kv_width * sizeof(float));
         const float *queries = s->q + q * step * q_width;
         float *context = s->context + q * step * q_width;
-        kernel_attention_rows place, one_head;
+        kernel_attention_rows place;
         const kernel_attention_rows *recorded =
             s->length < s->record_from ? NULL
                                        : attention_record_rows(s->record, ATTENTION_KIND_SELF, l, q, heads,
                                                                s->length - s->record_from, step, keys, &place);
-        if (group == 1) { /* every head its own keys: one call over all heads */
-            kernel_attention(context, q_width, recorded, queries, q_width, cached_keys, cached_values, kv_width, step,
-                             keys, heads, d, scale, KERNEL_MASK_CAUSAL, s->scores, threads);
-            continue;
-        }
-        for (size_t head = 0; head < heads; head++) {
-            size_t shared = head / group;
-            if (recorded) /* this head's block of the record */
-                one_head = (kernel_attention_rows){recorded->out + head * recorded->head_stride,
-                                                   recorded->head_stride, recorded->row_stride};
-            kernel_attention(context + head * d, q_width, recorded ? &one_head : NULL, queries + head * d, q_width,
-                             cached_keys + shared * d, cached_values + shared * d, kv_width, step, keys, 1, d, scale,
-                             KERNEL_MASK_CAUSAL, s->scores, threads);
-        }
+        kernel_attention_grouped(context, q_width, recorded, queries, q_width, cached_keys, cached_values, kv_width,
+                                 step, keys, heads, group, d, scale, KERNEL_MASK_CAUSAL, s->scores, threads);
     }
 }
 

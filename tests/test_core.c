@@ -390,6 +390,34 @@ static void test_attention_block_is_the_three_kernels(void **state) {
 #endif
 }
 
+/* Grouped-query attention in one call against a call per query head on its key/value head, bit for bit:
+ * a decoder step's one query, a block and a remainder, a prompt of several blocks; causal and not; on two
+ * threads (the heads then shared over them). */
+static void test_attention_grouped_is_per_head(void **state) {
+    (void)state;
+    pool *threads;
+    assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
+    const size_t heads = 6, group = 3, hd = 64, q_width = heads * hd, kv_width = heads / group * hd;
+    const size_t queries[] = {1, 20, 50, 130};
+    for (size_t c = 0; c < sizeof queries / sizeof queries[0]; c++)
+        for (int m = 0; m < 2; m++) {
+            size_t nq = queries[c], nk = nq + 7;
+            kernel_mask mask = m ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE;
+            float *q = test_random_array(nq * q_width), *k = test_random_array(nk * kv_width);
+            float *v = test_random_array(nk * kv_width), *scratch = malloc(heads * nq * nk * sizeof *scratch);
+            float *together = malloc(nq * q_width * sizeof *together), *apart = malloc(nq * q_width * sizeof *apart);
+            kernel_attention_grouped(together, q_width, NULL, q, q_width, k, v, kv_width, nq, nk, heads, group, hd,
+                                     0.125f, mask, scratch, threads);
+            for (size_t h = 0; h < heads; h++)
+                kernel_attention(apart + h * hd, q_width, NULL, q + h * hd, q_width, k + h / group * hd,
+                                 v + h / group * hd, kv_width, nq, nk, 1, hd, 0.125f, mask, scratch, threads);
+            if (memcmp(together, apart, nq * q_width * sizeof *together) != 0)
+                fail_msg("grouped attention, %zu queries, mask %d: differs from a call per head", nq, m);
+            free(q), free(k), free(v), free(scratch), free(together), free(apart);
+        }
+    pool_free(threads);
+}
+
 static void test_attention_keys_transposed(void **state) {
     (void)state;
     /* (the decoder stores keys so only where cpu_has_avx512(); elsewhere this runs on OpenBLAS) */
@@ -914,7 +942,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_openblas_opens_or_says_why),
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
-        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
+        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_grouped_is_per_head), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
