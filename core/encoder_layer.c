@@ -2,6 +2,7 @@
 #include "core/encoder_layer.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "core/profile.h"
@@ -54,18 +55,40 @@ glimpse_status encoder_layers_add_twins(encoder_layer *layers, size_t count, con
     return status;
 }
 
-void kv_cache_reorder(const kv_cache *cache, size_t length, const size_t *from, size_t sequences) {
+/* Positions first .. first+count of every layer of sequence `to` in (keys, values) from sequence `from` in
+ * (from_keys, from_values). */
+static void kv_cache_copy(const kv_cache *cache, float *keys, float *values, size_t to, const float *from_keys,
+                          const float *from_values, size_t from, size_t first, size_t count) {
     size_t layer_floats = cache->max_length * cache->hidden, sequence_floats = cache->layers * layer_floats;
-    for (size_t q = 0; q < sequences; q++)
-        for (size_t l = 0; l < cache->layers; l++) {
-            size_t to_at = q * sequence_floats + l * layer_floats;
-            size_t from_at = from[q] * sequence_floats + l * layer_floats;
-            memcpy(*cache->spare_keys + to_at, *cache->keys + from_at, length * cache->hidden * sizeof(float));
-            memcpy(*cache->spare_values + to_at, *cache->values + from_at, length * cache->hidden * sizeof(float));
-        }
-    float *keys = *cache->keys, *values = *cache->values;
-    *cache->keys = *cache->spare_keys, *cache->values = *cache->spare_values;
-    *cache->spare_keys = keys, *cache->spare_values = values;
+    for (size_t l = 0; l < cache->layers; l++) {
+        size_t to_at = to * sequence_floats + l * layer_floats + first * cache->hidden;
+        size_t from_at = from * sequence_floats + l * layer_floats + first * cache->hidden;
+        memcpy(keys + to_at, from_keys + from_at, count * cache->hidden * sizeof(float));
+        memcpy(values + to_at, from_values + from_at, count * cache->hidden * sizeof(float));
+    }
+}
+
+void kv_cache_reorder(const kv_cache *cache, size_t shared, size_t length, const size_t *from, size_t sequences) {
+    if (shared >= length) return;
+    size_t count = length - shared;
+    float *keys = *cache->keys, *values = *cache->values, *spare_keys = *cache->spare_keys;
+    float *spare_values = *cache->spare_values;
+    /* first the sequences that are overwritten but copied elsewhere: into the spares */
+    for (size_t p = 0; p < sequences; p++) {
+        if (from[p] == p) continue;
+        for (size_t q = 0; q < sequences; q++)
+            if (q != p && from[q] == p) {
+                kv_cache_copy(cache, spare_keys, spare_values, p, keys, values, p, shared, count);
+                break;
+            }
+    }
+    for (size_t q = 0; q < sequences; q++) {
+        size_t source = from[q];
+        if (source == q) continue;
+        bool saved = from[source] != source; /* (overwritten: its old rows are in the spares) */
+        kv_cache_copy(cache, keys, values, q, saved ? spare_keys : keys, saved ? spare_values : values, source,
+                      shared, count);
+    }
 }
 
 /* Row-wise steps of a layer spread over the pool: with the products parallel,

@@ -99,13 +99,15 @@ void encoder_attention_pool(float *out, const attention_record *record, size_t l
                             const size_t *lengths, size_t sequences, const encoder_scratch *scratch, pool *threads);
 
 /* A decoder's key/value cache, *keys and *values each [sequences][layers][max_length][hidden], with spares of
- * the same size: sequence s becomes old sequence from[s] (its first `length` positions of every layer), and
- * the spares and the cache trade places (BERT's and OPT's beams). */
+ * the same size: sequence s becomes old sequence from[s] (its first `length` positions of every layer; a beam
+ * search's reordering). The first `shared` positions, the same in every sequence (a prompt all beams began
+ * from), are left as they are; a sequence that keeps its own is not copied; the spares hold, for the time of
+ * the call, the sequences that are both overwritten and copied elsewhere. */
 typedef struct kv_cache {
     float **keys, **values, **spare_keys, **spare_values;
     size_t layers, max_length, hidden;
 } kv_cache;
-void kv_cache_reorder(const kv_cache *cache, size_t length, const size_t *from, size_t sequences);
+void kv_cache_reorder(const kv_cache *cache, size_t shared, size_t length, const size_t *from, size_t sequences);
 
 /* What a tower's caller reads afterwards: every row's last hidden state, or
  * only the pooled rows (the last layer then runs encoder_layer_forward_pooled:

@@ -419,7 +419,7 @@ glimpse_status bert_model_quantize(bert_model *model, q8_set *set) {
 void bert_reorder(const bert_model *model, bert_state *s, const size_t *from, size_t sequences) {
     kv_cache cache = {&s->self_keys, &s->self_values, &s->spare_keys, &s->spare_values, (size_t)model->config.layers,
                       s->max_length, (size_t)model->config.hidden_size};
-    kv_cache_reorder(&cache, s->length, from, sequences);
+    kv_cache_reorder(&cache, 0, s->length, from, sequences);
 }
 
 glimpse_status bert_encode(const bert_model *model, bert_state *s, const int32_t *ids, size_t length, int with_image,

@@ -411,20 +411,20 @@ void llama_state_keep(const llama_model *model, llama_state *to, const llama_sta
         memcpy(cache_at(model, to, to->values, 0, l), cache_at(model, from, from->values, 0, l),
                positions * width * sizeof(float));
     }
-    to->length = positions;
+    to->length = positions, to->shared_length = 0;
 }
 
 void llama_reorder(const llama_model *model, llama_state *s, const size_t *from, size_t sequences) {
     kv_cache cache = {&s->keys, &s->values, &s->spare_keys, &s->spare_values, (size_t)model->config.layers,
                       s->max_length, (size_t)model->config.kv_heads * (size_t)model->config.head_dim};
-    kv_cache_reorder(&cache, s->length, from, sequences);
+    kv_cache_reorder(&cache, s->shared_length, s->length, from, sequences);
 }
 
 /* ------------------------------------------------ as caption_generate's decoder */
 
 static void llama_decoder_restart(void *self) {
     llama_decoder *d = self;
-    d->state->length = d->kept;
+    d->state->length = d->kept, d->state->shared_length = 0;
 }
 
 /* Every sequence after the first takes the first's cache and logits (a first step all beams share). */
@@ -438,6 +438,7 @@ static void share_first_sequence(const llama_model *model, llama_state *s, size_
         }
         memcpy(s->logits + q * vocab, s->logits, vocab * sizeof(float));
     }
+    s->shared_length = s->length; /* (llama_reorder leaves these positions alone) */
 }
 
 static glimpse_status llama_decoder_step(void *self, const int32_t *ids, size_t sequences, size_t step,

@@ -79,6 +79,7 @@ glimpse_status llama_model_quantize(llama_model *model, q8_set *set);
 typedef struct llama_state {
     size_t max_sequences, max_length, max_step, max_rows;
     size_t length;                    /* positions already in the cache */
+    size_t shared_length;             /* of them, the first this many are the same in every sequence (0: none) */
     float *keys, *values;             /* [sequences][layers][max_length][kv_heads·head_dim] */
     float *spare_keys, *spare_values; /* the same, for reordering (several sequences only; else empty) */
     float *cosines, *sines;           /* [max_length, head_dim / 2]: the rotary tables */

@@ -256,7 +256,7 @@ glimpse_status opt_forward(const opt_model *model, opt_state *s, const float *em
 void opt_reorder(const opt_model *model, opt_state *s, const size_t *from, size_t sequences) {
     kv_cache cache = {&s->keys, &s->values, &s->spare_keys, &s->spare_values, (size_t)model->config.layers,
                       s->max_length, (size_t)model->config.hidden_size};
-    kv_cache_reorder(&cache, s->length, from, sequences);
+    kv_cache_reorder(&cache, 0, s->length, from, sequences);
 }
 
 /* ------------------------------------------------ as caption_generate's decoder */

@@ -418,6 +418,46 @@ static void test_attention_grouped_is_per_head(void **state) {
     pool_free(threads);
 }
 
+/* A beam search's reordering of a key/value cache against a plain copy into new buffers: every mapping of 3 and
+ * 4 sequences (kept, swapped, cycled, one copied to several), with and without a shared prefix, which stays
+ * as it was; positions past the length untouched. */
+static void test_kv_cache_reorder_is_a_copy(void **state) {
+    (void)state;
+    const size_t layers = 2, max_length = 9, hidden = 5, length = 7;
+    for (size_t sequences = 3; sequences <= 4; sequences++) {
+        size_t floats = sequences * layers * max_length * hidden, mappings = 1;
+        for (size_t q = 0; q < sequences; q++) mappings *= sequences;
+        for (size_t m = 0; m < mappings; m++)
+            for (size_t shared = 0; shared <= 3; shared += 3) {
+                size_t from[4], code = m;
+                for (size_t q = 0; q < sequences; q++) from[q] = code % sequences, code /= sequences;
+                float *keys = test_random_array(floats), *values = test_random_array(floats);
+                float *spare_keys = test_random_array(floats), *spare_values = test_random_array(floats);
+                float *expected_keys = malloc(floats * sizeof(float)), *expected_values = malloc(floats * sizeof(float));
+                for (size_t q = 0; q < sequences; q++) /* the shared prefix: the same in every sequence */
+                    for (size_t l = 0; l < layers; l++) {
+                        memcpy(keys + (q * layers + l) * max_length * hidden, keys + l * max_length * hidden,
+                               shared * hidden * sizeof(float));
+                        memcpy(values + (q * layers + l) * max_length * hidden, values + l * max_length * hidden,
+                               shared * hidden * sizeof(float));
+                    }
+                memcpy(expected_keys, keys, floats * sizeof(float)), memcpy(expected_values, values, floats * sizeof(float));
+                for (size_t q = 0; q < sequences; q++)
+                    for (size_t l = 0; l < layers; l++) {
+                        size_t to = (q * layers + l) * max_length * hidden, at = (from[q] * layers + l) * max_length * hidden;
+                        memcpy(expected_keys + to, keys + at, length * hidden * sizeof(float));
+                        memcpy(expected_values + to, values + at, length * hidden * sizeof(float));
+                    }
+                kv_cache cache = {&keys, &values, &spare_keys, &spare_values, layers, max_length, hidden};
+                kv_cache_reorder(&cache, shared, length, from, sequences);
+                if (memcmp(keys, expected_keys, floats * sizeof(float)) ||
+                    memcmp(values, expected_values, floats * sizeof(float)))
+                    fail_msg("%zu sequences, mapping %zu, %zu shared: not the copy", sequences, m, shared);
+                free(keys), free(values), free(spare_keys), free(spare_values), free(expected_keys), free(expected_values);
+            }
+    }
+}
+
 static void test_attention_keys_transposed(void **state) {
     (void)state;
     /* (the decoder stores keys so only where cpu_has_avx512(); elsewhere this runs on OpenBLAS) */
@@ -942,7 +982,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_openblas_opens_or_says_why),
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
-        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_grouped_is_per_head), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
+        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_grouped_is_per_head), cmocka_unit_test(test_kv_cache_reorder_is_a_copy), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
