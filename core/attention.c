@@ -174,6 +174,30 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     }
 }
 
+#ifdef GLIMPSE_HAVE_AVX512
+/* A decoder step's one query per head, the heads that share a key/value head taken together: their scores are the
+ * rows of one dot-product call (each row's sums as its own call's: rowwise), their weighted values one pass, so
+ * that the shared keys and values (thousands of rows, mostly out of cache after the step's weights went by) are
+ * read once per group rather than once per head. The same sums as head by head; one query sees every key:
+ * nothing is masked. */
+static void group_step(void *argument, size_t kv_head, float *scratch) {
+    const attention_job *job = argument;
+    size_t group = job->group, keys = job->keys, d = job->head_dim, first = kv_head * group;
+    float *scores = job->scratch + first * keys;
+    kernel_product product = {.out = scores, .out_stride = keys, .in = job->q + first * d, .in_stride = d,
+                              .weight = job->k + kv_head * d, .weight_type = WEIGHT_TYPE_F32,
+                              .column_stride = job->kv_stride, .depth_stride = 1, .scale = job->scale, .rows = group,
+                              .depth = d, .rowwise = 1};
+    kernel_product_avx512(&product, 0, keys, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
+    kernel_softmax(scores, group, keys);
+    if (job->probabilities)
+        for (size_t i = 0; i < group; i++)
+            record_probabilities(job->probabilities, first + i, 0, scores + i * keys, 1, keys);
+    kernel_weighted_rows_shared_avx512(job->out + first * d, d, scores, keys, job->v + kv_head * d, job->kv_stride,
+                                       group, keys, d);
+}
+#endif
+
 void kernel_attention(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
                       size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
                       size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
@@ -191,6 +215,13 @@ void kernel_attention_grouped(float *out, size_t out_stride, const kernel_attent
                          .probabilities = probabilities};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
     uint64_t started = profile_start();
+#ifdef GLIMPSE_HAVE_AVX512
+    if (queries == 1 && job.group > 1 && heads % job.group == 0 && keys && cpu_has_avx512()) {
+        pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads / job.group, group_step, &job);
+        profile_stop(PROFILE_ATTENTION, started);
+        return;
+    }
+#endif
     pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, attention_head, &job);
     profile_stop(PROFILE_ATTENTION, started);
 }

@@ -92,6 +92,10 @@ bool kernel_attention_block_avx512(const kernel_attention_block *block, float *s
  * (rows j are row_stride apart): attention's P·V for a decoder step's few queries. */
 void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
                                  const float *rows, size_t row_stride, size_t count, size_t n, size_t width);
+/* The same, bit for bit, with each row read once for up to 8 queries rather than once per query: a
+ * grouped-query decoder step's heads sharing one key/value head's rows (thousands of them, mostly out of cache). */
+void kernel_weighted_rows_shared_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
+                                        const float *rows, size_t row_stride, size_t count, size_t n, size_t width);
 
 /* ------------------------------------------------ scores of stored rows (dot_rows_avx512.c) */
 

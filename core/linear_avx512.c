@@ -673,3 +673,51 @@ void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *wei
         }
     }
 }
+
+/* The same sums for several queries over the same rows, each 16-lane slice of a row read once for up to 8 of them:
+ * lane by lane the same multiply-adds in the same order (rows 0, 2, 4, ... into one sum, 1, 3, 5, ... into
+ * another, then the two added), so bit for bit kernel_weighted_rows_avx512's results. */
+static inline __attribute__((always_inline)) void weighted_rows_slice(float *out, size_t out_stride,
+                                                                      const float *weights, size_t weight_stride,
+                                                                      const float *rows, size_t row_stride, size_t n,
+                                                                      __mmask16 lanes, const int queries) {
+    __m512 even[8], odd[8];
+    for (int q = 0; q < queries; q++) even[q] = odd[q] = _mm512_setzero_ps();
+    size_t j = 0;
+    for (; j + 1 < n; j += 2) {
+        const float *row = rows + j * row_stride;
+        __m512 a = _mm512_maskz_loadu_ps(lanes, row), b = _mm512_maskz_loadu_ps(lanes, row + row_stride);
+        for (int q = 0; q < queries; q++) {
+            const float *p = weights + (size_t)q * weight_stride;
+            even[q] = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), a, even[q]);
+            odd[q] = _mm512_fmadd_ps(_mm512_set1_ps(p[j + 1]), b, odd[q]);
+        }
+    }
+    if (j < n) {
+        __m512 a = _mm512_maskz_loadu_ps(lanes, rows + j * row_stride);
+        for (int q = 0; q < queries; q++)
+            even[q] = _mm512_fmadd_ps(_mm512_set1_ps(weights[(size_t)q * weight_stride + j]), a, even[q]);
+    }
+    for (int q = 0; q < queries; q++)
+        _mm512_mask_storeu_ps(out + (size_t)q * out_stride, lanes, _mm512_add_ps(even[q], odd[q]));
+}
+
+void kernel_weighted_rows_shared_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
+                                        const float *rows, size_t row_stride, size_t count, size_t n, size_t width) {
+    for (size_t q = 0; q < count; q += 8) {
+        int queries = (int)(count - q < 8 ? count - q : 8);
+        for (size_t d = 0; d < width; d += 16) {
+            __mmask16 lanes = (__mmask16)(width - d >= 16 ? 0xFFFF : (1u << (width - d)) - 1);
+            float *o = out + q * out_stride + d;
+            const float *w = weights + q * weight_stride, *r = rows + d;
+            switch (queries) {
+#define WEIGHTED_CASE(Q)                                                                                               \
+    case Q: weighted_rows_slice(o, out_stride, w, weight_stride, r, row_stride, n, lanes, Q); break;
+                WEIGHTED_CASE(1) WEIGHTED_CASE(2) WEIGHTED_CASE(3) WEIGHTED_CASE(4)
+                WEIGHTED_CASE(5) WEIGHTED_CASE(6) WEIGHTED_CASE(7) WEIGHTED_CASE(8)
+#undef WEIGHTED_CASE
+            default: break;
+            }
+        }
+    }
+}

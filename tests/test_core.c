@@ -397,24 +397,39 @@ static void test_attention_grouped_is_per_head(void **state) {
     (void)state;
     pool *threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
-    const size_t heads = 6, group = 3, hd = 64, q_width = heads * hd, kv_width = heads / group * hd;
-    const size_t queries[] = {1, 20, 50, 130};
-    for (size_t c = 0; c < sizeof queries / sizeof queries[0]; c++)
-        for (int m = 0; m < 2; m++) {
-            size_t nq = queries[c], nk = nq + 7;
-            kernel_mask mask = m ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE;
-            float *q = test_random_array(nq * q_width), *k = test_random_array(nk * kv_width);
-            float *v = test_random_array(nk * kv_width), *scratch = malloc(heads * nq * nk * sizeof *scratch);
-            float *together = malloc(nq * q_width * sizeof *together), *apart = malloc(nq * q_width * sizeof *apart);
-            kernel_attention_grouped(together, q_width, NULL, q, q_width, k, v, kv_width, nq, nk, heads, group, hd,
-                                     0.125f, mask, scratch, threads);
-            for (size_t h = 0; h < heads; h++)
-                kernel_attention(apart + h * hd, q_width, NULL, q + h * hd, q_width, k + h / group * hd,
-                                 v + h / group * hd, kv_width, nq, nk, 1, hd, 0.125f, mask, scratch, threads);
-            if (memcmp(together, apart, nq * q_width * sizeof *together) != 0)
-                fail_msg("grouped attention, %zu queries, mask %d: differs from a call per head", nq, m);
-            free(q), free(k), free(v), free(scratch), free(together), free(apart);
-        }
+    /* a decoder step (1 query) takes the group's heads together: groups past the 8 queries a pass of the values
+     * holds, and 301 keys (odd: the last key alone), with its probabilities recorded */
+    const size_t groups[] = {3, 7, 9}, hd = 64;
+    const size_t queries[] = {1, 1, 20, 50, 130}, extra[] = {7, 300, 7, 7, 7};
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        for (size_t c = 0; c < sizeof queries / sizeof queries[0]; c++)
+            for (int m = 0; m < 2; m++) {
+                size_t group = groups[g], heads = 2 * group, q_width = heads * hd, kv_width = heads / group * hd;
+                size_t nq = queries[c], nk = nq + extra[c];
+                kernel_mask mask = m ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE;
+                float *q = test_random_array(nq * q_width), *k = test_random_array(nk * kv_width);
+                float *v = test_random_array(nk * kv_width), *scratch = malloc(heads * nq * nk * sizeof *scratch);
+                float *together = malloc(nq * q_width * sizeof *together);
+                float *apart = malloc(nq * q_width * sizeof *apart);
+                float *seen = calloc(heads * nq * nk, sizeof *seen);
+                float *seen_apart = calloc(heads * nq * nk, sizeof *seen_apart);
+                kernel_attention_rows rows = {.out = seen, .head_stride = nq * nk, .row_stride = nk};
+                kernel_attention_grouped(together, q_width, &rows, q, q_width, k, v, kv_width, nq, nk, heads, group,
+                                         hd, 0.125f, mask, scratch, threads);
+                for (size_t h = 0; h < heads; h++) {
+                    kernel_attention_rows one = {.out = seen_apart + h * nq * nk, .head_stride = nq * nk,
+                                                 .row_stride = nk};
+                    kernel_attention(apart + h * hd, q_width, &one, q + h * hd, q_width, k + h / group * hd,
+                                     v + h / group * hd, kv_width, nq, nk, 1, hd, 0.125f, mask, scratch, threads);
+                }
+                if (memcmp(together, apart, nq * q_width * sizeof *together) != 0)
+                    fail_msg("grouped attention, group %zu, %zu queries, %zu keys, mask %d: differs from a call per "
+                             "head", group, nq, nk, m);
+                if (memcmp(seen, seen_apart, heads * nq * nk * sizeof *seen) != 0)
+                    fail_msg("grouped attention, group %zu, %zu queries, %zu keys, mask %d: records other "
+                             "probabilities than a call per head", group, nq, nk, m);
+                free(q), free(k), free(v), free(scratch), free(together), free(apart), free(seen), free(seen_apart);
+            }
     pool_free(threads);
 }
 
