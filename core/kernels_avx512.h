@@ -92,10 +92,28 @@ bool kernel_attention_block_avx512(const kernel_attention_block *block, float *s
  * (rows j are row_stride apart): attention's P·V for a decoder step's few queries. */
 void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
                                  const float *rows, size_t row_stride, size_t count, size_t n, size_t width);
-/* The same, bit for bit, with each row read once for up to 8 queries rather than once per query: a
- * grouped-query decoder step's heads sharing one key/value head's rows (thousands of them, mostly out of cache). */
-void kernel_weighted_rows_shared_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
-                                        const float *rows, size_t row_stride, size_t count, size_t n, size_t width);
+/* A decoder step's attention (one query a head) over a cache whose rows hold every key/value head side by side
+ * (kv_stride apart), in blocks of keys: each block's rows read front to back once for all the heads, so that a
+ * thread streams its blocks' memory (two threads each reading a 4 KiB row's half, or each head's 256-byte
+ * slice of every row, drew 23 and 31 GB/s where a stream of its own drew 62). Query head h (q[h · head_dim ...])
+ * uses key/value head h / group.
+ *
+ * scores[h · score_stride + j] = scale · q_h · k_j for keys first .. first + count. */
+void kernel_step_scores_avx512(float *scores, size_t score_stride, const float *q, const float *k, size_t kv_stride,
+                               size_t first, size_t count, size_t kv_heads, size_t group, size_t head_dim,
+                               float scale);
+/* sums[h · w + d] = Σ_j probabilities[h · probability_stride + j] · v_j[h / group · head_dim + d] over keys
+ * first .. first + count in order (w: head_dim rounded up to 16; sums 64-byte aligned). */
+void kernel_step_values_avx512(float *sums, const float *probabilities, size_t probability_stride, const float *v,
+                               size_t kv_stride, size_t first, size_t count, size_t kv_heads, size_t group,
+                               size_t head_dim);
+/* out[q][0..width) = Σ_j weights[q][j] · rows[j][0..width) for q < count, j < n, each row's 16-lane slices read
+ * once for up to 8 queries (a grouped-query step's heads sharing their key/value head's rows): the rows in
+ * blocks of `block`, each block summed from zero in order and the blocks' sums added in order, as
+ * kernel_step_values_avx512's blocks and their combination give. */
+void kernel_weighted_rows_blocked_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
+                                         const float *rows, size_t row_stride, size_t count, size_t n, size_t width,
+                                         size_t block);
 
 /* ------------------------------------------------ scores of stored rows (dot_rows_avx512.c) */
 

@@ -674,50 +674,110 @@ void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *wei
     }
 }
 
-/* The same sums for several queries over the same rows, each 16-lane slice of a row read once for up to 8 of them:
- * lane by lane the same multiply-adds in the same order (rows 0, 2, 4, ... into one sum, 1, 3, 5, ... into
- * another, then the two added), so bit for bit kernel_weighted_rows_avx512's results. */
-static inline __attribute__((always_inline)) void weighted_rows_slice(float *out, size_t out_stride,
+/* Several queries' weighted sums of the same rows, SLICES 16-lane slices of each row read once for up to 8 of
+ * them: the rows in blocks of `block`, each block's sum made from zero in order, the blocks' sums added in order
+ * into out (the first block's stored). */
+static inline __attribute__((always_inline)) void blocked_rows_slices(float *out, size_t out_stride,
                                                                       const float *weights, size_t weight_stride,
                                                                       const float *rows, size_t row_stride, size_t n,
-                                                                      __mmask16 lanes, const int queries) {
-    __m512 even[8], odd[8];
-    for (int q = 0; q < queries; q++) even[q] = odd[q] = _mm512_setzero_ps();
-    size_t j = 0;
-    for (; j + 1 < n; j += 2) {
-        const float *row = rows + j * row_stride;
-        __m512 a = _mm512_maskz_loadu_ps(lanes, row), b = _mm512_maskz_loadu_ps(lanes, row + row_stride);
-        for (int q = 0; q < queries; q++) {
-            const float *p = weights + (size_t)q * weight_stride;
-            even[q] = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), a, even[q]);
-            odd[q] = _mm512_fmadd_ps(_mm512_set1_ps(p[j + 1]), b, odd[q]);
-        }
-    }
-    if (j < n) {
-        __m512 a = _mm512_maskz_loadu_ps(lanes, rows + j * row_stride);
+                                                                      size_t block, __mmask16 last_lanes,
+                                                                      const int slices, const int queries) {
+    for (size_t first = 0; first < n; first += block) {
+        size_t end = n - first < block ? n : first + block;
+        __m512 sum[8][2];
         for (int q = 0; q < queries; q++)
-            even[q] = _mm512_fmadd_ps(_mm512_set1_ps(weights[(size_t)q * weight_stride + j]), a, even[q]);
+            for (int s = 0; s < slices; s++) sum[q][s] = _mm512_setzero_ps();
+        for (size_t j = first; j < end; j++) {
+            __m512 row[2];
+            for (int s = 0; s < slices; s++)
+                row[s] = _mm512_maskz_loadu_ps(s + 1 < slices ? 0xFFFF : last_lanes, rows + j * row_stride + 16 * s);
+            for (int q = 0; q < queries; q++) {
+                __m512 p = _mm512_set1_ps(weights[(size_t)q * weight_stride + j]);
+                for (int s = 0; s < slices; s++) sum[q][s] = _mm512_fmadd_ps(p, row[s], sum[q][s]);
+            }
+        }
+        for (int q = 0; q < queries; q++)
+            for (int s = 0; s < slices; s++) {
+                float *o = out + (size_t)q * out_stride + 16 * s;
+                __mmask16 lanes = s + 1 < slices ? 0xFFFF : last_lanes;
+                _mm512_mask_storeu_ps(o, lanes, first ? _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, o), sum[q][s])
+                                                      : sum[q][s]);
+            }
     }
-    for (int q = 0; q < queries; q++)
-        _mm512_mask_storeu_ps(out + (size_t)q * out_stride, lanes, _mm512_add_ps(even[q], odd[q]));
 }
 
-void kernel_weighted_rows_shared_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
-                                        const float *rows, size_t row_stride, size_t count, size_t n, size_t width) {
+void kernel_weighted_rows_blocked_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
+                                         const float *rows, size_t row_stride, size_t count, size_t n, size_t width,
+                                         size_t block) {
+    if (!n) return;
     for (size_t q = 0; q < count; q += 8) {
         int queries = (int)(count - q < 8 ? count - q : 8);
-        for (size_t d = 0; d < width; d += 16) {
-            __mmask16 lanes = (__mmask16)(width - d >= 16 ? 0xFFFF : (1u << (width - d)) - 1);
+        for (size_t d = 0; d < width; d += 32) { /* two slices at a time: 16 sums to add into, one row load each */
+            int slices = width - d > 16 ? 2 : 1;
+            size_t rest = width - d - 16 * (size_t)(slices - 1);
+            __mmask16 last = (__mmask16)(rest >= 16 ? 0xFFFF : (1u << rest) - 1);
             float *o = out + q * out_stride + d;
             const float *w = weights + q * weight_stride, *r = rows + d;
-            switch (queries) {
-#define WEIGHTED_CASE(Q)                                                                                               \
-    case Q: weighted_rows_slice(o, out_stride, w, weight_stride, r, row_stride, n, lanes, Q); break;
-                WEIGHTED_CASE(1) WEIGHTED_CASE(2) WEIGHTED_CASE(3) WEIGHTED_CASE(4)
-                WEIGHTED_CASE(5) WEIGHTED_CASE(6) WEIGHTED_CASE(7) WEIGHTED_CASE(8)
-#undef WEIGHTED_CASE
+            switch (queries * 2 + slices - 1) {
+#define BLOCKED_CASE(Q)                                                                                                \
+    case 2 * Q: blocked_rows_slices(o, out_stride, w, weight_stride, r, row_stride, n, block, last, 1, Q); break;     \
+    case 2 * Q + 1: blocked_rows_slices(o, out_stride, w, weight_stride, r, row_stride, n, block, last, 2, Q); break;
+                BLOCKED_CASE(1) BLOCKED_CASE(2) BLOCKED_CASE(3) BLOCKED_CASE(4)
+                BLOCKED_CASE(5) BLOCKED_CASE(6) BLOCKED_CASE(7) BLOCKED_CASE(8)
+#undef BLOCKED_CASE
             default: break;
             }
         }
+    }
+}
+
+/* ------------------------------------------------------- a decoder step's attention */
+
+/* The 16-lane vectors of a head's head_dim values, the last masked. */
+static inline __mmask16 step_lanes(size_t head_dim, size_t c) {
+    size_t first = 16 * c;
+    return (__mmask16)(head_dim - first >= 16 ? 0xFFFF : (1u << (head_dim - first)) - 1);
+}
+
+void kernel_step_scores_avx512(float *scores, size_t score_stride, const float *q, const float *k, size_t kv_stride,
+                               size_t first, size_t count, size_t kv_heads, size_t group, size_t head_dim,
+                               float scale) {
+    size_t vectors = (head_dim + 15) / 16;
+    __mmask16 tail = step_lanes(head_dim, vectors - 1); /* (every other vector whole) */
+    for (size_t j = first; j < first + count; j++) {
+        const float *row = k + j * kv_stride;
+        for (size_t g = 0; g < kv_heads; g++) {
+            const float *key = row + g * head_dim;
+            for (size_t h = g * group; h < (g + 1) * group; h++) {
+                const float *query = q + h * head_dim;
+                __m512 sum = _mm512_setzero_ps();
+                for (size_t c = 0; c < vectors; c++) {
+                    __mmask16 lanes = c + 1 < vectors ? 0xFFFF : tail;
+                    sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, query + 16 * c),
+                                          _mm512_maskz_loadu_ps(lanes, key + 16 * c), sum);
+                }
+                scores[h * score_stride + j] = scale * _mm512_reduce_add_ps(sum) + 0.0f; /* (as dot_tile) */
+            }
+        }
+    }
+}
+
+void kernel_step_values_avx512(float *sums, const float *probabilities, size_t probability_stride, const float *v,
+                               size_t kv_stride, size_t first, size_t count, size_t kv_heads, size_t group,
+                               size_t head_dim) {
+    size_t vectors = (head_dim + 15) / 16, width = 16 * vectors, heads = kv_heads * group;
+    __mmask16 tail = step_lanes(head_dim, vectors - 1);
+    for (size_t i = 0; i < heads * width; i++) sums[i] = 0.0f;
+    for (size_t j = first; j < first + count; j++) {
+        const float *row = v + j * kv_stride;
+        for (size_t g = 0; g < kv_heads; g++)
+            for (size_t c = 0; c < vectors; c++) {
+                __m512 value = _mm512_maskz_loadu_ps(c + 1 < vectors ? 0xFFFF : tail, row + g * head_dim + 16 * c);
+                for (size_t h = g * group; h < (g + 1) * group; h++) {
+                    float *sum = sums + h * width + 16 * c;
+                    __m512 p = _mm512_set1_ps(probabilities[h * probability_stride + j]);
+                    _mm512_store_ps(sum, _mm512_fmadd_ps(p, value, _mm512_load_ps(sum)));
+                }
+            }
     }
 }

@@ -279,10 +279,11 @@ static void test_attention_matches_reference(void **state) {
      * ViT's 50 and CLIP text's 77 tokens (1-4 and 5-15 queries past a panel),
      * more keys than queries with 16+ queries (the causal mask shifted), a
      * caption step's 1-15 queries against 16+ keys (577: BLIP's image tokens),
-     * and queries in three blocks of the head's loop (48, 48, 4) with the causal mask shifted */
+     * queries in three blocks of the head's loop (48, 48, 4) with the causal mask shifted, and a step over 300
+     * keys with heads of 130 (blocks of 144 keys, the last shorter than a head; a masked last vector) */
     const size_t cases[][4] = {{17, 17, 4, 12}, {1, 9, 3, 10},   {5, 12, 2, 7},  {50, 50, 12, 64}, {77, 77, 8, 64},
                                {20, 45, 2, 24}, {1, 577, 2, 64}, {3, 40, 4, 24}, {15, 100, 2, 70},
-                               {100, 130, 2, 16}};
+                               {100, 130, 2, 16}, {1, 300, 3, 130}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int m = 0; m < 2; m++) {
             size_t nq = cases[c][0], nk = cases[c][1], heads = cases[c][2], hd = cases[c][3], width = heads * hd;
@@ -428,8 +429,30 @@ static void test_attention_grouped_is_per_head(void **state) {
                 if (memcmp(seen, seen_apart, heads * nq * nk * sizeof *seen) != 0)
                     fail_msg("grouped attention, group %zu, %zu queries, %zu keys, mask %d: records other "
                              "probabilities than a call per head", group, nq, nk, m);
+                /* a step's blocks of keys are fixed: the same sums on the calling thread alone, grouped or not */
+                kernel_attention_grouped(apart, q_width, NULL, q, q_width, k, v, kv_width, nq, nk, heads, group, hd,
+                                         0.125f, mask, scratch, NULL);
+                if (memcmp(together, apart, nq * q_width * sizeof *together) != 0)
+                    fail_msg("grouped attention, group %zu, %zu queries, %zu keys: one thread differs", group, nq, nk);
+
                 free(q), free(k), free(v), free(scratch), free(together), free(apart), free(seen), free(seen_apart);
             }
+    /* a step of 16 heads over 700 keys in blocks over two threads (and their 4 KiB rows), against one thread
+     * and a call per head */
+    const size_t heads = 16, nk = 700, width = heads * hd;
+    float *q = test_random_array(width), *k = test_random_array(nk * width), *v = test_random_array(nk * width);
+    float *scratch = malloc(heads * nk * sizeof *scratch), *shared = malloc(width * sizeof *shared);
+    float *alone = malloc(width * sizeof *alone), *apart = malloc(width * sizeof *apart);
+    kernel_attention(shared, width, NULL, q, width, k, v, width, 1, nk, heads, hd, 0.125f, KERNEL_MASK_CAUSAL,
+                     scratch, threads);
+    kernel_attention(alone, width, NULL, q, width, k, v, width, 1, nk, heads, hd, 0.125f, KERNEL_MASK_CAUSAL,
+                     scratch, NULL);
+    for (size_t h = 0; h < heads; h++)
+        kernel_attention(apart + h * hd, width, NULL, q + h * hd, width, k + h * hd, v + h * hd, width, 1, nk, 1, hd,
+                         0.125f, KERNEL_MASK_CAUSAL, scratch, threads);
+    if (memcmp(shared, alone, width * sizeof *shared) || memcmp(shared, apart, width * sizeof *shared))
+        fail_msg("a step of 16 heads over 700 keys: two threads, one thread and a call per head differ");
+    free(q), free(k), free(v), free(scratch), free(shared), free(alone), free(apart);
     pool_free(threads);
 }
 
