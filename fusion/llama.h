@@ -89,7 +89,8 @@ typedef struct llama_state {
     float *last;                      /* [max_sequences, hidden] */
     float *scores;                    /* [heads, max_step, max_length]: attention's scratch */
     float *logits;                    /* [max_sequences, vocab] */
-    float *memory;                    /* the one allocation the above are carved from */
+    float *memory;                    /* the allocation the above are carved from (huge pages where Linux has them) */
+    float *spare_memory;              /* the spares' own (small pages: a reordering writes a few rows of each) */
     /* NULL as created; else llama_forward records the self-attention layers it asks for (sequence s of a step
      * as the cache holds it, every query head in projection order): the record's row r is the query at position
      * record_from + r (0 as created: rows at the positions' indices); steps that start before record_from are not
