@@ -2,8 +2,10 @@
  * (kernel_attention, and kernel_attention_keys_transposed for a decoder's
  * cache of transposed keys): scores, masking, softmax and the weighted sum
  * of values for a block of queries at a time, heads split over the pool's
- * threads, probabilities optionally recorded for attention maps. Products
- * on our AVX-512 kernels where the CPU has them, else on OpenBLAS. */
+ * threads; a decoder step's one query a head over blocks of keys instead,
+ * each cached row read once for every head (or per key/value head where
+ * heads share one); probabilities optionally recorded for attention maps.
+ * Products on our AVX-512 kernels where the CPU has them, else on OpenBLAS. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -89,7 +89,8 @@ void kernel_attention_pack_values_avx512(float *packed, const float *v, size_t k
 bool kernel_attention_block_avx512(const kernel_attention_block *block, float *scratch, size_t scratch_floats);
 
 /* out[q][0..width) = Σ_j weights[q][j] · rows[j][0..width) for q < count, j < n
- * (rows j are row_stride apart): attention's P·V for a decoder step's few queries. */
+ * (rows j are row_stride apart): attention's P·V for a few queries (fewer than 16 of a prompt's, or a
+ * caption step's against BLIP's transposed image keys). */
 void kernel_weighted_rows_avx512(float *out, size_t out_stride, const float *weights, size_t weight_stride,
                                  const float *rows, size_t row_stride, size_t count, size_t n, size_t width);
 /* A decoder step's attention (one query a head) over a cache whose rows hold every key/value head side by side
