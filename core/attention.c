@@ -36,7 +36,7 @@ typedef struct attention_job {
     size_t key_stride;
     const kernel_attention_rows *probabilities; /* NULL: nothing recorded */
     float *last_sums; /* a decoder step's last block's sums */
-    size_t heads;
+    size_t heads; /* (a decoder step's) */
 } attention_job;
 
 /* Query `query`'s row of one head in the recording. */
@@ -193,11 +193,17 @@ static size_t step_width(size_t head_dim) { return (head_dim + 15) / 16 * 16; }
  * each head's scores of a block have room for the block's sums. */
 static size_t step_block(size_t head_dim) { return step_width(head_dim) > 128 ? step_width(head_dim) : 128; }
 
+/* Block `index`'s keys: first .. first + the count returned. */
+static size_t step_keys(const attention_job *job, size_t index, size_t *first) {
+    size_t block = step_block(job->head_dim);
+    *first = index * block;
+    return job->keys - *first < block ? job->keys - *first : block;
+}
+
 static void step_scores(void *argument, size_t index, float *scratch) {
     (void)scratch;
     const attention_job *job = argument;
-    size_t block = step_block(job->head_dim), first = index * block;
-    size_t count = job->keys - first < block ? job->keys - first : block;
+    size_t first, count = step_keys(job, index, &first);
     kernel_step_scores_avx512(job->scratch, job->keys, job->q, job->k, job->kv_stride, first, count,
                               job->heads / job->group, job->group, job->head_dim, job->scale);
 }
@@ -215,8 +221,7 @@ static void step_softmax(void *argument, size_t head, float *scratch) {
 static void step_values(void *argument, size_t index, float *scratch) {
     (void)scratch;
     const attention_job *job = argument;
-    size_t d = job->head_dim, width = step_width(d), block = step_block(d), first = index * block;
-    size_t count = job->keys - first < block ? job->keys - first : block;
+    size_t d = job->head_dim, width = step_width(d), first, count = step_keys(job, index, &first);
     float sums[STEP_SUMS_FLOATS] __attribute__((aligned(64)));
     kernel_step_values_avx512(sums, job->scratch, job->keys, job->v, job->kv_stride, first, count,
                               job->heads / job->group, job->group, d);
@@ -288,10 +293,10 @@ void kernel_attention_grouped(float *out, size_t out_stride, const kernel_attent
                          .group = group ? group : 1, .scale = scale, .mask = mask, .scratch = scratch,
                          .probabilities = probabilities, .heads = heads};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
+    pool *workers = work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL;
     uint64_t started = profile_start();
 #ifdef GLIMPSE_HAVE_AVX512
     if (is_step(&job)) {
-        pool *workers = work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL;
         if (job.group > 1)
             pool_for(workers, heads / job.group, group_step, &job);
         else
@@ -300,7 +305,7 @@ void kernel_attention_grouped(float *out, size_t out_stride, const kernel_attent
         return;
     }
 #endif
-    pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, attention_head, &job);
+    pool_for(workers, heads, attention_head, &job);
     profile_stop(PROFILE_ATTENTION, started);
 }
 
@@ -323,7 +328,7 @@ void kernel_attention_keys_transposed(float *out, size_t out_stride, const kerne
     attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = keys_t, .v = v,
                          .kv_stride = v_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .group = 1,
                          .scale = scale, .mask = KERNEL_MASK_NONE, .scratch = scratch, .key_stride = key_stride,
-                         .probabilities = probabilities, .heads = heads};
+                         .probabilities = probabilities};
     double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
     uint64_t started = profile_start();
     pool_for(work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL, heads, transposed_head, &job);

@@ -434,7 +434,6 @@ static void test_attention_grouped_is_per_head(void **state) {
                                          0.125f, mask, scratch, NULL);
                 if (memcmp(together, apart, nq * q_width * sizeof *together) != 0)
                     fail_msg("grouped attention, group %zu, %zu queries, %zu keys: one thread differs", group, nq, nk);
-
                 free(q), free(k), free(v), free(scratch), free(together), free(apart), free(seen), free(seen_apart);
             }
     /* a step of 16 heads over 700 keys in blocks over two threads (and their 4 KiB rows), against one thread
