@@ -2,7 +2,8 @@
 # llava_peers.sh LLAMA_CPP [THREADS] [RUNS] [MODELS...] — glimpse against llama.cpp on the same full-size random
 # LLaVA weights (written by glimpse-make-model from the published configs; default llava-interleave-qwen-0.5b and
 # llava-1.5-7b), float16 against float16 and glimpse's int8 against llama.cpp's Q8_0: the language model's prompt
-# (the picture's rows and 32 tokens, at once) and decoding (tokens per second), and the image encoder alone
+# (the picture's rows and 32 tokens, at once), decoding (tokens per second) from a short cache and after that
+# prompt (llama-cli, a prompt as long, then 32 steps), and the image encoder alone
 # (tower and projector, one picture). Processes alternate, RUNS rounds of each; the table gives medians and the
 # spread (fastest–slowest), the machine, the CPU and the commit.
 #
@@ -109,6 +110,22 @@ and v.get('model_type','')=='clip_vision_model' else 0) + 32)")
       "$llama/build/bin/llama-bench" -m "$gguf" -p "$prompt" -n 32 -t "$threads" -r 1 -o jsonl 2>/dev/null |
         sed "s/^{/{\"side\": \"llama.cpp\", \"model\": \"$model\", \"precision\": \"$precision\", \"round\": $round, /" \
         >> "$results"
+      # decoding after the picture: llama-cli reads a prompt as long as glimpse's (a letter a token with the bench
+      # models' vocabularies; the report gives the positions each side read) then 33 tokens; its eval time is
+      # the 32 steps after the first
+      "$llama/build/bin/llama-cli" -m "$gguf" -p "$(head -c "$prompt" /dev/zero | tr '\0' a)" -n 33 --temp 0 \
+        -no-cnv --ignore-eos -t "$threads" --no-warmup 2>&1 >/dev/null | "$python" -c "
+import json, re, sys
+text = sys.stdin.read()
+prompt = re.search(r'prompt eval time =.*/ *(\d+) tokens', text)
+steps = re.search(r' eval time = *([\d.]+) ms / *(\d+) runs', text)
+if prompt and steps:
+    print(json.dumps({'side': 'llama.cpp', 'model': '$model', 'precision': '$precision', 'round': $round,
+                      'stage': 'decode_after_prompt', 'positions': int(prompt[1]),
+                      'ms': float(steps[1]) / int(steps[2])}))
+else:
+    sys.exit('llava_peers.sh: llama-cli printed no prompt and eval times; its output ends: ' + text[-2000:])
+" >> "$results"
     done
     [ -f "$work/pixels-$model.f32" ] || "$python" -c "import json, numpy as np; \
 v = json.load(open('$dir/config.json'))['vision_config']; \

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """llava_report.py RESULTS.jsonl THREADS LLAMA_CPP_VERSION — bench/llava_peers.sh's table: per model and precision,
-glimpse's and llama.cpp's prompt and decoding tokens per second and the image encoder's milliseconds, each the
-median of the rounds with its spread (slowest–fastest), their ratio, and glimpse's decoding step against the bound
-that reading its weights at the measured bandwidth sets. Markdown on stdout, with the machine, CPU and commit."""
+glimpse's and llama.cpp's prompt and decoding tokens per second (from a short cache, and after the prompt) and the
+image encoder's milliseconds, each the median of the rounds with its spread (slowest–fastest), their ratio, and
+glimpse's decoding step against the bound that reading its weights at the measured bandwidth sets. Markdown on
+stdout, with the machine, CPU and commit."""
 import json
 import os
 import platform
@@ -28,17 +29,22 @@ def main(path, threads, llama_version):
     figures = defaultdict(list)  # (model, precision, side, what) -> values
     step_bytes = {}
     unsupported = set()
+    prompt_positions = {}  # model -> the positions glimpse's prompt fills (its steps after it are "decode_deep")
+    deep_positions = defaultdict(set)  # (model, side) -> the positions each side decoded after
     for r in rows:
         side, model, precision = r.get("side"), r.get("model"), r.get("precision", "f16")
         if side == "glimpse":
             stage = r.get("stage")
             if stage == "prompt":
-                positions = int(str(r["detail"]).split()[0])
+                positions = prompt_positions[model] = int(str(r["detail"]).split()[0])
                 figures[(model, precision, side, "prompt")].append(positions / (r["median_ms"] / 1000))
                 figures[(model, precision, side, "prompt_gflops")].append(r["gflops"])
             elif stage == "decoder_step" and figures.get((model, precision, side, "first_step_detail")) in (None, [r["detail"]]):
                 figures[(model, precision, side, "first_step_detail")] = [r["detail"]]
                 figures[(model, precision, side, "decode")].append(1000 / r["median_ms"])
+            elif stage == "decoder_step" and str(r["detail"]).endswith(f"position {prompt_positions.get(model)}"):
+                figures[(model, precision, side, "decode_deep")].append(1000 / r["median_ms"])
+                deep_positions[(model, side)].add(prompt_positions[model])
             elif stage == "image" and precision == "f16":
                 figures[(model, "f16", side, "image")].append(r["median_ms"])
             elif stage == "decoder_step_bytes":
@@ -49,6 +55,9 @@ def main(path, threads, llama_version):
                     unsupported.add(model)
                 else:
                     figures[(model, "f16", side, "image")].append(r["ms"])
+            elif r.get("stage") == "decode_after_prompt":
+                figures[(model, precision, side, "decode_deep")].append(1000 / r["ms"])
+                deep_positions[(model, side)].add(r["positions"])
             elif r.get("n_prompt"):
                 figures[(model, precision, side, "prompt")].append(r["avg_ts"])
             elif r.get("n_gen"):
@@ -61,8 +70,10 @@ def main(path, threads, llama_version):
     models = sorted({key[0] for key in figures})
     for model in models:
         for precision in ("f16", "int8"):
+            deep = "decode after " + " / ".join("+".join(str(n) for n in sorted(deep_positions[(model, side)])) or "—"
+                                                for side in ("glimpse", "llama.cpp"))
             for what, unit, higher_better in (("prompt", "tokens/s", True), ("decode", "tokens/s", True),
-                                              ("image", "ms", False)):
+                                              ("decode_deep", "tokens/s", True), ("image", "ms", False)):
                 if what == "image" and precision != "f16":
                     continue
                 ours, theirs = spread(figures.get((model, precision, "glimpse", what), [])), \
@@ -75,7 +86,8 @@ def main(path, threads, llama_version):
                 label = {"f16": "float16", "int8": "int8 / Q8_0"}[precision]
                 theirs_text = "not supported by this llama.cpp" if what == "image" and model in unsupported \
                     else show(theirs)
-                print(f"| {model} | {label} | {what} ({unit}) | {show(ours)} | {theirs_text} | {ratio} |")
+                name = deep + " positions" if what == "decode_deep" else what
+                print(f"| {model} | {label} | {name} ({unit}) | {show(ours)} | {theirs_text} | {ratio} |")
             rate = spread(figures.get((model, precision, "glimpse", "prompt_gflops"), []))
             if rate and fma and precision == "f16":
                 print(f"| {model} | {precision} | glimpse's prompt against the FMA loop | {rate[0]:.0f} GFLOP/s | "
@@ -92,7 +104,8 @@ def main(path, threads, llama_version):
                   f"(8 new tokens), beside {r['file_bytes'] / 2**20:.0f} MiB of weights in the file.", end="")
     print("\n\nRatios above 1 favour glimpse. Prompt: the picture's rows and 32 tokens read at once; decode: glimpse's "
           "step after 16 positions (the weights' share; a longer cache adds to it, as glimpse bench's later steps show), "
-          "llama.cpp's llama-bench over 32 tokens from an empty cache; image: the tower "
+          "llama.cpp's llama-bench over 32 tokens from an empty cache; decode after N / M positions: glimpse's step "
+          "after its prompt's N positions, llama.cpp's 32 steps after a prompt of M tokens (llama-cli); image: the tower "
           "and projector on one picture (glimpse's image stage includes its preprocessing).")
 
 
