@@ -13,6 +13,15 @@
 
 #include "core/kernel_types.h"
 
+/* How far ahead the few-rows dot-product kernels (float and 16-bit: linear_avx512.c; int8: linear_q8_vnni.c)
+ * ask for each weight row: one tile of tile_bytes (the same place a tile's columns on), at most 16 KiB. These
+ * read every weight once and the hardware's prefetching alone sets too slow a pace: with rows of 768 features a
+ * fixed 1 KiB ahead left 16-bit weights at 25 GB/s and float32 at 36, a tile ahead reached 37-47 (1-3 input
+ * rows, 2 threads, bandwidth probe 46.7); longer rows (3072) did best capped near 16 KiB. */
+static inline size_t kernel_dot_prefetch_distance(size_t tile_bytes) {
+    return tile_bytes < 16384 ? tile_bytes : 16384;
+}
+
 /* ------------------------------------------------ float products (linear_avx512.c) */
 
 /* One matrix product:

@@ -80,12 +80,6 @@ void kernel_widen_avx512(float *out, const void *data, weight_type type, size_t 
 #define DOT_COLUMNS 6
 /* Rows per block: their inputs stay in L2 while the block's weight rows stream past. */
 #define DOT_ROW_BLOCK 64
-/* How far ahead the dot-product kernel prefetches each weight row: one tile
- * (the same place DOT_COLUMNS rows on), at most this many bytes. With rows of
- * 768 features a fixed 1 KiB ahead left 16-bit weights at 25 GB/s and float32
- * at 36; a tile ahead reached 37-47 (1-3 input rows, 2 threads, bandwidth
- * probe 46.7). Longer rows (3072) did best capped near 16 KiB. */
-#define DOT_PREFETCH_MAX 16384
 
 /* out[r][c] (+)= scale · Σ_k in[r][k] · weight[c][k] over k < depth, for a rows × columns
  * tile; the bias is added with the first block of the depth (first == 1). */
@@ -96,8 +90,7 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
                                                             const int columns, const weight_type type) {
     const size_t element = weight_type_bytes(type);
     const char *bytes = weight;
-    const size_t tile_bytes = DOT_COLUMNS * weight_stride * element;
-    const size_t ahead = tile_bytes < DOT_PREFETCH_MAX ? tile_bytes : DOT_PREFETCH_MAX;
+    const size_t ahead = kernel_dot_prefetch_distance(DOT_COLUMNS * weight_stride * element);
     __m512 sum[DOT_ROWS][DOT_COLUMNS];
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < columns; c++) sum[r][c] = _mm512_setzero_ps();

@@ -38,7 +38,6 @@ static inline __m512i dot_bytes(__m512i acc, __m512i unsigned_bytes, __m512i sig
 
 #define Q8_DOT_ROWS 4
 #define Q8_DOT_COLUMNS 6
-#define Q8_DOT_PREFETCH_MAX 16384 /* the furthest ahead q8_dot_tile asks for weights */
 #define Q8_STRIP_VECTORS 3                      /* 16-column vectors of a packed strip */
 #define Q8_STRIP_WIDTH (16 * Q8_STRIP_VECTORS) /* its columns */
 #define Q8_ROWS_MICRO 8                         /* rows of q8_rows_micro */
@@ -96,11 +95,10 @@ static inline __attribute__((always_inline)) void q8_dot_tile(float *out, size_t
         for (int c = 0; c < columns; c++) sum[r][c] = _mm512_setzero_si512();
     size_t depth = q->depth;
     const int8_t *w = q->weight + c0 * depth;
-    /* a few rows read each weight once, so the hardware's prefetching sets the pace: each column's row is asked
-     * for a tile ahead (where the next tile's columns are; at most Q8_DOT_PREFETCH_MAX bytes), as the float dot
-     * products do (BLIP-base int8 greedy steps 7.7 -> 6.3 ms, 3 beams 10.2 -> 7.8; llava-interleave-qwen-0.5b
-     * int8 after 16 positions 19.9 -> 18.7, and two or four tiles ahead did less than one) */
-    const size_t ahead = Q8_DOT_COLUMNS * depth < Q8_DOT_PREFETCH_MAX ? Q8_DOT_COLUMNS * depth : Q8_DOT_PREFETCH_MAX;
+    /* each column's row asked for a tile ahead, as the float dot products do (BLIP-base int8 greedy steps 7.7 ->
+     * 6.3 ms, 3 beams 10.2 -> 7.8; llava-interleave-qwen-0.5b int8 after 16 positions 19.9 -> 18.7; two or four
+     * tiles ahead did less than one) */
+    const size_t ahead = kernel_dot_prefetch_distance(Q8_DOT_COLUMNS * depth);
     size_t k = 0;
     for (; k + 64 <= depth; k += 64) { /* (a mask in this loop made GCC spill every sum) */
         __m512i xv[Q8_DOT_ROWS];
