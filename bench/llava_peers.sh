@@ -9,9 +9,8 @@
 #
 # LLAMA_CPP is a llama.cpp checkout (its tools are built in LLAMA_CPP/build; nothing of it enters glimpse; its
 # version is its git commit, or LLAMA_CPP_VERSION where the checkout has no .git). The
-# weights go to llama.cpp through bench/llava_gguf.py, and before anything is timed the conversion is checked on
-# the reference fixtures: llama.cpp must give llava-llama-tiny's image features (within the float16 rounding of
-# its patch convolution, which llama.cpp always stores in float16) and both fixtures' greedy text answers.
+# weights go to llama.cpp through bench/llava_gguf.py, and before anything is timed bench/llama_cpp.sh checks the
+# conversion on the reference fixtures (llava-llama-tiny's image features, both fixtures' greedy text answers).
 # Also glimpse's peak resident memory answering one question, beside the weights' file size.
 # Needs a built tree, python3-numpy, python3-sentencepiece and time (installed here from Debian when missing), and
 # about 40 GB in build/bench/llava for the 7B (its snapshot, GGUF and Q8_0 copies).
@@ -33,53 +32,8 @@ done
 if [ -n "${missing:-}" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null; fi
 python=/usr/bin/python3
 
-# llama.cpp's tools, and its image encoder behind bench/clip_embed.cpp
-cmake -S "$llama" -B "$llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
-cmake --build "$llama/build" -j"$(nproc)" --target llama-bench llama-quantize llama-cli >/dev/null
-g++ -O2 -std=c++17 bench/clip_embed.cpp "$llama/examples/llava/clip.cpp" -I "$llama/examples/llava" \
-  -I "$llama/ggml/include" -I "$llama/include" -I "$llama/common" -I "$llama/examples" -o "$work/clip_embed" \
-  -L "$llama/build/bin" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$llama/build/bin" -lpthread
-llama_version=${LLAMA_CPP_VERSION:-$(git -C "$llama" rev-parse --short HEAD 2>/dev/null || basename "$llama")}
-
-# ---- the conversion checked on the fixtures
-"$python" - "$fixtures" "$llama" "$work" <<'PY'
-import json, os, struct, subprocess, sys
-import numpy as np
-fixtures, llama, work = sys.argv[1:]
-def tensor(path, name):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        start, end = header[name]["data_offsets"]
-        f.seek(8 + n + start)
-        return np.frombuffer(f.read(end - start), np.float32).reshape(header[name]["shape"])
-for name, case in (("llava-llama-tiny", 8), ("llava-qwen2-tiny", 8)):
-    out = os.path.join(work, "check-" + name)
-    subprocess.run([sys.executable, "bench/llava_gguf.py", os.path.join(fixtures, name), out, llama], check=True,
-                   stdout=subprocess.DEVNULL)
-    expected = json.load(open(os.path.join(fixtures, name, "expected.json")))["cases"][case]
-    answer = subprocess.run([os.path.join(llama, "build/bin/llama-cli"), "-m", os.path.join(out, "text.gguf"),
-                             "-p", expected["prompt"], "-n", str(len(expected["greedy"]["new_ids"])), "--temp", "0",
-                             "-no-cnv", "-t", "2", "--no-warmup"], capture_output=True).stdout
-    answer = answer.decode("utf-8", errors="replace")  # bytes that end no character: U+FFFD, as the reference's decode
-    text = expected["greedy"]["text"]
-    if text not in answer:
-        sys.exit(f"llama.cpp's answer on {name} case {case} is not the reference's {text!r}: {answer!r}")
-    print(f"check: llama.cpp on {name} (converted by bench/llava_gguf.py) answers the reference's greedy text")
-reference = os.path.join(fixtures, "llava-llama-tiny", "reference.safetensors")
-tensor(reference, "pixel_values.1")[0].astype(np.float32).tofile(os.path.join(work, "pixels.f32"))
-subprocess.run([os.path.join(work, "clip_embed"), os.path.join(work, "check-llava-llama-tiny", "mmproj.gguf"),
-                os.path.join(work, "pixels.f32"), os.path.join(work, "features.f32"), "2", "1"], check=True,
-               stdout=subprocess.DEVNULL)
-features = np.fromfile(os.path.join(work, "features.f32"), np.float32)
-expected = tensor(reference, "image_features.1").reshape(-1)
-difference = float(np.abs(features - expected).max()) if features.shape == expected.shape else float("inf")
-if not difference <= 5e-3:
-    sys.exit(f"llama.cpp's image features on llava-llama-tiny differ from the reference's by {difference}")
-print(f"check: llama.cpp's image features on llava-llama-tiny within {difference:.1e} of the reference's "
-      "(its patch convolution in float16)")
-PY
+. bench/llama_cpp.sh # llama.cpp's tools and clip_embed built, the conversion checked on the fixtures
+llama_cpp_setup "$llama" "$work" "$fixtures"
 
 # ---- the models, in both runtimes' forms
 for model in "${models[@]}"; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh [THREADS] [RUNS] — measures glimpse and its peers one after another
+# run.sh [THREADS] [RUNS] [LLAMA_CPP] — measures glimpse and its peers one after another
 # in one run, on the same shapes: glimpse (random full-size models made by
 # glimpse-make-model from the published configs), PyTorch (Debian's
 # python3-torch and python3-torchvision), ONNX Runtime (npm onnxruntime-node
@@ -9,14 +9,20 @@
 # figure and the ratios.
 # Not part of the tests; needs a built tree (scripts/setup.sh) and network
 # access to Debian's and npm's registries on first use.
+# With LLAMA_CPP (a llama.cpp checkout), also bench/encoder_peers.sh: the vision towers llama.cpp runs, beside its
+# image encoder on the same weights (the conversion checked on the fixtures first).
 # Ends with bench/photos.sh: pictures per second indexing 12-megapixel photographs.
 # Writes build/bench/benchmarks.md: the machine, CPU, commit and the tables (report.py --markdown and
 # towers.sh's) in docs/benchmarks.md's form, to replace its current run (the run it replaces goes, as raw
 # results, to bench/results/DATE-MACHINE.md).
 set -euo pipefail
+llama_cpp=${3:+$(cd "$3" && pwd)} # (before the cd below: the path as the caller gave it)
 cd "$(dirname "$0")/.."
 threads=${1:-2}
 runs=${2:-10}
+[ -z "$llama_cpp" ] || [ -f "$llama_cpp/examples/llava/clip.cpp" ] ||
+  { echo "run.sh: $llama_cpp is not a llama.cpp checkout with its LLaVA image encoder (examples/llava/clip.cpp)" >&2
+    exit 2; }
 work=build/bench
 mkdir -p "$work"
 configs=${GLIMPSE_CONFIGS:-../shared/configs}
@@ -179,7 +185,7 @@ page=$work/benchmarks.md
     "(family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)," \
     "model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/^Mem:/ {print $2}') GiB |"
   echo "| commit measured | $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)') |"
-  echo "| command | \`bench/run.sh $threads $runs\` |"
+  echo "| command | \`bench/run.sh $threads $runs${llama_cpp:+ LLAMA_CPP}\` |"
   echo
   /usr/bin/python3 bench/report.py "$results" --markdown
 } > "$page"
@@ -190,6 +196,10 @@ echo "glimpse serve: 16 clients, 10,000 requests; then the batching gain (demo C
   --model "$work/openai--clip-vit-base-patch32"
 echo "towers as alternating processes: float32 on FMA and on AMX's tiles, int8, ONNX Runtime (3 rounds)..." >&2
 { echo; bench/towers.sh 3 "$threads"; } | tee -a "$page"
+if [ -n "$llama_cpp" ]; then
+  echo "vision towers beside llama.cpp's image encoder, float32 and float16 (3 rounds)..." >&2
+  { echo; bench/encoder_peers.sh "$llama_cpp" 3 "$threads"; } | tee -a "$page"
+fi
 echo "photos: glimpse index of 100 twelve-megapixel JPEGs, exact and --fast-decode, beside Pillow + ONNX Runtime and Pillow + PyTorch..." >&2
 bench/photos.sh "$threads" 3 100
 echo "the tables for docs/benchmarks.md: $page" >&2
