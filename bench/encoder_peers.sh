@@ -52,10 +52,11 @@ if vision:
 json.dump(config, open(out, "w"), indent=1)
 PY
   for precision in f32 f16; do
-    dir=$work/$tower-$precision
+    dir=$work/$tower-$precision f16=()
+    [ "$precision" = f16 ] && f16=(--f16)
     [ -f "$dir/model.safetensors" ] || build/glimpse-make-model "$work/$tower.json" "$dir" "--$precision" >/dev/null
     [ -f "$dir-gguf/mmproj.gguf" ] ||
-      "$python" bench/llava_gguf.py "$dir" "$dir-gguf" "$llama" $([ "$precision" = f16 ] && echo --f16) >/dev/null
+      "$python" bench/llava_gguf.py "$dir" "$dir-gguf" "$llama" "${f16[@]}" >/dev/null
   done
   size=$("$python" -c "import json; print(json.load(open('$work/$tower.json'))['vision_config']['image_size'])")
   [ -f "$work/pixels-$size.f32" ] || "$python" -c "import numpy as np; \
@@ -76,10 +77,13 @@ for round in $(seq "$rounds"); do
     size=$("$python" -c "import json; print(json.load(open('$work/$tower.json'))['vision_config']['image_size'])")
     for precision in f32 f16; do
       dir=$work/$tower-$precision
-      if ! timeout 600 "$work/clip_embed" "$dir-gguf/mmproj.gguf" "$work/pixels-$size.f32" /dev/null "$threads" 3 \
-        > "$work/clip.out" 2> "$work/clip.err"; then
+      status=0
+      timeout 600 "$work/clip_embed" "$dir-gguf/mmproj.gguf" "$work/pixels-$size.f32" /dev/null "$threads" 3 \
+        > "$work/clip.out" 2> "$work/clip.err" || status=$?
+      if [ "$status" -ne 0 ]; then
         why=$(grep -m1 -iE 'assert|error' "$work/clip.err" | tr -s ' ' | cut -c1-160 || true)
-        echo "llama.cpp $precision $tower refused ${why:-(no message)}" >> "$out"
+        [ "$status" -eq 124 ] && why="no result within 600 s"
+        echo "llama.cpp $precision $tower refused ${why:-(exit status $status, no message)}" >> "$out"
         refused+=("$tower")
         break
       fi
@@ -91,6 +95,7 @@ for round in $(seq "$rounds"); do
   done
 done
 roof
+# shellcheck disable=SC2154 # (llama_version: set by llama_cpp_setup)
 "$python" - "$out" "$llama_version" "$threads" <<'PY'
 import collections, platform, statistics, sys
 sys.path.insert(0, "bench")
