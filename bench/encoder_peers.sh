@@ -36,6 +36,7 @@ llama_cpp_setup "$llama" "$work" "$fixtures" >&2
 
 # ---- the towers as LLaVAs of one language-model layer, in both runtimes' forms and both precisions
 towers=(clip_b32_224 clip_l14_336 siglip_so400m_384)
+declare -A pixels # tower -> the file of random pixels llama.cpp reads (3 × size × size float32)
 for tower in "${towers[@]}"; do
   case $tower in
     clip_b32_224) base=llava-hf--llava-1.5-7b-hf vision=openai--clip-vit-base-patch32 ;;
@@ -59,8 +60,9 @@ PY
       "$python" bench/llava_gguf.py "$dir" "$dir-gguf" "$llama" "${f16[@]}" >/dev/null
   done
   size=$("$python" -c "import json; print(json.load(open('$work/$tower.json'))['vision_config']['image_size'])")
-  [ -f "$work/pixels-$size.f32" ] || "$python" -c "import numpy as np; \
-np.random.default_rng(1).standard_normal((3, $size, $size)).astype(np.float32).tofile('$work/pixels-$size.f32')"
+  pixels[$tower]=$work/pixels-$size.f32
+  [ -f "${pixels[$tower]}" ] || "$python" -c "import numpy as np; \
+np.random.default_rng(1).standard_normal((3, $size, $size)).astype(np.float32).tofile('${pixels[$tower]}')"
 done
 
 # ---- alternating rounds
@@ -74,11 +76,10 @@ for round in $(seq "$rounds"); do
   echo "encoder_peers.sh: round $round of $rounds" >&2
   for tower in "${towers[@]}"; do
     [[ " ${refused[*]} " == *" $tower "* ]] && continue
-    size=$("$python" -c "import json; print(json.load(open('$work/$tower.json'))['vision_config']['image_size'])")
     for precision in f32 f16; do
       dir=$work/$tower-$precision
       status=0
-      timeout 600 "$work/clip_embed" "$dir-gguf/mmproj.gguf" "$work/pixels-$size.f32" /dev/null "$threads" 3 \
+      timeout 600 "$work/clip_embed" "$dir-gguf/mmproj.gguf" "${pixels[$tower]}" /dev/null "$threads" 3 \
         > "$work/clip.out" 2> "$work/clip.err" || status=$?
       if [ "$status" -ne 0 ]; then
         why=$(grep -m1 -iE 'assert|error' "$work/clip.err" | tr -s ' ' | cut -c1-160 || true)
@@ -99,7 +100,7 @@ roof
 "$python" - "$out" "$llama_version" "$threads" <<'PY'
 import collections, platform, statistics, sys
 sys.path.insert(0, "bench")
-from table import commit, cpu_name
+from table import commit, cpu_name, spread
 times, work, roofs, refused = collections.defaultdict(list), {}, collections.defaultdict(list), {}
 for line in open(sys.argv[1]):
     parts = line.split()
@@ -117,10 +118,10 @@ names = {"clip_b32_224": "CLIP ViT-B/32, 224 px", "clip_l14_336": "CLIP ViT-L/14
 def cell(values, tower):
     if not values:
         return "–"
-    m = statistics.median(values)
+    m, fastest, slowest = spread(values)
     rate = f"; {work[tower] / m * 1e3:.0f} GFLOP/s" if tower in work else ""
     share = f", **{1e5 * work[tower] / m / fma:.0f}%**" if fma and tower in work else ""
-    return f"{m:.1f} ms ({min(values):.1f}–{max(values):.1f}{rate}{share})"
+    return f"{m:.1f} ms ({fastest:.1f}–{slowest:.1f}{rate}{share})"
 print(f"Machine: {platform.node()}, {cpu_name()}, {sys.argv[3]} threads; glimpse {commit()}, "
       f"llama.cpp {sys.argv[2]}; FMA loop "
       f"(bench/roof.c, before / after): {' / '.join(f'{v:.0f}' for v in roofs.get('fma_peak', []))} GFLOP/s.\n")
