@@ -14,8 +14,9 @@
  * broadcasts, so the FMA units rather than the loads set the pace. Each weight
  * is read once per 48 rows. The 8 × 16 blocks of sums are transposed in
  * registers on the way out. A remainder of 1–4 rows (ViT's 50 tokens, BLIP's
- * 577) would waste most of a 16-row vector, so those rows take the
- * dot-product kernel below, on the same weights while they are in cache.
+ * 577) would waste most of a 16-row vector, so those rows take dot products
+ * against each micro-kernel's 8 columns right after it, while its weights are
+ * in cache (remainder_micro).
  *
  * Few rows (1–15: a caption step's beams): dot products. A tile of 4 input
  * rows × 6 weight rows keeps 24 vectors of partial sums while both run along
@@ -81,17 +82,17 @@ void kernel_widen_avx512(float *out, const void *data, weight_type type, size_t 
 /* Rows per block: their inputs stay in L2 while the block's weight rows stream past. */
 #define DOT_ROW_BLOCK 64
 
-/* out[r][c] (+)= scale · Σ_k in[r][k] · weight[c][k] over k < depth, for a rows × columns
- * tile; the bias is added with the first block of the depth (first == 1). */
-static inline __attribute__((always_inline)) void dot_tile(float *out, size_t out_stride, const float *in,
+/* sum[r][c] = Σ_k in[r][k] · weight[c][k] over k < depth for r < rows (at most DOT_ROWS), c < columns (at
+ * most DOT_SUM_COLUMNS): 16 partial sums each, from zero. With `ahead` (bytes, or 0: none), one prefetch per
+ * line that far ahead in each weight row. The dot-product tiles here and the panels' remainder rows share it. */
+#define DOT_SUM_COLUMNS 8
+static inline __attribute__((always_inline)) void dot_sums(__m512 sum[DOT_ROWS][DOT_SUM_COLUMNS], const float *in,
                                                             size_t in_stride, const void *weight,
-                                                            size_t weight_stride, size_t depth, const float *bias,
-                                                            float scale, int accumulate, int first, const int rows,
-                                                            const int columns, const weight_type type) {
+                                                            size_t weight_stride, size_t depth, size_t ahead,
+                                                            const int rows, const int columns,
+                                                            const weight_type type) {
     const size_t element = weight_type_bytes(type);
     const char *bytes = weight;
-    const size_t ahead = kernel_dot_prefetch_distance(DOT_COLUMNS * weight_stride * element);
-    __m512 sum[DOT_ROWS][DOT_COLUMNS];
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < columns; c++) sum[r][c] = _mm512_setzero_ps();
     size_t k = 0;
@@ -99,9 +100,7 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
         __m512 x[DOT_ROWS];
         for (int r = 0; r < rows; r++) x[r] = _mm512_loadu_ps(in + (size_t)r * in_stride + k);
         for (int c = 0; c < columns; c++) {
-            /* a few rows read each weight once: memory-bound, and the hardware's
-             * prefetching alone reaches two thirds of the bandwidth */
-            if (type == WEIGHT_TYPE_F32 || (k & 16) == 0) /* one prefetch per 64-byte line */
+            if (ahead && (type == WEIGHT_TYPE_F32 || (k & 16) == 0)) /* one prefetch per 64-byte line */
                 _mm_prefetch(bytes + ((size_t)c * weight_stride + k) * element + ahead, _MM_HINT_T0);
             __m512 w = load_weights(bytes + (size_t)c * weight_stride * element, k, type);
             if (rows > 1) __asm__("" : "+v"(w)); /* one load per weight vector, not one per row */
@@ -117,6 +116,20 @@ static inline __attribute__((always_inline)) void dot_tile(float *out, size_t ou
             for (int r = 0; r < rows; r++) sum[r][c] = _mm512_fmadd_ps(x[r], w, sum[r][c]);
         }
     }
+}
+
+/* out[r][c] (+)= scale · Σ_k in[r][k] · weight[c][k] over k < depth, for a rows × columns
+ * tile; the bias is added with the first block of the depth (first == 1). A few rows read each weight once:
+ * memory-bound, and the hardware's prefetching alone reaches two thirds of the bandwidth, so the weights are
+ * prefetched. */
+static inline __attribute__((always_inline)) void dot_tile(float *out, size_t out_stride, const float *in,
+                                                            size_t in_stride, const void *weight,
+                                                            size_t weight_stride, size_t depth, const float *bias,
+                                                            float scale, int accumulate, int first, const int rows,
+                                                            const int columns, const weight_type type) {
+    __m512 sum[DOT_ROWS][DOT_SUM_COLUMNS];
+    size_t ahead = kernel_dot_prefetch_distance(DOT_COLUMNS * weight_stride * weight_type_bytes(type));
+    dot_sums(sum, in, in_stride, weight, weight_stride, depth, ahead, rows, columns, type);
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < columns; c++) {
             float *cell = out + (size_t)r * out_stride + c;
@@ -180,7 +193,6 @@ static void dot_block(float *out, size_t out_stride, const float *in, size_t in_
 #define PANEL_ROWS (16 * PANEL_VECTORS)    /* 48 */
 #define STACK_PANEL_DEPTH 256              /* features per panel without scratch: 48 KiB on the stack */
 #define MICRO_COLUMNS 8                    /* output columns per micro-kernel */
-#define STRIP_COLUMNS (3 * MICRO_COLUMNS)  /* columns between visits of the remainder rows */
 #define WEIGHT_PREFETCH 64                 /* features ahead that the micro-kernel prefetches weights */
 #define REMAINDER_ROWS 4                   /* at most this many rows % 16 go to dot products */
 
@@ -295,6 +307,85 @@ static void micro_any(float *out, size_t out_stride, const float *panel, size_t 
         MICRO_CASES(3)
     default: break;
     }
+}
+
+/* The 8 totals of 8 vectors' lanes, in order (total c = Σ of v[c]'s 16 lanes). */
+static inline __attribute__((always_inline)) __m256 sums8(const __m512 v[MICRO_COLUMNS]) {
+    __m256 h[MICRO_COLUMNS];
+    for (int c = 0; c < MICRO_COLUMNS; c++)
+        h[c] = _mm256_add_ps(_mm512_castps512_ps256(v[c]),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[c]), 1)));
+    __m256 t0 = _mm256_hadd_ps(h[0], h[1]), t1 = _mm256_hadd_ps(h[2], h[3]);
+    __m256 t2 = _mm256_hadd_ps(h[4], h[5]), t3 = _mm256_hadd_ps(h[6], h[7]);
+    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3); /* lanes 0-3 and 4-7: halves of 0-3, 4-7 */
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* The remainder rows (1–4, depth_stride 1) against one micro-kernel's columns (up to 8, column_stride apart)
+ * right after the panels took them, while those weights are in cache: dot products along the depth, two rows
+ * at a time (16 sums), each row's 8 totals reduced together and written as one masked vector. At ViT-B/32's 50
+ * rows, the 2 left over had taken 12–20% of a product's time for 4% of its work through the dot-product
+ * kernel, run once per 24 columns (their weights read again from farther out, each weight vector loaded once
+ * per row). 16-bit weights are widened as they are loaded: the same sums as their float32 copy's. */
+static inline __attribute__((always_inline)) void remainder_rows_pair(const float *in, size_t in_stride,
+                                                                      const void *weight, size_t column_stride,
+                                                                      size_t depth, const int rows,
+                                                                      const int columns, const weight_type type,
+                                                                      __m256 total[2]) {
+    __m512 sum[DOT_ROWS][DOT_SUM_COLUMNS];
+    dot_sums(sum, in, in_stride, weight, column_stride, depth, 0, rows, columns, type);
+    for (int c = columns; c < MICRO_COLUMNS; c++) sum[0][c] = sum[1][c] = _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++) total[r] = sums8(sum[r]);
+}
+
+#define REMAINDER_CASE(R, C)                                                                                           \
+    case (R)*16 + (C):                                                                                                 \
+        remainder_rows_pair(in, in_stride, weight, column_stride, depth, R, C, TYPE, total);                          \
+        break;
+#define REMAINDER_CASES(R)                                                                                             \
+    REMAINDER_CASE(R, 1)                                                                                               \
+    REMAINDER_CASE(R, 2)                                                                                               \
+    REMAINDER_CASE(R, 3)                                                                                               \
+    REMAINDER_CASE(R, 4) REMAINDER_CASE(R, 5) REMAINDER_CASE(R, 6) REMAINDER_CASE(R, 7) REMAINDER_CASE(R, 8)
+
+/* out[r][c] (+)= scale · Σ_k in[r][k] · weight[c·column_stride + k] (+ bias[c] when first) for r < rows
+ * (at most REMAINDER_ROWS), c < columns (at most MICRO_COLUMNS); one copy per weight type. */
+#define REMAINDER_MICRO(NAME, WEIGHT_TYPE)                                                                             \
+    static void NAME(float *out, size_t out_stride, const float *in, size_t in_stride, const void *weight,             \
+                     size_t column_stride, size_t depth, const float *bias, float scale, int accumulate, int first,    \
+                     size_t rows, int columns) {                                                                       \
+        const weight_type TYPE = WEIGHT_TYPE;                                                                          \
+        __mmask16 lanes = (__mmask16)((1u << columns) - 1); /* (masked 256-bit vectors would need AVX-512 VL) */     \
+        __m512 b = first && bias ? _mm512_maskz_loadu_ps(lanes, bias) : _mm512_setzero_ps();                          \
+        for (size_t r0 = 0; r0 < rows; r0 += 2, in += 2 * in_stride) {                                                 \
+            int pair = rows - r0 < 2 ? 1 : 2;                                                                          \
+            __m256 total[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                              \
+            switch (pair * 16 + columns) {                                                                             \
+                REMAINDER_CASES(1)                                                                                     \
+                REMAINDER_CASES(2)                                                                                     \
+            default: return;                                                                                           \
+            }                                                                                                          \
+            for (int r = 0; r < pair; r++) {                                                                           \
+                float *row = out + (r0 + (size_t)r) * out_stride;                                                      \
+                __m512 sums = _mm512_mul_ps(_mm512_zextps256_ps512(total[r]), _mm512_set1_ps(scale));                 \
+                __m512 value = _mm512_add_ps(sums, b);                                                                 \
+                if (accumulate) value = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, row), value);                       \
+                _mm512_mask_storeu_ps(row, lanes, value);                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+REMAINDER_MICRO(remainder_micro_f32, WEIGHT_TYPE_F32)
+REMAINDER_MICRO(remainder_micro_f16, WEIGHT_TYPE_F16)
+REMAINDER_MICRO(remainder_micro_bf16, WEIGHT_TYPE_BF16)
+
+static void remainder_micro(float *out, size_t out_stride, const float *in, size_t in_stride, const void *weight,
+                            weight_type type, size_t column_stride, size_t depth, const float *bias, float scale,
+                            int accumulate, int first, size_t rows, int columns) {
+    void (*kernel)(float *, size_t, const float *, size_t, const void *, size_t, size_t, const float *, float, int,
+                   int, size_t, int) = type == WEIGHT_TYPE_F16    ? remainder_micro_f16
+                                       : type == WEIGHT_TYPE_BF16 ? remainder_micro_bf16
+                                                                  : remainder_micro_f32;
+    kernel(out, out_stride, in, in_stride, weight, column_stride, depth, bias, scale, accumulate, first, rows, columns);
 }
 
 /* widened[c][k] = weight[c][k] for c < columns, k < depth (16-bit weights,
@@ -429,9 +520,10 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     size_t remainder = rows % 16 <= REMAINDER_ROWS && ds == 1 ? rows % 16 : 0, panel_rows = rows - remainder;
     if (type != WEIGHT_TYPE_F32 && !p->accumulate && scratch && panel_rows >= CHAIN_MIN_ROWS &&
         chained_product(p, w, in, out, b, columns, panel_rows, scratch, scratch_floats)) {
-        if (remainder) /* the last rows, as the one-block kernel gives them */
-            dot_block(out + panel_rows * out_stride, out_stride, in + panel_rows * in_stride, in_stride, w, type, cs,
-                      depth_total, b, p->scale, p->accumulate, 1, remainder, columns);
+        for (size_t c = 0; remainder && c < columns; c += MICRO_COLUMNS) /* the last rows, as the one-block kernel gives them */
+            remainder_micro(out + panel_rows * out_stride + c, out_stride, in + panel_rows * in_stride, in_stride,
+                            w + c * cs * element, type, cs, depth_total, b ? b + c : NULL, p->scale, p->accumulate, 1,
+                            remainder, (int)(columns - c < MICRO_COLUMNS ? columns - c : MICRO_COLUMNS));
         return;
     }
     /* the whole depth in one panel where the scratch has room, so every sum is
@@ -468,29 +560,26 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
                 pack_panel(panel + t * panel_depth, in + (r0 + t) * in_stride + k0, in_stride, group, depth,
                            (int)((group + 15) / 16));
             }
-            for (size_t c0 = 0; c0 < columns; c0 += STRIP_COLUMNS) {
-                size_t strip = columns - c0 < STRIP_COLUMNS ? columns - c0 : STRIP_COLUMNS;
-                for (size_t c = c0; c < c0 + strip; c += MICRO_COLUMNS) {
-                    int count = (int)(c0 + strip - c < MICRO_COLUMNS ? c0 + strip - c : MICRO_COLUMNS);
-                    const float *weights = (const float *)(w + (c * cs + k0 * ds) * element), *next = NULL;
-                    size_t column_stride = cs, depth_stride = ds;
-                    if (type != WEIGHT_TYPE_F32) { /* (16-bit weights: depth_stride 1) */
-                        widen_columns(widened, weights, type, cs, (size_t)count, depth);
-                        weights = widened, column_stride = depth, depth_stride = 1;
-                    } else if (c + MICRO_COLUMNS < columns) {
-                        next = weights + MICRO_COLUMNS * cs;
-                    }
-                    for (size_t t = 0; t < pass; t += PANEL_ROWS) {
-                        size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
-                        micro_any(out + (r0 + t) * out_stride + c, out_stride, panel + t * panel_depth, depth, weights,
-                                  column_stride, depth_stride, next, b ? b + c : NULL, p->scale, accumulate, first,
-                                  group, (int)((group + 15) / 16), count);
-                    }
+            for (size_t c = 0; c < columns; c += MICRO_COLUMNS) {
+                int count = (int)(columns - c < MICRO_COLUMNS ? columns - c : MICRO_COLUMNS);
+                const float *weights = (const float *)(w + (c * cs + k0 * ds) * element), *next = NULL;
+                size_t column_stride = cs, depth_stride = ds;
+                if (type != WEIGHT_TYPE_F32) { /* (16-bit weights: depth_stride 1) */
+                    widen_columns(widened, weights, type, cs, (size_t)count, depth);
+                    weights = widened, column_stride = depth, depth_stride = 1;
+                } else if (c + MICRO_COLUMNS < columns) {
+                    next = weights + MICRO_COLUMNS * cs;
                 }
-                if (remainder && last) /* the last rows, while this strip's weights are in cache */
-                    dot_block(out + panel_rows * out_stride + c0, out_stride, in + panel_rows * in_stride + k0,
-                              in_stride, w + (c0 * cs + k0) * element, type, cs, depth, b ? b + c0 : NULL, p->scale,
-                              accumulate, first, remainder, strip);
+                for (size_t t = 0; t < pass; t += PANEL_ROWS) {
+                    size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
+                    micro_any(out + (r0 + t) * out_stride + c, out_stride, panel + t * panel_depth, depth, weights,
+                              column_stride, depth_stride, next, b ? b + c : NULL, p->scale, accumulate, first, group,
+                              (int)((group + 15) / 16), count);
+                }
+                if (remainder && last) /* the last rows, while these columns' weights are in cache */
+                    remainder_micro(out + panel_rows * out_stride + c, out_stride, in + panel_rows * in_stride + k0,
+                                    in_stride, weights, WEIGHT_TYPE_F32, column_stride, depth, b ? b + c : NULL,
+                                    p->scale, accumulate, first, remainder, count);
             }
         }
     }
