@@ -20,7 +20,7 @@
 #      batching, videos) built with ThreadSanitizer, which stops at the first
 #      data race (the rest of the suite has no threads of its own to check,
 #      so only these tests and what they run are built);
-#   5. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 8:
+#   5. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 5:
 #      with the regression inputs ctest replays, a smoke test; longer
 #      campaigns are scripts/fuzz.sh SECONDS).
 # Each pass prints how long it took. Parity tests read the reference fixtures
@@ -76,4 +76,4 @@ threaded_suite() {
    suite build-thread-sanitize -DCMAKE_BUILD_TYPE=Debug -DGLIMPSE_SANITIZE=thread)
 }
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" pass "threaded tests under ThreadSanitizer" threaded_suite
-pass "fuzzing" scripts/fuzz.sh "${FUZZ_SECONDS:-8}"
+pass "fuzzing" scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
