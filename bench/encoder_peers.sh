@@ -68,8 +68,9 @@ done
 # ---- alternating rounds
 out=$work/encoders.txt
 : > "$out"
-cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof" 2>/dev/null || cc -O2 -pthread bench/roof.c -o "$work/roof"
-roof() { "$work/roof" "$threads" | sed -E 's/.*"stage": "([a-z_0-9]+)".*: ([0-9.]+)}$/roof \1 \2/' >> "$out"; }
+. bench/roof.sh
+roof_build "$work"
+roof() { roof_lines "$work" "$threads" >> "$out"; }
 roof
 refused=()
 for round in $(seq "$rounds"); do

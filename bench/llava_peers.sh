@@ -47,7 +47,8 @@ done
 # ---- alternating rounds
 results=$work/results.jsonl
 : > "$results"
-cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof" 2>/dev/null || cc -O2 -pthread bench/roof.c -o "$work/roof"
+. bench/roof.sh
+roof_build "$work"
 "$work/roof" "$threads" | sed 's/^{/{"side": "roof", /' >> "$results" # the FMA loop's rate and the bandwidth
 for round in $(seq 1 "$runs"); do
   for model in "${models[@]}"; do

@@ -44,7 +44,8 @@ done
 [ -f "$work/blip-base-f16/model.safetensors" ] ||
   build/glimpse-make-model "$configs/Salesforce--blip-image-captioning-base.json" "$work/blip-base-f16" --f16 >/dev/null
 
-cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof"
+. bench/roof.sh
+roof_build "$work"
 results=$work/results.jsonl
 : > "$results"
 # A virtual machine's memory speed can drift by tens of percent over minutes: each decoder bench gets the bandwidth

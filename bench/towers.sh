@@ -27,8 +27,9 @@ for f in openai--clip-vit-base-patch32 Salesforce--blip-image-captioning-base go
 done
 out=$work/towers.txt
 : > "$out"
-cc -O2 -mavx512f -pthread bench/roof.c -o "$work/roof"
-roof() { "$work/roof" "$threads" | sed -E 's/.*"stage": "([a-z_0-9]+)".*: ([0-9.]+)}$/roof \1 \2/' >> "$out"; }
+. bench/roof.sh
+roof_build "$work"
+roof() { roof_lines "$work" "$threads" >> "$out"; }
 roof
 side() { # LABEL ROUND TILES [--int8]
   local label=$1 round=$2 tiles=$3 int8=${4:-} batch
