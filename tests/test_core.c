@@ -29,10 +29,12 @@ static void test_linear_matches_reference(void **state) {
     (void)state;
     /* odd sizes on purpose, with strides, single- and multi-threaded (without a
      * pool the AVX-512 kernel cuts the depth into blocks). Rows: one (sgemv), a few
-     * (dot products), panels of 48 with 0, 1-4 (dot products) and 5-15 (padded)
-     * rows left over; depths with a masked tail; columns not a multiple of 8. */
-    const size_t shapes[][3] = {{1, 7, 5},      {17, 48, 100},  {50, 768, 3072}, {3, 129, 257}, {16, 300, 13},
-                                {29, 517, 40},  {77, 512, 100}, {400, 96, 24},   {98, 33, 9}};
+     * (dot products), panels of 48 with 0, 1-4 (dot products after each micro-kernel: 1, 2, 3 and 4 rows,
+     * in pairs and alone) and 5-15 (padded) rows left over; depths with a masked tail; columns not a multiple
+     * of 8. */
+    const size_t shapes[][3] = {{1, 7, 5},     {17, 48, 100}, {50, 768, 3072}, {3, 129, 257}, {16, 300, 13},
+                                {29, 517, 40}, {77, 512, 100}, {400, 96, 24},  {98, 33, 9},   {35, 20, 11},
+                                {52, 70, 41}};
     pool *threads;
     assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
