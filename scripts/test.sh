@@ -19,7 +19,10 @@
 #      towers, index updates, caption batching, the server's queue and its
 #      batching, videos) built with ThreadSanitizer, which stops at the first
 #      data race (the rest of the suite has no threads of its own to check,
-#      so only these tests and what they run are built);
+#      so only these tests and what they run are built; test_cli is left
+#      out: its commands start the pool and the CLI's pictures decoded ahead
+#      (tools/cli_inputs.c), which test_threads and test_cli_inputs drive,
+#      and under ThreadSanitizer it took a minute);
 #   5. each libFuzzer target for a short, fixed time (FUZZ_SECONDS, default 5:
 #      with the regression inputs ctest replays, a smoke test; longer
 #      campaigns are scripts/fuzz.sh SECONDS).
@@ -66,8 +69,8 @@ minimal=()
 for part in VIDEO HEIF TIFF WEBP INDEX SERVER FAISS; do minimal+=("-DGLIMPSE_WITH_$part=OFF"); done
 pass "tests of the minimal build, without the AVX-512 kernels" suite build-minimal -DCMAKE_BUILD_TYPE=Release -DGLIMPSE_AVX512=OFF "${minimal[@]}"
 # the threaded tests: those built from C, then those that run the glimpse program
-threaded_programs=(test_threads test_search test_index_video test_video test_cli test_cli_inputs test_api
-  test_caption_batch test_serve)
+threaded_programs=(test_threads test_search test_index_video test_video test_cli_inputs test_api test_caption_batch
+  test_serve)
 threaded_scripts=(test_serve_load test_serve_openai)
 threaded_suite() {
   local all=("${threaded_programs[@]}" "${threaded_scripts[@]}")
