@@ -520,7 +520,8 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     size_t remainder = rows % 16 <= REMAINDER_ROWS && ds == 1 ? rows % 16 : 0, panel_rows = rows - remainder;
     if (type != WEIGHT_TYPE_F32 && !p->accumulate && scratch && panel_rows >= CHAIN_MIN_ROWS &&
         chained_product(p, w, in, out, b, columns, panel_rows, scratch, scratch_floats)) {
-        for (size_t c = 0; remainder && c < columns; c += MICRO_COLUMNS) /* the last rows, as the one-block kernel gives them */
+        /* the last rows, as the one-block kernel gives them */
+        for (size_t c = 0; remainder && c < columns; c += MICRO_COLUMNS)
             remainder_micro(out + panel_rows * out_stride + c, out_stride, in + panel_rows * in_stride, in_stride,
                             w + c * cs * element, type, cs, depth_total, b ? b + c : NULL, p->scale, p->accumulate, 1,
                             remainder, (int)(columns - c < MICRO_COLUMNS ? columns - c : MICRO_COLUMNS));
