@@ -309,6 +309,9 @@ static void micro_any(float *out, size_t out_stride, const float *panel, size_t 
     }
 }
 
+/* The remainder rows below keep one micro-kernel's columns of sums in dot_sums' rows. */
+_Static_assert(DOT_SUM_COLUMNS == MICRO_COLUMNS, "dot_sums' rows must hold a micro-kernel's columns");
+
 /* The 8 totals of 8 vectors' lanes, in order (total c = Σ of v[c]'s 16 lanes). */
 static inline __attribute__((always_inline)) __m256 sums8(const __m512 v[MICRO_COLUMNS]) {
     __m256 h[MICRO_COLUMNS];
