@@ -15,13 +15,26 @@ typedef enum weight_type { WEIGHT_TYPE_F32 = 0, WEIGHT_TYPE_F16, WEIGHT_TYPE_BF1
 /* Bytes of one stored value. */
 static inline size_t weight_type_bytes(weight_type type) { return type == WEIGHT_TYPE_F32 ? 4 : 2; }
 
+/* How an int8 twin's weights lie in memory (quantize.h's q8_layout_best picks one per CPU). */
+typedef enum q8_layout {
+    /* [out_features, depth], each output column's weights a row, zero-padded from in_features to depth; 16
+     * rows and 64 bytes of slack after the last (allocated, zero, never part of a result): the AMX tiles',
+     * the AVX2 kernel's and the search index's layout */
+    Q8_LAYOUT_ROWS = 0,
+    /* blocks of Q8_STRIP_COLUMNS output columns (the last zero-padded to a whole block), each block depth / 4
+     * lines of Q8_STRIP_COLUMNS × 4 bytes, line g holding features 4g..4g+3 of each of the block's columns;
+     * 64 bytes of slack after the last: VNNI's many-rows kernel reads it as it is */
+    Q8_LAYOUT_STRIPS
+} q8_layout;
+#define Q8_STRIP_COLUMNS 48
+
 /* An int8 twin of a weight (quantize.h makes it and runs it). */
 typedef struct kernel_q8 {
-    int8_t *weight;     /* [out_features, depth], each row zero-padded from in_features to depth; 16 rows
-                         * and 64 bytes of slack after the last (allocated, zero, never part of a result) */
-    float *scale;       /* [out_features]: max |w| of the row / 127 */
-    int32_t *sum;       /* [out_features]: Σ of the row's q (activations go in offset by 128) */
+    int8_t *weight;     /* out_features × depth values (as `layout` says), 64-byte aligned */
+    float *scale;       /* [out_features]: max |w| of the column's weights / 127 */
+    int32_t *sum;       /* [out_features]: Σ of the column's q (activations go in offset by 128) */
     size_t out_features, in_features, depth; /* depth: in_features rounded up to a multiple of 4 */
+    q8_layout layout;
 } kernel_q8;
 
 /* One way of running the int8 product (VNNI, AVX2 or plain loops), in two
@@ -40,7 +53,8 @@ typedef struct q8_path {
     /* part `part` of the rows into prepared (input_bytes), temp holding temp_bytes */
     void (*prepare)(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
                     size_t part, void *temp);
-    /* columns first .. first+count of out[rows, out_stride] (+)= prepared rows · q + bias; scratch
+    /* columns first .. first+count of out[rows, out_stride] (+)= prepared rows · q + bias (first a multiple
+     * of 16 where q's layout is Q8_LAYOUT_STRIPS: kernel_linear's column tasks are); scratch
      * (scratch_bytes, 64-byte aligned, may be NULL): the calling thread's, free for the kernel's own use */
     void (*product)(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
                     size_t rows, bool accumulate, size_t first, size_t count, void *scratch, size_t scratch_bytes);

@@ -158,5 +158,8 @@ extern const q8_path q8_path_amx;
 int32_t q8_quantize_weight_row_avx512(int8_t *q, const float *w, size_t n, float *scale);
 /* q8_quantize_row, vectorised (identical results). */
 float q8_quantize_row_avx512(uint8_t *u8, const float *x, size_t in_features, size_t depth);
+/* count (≤ Q8_STRIP_COLUMNS) int8 rows of depth bytes (a multiple of 4) laid out as a Q8_LAYOUT_STRIPS block
+ * at strip (64-byte aligned; its other columns left as they are). */
+void q8_strip_from_rows_avx512(int8_t *strip, const int8_t *rows, size_t depth, size_t count);
 
 #endif

@@ -269,8 +269,10 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
     void *split_input = split ? pool_shared_buffer(threads, bf16x3_input_bytes(split, rows)) : NULL;
     /* (rowwise without AVX-512: each row's sgemv calls are a one-row call's, so its columns are split as one
      * row's are: OpenBLAS's sums may depend on where a column falls in the block) */
+    /* (tasks of whole micro-kernels: bf16x3's two 16-column AMX tiles, int8 strips' 16-column vectors, else 8) */
+    size_t multiple = split_input ? 32 : q && q->layout == Q8_LAYOUT_STRIPS ? 16 : 8;
     size_t block = column_block(threads, rowwise && !cpu_has_avx512() ? 1 : rows, q ? q->depth : in_features,
-                                out_features, split_input ? 32 : 8); /* (AMX: two 16-column tiles) */
+                                out_features, multiple);
     linear_job job = {.out = out, .out_stride = out_stride, .in = in, .in_stride = in_stride, .weight = weight,
                       .bias = bias, .rows = rows, .in_features = in_features, .out_features = out_features,
                       .block = block, .accumulate = accumulate, .rowwise = rowwise, .bf16x3_prepared = split_input};
@@ -278,7 +280,7 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
     uint64_t started = profile_start();
     if (split_input) split_prepare(threads, &job, tasks);
     if (q) {
-        job.q8_path = q8_path_choose(rows);
+        job.q8_path = q8_path_choose(q, rows);
         if (tasks > 1 && rows >= 16) q8_prepare_shared(threads, &job); /* (a few rows quantize in no time) */
     }
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */

@@ -5,18 +5,21 @@
  * once per product, 16 rows a part (quantize.h's q8_path: the column tasks
  * prepare the parts between them), and stay rows:
  *
- * - 16 rows or more: the weights are rearranged, not the rows. Each task
- *   packs 48 of its columns at a time into its scratch, a line per 4
- *   features holding those features of the 48 columns (3 vectors), asking
- *   for the next 48 columns' weights from memory while the rows run against
- *   these. The micro-kernel broadcasts 4 bytes of each of 8
- *   rows against the line's 3 vectors (24 dot products for 3 loads and 8
- *   broadcasts), so its sums come out as rows of 16 columns and are finished
- *   and stored as they are. (Broadcasting the weights against rows transposed
- *   into panels, as the float kernels do, costs transposing the rows in and
- *   the sums out: ViT-B/32's int8 vision tower at batch 8 took 6% longer, its
- *   text tower 13%.)
- * - 1–15 rows (the decoder's steps): tiles of up to 4 rows × 6 columns, 64
+ * - Weights in strips (kernel_q8's Q8_LAYOUT_STRIPS, made at load where this
+ *   path runs the many-rows products: q8_layout_best), any number of rows: a
+ *   line per 4 features holds those features of 48 columns (3 vectors). The
+ *   micro-kernel broadcasts 4 bytes of each of 8 rows against 3 vectors of
+ *   a line (24 dot products for 3 loads and 8 broadcasts), so its sums come
+ *   out as rows of 16 columns and are finished and stored as they are; the
+ *   first 8 rows of each 48 columns ask for the weights ahead, the rest find
+ *   them in cache. (Packing each product's weights into strips in the task's
+ *   scratch, as this kernel did before the layout was made at load, took 20%
+ *   of ViT-B/32's int8 products at batch 1. Broadcasting the weights against
+ *   rows transposed into panels, as the float kernels do, costs transposing
+ *   the rows in and the sums out: ViT-B/32's int8 vision tower at batch 8
+ *   took 6% longer, its text tower 13%.)
+ * - Weights in rows (where AMX runs the many rows, so this path only the
+ *   decoder's steps of 1–15 rows): tiles of up to 4 rows × 6 columns, 64
  *   features at a time, on the weights as they are.
  *
  * Integer sums are exact; each is finished by q8_finish, so the results equal
@@ -38,8 +41,9 @@ static inline __m512i dot_bytes(__m512i acc, __m512i unsigned_bytes, __m512i sig
 
 #define Q8_DOT_ROWS 4
 #define Q8_DOT_COLUMNS 6
-#define Q8_STRIP_VECTORS 3                      /* 16-column vectors of a packed strip */
-#define Q8_STRIP_WIDTH (16 * Q8_STRIP_VECTORS) /* its columns */
+#define Q8_STRIP_VECTORS 3                /* 16-column vectors of a strip */
+#define Q8_STRIP_WIDTH Q8_STRIP_COLUMNS /* its columns (kernel_types.h) */
+_Static_assert(Q8_STRIP_WIDTH == 16 * Q8_STRIP_VECTORS, "a strip is 3 vectors of 16 columns");
 #define Q8_ROWS_MICRO 8                         /* rows of q8_rows_micro */
 
 float q8_quantize_row_avx512(uint8_t *u8, const float *x, size_t in_features, size_t depth) {
@@ -154,45 +158,50 @@ static void q8_dot_block(float *out, size_t out_stride, const uint8_t *x, const 
     }
 }
 
-/* ------------------------------------------------------ many rows, packed weights */
+/* ------------------------------------------------------ many rows, weights in strips */
 
-/* Columns c0 .. c0+count (≤ 48) of the weights, packed for q8_rows_micro: packed[g][j] (4 bytes) = features
- * 4g..4g+3 of column c0+j, zero for j ≥ count, 48 columns a line. */
-static void q8_pack_strip(uint8_t *packed, const kernel_q8 *q, size_t c0, size_t count) {
-    size_t depth = q->depth, groups = depth / 4;
-    for (size_t j0 = 0; j0 < Q8_STRIP_WIDTH; j0 += 16) {
+void q8_strip_from_rows_avx512(int8_t *strip, const int8_t *rows, size_t depth, size_t count) {
+    size_t groups = depth / 4;
+    for (size_t j0 = 0; j0 < count; j0 += 16) {
         size_t g = 0;
         if (j0 + 16 <= count)
             for (; g + 16 <= groups; g += 16) { /* 16 columns × 16 groups of 4 bytes, as 32-bit lanes */
                 __m512 r[16];
-                for (int i = 0; i < 16; i++) {
-                    const int8_t *column = q->weight + (c0 + j0 + (size_t)i) * depth + 4 * g;
-                    r[i] = _mm512_loadu_ps((const float *)column);
-                }
+                for (size_t i = 0; i < 16; i++)
+                    r[i] = _mm512_loadu_ps((const float *)(rows + (j0 + i) * depth + 4 * g));
                 transpose16(r);
-                for (int i = 0; i < 16; i++)
-                    _mm512_store_ps((float *)(packed + ((g + (size_t)i) * Q8_STRIP_WIDTH + j0) * 4), r[i]);
+                for (size_t i = 0; i < 16; i++)
+                    _mm512_store_ps((float *)(strip + ((g + i) * Q8_STRIP_WIDTH + j0) * 4), r[i]);
             }
         for (; g < groups; g++)
-            for (size_t j = j0; j < j0 + 16; j++) {
-                if (j < count)
-                    memcpy(packed + (g * Q8_STRIP_WIDTH + j) * 4, q->weight + (c0 + j) * depth + 4 * g, 4);
-                else
-                    memset(packed + (g * Q8_STRIP_WIDTH + j) * 4, 0, 4);
-            }
+            for (size_t j = j0; j < j0 + 16 && j < count; j++)
+                memcpy(strip + (g * Q8_STRIP_WIDTH + j) * 4, rows + j * depth + 4 * g, 4);
     }
 }
 
-/* `rows` (≤ 8) quantized rows from x (depth bytes apart) times a packed strip of `vectors` × 16 columns from
- * c0 (count of them real): each feature group broadcasts 4 bytes of each row against the strip's
- * line, so the sums come out one row of 16 columns per register, finished and stored as they are. */
+/* Bytes from one line of a strip to the next, and how far ahead along its lines the first block of rows asks
+ * for a vector's weights (past a strip's end: the next strip's, which the next columns read). */
+#define Q8_LINE_BYTES (Q8_STRIP_WIDTH * 4)
+#define Q8_AHEAD_BYTES (64 * Q8_LINE_BYTES)
+
+/* The first of the lines holding column c's weights (c a multiple of 16), Q8_LINE_BYTES apart. */
+static inline const int8_t *q8_column_lines(const kernel_q8 *q, size_t c) {
+    return q->weight + (c / Q8_STRIP_WIDTH * Q8_STRIP_WIDTH * q->depth + c % Q8_STRIP_WIDTH * 4);
+}
+
+/* `rows` (≤ 8) quantized rows from x (depth bytes apart) times `vectors` × 16 columns from c0 (count of them
+ * real), vector v's weights on the lines from lines[v]: each feature group broadcasts 4 bytes of each row
+ * against the lines, so the sums come out one row of 16 columns per register, finished and stored as they are.
+ * `ask` (the first block of rows of these columns): each vector's weights asked for Q8_AHEAD_BYTES ahead. */
 static inline __attribute__((always_inline)) void q8_rows_micro(float *out, size_t out_stride, const uint8_t *x,
-                                                                 const float *row_scale, const uint8_t *packed,
+                                                                 const float *row_scale, const int8_t *const *lines,
                                                                  const kernel_q8 *q, size_t c0, size_t count,
                                                                  const float *bias, int accumulate, const int rows,
-                                                                 const int vectors) {
+                                                                 const int vectors, const int ask) {
     const size_t depth = q->depth, groups = depth / 4;
+    const int8_t *line[Q8_STRIP_VECTORS];
     __m512i sum[Q8_ROWS_MICRO][Q8_STRIP_VECTORS];
+    for (int v = 0; v < vectors; v++) line[v] = lines[v];
     /* the cells this call finishes asked for now, for writing, so that they arrive during the sums: written (or
      * added to: a residual) only at the end, their misses stalled every call's finish (8 rows × 3 lines) */
     for (int r = 0; r < rows; r++)
@@ -202,7 +211,10 @@ static inline __attribute__((always_inline)) void q8_rows_micro(float *out, size
         }
     for (size_t g = 0; g < groups; g++) {
         __m512i w[Q8_STRIP_VECTORS];
-        for (int v = 0; v < vectors; v++) w[v] = _mm512_load_si512(packed + (g * Q8_STRIP_WIDTH + 16 * (size_t)v) * 4);
+        for (int v = 0; v < vectors; v++) {
+            if (ask) _mm_prefetch((const char *)(line[v] + g * Q8_LINE_BYTES + Q8_AHEAD_BYTES), _MM_HINT_T0);
+            w[v] = _mm512_load_si512(line[v] + g * Q8_LINE_BYTES);
+        }
         for (int r = 0; r < rows; r++) {
             int32_t four;
             memcpy(&four, x + (size_t)r * depth + 4 * g, 4);
@@ -227,14 +239,17 @@ static inline __attribute__((always_inline)) void q8_rows_micro(float *out, size
     }
 }
 
+#define Q8_ROWS_CALL(R, V, A)                                                                                          \
+    q8_rows_micro(out, out_stride, x, row_scale, lines, q, c0, count, bias, accumulate, R, V, A)
 #define Q8_ROWS_CASE(R, V)                                                                                             \
-    case (R)*4 + (V): q8_rows_micro(out, out_stride, x, row_scale, packed, q, c0, count, bias, accumulate, R, V); break;
+    case (R)*8 + (V)*2: Q8_ROWS_CALL(R, V, 0); break;                                                                  \
+    case (R)*8 + (V)*2 + 1: Q8_ROWS_CALL(R, V, 1); break;
 #define Q8_ROWS_CASES(R) Q8_ROWS_CASE(R, 1) Q8_ROWS_CASE(R, 2) Q8_ROWS_CASE(R, 3)
 
 static void q8_rows_micro_any(float *out, size_t out_stride, const uint8_t *x, const float *row_scale,
-                              const uint8_t *packed, const kernel_q8 *q, size_t c0, size_t count, const float *bias,
-                              int accumulate, int rows, int vectors) {
-    switch (rows * 4 + vectors) {
+                              const int8_t *const *lines, const kernel_q8 *q, size_t c0, size_t count,
+                              const float *bias, int accumulate, int rows, int vectors, int ask) {
+    switch (rows * 8 + vectors * 2 + ask) {
         Q8_ROWS_CASES(1)
         Q8_ROWS_CASES(2)
         Q8_ROWS_CASES(3)
@@ -247,34 +262,28 @@ static void q8_rows_micro_any(float *out, size_t out_stride, const uint8_t *x, c
     }
 }
 
-/* The columns of the next strip of `left` columns: 48, except that 49-64 are two strips of 32 (a strip of one
+/* The columns of the next piece of `left` columns: 48, except that 49-64 are two pieces of 32 (a piece of one
  * vector keeps 8 sums in flight, too few for the dot products' latency: CLIP text's 256 columns a task ran 8%
  * slower as 5 × 48 + 16). */
-static size_t q8_strip_columns(size_t left) {
+static size_t q8_piece_columns(size_t left) {
     return left > Q8_STRIP_WIDTH && left <= Q8_STRIP_WIDTH + 16 ? 32 : left < Q8_STRIP_WIDTH ? left : Q8_STRIP_WIDTH;
 }
 
-/* Columns first .. first+count of the quantized rows x[rows][depth]: strip by strip of (up to) 48 columns, each
- * packed into `packed` (Q8_STRIP_WIDTH × depth bytes) once and run against every row, 8 rows at a time. */
-static void q8_rows_product(float *out, size_t out_stride, const uint8_t *x, const float *row_scale, size_t rows,
-                            const kernel_q8 *q, size_t first, size_t count, const float *bias, int accumulate,
-                            uint8_t *packed) {
+/* Columns first .. first+count (first a multiple of 16) of the quantized rows x[rows][depth] with weights in
+ * strips: piece by piece of (up to) 48 columns, 16-column vectors from wherever they lie in the strips (a task's
+ * columns need not start at a strip), run against every row 8 rows at a time. */
+static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, const float *row_scale, size_t rows,
+                              const kernel_q8 *q, size_t first, size_t count, const float *bias, int accumulate) {
     size_t end = first + count;
-    for (size_t c0 = first, strip; c0 < end; c0 += strip) {
-        strip = q8_strip_columns(end - c0);
-        size_t after = c0 + strip, next = after < end ? q8_strip_columns(end - after) : 0;
-        q8_pack_strip(packed, q, c0, strip);
-        int vectors = (int)((strip + 15) / 16);
-        /* the next strip's weights asked for from memory a share with each block of rows, so that they are in
-         * cache when it is packed (in one burst at the packing, the asks queue up and stall it) */
-        const char *ahead = (const char *)(q->weight + after * q->depth);
-        size_t lines = (next * q->depth + 63) / 64, blocks = (rows + Q8_ROWS_MICRO - 1) / Q8_ROWS_MICRO, asked = 0;
-        for (size_t r = 0, block = 1; r < rows; r += Q8_ROWS_MICRO, block++) {
-            for (size_t until = lines * block / blocks; asked < until; asked++)
-                _mm_prefetch(ahead + 64 * asked, _MM_HINT_T1);
+    for (size_t c0 = first, piece; c0 < end; c0 += piece) {
+        piece = q8_piece_columns(end - c0);
+        int vectors = (int)((piece + 15) / 16);
+        const int8_t *lines[Q8_STRIP_VECTORS];
+        for (int v = 0; v < vectors; v++) lines[v] = q8_column_lines(q, c0 + 16 * (size_t)v);
+        for (size_t r = 0; r < rows; r += Q8_ROWS_MICRO) {
             int here = (int)(rows - r < Q8_ROWS_MICRO ? rows - r : Q8_ROWS_MICRO);
-            q8_rows_micro_any(out + r * out_stride, out_stride, x + r * q->depth, row_scale + r, packed, q, c0, strip,
-                              bias, accumulate, here, vectors);
+            q8_rows_micro_any(out + r * out_stride, out_stride, x + r * q->depth, row_scale + r, lines, q, c0, piece,
+                              bias, accumulate, here, vectors, r == 0);
         }
     }
 }
@@ -289,9 +298,6 @@ static size_t vnni_input_bytes(const kernel_q8 *q, size_t rows) {
 }
 static size_t vnni_temp_bytes(const kernel_q8 *q) { return (void)q, 0; }
 
-/* The scratch q8_rows_product packs a strip of the weights into. */
-static size_t vnni_strip_bytes(const kernel_q8 *q) { return Q8_STRIP_WIDTH * q->depth; }
-
 /* One part per 16 rows, so that the tasks of a product share the quantizing. */
 static size_t vnni_parts(const kernel_q8 *q, size_t rows) { return (void)q, (rows + 15) / 16; }
 
@@ -305,27 +311,23 @@ static void vnni_prepare(void *prepared, const float *in, size_t in_stride, cons
         scales[r] = q8_quantize_row_avx512(bytes + r * q->depth, in + r * in_stride, q->in_features, q->depth);
 }
 
-/* Columns first .. first+count of every prepared row: 16 rows or more on weights packed in scratch (where it has
- * room for a strip), else the few-rows kernel. */
+/* Columns first .. first+count of every prepared row: on the strips as they lie, or with weights in rows (where
+ * AMX runs the many rows) the few-rows kernel. */
 static void vnni_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
                          size_t rows, bool accumulate, size_t first, size_t count, void *scratch,
                          size_t scratch_bytes) {
+    (void)scratch, (void)scratch_bytes;
     const uint8_t *bytes = prepared;
     const float *scales = (const float *)(bytes + vnni_scales_offset(q, rows));
-    if (rows >= 16 && scratch && vnni_strip_bytes(q) <= scratch_bytes)
-        q8_rows_product(out, out_stride, bytes, scales, rows, q, first, count, bias, accumulate, scratch);
+    if (q->layout == Q8_LAYOUT_STRIPS)
+        q8_strips_product(out, out_stride, bytes, scales, rows, q, first, count, bias, accumulate);
     else
         q8_dot_block(out, out_stride, bytes, scales, rows, q, first, count, bias, accumulate);
 }
 
-/* As many rows as fit in scratch_bytes beside a strip of packed weights (without one, below 16 rows). */
+/* As many rows as fit in scratch_bytes. */
 static size_t vnni_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes) {
-    size_t row_bytes = q->depth + sizeof(float), strip = vnni_strip_bytes(q), rows = 0;
-    if (scratch_bytes > strip + 128) rows = (scratch_bytes - strip - 128) / row_bytes;
-    if (rows < 16) { /* (no room for a strip and 16 rows: the few-rows kernel) */
-        rows = scratch_bytes > 128 ? (scratch_bytes - 128) / row_bytes : 0;
-        if (rows > 15) rows = 15;
-    }
+    size_t rows = scratch_bytes > 128 ? (scratch_bytes - 128) / (q->depth + sizeof(float)) : 0;
     return rows < rows_left ? rows : rows_left;
 }
 

@@ -11,25 +11,65 @@
 #include "core/error.h"
 #include "core/kernels_avx512.h"
 
+/* One weight row quantized (scale = max |w| / 127, rounded to nearest even, clamped to ±127): returns its sum. */
+static int32_t quantize_weight_row(int8_t *out, const float *row, size_t n, float *scale_out) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512_vnni()) return q8_quantize_weight_row_avx512(out, row, n, scale_out);
+#endif
+#ifdef GLIMPSE_HAVE_AVX2
+    if (cpu_has_avx2()) return q8_quantize_weight_row_avx2(out, row, n, scale_out);
+#endif
+    float largest = 0.0f;
+    for (size_t k = 0; k < n; k++) largest = fmaxf(largest, fabsf(row[k]));
+    float scale = largest > 0.0f ? largest / 127.0f : 1.0f, inverse = 1.0f / scale;
+    int32_t sum = 0;
+    for (size_t k = 0; k < n; k++) {
+        float v = nearbyintf(row[k] * inverse);
+        int8_t s = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+        out[k] = s;
+        sum += s;
+    }
+    *scale_out = scale;
+    return sum;
+}
+
+/* count (≤ Q8_STRIP_COLUMNS) rows of depth bytes, laid out as a strip (Q8_LAYOUT_STRIPS) whose other columns
+ * stay as they are (zero). */
+static void strip_from_rows(int8_t *strip, const int8_t *rows, size_t depth, size_t count) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512_vnni()) {
+        q8_strip_from_rows_avx512(strip, rows, depth, count);
+        return;
+    }
+#endif
+    for (size_t j = 0; j < count; j++)
+        for (size_t g = 0; g < depth / 4; g++)
+            memcpy(strip + (g * Q8_STRIP_COLUMNS + j) * 4, rows + j * depth + 4 * g, 4);
+}
+
 glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
-                                  size_t in_features) {
+                                  size_t in_features, q8_layout layout) {
     memset(q, 0, sizeof *q);
-    size_t depth = (in_features + 3) / 4 * 4;
-    /* (slack past the last row: the AMX kernel's tiles read 16 rows of 64 bytes from any column; aligned to
-     * 64 bytes, so that a tile's 64-byte rows are whole cache lines where depth allows: calloc's large blocks
-     * start 16 bytes into a page, and every row then straddled two lines) */
-    size_t weight_bytes = ((out_features + 16) * depth + 64 + 63) / 64 * 64;
+    size_t depth = (in_features + 3) / 4 * 4, strips = (out_features + Q8_STRIP_COLUMNS - 1) / Q8_STRIP_COLUMNS;
+    /* (rows: slack past the last row, the AMX kernel's tiles read 16 rows of 64 bytes from any column; aligned
+     * to 64 bytes, so that a tile's 64-byte rows are whole cache lines where depth allows: calloc's large blocks
+     * start 16 bytes into a page, and every row then straddled two lines; strips: whole blocks) */
+    size_t columns = layout == Q8_LAYOUT_ROWS ? out_features + 16 : strips * Q8_STRIP_COLUMNS;
+    size_t weight_bytes = (columns * depth + 64 + 63) / 64 * 64;
     q->weight = aligned_alloc(64, weight_bytes);
     if (q->weight) memset(q->weight, 0, weight_bytes);
     q->scale = malloc(out_features * sizeof *q->scale);
     q->sum = malloc(out_features * sizeof *q->sum);
     float *widened = weight->type == WEIGHT_TYPE_F32 ? NULL : malloc(in_features * sizeof *widened);
-    if (!q->weight || !q->scale || !q->sum || (weight->type != WEIGHT_TYPE_F32 && !widened)) {
+    /* strips: a block's rows quantized here first, then laid out as its strip */
+    int8_t *block = layout == Q8_LAYOUT_STRIPS ? calloc(Q8_STRIP_COLUMNS * depth, 1) : NULL;
+    if (!q->weight || !q->scale || !q->sum || (weight->type != WEIGHT_TYPE_F32 && !widened) ||
+        (layout == Q8_LAYOUT_STRIPS && !block)) {
         kernel_q8_free(q);
-        free(widened);
+        free(widened), free(block);
         return ERROR_OOM();
     }
-    q->out_features = out_features, q->in_features = in_features, q->depth = depth;
+    q->out_features = out_features, q->in_features = in_features, q->depth = depth, q->layout = layout;
     size_t element = weight_type_bytes(weight->type);
     for (size_t o = 0; o < out_features; o++) {
         const void *stored = (const char *)weight->data + o * in_features * element;
@@ -38,33 +78,24 @@ glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, siz
             kernel_widen(widened, stored, weight->type, in_features);
             row = widened;
         }
-#ifdef GLIMPSE_HAVE_AVX512
-        if (cpu_has_avx512_vnni()) {
-            q->sum[o] = q8_quantize_weight_row_avx512(q->weight + o * depth, row, in_features, &q->scale[o]);
+        if (!block) {
+            q->sum[o] = quantize_weight_row(q->weight + o * depth, row, in_features, &q->scale[o]);
             continue;
         }
-#endif
-#ifdef GLIMPSE_HAVE_AVX2
-        if (cpu_has_avx2()) {
-            q->sum[o] = q8_quantize_weight_row_avx2(q->weight + o * depth, row, in_features, &q->scale[o]);
-            continue;
-        }
-#endif
-        float largest = 0.0f;
-        for (size_t k = 0; k < in_features; k++) largest = fmaxf(largest, fabsf(row[k]));
-        float scale = largest > 0.0f ? largest / 127.0f : 1.0f, inverse = 1.0f / scale;
-        int32_t sum = 0;
-        for (size_t k = 0; k < in_features; k++) {
-            float v = nearbyintf(row[k] * inverse);
-            int8_t s = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
-            q->weight[o * depth + k] = s;
-            sum += s;
-        }
-        q->scale[o] = scale;
-        q->sum[o] = sum;
+        size_t j = o % Q8_STRIP_COLUMNS;
+        q->sum[o] = quantize_weight_row(block + j * depth, row, in_features, &q->scale[o]);
+        if (j == Q8_STRIP_COLUMNS - 1 || o == out_features - 1)
+            strip_from_rows(q->weight + (o - j) * depth, block, depth, j + 1);
     }
-    free(widened);
+    free(widened), free(block);
     return GLIMPSE_STATUS_OK;
+}
+
+q8_layout q8_layout_best(void) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (cpu_has_avx512_vnni() && !cpu_has_amx_int8()) return Q8_LAYOUT_STRIPS;
+#endif
+    return Q8_LAYOUT_ROWS;
 }
 
 void kernel_q8_free(kernel_q8 *q) {
@@ -110,10 +141,9 @@ static void plain_product(float *out, size_t out_stride, const void *prepared, c
     const uint8_t *u8 = (const uint8_t *)prepared + q8_planes_offset(rows);
     for (size_t r = 0; r < rows; r++)
         for (size_t c = first; c < first + count; c++) {
-            const int8_t *w = q->weight + c * q->depth;
             const uint8_t *x = u8 + r * q->depth;
             int32_t total = 0;
-            for (size_t k = 0; k < q->depth; k++) total += (int32_t)x[k] * w[k];
+            for (size_t k = 0; k < q->depth; k++) total += (int32_t)x[k] * q->weight[q8_weight_offset(q, c, k)];
             float value = q8_finish(total, q->sum[c], scales[r], q->scale[c], bias ? bias + c : NULL);
             float *cell = out + r * out_stride + c;
             *cell = accumulate ? *cell + value : value;
@@ -136,14 +166,18 @@ void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_
     }
 }
 
-const q8_path *q8_path_choose(size_t rows) {
+const q8_path *q8_path_choose(const kernel_q8 *q, size_t rows) {
 #ifdef GLIMPSE_HAVE_AVX512
+    if (q->layout == Q8_LAYOUT_STRIPS) return cpu_has_avx512_vnni() ? &q8_path_vnni : &q8_path_plain;
     if (rows >= 16 && cpu_has_amx_int8()) return &q8_path_amx;
     if (cpu_has_avx512_vnni()) return &q8_path_vnni;
+#else
+    if (q->layout == Q8_LAYOUT_STRIPS) return &q8_path_plain;
 #endif
 #ifdef GLIMPSE_HAVE_AVX2
     if (cpu_has_avx2()) return &q8_path_avx2;
 #endif
+    (void)rows;
     return &q8_path_plain;
 }
 
@@ -156,7 +190,7 @@ glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_feature
     }
     kernel_q8 *q = malloc(sizeof *q);
     if (!q) return ERROR_OOM();
-    glimpse_status status = kernel_q8_quantize(q, weight, out_features, in_features);
+    glimpse_status status = kernel_q8_quantize(q, weight, out_features, in_features, q8_layout_best());
     if (status) {
         free(q);
         return status;

@@ -20,10 +20,19 @@
 
 
 /* Quantizes weight[out_features, in_features] of any type (16-bit ones
- * widened a row at a time); q owns what it allocates. */
+ * widened a row at a time) into `layout`; q owns what it allocates. */
 glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
-                                  size_t in_features);
+                                  size_t in_features, q8_layout layout);
 void kernel_q8_free(kernel_q8 *q);
+/* The layout this CPU's kernels run fastest: strips where VNNI runs the products of many rows (they then read
+ * the weights as they lie, where they would rearrange them into strips at every product), rows where AMX tiles
+ * run them or there is no VNNI. Every path reads either layout bit for bit alike (q8_path_choose). */
+q8_layout q8_layout_best(void);
+/* Where feature k of output column c lies in q->weight. */
+static inline size_t q8_weight_offset(const kernel_q8 *q, size_t c, size_t k) {
+    if (q->layout == Q8_LAYOUT_ROWS) return c * q->depth + k;
+    return ((c / Q8_STRIP_COLUMNS * (q->depth / 4) + k / 4) * Q8_STRIP_COLUMNS + c % Q8_STRIP_COLUMNS) * 4 + k % 4;
+}
 
 /* The int8 weights a model owns (each allocated apart, so pointers to them stay valid). */
 typedef struct q8_set {
@@ -34,7 +43,7 @@ typedef struct q8_set {
     void (*release)(void *user, const void *data, size_t bytes);
     void *release_user;
 } q8_set;
-/* Quantizes weight[out_features, in_features] into the set and sets weight->q8 to it. */
+/* Quantizes weight[out_features, in_features] into the set (q8_layout_best) and sets weight->q8 to it. */
 glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_features, size_t in_features);
 /* The same as a kernel_twin_add (set: a q8_set). */
 glimpse_status q8_set_add_twin(void *set, kernel_weight *weight, size_t out_features, size_t in_features);
@@ -68,9 +77,10 @@ extern const q8_path q8_path_plain;
 #ifdef GLIMPSE_HAVE_AVX2
 extern const q8_path q8_path_avx2;
 #endif
-/* The fastest path this CPU runs for a product of `rows` rows (AMX's tiles take 16 rows or more; fewer, a
- * decoder step's, are bound by reading the weights, which the VNNI kernel does as fast). */
-const q8_path *q8_path_choose(size_t rows);
+/* The fastest path this CPU runs for a product of `rows` rows with q (AMX's tiles take 16 rows or more; fewer, a
+ * decoder step's, are bound by reading the weights, which the VNNI kernel does as fast; strips run on VNNI, or
+ * without it on the plain loops). */
+const q8_path *q8_path_choose(const kernel_q8 *q, size_t rows);
 
 /* The plain and AVX2 paths' prepared rows: a scale per row (padded to 64
  * bytes), then `planes` planes of rows × depth bytes; prepared 16 rows a part. */

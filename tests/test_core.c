@@ -153,8 +153,8 @@ static void test_linear_16bit_weights(void **state) {
                 }
             /* int8 from 16-bit weights: the same as from their widening */
             kernel_q8 from_half, from_wide;
-            assert_int_equal(kernel_q8_quantize(&from_half, &w, out, in), GLIMPSE_STATUS_OK);
-            assert_int_equal(kernel_q8_quantize(&from_wide, &w_wide, out, in), GLIMPSE_STATUS_OK);
+            assert_int_equal(kernel_q8_quantize(&from_half, &w, out, in, Q8_LAYOUT_ROWS), GLIMPSE_STATUS_OK);
+            assert_int_equal(kernel_q8_quantize(&from_wide, &w_wide, out, in, Q8_LAYOUT_ROWS), GLIMPSE_STATUS_OK);
             assert_memory_equal(from_half.weight, from_wide.weight, out * from_wide.depth);
             assert_memory_equal(from_half.scale, from_wide.scale, out * sizeof(float));
             assert_memory_equal(from_half.sum, from_wide.sum, out * sizeof(int32_t));
@@ -185,7 +185,8 @@ static void test_widen_every_16bit_value(void **state) {
 
 static void test_linear_q8_matches_integer_reference(void **state) {
     (void)state;
-    /* rows: one, a few (dot tiles), panels with 0, 1-4 and 5-15 rows left over;
+    /* Both layouts of the weights (rows; strips, which VNNI or else the plain loops run).
+     * rows: one, a few (dot tiles), panels with 0, 1-4 and 5-15 rows left over;
      * depths not a multiple of 4 or of 64; columns not a multiple of 8. Products
      * of more than 128 columns and 1e5 multiply-adds are split into column tasks
      * over the 2-thread pool, which share the input quantized once (16 rows or
@@ -196,7 +197,7 @@ static void test_linear_q8_matches_integer_reference(void **state) {
                                 {5, 200, 520},  {50, 768, 300}, {53, 64, 260},  {100, 130, 1000},
                                 {130, 1540, 260}, {400, 200, 300}, {20, 22000, 5}};
     /* (700 and 130 x 1540: several scratch-sized chunks on AVX2; 400 x 200 x 300: 25 parts the two tasks prepare;
-     * 20 x 22000: VNNI's scratch has no room for a strip of packed weights) */
+     * 20 x 22000: rows so deep that 47 fill a thread's scratch) */
     pool *threads, *one_thread;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     assert_int_equal(pool_create(1, &one_thread), GLIMPSE_STATUS_OK);
@@ -205,69 +206,75 @@ static void test_linear_q8_matches_integer_reference(void **state) {
         float *x = test_random_array(rows * in_stride), *w = test_random_array(out * in), *b = test_random_array(out);
         float *fast = calloc(rows * out_stride, sizeof *fast), *exact = calloc(rows * out_stride, sizeof *exact);
         float *real = calloc(rows * out_stride, sizeof *real);
-        kernel_q8 q;
-        kernel_weight weight = kernel_weight_f32(w);
-        assert_int_equal(kernel_q8_quantize(&q, &weight, out, in), GLIMPSE_STATUS_OK);
-        for (size_t c = 0; c < out; c++) { /* the weights: per-row scale, rounding to nearest even, the sums */
-            float largest = 0;
-            for (size_t k = 0; k < in; k++) largest = fmaxf(largest, fabsf(w[c * in + k]));
-            float scale = largest / 127.0f, inverse = 1.0f / scale;
-            int32_t sum = 0;
-            assert_float_equal(q.scale[c], scale, 0);
-            for (size_t k = 0; k < q.depth; k++) {
-                int expected = k < in ? (int)nearbyintf(w[c * in + k] * inverse) : 0;
-                assert_int_equal(q.weight[c * q.depth + k], expected);
-                sum += expected;
-            }
-            assert_int_equal(q.sum[c], sum);
-        }
-        /* the oracle: the integer sums of quantize.h's definition, finished the same way */
-        uint8_t *u8 = malloc(q.depth), *u8_fast = malloc(q.depth);
-        for (size_t r = 0; r < rows; r++) {
-            float scale = q8_quantize_row(u8, x + r * in_stride, in, q.depth);
-#ifdef GLIMPSE_HAVE_AVX512
-            if (cpu_has_avx512_vnni()) {
-                assert_float_equal(q8_quantize_row_avx512(u8_fast, x + r * in_stride, in, q.depth), scale, 0);
-                assert_memory_equal(u8_fast, u8, q.depth);
-            }
-#endif
-            for (size_t c = 0; c < out; c++) {
-                int32_t total = 0;
-                for (size_t k = 0; k < q.depth; k++) total += (int32_t)u8[k] * q.weight[c * q.depth + k];
-                exact[r * out_stride + c] = q8_finish(total, q.sum[c], scale, q.scale[c], b + c);
-            }
-        }
-        weight.q8 = &q; /* the int8 twin, which kernel_linear then takes */
-        pool *pools[] = {NULL, one_thread, threads}; /* (the 2-thread pool last: its results are checked below) */
-        for (size_t p = 0; p < 3; p++) {
-            kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, false, pools[p]);
-            for (size_t r = 0; r < rows; r++)
-                for (size_t c = 0; c < out; c++) {
-                    float got = fast[r * out_stride + c], want = exact[r * out_stride + c];
-                    if (got != want)
-                        fail_msg("q8 %zux%zux%zu, %d threads, [%zu][%zu]: %.9g, integer reference %.9g", rows, in, out,
-                                 pool_threads(pools[p]), r, c, got, want);
+        for (q8_layout layout = Q8_LAYOUT_ROWS; layout <= Q8_LAYOUT_STRIPS; layout++) {
+            kernel_q8 q;
+            kernel_weight weight = kernel_weight_f32(w);
+            assert_int_equal(kernel_q8_quantize(&q, &weight, out, in, layout), GLIMPSE_STATUS_OK);
+            for (size_t c = 0; c < out; c++) { /* the weights: per-row scale, rounding to nearest even, the sums */
+                float largest = 0;
+                for (size_t k = 0; k < in; k++) largest = fmaxf(largest, fabsf(w[c * in + k]));
+                float scale = largest / 127.0f, inverse = 1.0f / scale;
+                int32_t sum = 0;
+                assert_float_equal(q.scale[c], scale, 0);
+                for (size_t k = 0; k < q.depth; k++) {
+                    int expected = k < in ? (int)nearbyintf(w[c * in + k] * inverse) : 0;
+                    assert_int_equal(q.weight[q8_weight_offset(&q, c, k)], expected);
+                    sum += expected;
                 }
-        }
-        kernel_linear_reference(real, out_stride, x, in_stride, w, b, rows, in, out);
-        /* and close to the float product: int8 keeps about 2 significant digits per term,
-         * so each row's error is a small fraction of its size (bias left out of both) */
-        for (size_t r = 0; r < rows; r++) {
-            double error = 0, size = 0;
-            for (size_t c = 0; c < out; c++) {
-                double d = fast[r * out_stride + c] - real[r * out_stride + c], v = real[r * out_stride + c] - b[c];
-                error += d * d, size += v * v;
+                assert_int_equal(q.sum[c], sum);
             }
-            if (sqrt(error / size) > 0.02)
-                fail_msg("q8 %zux%zux%zu row %zu is %g from the float product", rows, in, out, r, sqrt(error / size));
+            /* the oracle: the integer sums of quantize.h's definition, finished the same way */
+            uint8_t *u8 = malloc(q.depth), *u8_fast = malloc(q.depth);
+            for (size_t r = 0; r < rows; r++) {
+                float scale = q8_quantize_row(u8, x + r * in_stride, in, q.depth);
+#ifdef GLIMPSE_HAVE_AVX512
+                if (cpu_has_avx512_vnni()) {
+                    assert_float_equal(q8_quantize_row_avx512(u8_fast, x + r * in_stride, in, q.depth), scale, 0);
+                    assert_memory_equal(u8_fast, u8, q.depth);
+                }
+#endif
+                for (size_t c = 0; c < out; c++) {
+                    int32_t total = 0;
+                    for (size_t k = 0; k < q.depth; k++)
+                        total += (int32_t)u8[k] * q.weight[q8_weight_offset(&q, c, k)];
+                    exact[r * out_stride + c] = q8_finish(total, q.sum[c], scale, q.scale[c], b + c);
+                }
+            }
+            weight.q8 = &q; /* the int8 twin, which kernel_linear then takes */
+            pool *pools[] = {NULL, one_thread, threads}; /* (the 2-thread pool last: its results are checked below) */
+            for (size_t p = 0; p < 3; p++) {
+                kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, false, pools[p]);
+                for (size_t r = 0; r < rows; r++)
+                    for (size_t c = 0; c < out; c++) {
+                        float got = fast[r * out_stride + c], want = exact[r * out_stride + c];
+                        if (got != want)
+                            fail_msg("q8 %zux%zux%zu (%s), %d threads, [%zu][%zu]: %.9g, integer reference %.9g",
+                                     rows, in, out, layout ? "strips" : "rows", pool_threads(pools[p]), r, c, got,
+                                     want);
+                    }
+            }
+            kernel_linear_reference(real, out_stride, x, in_stride, w, b, rows, in, out);
+            /* and close to the float product: int8 keeps about 2 significant digits per term,
+             * so each row's error is a small fraction of its size (bias left out of both) */
+            for (size_t r = 0; r < rows; r++) {
+                double error = 0, size = 0;
+                for (size_t c = 0; c < out; c++) {
+                    double d = fast[r * out_stride + c] - real[r * out_stride + c], v = real[r * out_stride + c] - b[c];
+                    error += d * d, size += v * v;
+                }
+                if (sqrt(error / size) > 0.02)
+                    fail_msg("q8 %zux%zux%zu row %zu is %g from the float product", rows, in, out, r,
+                             sqrt(error / size));
+            }
+            /* accumulate: on top of what is there */
+            kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, true, threads);
+            for (size_t r = 0; r < rows; r++)
+                for (size_t c = 0; c < out; c++)
+                    assert_float_equal(fast[r * out_stride + c], 2.0f * exact[r * out_stride + c], 0);
+            kernel_q8_free(&q);
+            free(u8), free(u8_fast);
         }
-        /* accumulate: on top of what is there */
-        kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, true, threads);
-        for (size_t r = 0; r < rows; r++)
-            for (size_t c = 0; c < out; c++)
-                assert_float_equal(fast[r * out_stride + c], 2.0f * exact[r * out_stride + c], 0);
-        kernel_q8_free(&q);
-        free(u8), free(u8_fast), free(x), free(w), free(b), free(fast), free(exact), free(real);
+        free(x), free(w), free(b), free(fast), free(exact), free(real);
     }
     pool_free(threads);
     pool_free(one_thread);
