@@ -50,9 +50,13 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
                                                "plain loops, slower than float32");
     glimpse_status status = GLIMPSE_STATUS_OK;
     model->quantized.release = release_stored, model->quantized.release_user = model->store;
+    /* on every core, in a pool made for it (ViT-B/32's 88 M weights: see docs/models.md) */
+    if (pool_create(0, &model->quantized.threads)) model->quantized.threads = NULL; /* (then on this thread) */
     const model_family *family = model->family;
     if (family->tower_twins) status = family->tower_twins(model, q8_set_add_twin, &model->quantized);
     if (!status && family->quantize) status = family->quantize(model, &model->quantized);
+    pool_free(model->quantized.threads);
+    model->quantized.threads = NULL;
     return status;
 }
 

@@ -10,6 +10,8 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/kernels_avx512.h"
+#include "core/memory.h"
+#include "core/pool.h"
 
 /* One weight row quantized (scale = max |w| / 127, rounded to nearest even, clamped to ±127): returns its sum. */
 static int32_t quantize_weight_row(int8_t *out, const float *row, size_t n, float *scale_out) {
@@ -47,47 +49,78 @@ static void strip_from_rows(int8_t *strip, const int8_t *rows, size_t depth, siz
             memcpy(strip + (g * Q8_STRIP_COLUMNS + j) * 4, rows + j * depth + 4 * g, 4);
 }
 
+/* kernel_q8_quantize's work: blocks of Q8_STRIP_COLUMNS output columns, a share of them per task, each task with
+ * its buffer (a block's rows for strips, then a widened row for 16-bit weights). */
+typedef struct quantize_job {
+    kernel_q8 *q;
+    const kernel_weight *weight;
+    size_t tasks, buffer_bytes;
+    char *buffers;
+} quantize_job;
+
+static void quantize_task(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    const quantize_job *job = argument;
+    kernel_q8 *q = job->q;
+    size_t depth = q->depth, in = q->in_features, element = weight_type_bytes(job->weight->type);
+    size_t blocks = (q->out_features + Q8_STRIP_COLUMNS - 1) / Q8_STRIP_COLUMNS;
+    int8_t *rows = (int8_t *)(job->buffers + index * job->buffer_bytes);
+    float *widened = (float *)(rows + (q->layout == Q8_LAYOUT_STRIPS ? Q8_STRIP_COLUMNS * depth : 0));
+    for (size_t block = blocks * index / job->tasks; block < blocks * (index + 1) / job->tasks; block++) {
+        size_t first = block * Q8_STRIP_COLUMNS, end = first + Q8_STRIP_COLUMNS;
+        if (end > q->out_features) end = q->out_features;
+        for (size_t o = first; o < end; o++) {
+            const void *stored = (const char *)job->weight->data + o * in * element;
+            const float *row = stored;
+            if (job->weight->type != WEIGHT_TYPE_F32) {
+                kernel_widen(widened, stored, job->weight->type, in);
+                row = widened;
+            }
+            /* (rows: straight into place, the padding to depth zeroed; strips: into the block's rows, whose
+             * padding stays the zeros it was allocated with) */
+            int8_t *out = q->layout == Q8_LAYOUT_ROWS ? q->weight + o * depth : rows + (o - first) * depth;
+            q->sum[o] = quantize_weight_row(out, row, in, &q->scale[o]);
+            if (q->layout == Q8_LAYOUT_ROWS) memset(out + in, 0, depth - in);
+        }
+        if (q->layout == Q8_LAYOUT_STRIPS) {
+            int8_t *strip = q->weight + first * depth;
+            if (end - first < Q8_STRIP_COLUMNS) memset(strip, 0, Q8_STRIP_COLUMNS * depth); /* (the padding columns) */
+            strip_from_rows(strip, rows, depth, end - first);
+        }
+    }
+}
+
 glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
-                                  size_t in_features, q8_layout layout) {
+                                  size_t in_features, q8_layout layout, pool *threads) {
     memset(q, 0, sizeof *q);
     size_t depth = (in_features + 3) / 4 * 4, strips = (out_features + Q8_STRIP_COLUMNS - 1) / Q8_STRIP_COLUMNS;
     /* (rows: slack past the last row, the AMX kernel's tiles read 16 rows of 64 bytes from any column; aligned
      * to 64 bytes, so that a tile's 64-byte rows are whole cache lines where depth allows: calloc's large blocks
-     * start 16 bytes into a page, and every row then straddled two lines; strips: whole blocks) */
+     * start 16 bytes into a page, and every row then straddled two lines; strips: whole blocks. Large ones on
+     * huge pages: a page fault per 2 MiB as they are first written, and as few TLB misses as the kernels
+     * stream them) */
     size_t columns = layout == Q8_LAYOUT_ROWS ? out_features + 16 : strips * Q8_STRIP_COLUMNS;
-    size_t weight_bytes = (columns * depth + 64 + 63) / 64 * 64;
-    q->weight = aligned_alloc(64, weight_bytes);
-    if (q->weight) memset(q->weight, 0, weight_bytes);
+    size_t used = columns * depth, weight_bytes = (used + 64 + 63) / 64 * 64;
+    q->weight = weight_bytes >= MEMORY_HUGE_PAGE_BYTES ? memory_large(weight_bytes) : aligned_alloc(64, weight_bytes);
     q->scale = malloc(out_features * sizeof *q->scale);
     q->sum = malloc(out_features * sizeof *q->sum);
-    float *widened = weight->type == WEIGHT_TYPE_F32 ? NULL : malloc(in_features * sizeof *widened);
-    /* strips: a block's rows quantized here first, then laid out as its strip */
-    int8_t *block = layout == Q8_LAYOUT_STRIPS ? calloc(Q8_STRIP_COLUMNS * depth, 1) : NULL;
-    if (!q->weight || !q->scale || !q->sum || (weight->type != WEIGHT_TYPE_F32 && !widened) ||
-        (layout == Q8_LAYOUT_STRIPS && !block)) {
+    quantize_job job = {.q = q, .weight = weight, .tasks = (size_t)pool_threads(threads)};
+    if (job.tasks > strips) job.tasks = strips ? strips : 1;
+    job.buffer_bytes = (layout == Q8_LAYOUT_STRIPS ? Q8_STRIP_COLUMNS * depth : 0) +
+                       (weight->type == WEIGHT_TYPE_F32 ? 0 : in_features * sizeof(float));
+    job.buffer_bytes = (job.buffer_bytes + 63) / 64 * 64;
+    job.buffers = job.buffer_bytes ? calloc(job.tasks, job.buffer_bytes) : NULL;
+    if (!q->weight || !q->scale || !q->sum || (job.buffer_bytes && !job.buffers)) {
         kernel_q8_free(q);
-        free(widened), free(block);
+        free(job.buffers);
         return ERROR_OOM();
     }
     q->out_features = out_features, q->in_features = in_features, q->depth = depth, q->layout = layout;
-    size_t element = weight_type_bytes(weight->type);
-    for (size_t o = 0; o < out_features; o++) {
-        const void *stored = (const char *)weight->data + o * in_features * element;
-        const float *row = stored;
-        if (widened) {
-            kernel_widen(widened, stored, weight->type, in_features);
-            row = widened;
-        }
-        if (!block) {
-            q->sum[o] = quantize_weight_row(q->weight + o * depth, row, in_features, &q->scale[o]);
-            continue;
-        }
-        size_t j = o % Q8_STRIP_COLUMNS;
-        q->sum[o] = quantize_weight_row(block + j * depth, row, in_features, &q->scale[o]);
-        if (j == Q8_STRIP_COLUMNS - 1 || o == out_features - 1)
-            strip_from_rows(q->weight + (o - j) * depth, block, depth, j + 1);
-    }
-    free(widened), free(block);
+    /* (the rows' slack: whole rows past the last, then the 64 bytes; the strips': the 64 bytes) */
+    size_t slack = layout == Q8_LAYOUT_ROWS ? out_features * depth : used;
+    memset(q->weight + slack, 0, weight_bytes - slack);
+    pool_for(threads, job.tasks, quantize_task, &job);
+    free(job.buffers);
     return GLIMPSE_STATUS_OK;
 }
 
@@ -190,7 +223,7 @@ glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_feature
     }
     kernel_q8 *q = malloc(sizeof *q);
     if (!q) return ERROR_OOM();
-    glimpse_status status = kernel_q8_quantize(q, weight, out_features, in_features, q8_layout_best());
+    glimpse_status status = kernel_q8_quantize(q, weight, out_features, in_features, q8_layout_best(), set->threads);
     if (status) {
         free(q);
         return status;

@@ -20,9 +20,10 @@
 
 
 /* Quantizes weight[out_features, in_features] of any type (16-bit ones
- * widened a row at a time) into `layout`; q owns what it allocates. */
+ * widened a row at a time) into `layout`, over the pool's threads (NULL: this
+ * one); q owns what it allocates. */
 glimpse_status kernel_q8_quantize(kernel_q8 *q, const kernel_weight *weight, size_t out_features,
-                                  size_t in_features, q8_layout layout);
+                                  size_t in_features, q8_layout layout, pool *threads);
 void kernel_q8_free(kernel_q8 *q);
 /* The layout this CPU's kernels run fastest: strips where VNNI runs the products of many rows (they then read
  * the weights as they lie, where they would rearrange them into strips at every product), rows where AMX tiles
@@ -42,6 +43,7 @@ typedef struct q8_set {
      * back to the file mapping, so the process does not hold both (the values stay readable). */
     void (*release)(void *user, const void *data, size_t bytes);
     void *release_user;
+    pool *threads; /* what quantizes the weights (NULL: the calling thread) */
 } q8_set;
 /* Quantizes weight[out_features, in_features] into the set (q8_layout_best) and sets weight->q8 to it. */
 glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_features, size_t in_features);

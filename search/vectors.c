@@ -109,7 +109,7 @@ glimpse_status vector_writer_add(vector_writer *w, const int64_t *ids, const flo
     layout_of(w->count, w->dim, &l);
     kernel_q8 q = {0};
     const kernel_weight weight = kernel_weight_f32(rows);
-    glimpse_status status = kernel_q8_quantize(&q, &weight, n, w->dim, Q8_LAYOUT_ROWS);
+    glimpse_status status = kernel_q8_quantize(&q, &weight, n, w->dim, Q8_LAYOUT_ROWS, NULL);
     size_t at = w->written;
     if (!status) status = write_at(w, ids, n * sizeof *ids, l.ids + at * sizeof *ids);
     if (!status) status = write_at(w, q.scale, n * sizeof *q.scale, l.scales + at * sizeof *q.scale);

@@ -151,14 +151,18 @@ static void test_linear_16bit_weights(void **state) {
                                      t ? "bf16" : "f16", rows, in, out, use_pool, accumulate, d);
                     }
                 }
-            /* int8 from 16-bit weights: the same as from their widening */
-            kernel_q8 from_half, from_wide;
-            assert_int_equal(kernel_q8_quantize(&from_half, &w, out, in, Q8_LAYOUT_ROWS), GLIMPSE_STATUS_OK);
-            assert_int_equal(kernel_q8_quantize(&from_wide, &w_wide, out, in, Q8_LAYOUT_ROWS), GLIMPSE_STATUS_OK);
-            assert_memory_equal(from_half.weight, from_wide.weight, out * from_wide.depth);
-            assert_memory_equal(from_half.scale, from_wide.scale, out * sizeof(float));
-            assert_memory_equal(from_half.sum, from_wide.sum, out * sizeof(int32_t));
-            kernel_q8_free(&from_half), kernel_q8_free(&from_wide);
+            /* int8 from 16-bit weights (quantized over the pool's 3 threads): the same as from their widening (on one),
+             * in either layout */
+            for (q8_layout layout = Q8_LAYOUT_ROWS; layout <= Q8_LAYOUT_STRIPS; layout++) {
+                kernel_q8 from_half, from_wide;
+                assert_int_equal(kernel_q8_quantize(&from_half, &w, out, in, layout, threads), GLIMPSE_STATUS_OK);
+                assert_int_equal(kernel_q8_quantize(&from_wide, &w_wide, out, in, layout, NULL), GLIMPSE_STATUS_OK);
+                size_t columns = layout == Q8_LAYOUT_ROWS ? out + 16 : (out + 47) / 48 * 48;
+                assert_memory_equal(from_half.weight, from_wide.weight, columns * from_wide.depth + 64);
+                assert_memory_equal(from_half.scale, from_wide.scale, out * sizeof(float));
+                assert_memory_equal(from_half.sum, from_wide.sum, out * sizeof(int32_t));
+                kernel_q8_free(&from_half), kernel_q8_free(&from_wide);
+            }
             free(x), free(b), free(wide), free(half), free(a), free(c);
         }
     }
@@ -209,7 +213,8 @@ static void test_linear_q8_matches_integer_reference(void **state) {
         for (q8_layout layout = Q8_LAYOUT_ROWS; layout <= Q8_LAYOUT_STRIPS; layout++) {
             kernel_q8 q;
             kernel_weight weight = kernel_weight_f32(w);
-            assert_int_equal(kernel_q8_quantize(&q, &weight, out, in, layout), GLIMPSE_STATUS_OK);
+            /* (quantized over the 2-thread pool; kernel_q8_quantize's tasks share out its 48-column blocks) */
+            assert_int_equal(kernel_q8_quantize(&q, &weight, out, in, layout, threads), GLIMPSE_STATUS_OK);
             for (size_t c = 0; c < out; c++) { /* the weights: per-row scale, rounding to nearest even, the sums */
                 float largest = 0;
                 for (size_t k = 0; k < in; k++) largest = fmaxf(largest, fabsf(w[c * in + k]));

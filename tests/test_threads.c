@@ -232,7 +232,7 @@ static void test_int8_tasks_share_prepared_parts(void **state) {
         float *alone = malloc(rows * out * sizeof *alone), *shared = malloc(rows * out * sizeof *shared);
         kernel_weight weight = kernel_weight_f32(w);
         kernel_q8 q;
-        assert_int_equal(kernel_q8_quantize(&q, &weight, out, in, Q8_LAYOUT_ROWS), GLIMPSE_STATUS_OK);
+        assert_int_equal(kernel_q8_quantize(&q, &weight, out, in, Q8_LAYOUT_ROWS, NULL), GLIMPSE_STATUS_OK);
         weight.q8 = &q;
         kernel_linear(alone, out, x, in, &weight, b, rows, in, out, false, one);
         for (int round = 0; round < 20; round++) {
