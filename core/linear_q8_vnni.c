@@ -186,7 +186,7 @@ void q8_strip_from_rows_avx512(int8_t *strip, const int8_t *rows, size_t depth, 
 
 /* The first of the lines holding column c's weights (c a multiple of 16), Q8_LINE_BYTES apart. */
 static inline const int8_t *q8_column_lines(const kernel_q8 *q, size_t c) {
-    return q->weight + (c / Q8_STRIP_WIDTH * Q8_STRIP_WIDTH * q->depth + c % Q8_STRIP_WIDTH * 4);
+    return q->weight + q8_weight_offset(q, c, 0);
 }
 
 /* `rows` (≤ 8) quantized rows from x (depth bytes apart) times `vectors` × 16 columns from c0 (count of them
@@ -325,10 +325,9 @@ static void vnni_product(float *out, size_t out_stride, const void *prepared, co
         q8_dot_block(out, out_stride, bytes, scales, rows, q, first, count, bias, accumulate);
 }
 
-/* As many rows as fit in scratch_bytes. */
+/* As many rows as fit in scratch_bytes (depth bytes and a scale each, as one plane of the plain path's). */
 static size_t vnni_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes) {
-    size_t rows = scratch_bytes > 128 ? (scratch_bytes - 128) / (q->depth + sizeof(float)) : 0;
-    return rows < rows_left ? rows : rows_left;
+    return q8_planes_chunk_rows(q, rows_left, scratch_bytes, 1);
 }
 
 const q8_path q8_path_vnni = {vnni_input_bytes, vnni_temp_bytes, vnni_parts, vnni_prepare,

@@ -219,7 +219,8 @@ static void test_prefetch_keeps_order(void **state) {
 
 /* An int8 product over a 2-thread pool, whose column tasks prepare the quantized input's parts as they reach
  * them and wait for the parts the other task took (linear.c's q8_part_ready), gives what one thread gives, bit
- * for bit, every time; under ThreadSanitizer (scripts/test.sh) a part read before it is published is a race. */
+ * for bit, every time (weights in the layout this CPU's models get); under ThreadSanitizer (scripts/test.sh) a part
+ * read before it is published is a race. */
 static void test_int8_tasks_share_prepared_parts(void **state) {
     (void)state;
     const size_t shapes[][3] = {{50, 768, 300}, {77, 200, 520}, {400, 200, 300}, {130, 1540, 260}};
@@ -232,7 +233,7 @@ static void test_int8_tasks_share_prepared_parts(void **state) {
         float *alone = malloc(rows * out * sizeof *alone), *shared = malloc(rows * out * sizeof *shared);
         kernel_weight weight = kernel_weight_f32(w);
         kernel_q8 q;
-        assert_int_equal(kernel_q8_quantize(&q, &weight, out, in, Q8_LAYOUT_ROWS, NULL), GLIMPSE_STATUS_OK);
+        assert_int_equal(kernel_q8_quantize(&q, &weight, out, in, q8_layout_best(), NULL), GLIMPSE_STATUS_OK);
         weight.q8 = &q;
         kernel_linear(alone, out, x, in, &weight, b, rows, in, out, false, one);
         for (int round = 0; round < 20; round++) {
