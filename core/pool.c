@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/profile.h"
 
 struct pool {
@@ -156,7 +157,8 @@ glimpse_status pool_create(int threads, pool **out) {
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
-    p->scratch_block = malloc((size_t)threads * POOL_SCRATCH_FLOATS * sizeof(float) + 64);
+    /* (on huge pages: 1 MiB a thread, which 4 KiB faults made 5 ms of a picture's first forward) */
+    p->scratch_block = memory_large((size_t)threads * POOL_SCRATCH_FLOATS * sizeof(float) + 64);
     if (!p->scratch_block) {
         p->threads = 1; /* no workers to join */
         pool_free(p);

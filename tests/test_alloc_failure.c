@@ -2,8 +2,10 @@
  * through a whole load-and-caption run (and a load-and-embed run): every
  * failure must come back as a status, nothing may crash, and nothing the
  * library allocated may leak. The library's calls to malloc, calloc,
- * realloc, strdup and free are routed here with the linker's --wrap;
+ * realloc, strdup, aligned_alloc, posix_memalign and free are routed here
+ * with the linker's --wrap;
  * allocations made inside other shared libraries are not counted. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +23,8 @@ void *__real_malloc(size_t size);
 void *__real_calloc(size_t count, size_t size);
 void *__real_realloc(void *pointer, size_t size);
 char *__real_strdup(const char *text);
+void *__real_aligned_alloc(size_t alignment, size_t size);
+int __real_posix_memalign(void **out, size_t alignment, size_t size);
 void __real_free(void *pointer);
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -94,6 +98,22 @@ void *__wrap_realloc(void *pointer, size_t size) {
     }
     pthread_mutex_unlock(&lock);
     return p;
+}
+
+void *__wrap_aligned_alloc(size_t alignment, size_t size) {
+    pthread_mutex_lock(&lock);
+    void *p = should_fail() ? NULL : __real_aligned_alloc(alignment, size);
+    live_add(p);
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+int __wrap_posix_memalign(void **out, size_t alignment, size_t size) {
+    pthread_mutex_lock(&lock);
+    int status = should_fail() ? ENOMEM : __real_posix_memalign(out, alignment, size);
+    if (!status) live_add(*out);
+    pthread_mutex_unlock(&lock);
+    return status;
 }
 
 char *__wrap_strdup(const char *text) {
