@@ -14,6 +14,7 @@
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "explain/records.h"
 #include "families/family.h"
 #include "families/florence2_post.h"
@@ -132,8 +133,8 @@ static glimpse_status run_of(glimpse_context *ctx, florence2_run **out) {
         ctx->run = run;
         size_t side = (size_t)ctx->model->preprocess.resize_height;
         size_t positions = (size_t)parts->config.encoder.max_positions, d = (size_t)parts->config.encoder.hidden_size;
-        run->pixels = malloc(3 * side * side * sizeof(float));
-        run->rows = malloc(positions * d * sizeof(float));
+        run->pixels = memory_large(3 * side * side * sizeof(float)); /* (written whole: on huge pages when large) */
+        run->rows = memory_large(positions * d * sizeof(float));
         glimpse_status status = run->pixels && run->rows ? GLIMPSE_STATUS_OK : ERROR_OOM();
         if (!status) status = florence2_vision_state_create(&parts->vision, &run->vision);
         if (!status) status = bart_encoder_state_create(&parts->language, positions, &run->encoder);

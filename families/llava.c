@@ -13,6 +13,7 @@
 #include "api/context.h"
 #include "api/model.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/file.h"
 #include "explain/records.h"
 #include "families/family.h"
@@ -208,8 +209,9 @@ static glimpse_status run_of(glimpse_context *ctx, size_t images, llava_run **ou
         llava_vision_state_free(run->vision);
         free(run->pixels), free(run->features);
         run->vision = NULL, run->images = 0;
-        run->pixels = malloc(images * 3 * side * side * sizeof(float));
-        run->features = malloc(images * m->config.image_rows * hidden * sizeof(float));
+        /* (written whole: on huge pages when large) */
+        run->pixels = memory_large(images * 3 * side * side * sizeof(float));
+        run->features = memory_large(images * m->config.image_rows * hidden * sizeof(float));
         glimpse_status status = run->pixels && run->features ? GLIMPSE_STATUS_OK : ERROR_OOM();
         if (!status) status = llava_vision_state_create(m, images, &run->vision);
         if (status) return status;
@@ -546,11 +548,11 @@ static glimpse_status explain_rows(glimpse_context *ctx, glimpse_image *const *i
     const llava_model *m = &parts_of(ctx->model)->model;
     size_t side = (size_t)m->config.vision.image_size, hidden = (size_t)m->config.text.hidden_size;
     llava_vision_state *vision = NULL;
-    float *pixels = malloc((count ? count : 1) * 3 * side * side * sizeof(float));
-    float *features = malloc((count ? count : 1) * m->config.image_rows * hidden * sizeof(float));
+    float *pixels = memory_large((count ? count : 1) * 3 * side * side * sizeof(float));
+    float *features = memory_large((count ? count : 1) * m->config.image_rows * hidden * sizeof(float));
     size_t *starts = calloc(count ? count : 1, sizeof *starts);
     glimpse_status status = pixels && features && starts ? GLIMPSE_STATUS_OK : ERROR_OOM();
-    if (!status && !(*rows = malloc((length + id_count) * hidden * sizeof(float)))) status = ERROR_OOM();
+    if (!status && !(*rows = memory_large((length + id_count) * hidden * sizeof(float)))) status = ERROR_OOM();
     for (size_t i = 0; i < count && !status; i++)
         status = preprocess_image(pixels + i * 3 * side * side, images[i], &ctx->model->preprocess);
     if (!status && count) status = llava_vision_state_create(m, count, &vision);

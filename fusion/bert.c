@@ -10,6 +10,7 @@
 #include "weights/config.h"
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "weights/layers.h"
 
 glimpse_status bert_config_read(const cJSON *json, const char *where, int vision_hidden, bert_config *config) {
@@ -137,8 +138,9 @@ glimpse_status bert_state_create_batched(const bert_model *model, size_t slots, 
     s->self_values = malloc(cache * sizeof(float));
     s->spare_keys = malloc(cache * sizeof(float));
     s->spare_values = malloc(cache * sizeof(float));
-    s->cross_keys = malloc(images * layers * max_image_tokens * h * sizeof(float));
-    s->cross_values = malloc(images * layers * max_image_tokens * h * sizeof(float));
+    /* (every picture's keys and values are written whole: on huge pages, 21 MB each for BLIP-base at 384 px) */
+    s->cross_keys = memory_large(images * layers * max_image_tokens * h * sizeof(float));
+    s->cross_values = memory_large(images * layers * max_image_tokens * h * sizeof(float));
     s->slot_image_tokens = calloc(images, sizeof *s->slot_image_tokens);
     s->table = malloc(slots * sizeof *s->table);
     s->x = malloc(rows * h * sizeof(float));

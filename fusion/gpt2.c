@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "weights/config.h"
 #include "weights/layers.h"
 
@@ -139,7 +140,7 @@ glimpse_status gpt2_state_create_batched(const gpt2_model *model, size_t slots, 
                       .max_image_tokens = max_image_tokens, .max_images = images, .max_rows = max_rows};
     s->cache = malloc(cache * sizeof(float));
     s->spare = malloc(cache * sizeof(float));
-    s->image_kv = malloc(images * layers * max_image_tokens * 2 * h * sizeof(float));
+    s->image_kv = memory_large(images * layers * max_image_tokens * 2 * h * sizeof(float)); /* (written whole) */
     s->slot_image_tokens = calloc(images, sizeof *s->slot_image_tokens);
     s->table = malloc(slots * sizeof *s->table);
     if (model->projection_weight.data) s->image = malloc(max_image_tokens * h * sizeof(float));
