@@ -41,7 +41,7 @@ static void release_stored(void *store, const void *data, size_t bytes) { weight
 /* int8 twins of every tower's projections (each tower that was loaded). The stored values of each weight
  * quantized leave the process's memory once its twin is made (BLIP-2 OPT-2.7B --int8: 11.3 GB resident at the
  * peak for a 7.6 GB mapped checkpoint when they stayed). */
-static glimpse_status quantize(glimpse_model *model, glimpse_precision precision) {
+static glimpse_status quantize(glimpse_model *model, glimpse_precision precision, pool *threads) {
     if (precision != GLIMPSE_PRECISION_INT8)
         return error_set(GLIMPSE_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)precision);
     model->precision = precision;
@@ -50,12 +50,10 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
                                                "plain loops, slower than float32");
     glimpse_status status = GLIMPSE_STATUS_OK;
     model->quantized.release = release_stored, model->quantized.release_user = model->store;
-    /* on every core, in a pool made for it (ViT-B/32's 88 M weights: see docs/models.md) */
-    if (pool_create(0, &model->quantized.threads)) model->quantized.threads = NULL; /* (then on this thread) */
+    model->quantized.threads = threads; /* (on every core: ViT-B/32's 88 M weights, see docs/models.md) */
     const model_family *family = model->family;
     if (family->tower_twins) status = family->tower_twins(model, q8_set_add_twin, &model->quantized);
     if (!status && family->quantize) status = family->quantize(model, &model->quantized);
-    pool_free(model->quantized.threads);
     model->quantized.threads = NULL;
     return status;
 }
@@ -69,15 +67,14 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
  * every core, in a pool made for it) and fresh memory for the parts, which the kernel must zero: 0.15-1 s
  * for ViT-B/32 on that machine, so it is for processes that embed many pictures (glimpse serve and index
  * turn it on unless the variable says otherwise). */
-static glimpse_status split_towers(glimpse_model *model) {
+static glimpse_status split_towers(glimpse_model *model, pool *threads) {
     const char *choice = getenv("GLIMPSE_FLOAT32_TILES");
     if (!bf16x3_available() || !choice || strcmp(choice, "always") != 0) return GLIMPSE_STATUS_OK;
     glimpse_status (*tower_twins)(glimpse_model *, kernel_twin_add, void *) = model->family->tower_twins;
     if (!tower_twins || (!model->has_vision && !model->has_text)) return GLIMPSE_STATUS_OK;
-    if (pool_create(0, &model->split.threads)) model->split.threads = NULL; /* (then on this thread) */
+    model->split.threads = threads;
     model->split.release = release_stored, model->split.release_user = model->store;
     glimpse_status status = tower_twins(model, bf16x3_set_add, &model->split);
-    pool_free(model->split.threads);
     model->split.threads = NULL;
     if (status) { /* (the extra memory, say): the model runs as it would without the tiles */
         log_message(GLIMPSE_LOG_LEVEL_WARNING, "float32 towers stay on the FMA kernels: %s", glimpse_last_error());
@@ -101,11 +98,19 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
     if (!status) status = family_detect(model->config, model->folder, &family);
     if (!status) family_assign(model, family);
     if (!status) status = weight_store_open(model->folder, &model->store);
+    /* the load's own work (transposed copies, int8 twins, bf16x3 parts) on every core, in a pool made for it */
+    pool *threads = NULL;
+    if (!status && pool_create(0, &threads) == GLIMPSE_STATUS_OUT_OF_MEMORY) status = GLIMPSE_STATUS_OUT_OF_MEMORY;
+    /* (a worker that could not start leaves threads NULL: the work then runs on this thread) */
+    if (!status) weight_store_set_threads(model->store, threads);
     const cJSON *vision_json = NULL, *text_json = NULL; /* where sections are optional, absent: all defaults */
     if (!status) status = config_sections(model, &vision_json, &text_json);
     if (!status) status = family->load(model, params, vision_json, text_json); /* may assign a sibling family */
-    if (!status && params->precision != GLIMPSE_PRECISION_FLOAT32) status = quantize(model, params->precision);
-    if (!status && params->precision == GLIMPSE_PRECISION_FLOAT32) status = split_towers(model);
+    if (!status && params->precision != GLIMPSE_PRECISION_FLOAT32)
+        status = quantize(model, params->precision, threads);
+    if (!status && params->precision == GLIMPSE_PRECISION_FLOAT32) status = split_towers(model, threads);
+    if (model->store) weight_store_set_threads(model->store, NULL);
+    pool_free(threads);
     if (status) {
         glimpse_model_free(model);
         return status;

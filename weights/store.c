@@ -3,6 +3,7 @@
 #include "weights/store.h"
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "core/kernels.h"
 #include "core/memory.h"
 #include "core/openblas.h"
+#include "core/pool.h"
 #include "weights/torch_bin.h"
 
 typedef struct owned_buffer {
@@ -28,6 +30,7 @@ struct weight_store {
     size_t parameters, bytes, copied_bytes;
     unsigned dtypes_seen; /* bit per tensor_dtype */
     const char *format;   /* what weight_store_open read: "safetensors", "PyTorch .bin" */
+    pool *threads;        /* what turns transposed matrices at load (weight_store_set_threads), or NULL */
 };
 
 /* Maps and parses one weights file (safetensors_open, torch_bin_open). */
@@ -322,6 +325,46 @@ glimpse_status weight_store_get_matrix_optional(weight_store *store, kernel_weig
 /* Stored rows turned at a time: each output row then takes this many consecutive values. */
 #define TRANSPOSE_BLOCK 16
 
+/* A matrix stored [columns, rows] turned into [rows, columns], one task per block of output rows: each thread
+ * writes (and so takes the page faults and the zeroing of) its own part of the copy. */
+typedef struct transpose_job {
+    char *turned;
+    const uint8_t *data;
+    weight_type stored, type;
+    size_t rows, columns, share; /* (share: output rows per task) */
+    atomic_int failed;           /* a task could not allocate its buffer */
+} transpose_job;
+
+static void transpose_task(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    transpose_job *job = argument;
+    size_t r0 = index * job->share, r1 = r0 + job->share < job->rows ? r0 + job->share : job->rows, span = r1 - r0;
+    size_t columns = job->columns, stored_row = job->rows * weight_type_bytes(job->stored);
+    size_t first = r0 * weight_type_bytes(job->stored); /* (bytes into a stored row) */
+    if (r0 >= r1) return;
+    float *widened = job->type == WEIGHT_TYPE_F32 ? malloc(TRANSPOSE_BLOCK * span * sizeof(float)) : NULL;
+    if (job->type == WEIGHT_TYPE_F32 && !widened) {
+        atomic_store(&job->failed, 1);
+        return;
+    }
+    for (size_t c0 = 0; c0 < columns; c0 += TRANSPOSE_BLOCK) {
+        size_t block = columns - c0 < TRANSPOSE_BLOCK ? columns - c0 : TRANSPOSE_BLOCK;
+        if (job->type == WEIGHT_TYPE_F32) { /* stored rows c0.., their values r0..r1 widened (or copied: the file
+                                             * may misalign them) */
+            for (size_t c = 0; c < block; c++)
+                kernel_widen(widened + c * span, job->data + (c0 + c) * stored_row + first, job->stored, span);
+            for (size_t r = r0; r < r1; r++)
+                for (size_t c = 0; c < block; c++)
+                    ((float *)job->turned)[r * columns + c0 + c] = widened[c * span + r - r0];
+        } else { /* 16-bit values moved as they are */
+            for (size_t r = r0; r < r1; r++)
+                for (size_t c = 0; c < block; c++)
+                    memcpy(job->turned + (r * columns + c0 + c) * 2, job->data + (c0 + c) * stored_row + r * 2, 2);
+        }
+    }
+    free(widened);
+}
+
 glimpse_status weight_store_get_matrix_transposed(weight_store *store, kernel_weight *out, size_t rows,
                                                   size_t columns, const char *name) {
     *out = (kernel_weight){0};
@@ -333,31 +376,19 @@ glimpse_status weight_store_get_matrix_transposed(weight_store *store, kernel_we
     size_t element = weight_type_bytes(type);
     if (rows && columns > SIZE_MAX / element / rows) return ERROR_OOM();
     char *turned = owned(store, rows * columns * element);
-    float *widened = malloc(TRANSPOSE_BLOCK * rows * sizeof(float));
-    if (!turned || !widened) {
-        free(widened);
-        return ERROR_OOM();
-    }
-    const uint8_t *data = entry->data;
-    size_t stored_row = rows * weight_type_bytes(stored);
-    for (size_t c0 = 0; c0 < columns; c0 += TRANSPOSE_BLOCK) {
-        size_t block = columns - c0 < TRANSPOSE_BLOCK ? columns - c0 : TRANSPOSE_BLOCK;
-        if (type == WEIGHT_TYPE_F32) { /* stored rows c0.. widened (or copied: the file may misalign them) */
-            kernel_widen(widened, data + c0 * stored_row, stored, block * rows);
-            for (size_t r = 0; r < rows; r++)
-                for (size_t c = 0; c < block; c++)
-                    ((float *)turned)[r * columns + c0 + c] = widened[c * rows + r];
-        } else { /* 16-bit values moved as they are */
-            for (size_t r = 0; r < rows; r++)
-                for (size_t c = 0; c < block; c++)
-                    memcpy(turned + (r * columns + c0 + c) * 2, data + (c0 + c) * stored_row + r * 2, 2);
-        }
-    }
-    free(widened);
+    if (!turned) return ERROR_OOM();
+    size_t tasks = (size_t)pool_threads(store->threads);
+    transpose_job job = {.turned = turned, .data = entry->data, .stored = stored, .type = type, .rows = rows,
+                         .columns = columns, .share = (rows + tasks - 1) / tasks};
+    atomic_init(&job.failed, 0);
+    pool_for(store->threads, job.share ? (rows + job.share - 1) / job.share : 0, transpose_task, &job);
+    if (atomic_load(&job.failed)) return ERROR_OOM(); /* (the copy stays the store's, freed with it) */
     *out = (kernel_weight){turned, type, NULL, NULL};
     weight_store_release_pages(store, entry->data, entry->bytes); /* only the copy is read now */
     return GLIMPSE_STATUS_OK;
 }
+
+void weight_store_set_threads(weight_store *store, pool *threads) { store->threads = threads; }
 
 void weight_store_release_pages(const weight_store *store, const void *data, size_t bytes) {
     const uint8_t *start = data;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "core/kernels.h"
+#include "core/pool.h"
 #include "weights/safetensors.h"
 
 typedef struct weight_store weight_store;
@@ -51,6 +52,10 @@ glimpse_status weight_store_get_matrix_optional(weight_store *store, kernel_weig
  * 16-bit where the AVX-512 kernels run, as weight_store_get_matrix keeps it). */
 glimpse_status weight_store_get_matrix_transposed(weight_store *store, kernel_weight *out, size_t rows,
                                                   size_t columns, const char *name);
+
+/* The pool that weight_store_get_matrix_transposed turns its copies on (every core while a model loads: ViT-GPT2's
+ * GPT-2 is 500 MB of them), or NULL: the calling thread. The store does not own it. */
+void weight_store_set_threads(weight_store *store, pool *threads);
 
 /* Counts of what was handed out so far (for `glimpse info`). */
 size_t weight_store_parameters(const weight_store *store);
