@@ -199,11 +199,16 @@ struct davit_state {
     float *qt, *kt, *affinity; /* channel attention: q and k transposed [C, N], a group's [C/g, C/g] */
     float *scores;           /* window attention's scratch [heads, window², window²] */
     float *conv;             /* a depthwise conv's output [N, C] */
+    /* Buffers no step uses at the same time share memory (at 768 px, 155 of 320 MB that each process's first
+     * picture has the kernel zero): qkv (attention), mlp (the feed-forward) and patches (a stage's patch
+     * embedding) are `shared`; qt and kt lie in windows and projected, which channel attention leaves unused;
+     * conv, the depthwise convs' output, lies in context, which no attention step holds while they run. */
+    float *shared;
 };
 
-/* The largest of each buffer over the stages, in floats. */
+/* The largest of each buffer over the stages, in floats (shared: the largest of qkv, mlp and patches). */
 typedef struct davit_sizes {
-    size_t tokens, patches, padded, mlp, affinity, scores;
+    size_t tokens, shared, padded, affinity, scores;
 } davit_sizes;
 
 static size_t padded_side(size_t side, size_t window) { return (side + window - 1) / window * window; }
@@ -218,11 +223,10 @@ static davit_sizes state_sizes(const davit_model *model) {
         size_t padded = padded_side(stage->height, window) * padded_side(stage->width, window);
         size_t group = dim / (size_t)c->groups[s];
         /* a stage's input is the one before's tokens (stage 0's, the caller's pixels) */
-        size_t sizes[6] = {n * dim, n * in_dim * k * k,
-                           padded * dim, n * dim * (size_t)c->mlp_ratio, group * group,
-                           (size_t)c->heads[s] * window * window * window * window};
-        size_t *fields[6] = {&z.tokens, &z.patches, &z.padded, &z.mlp, &z.affinity, &z.scores};
-        for (int i = 0; i < 6; i++)
+        size_t sizes[7] = {n * dim, n * in_dim * k * k, 3 * padded * dim, n * dim * (size_t)c->mlp_ratio,
+                           padded * dim, group * group, (size_t)c->heads[s] * window * window * window * window};
+        size_t *fields[7] = {&z.tokens, &z.shared, &z.shared, &z.shared, &z.padded, &z.affinity, &z.scores};
+        for (int i = 0; i < 7; i++)
             if (sizes[i] > *fields[i]) *fields[i] = sizes[i];
         in_dim = dim;
     }
@@ -234,24 +238,24 @@ glimpse_status davit_state_create(const davit_model *model, davit_state **out) {
     davit_sizes z = state_sizes(model);
     davit_state *s = calloc(1, sizeof *s);
     if (!s) return ERROR_OOM();
-    float **buffers[] = {&s->x, &s->next, &s->normed, &s->patches, &s->windows, &s->qkv, &s->context,
-                         &s->projected, &s->mlp, &s->qt, &s->kt, &s->affinity, &s->scores, &s->conv};
-    size_t floats[] = {z.tokens, z.tokens, z.tokens, z.patches, z.padded, 3 * z.padded, z.padded,
-                       z.padded, z.mlp, z.tokens, z.tokens, z.affinity, z.scores, z.tokens};
+    float **buffers[] = {&s->x,       &s->next,      &s->normed,   &s->windows, &s->context,
+                         &s->projected, &s->affinity, &s->scores, &s->shared};
+    size_t floats[] = {z.tokens, z.tokens, z.tokens, z.padded, z.padded, z.padded, z.affinity, z.scores, z.shared};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         if (!(*buffers[i] = memory_large(floats[i] * sizeof(float)))) { /* (4.7M floats a map at 768 px) */
             davit_state_free(s);
             return ERROR_OOM();
         }
+    s->qkv = s->mlp = s->patches = s->shared; /* (z.padded >= z.tokens: a stage pads its grid, never crops it) */
+    s->qt = s->windows, s->kt = s->projected, s->conv = s->context;
     *out = s;
     return GLIMPSE_STATUS_OK;
 }
 
 void davit_state_free(davit_state *s) {
     if (!s) return;
-    free(s->x), free(s->next), free(s->normed), free(s->patches), free(s->windows), free(s->qkv);
-    free(s->context), free(s->projected), free(s->mlp), free(s->qt), free(s->kt), free(s->affinity);
-    free(s->scores), free(s->conv);
+    free(s->x), free(s->next), free(s->normed), free(s->windows), free(s->context), free(s->projected);
+    free(s->affinity), free(s->scores), free(s->shared);
     free(s);
 }
 
