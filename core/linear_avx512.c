@@ -392,12 +392,27 @@ static void remainder_micro(float *out, size_t out_stride, const float *in, size
 }
 
 /* widened[c][k] = weight[c][k] for c < columns, k < depth (16-bit weights,
- * column_stride apart, for the micro-kernel's broadcasts). */
+ * column_stride apart, for the micro-kernel's broadcasts). With next (or NULL: none), the same columns of the
+ * next micro-kernel are asked for line by line while these are widened: its rows are short streams the
+ * hardware's prefetcher has not learned by the time they are read (43 rows of BLIP-2's prompt through OPT's
+ * 2560 -> 10240 read the weights at 5-6 GB/s without it, 7% slower). */
 static void widen_columns(float *widened, const void *weight, weight_type type, size_t column_stride, size_t columns,
-                          size_t depth) {
-    for (size_t c = 0; c < columns; c++)
-        kernel_widen_avx512(widened + c * depth, (const char *)weight + c * column_stride * weight_type_bytes(type),
-                            type, depth);
+                          size_t depth, const void *next) {
+    const size_t row_bytes = column_stride * weight_type_bytes(type);
+    for (size_t c = 0; c < columns; c++) {
+        const char *row = (const char *)weight + c * row_bytes;
+        float *to = widened + c * depth;
+        size_t k = 0;
+        if (next) { /* 32 values (one 64-byte line) a step, asking for the next micro-kernel's line */
+            const char *ahead = (const char *)next + c * row_bytes;
+            for (; k + 32 <= depth; k += 32) {
+                _mm_prefetch(ahead + 2 * k, _MM_HINT_T0);
+                _mm512_storeu_ps(to + k, load_weights(row, k, type));
+                _mm512_storeu_ps(to + k + 16, load_weights(row, k + 16, type));
+            }
+        }
+        kernel_widen_avx512(to + k, row + 2 * k, type, depth - k);
+    }
 }
 
 /* ------------------------------------------------ 16-bit weights, many rows */
@@ -494,7 +509,8 @@ static bool chained_product(const kernel_product *p, const char *w, const float 
             }
             for (size_t c = 0; c < columns; c += MICRO_COLUMNS) {
                 int count = (int)(columns - c < MICRO_COLUMNS ? columns - c : MICRO_COLUMNS);
-                widen_columns(widened, w + (c * cs + k0) * element, p->weight_type, cs, (size_t)count, depth);
+                widen_columns(widened, w + (c * cs + k0) * element, p->weight_type, cs, (size_t)count, depth,
+                              c + MICRO_COLUMNS < columns ? w + ((c + MICRO_COLUMNS) * cs + k0) * element : NULL);
                 for (size_t t = 0; t < pass; t += PANEL_ROWS) {
                     size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
                     chain_any(out + (r0 + t) * out_stride + c, out_stride, panel + t * block, depth, widened, start,
@@ -569,7 +585,9 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
                 const float *weights = (const float *)(w + (c * cs + k0 * ds) * element), *next = NULL;
                 size_t column_stride = cs, depth_stride = ds;
                 if (type != WEIGHT_TYPE_F32) { /* (16-bit weights: depth_stride 1) */
-                    widen_columns(widened, weights, type, cs, (size_t)count, depth);
+                    widen_columns(widened, weights, type, cs, (size_t)count, depth,
+                                  c + MICRO_COLUMNS < columns ? (const char *)weights + MICRO_COLUMNS * cs * element
+                                                              : NULL);
                     weights = widened, column_stride = depth, depth_stride = 1;
                 } else if (c + MICRO_COLUMNS < columns) {
                     next = weights + MICRO_COLUMNS * cs;
