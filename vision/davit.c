@@ -97,6 +97,9 @@ static glimpse_status load_dwconv(weight_store *store, const char *block, const 
     if (!status) status = weight_store_get(store, &out->weight, 4, shape, name);
     if (!status) status = layers_name(name, "%s.%s.bias", block, module);
     if (!status) status = weight_store_get(store, &out->bias, 1, bias_shape, name);
+    if (!status && !(out->taps = malloc(9 * dim * sizeof(float)))) status = ERROR_OOM();
+    for (size_t c = 0; !status && c < dim; c++)
+        for (size_t tap = 0; tap < 9; tap++) out->taps[tap * dim + c] = out->weight[c * 9 + tap];
     return status;
 }
 
@@ -160,6 +163,11 @@ glimpse_status davit_model_load(davit_model *model, const davit_config *config, 
 
 void davit_model_free(davit_model *model) {
     for (int s = 0; s < DAVIT_STAGES; s++) {
+        for (int i = 0; i < model->config.depths[s]; i++) /* (blocks are zeroed until loaded: taps NULL) */
+            for (int kind = 0; kind < 2; kind++) {
+                davit_block *b = kind ? model->stages[s].channel : model->stages[s].spatial;
+                if (b) free(b[i].conv1.taps), free(b[i].conv2.taps);
+            }
         free(model->stages[s].spatial), free(model->stages[s].channel);
         model->stages[s].spatial = model->stages[s].channel = NULL;
     }
@@ -290,25 +298,56 @@ static void patch_embed(const davit_stage *stage, const grid *in, size_t k, size
     kernel_linear(out, dim, patches, columns, &stage->conv, stage->conv_bias, rows, columns, dim, false, threads);
 }
 
-/* x += depthwise 3×3 conv(x) (zero padding 1, with bias) over the height × width grid of dim channels. */
-static void dwconv_residual(float *x, const davit_conv *conv, size_t height, size_t width, size_t dim, float *out) {
-    for (size_t y = 0; y < height; y++)
+/* A depthwise conv's rows of the grid, split over the pool (conv_rows), then x += out (add_rows). */
+typedef struct dwconv_job {
+    float *x, *out;
+    const davit_conv *conv;
+    size_t height, width, dim, block; /* (block: grid rows per task) */
+} dwconv_job;
+
+/* out = depthwise 3×3 conv(x) (zero padding 1, with bias) for grid rows index · block onwards: per output
+ * token, the bias, then each tap in turn, its weights side by side (conv->taps), the sums in the order the
+ * stored [C, 1, 3, 3] weights gave them. */
+static void conv_rows(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    const dwconv_job *job = argument;
+    size_t width = job->width, height = job->height, dim = job->dim, first = index * job->block;
+    size_t end = first + job->block < height ? first + job->block : height;
+    for (size_t y = first; y < end; y++)
         for (size_t xx = 0; xx < width; xx++) {
-            float *o = out + (y * width + xx) * dim;
-            memcpy(o, conv->bias, dim * sizeof *o);
+            float *o = job->out + (y * width + xx) * dim;
+            memcpy(o, job->conv->bias, dim * sizeof *o);
             for (int dy = -1; dy <= 1; dy++) {
                 long sy = (long)y + dy;
                 if (sy < 0 || (size_t)sy >= height) continue;
                 for (int dx = -1; dx <= 1; dx++) {
                     long sx = (long)xx + dx;
                     if (sx < 0 || (size_t)sx >= width) continue;
-                    const float *in = x + ((size_t)sy * width + (size_t)sx) * dim;
-                    const float *w = conv->weight + (size_t)((dy + 1) * 3 + dx + 1);
-                    for (size_t c = 0; c < dim; c++) o[c] += w[c * 9] * in[c];
+                    const float *in = job->x + ((size_t)sy * width + (size_t)sx) * dim;
+                    const float *w = job->conv->taps + (size_t)((dy + 1) * 3 + dx + 1) * dim;
+                    for (size_t c = 0; c < dim; c++) o[c] += w[c] * in[c];
                 }
             }
         }
-    kernel_add(x, out, height * width * dim);
+}
+
+static void add_rows(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    const dwconv_job *job = argument;
+    size_t first = index * job->block, end = first + job->block < job->height ? first + job->block : job->height;
+    size_t row = job->width * job->dim;
+    kernel_add(job->x + first * row, job->out + first * row, (end - first) * row);
+}
+
+/* x += depthwise 3×3 conv(x) (zero padding 1, with bias) over the height × width grid of dim channels: the conv
+ * into out over every thread, then the sum (the conv reads x's neighbours, so it is whole before x changes). */
+static void dwconv_residual(float *x, const davit_conv *conv, size_t height, size_t width, size_t dim, float *out,
+                            pool *threads) {
+    size_t share = (size_t)pool_threads(threads) * 4;
+    dwconv_job job = {x, out, conv, height, width, dim, (height + share - 1) / share};
+    size_t tasks = (height + job.block - 1) / job.block;
+    pool_for(threads, tasks, conv_rows, &job);
+    pool_for(threads, tasks, add_rows, &job);
 }
 
 /* Token (y, x) of a grid cut into window × window windows, padded to whole windows: its row among the
@@ -384,12 +423,12 @@ static void run_stage(const davit_model *model, davit_state *s, int index, pool 
         const davit_block *blocks[2] = {&stage->spatial[i], &stage->channel[i]};
         for (int kind = 0; kind < 2; kind++) {
             const davit_block *b = blocks[kind];
-            dwconv_residual(s->x, &b->conv1, h, w, dim, s->conv);
+            dwconv_residual(s->x, &b->conv1, h, w, dim, s->conv, threads);
             if (kind == 0)
                 window_attention(b, s, s->x, h, w, dim, (size_t)c->heads[index], (size_t)c->window_size, threads);
             else
                 channel_attention(b, s, s->x, n, dim, (size_t)c->groups[index], threads);
-            dwconv_residual(s->x, &b->conv2, h, w, dim, s->conv);
+            dwconv_residual(s->x, &b->conv2, h, w, dim, s->conv, threads);
             mlp(b, s, s->x, n, dim, hidden, threads);
         }
     }

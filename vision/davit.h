@@ -33,7 +33,8 @@ glimpse_status davit_config_read(const cJSON *json, const char *where, int image
 
 /* A depthwise 3×3 convolution (weight [C, 1, 3, 3], bias [C]). */
 typedef struct davit_conv {
-    const float *weight, *bias;
+    const float *weight, *bias; /* [C, 1, 3, 3] as stored, [C] */
+    float *taps;                /* the weights tap by tap, [9, C] (owned): a tap's weights lie side by side */
 } davit_conv;
 
 /* A spatial or channel block: x += conv1(x); x += proj(attention(LN(x))); x += conv2(x); x += fc2(gelu(fc1(LN(x)))) */
