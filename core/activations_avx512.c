@@ -1,7 +1,7 @@
-/* activations_avx512.c — LayerNorm, softmax and the GELU activations on
- * CPUs with AVX-512 (kernels.c calls these where cpu_has_avx512(); their
- * plain twins, the *_reference functions, are there too). The linear
- * layer's kernels are in linear_avx512.c. */
+/* activations_avx512.c — LayerNorm, softmax, the GELU activations and the
+ * element-wise sums on CPUs with AVX-512 (kernels.c calls these where
+ * cpu_has_avx512(); their plain twins, the *_reference functions, are there
+ * too). The linear layer's kernels are in linear_avx512.c. */
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
@@ -9,6 +9,32 @@
 #include "core/avx512_math.h"
 #include "core/kernels.h"
 #include "core/kernels_avx512.h"
+
+void kernel_add_avx512(float *x, const float *y, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+        __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(tail, x + i), _mm512_maskz_loadu_ps(tail, y + i));
+        _mm512_mask_storeu_ps(x + i, tail, sum);
+    }
+}
+
+void kernel_multiply_add_avx512(float *x, const float *a, const float *b, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 product = _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+        __asm__("" : "+v"(product)); /* (rounded: not fused into the add) */
+        _mm512_storeu_ps(x + i, _mm512_add_ps(_mm512_loadu_ps(x + i), product));
+    }
+    if (i < n) {
+        __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+        __m512 product = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, a + i), _mm512_maskz_loadu_ps(tail, b + i));
+        __asm__("" : "+v"(product));
+        _mm512_mask_storeu_ps(x + i, tail, _mm512_add_ps(_mm512_maskz_loadu_ps(tail, x + i), product));
+    }
+}
 
 void kernel_softmax_avx512(float *x, size_t rows, size_t n) {
     for (size_t r = 0; r < rows; r++) {

@@ -92,8 +92,18 @@ void kernel_gelu_tanh(float *x, size_t n) {
     kernel_gelu_tanh_reference(x, n);
 }
 
-void kernel_add(float *x, const float *y, size_t n) {
+static void kernel_add_reference(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+void kernel_add(float *x, const float *y, size_t n) {
+    FAST_OR_REFERENCE(kernel_add_avx512, kernel_add_reference)(x, y, n);
+}
+
+static void kernel_multiply_add_reference(float *x, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += a[i] * b[i];
+}
+void kernel_multiply_add(float *x, const float *a, const float *b, size_t n) {
+    FAST_OR_REFERENCE(kernel_multiply_add_avx512, kernel_multiply_add_reference)(x, a, b, n);
 }
 
 void kernel_l2_normalize(float *x, size_t n) {

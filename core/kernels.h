@@ -101,6 +101,9 @@ void kernel_quick_gelu_reference(float *x, size_t n);
 
 /* x[n] += y[n] */
 void kernel_add(float *x, const float *y, size_t n);
+/* x[n] += a[n] · b[n], each product rounded to float before it is added (a depthwise conv's taps): on x86-64
+ * the same bits vectorised as in the plain loop (which the portable build compiles without fused multiply-adds). */
+void kernel_multiply_add(float *x, const float *a, const float *b, size_t n);
 
 /* Softmax of each row of x[rows, n] in place. A row whose entries are all
  * -inf (every key masked) becomes all zeros. */

@@ -142,6 +142,10 @@ void kernel_quick_gelu_avx512(float *x, size_t n);
 void kernel_layernorm_avx512(float *out, const float *in, const float *weight, const float *bias, size_t rows,
                              size_t dim, float epsilon);
 
+/* kernel_add and kernel_multiply_add, 16 values at a time: the same bits as their plain loops. */
+void kernel_add_avx512(float *x, const float *y, size_t n);
+void kernel_multiply_add_avx512(float *x, const float *a, const float *b, size_t n);
+
 /* kernel_widen of float16 / bfloat16 values, 16 at a time (identical results: the conversion is exact). */
 void kernel_widen_avx512(float *out, const void *data, weight_type type, size_t n);
 

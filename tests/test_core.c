@@ -863,6 +863,30 @@ static void test_softmax_and_normalize(void **state) {
     assert_float_equal(zero[0], 0.0f, 0);
 }
 
+/* kernel_add and kernel_multiply_add give, at every length (whole vectors and a masked tail), the bits of
+ * the plain sums with each product rounded before it is added. */
+static void test_elementwise_sums_are_the_plain_loops(void **state) {
+    (void)state;
+    const size_t lengths[] = {1, 15, 16, 17, 100};
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        size_t n = lengths[l];
+        float x[100], y[100], a[100], b[100], sum[100], multiplied[100];
+        for (size_t i = 0; i < n; i++) {
+            x[i] = (float)rand() / RAND_MAX - 0.5f, y[i] = (float)rand() / RAND_MAX * 3.0f;
+            a[i] = (float)rand() / RAND_MAX - 0.25f, b[i] = (float)rand() / RAND_MAX * 7.0f - 2.0f;
+            volatile float product = a[i] * b[i]; /* (rounded, as the kernel's) */
+            sum[i] = x[i] + y[i], multiplied[i] = x[i] + product;
+        }
+        float added[100], accumulated[100];
+        memcpy(added, x, n * sizeof(float));
+        memcpy(accumulated, x, n * sizeof(float));
+        kernel_add(added, y, n);
+        kernel_multiply_add(accumulated, a, b, n);
+        assert_memory_equal(added, sum, n * sizeof(float));
+        assert_memory_equal(accumulated, multiplied, n * sizeof(float));
+    }
+}
+
 static void count_task(void *argument, size_t index, float *scratch) {
     assert_non_null(scratch); /* every thread of a pool has its own, all of it usable */
     scratch[0] = scratch[POOL_SCRATCH_FLOATS - 1] = (float)index;
@@ -1037,6 +1061,7 @@ int main(void) {
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
+        cmocka_unit_test(test_elementwise_sums_are_the_plain_loops),
         cmocka_unit_test(test_dot_rows_matches_reference), cmocka_unit_test(test_dot_codes_matches_reference),
         cmocka_unit_test(test_dot_double_and_l1),
         cmocka_unit_test(test_vector_maths_against_double), cmocka_unit_test(test_row_kernels_match_reference),

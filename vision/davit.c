@@ -325,7 +325,7 @@ static void conv_rows(void *argument, size_t index, float *scratch) {
                     if (sx < 0 || (size_t)sx >= width) continue;
                     const float *in = job->x + ((size_t)sy * width + (size_t)sx) * dim;
                     const float *w = job->conv->taps + (size_t)((dy + 1) * 3 + dx + 1) * dim;
-                    for (size_t c = 0; c < dim; c++) o[c] += w[c] * in[c];
+                    kernel_multiply_add(o, w, in, dim);
                 }
             }
         }
