@@ -246,7 +246,7 @@ glimpse_status davit_state_create(const davit_model *model, davit_state **out) {
     davit_sizes z = state_sizes(model);
     davit_state *s = calloc(1, sizeof *s);
     if (!s) return ERROR_OOM();
-    float **buffers[] = {&s->x,       &s->next,      &s->normed,   &s->windows, &s->context,
+    float **buffers[] = {&s->x,         &s->next,     &s->normed, &s->windows, &s->context,
                          &s->projected, &s->affinity, &s->scores, &s->shared};
     size_t floats[] = {z.tokens, z.tokens, z.tokens, z.padded, z.padded, z.padded, z.affinity, z.scores, z.shared};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
