@@ -101,7 +101,7 @@ glimpse_status glimpse_model_load(const char *path_or_hub_id, const glimpse_load
     /* the load's own work (transposed copies, int8 twins, bf16x3 parts) on every core, in a pool made for it */
     pool *threads = NULL;
     if (!status && pool_create(0, &threads) == GLIMPSE_STATUS_OUT_OF_MEMORY) status = GLIMPSE_STATUS_OUT_OF_MEMORY;
-    /* (a worker that could not start leaves threads NULL: the work then runs on this thread) */
+    /* (its workers start only if the load shares work out; without a pool, the work runs on this thread) */
     if (!status) weight_store_set_threads(model->store, threads);
     const cJSON *vision_json = NULL, *text_json = NULL; /* where sections are optional, absent: all defaults */
     if (!status) status = config_sections(model, &vision_json, &text_json);

@@ -34,6 +34,7 @@ struct pool {
     void *shared;             /* pool_shared_buffer's, shared_bytes long, 64-byte aligned */
     size_t shared_bytes;
     int started;              /* workers that took their scratch slot */
+    int spawned;              /* whether the workers were started: at the first job of more than one task */
     int pinned;               /* whether the workers are pinned, worker i to cpus[i] */
     int cpus[POOL_MAX_THREADS];
     pthread_mutex_t lock;
@@ -173,28 +174,33 @@ glimpse_status pool_create(int threads, pool **out) {
             pool_free(p);
             return ERROR_OOM();
         }
-        for (int i = 0; i < threads - 1; i++) {
-            if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
-                p->threads = i + 1; /* only the ones started get joined */
-                pool_free(p);
-                return error_set(GLIMPSE_STATUS_INTERNAL, "could not start worker thread %d", i + 1);
-            }
-        }
     }
     *out = p;
     return GLIMPSE_STATUS_OK;
 }
 
+/* Starts the workers, at the pool's first job of more than one task: a pool that never has one (a model's load
+ * with nothing to share out, a context that only ever runs one-row steps) starts no thread. A worker that
+ * cannot start leaves the pool with those before it: the jobs then run on fewer threads. */
+static void spawn_workers(pool *p) {
+    p->spawned = 1;
+    for (int i = 0; i < p->threads - 1; i++)
+        if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
+            p->threads = i + 1; /* (only the ones started get joined) */
+            return;
+        }
+}
+
 void pool_free(pool *p) {
     if (!p) return;
-    if (p->workers) {
+    if (p->workers && p->spawned) {
         pthread_mutex_lock(&p->lock);
         atomic_store(&p->shutting_down, 1);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->lock);
         for (int i = 0; i < p->threads - 1; i++) pthread_join(p->workers[i], NULL);
-        free(p->workers);
     }
+    free(p->workers);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
@@ -219,6 +225,7 @@ int pool_threads(const pool *p) { return p ? p->threads : 1; }
 
 void pool_for(pool *p, size_t count, pool_task task, void *argument) {
     if (count == 0) return;
+    if (p && !p->spawned && p->threads > 1 && count > 1) spawn_workers(p);
     if (!p || p->threads == 1 || count == 1 || count >= TICKET_CLOSED) { /* (no parallel step has 2^32 tasks) */
         for (size_t i = 0; i < count; i++) task(argument, i, p ? p->scratch : NULL);
         return;

@@ -21,7 +21,9 @@ typedef struct pool pool;
 typedef void (*pool_task)(void *argument, size_t index, float *scratch);
 
 /* Creates a pool of `threads` workers in total, the calling thread counted
- * (threads <= 0 means all online cores). Caller frees with pool_free. */
+ * (threads <= 0 means all online cores). Caller frees with pool_free. The
+ * workers start at the first pool_for of more than one task (one that cannot
+ * start leaves the pool smaller: pool_threads says how many it has). */
 glimpse_status pool_create(int threads, pool **out);
 void pool_free(pool *p);
 int pool_threads(const pool *p);
