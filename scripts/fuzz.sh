@@ -8,7 +8,7 @@
 # Runs as many targets at once as there are cores. Prints the executions per target. A crash keeps its input under
 # build-fuzz/crashes/ and fails; add it to fuzz/regressions/TARGET/ once fixed.
 # Built at -O1 -g1 (line tables: the stack traces name file and line) with no
-# build type, so that assertions stay on.
+# build type, so that assertions stay on; the products, which no target runs, at -O0 (CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
