@@ -1,9 +1,9 @@
 /* cpu_gate.c — `cpu_gate FEATURE PROGRAM [ARGUMENTS...]` runs PROGRAM where this CPU, with this build's kernels,
  * has FEATURE, and elsewhere says so and exits 77 (ctest's skip). The tests run again with GLIMPSE_NO_AMX=1 or
- * GLIMPSE_FLOAT32_TILES=always (tests/CMakeLists.txt) run other kernels than the plain tests only on a CPU with AMX;
- * elsewhere they repeated them on the same kernels (26 s of the test script's CPU time on a machine without
- * AMX). FEATURE: amx (AMX's int8 or bfloat16 tiles), amx_bf16 (bfloat16 tiles). The hardware is asked with
- * GLIMPSE_NO_AMX unset; PROGRAM gets the environment as it came. */
+ * GLIMPSE_FLOAT32_TILES=always or never (tests/CMakeLists.txt) run other kernels than the plain tests only on a
+ * CPU with AMX; elsewhere they repeated them on the same kernels (26 s of the test script's CPU time on a machine
+ * without AMX). FEATURE: amx (AMX's int8 or bfloat16 tiles), amx_bf16 (bfloat16 tiles). The hardware is asked
+ * with GLIMPSE_NO_AMX unset; PROGRAM gets the environment as it came. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +19,10 @@ int main(int argc, char **argv) {
     }
     const char *feature = argv[1], *no_amx = getenv("GLIMPSE_NO_AMX");
     char *kept = no_amx ? strdup(no_amx) : NULL;
+    if (no_amx && !kept) { /* (run without it, a variant would take other kernels than it asks for) */
+        perror("cpu_gate: strdup");
+        return 1;
+    }
     unsetenv("GLIMPSE_NO_AMX"); /* (read once, at the first question below) */
     bool amx = strcmp(feature, "amx") == 0, amx_bf16 = strcmp(feature, "amx_bf16") == 0;
     bool has = (amx && cpu_has_amx_int8()) || ((amx || amx_bf16) && cpu_has_amx_bf16());
