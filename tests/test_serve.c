@@ -29,7 +29,6 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "core/cpu.h"
 #include "core/file.h"
 #include "output/json.h"
 #include "tests/support.h"
@@ -1576,11 +1575,6 @@ static void test_sigterm_drains(void **state) {
 }
 
 int main(void) {
-    const char *tiles = getenv("GLIMPSE_FLOAT32_TILES");
-    if (tiles && strcmp(tiles, "never") == 0 && !cpu_has_amx_bf16()) {
-        printf("skipped: this CPU has no AMX-BF16 tiles, so test_serve already ran on the FMA kernels\n");
-        return 77; /* (test_serve_without_tiles would repeat it) */
-    }
     /* the library in this process as glimpse serve runs it: on AMX's tiles unless the variable says otherwise */
     setenv("GLIMPSE_FLOAT32_TILES", "always", 0);
     const struct CMUnitTest tests[] = {
