@@ -270,6 +270,13 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
                                                          const float *bias, float scale, int accumulate, int first,
                                                          size_t rows, const int vectors, const int columns) {
     __m512 sum[MICRO_COLUMNS][PANEL_VECTORS];
+    /* the cells this call writes, asked for now to own (prefetchw), so that they arrive during the sums: the layer
+     * after read them on every core, and the stores at the end waited for the other core to give each line up
+     * (ViT-B/32 float32 at batch 8, 2 threads on an AMD EPYC: 2-5% a picture, alternating in one process) */
+    for (size_t r = 0; r < rows; r++) {
+        __asm__ volatile("prefetchw %0" ::"m"(out[r * out_stride]));
+        __asm__ volatile("prefetchw %0" ::"m"(out[r * out_stride + (size_t)columns - 1]));
+    }
     micro_sums(sum, panel, depth, weight, column_stride, depth_stride, next_weight, vectors, columns);
     if (scale != 1.0f)
         for (int c = 0; c < columns; c++)
