@@ -8,18 +8,26 @@
  *    tdpbusd / tdpbf16ps on 4 accumulator tiles from 4 source tiles held in
  *    place, 16 × 16 × 64 byte products (× 32 pairs of bfloat16) each;
  *  - bandwidth_read: each thread sums its share of a 1 GiB buffer, the way a
- *    caption step reads its weights (median of 5 passes).
+ *    caption step reads its weights (median of 5 passes);
+ *  - core_to_core (on 2 threads or more): the one-way time of handing a
+ *    cache line to another core, two threads on the first two CPUs this
+ *    process may use taking turns to increase one counter (median of 5
+ *    passes of 100,000 round trips): what a layer pays each time one core
+ *    reads or overwrites rows another core has just written or read.
  * Prints one JSON line for each; with a second argument "bandwidth", only
  * the bandwidth (bench/run.sh measures it again beside each decoder bench).
  *     cc -O2 -mavx512f -pthread bench/roof.c -o roof && ./roof THREADS [bandwidth]
  * (the VNNI and AMX loops are compiled for their instructions by target
  * attributes and run only where cpuid says the CPU has them). */
+#define _GNU_SOURCE
 #include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -181,6 +189,58 @@ static void bandwidth(int threads) {
     free(buffer);
 }
 
+#define HANDOFFS 100000L
+
+static _Alignas(64) atomic_long handoff_counter;
+static int handoff_cpus[2];
+
+/* Pins the calling thread to one CPU; 0 if it cannot. */
+static int pin_to(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+/* The second thread: answers each odd count with the next even one. */
+static void *handoff_answer(void *ok) {
+    *(int *)ok = pin_to(handoff_cpus[1]);
+    for (long n = 1; n < 2 * HANDOFFS; n += 2) {
+        while (atomic_load_explicit(&handoff_counter, memory_order_acquire) != n) __builtin_ia32_pause();
+        atomic_store_explicit(&handoff_counter, n + 1, memory_order_release);
+    }
+    return NULL;
+}
+
+static void core_to_core(int threads) {
+    cpu_set_t allowed;
+    if (threads < 2 || sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return;
+    for (int cpu = 0, found = 0; cpu < CPU_SETSIZE && found < 2; cpu++)
+        if (CPU_ISSET(cpu, &allowed)) handoff_cpus[found++] = cpu;
+    double times[5];
+    int ok = 1;
+    for (int pass = 0; pass < 5 && ok; pass++) {
+        atomic_store(&handoff_counter, 0);
+        pthread_t other;
+        int other_ok = 0;
+        ok = pin_to(handoff_cpus[0]) && pthread_create(&other, NULL, handoff_answer, &other_ok) == 0;
+        if (!ok) break;
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (long n = 0; n < 2 * HANDOFFS; n += 2) {
+            atomic_store_explicit(&handoff_counter, n + 1, memory_order_release);
+            while (atomic_load_explicit(&handoff_counter, memory_order_acquire) != n + 2) __builtin_ia32_pause();
+        }
+        times[pass] = seconds_since(&start);
+        pthread_join(other, NULL);
+        ok = other_ok;
+    }
+    if (!ok) return; /* (CPUs this process may not pin to: no figure rather than a wrong one) */
+    qsort(times, 5, sizeof *times, by_value);
+    printf("{\"runtime\": \"roof\", \"stage\": \"core_to_core\", \"threads\": 2, \"cpus\": \"%d,%d\", \"ns\": %.1f}\n",
+           handoff_cpus[0], handoff_cpus[1], times[2] / (2.0 * HANDOFFS) * 1e9);
+}
+
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 1;
     if (threads < 1 || threads > 256) return 2;
@@ -208,5 +268,6 @@ int main(int argc, char **argv) {
                threads, (double)threads * TILE_ITERATIONS * 4 * 16 * 16 * 32 * 2 / seconds / 1e9);
     }
     bandwidth(threads);
+    core_to_core(threads);
     return 0;
 }

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # roof.sh — sourced by the benchmark scripts that state fractions of the machine's peak (bench/run.sh,
 # towers.sh, encoder_peers.sh, llava_peers.sh): bench/roof.c's FMA, VNNI and AMX tile loops and its
-# read-bandwidth probe, built once per script.
+# read-bandwidth and core-to-core probes, built once per script.
 
 # roof_build WORK: compiles bench/roof.c into WORK/roof.
 roof_build() { cc -O2 -mavx512f -pthread bench/roof.c -o "$1/roof"; }

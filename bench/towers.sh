@@ -96,9 +96,12 @@ for stage, peer_stage in peers.items():
           f"{cell(times.get(('float32-tiles', stage)), peer_median, stage, fma)} | "
           f"{cell(times.get(('int8', stage)), peer_median, stage, int8_peak)} | {cell(peer, None, stage, fma)} |")
 names = {"fma_peak": "FMA loop", "vnni_peak": "VNNI loop", "amx_int8_peak": "AMX int8 tiles",
-         "amx_bf16_peak": "AMX bfloat16 tiles", "bandwidth_read": "read bandwidth"}
+         "amx_bf16_peak": "AMX bfloat16 tiles", "bandwidth_read": "read bandwidth",
+         "core_to_core": "a cache line from one core to another"}
+def unit(k):
+    return {"bandwidth_read": "GB/s", "core_to_core": "ns"}.get(k, "GOP/s" if "int8" in k or "vnni" in k else "GFLOP/s")
 print()
 print("Peaks (bench/roof.c before / after the rounds): " + "; ".join(
-    f"{names.get(k, k)} {' / '.join(f'{v:.0f}' for v in values)} {'GB/s' if k == 'bandwidth_read' else 'GOP/s' if 'int8' in k or 'vnni' in k else 'GFLOP/s'}"
+    f"{names.get(k, k)} {' / '.join(f'{v:.0f}' for v in values)} {unit(k)}"
     for k, values in roofs.items()) + (f". int8 is shown against the {names[int8_roof]}." if int8_roof else ""))
 PY
