@@ -136,8 +136,8 @@ void kernel_layernorm_avx512(float *out, const float *in, const float *weight, c
         __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
         for (size_t i = 0; i < dim; i += 32) { /* (lanes past dim load as zeros) */
             if (y_next) {
-                __asm__ volatile("prefetchw %0" ::"m"(y_next[i]));
-                if (i + 16 < dim) __asm__ volatile("prefetchw %0" ::"m"(y_next[i + 16]));
+                kernel_prefetch_to_write(y_next + i);
+                if (i + 16 < dim) kernel_prefetch_to_write(y_next + i + 16);
             }
             __m512 v = _mm512_maskz_loadu_ps(lanes_before(i, dim), x + i);
             __m512 u = _mm512_maskz_loadu_ps(lanes_before(i + 16, dim), x + i + 16);

@@ -274,8 +274,8 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
      * after read them on every core, and the stores at the end waited for the other core to give each line up
      * (ViT-B/32 float32 at batch 8, 2 threads on an AMD EPYC: 2-5% a picture, alternating in one process) */
     for (size_t r = 0; r < rows; r++) {
-        __asm__ volatile("prefetchw %0" ::"m"(out[r * out_stride]));
-        __asm__ volatile("prefetchw %0" ::"m"(out[r * out_stride + (size_t)columns - 1]));
+        kernel_prefetch_to_write(out + r * out_stride);
+        kernel_prefetch_to_write(out + r * out_stride + columns - 1);
     }
     micro_sums(sum, panel, depth, weight, column_stride, depth_stride, next_weight, vectors, columns);
     if (scale != 1.0f)

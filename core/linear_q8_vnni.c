@@ -207,7 +207,7 @@ static inline __attribute__((always_inline)) void q8_rows_micro(float *out, size
     for (int r = 0; r < rows; r++)
         for (int v = 0; v < vectors; v++) {
             sum[r][v] = _mm512_setzero_si512();
-            __asm__ volatile("prefetchw %0" ::"m"(out[(size_t)r * out_stride + c0 + 16 * (size_t)v]));
+            kernel_prefetch_to_write(out + (size_t)r * out_stride + c0 + 16 * (size_t)v);
         }
     for (size_t g = 0; g < groups; g++) {
         __m512i w[Q8_STRIP_VECTORS];
