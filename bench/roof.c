@@ -218,13 +218,15 @@ static void core_to_core(int threads) {
     for (int cpu = 0, found = 0; cpu < CPU_SETSIZE && found < 2; cpu++)
         if (CPU_ISSET(cpu, &allowed)) handoff_cpus[found++] = cpu;
     double times[5];
-    int ok = 1;
+    int ok = pin_to(handoff_cpus[0]);
     for (int pass = 0; pass < 5 && ok; pass++) {
         atomic_store(&handoff_counter, 0);
         pthread_t other;
         int other_ok = 0;
-        ok = pin_to(handoff_cpus[0]) && pthread_create(&other, NULL, handoff_answer, &other_ok) == 0;
-        if (!ok) break;
+        if (pthread_create(&other, NULL, handoff_answer, &other_ok) != 0) {
+            ok = 0;
+            break;
+        }
         struct timespec start;
         clock_gettime(CLOCK_MONOTONIC, &start);
         for (long n = 0; n < 2 * HANDOFFS; n += 2) {
@@ -235,6 +237,7 @@ static void core_to_core(int threads) {
         pthread_join(other, NULL);
         ok = other_ok;
     }
+    pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed); /* (this thread free again, as it came) */
     if (!ok) return; /* (CPUs this process may not pin to: no figure rather than a wrong one) */
     qsort(times, 5, sizeof *times, by_value);
     printf("{\"runtime\": \"roof\", \"stage\": \"core_to_core\", \"threads\": 2, \"cpus\": \"%d,%d\", \"ns\": %.1f}\n",
