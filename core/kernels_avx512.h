@@ -25,9 +25,9 @@ static inline size_t kernel_dot_prefetch_distance(size_t tile_bytes) {
 /* Asks for the cache line holding p to be this core's to write (prefetchw). Where another core last read or wrote
  * the line, a store to it waits for that core to give it up (228-241 ns one way between the two cores of the EPYC
  * that bench/roof.c's core_to_core measured); asked for ahead, that happens during other work.
- * The address goes in a register, not as a memory operand: gcc 12 read a char memory operand here as a possible
- * read of the caller's stack, and kept the float32 micro-kernel's 24 sums there, storing them at every step of
- * its loop (a third of the FMA loop's rate on an AMD EPYC Zen 4; tests/test_kernel_loops.sh guards this). */
+ * The address goes in a register, not as a memory operand: with a memory operand (a char lvalue) gcc 12 kept the
+ * float32 micro-kernel's 24 sums on the stack, storing them at every step of its loop (a third of the FMA loop's
+ * rate on an AMD EPYC Zen 4); test_kernel_loops (tests/kernel_loops.py) guards the kernels' loops against that. */
 static inline void kernel_prefetch_to_write(const void *p) {
     __asm__ volatile("prefetchw (%0)" ::"r"(p));
 }

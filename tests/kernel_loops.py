@@ -17,14 +17,16 @@ STACK_STORE = re.compile(r"^vmov\w*\s+%zmm\d+,(-?0x[0-9a-f]+)?\(%rsp\)")
 
 
 def functions(archive):
-    """{name without gcc's .constprop/.isra suffixes: [(address, instruction)]} from objdump -d."""
+    """{name without gcc's .constprop/.isra suffixes: [[(address, instruction)] per copy]} from objdump -d (each
+    copy apart: copies in different members of the archive have addresses of their own)."""
     text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", archive], capture_output=True, text=True,
                           check=True).stdout
     found, current = {}, None
     for line in text.splitlines():
         head = re.match(r"^[0-9a-f]+ <([^>]+)>:", line)
         if head:
-            current = found.setdefault(head.group(1).split(".")[0], [])
+            current = []
+            found.setdefault(head.group(1).split(".")[0], []).append(current)
             continue
         instruction = re.match(r"\s+([0-9a-f]+):\s+(.*)", line)
         if instruction and current is not None:
@@ -48,7 +50,7 @@ def main():
         return 2
     found, failed = functions(sys.argv[1]), False
     for name in sys.argv[2:]:
-        loops = [(first, last, body) for first, last, body in innermost_loops(found.get(name, []))
+        loops = [(first, last, body) for code in found.get(name, []) for first, last, body in innermost_loops(code)
                  if sum(bool(MULTIPLY_ADD.match(text)) for text in body) >= 8]
         storing = [(first, last, sum(bool(STACK_STORE.match(text)) for text in body)) for first, last, body in loops]
         storing = [loop for loop in storing if loop[2]]
