@@ -192,12 +192,17 @@ static inline const int8_t *q8_column_lines(const kernel_q8 *q, size_t c) {
 /* `rows` (≤ 8) quantized rows from x (depth bytes apart) times `vectors` × 16 columns from c0 (count of them
  * real), vector v's weights on the lines from lines[v]: each feature group broadcasts 4 bytes of each row
  * against the lines, so the sums come out one row of 16 columns per register, finished and stored as they are.
- * `ask` (the first block of rows of these columns): each vector's weights asked for Q8_AHEAD_BYTES ahead. */
+ * `ask` (the first block of rows of these columns): each vector's weights asked for Q8_AHEAD_BYTES ahead.
+ * fetch .. fetch_end: (part of) the next piece's weights, asked for into L2 a line per feature group. Without
+ * it the first block of rows waited on memory: it reads a piece's weights at 8 rows × 48 columns of products a
+ * line, 30 GB/s a thread, against 34 GB/s for both; asked for during the other blocks, ViT-B/32's products at
+ * 50 rows on 2 threads went from 736 to 790 GOP/s, on 1 thread from 382 to 407 (Zen 4). */
 static inline __attribute__((always_inline)) void q8_rows_micro(float *out, size_t out_stride, const uint8_t *x,
                                                                  const float *row_scale, const int8_t *const *lines,
                                                                  const kernel_q8 *q, size_t c0, size_t count,
                                                                  const float *bias, int accumulate, const int rows,
-                                                                 const int vectors, const int ask) {
+                                                                 const int vectors, const int ask,
+                                                                 const int8_t *fetch, const int8_t *fetch_end) {
     const size_t depth = q->depth, groups = depth / 4;
     const int8_t *line[Q8_STRIP_VECTORS];
     __m512i sum[Q8_ROWS_MICRO][Q8_STRIP_VECTORS];
@@ -214,6 +219,10 @@ static inline __attribute__((always_inline)) void q8_rows_micro(float *out, size
         for (int v = 0; v < vectors; v++) {
             if (ask) _mm_prefetch((const char *)(line[v] + g * Q8_LINE_BYTES + Q8_AHEAD_BYTES), _MM_HINT_T0);
             w[v] = _mm512_load_si512(line[v] + g * Q8_LINE_BYTES);
+        }
+        if (fetch < fetch_end) {
+            _mm_prefetch((const char *)fetch, _MM_HINT_T1);
+            fetch += 64;
         }
         for (int r = 0; r < rows; r++) {
             int32_t four;
@@ -240,7 +249,7 @@ static inline __attribute__((always_inline)) void q8_rows_micro(float *out, size
 }
 
 #define Q8_ROWS_CALL(R, V, A)                                                                                          \
-    q8_rows_micro(out, out_stride, x, row_scale, lines, q, c0, count, bias, accumulate, R, V, A)
+    q8_rows_micro(out, out_stride, x, row_scale, lines, q, c0, count, bias, accumulate, R, V, A, fetch, fetch_end)
 #define Q8_ROWS_CASE(R, V)                                                                                             \
     case (R)*8 + (V)*2: Q8_ROWS_CALL(R, V, 0); break;                                                                  \
     case (R)*8 + (V)*2 + 1: Q8_ROWS_CALL(R, V, 1); break;
@@ -248,7 +257,8 @@ static inline __attribute__((always_inline)) void q8_rows_micro(float *out, size
 
 static void q8_rows_micro_any(float *out, size_t out_stride, const uint8_t *x, const float *row_scale,
                               const int8_t *const *lines, const kernel_q8 *q, size_t c0, size_t count,
-                              const float *bias, int accumulate, int rows, int vectors, int ask) {
+                              const float *bias, int accumulate, int rows, int vectors, int ask,
+                              const int8_t *fetch, const int8_t *fetch_end) {
     switch (rows * 8 + vectors * 2 + ask) {
         Q8_ROWS_CASES(1)
         Q8_ROWS_CASES(2)
@@ -275,15 +285,26 @@ static size_t q8_piece_columns(size_t left) {
 static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, const float *row_scale, size_t rows,
                               const kernel_q8 *q, size_t first, size_t count, const float *bias, int accumulate) {
     size_t end = first + count;
+    const int8_t *weights_end = q->weight + (q->out_features + Q8_STRIP_COLUMNS - 1) / Q8_STRIP_COLUMNS *
+                                                Q8_STRIP_COLUMNS * q->depth;
     for (size_t c0 = first, piece; c0 < end; c0 += piece) {
         piece = q8_piece_columns(end - c0);
         int vectors = (int)((piece + 15) / 16);
         const int8_t *lines[Q8_STRIP_VECTORS];
         for (int v = 0; v < vectors; v++) lines[v] = q8_column_lines(q, c0 + 16 * (size_t)v);
+        /* the next piece's weights, asked for into L2 by the blocks of rows after the first, 64 bytes a step */
+        const int8_t *fetch = NULL, *fetch_end = NULL;
+        if (c0 + piece < end) {
+            fetch = q8_column_lines(q, c0 + piece);
+            fetch_end = fetch + q->depth / 4 * Q8_LINE_BYTES;
+            if (fetch_end > weights_end) fetch_end = weights_end;
+        }
         for (size_t r = 0; r < rows; r += Q8_ROWS_MICRO) {
             int here = (int)(rows - r < Q8_ROWS_MICRO ? rows - r : Q8_ROWS_MICRO);
             q8_rows_micro_any(out + r * out_stride, out_stride, x + r * q->depth, row_scale + r, lines, q, c0, piece,
-                              bias, accumulate, here, vectors, r == 0);
+                              bias, accumulate, here, vectors, r == 0, r ? fetch : NULL, fetch_end);
+            size_t asked = q->depth / 4 * 64; /* (what that call asked for) */
+            if (r && fetch) fetch = (size_t)(fetch_end - fetch) > asked ? fetch + asked : fetch_end;
         }
     }
 }
