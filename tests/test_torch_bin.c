@@ -234,14 +234,15 @@ static void test_florence2_bin_equals_safetensors(void **state) {
     safetensors_close(reference);
     safetensors_close(bin);
 
-    /* a snapshot folder holding only the .bin loads through the store, float32 in place */
+    /* a snapshot folder holding only the .bin loads through the store, float32 as stored (this small tensor read
+     * from a copy, as every float32 tensor of at most 64 KiB: weights/store.c) */
     char *folder = temp_folder();
     link_into(folder, bin_path, "pytorch_model.bin");
     weight_store *store;
     if (weight_store_open(folder, &store)) fail_msg("%s", glimpse_last_error());
     const float *values;
     assert_int_equal(weight_store_get(store, &values, 2, (size_t[]){54, 20}, "image_projection"), GLIMPSE_STATUS_OK);
-    assert_ptr_equal(values, weight_store_find(store, "image_projection")->data);
+    assert_memory_equal(values, weight_store_find(store, "image_projection")->data, 54 * 20 * sizeof(float));
     assert_int_equal(weight_store_copied_bytes(store), 0);
     assert_string_equal(weight_store_dtype(store), "F32");
     assert_string_equal(weight_store_format(store), "PyTorch .bin");

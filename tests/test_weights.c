@@ -422,6 +422,46 @@ static void test_release_prefix(void **state) {
     free(data);
 }
 
+/* Float32 tensors of at most 64 KiB (norms, biases) are read from a copy made once (a second ask, as tied weights
+ * make, gets the same copy; copied_bytes counts conversions only), so reading them after an int8 twin gave back a
+ * neighbour's pages does not map the neighbour again (a kernel may map a file's page cache a large folio at a
+ * time); larger ones are read in place. */
+static void test_small_tensors_copied(void **state) {
+    (void)state;
+    enum { N = 65536, SMALL = 256 };
+    float *data = malloc((N + SMALL) * sizeof(float));
+    for (size_t i = 0; i < N + SMALL; i++) data[i] = (float)(i % 1000) - 500.0f;
+    char header[256];
+    int n = snprintf(header, sizeof header, "{\"big\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[0,%d]},"
+                     "\"norm\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}}", N, 4 * N, SMALL,
+                     4 * N, 4 * (N + SMALL));
+    while ((8 + n) % 64) header[n++] = ' ';
+    header[n] = '\0';
+    char *folder = temp_folder();
+    write_tensors(folder, "model.safetensors", header, data, (N + SMALL) * sizeof(float));
+    weight_store *store;
+    assert_int_equal(weight_store_open(folder, &store), GLIMPSE_STATUS_OK);
+    const float *big, *norm, *again;
+    assert_int_equal(weight_store_get(store, &big, 1, (size_t[]){N}, "big"), GLIMPSE_STATUS_OK);
+    assert_int_equal(weight_store_get(store, &norm, 1, (size_t[]){SMALL}, "norm"), GLIMPSE_STATUS_OK);
+    assert_ptr_equal(big, weight_store_find(store, "big")->data);
+    assert_ptr_not_equal(norm, weight_store_find(store, "norm")->data);
+    assert_memory_equal(norm, data + N, SMALL * sizeof(float));
+    assert_int_equal(weight_store_get(store, &again, 1, (size_t[]){SMALL}, "norm"), GLIMPSE_STATUS_OK);
+    assert_ptr_equal(again, norm);
+    assert_int_equal(weight_store_copied_bytes(store), 0);
+    double sum = 0;
+    for (size_t i = 0; i < N; i++) sum += big[i];
+    weight_store_release_pages(store, big, N * sizeof(float));
+    for (size_t i = 0; i < SMALL; i++) sum += norm[i];
+    long present = present_pages(big, N * sizeof(float));
+    if (present >= 0) assert_true(present <= 1); /* (a page it shares with the header may stay) */
+    assert_true(sum != 0);
+    weight_store_free(store);
+    temp_folder_free(folder);
+    free(data);
+}
+
 static void test_config_fields(void **state) {
     (void)state;
     char *folder = temp_folder();
@@ -502,6 +542,7 @@ int main(void) {
         cmocka_unit_test(test_sharded_store),     cmocka_unit_test(test_config_fields),
         cmocka_unit_test(test_hub_cache_resolution),
         cmocka_unit_test(test_release_prefix),
+        cmocka_unit_test(test_small_tensors_copied),
         cmocka_unit_test(test_encoder_layers_by_names),
         cmocka_unit_test(test_attention_pool_by_names),
     };
