@@ -287,6 +287,7 @@ static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, c
     size_t end = first + count;
     const int8_t *weights_end = q->weight + (q->out_features + Q8_STRIP_COLUMNS - 1) / Q8_STRIP_COLUMNS *
                                                 Q8_STRIP_COLUMNS * q->depth;
+    const size_t fetch_step = q->depth / 4 * 64; /* (what a block of rows asks for) */
     for (size_t c0 = first, piece; c0 < end; c0 += piece) {
         piece = q8_piece_columns(end - c0);
         int vectors = (int)((piece + 15) / 16);
@@ -303,8 +304,7 @@ static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, c
             int here = (int)(rows - r < Q8_ROWS_MICRO ? rows - r : Q8_ROWS_MICRO);
             q8_rows_micro_any(out + r * out_stride, out_stride, x + r * q->depth, row_scale + r, lines, q, c0, piece,
                               bias, accumulate, here, vectors, r == 0, r ? fetch : NULL, fetch_end);
-            size_t asked = q->depth / 4 * 64; /* (what that call asked for) */
-            if (r && fetch) fetch = (size_t)(fetch_end - fetch) > asked ? fetch + asked : fetch_end;
+            if (r && fetch) fetch = (size_t)(fetch_end - fetch) > fetch_step ? fetch + fetch_step : fetch_end;
         }
     }
 }

@@ -215,7 +215,9 @@ const tensor_entry *weight_store_find(const weight_store *store, const char *nam
     return find_with_file(store, name, NULL);
 }
 
-static void *owned(weight_store *store, size_t bytes) {
+/* bytes of memory the store frees with itself; `conversion`: counted in copied_bytes (a tensor widened or
+ * realigned, not a small float32 tensor copied as it is). */
+static void *owned(weight_store *store, size_t bytes, bool conversion) {
     owned_buffer *buffer = malloc(sizeof *buffer);
     if (!buffer) return NULL;
     buffer->data = memory_large(bytes); /* (on huge pages: written once, at load) */
@@ -226,7 +228,7 @@ static void *owned(weight_store *store, size_t bytes) {
     buffer->source = NULL;
     buffer->next = store->buffers;
     store->buffers = buffer;
-    store->copied_bytes += bytes;
+    if (conversion) store->copied_bytes += bytes;
     return buffer->data;
 }
 
@@ -278,14 +280,11 @@ static glimpse_status as_f32(weight_store *store, const tensor_entry *entry, con
         return GLIMPSE_STATUS_OK;
     }
     if (entry->elements > SIZE_MAX / sizeof(float)) return ERROR_OOM();
-    float *copy = owned(store, entry->elements * sizeof(float));
+    int as_stored = entry->dtype == TENSOR_DTYPE_F32 && ((uintptr_t)entry->data % sizeof(float)) == 0;
+    float *copy = owned(store, entry->elements * sizeof(float), !as_stored);
     if (!copy) return ERROR_OOM();
-    if (entry->dtype == TENSOR_DTYPE_F32 && small && ((uintptr_t)entry->data % sizeof(float)) == 0) {
-        memcpy(copy, entry->data, entry->bytes);
-        store->copied_bytes -= entry->bytes; /* (copied_bytes counts conversions: this is the file's float32) */
-    } else {
-        kernel_widen(copy, entry->data, type_of(entry), entry->elements);
-    }
+    if (as_stored) memcpy(copy, entry->data, entry->bytes);
+    else kernel_widen(copy, entry->data, type_of(entry), entry->elements);
     if (small) store->buffers->source = entry;
     *out = copy;
     return GLIMPSE_STATUS_OK;
@@ -315,7 +314,7 @@ static glimpse_status get_matrix(weight_store *store, kernel_weight *out, size_t
     }
     const void *data = entry->data; /* 16-bit, kept so: realigned only if the file puts it at an odd address */
     if ((uintptr_t)data % 2) {
-        void *copy = owned(store, entry->bytes);
+        void *copy = owned(store, entry->bytes, true);
         if (!copy) return ERROR_OOM();
         memcpy(copy, data, entry->bytes);
         data = copy;
@@ -397,7 +396,7 @@ glimpse_status weight_store_get_matrix_transposed(weight_store *store, kernel_we
     weight_type stored = type_of(entry), type = cpu_has_avx512() ? stored : WEIGHT_TYPE_F32;
     size_t element = weight_type_bytes(type);
     if (rows && columns > SIZE_MAX / element / rows) return ERROR_OOM();
-    char *turned = owned(store, rows * columns * element);
+    char *turned = owned(store, rows * columns * element, true);
     if (!turned) return ERROR_OOM();
     size_t tasks = (size_t)pool_threads(store->threads);
     transpose_job job = {.turned = turned, .data = entry->data, .stored = stored, .type = type, .rows = rows,
