@@ -275,12 +275,12 @@ static glimpse_status as_f32(weight_store *store, const tensor_entry *entry, con
             *out = b->data;
             return GLIMPSE_STATUS_OK;
         }
-    if (!small && entry->dtype == TENSOR_DTYPE_F32 && ((uintptr_t)entry->data % sizeof(float)) == 0) {
+    int as_stored = entry->dtype == TENSOR_DTYPE_F32 && ((uintptr_t)entry->data % sizeof(float)) == 0;
+    if (as_stored && !small) {
         *out = (const float *)entry->data;
         return GLIMPSE_STATUS_OK;
     }
     if (entry->elements > SIZE_MAX / sizeof(float)) return ERROR_OOM();
-    int as_stored = entry->dtype == TENSOR_DTYPE_F32 && ((uintptr_t)entry->data % sizeof(float)) == 0;
     float *copy = owned(store, entry->elements * sizeof(float), !as_stored);
     if (!copy) return ERROR_OOM();
     if (as_stored) memcpy(copy, entry->data, entry->bytes);
