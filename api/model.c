@@ -54,6 +54,11 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     const model_family *family = model->family;
     if (family->tower_twins) status = family->tower_twins(model, q8_set_add_twin, &model->quantized);
     if (!status && family->quantize) status = family->quantize(model, &model->quantized);
+    /* the ViT's patch embedding on the pixels' bytes (its blocks are the model's own, read-only once loaded) */
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    if (!status && model->has_vision && blocks.vision && blocks.vision->weights.layers)
+        status = vit_model_quantize_pixels((vit_model *)blocks.vision, &model->preprocess, &model->quantized);
     model->quantized.threads = NULL;
     return status;
 }

@@ -1,7 +1,9 @@
 /* test_int8.c — the accuracy of GLIMPSE_PRECISION_INT8 against glimpse's own
  * float32 results (which the parity tests hold to the reference):
  *  - CLIP: image and text embeddings' cosine to float32, on the fixture's
- *    images and texts (clip-tiny) and on the demo model's pictures;
+ *    images and texts (clip-tiny) and on the demo model's pictures; the
+ *    patch embedding on the pixels' bytes, and on the float32 product for
+ *    pixel values that are not bytes;
  *  - BLIP captions: the share of fixture generation cases (blip-caption-tiny,
  *    greedy and beam, with and without prompts) and of demo-captioner
  *    captions that come out identical;
@@ -19,6 +21,7 @@
 
 #include "core/file.h"
 #include "api/model.h"
+#include "families/family.h"
 #include "tests/support.h"
 
 /* The accuracy int8 must keep: embeddings within cosine 0.999 of float32, captions identical in 80% of cases. */
@@ -87,6 +90,60 @@ static void test_clip_fixture_embeddings(void **state) {
 static void test_siglip_fixture_embeddings(void **state) {
     (void)state;
     expect_fixture_embeddings_close("siglip-tiny");
+}
+
+/* Every row of the vision tower's output for pixels, copied (the caller frees). */
+static float *vision_rows(const vit_model *vision, vit_state *st, const float *pixels) {
+    vit_forward(vision, st, pixels, 1, ENCODER_OUTPUT_ALL_ROWS, NULL);
+    size_t n = vision->tokens * (size_t)vision->config.hidden_size;
+    float *copy = malloc(n * sizeof *copy);
+    assert_non_null(copy);
+    memcpy(copy, st->hidden, n * sizeof *copy);
+    return copy;
+}
+
+/* The int8 patch embedding multiplies the pixels' bytes (vit_model_quantize_pixels) where the pixel values are
+ * bytes rescaled and normalised, close to the float32 product, and runs the float32 product on any others. */
+static void test_patch_embedding_on_bytes(void **state) {
+    (void)state;
+    if (!fixtures_folder()) skip();
+    char *folder = fixture_path("clip-tiny");
+    cJSON *expected = fixture_json("clip-tiny/expected.json");
+    glimpse_model *model = load_model(folder, GLIMPSE_PRECISION_INT8);
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    vit_model *vision = (vit_model *)blocks.vision;
+    vit_weights *w = &vision->weights;
+    const kernel_q8 *bytes_weight = w->pixel_weight.q8;
+    assert_non_null(bytes_weight);
+    glimpse_image *image = fixture_image(cJSON_GetArrayItem(cJSON_GetObjectItem(expected, "images"), 0)->valuestring);
+    size_t side = (size_t)vision->config.image_size, n = vision->tokens * (size_t)vision->config.hidden_size;
+    float *pixels = malloc(3 * side * side * sizeof *pixels);
+    assert_int_equal(preprocess_image(pixels, image, &model->preprocess), GLIMPSE_STATUS_OK);
+    vit_state *st = NULL;
+    assert_int_equal(vit_state_create(vision, 1, &st), GLIMPSE_STATUS_OK);
+
+    float *on_bytes = vision_rows(vision, st, pixels);
+    w->pixel_weight.q8 = NULL; /* (the float32 product) */
+    float *on_floats = vision_rows(vision, st, pixels);
+    w->pixel_weight.q8 = bytes_weight;
+    assert_memory_not_equal(on_bytes, on_floats, n * sizeof(float));
+    double close = cosine(on_bytes, on_floats, n);
+    fprintf(stderr, "int8 clip-tiny: vision rows with the patch embedding on bytes, cosine %.6f to float32's\n", close);
+    assert_true(close >= 0.9999);
+
+    pixels[5] += 0.37f * w->pixel_step[0]; /* (a value no byte gives) */
+    float *other = vision_rows(vision, st, pixels);
+    w->pixel_weight.q8 = NULL;
+    float *other_on_floats = vision_rows(vision, st, pixels);
+    w->pixel_weight.q8 = bytes_weight;
+    assert_memory_equal(other, other_on_floats, n * sizeof(float));
+
+    free(on_bytes), free(on_floats), free(other), free(other_on_floats), free(pixels), free(folder);
+    vit_state_free(st);
+    glimpse_image_free(image);
+    cJSON_Delete(expected);
+    glimpse_model_free(model);
 }
 
 static void test_demo_clip_embeddings(void **state) {
@@ -273,7 +330,7 @@ static void test_blip_itm_fixture_scores(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clip_fixture_embeddings), cmocka_unit_test(test_siglip_fixture_embeddings),
-        cmocka_unit_test(test_demo_clip_embeddings),
+        cmocka_unit_test(test_patch_embedding_on_bytes), cmocka_unit_test(test_demo_clip_embeddings),
         cmocka_unit_test(test_blip_fixture_captions), cmocka_unit_test(test_demo_captions),
         cmocka_unit_test(test_blip_itm_fixture_scores)};
     return cmocka_run_group_tests(tests, NULL, NULL);

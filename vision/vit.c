@@ -2,6 +2,7 @@
  * table (weights/names.h), the forward pass, the pooled outputs. */
 #include "vision/vit.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +93,8 @@ glimpse_status vit_model_load(vit_model *model, const vit_config *config, const 
 void vit_model_free(vit_model *model) {
     free(model->weights.layers);
     model->weights.layers = NULL;
+    free(model->weights.pixel_bias);
+    model->weights.pixel_bias = NULL;
 }
 
 static encoder_shape shape_of(const vit_model *model) {
@@ -110,6 +113,64 @@ glimpse_status vit_model_add_twins(vit_model *model, kernel_twin_add add, void *
     return status;
 }
 
+/* The byte offset the int8 pixel rows hold each byte value at: x = byte - PIXEL_OFFSET in [-128, 127], clamped
+ * to -127 (the quantized rows' range: byte 0 reads as 1), beside a column of 127 that makes each row's scale
+ * exactly 1, so that every x is quantized as itself. */
+#define PIXEL_OFFSET 128
+
+glimpse_status vit_model_quantize_pixels(vit_model *model, const preprocess_config *pre, q8_set *set) {
+    const vit_config *c = &model->config;
+    vit_weights *w = &model->weights;
+    if (c->channels != 3 || !pre->do_rescale || !(pre->rescale_factor > 0) || w->pixel_weight.q8)
+        return GLIMPSE_STATUS_OK;
+    size_t hidden = (size_t)c->hidden_size, area = (size_t)c->patch_size * (size_t)c->patch_size;
+    size_t values = 3 * area, depth = values + 1;
+    for (size_t ch = 0; ch < 3; ch++) {
+        double std = pre->do_normalize ? pre->std[ch] : 1.0, mean = pre->do_normalize ? pre->mean[ch] : 0.0;
+        if (!(std > 0)) return GLIMPSE_STATUS_OK;
+        w->pixel_step[ch] = (float)(pre->rescale_factor / std);
+        w->pixel_base[ch] = (float)(-mean / std);
+    }
+    float *folded = malloc(hidden * depth * sizeof(float)), *bias = malloc(hidden * sizeof(float));
+    if (!folded || !bias) {
+        free(folded), free(bias);
+        return ERROR_OOM();
+    }
+    /* v = byte · step + base = (x + PIXEL_OFFSET) · step + base, so
+     * W·v = (W·step)·x + W·(PIXEL_OFFSET · step + base) */
+    for (size_t o = 0; o < hidden; o++) {
+        const float *row = w->patch_weight + o * values;
+        double constant = w->patch_bias ? w->patch_bias[o] : 0.0;
+        for (size_t ch = 0; ch < 3; ch++)
+            for (size_t i = 0; i < area; i++) {
+                double weight = row[ch * area + i];
+                folded[o * depth + ch * area + i] = (float)(weight * w->pixel_step[ch]);
+                constant += weight * ((double)PIXEL_OFFSET * w->pixel_step[ch] + w->pixel_base[ch]);
+            }
+        folded[o * depth + values] = 0.0f; /* (the column of 127) */
+        bias[o] = (float)constant;
+    }
+    w->pixel_weight = kernel_weight_f32(folded);
+    glimpse_status status = q8_set_add(set, &w->pixel_weight, hidden, depth);
+    if (!status) { /* the folded weights less what the int8 values give back, quantized in turn */
+        const kernel_q8 *q = w->pixel_weight.q8;
+        for (size_t o = 0; o < hidden; o++)
+            for (size_t k = 0; k < values; k++)
+                folded[o * depth + k] -= (float)q->weight[q8_weight_offset(q, o, k)] * q->scale[o];
+        w->pixel_residual = kernel_weight_f32(folded);
+        status = q8_set_add(set, &w->pixel_residual, hidden, depth);
+    }
+    free(folded); /* (only the twins are read) */
+    w->pixel_weight.data = w->pixel_residual.data = NULL;
+    if (status) {
+        free(bias);
+        w->pixel_weight.q8 = w->pixel_residual.q8 = NULL;
+        return status;
+    }
+    w->pixel_bias = bias;
+    return GLIMPSE_STATUS_OK;
+}
+
 glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_state **out) {
     *out = NULL;
     vit_state *state = calloc(1, sizeof *state);
@@ -120,7 +181,7 @@ glimpse_status vit_state_create(const vit_model *model, size_t max_batch, vit_st
     size_t patches = model->patches_per_side * model->patches_per_side;
     state->max_batch = max_batch;
     state->hidden = memory_large(rows * shape.hidden * sizeof(float)); /* (the large ones on huge pages) */
-    state->patches = memory_large(max_batch * patches * patch_values * sizeof(float));
+    state->patches = memory_large(max_batch * patches * (patch_values + 1) * sizeof(float));
     if (model->weights.head_probe) state->pooled = malloc(max_batch * shape.hidden * sizeof(float));
     state->memory = memory_large(encoder_scratch_floats(&shape, rows, model->tokens) * sizeof(float));
     state->lengths = malloc(max_batch * sizeof(size_t));
@@ -146,30 +207,84 @@ void vit_state_free(vit_state *state) {
     free(state);
 }
 
-void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch,
-                 encoder_output output, pool *threads) {
-    const vit_config *c = &model->config;
-    const vit_weights *w = &model->weights;
-    size_t hidden = (size_t)c->hidden_size, patch = (size_t)c->patch_size, side = model->patches_per_side;
-    size_t size = (size_t)c->image_size, channels = (size_t)c->channels;
-    size_t patch_values = channels * patch * patch, patches = side * side, tokens = model->tokens;
+/* Writes n pixel values v of one channel as the int8 pixel weight's row values (vit_model_quantize_pixels):
+ * x = byte - PIXEL_OFFSET, clamped to -127, where v = byte · step + base. Returns false if any v is not such a
+ * byte (the preprocessing's float rounding is ~1e-7 of a step). Plain arithmetic that compilers vectorise
+ * (rintf is a library call at this file's baseline). */
+static bool pixel_bytes(float *v, size_t n, float step, float base) {
+    float inverse = 1.0f / step, tolerance = 1e-3f * step;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* to the nearest integer by adding and taking away 1.5 · 2^23 (exact below 2^22; no conversion to int,
+         * which C leaves undefined out of range or for NaN, and which GCC does not vectorise guarded) */
+        float t = (v[i] - base) * inverse, byte = (t + 0x1.8p23f) - 0x1.8p23f;
+        bad |= !(t > -0.5f) | !(t < 255.5f) | (fabsf(byte * step + base - v[i]) > tolerance);
+        v[i] = byte - PIXEL_OFFSET < -127.0f ? -127.0f : byte - PIXEL_OFFSET;
+    }
+    return !bad;
+}
 
-    /* Patch embedding as a matrix product: unfold each patch into a row
-     * ordered (channel, row, column) like the convolution's weight. */
+/* Unfolds the patches of pixel_values[batch, channels, size, size] into rows `stride` apart, ordered (channel,
+ * row, column) like the convolution's weight. */
+static void unfold_patches(float *rows, size_t stride, const float *pixel_values, const vit_model *model,
+                           size_t batch) {
+    size_t side = model->patches_per_side, patches = side * side, patch = (size_t)model->config.patch_size;
+    size_t size = (size_t)model->config.image_size, channels = (size_t)model->config.channels;
     for (size_t b = 0; b < batch; b++)
         for (size_t py = 0; py < side; py++)
             for (size_t px = 0; px < side; px++) {
-                float *row = state->patches + ((b * patches) + py * side + px) * patch_values;
+                float *row = rows + ((b * patches) + py * side + px) * stride;
                 for (size_t ch = 0; ch < channels; ch++)
                     for (size_t y = 0; y < patch; y++)
                         memcpy(row + (ch * patch + y) * patch,
                                pixel_values + ((b * channels + ch) * size + py * patch + y) * size + px * patch,
                                patch * sizeof(float));
             }
+}
+
+/* With the int8 pixel weight, the patches of pixel_values as its rows[count, 3 · patch² + 1] (pixel_bytes,
+ * then the column of 127) if every value is a normalised byte, returning true; else as float32 values (rows
+ * [count, 3 · patch²]), returning false. */
+static bool patch_rows(float *rows, const float *pixel_values, const vit_model *model, size_t batch) {
+    const vit_weights *w = &model->weights;
+    size_t area = (size_t)model->config.patch_size * (size_t)model->config.patch_size;
+    size_t values = (size_t)model->config.channels * area;
+    size_t count = batch * model->patches_per_side * model->patches_per_side;
+    if (w->pixel_weight.q8) {
+        unfold_patches(rows, values + 1, pixel_values, model, batch);
+        bool ok = true;
+        for (size_t r = 0; r < count; r++) {
+            float *row = rows + r * (values + 1);
+            for (size_t ch = 0; ch < 3; ch++)
+                ok &= pixel_bytes(row + ch * area, area, w->pixel_step[ch], w->pixel_base[ch]);
+            row[values] = 127.0f;
+        }
+        if (ok) return true;
+    }
+    unfold_patches(rows, values, pixel_values, model, batch);
+    return false;
+}
+
+void vit_forward(const vit_model *model, vit_state *state, const float *pixel_values, size_t batch,
+                 encoder_output output, pool *threads) {
+    const vit_config *c = &model->config;
+    const vit_weights *w = &model->weights;
+    size_t hidden = (size_t)c->hidden_size, patch = (size_t)c->patch_size, side = model->patches_per_side;
+    size_t patch_values = (size_t)c->channels * patch * patch, patches = side * side, tokens = model->tokens;
+
+    /* Patch embedding as a matrix product */
     float *embedded = state->scratch.context; /* [batch · patches, hidden], free until the first layer */
-    const kernel_weight patch_weight = kernel_weight_f32(w->patch_weight);
-    kernel_linear(embedded, hidden, state->patches, patch_values, &patch_weight, w->patch_bias, batch * patches,
-                  patch_values, hidden, false, threads);
+    if (patch_rows(state->patches, pixel_values, model, batch)) {
+        kernel_linear(embedded, hidden, state->patches, patch_values + 1, &w->pixel_weight, w->pixel_bias,
+                      batch * patches, patch_values + 1, hidden, false, threads);
+        kernel_linear(embedded, hidden, state->patches, patch_values + 1, &w->pixel_residual, NULL, batch * patches,
+                      patch_values + 1, hidden, true, threads);
+    }
+    else {
+        const kernel_weight patch_weight = kernel_weight_f32(w->patch_weight);
+        kernel_linear(embedded, hidden, state->patches, patch_values, &patch_weight, w->patch_bias,
+                      batch * patches, patch_values, hidden, false, threads);
+    }
     size_t first = w->class_embedding ? 1 : 0; /* the class token, if any, is each image's row 0 */
     for (size_t b = 0; b < batch; b++) {
         float *x = state->hidden + b * tokens * hidden;
