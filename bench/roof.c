@@ -15,8 +15,10 @@
  *    passes of 100,000 round trips): what a layer pays each time one core
  *    reads or overwrites rows another core has just written or read.
  * Prints one JSON line for each; with a second argument "bandwidth", only
- * the bandwidth (bench/run.sh measures it again beside each decoder bench).
- *     cc -O2 -mavx512f -pthread bench/roof.c -o roof && ./roof THREADS [bandwidth]
+ * the bandwidth (bench/run.sh measures it again beside each decoder bench);
+ * with "core_to_core", only that (bench/steady.sh, beside each process: on a
+ * virtual machine it changes as the host moves the virtual CPUs).
+ *     cc -O2 -mavx512f -pthread bench/roof.c -o roof && ./roof THREADS [bandwidth|core_to_core]
  * (the VNNI and AMX loops are compiled for their instructions by target
  * attributes and run only where cpuid says the CPU has them). */
 #define _GNU_SOURCE
@@ -248,7 +250,8 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 1;
     if (threads < 1 || threads > 256) return 2;
     if (argc > 2) {
-        bandwidth(threads);
+        if (strcmp(argv[2], "core_to_core") == 0) core_to_core(threads);
+        else bandwidth(threads);
         return 0;
     }
     double seconds = run_threads(threads, chains);
