@@ -48,7 +48,7 @@ near=() far=()
 for i in "${!glimpse_ms[@]}"; do
   case ${apart_ns[$i]} in
     '') ;;                                     # (no figure: CPUs this process may not pin to)
-    ?.* | ??.*) near+=("${glimpse_ms[$i]}") ;; # under 100 ns (%.1f)
+    ?.* | ??.*) near+=("${glimpse_ms[$i]}") ;; # under 100 ns (roof prints one decimal)
     *) far+=("${glimpse_ms[$i]}") ;;
   esac
 done
