@@ -52,13 +52,19 @@ static glimpse_status quantize(glimpse_model *model, glimpse_precision precision
     model->quantized.release = release_stored, model->quantized.release_user = model->store;
     model->quantized.threads = threads; /* (on every core: ViT-B/32's 88 M weights, see docs/models.md) */
     const model_family *family = model->family;
-    if (family->tower_twins) status = family->tower_twins(model, q8_set_add_twin, &model->quantized);
-    if (!status && family->quantize) status = family->quantize(model, &model->quantized);
-    /* the ViT's patch embedding on the pixels' bytes (its blocks are the model's own, read-only once loaded) */
+    /* the shared towers' separate q, k and v fused into one product each, and the ViT's patch embedding on the
+     * pixels' bytes (the blocks are the model's own, read-only once loaded) */
     family_blocks blocks;
     family_blocks_of(model, &blocks);
-    if (!status && model->has_vision && blocks.vision && blocks.vision->weights.layers)
-        status = vit_model_quantize_pixels((vit_model *)blocks.vision, &model->preprocess, &model->quantized);
+    vit_model *vision = model->has_vision && blocks.vision && blocks.vision->weights.layers
+                            ? (vit_model *)blocks.vision : NULL;
+    clip_text_model *text = model->has_text && blocks.text && blocks.text->weights.layers
+                                ? (clip_text_model *)blocks.text : NULL;
+    if (vision) status = vit_model_fuse_q8(vision, &model->quantized);
+    if (!status && text) status = clip_text_model_fuse_q8(text, &model->quantized);
+    if (!status && family->tower_twins) status = family->tower_twins(model, q8_set_add_twin, &model->quantized);
+    if (!status && family->quantize) status = family->quantize(model, &model->quantized);
+    if (!status && vision) status = vit_model_quantize_pixels(vision, &model->preprocess, &model->quantized);
     model->quantized.threads = NULL;
     return status;
 }

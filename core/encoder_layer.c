@@ -3,8 +3,10 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/profile.h"
 
 int activation_from_name(const char *name, activation *out) {
@@ -35,13 +37,51 @@ void activation_apply(activation act, float *x, size_t n) {
     }
 }
 
+/* Whether the layer's q, k and v are one fused projection (stored so, or fused at int8). */
+static bool encoder_layer_fused(const encoder_layer *layer) { return layer->qkv_weight.data || layer->qkv_weight.q8; }
+
+glimpse_status encoder_layers_fuse_q8(encoder_layer *layers, size_t count, const encoder_shape *shape, q8_set *set) {
+    size_t h = shape->hidden;
+    for (size_t l = 0; l < count; l++) {
+        encoder_layer *layer = &layers[l];
+        const kernel_weight *parts[3] = {&layer->q_weight, &layer->k_weight, &layer->v_weight};
+        const float *biases[3] = {layer->q_bias, layer->k_bias, layer->v_bias};
+        if (encoder_layer_fused(layer) || !parts[0]->data || parts[0]->q8) continue;
+        weight_type type = parts[0]->type;
+        if (parts[1]->type != type || parts[2]->type != type) continue;
+        size_t bytes = h * h * weight_type_bytes(type);
+        char *values = malloc(3 * bytes);
+        float *bias = calloc(3 * h, sizeof *bias);
+        if (!values || !bias) {
+            free(values), free(bias);
+            return ERROR_OOM();
+        }
+        for (int p = 0; p < 3; p++) {
+            memcpy(values + p * bytes, parts[p]->data, bytes);
+            if (biases[p]) memcpy(bias + p * h, biases[p], h * sizeof *bias);
+        }
+        kernel_weight fused = {.data = values, .type = type};
+        glimpse_status status = q8_set_add(set, &fused, 3 * h, h); /* (its release finds no mapping: a copy) */
+        free(values);
+        if (!status) status = q8_set_own(set, bias);
+        else free(bias);
+        if (status) return status;
+        for (int p = 0; p < 3 && set->release; p++) set->release(set->release_user, parts[p]->data, bytes);
+        layer->qkv_weight = (kernel_weight){.type = type, .q8 = fused.q8};
+        layer->qkv_bias = bias;
+    }
+    return GLIMPSE_STATUS_OK;
+}
+
 glimpse_status encoder_layers_add_twins(encoder_layer *layers, size_t count, const encoder_shape *shape,
                                         kernel_twin_add add, void *set) {
     size_t h = shape->hidden, inter = shape->intermediate;
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t l = 0; l < count && !status; l++) {
         encoder_layer *layer = &layers[l];
-        if (layer->qkv_weight.data) {
+        if (layer->qkv_weight.q8 && !layer->qkv_weight.data) {
+            /* (fused at int8 by encoder_layers_fuse_q8) */
+        } else if (layer->qkv_weight.data) {
             status = add(set, &layer->qkv_weight, 3 * h, h);
         } else {
             if (!status) status = add(set, &layer->q_weight, h, h);
@@ -191,7 +231,7 @@ static void attention_inputs(const float *x, const encoder_layer *layer, const e
                        threads);
         source = scratch->normed;
     }
-    if (layer->qkv_weight.data) {
+    if (encoder_layer_fused(layer)) {
         kernel_linear(qkv, qs, source, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden, 3 * hidden, false,
                       threads);
         return;
@@ -245,7 +285,7 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
     const float *qkv = scratch->qkv;
     size_t qs = scratch->qkv_stride;
     float *queries = scratch->normed; /* [sequences, hidden]; normed is read below before it is overwritten */
-    if (layer->qkv_weight.data) { /* fused: the pooled rows' queries were made with the rest */
+    if (encoder_layer_fused(layer)) { /* fused: the pooled rows' queries were made with the rest */
         for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
             memcpy(queries + s * hidden, qkv + (start + pooled[s]) * qs, hidden * sizeof(float));
     } else {

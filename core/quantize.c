@@ -238,11 +238,24 @@ glimpse_status q8_set_add_twin(void *set, kernel_weight *weight, size_t out_feat
     return q8_set_add(set, weight, out_features, in_features);
 }
 
+glimpse_status q8_set_own(q8_set *set, void *memory) {
+    void **grown = realloc(set->owned, (set->owned_count + 1) * sizeof *grown);
+    if (!grown) {
+        free(memory);
+        return ERROR_OOM();
+    }
+    set->owned = grown;
+    set->owned[set->owned_count++] = memory;
+    return GLIMPSE_STATUS_OK;
+}
+
 void q8_set_free(q8_set *set) {
     for (size_t i = 0; i < set->count; i++) {
         kernel_q8_free(set->items[i]);
         free(set->items[i]);
     }
     free(set->items);
+    for (size_t i = 0; i < set->owned_count; i++) free(set->owned[i]);
+    free(set->owned);
     memset(set, 0, sizeof *set);
 }

@@ -44,11 +44,16 @@ typedef struct q8_set {
     void (*release)(void *user, const void *data, size_t bytes);
     void *release_user;
     pool *threads; /* what quantizes the weights (NULL: the calling thread) */
+    void **owned;  /* other memory the twins need (q8_set_own), freed with them */
+    size_t owned_count;
 } q8_set;
 /* Quantizes weight[out_features, in_features] into the set (q8_layout_best) and sets weight->q8 to it. */
 glimpse_status q8_set_add(q8_set *set, kernel_weight *weight, size_t out_features, size_t in_features);
 /* The same as a kernel_twin_add (set: a q8_set). */
 glimpse_status q8_set_add_twin(void *set, kernel_weight *weight, size_t out_features, size_t in_features);
+/* Gives the set memory its twins need (a fused projection's bias), to free with them; on failure (out of memory)
+ * frees it and returns the error. */
+glimpse_status q8_set_own(q8_set *set, void *memory);
 void q8_set_free(q8_set *set);
 
 /* ------------------------------------------------ shared with the kernels */

@@ -3,7 +3,7 @@
  *  - CLIP: image and text embeddings' cosine to float32, on the fixture's
  *    images and texts (clip-tiny) and on the demo model's pictures; the
  *    patch embedding on the pixels' bytes, and on the float32 product for
- *    pixel values that are not bytes;
+ *    pixel values that are not bytes; q, k and v fused into one twin;
  *  - BLIP captions: the share of fixture generation cases (blip-caption-tiny,
  *    greedy and beam, with and without prompts) and of demo-captioner
  *    captions that come out identical;
@@ -143,6 +143,47 @@ static void test_patch_embedding_on_bytes(void **state) {
     vit_state_free(st);
     glimpse_image_free(image);
     cJSON_Delete(expected);
+    glimpse_model_free(model);
+}
+
+/* At int8 CLIP's separate q, k and v run as one fused twin per layer (encoder_layers_fuse_q8), each third of
+ * it the twin the projection alone would have: weights, scales, sums and bias alike. */
+static void expect_fused(const encoder_layer *layers, int count, size_t h) {
+    for (int l = 0; l < count; l++) {
+        const encoder_layer *layer = &layers[l];
+        const kernel_q8 *fused = layer->qkv_weight.q8;
+        assert_non_null(fused);
+        assert_null(layer->qkv_weight.data);
+        const kernel_weight *parts[3] = {&layer->q_weight, &layer->k_weight, &layer->v_weight};
+        const float *biases[3] = {layer->q_bias, layer->k_bias, layer->v_bias};
+        for (size_t p = 0; p < 3; p++) {
+            kernel_q8 alone;
+            kernel_weight weight = {.data = parts[p]->data, .type = parts[p]->type};
+            assert_int_equal(kernel_q8_quantize(&alone, &weight, h, h, fused->layout, NULL), GLIMPSE_STATUS_OK);
+            for (size_t c = 0; c < h; c++) {
+                assert_true(fused->scale[p * h + c] == alone.scale[c]);
+                assert_int_equal(fused->sum[p * h + c], alone.sum[c]);
+                assert_true(layer->qkv_bias[p * h + c] == (biases[p] ? biases[p][c] : 0.0f));
+                for (size_t k = 0; k < h; k++)
+                    assert_int_equal(fused->weight[q8_weight_offset(fused, p * h + c, k)],
+                                     alone.weight[q8_weight_offset(&alone, c, k)]);
+            }
+            kernel_q8_free(&alone);
+        }
+    }
+}
+
+static void test_clip_qkv_fused(void **state) {
+    (void)state;
+    if (!fixtures_folder()) skip();
+    char *folder = fixture_path("clip-tiny");
+    glimpse_model *model = load_model(folder, GLIMPSE_PRECISION_INT8);
+    family_blocks blocks;
+    family_blocks_of(model, &blocks);
+    expect_fused(blocks.vision->weights.layers, blocks.vision->config.layers,
+                 (size_t)blocks.vision->config.hidden_size);
+    expect_fused(blocks.text->weights.layers, blocks.text->config.layers, (size_t)blocks.text->config.hidden_size);
+    free(folder);
     glimpse_model_free(model);
 }
 
@@ -330,7 +371,8 @@ static void test_blip_itm_fixture_scores(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clip_fixture_embeddings), cmocka_unit_test(test_siglip_fixture_embeddings),
-        cmocka_unit_test(test_patch_embedding_on_bytes), cmocka_unit_test(test_demo_clip_embeddings),
+        cmocka_unit_test(test_patch_embedding_on_bytes), cmocka_unit_test(test_clip_qkv_fused),
+        cmocka_unit_test(test_demo_clip_embeddings),
         cmocka_unit_test(test_blip_fixture_captions), cmocka_unit_test(test_demo_captions),
         cmocka_unit_test(test_blip_itm_fixture_scores)};
     return cmocka_run_group_tests(tests, NULL, NULL);

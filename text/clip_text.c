@@ -77,6 +77,11 @@ glimpse_status clip_text_model_add_twins(clip_text_model *model, kernel_twin_add
     return encoder_layers_add_twins(model->weights.layers, (size_t)model->config.layers, &shape, add, set);
 }
 
+glimpse_status clip_text_model_fuse_q8(clip_text_model *model, q8_set *set) {
+    encoder_shape shape = shape_of(model);
+    return encoder_layers_fuse_q8(model->weights.layers, (size_t)model->config.layers, &shape, set);
+}
+
 glimpse_status clip_text_state_create(const clip_text_model *model, size_t max_sequences, clip_text_state **out) {
     *out = NULL;
     clip_text_state *state = calloc(1, sizeof *state);

@@ -61,6 +61,8 @@ glimpse_status clip_text_model_load(clip_text_model *model, const clip_text_conf
 void clip_text_model_free(clip_text_model *model);
 /* Makes twins of every layer's projections with add (encoder_layers_add_twins), owned by set. */
 glimpse_status clip_text_model_add_twins(clip_text_model *model, kernel_twin_add add, void *set);
+/* int8, before the twins: each layer's q, k and v as one fused twin (encoder_layers_fuse_q8). */
+glimpse_status clip_text_model_fuse_q8(clip_text_model *model, q8_set *set);
 
 typedef struct clip_text_state {
     size_t max_rows, max_sequences;

@@ -113,6 +113,11 @@ glimpse_status vit_model_add_twins(vit_model *model, kernel_twin_add add, void *
     return status;
 }
 
+glimpse_status vit_model_fuse_q8(vit_model *model, q8_set *set) {
+    encoder_shape shape = shape_of(model);
+    return encoder_layers_fuse_q8(model->weights.layers, (size_t)model->config.layers, &shape, set);
+}
+
 /* The byte offset the int8 pixel rows hold each byte value at: x = byte - PIXEL_OFFSET in [-128, 127], clamped
  * to -127 (the quantized rows' range: byte 0 reads as 1), beside a column of 127 that makes each row's scale
  * exactly 1, so that every x is quantized as itself. */

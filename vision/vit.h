@@ -72,6 +72,9 @@ glimpse_status vit_model_load(vit_model *model, const vit_config *config, const 
 void vit_model_free(vit_model *model);
 /* Makes twins of every layer's projections with add (encoder_layers_add_twins), owned by set. */
 glimpse_status vit_model_add_twins(vit_model *model, kernel_twin_add add, void *set);
+/* int8, before the twins: each layer's q, k and v as one fused twin (encoder_layers_fuse_q8; not the attention-
+ * pooling head's, which projects its one probe alone). */
+glimpse_status vit_model_fuse_q8(vit_model *model, q8_set *set);
 
 /* With int8 twins (set): the patch embedding as int8 products on the pixels' byte values instead of a float32
  * product (ViT-B/32, one picture on 2 Zen 4 cores: 1.4 -> 0.5 ms). The pixels go in exact (byte 0 reads as 1);
