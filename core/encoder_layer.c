@@ -79,11 +79,9 @@ glimpse_status encoder_layers_add_twins(encoder_layer *layers, size_t count, con
     glimpse_status status = GLIMPSE_STATUS_OK;
     for (size_t l = 0; l < count && !status; l++) {
         encoder_layer *layer = &layers[l];
-        if (layer->qkv_weight.q8 && !layer->qkv_weight.data) {
-            /* (fused at int8 by encoder_layers_fuse_q8) */
-        } else if (layer->qkv_weight.data) {
+        if (layer->qkv_weight.data) {
             status = add(set, &layer->qkv_weight, 3 * h, h);
-        } else {
+        } else if (!layer->qkv_weight.q8) { /* (else fused at int8 already: encoder_layers_fuse_q8) */
             if (!status) status = add(set, &layer->q_weight, h, h);
             if (!status) status = add(set, &layer->k_weight, h, h);
             if (!status) status = add(set, &layer->v_weight, h, h);

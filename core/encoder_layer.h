@@ -59,14 +59,14 @@ typedef struct encoder_scratch {
     size_t qkv_stride, mlp_stride;
 } encoder_scratch;
 
-/* Makes twins of every layer's projections with add (q8_set_add_twin: int8; bf16x3_set_add: float32 on AMX's
- * bfloat16 tiles), owned by set and pointed at by each kernel_weight. */
 /* int8, before encoder_layers_add_twins: each layer's separate q, k and v projections quantized as one fused
  * qkv twin (qkv_weight: data NULL, q8 the twin; qkv_bias owned by set), so that the three run as one product
  * (one input quantized, one hand-off to the pool, 3·hidden columns to share out): results bit for bit the
  * same, each column's integer sum being its own. The stored values go back to the mapping as a twin's do.
  * Nothing for layers that are fused already or have no separate projections. */
 glimpse_status encoder_layers_fuse_q8(encoder_layer *layers, size_t count, const encoder_shape *shape, q8_set *set);
+/* Makes twins of every layer's projections with add (q8_set_add_twin: int8; bf16x3_set_add: float32 on AMX's
+ * bfloat16 tiles), owned by set and pointed at by each kernel_weight; none for q, k and v fused at int8. */
 glimpse_status encoder_layers_add_twins(encoder_layer *layers, size_t count, const encoder_shape *shape,
                                         kernel_twin_add add, void *set);
 
