@@ -25,7 +25,7 @@ PY
 socket=glimpse-chat-test-$$
 tmux_() { tmux -L "$socket" "$@"; }
 trap 'tmux_ kill-server 2>/dev/null || true' EXIT
-screen() { tmux_ capture-pane -p -t chat -S -100; }
+screen() { tmux_ capture-pane -p -t "$session" -S -100; } # (the session run started last)
 # wait_for TEXT [SECONDS] — until the pane shows TEXT (a fixed string)
 wait_for() {
   local deadline=$((SECONDS + ${2:-60}))
@@ -44,12 +44,13 @@ wait_prompts() {
     sleep 0.2
   done
 }
-run() {
-  tmux_ new-session -d -s chat -x 160 -y 48 \
+run() { # SESSION
+  session=$1
+  tmux_ new-session -d -s "$session" -x 160 -y 48 \
     "$glimpse chat -m $fixtures/llava-llama-tiny --max-tokens 20 $fixtures/images/astronaut.png; echo \"EXIT=\$?\"; sleep 60"
 }
 
-run
+run chat
 wait_prompts 1
 tmux_ send-keys -t chat "What color is the cup?" Enter
 wait_for "$expected"
@@ -63,9 +64,11 @@ tmux_ send-keys -t chat "/quit" Enter
 wait_for "EXIT=0"
 echo "chat in a terminal: the reference's answer ($expected) and a second turn; /quit ends it with 0"
 
+# (the new session before the old one goes: a server left without sessions exits, and a client starting
+# one while it does fails with "server exited unexpectedly")
+run interrupt
 tmux_ kill-session -t chat
-run
 wait_prompts 1
-tmux_ send-keys -t chat C-c
+tmux_ send-keys -t interrupt C-c
 wait_for "EXIT=130"
 echo "Ctrl-C at the prompt ends it with 130"
