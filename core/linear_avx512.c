@@ -230,9 +230,10 @@ static void pack_panel(float *panel, const float *in, size_t in_stride, size_t r
  * feature, so that they are in L1 when it starts; deeper, or without a next, this one's 8 streams
  * WEIGHT_PREFETCH features ahead, running on into the next's first features. Weights read once from memory
  * (a batch of 1) with 8 columns 2-3 KiB apart are 8 short streams that the hardware's prefetcher learns
- * late: on an AMD EPYC (Zen 4), one thread, 50 rows, the whole next block took 768x768 from 107.9 to 110.9
- * GFLOP/s, 1152x1152 104.7 to 108.6, 1536x1536 106.3 to 109.1; at 2048 and 3072 features (a block of
- * 64-96 KiB, more than L1) it lost 2-4%, and so did prefetching this block's streams besides. */
+ * late: on an AMD EPYC (Zen 4), one thread, 50 rows, the whole next block took 768x768 from 108.2 to 111.3
+ * GFLOP/s, 768x3072 106.7 to 109.3, 1152x1152 110.4 to 112.2, 1536x1536 110.0 to 112.3; at 2048 features (a
+ * 64 KiB block, more than L1) it gained under 1%, at 3072 it lost 3-4%. Prefetching this block's streams
+ * besides lost what it won. Two loops: with the choice inside one, GCC's code lost more than the prefetch won. */
 #define SPREAD_MAX_DEPTH 1536
 static inline __attribute__((always_inline)) void micro_sums_on(__m512 sum[MICRO_COLUMNS][PANEL_VECTORS],
                                                                  const float *panel, size_t depth,
