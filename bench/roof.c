@@ -251,7 +251,11 @@ int main(int argc, char **argv) {
     if (threads < 1 || threads > 256) return 2;
     if (argc > 2) {
         if (strcmp(argv[2], "core_to_core") == 0) core_to_core(threads);
-        else bandwidth(threads);
+        else if (strcmp(argv[2], "bandwidth") == 0) bandwidth(threads);
+        else {
+            fprintf(stderr, "roof: the second argument is bandwidth or core_to_core, not %s\n", argv[2]);
+            return 2;
+        }
         return 0;
     }
     double seconds = run_threads(threads, chains);

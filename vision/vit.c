@@ -284,8 +284,7 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
                       batch * patches, patch_values + 1, hidden, false, threads);
         kernel_linear(embedded, hidden, state->patches, patch_values + 1, &w->pixel_residual, NULL, batch * patches,
                       patch_values + 1, hidden, true, threads);
-    }
-    else {
+    } else {
         const kernel_weight patch_weight = kernel_weight_f32(w->patch_weight);
         kernel_linear(embedded, hidden, state->patches, patch_values, &patch_weight, w->patch_bias,
                       batch * patches, patch_values, hidden, false, threads);
