@@ -674,30 +674,6 @@ static void scores_any(float *st, const float *panel, size_t depth, const float 
     }
 }
 
-/* Softmax over the keys (the lines of st) for each query (lane), in place: the max, e^(x - max) and the sum,
- * then the product by the sum's inverse, as kernel_softmax_avx512 does for a row of scores, with the sum
- * taken in its order (16 partial sums, key j in partial j mod 16, added as sum16 adds lanes), so that every
- * probability is bit for bit the one it gives. A query that sees no key gets zeros, as there. */
-static void softmax_columns(float *st, size_t keys, int vectors) {
-    const size_t width = (size_t)vectors * 16;
-    for (int v = 0; v < vectors; v++) {
-        float *line = st + 16 * (size_t)v;
-        __m512 top = _mm512_set1_ps(-INFINITY);
-        for (size_t j = 0; j < keys; j++) top = _mm512_max_ps(top, _mm512_load_ps(line + j * width));
-        __m512 part[16];
-        for (int i = 0; i < 16; i++) part[i] = _mm512_setzero_ps();
-        for (size_t j = 0; j < keys; j++) {
-            __m512 e = exp16(_mm512_sub_ps(_mm512_load_ps(line + j * width), top));
-            _mm512_store_ps(line + j * width, e);
-            part[j % 16] = _mm512_add_ps(part[j % 16], e);
-        }
-        __mmask16 seen = _mm512_cmp_ps_mask(top, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-        __m512 inverse = _mm512_maskz_div_ps(seen, _mm512_set1_ps(1.0f), sum_lanes_of(part));
-        for (size_t j = 0; j < keys; j++)
-            _mm512_store_ps(line + j * width, _mm512_mul_ps(_mm512_load_ps(line + j * width), inverse));
-    }
-}
-
 size_t kernel_attention_packed_floats(size_t keys, size_t head_dim) {
     return (head_dim + MICRO_COLUMNS - 1) / MICRO_COLUMNS * keys * MICRO_COLUMNS;
 }
@@ -732,20 +708,7 @@ bool kernel_attention_block_avx512(const kernel_attention_block *a, float *scrat
         scores_any(st + j * width, panel, depth, k, a->kv_stride,
                    j + MICRO_COLUMNS < seen ? k + MICRO_COLUMNS * a->kv_stride : NULL, a->scale, vectors, columns);
     }
-    if (a->causal) { /* query t sees keys j <= t + visible: key j hides from the queries before j - visible */
-        const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        for (size_t j = 0; j < seen; j++) {
-            long long hidden_queries = (long long)j - a->visible;
-            if (hidden_queries <= 0) continue;
-            if (hidden_queries > (long long)width) hidden_queries = (long long)width;
-            for (int v = 0; v < vectors; v++) {
-                __mmask16 hidden = _mm512_cmplt_epi32_mask(_mm512_add_epi32(lanes, _mm512_set1_epi32(16 * v)),
-                                                           _mm512_set1_epi32((int)hidden_queries));
-                float *line = st + j * width + 16 * (size_t)v;
-                _mm512_store_ps(line, _mm512_mask_blend_ps(hidden, _mm512_load_ps(line), _mm512_set1_ps(-INFINITY)));
-            }
-        }
-    }
+    if (a->causal) hide_later_keys(st, seen, vectors, a->visible);
     softmax_columns(st, seen, vectors);
     if (a->probabilities) /* the recording wants rows of keys */
         for (size_t t = 0; t < count; t++)
