@@ -37,6 +37,7 @@ typedef struct attention_job {
     const kernel_attention_rows *probabilities; /* NULL: nothing recorded */
     float *last_sums; /* a decoder step's last block's sums */
     size_t heads; /* (a decoder step's) */
+    bool bf16;    /* the blocks' products on bfloat16 (kernel_attention_bf16, where the CPU has AVX512_BF16) */
 } attention_job;
 
 /* Query `query`'s row of one head in the recording. */
@@ -129,10 +130,20 @@ static void attention_head(void *argument, size_t head, float *scratch) {
     size_t kv_offset = head / job->group * job->head_dim; /* (its key/value head's) */
     float *scores = job->scratch + head * queries * keys;
 #ifdef GLIMPSE_HAVE_AVX512
-    /* with several blocks of queries, the head's values regrouped once at the end of the scratch */
+    /* with several blocks of queries, the head's values regrouped once at the end of the scratch; on bfloat16,
+     * its keys and values rounded and regrouped there whatever the blocks */
     const float *packed_v = NULL;
+    const uint32_t *packed_kv = NULL;
     size_t block_scratch = scratch ? POOL_SCRATCH_FLOATS : 0;
-    if (scratch && cpu_has_avx512() && queries >= 2 * ATTENTION_QUERY_BLOCK) {
+    if (scratch && job->bf16) {
+        size_t packed = (kernel_attention_bf16_packed_words(keys, job->head_dim) + 15) / 16 * 16;
+        if (packed < POOL_SCRATCH_FLOATS / 2) {
+            uint32_t *room = (uint32_t *)(scratch + POOL_SCRATCH_FLOATS - packed);
+            kernel_attention_bf16_pack_avx512(room, job->k + kv_offset, job->v + kv_offset, job->kv_stride, keys,
+                                              job->head_dim);
+            packed_kv = room, block_scratch = POOL_SCRATCH_FLOATS - packed;
+        }
+    } else if (scratch && cpu_has_avx512() && queries >= 2 * ATTENTION_QUERY_BLOCK) {
         size_t packed = (kernel_attention_packed_floats(keys, job->head_dim) + 15) / 16 * 16; /* (64-byte aligned) */
         if (packed + (job->head_dim + keys) * ATTENTION_QUERY_BLOCK <= POOL_SCRATCH_FLOATS) {
             float *room = scratch + POOL_SCRATCH_FLOATS - packed;
@@ -159,11 +170,12 @@ static void attention_head(void *argument, size_t head, float *scratch) {
                 .visible = (long long)(first + shift),
                 .probabilities = rows ? recorded_row(rows, head, first) : NULL,
                 .probability_stride = rows ? rows->row_stride : 0, .packed_v = packed_v};
-            if (kernel_attention_block_avx512(&block, scratch, block_scratch)) {
+            if (packed_kv ? kernel_attention_block_bf16_avx512(&block, packed_kv, scratch, block_scratch)
+                          : kernel_attention_block_avx512(&block, scratch, block_scratch)) {
                 if (rows) clear_past_keys(rows, head, first, count, keys);
                 continue;
             }
-            packed_v = NULL; /* (the three kernels below may use all of the scratch) */
+            packed_v = NULL, packed_kv = NULL; /* (the three kernels below may use all of the scratch) */
         }
 #endif
         head_scores(scores, q, job->q_stride, job->k + kv_offset, job->kv_stride, count, seen, job->head_dim,
@@ -277,11 +289,45 @@ static bool is_step(const attention_job *job) {
 }
 #endif
 
+/* Every head of job: a decoder step's one query as attention_step, else a block of queries at a time. */
+static void run_attention(attention_job *job, pool *threads) {
+    size_t heads = job->heads;
+    double work = (double)job->queries * (double)job->keys * (double)job->head_dim * (double)heads;
+    pool *workers = work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL;
+    uint64_t started = profile_start();
+#ifdef GLIMPSE_HAVE_AVX512
+    if (is_step(job)) {
+        if (job->group > 1)
+            pool_for(workers, heads / job->group, group_step, job);
+        else
+            attention_step(job, workers);
+        profile_stop(PROFILE_ATTENTION, started);
+        return;
+    }
+#endif
+    if (workers)
+        pool_for(workers, heads, attention_head, job);
+    else /* (with the caller's scratch, which the block kernels need) */
+        pool_for_here(threads, heads, attention_head, job);
+    profile_stop(PROFILE_ATTENTION, started);
+}
+
 void kernel_attention(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
                       size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
                       size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
     kernel_attention_grouped(out, out_stride, probabilities, q, q_stride, k, v, kv_stride, queries, keys, heads, 1,
                              head_dim, scale, mask, scratch, threads);
+}
+
+void kernel_attention_bf16(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
+                           size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries,
+                           size_t keys, size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch,
+                           pool *threads) {
+    attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = k, .v = v,
+                         .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .group = 1,
+                         .scale = scale, .mask = mask, .scratch = scratch, .probabilities = probabilities,
+                         .heads = heads, .bf16 = cpu_has_avx512_bf16()};
+    run_attention(&job, threads);
 }
 
 void kernel_attention_grouped(float *out, size_t out_stride, const kernel_attention_rows *probabilities,
@@ -292,21 +338,7 @@ void kernel_attention_grouped(float *out, size_t out_stride, const kernel_attent
                          .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim,
                          .group = group ? group : 1, .scale = scale, .mask = mask, .scratch = scratch,
                          .probabilities = probabilities, .heads = heads};
-    double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
-    pool *workers = work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL;
-    uint64_t started = profile_start();
-#ifdef GLIMPSE_HAVE_AVX512
-    if (is_step(&job)) {
-        if (job.group > 1)
-            pool_for(workers, heads / job.group, group_step, &job);
-        else
-            attention_step(&job, workers);
-        profile_stop(PROFILE_ATTENTION, started);
-        return;
-    }
-#endif
-    pool_for(workers, heads, attention_head, &job);
-    profile_stop(PROFILE_ATTENTION, started);
+    run_attention(&job, threads);
 }
 
 static void transposed_head(void *argument, size_t head, float *scratch) {

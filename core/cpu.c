@@ -13,7 +13,7 @@
 #endif
 
 static pthread_once_t detected = PTHREAD_ONCE_INIT;
-static bool has_avx512, has_avx512_vnni, has_avx2, has_amx_int8, has_amx_bf16;
+static bool has_avx512, has_avx512_vnni, has_avx512_bf16, has_avx2, has_amx_int8, has_amx_bf16;
 
 #if defined(GLIMPSE_HAVE_AVX512) && defined(__linux__)
 /* AMX-TILE and AMX-INT8 (CPUID leaf 7: EDX bits 24 and 25), and Linux's leave
@@ -36,6 +36,12 @@ static bool amx_bf16_usable(void) {
     const long request_permission = 0x1023, tile_data = 18;
     return syscall(SYS_arch_prctl, request_permission, tile_data) == 0;
 }
+
+/* AVX-512 BF16 (leaf 7 subleaf 1: EAX bit 5): vdpbf16ps and the conversions to bfloat16. */
+static bool avx512_bf16_present(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
 #endif
 
 static void detect(void) {
@@ -52,6 +58,7 @@ static void detect(void) {
 #ifdef __linux__
     const char *no_amx = getenv("GLIMPSE_NO_AMX"); /* to run the VNNI kernels on an AMX machine */
     bool amx_allowed = !(no_amx && no_amx[0] && no_amx[0] != '0');
+    has_avx512_bf16 = has_avx512_vnni && __builtin_cpu_supports("avx512vl") && avx512_bf16_present();
     has_amx_int8 = has_avx512_vnni && amx_allowed && amx_int8_usable();
     has_amx_bf16 = has_avx512_vnni && amx_allowed && amx_bf16_usable();
 #endif
@@ -66,6 +73,11 @@ bool cpu_has_avx512(void) {
 bool cpu_has_avx512_vnni(void) {
     pthread_once(&detected, detect);
     return has_avx512_vnni;
+}
+
+bool cpu_has_avx512_bf16(void) {
+    pthread_once(&detected, detect);
+    return has_avx512_bf16;
 }
 
 bool cpu_has_amx_int8(void) {

@@ -1,7 +1,8 @@
 /* cpu.h — which of the tuned kernels this processor runs, asked once per
- * process: AVX-512 F (the float kernels), AVX-512 VNNI (the int8 ones) and
- * AMX (Intel's tile unit: the int8 kernel of many rows) and AVX2 (the int8
- * kernel of processors without VNNI).
+ * process: AVX-512 F (the float kernels), AVX-512 VNNI (the int8 ones),
+ * AVX-512 BF16 (the int8 models' attention), AMX (Intel's tile unit: the
+ * int8 kernel of many rows) and AVX2 (the int8 kernel of processors without
+ * VNNI).
  * The dispatching kernels and the few places that shape data for them ask
  * here; nothing else needs to know. No model knowledge. */
 #ifndef GLIMPSE_CORE_CPU_H
@@ -18,6 +19,11 @@ bool cpu_has_avx512(void);
 /* true if the int8 VNNI kernels run here: cpu_has_avx512() and the CPU has
  * AVX-512 BW and VNNI too. */
 bool cpu_has_avx512_vnni(void);
+
+/* true if the int8 models' encoder attention runs on bfloat16 here
+ * (attention_bf16_avx512.c): cpu_has_avx512_vnni() and the CPU has AVX-512
+ * VL and BF16 (Linux builds). */
+bool cpu_has_avx512_bf16(void);
 
 /* true if the int8 AMX kernel runs here: cpu_has_avx512_vnni(), the CPU has
  * AMX-TILE and AMX-INT8, Linux let the process use the tiles, and the

@@ -250,7 +250,9 @@ void encoder_layer_forward(float *x, const attention_record *record, size_t laye
     size_t head_dim = hidden / shape->heads;
     float scale = 1.0f / sqrtf((float)head_dim);
 
-    /* attention sub-layer */
+    /* attention sub-layer; at int8 its products on bfloat16 (kernel_attention_bf16: no less exact than the
+     * layer's 8-bit products around it) */
+    bool int8 = layer->out_weight.q8 != NULL;
     attention_inputs(x, layer, shape, rows, 1, scratch, threads);
     const float *qkv = scratch->qkv; /* [rows, 3·hidden] (rows qs apart): q | k | v */
     size_t qs = scratch->qkv_stride, start = 0;
@@ -259,9 +261,10 @@ void encoder_layer_forward(float *x, const attention_record *record, size_t laye
         kernel_attention_rows place;
         const kernel_attention_rows *probabilities = attention_record_rows(
             record, ATTENTION_KIND_SELF, layer_index, s, shape->heads, 0, lengths[s], lengths[s], &place);
-        kernel_attention(scratch->context + start * hidden, hidden, probabilities, q, qs, q + hidden, q + 2 * hidden,
-                         qs, lengths[s], lengths[s], shape->heads, head_dim, scale, shape->mask, scratch->scores,
-                         threads);
+        (int8 ? kernel_attention_bf16 : kernel_attention)(scratch->context + start * hidden, hidden, probabilities, q,
+                                                          qs, q + hidden, q + 2 * hidden, qs, lengths[s], lengths[s],
+                                                          shape->heads, head_dim, scale, shape->mask, scratch->scores,
+                                                          threads);
         start += lengths[s];
     }
     kernel_linear(x, hidden, scratch->context, hidden, &layer->out_weight, layer->out_bias, rows, hidden, hidden, true,

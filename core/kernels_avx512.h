@@ -107,6 +107,21 @@ void kernel_attention_pack_values_avx512(float *packed, const float *v, size_t k
  * multiple of 16) or the scratch lacks (head_dim + keys) · 48 floats. */
 bool kernel_attention_block_avx512(const kernel_attention_block *block, float *scratch, size_t scratch_floats);
 
+/* ---------------------------------------- attention on bfloat16 (attention_bf16_avx512.c) */
+
+/* 32-bit words kernel_attention_bf16_pack_avx512 writes for a head of keys × head_dim. */
+size_t kernel_attention_bf16_packed_words(size_t keys, size_t head_dim);
+/* A head's keys and values rounded to bfloat16 (to nearest, even) and laid out for the block kernel below:
+ * each key's features in pairs, then the values 8 features a group, each group's keys in pairs. */
+void kernel_attention_bf16_pack_avx512(uint32_t *packed, const float *k, const float *v, size_t kv_stride,
+                                       size_t keys, size_t head_dim);
+/* kernel_attention_block_avx512's work with its two products on bfloat16 (the queries and probabilities rounded
+ * as the keys and values in packed, every sum float32): for the int8 models' encoder layers, on a CPU with
+ * AVX512_BF16 only. block's k, v and packed_v are not read. Returns false, having done nothing, for more than 48
+ * queries or where the scratch lacks (head_dim / 2 rounded up to 16 + keys + keys / 2 + 1) · 48 floats. */
+bool kernel_attention_block_bf16_avx512(const kernel_attention_block *block, const uint32_t *packed, float *scratch,
+                                        size_t scratch_floats);
+
 /* out[q][0..width) = Σ_j weights[q][j] · rows[j][0..width) for q < count, j < n
  * (rows j are row_stride apart): attention's P·V for a few queries (fewer than 16 of a prompt's, or a
  * caption step's against BLIP's transposed image keys). */

@@ -223,6 +223,10 @@ void *pool_shared_buffer(pool *p, size_t bytes) {
 
 int pool_threads(const pool *p) { return p ? p->threads : 1; }
 
+void pool_for_here(pool *p, size_t count, pool_task task, void *argument) {
+    for (size_t i = 0; i < count; i++) task(argument, i, p ? p->scratch : NULL);
+}
+
 void pool_for(pool *p, size_t count, pool_task task, void *argument) {
     if (count == 0) return;
     if (p && !p->spawned && p->threads > 1 && count > 1) spawn_workers(p);

@@ -40,6 +40,10 @@ void *pool_shared_buffer(pool *p, size_t bytes);
  * Not reentrant: a task must not call pool_for on the same pool. */
 void pool_for(pool *p, size_t count, pool_task task, void *argument);
 
+/* Calls task for every index on the calling thread, with its scratch (NULL if p is NULL): for work too small
+ * to share out that still wants the room. */
+void pool_for_here(pool *p, size_t count, pool_task task, void *argument);
+
 /* Tells the CPU this is a spin-wait loop: x86's pause, Arm's yield, nothing elsewhere (the pool's own waits,
  * and tasks that wait on one another's parts). */
 static inline void pool_spin_pause(void) {

@@ -2,9 +2,9 @@
 """kernel_loops.py ARCHIVE FUNCTION... — checks that the product kernels keep their sums in registers.
 
 Every innermost loop of each FUNCTION (compiled into ARCHIVE, the core library) that does at least 8 multiply-adds
-(vfmadd...ps, vpdpbusd) must store no vector register to the stack: a micro-kernel whose compiler kept its sums
-in memory stores them all at every step of the depth, and runs at a third of the FMA loop's rate on an AMD EPYC
-Zen 4 (gcc 12 did so for the float32 micro-kernel after an inline asm's memory operand changed). Each FUNCTION
+(vfmadd...ps, vpdpbusd, vdpbf16ps) must store no vector register to the stack: a micro-kernel whose compiler kept
+its sums in memory stores them all at every step of the depth, and runs at a third of the FMA loop's rate on an AMD
+EPYC Zen 4 (gcc 12 did so for the float32 micro-kernel after an inline asm's memory operand changed). Each FUNCTION
 must have at least one such loop, so that a renamed or reshaped kernel fails here rather than passing unseen.
 Reads the disassembly of objdump (binutils). Exit status 0: all kept in registers; 1: a loop stores; 2: usage."""
 import re
@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 BRANCH = re.compile(r"j\w+\s+([0-9a-f]+)")
-MULTIPLY_ADD = re.compile(r"^(vfn?m(add|sub)\d+ps|vpdpbusds?)\b")
+MULTIPLY_ADD = re.compile(r"^(vfn?m(add|sub)\d+ps|vpdpbusds?|vdpbf16ps)\b")
 STACK_STORE = re.compile(r"^vmov\w*\s+%zmm\d+,(-?0x[0-9a-f]+)?\(%rsp\)")
 
 

@@ -405,6 +405,103 @@ static void test_attention_block_is_the_three_kernels(void **state) {
 #endif
 }
 
+/* x rounded to bfloat16 (to nearest, ties to even), back as a float: written from the format, not the kernel's
+ * conversions. */
+static float bf16_rounded(float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    bits += 0x7FFFu + ((bits >> 16) & 1u);
+    bits &= 0xFFFF0000u;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+/* kernel_attention_bf16's documented sums, in double: q, k, v rounded to bfloat16, the softmax of the scores
+ * (into softmax), then the weighted sum of the values by the probabilities the kernel recorded (`recorded`),
+ * rounded: from its own, so that a probability rounded the other way at a tie does not count against it
+ * (those are checked against the softmax). Heads of head_dim, rows width apart. */
+static void attention_bf16_reference(float *out, float *softmax, const float *recorded, const float *q,
+                                     const float *k, const float *v, size_t width, size_t nq, size_t nk,
+                                     size_t heads, size_t hd, float scale, bool causal) {
+    double *p = malloc(nk * sizeof *p);
+    for (size_t h = 0; h < heads; h++)
+        for (size_t i = 0; i < nq; i++) {
+            double top = -INFINITY, sum = 0.0;
+            for (size_t j = 0; j < nk; j++) {
+                double s = 0.0;
+                for (size_t d = 0; d < hd; d++)
+                    s += (double)bf16_rounded(q[i * 3 * width + h * hd + d]) *
+                         bf16_rounded(k[j * 2 * width + h * hd + d]);
+                p[j] = causal && j > i + (nk - nq) ? -INFINITY : (double)(float)(s * scale);
+                if (p[j] > top) top = p[j];
+            }
+            for (size_t j = 0; j < nk; j++) sum += p[j] = exp(p[j] - top);
+            for (size_t j = 0; j < nk; j++) softmax[(h * nq + i) * nk + j] = (float)(p[j] / sum);
+            for (size_t d = 0; d < hd; d++) {
+                double o = 0.0;
+                for (size_t j = 0; j < nk; j++)
+                    o += (double)bf16_rounded(recorded[(h * nq + i) * nk + j]) *
+                         bf16_rounded(v[j * 2 * width + h * hd + d]);
+                out[i * width + h * hd + d] = (float)o;
+            }
+        }
+    free(p);
+}
+
+/* Attention on bfloat16 (the int8 encoder layers') against those sums (within 1e-6: float32's own outputs are
+ * 3e-4 to 4e-3 from them), its recorded probabilities against the softmax: blocks of 1-48 queries (50 = 48 + 2,
+ * 77 = 48 + 29), causal and not, more keys than queries, odd head sizes and key counts, on two threads and on
+ * one (small work runs on the caller, with its scratch). Where the CPU lacks AVX512_BF16 it must be
+ * kernel_attention bit for bit. */
+static void test_attention_bf16_matches_rounded_reference(void **state) {
+    (void)state;
+    pool *pools[2];
+    assert_int_equal(pool_create(2, &pools[0]), GLIMPSE_STATUS_OK);
+    assert_int_equal(pool_create(1, &pools[1]), GLIMPSE_STATUS_OK);
+    const size_t cases[][4] = {{50, 50, 12, 64}, {77, 77, 8, 64}, {17, 17, 4, 10}, {5, 12, 2, 7},
+                               {20, 45, 2, 24}, {100, 131, 2, 16}, {97, 97, 2, 80}, {200, 577, 1, 64}};
+    double worst = 0.0, worst_probability = 0.0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int m = 0; m < 2; m++)
+            for (int t = 0; t < 2; t++) {
+                size_t nq = cases[c][0], nk = cases[c][1], heads = cases[c][2], hd = cases[c][3], width = heads * hd;
+                kernel_mask mask = m ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE;
+                float *q = test_random_array(nq * 3 * width), *kv = test_random_array(nk * 2 * width);
+                float *rounded = malloc(nq * width * sizeof(float)), *exact = malloc(nq * width * sizeof(float));
+                float *seen = malloc(heads * nq * nk * sizeof(float));
+                float *softmax = malloc(heads * nq * nk * sizeof(float));
+                float *scratch = malloc(heads * nq * nk * sizeof *scratch);
+                float scale = 1.0f / sqrtf((float)hd);
+                kernel_attention_rows rows = {.out = seen, .head_stride = nq * nk, .row_stride = nk};
+                kernel_attention_bf16(rounded, width, &rows, q, 3 * width, kv, kv + width, 2 * width, nq, nk, heads, hd,
+                                      scale, mask, scratch, pools[t]);
+                kernel_attention(exact, width, NULL, q, 3 * width, kv, kv + width, 2 * width, nq, nk, heads, hd, scale,
+                                 mask, scratch, pools[t]);
+                if (cpu_has_avx512_bf16()) {
+                    float *expected = malloc(nq * width * sizeof(float));
+                    attention_bf16_reference(expected, softmax, seen, q, kv, kv + width, width, nq, nk, heads, hd,
+                                             scale, m);
+                    double d = relative_difference(rounded, expected, nq * width);
+                    double dp = relative_difference(seen, softmax, heads * nq * nk);
+                    worst = d > worst ? d : worst, worst_probability = dp > worst_probability ? dp : worst_probability;
+                    if (!(d <= 1e-6) || !(dp <= 1e-6))
+                        fail_msg("bfloat16 attention case %zu mask %d threads %d: %g from the rounded sums, "
+                                 "probabilities %g from the softmax", c, m, 2 - t, d, dp);
+                    if (memcmp(rounded, exact, nq * width * sizeof(float)) == 0)
+                        fail_msg("bfloat16 attention case %zu mask %d: float32's outputs", c, m);
+                    free(expected);
+                } else if (memcmp(rounded, exact, nq * width * sizeof(float)) != 0) {
+                    fail_msg("attention without AVX512_BF16, case %zu mask %d: not kernel_attention's", c, m);
+                }
+                free(q), free(kv), free(rounded), free(exact), free(seen), free(softmax), free(scratch);
+            }
+    if (cpu_has_avx512_bf16())
+        fprintf(stderr, "bfloat16 attention: largest difference to the rounded sums %.2e, probabilities %.2e\n",
+                worst, worst_probability);
+    pool_free(pools[0]);
+    pool_free(pools[1]);
+}
+
 /* Grouped-query attention in one call against a call per query head on its key/value head, bit for bit:
  * a decoder step's one query, a block and a remainder, a prompt of several blocks; causal and not; on two
  * threads (the heads then shared over them). */
@@ -1057,7 +1154,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_openblas_opens_or_says_why),
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
-        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_grouped_is_per_head), cmocka_unit_test(test_kv_cache_reorder_is_a_copy), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
+        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_bf16_matches_rounded_reference), cmocka_unit_test(test_attention_grouped_is_per_head), cmocka_unit_test(test_kv_cache_reorder_is_a_copy), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),
