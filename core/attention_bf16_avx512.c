@@ -20,8 +20,8 @@
 #define BF16_PANEL_VECTORS 3 /* queries of a block, in vectors of 16 */
 #define BF16_COLUMNS 8       /* keys (scores) or features (values) per micro-kernel */
 
-/* sum += a · b over 16 lanes of bfloat16 pairs. In assembly, as the int8 kernel's vpdpbusd: GCC 12 copies the
- * sums of the intrinsic's arrays around each instruction. */
+/* sum += a · b over 16 lanes of bfloat16 pairs. In assembly, as linear_q8_vnni.c's vpdpbusd, whose intrinsic
+ * GCC 12 compiled with a copy of every sum around each instruction (test_kernel_loops guards the loops). */
 static inline __m512 dot_pairs(__m512 sum, __m512i a, __m512i b) {
     __asm__("vdpbf16ps %2, %1, %0" : "+v"(sum) : "v"(a), "v"(b));
     return sum;
@@ -172,7 +172,7 @@ bool kernel_attention_block_bf16_avx512(const kernel_attention_block *a, const u
     const int vectors = (int)((count + 15) / 16);
     const size_t width = (size_t)vectors * 16, key_pairs = (depth + 31) / 32 * 16, value_pairs = (keys + 1) / 2;
     /* the panel of queries, the scores (a line per key), the panel of probabilities (a line per pair of keys) */
-    if (!scratch || key_pairs + keys + value_pairs + 1 > scratch_floats / width) return false;
+    if (!scratch || key_pairs + keys + value_pairs > scratch_floats / width) return false;
     uint32_t *panel = (uint32_t *)scratch, *probability_panel = panel + (key_pairs + keys) * width;
     float *st = scratch + key_pairs * width;
     const size_t seen = a->causal && a->seen && a->seen < keys ? a->seen : keys, seen_pairs = (seen + 1) / 2;

@@ -118,7 +118,7 @@ void kernel_attention_bf16_pack_avx512(uint32_t *packed, const float *k, const f
 /* kernel_attention_block_avx512's work with its two products on bfloat16 (the queries and probabilities rounded
  * as the keys and values in packed, every sum float32): for the int8 models' encoder layers, on a CPU with
  * AVX512_BF16 only. block's k, v and packed_v are not read. Returns false, having done nothing, for more than 48
- * queries or where the scratch lacks (head_dim / 2 rounded up to 16 + keys + keys / 2 + 1) · 48 floats. */
+ * queries or where the scratch lacks (⌈head_dim / 32⌉ · 16 + keys + ⌈keys / 2⌉) · 48 floats. */
 bool kernel_attention_block_bf16_avx512(const kernel_attention_block *block, const uint32_t *packed, float *scratch,
                                         size_t scratch_floats);
 
