@@ -5,7 +5,9 @@
  * threads; a decoder step's one query a head over blocks of keys instead,
  * each cached row read once for every head (or per key/value head where
  * heads share one); probabilities optionally recorded for attention maps.
- * Products on our AVX-512 kernels where the CPU has them, else on OpenBLAS. */
+ * Products on our AVX-512 kernels where the CPU has them, else on OpenBLAS;
+ * kernel_attention_bf16's blocks (the int8 encoder layers') on bfloat16
+ * (attention_bf16_avx512.c) where it has AVX-512 BF16. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

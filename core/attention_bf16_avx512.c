@@ -78,8 +78,8 @@ static inline __attribute__((always_inline)) void pair_sums(__m512 sum[BF16_COLU
 
 /* Scores of keys j .. j+columns: st[j + c][t] = scale · q[t]·k[j + c] (key rows as pairs, key_pairs apart). */
 static inline __attribute__((always_inline)) void pair_scores_micro(float *st, const uint32_t *panel, size_t pairs,
-                                                                const uint32_t *keys, size_t key_pairs, float scale,
-                                                                const int vectors, const int columns) {
+                                                                    const uint32_t *keys, size_t key_pairs, float scale,
+                                                                    const int vectors, const int columns) {
     const size_t width = (size_t)vectors * 16;
     __m512 sum[BF16_COLUMNS][BF16_PANEL_VECTORS];
     pair_sums(sum, panel, pairs, keys, key_pairs, 1, vectors, columns);
@@ -91,9 +91,9 @@ static inline __attribute__((always_inline)) void pair_scores_micro(float *st, c
 /* Features c0 .. c0+columns of the block's output: out[t][c0 + c] = Σ_j P[t][j] · v[j][c0 + c], the values of
  * the 8 features as pairs of keys (8 words a pair). */
 static inline __attribute__((always_inline)) void pair_values_micro(float *out, size_t out_stride, size_t count,
-                                                                const uint32_t *panel, size_t pairs,
-                                                                const uint32_t *values, const int vectors,
-                                                                const int columns) {
+                                                                    const uint32_t *panel, size_t pairs,
+                                                                    const uint32_t *values, const int vectors,
+                                                                    const int columns) {
     __m512 sum[BF16_COLUMNS][BF16_PANEL_VECTORS];
     pair_sums(sum, panel, pairs, values, 1, BF16_COLUMNS, vectors, columns);
     for (int v = 0; v < vectors; v++) {
@@ -113,7 +113,7 @@ static inline __attribute__((always_inline)) void pair_values_micro(float *out, 
     BF16_CASE(CALL, V, 4) BF16_CASE(CALL, V, 5) BF16_CASE(CALL, V, 6) BF16_CASE(CALL, V, 7) BF16_CASE(CALL, V, 8)
 
 static void pair_scores_any(float *st, const uint32_t *panel, size_t pairs, const uint32_t *keys, size_t key_pairs,
-                       float scale, int vectors, int columns) {
+                            float scale, int vectors, int columns) {
 #define SCORES_CALL(V, C) pair_scores_micro(st, panel, pairs, keys, key_pairs, scale, V, C)
     switch (vectors * 16 + columns) {
         BF16_CASES(SCORES_CALL, 1)
@@ -125,7 +125,7 @@ static void pair_scores_any(float *st, const uint32_t *panel, size_t pairs, cons
 }
 
 static void pair_values_any(float *out, size_t out_stride, size_t count, const uint32_t *panel, size_t pairs,
-                       const uint32_t *values, int vectors, int columns) {
+                            const uint32_t *values, int vectors, int columns) {
 #define VALUES_CALL(V, C) pair_values_micro(out, out_stride, count, panel, pairs, values, V, C)
     switch (vectors * 16 + columns) {
         BF16_CASES(VALUES_CALL, 1)

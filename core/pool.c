@@ -231,7 +231,7 @@ void pool_for(pool *p, size_t count, pool_task task, void *argument) {
     if (count == 0) return;
     if (p && !p->spawned && p->threads > 1 && count > 1) spawn_workers(p);
     if (!p || p->threads == 1 || count == 1 || count >= TICKET_CLOSED) { /* (no parallel step has 2^32 tasks) */
-        for (size_t i = 0; i < count; i++) task(argument, i, p ? p->scratch : NULL);
+        pool_for_here(p, count, task, argument);
         return;
     }
     /* every task of the last job has finished (pool_for returned): close the ticket, so that a worker still
