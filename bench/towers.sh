@@ -7,7 +7,8 @@
 # run), glimpse --int8, and ONNX Runtime float32 on the same shapes. Prints per
 # side and shape the median of the processes' medians, the fastest and
 # slowest process, the ratio to ONNX Runtime, and the fraction of the machine's
-# peak (bench/roof.c, run before the first round and after the last): float32
+# peak (bench/roof.c, run before the first round and after the last, and its
+# core-to-core probe before each round, where the host put the CPUs): float32
 # against the FMA loop, int8 against AMX's int8 tile loop where the CPU has
 # AMX, else the VNNI loop, each cell's work counted as glimpse does it (ONNX
 # Runtime's by the same count). Shapes: CLIP ViT-B/32
@@ -51,6 +52,8 @@ side() { # LABEL ROUND TILES [--int8]
 }
 for round in $(seq "$rounds"); do
   echo "towers.sh: round $round of $rounds" >&2
+  # where the host put the two CPUs as the round starts (nothing on 1 thread): int8 feels it most
+  "$work/roof" "$threads" core_to_core | sed -E "s/.*\"ns\": ([0-9.]+)}$/placement $round \1/" >> "$out"
   side float32-fma "$round" never
   side float32-tiles "$round" always
   side int8 "$round" never --int8
@@ -64,10 +67,13 @@ roof
 /usr/bin/python3 - "$out" <<'PY'
 import collections, statistics, sys
 times, work, roofs = collections.defaultdict(list), {}, collections.defaultdict(list)
+placements = []
 for line in open(sys.argv[1]):
     parts = line.split()
     if len(parts) == 3 and parts[0] == "roof":
         roofs[parts[1]].append(float(parts[2]))
+    elif len(parts) == 3 and parts[0] == "placement":
+        placements.append(float(parts[2]))
     elif len(parts) >= 4:
         times[(parts[0], parts[2])].append(float(parts[3]))
         if len(parts) == 5 and float(parts[4]) > 0:
@@ -104,4 +110,8 @@ print()
 print("Peaks (bench/roof.c before / after the rounds): " + "; ".join(
     f"{names.get(k, k)} {' / '.join(f'{v:.0f}' for v in values)} {unit(k)}"
     for k, values in roofs.items()) + (f". int8 is shown against the {names[int8_roof]}." if int8_roof else ""))
+if placements:
+    print("A cache line from one core to the other as each round began: " +
+          ", ".join(f"{v:.0f}" for v in placements) + " ns (the host places the CPUs; two threads hand rows between "
+          "them at every layer, which int8 feels most).")
 PY
