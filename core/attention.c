@@ -291,56 +291,57 @@ static bool is_step(const attention_job *job) {
 }
 #endif
 
-/* Every head of job: a decoder step's one query as attention_step, else a block of queries at a time. */
-static void run_attention(attention_job *job, pool *threads) {
-    size_t heads = job->heads;
-    double work = (double)job->queries * (double)job->keys * (double)job->head_dim * (double)heads;
+/* Attention over keys and values in rows (kernel_attention_grouped's), its blocks on bfloat16 where bf16: a
+ * decoder step's one query as attention_step, else a block of queries at a time. */
+static void attention_in_rows(float *out, size_t out_stride, const kernel_attention_rows *probabilities,
+                              const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride,
+                              size_t queries, size_t keys, size_t heads, size_t group, size_t head_dim, float scale,
+                              kernel_mask mask, float *scratch, bool bf16, pool *threads) {
+    attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = k, .v = v,
+                         .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim,
+                         .group = group ? group : 1, .scale = scale, .mask = mask, .scratch = scratch,
+                         .probabilities = probabilities, .heads = heads, .bf16 = bf16};
+    double work = (double)queries * (double)keys * (double)head_dim * (double)heads;
     pool *workers = work > ATTENTION_PARALLEL_MIN_WORK ? threads : NULL;
     uint64_t started = profile_start();
 #ifdef GLIMPSE_HAVE_AVX512
-    if (is_step(job)) {
-        if (job->group > 1)
-            pool_for(workers, heads / job->group, group_step, job);
+    if (is_step(&job)) {
+        if (job.group > 1)
+            pool_for(workers, heads / job.group, group_step, &job);
         else
-            attention_step(job, workers);
+            attention_step(&job, workers);
         profile_stop(PROFILE_ATTENTION, started);
         return;
     }
 #endif
     if (workers)
-        pool_for(workers, heads, attention_head, job);
+        pool_for(workers, heads, attention_head, &job);
     else /* (with the caller's scratch, which the block kernels need) */
-        pool_for_here(threads, heads, attention_head, job);
+        pool_for_here(threads, heads, attention_head, &job);
     profile_stop(PROFILE_ATTENTION, started);
 }
 
 void kernel_attention(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
                       size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries, size_t keys,
                       size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch, pool *threads) {
-    kernel_attention_grouped(out, out_stride, probabilities, q, q_stride, k, v, kv_stride, queries, keys, heads, 1,
-                             head_dim, scale, mask, scratch, threads);
+    attention_in_rows(out, out_stride, probabilities, q, q_stride, k, v, kv_stride, queries, keys, heads, 1, head_dim,
+                      scale, mask, scratch, false, threads);
 }
 
 void kernel_attention_bf16(float *out, size_t out_stride, const kernel_attention_rows *probabilities, const float *q,
                            size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t queries,
                            size_t keys, size_t heads, size_t head_dim, float scale, kernel_mask mask, float *scratch,
                            pool *threads) {
-    attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = k, .v = v,
-                         .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim, .group = 1,
-                         .scale = scale, .mask = mask, .scratch = scratch, .probabilities = probabilities,
-                         .heads = heads, .bf16 = cpu_has_avx512_bf16()};
-    run_attention(&job, threads);
+    attention_in_rows(out, out_stride, probabilities, q, q_stride, k, v, kv_stride, queries, keys, heads, 1, head_dim,
+                      scale, mask, scratch, cpu_has_avx512_bf16(), threads);
 }
 
 void kernel_attention_grouped(float *out, size_t out_stride, const kernel_attention_rows *probabilities,
                               const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride,
                               size_t queries, size_t keys, size_t heads, size_t group, size_t head_dim, float scale,
                               kernel_mask mask, float *scratch, pool *threads) {
-    attention_job job = {.out = out, .out_stride = out_stride, .q = q, .q_stride = q_stride, .k = k, .v = v,
-                         .kv_stride = kv_stride, .queries = queries, .keys = keys, .head_dim = head_dim,
-                         .group = group ? group : 1, .scale = scale, .mask = mask, .scratch = scratch,
-                         .probabilities = probabilities, .heads = heads};
-    run_attention(&job, threads);
+    attention_in_rows(out, out_stride, probabilities, q, q_stride, k, v, kv_stride, queries, keys, heads, group,
+                      head_dim, scale, mask, scratch, false, threads);
 }
 
 static void transposed_head(void *argument, size_t head, float *scratch) {
