@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/pool.h"
 #include "core/profile.h"
 
 int activation_from_name(const char *name, activation *out) {
@@ -312,6 +313,95 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
     feed_forward(kept, layer, shape, sequences, scratch, threads);
     for (size_t s = 0, start = 0; s < sequences; start += lengths[s], s++)
         memcpy(x + (start + pooled[s]) * hidden, kept + s * hidden, hidden * sizeof(float));
+}
+
+/* encoder_stack_forward's shares of a batch: share i is sequences first[i] .. first[i+1]-1, rows row[i] on. */
+typedef struct stack_job {
+    float *x;
+    const encoder_layer *layers;
+    size_t count;
+    const size_t *pooled, *lengths;
+    const encoder_shape *shape;
+    const encoder_scratch *scratch;
+    float *scores; /* shares 1 on: their attention's scores, score_floats each (share 0: the scratch's) */
+    size_t score_floats;
+    size_t first[POOL_MAX_THREADS + 1], row[POOL_MAX_THREADS + 1];
+    pool *threads;
+} stack_job;
+
+static void stack_layers(float *x, const encoder_layer *layers, size_t count, const attention_record *record,
+                         const size_t *pooled, const encoder_shape *shape, const size_t *lengths, size_t sequences,
+                         const encoder_scratch *scratch, pool *threads) {
+    size_t full = pooled ? count - 1 : count;
+    for (size_t l = 0; l < full; l++)
+        encoder_layer_forward(x, record, l, &layers[l], shape, lengths, sequences, scratch, threads);
+    if (full < count)
+        encoder_layer_forward_pooled(x, &layers[full], shape, lengths, pooled, sequences, scratch, threads);
+}
+
+static void stack_share(void *argument, size_t share, float *scratch) {
+    const stack_job *job = argument;
+    int thread = pool_thread_of(job->threads, scratch);
+    size_t first = job->first[share], row = job->row[share], hidden = job->shape->hidden;
+    encoder_scratch mine = *job->scratch; /* its rows' part of every buffer */
+    mine.normed += row * hidden, mine.context += row * hidden;
+    mine.qkv += row * mine.qkv_stride, mine.mlp += row * mine.mlp_stride;
+    if (share) mine.scores = job->scores + (share - 1) * job->score_floats;
+    profile_mute(thread != 0); /* (the caller's share is counted, as a pass on one thread would be) */
+    stack_layers(job->x + row * hidden, job->layers, job->count, NULL, job->pooled ? job->pooled + first : NULL,
+                 job->shape, job->lengths + first, job->first[share + 1] - first, &mine,
+                 pool_alone(job->threads, thread));
+    profile_mute(false);
+}
+
+/* Splits sequences into `shares` runs of about equal rows; false if one would hold a fifth more than its part
+ * (then the column split, which balances any batch, is faster). */
+static bool stack_split(stack_job *job, size_t sequences, size_t shares) {
+    size_t rows = 0;
+    for (size_t s = 0; s < sequences; s++) rows += job->lengths[s];
+    size_t s = 0, done = 0;
+    for (size_t i = 0; i < shares; i++) {
+        job->first[i] = s, job->row[i] = done;
+        size_t goal = (rows * (i + 1) + shares / 2) / shares, here = 0;
+        while (s < sequences && (i + 1 == shares || done + job->lengths[s] / 2 < goal))
+            done += job->lengths[s], here += job->lengths[s], s++;
+        if (here == 0 || 5 * here > 6 * rows / shares) return false;
+    }
+    job->first[shares] = sequences, job->row[shares] = rows;
+    return true;
+}
+
+/* How many shares encoder_stack_forward splits the batch into (1: none), as stack_split has set them in job. */
+static size_t stack_shares(stack_job *job, const attention_record *record, size_t sequences) {
+    size_t threads = (size_t)pool_threads(job->threads), shares = threads < sequences ? threads : sequences;
+    bool apart = job->count && job->layers[0].out_weight.q8 && !record && shares > 1 &&
+                 stack_split(job, sequences, shares) && pool_alone(job->threads, 0);
+    return apart ? shares : 1;
+}
+
+size_t encoder_stack_shares(const encoder_layer *layers, size_t count, const attention_record *record,
+                            const size_t *lengths, size_t sequences, pool *threads) {
+    stack_job job = {.layers = layers, .count = count, .lengths = lengths, .threads = threads};
+    return stack_shares(&job, record, sequences);
+}
+
+void encoder_stack_forward(float *x, const attention_record *record, const encoder_layer *layers, size_t count,
+                           const size_t *pooled, const encoder_shape *shape, const size_t *lengths, size_t sequences,
+                           const encoder_scratch *scratch, pool *threads) {
+    stack_job job = {.x = x, .layers = layers, .count = count, .pooled = pooled, .lengths = lengths,
+                     .shape = shape, .scratch = scratch, .threads = threads};
+    size_t shares = stack_shares(&job, record, sequences);
+    if (shares > 1) {
+        size_t longest = 0;
+        for (size_t s = 0; s < sequences; s++) longest = lengths[s] > longest ? lengths[s] : longest;
+        job.score_floats = shape->heads * longest * longest;
+        job.scores = pool_shared_buffer(threads, (shares - 1) * job.score_floats * sizeof(float));
+    }
+    if (shares == 1 || !job.scores) {
+        stack_layers(x, layers, count, record, pooled, shape, lengths, sequences, scratch, threads);
+        return;
+    }
+    pool_for(threads, shares, stack_share, &job);
 }
 
 void encoder_attention_pool(float *out, const attention_record *record, size_t layer_index, const float *x,

@@ -92,6 +92,19 @@ void encoder_layer_forward_pooled(float *x, const encoder_layer *layer, const en
                                   const size_t *lengths, const size_t *pooled, size_t sequences,
                                   const encoder_scratch *scratch, pool *threads);
 
+/* Layers 0 .. count-1 over x, each as encoder_layer_forward (record as there); with pooled (NULL: none) the last
+ * as encoder_layer_forward_pooled. Where the layers are int8 (whose rows come out bit for bit alike whatever
+ * rows run beside them), there is no record and the pool has several threads, a batch of several sequences is
+ * shared out by sequences: each thread takes its share of them through every layer alone, so the rows a layer
+ * makes stay in the cache of the core that reads them next (split by columns, as a product is, every layer
+ * hands half of each row from one core to the other). Results are the same either way. */
+void encoder_stack_forward(float *x, const attention_record *record, const encoder_layer *layers, size_t count,
+                           const size_t *pooled, const encoder_shape *shape, const size_t *lengths, size_t sequences,
+                           const encoder_scratch *scratch, pool *threads);
+/* How many shares encoder_stack_forward splits such a batch into (1: it runs the layers on the whole batch). */
+size_t encoder_stack_shares(const encoder_layer *layers, size_t count, const attention_record *record,
+                            const size_t *lengths, size_t sequences, pool *threads);
+
 /* Attention pooling (SigLIP's vision head: torch.nn.MultiheadAttention whose
  * one query is a learned probe[hidden]): for each sequence s of x,
  *     a = out(attention(q(probe), k(rows of s), v(rows of s)))

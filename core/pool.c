@@ -32,6 +32,7 @@ struct pool {
     void *scratch_block;      /* one allocation for every thread's scratch */
     float *scratch;           /* threads × POOL_SCRATCH_FLOATS, 64-byte aligned; the caller's first */
     void *shared;             /* pool_shared_buffer's, shared_bytes long, 64-byte aligned */
+    struct pool *alone;       /* pool_alone's: one a thread, made at its first call (NULL in those) */
     size_t shared_bytes;
     int started;              /* workers that took their scratch slot */
     int spawned;              /* whether the workers were started: at the first job of more than one task */
@@ -206,7 +207,27 @@ void pool_free(pool *p) {
     pthread_cond_destroy(&p->done);
     free(p->scratch_block);
     free(p->shared);
+    for (int i = 0; p->alone && i < p->threads; i++) free(p->alone[i].shared);
+    free(p->alone);
     free(p);
+}
+
+int pool_thread_of(const pool *p, const float *scratch) {
+    if (!p || !scratch) return 0;
+    size_t thread = (size_t)(scratch - p->scratch) / POOL_SCRATCH_FLOATS;
+    return thread < (size_t)p->threads ? (int)thread : 0;
+}
+
+pool *pool_alone(pool *p, int thread) {
+    if (!p || thread < 0 || thread >= p->threads) return NULL;
+    if (!p->alone) {
+        pool *alone = calloc((size_t)p->threads, sizeof *alone);
+        if (!alone) return NULL;
+        for (int i = 0; i < p->threads; i++)
+            alone[i].threads = 1, alone[i].scratch = p->scratch + (size_t)i * POOL_SCRATCH_FLOATS;
+        p->alone = alone;
+    }
+    return &p->alone[thread];
 }
 
 void *pool_shared_buffer(pool *p, size_t bytes) {

@@ -44,6 +44,17 @@ void pool_for(pool *p, size_t count, pool_task task, void *argument);
  * to share out that still wants the room. */
 void pool_for_here(pool *p, size_t count, pool_task task, void *argument);
 
+/* Which of p's threads owns scratch, a task's (0: the caller of pool_for, also for a NULL pool or scratch). */
+int pool_thread_of(const pool *p, const float *scratch);
+
+/* A pool of one thread whose scratch is thread `thread`'s of p, with a shared buffer of its own: what a task
+ * of p's passes to the kernels it runs on its own (a share of a batch, through every layer), so that they use
+ * its thread's scratch and nothing else. Made, every thread's at once, at the first call, which must come from
+ * the thread that calls pool_for and before the tasks that use them; freed with p. NULL if that fails (out of
+ * memory), if p is NULL or if there is no such thread. Only the thread that owns the scratch may use it, and
+ * never pool_free it. */
+pool *pool_alone(pool *p, int thread);
+
 /* Tells the CPU this is a spin-wait loop: x86's pause, Arm's yield, nothing elsewhere (the pool's own waits,
  * and tasks that wait on one another's parts). */
 static inline void pool_spin_pause(void) {

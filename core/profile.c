@@ -9,6 +9,9 @@
 atomic_bool profile_on;
 static atomic_uint_fast64_t totals[PROFILE_KINDS], decoding;
 static atomic_int environment_read;
+static _Thread_local bool muted;
+
+void profile_mute(bool on) { muted = on; }
 
 static uint64_t now_ns(void) {
     struct timespec t;
@@ -28,7 +31,7 @@ uint64_t profile_start(void) {
         const char *value = getenv("GLIMPSE_PROFILE");
         if (!atomic_exchange(&environment_read, 1) && value && strcmp(value, "1") == 0) atomic_store(&profile_on, true);
     }
-    return atomic_load_explicit(&profile_on, memory_order_relaxed) ? now_ns() : 0;
+    return atomic_load_explicit(&profile_on, memory_order_relaxed) && !muted ? now_ns() : 0;
 }
 
 void profile_stop(profile_kind kind, uint64_t started) {

@@ -28,6 +28,10 @@ void profile_enable(bool on);
 uint64_t profile_start(void);
 void profile_stop(profile_kind kind, uint64_t started);
 
+/* Leaves this thread's probes out of the counters (on) or counts them again (off): a worker that runs its own
+ * share of a batch through every layer, while the caller runs and counts another. */
+void profile_mute(bool on);
+
 /* Seconds counted per kind since the process started (or profile_enable). */
 void profile_read(double seconds[PROFILE_KINDS]);
 

@@ -1,8 +1,9 @@
 /* test_threads.c — one loaded model of each kind shared by 8 threads, each
  * with its own context, embedding and captioning at the same time: every
  * result is bit-identical to the single-threaded one. Uses the bundled demo
- * models, so it needs no fixtures; core/prefetch's producer thread; the pool's pinning; and the int8
- * product's tasks, which prepare their shared input part by part for one another. */
+ * models, so it needs no fixtures; core/prefetch's producer thread; the pool's pinning; the int8
+ * product's tasks, which prepare their shared input part by part for one another; and an int8 batch shared out
+ * by sequences over the threads (encoder_stack_forward). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
 #include <sched.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/encoder_layer.h"
 #include "core/file.h"
 #include "core/kernels.h"
 #include "core/pool.h"
@@ -248,10 +250,74 @@ static void test_int8_tasks_share_prepared_parts(void **state) {
     pool_free(one);
 }
 
+/* encoder_stack_forward on int8 layers: a batch shared out by sequences over 2 threads gives every row bit for
+ * bit as the layers over the whole batch on one thread do, every row or the pooled ones, causal or not; a
+ * batch whose sequences cannot be shared evenly, a float32 stack and a one-thread pool are not shared out. Under
+ * ThreadSanitizer, a share that touched another's rows or scratch is a race. */
+static void test_encoder_stack_shares(void **state) {
+    (void)state;
+    pool *two, *one;
+    assert_int_equal(pool_create(2, &two), GLIMPSE_STATUS_OK);
+    assert_int_equal(pool_create(1, &one), GLIMPSE_STATUS_OK);
+    enum { LAYERS = 2 };
+    const size_t hidden = 64, heads = 4, inter = 256, rows = 158, longest = 44;
+    const size_t lengths[4] = {40, 36, 44, 38}, pooled[4] = {39, 0, 20, 37}, uneven[3] = {120, 18, 20};
+    size_t per_layer = 4 * hidden * hidden + 2 * hidden * inter;
+    float *weights = test_random_array(LAYERS * per_layer), *biases = test_random_array(6 * hidden + inter);
+    float *ones = malloc(hidden * sizeof *ones), *zeros = calloc(hidden, sizeof *zeros);
+    for (size_t i = 0; i < hidden; i++) ones[i] = 1.0f;
+    for (size_t i = 0; i < LAYERS * per_layer; i++) weights[i] *= 0.15f;
+    encoder_layer layers[LAYERS] = {0};
+    for (size_t l = 0; l < LAYERS; l++) {
+        encoder_layer *layer = &layers[l];
+        float *w = weights + l * per_layer;
+        layer->norm1_weight = layer->norm2_weight = ones, layer->norm1_bias = layer->norm2_bias = zeros;
+        layer->q_weight = kernel_weight_f32(w), layer->q_bias = biases;
+        layer->k_weight = kernel_weight_f32(w + hidden * hidden), layer->k_bias = biases + hidden;
+        layer->v_weight = kernel_weight_f32(w + 2 * hidden * hidden), layer->v_bias = biases + 2 * hidden;
+        layer->out_weight = kernel_weight_f32(w + 3 * hidden * hidden), layer->out_bias = biases + 3 * hidden;
+        layer->fc1_weight = kernel_weight_f32(w + 4 * hidden * hidden), layer->fc1_bias = biases + 4 * hidden;
+        layer->fc2_weight = kernel_weight_f32(w + 4 * hidden * hidden + hidden * inter);
+        layer->fc2_bias = biases + 4 * hidden + inter;
+    }
+    assert_int_equal(encoder_stack_shares(layers, LAYERS, NULL, lengths, 4, two), 1); /* float32 */
+    encoder_shape shape = {hidden, heads, inter, 1e-5f, ACTIVATION_QUICK_GELU, KERNEL_MASK_NONE};
+    q8_set set = {0};
+    assert_int_equal(encoder_layers_fuse_q8(layers, LAYERS, &shape, &set), GLIMPSE_STATUS_OK);
+    assert_int_equal(encoder_layers_add_twins(layers, LAYERS, &shape, q8_set_add_twin, &set), GLIMPSE_STATUS_OK);
+    assert_int_equal(encoder_stack_shares(layers, LAYERS, NULL, lengths, 4, two), 2);
+    assert_int_equal(encoder_stack_shares(layers, LAYERS, NULL, lengths, 4, one), 1);
+    assert_int_equal(encoder_stack_shares(layers, LAYERS, NULL, uneven, 3, two), 1);
+    float *memory = malloc(encoder_scratch_floats(&shape, rows, longest) * sizeof(float));
+    encoder_scratch scratch;
+    encoder_scratch_carve(&scratch, memory, &shape, rows, longest);
+    float *input = test_random_array(rows * hidden), *alone = malloc(rows * hidden * sizeof(float));
+    float *shared = malloc(rows * hidden * sizeof(float));
+    for (int m = 0; m < 2; m++)
+        for (int p = 0; p < 2; p++) {
+            shape.mask = m ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE;
+            memcpy(alone, input, rows * hidden * sizeof(float));
+            encoder_stack_forward(alone, NULL, layers, LAYERS, p ? pooled : NULL, &shape, lengths, 4, &scratch, one);
+            if (memcmp(alone, input, rows * hidden * sizeof(float)) == 0) fail_msg("the layers changed nothing");
+            for (int round = 0; round < 3; round++) {
+                memcpy(shared, input, rows * hidden * sizeof(float));
+                encoder_stack_forward(shared, NULL, layers, LAYERS, p ? pooled : NULL, &shape, lengths, 4, &scratch,
+                                      two);
+                if (memcmp(alone, shared, rows * hidden * sizeof(float)) != 0)
+                    fail_msg("mask %d pooled %d round %d: the shared batch differs", m, p, round);
+            }
+        }
+    free(memory), free(input), free(alone), free(shared);
+    q8_set_free(&set);
+    free(weights), free(biases), free(ones), free(zeros);
+    pool_free(two), pool_free(one);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_eight_threads_share_models),
                                        cmocka_unit_test(test_pool_pins_its_workers),
                                        cmocka_unit_test(test_prefetch_keeps_order),
-                                       cmocka_unit_test(test_int8_tasks_share_prepared_parts)};
+                                       cmocka_unit_test(test_int8_tasks_share_prepared_parts),
+                                       cmocka_unit_test(test_encoder_stack_shares)};
     return cmocka_run_group_tests_name("threads", tests, NULL, NULL);
 }

@@ -135,20 +135,16 @@ glimpse_status clip_text_forward(const clip_text_model *model, clip_text_state *
         }
     encoder_shape shape = shape_of(model);
     if (output == ENCODER_OUTPUT_ALL_ROWS) {
-        for (int l = 0; l < c->layers; l++)
-            encoder_layer_forward(state->hidden, NULL, 0, &w->layers[l], &shape, lengths, sequences, &state->scratch,
-                                  threads);
+        encoder_stack_forward(state->hidden, NULL, w->layers, (size_t)c->layers, NULL, &shape, lengths, sequences,
+                              &state->scratch, threads);
         kernel_layernorm(state->hidden, state->hidden, w->final_norm_weight, w->final_norm_bias, rows, hidden,
                          c->layer_norm_eps);
         return GLIMPSE_STATUS_OK;
     }
     for (size_t s = 0, first = 0; s < sequences; first += lengths[s], s++)
         state->pooled[s] = clip_text_pool_index(model, ids + first, lengths[s]);
-    for (int l = 0; l + 1 < c->layers; l++)
-        encoder_layer_forward(state->hidden, NULL, 0, &w->layers[l], &shape, lengths, sequences, &state->scratch,
-                              threads);
-    encoder_layer_forward_pooled(state->hidden, &w->layers[c->layers - 1], &shape, lengths, state->pooled, sequences,
-                                 &state->scratch, threads);
+    encoder_stack_forward(state->hidden, NULL, w->layers, (size_t)c->layers, state->pooled, &shape, lengths,
+                          sequences, &state->scratch, threads);
     for (size_t s = 0, first = 0; s < sequences; first += lengths[s], s++) {
         float *row = state->hidden + (first + state->pooled[s]) * hidden;
         kernel_layernorm(row, row, w->final_norm_weight, w->final_norm_bias, 1, hidden, c->layer_norm_eps);

@@ -63,7 +63,9 @@ static const char bench_help[] =
     "With --profile (or GLIMPSE_PROFILE=1), each stage is followed by the shares of its\n"
     "wall time spent in products (linear layers), attention, norms, activations and the\n"
     "rest (embeddings, layout, residuals, tokenizing, ...), and how much of the first four\n"
-    "was the calling thread waiting for the pool's last worker (JSON: \"profile\": {...}).\n";
+    "was the calling thread waiting for the pool's last worker (JSON: \"profile\": {...}).\n"
+    "An int8 batch shared out by pictures or texts (docs/models.md) counts the calling\n"
+    "thread's share; its wait for the other threads' shares falls in the rest.\n";
 
 /* Decoder steps timed for each median, at least (--runs when larger). */
 #define STEP_RUNS 21

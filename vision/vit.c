@@ -308,12 +308,9 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
     /* SigLIP's head attends to every token, and a record takes every row: no class row to take alone */
     int full_layers =
         output == ENCODER_OUTPUT_POOLED_ROWS && !w->head_probe && !state->record ? c->layers - 1 : c->layers;
-    for (int l = 0; l < full_layers; l++)
-        encoder_layer_forward(state->hidden, state->record, (size_t)l, &w->layers[l], &shape, state->lengths, batch,
-                              &state->scratch, threads);
-    if (full_layers < c->layers)
-        encoder_layer_forward_pooled(state->hidden, &w->layers[full_layers], &shape, state->lengths, state->class_rows,
-                                     batch, &state->scratch, threads);
+    encoder_stack_forward(state->hidden, state->record, w->layers, (size_t)c->layers,
+                          full_layers < c->layers ? state->class_rows : NULL, &shape, state->lengths, batch,
+                          &state->scratch, threads);
     if (w->head_probe) {
         kernel_layernorm(state->hidden, state->hidden, w->post_norm_weight, w->post_norm_bias, batch * tokens, hidden,
                          c->layer_norm_eps);
