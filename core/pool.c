@@ -32,7 +32,7 @@ struct pool {
     void *scratch_block;      /* one allocation for every thread's scratch */
     float *scratch;           /* threads × POOL_SCRATCH_FLOATS, 64-byte aligned; the caller's first */
     void *shared;             /* pool_shared_buffer's, shared_bytes long, 64-byte aligned */
-    struct pool *alone;       /* pool_alone's: one a thread, made at its first call (NULL in those) */
+    struct pool *alone;       /* pool_alone's pools, one a thread, made at its first call (theirs NULL) */
     size_t shared_bytes;
     int started;              /* workers that took their scratch slot */
     int spawned;              /* whether the workers were started: at the first job of more than one task */

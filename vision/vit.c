@@ -306,11 +306,10 @@ void vit_forward(const vit_model *model, vit_state *state, const float *pixel_va
                          c->layer_norm_eps);
     encoder_shape shape = shape_of(model);
     /* SigLIP's head attends to every token, and a record takes every row: no class row to take alone */
-    int full_layers =
-        output == ENCODER_OUTPUT_POOLED_ROWS && !w->head_probe && !state->record ? c->layers - 1 : c->layers;
+    bool class_rows_only = output == ENCODER_OUTPUT_POOLED_ROWS && !w->head_probe && !state->record;
     encoder_stack_forward(state->hidden, state->record, w->layers, (size_t)c->layers,
-                          full_layers < c->layers ? state->class_rows : NULL, &shape, state->lengths, batch,
-                          &state->scratch, threads);
+                          class_rows_only ? state->class_rows : NULL, &shape, state->lengths, batch, &state->scratch,
+                          threads);
     if (w->head_probe) {
         kernel_layernorm(state->hidden, state->hidden, w->post_norm_weight, w->post_norm_bias, batch * tokens, hidden,
                          c->layer_norm_eps);
