@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
+packages=(build-essential cmake ninja-build pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
           libstb-dev libcmocka-dev libutf8proc-dev libcjson-dev libsqlite3-dev libsentencepiece-dev binutils
           libwebp-dev libtiff-dev libheif-dev  # WebP, TIFF, HEIC/AVIF decoding (libheif brings libde265, dav1d, aom)
           python3-pil libheif-examples webp libtiff-tools  # test_image_formats' references: Pillow 9.4, heif-convert, tiffcp
@@ -31,6 +31,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Ninja starts each library's files while the libraries they link to are still compiling (make waits for them), so
+# the 2-core build of every target takes about a fifth less time; a build folder keeps the generator it was made with
+export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 # the build's warnings are shown; a failed build stops here with its last lines
 # (a step that fails without the word "error", such as a script of the build, is not hidden)

@@ -33,6 +33,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja} # as setup.sh builds (its comment says why)
 
 # pass NAME COMMAND... — runs one pass and says how long it took
 pass() {
