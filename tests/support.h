@@ -112,6 +112,12 @@ char *snapshot_from_config(const char *workspace, const char *config_text, const
 uint32_t test_random_bits(void);
 float test_random_float(void);
 float *test_random_array(size_t n);
+struct encoder_layer;
+/* An encoder layer of width hidden and feed-forward inter wired to float32 `weights` of 4·hidden² + 2·hidden·inter
+ * values (q, k, v, out, fc1, fc2; q|k|v as one fused product when fused) and `biases` of 6·hidden + inter, its
+ * LayerNorms weighted by `ones` and biased by `zeros` (hidden values each); what else it has is zeroed. */
+void test_wire_layer(struct encoder_layer *layer, const float *weights, const float *biases, const float *ones,
+                     const float *zeros, size_t hidden, size_t inter, bool fused);
 /* A 50 × 40 picture of smooth colours (a made-up model's input). */
 struct glimpse_image *smooth_picture(void);
 

@@ -707,19 +707,8 @@ static void test_encoder_layer_pooled_rows(void **state) {
     for (size_t i = 0; i < 4 * hidden * hidden + 2 * hidden * inter; i++) weights[i] *= 0.2f; /* ~1/sqrt(fan-in) */
     for (int fused = 0; fused < 2; fused++)
         for (int m = 0; m < 2; m++) {
-            encoder_layer layer = {0};
-            layer.norm1_weight = layer.norm2_weight = ones, layer.norm1_bias = layer.norm2_bias = zeros;
-            if (fused) {
-                layer.qkv_weight = kernel_weight_f32(weights), layer.qkv_bias = biases;
-            } else {
-                layer.q_weight = kernel_weight_f32(weights), layer.q_bias = biases;
-                layer.k_weight = kernel_weight_f32(weights + hidden * hidden), layer.k_bias = biases + hidden;
-                layer.v_weight = kernel_weight_f32(weights + 2 * hidden * hidden), layer.v_bias = biases + 2 * hidden;
-            }
-            layer.out_weight = kernel_weight_f32(weights + 3 * hidden * hidden), layer.out_bias = biases + 3 * hidden;
-            layer.fc1_weight = kernel_weight_f32(weights + 4 * hidden * hidden), layer.fc1_bias = biases + 4 * hidden;
-            layer.fc2_weight = kernel_weight_f32(weights + 4 * hidden * hidden + hidden * inter);
-            layer.fc2_bias = biases + 4 * hidden + inter;
+            encoder_layer layer;
+            test_wire_layer(&layer, weights, biases, ones, zeros, hidden, inter, fused);
             encoder_shape shape = {hidden, heads, inter, 1e-5f, ACTIVATION_QUICK_GELU,
                                    m ? KERNEL_MASK_CAUSAL : KERNEL_MASK_NONE};
             float *memory = malloc(encoder_scratch_floats(&shape, rows, 12) * sizeof(float));

@@ -267,19 +267,9 @@ static void test_encoder_stack_shares(void **state) {
     float *ones = malloc(hidden * sizeof *ones), *zeros = calloc(hidden, sizeof *zeros);
     for (size_t i = 0; i < hidden; i++) ones[i] = 1.0f;
     for (size_t i = 0; i < LAYERS * per_layer; i++) weights[i] *= 0.15f;
-    encoder_layer layers[LAYERS] = {0};
-    for (size_t l = 0; l < LAYERS; l++) {
-        encoder_layer *layer = &layers[l];
-        float *w = weights + l * per_layer;
-        layer->norm1_weight = layer->norm2_weight = ones, layer->norm1_bias = layer->norm2_bias = zeros;
-        layer->q_weight = kernel_weight_f32(w), layer->q_bias = biases;
-        layer->k_weight = kernel_weight_f32(w + hidden * hidden), layer->k_bias = biases + hidden;
-        layer->v_weight = kernel_weight_f32(w + 2 * hidden * hidden), layer->v_bias = biases + 2 * hidden;
-        layer->out_weight = kernel_weight_f32(w + 3 * hidden * hidden), layer->out_bias = biases + 3 * hidden;
-        layer->fc1_weight = kernel_weight_f32(w + 4 * hidden * hidden), layer->fc1_bias = biases + 4 * hidden;
-        layer->fc2_weight = kernel_weight_f32(w + 4 * hidden * hidden + hidden * inter);
-        layer->fc2_bias = biases + 4 * hidden + inter;
-    }
+    encoder_layer layers[LAYERS];
+    for (size_t l = 0; l < LAYERS; l++)
+        test_wire_layer(&layers[l], weights + l * per_layer, biases, ones, zeros, hidden, inter, false);
     assert_int_equal(encoder_stack_shares(layers, LAYERS, NULL, lengths, 4, two), 1); /* float32 */
     encoder_shape shape = {hidden, heads, inter, 1e-5f, ACTIVATION_QUICK_GELU, KERNEL_MASK_NONE};
     q8_set set = {0};
