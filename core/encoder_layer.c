@@ -375,7 +375,7 @@ static bool stack_split(stack_job *job, size_t sequences, size_t shares) {
 static size_t stack_shares(stack_job *job, const attention_record *record, size_t sequences) {
     size_t threads = (size_t)pool_threads(job->threads), shares = threads < sequences ? threads : sequences;
     bool apart = job->count && job->layers[0].out_weight.q8 && !record && shares > 1 &&
-                 stack_split(job, sequences, shares) && pool_alone(job->threads, 0);
+                 stack_split(job, sequences, shares);
     return apart ? shares : 1;
 }
 

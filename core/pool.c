@@ -32,7 +32,7 @@ struct pool {
     void *scratch_block;      /* one allocation for every thread's scratch */
     float *scratch;           /* threads × POOL_SCRATCH_FLOATS, 64-byte aligned; the caller's first */
     void *shared;             /* pool_shared_buffer's, shared_bytes long, 64-byte aligned */
-    struct pool *alone;       /* pool_alone's pools, one a thread, made at its first call (theirs NULL) */
+    struct pool *alone;       /* pool_alone's pools, one a thread, made with a pool of more than one (theirs NULL) */
     size_t shared_bytes;
     int started;              /* workers that took their scratch slot */
     int spawned;              /* whether the workers were started: at the first job of more than one task */
@@ -171,10 +171,13 @@ glimpse_status pool_create(int threads, pool **out) {
     if (threads > 1) {
         p->pinned = pin_workers(threads, p->cpus);
         p->workers = calloc((size_t)threads - 1, sizeof *p->workers);
-        if (!p->workers) {
+        p->alone = calloc((size_t)threads, sizeof *p->alone);
+        if (!p->workers || !p->alone) {
             pool_free(p);
             return ERROR_OOM();
         }
+        for (int i = 0; i < threads; i++)
+            p->alone[i].threads = 1, p->alone[i].scratch = p->scratch + (size_t)i * POOL_SCRATCH_FLOATS;
     }
     *out = p;
     return GLIMPSE_STATUS_OK;
@@ -220,14 +223,7 @@ int pool_thread_of(const pool *p, const float *scratch) {
 
 pool *pool_alone(pool *p, int thread) {
     if (!p || thread < 0 || thread >= p->threads) return NULL;
-    if (!p->alone) {
-        pool *alone = calloc((size_t)p->threads, sizeof *alone);
-        if (!alone) return NULL;
-        for (int i = 0; i < p->threads; i++)
-            alone[i].threads = 1, alone[i].scratch = p->scratch + (size_t)i * POOL_SCRATCH_FLOATS;
-        p->alone = alone;
-    }
-    return &p->alone[thread];
+    return p->alone ? &p->alone[thread] : p;
 }
 
 void *pool_shared_buffer(pool *p, size_t bytes) {

@@ -49,10 +49,8 @@ int pool_thread_of(const pool *p, const float *scratch);
 
 /* A pool of one thread whose scratch is thread `thread`'s of p, with a shared buffer of its own: what a task
  * of p's passes to the kernels it runs on its own (a share of a batch, through every layer), so that they use
- * its thread's scratch and nothing else. Made, every thread's at once, at the first call, which must come from
- * the thread that calls pool_for and before the tasks that use them; freed with p. NULL if that fails (out of
- * memory), if p is NULL or if there is no such thread. Only the thread that owns the scratch may use it, and
- * never pool_free it. */
+ * its thread's scratch and nothing else (a one-thread p is its own). Made with p and freed with it; NULL only if
+ * p is NULL or has no such thread. Only the thread that owns the scratch may use it, and never pool_free it. */
 pool *pool_alone(pool *p, int thread);
 
 /* Tells the CPU this is a spin-wait loop: x86's pause, Arm's yield, nothing elsewhere (the pool's own waits,
