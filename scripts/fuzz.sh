@@ -11,6 +11,7 @@
 # build type, so that assertions stay on; the products, which no target runs, at -O0 (CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/build.sh
 seconds=${1:-30}
 fixtures=${GLIMPSE_FIXTURES:-../shared/fixtures}
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -g1 -O1"
@@ -21,14 +22,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGLIMPSE_FUZZ=ON -DGLIMPSE_WITH_F
 all_targets="fuzz_safetensors fuzz_config fuzz_tokenizers fuzz_images fuzz_video fuzz_images_stb fuzz_torch_bin
   fuzz_florence2_post"
 targets=${GLIMPSE_FUZZ_TARGETS:-$all_targets}
-# the build's warnings are shown (its progress lines name files such as error.c, so only "error:" and "warning:");
-# a failed build stops here with its last lines
-if ! cmake --build build-fuzz -j"$(nproc)" --target $targets >build-fuzz/build.log 2>&1; then
-  echo "fuzz: the build failed; its last lines (build-fuzz/build.log):" >&2
-  tail -20 build-fuzz/build.log >&2
-  exit 1
-fi
-grep -E "error:|warning:" build-fuzz/build.log || true
+build_quietly build-fuzz --target $targets || exit 1
 
 corpus=build-fuzz/corpus
 rm -rf "$corpus" build-fuzz/crashes

@@ -31,18 +31,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Ninja starts each library's files while the libraries they link to are still compiling (make waits for them), so
-# the 2-core build of every target takes about a fifth less time; a build folder keeps the generator it was made with
-export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}
+source scripts/build.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-# the build's warnings are shown; a failed build stops here with its last lines
-# (a step that fails without the word "error", such as a script of the build, is not hidden)
-log=build/build.log
-if ! cmake --build build -j"$(nproc)" >"$log" 2>&1; then
-  grep -E "warning|error" "$log" || true
-  echo "setup: the build failed; its last lines ($log):" >&2
-  tail -20 "$log" >&2
-  exit 1
-fi
-grep -E "warning:|error:" "$log" || true
+build_quietly build || exit 1
 test -x build/glimpse

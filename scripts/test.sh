@@ -33,7 +33,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja} # as setup.sh builds (its comment says why)
+source scripts/build.sh
 
 # pass NAME COMMAND... — runs one pass and says how long it took
 pass() {
@@ -52,13 +52,7 @@ suite() {
   cmake -S . -B "$build" "$@" >/dev/null
   local targets=()
   [ ${#build_targets[@]} -gt 0 ] && targets=(--target "${build_targets[@]}")
-  if ! cmake --build "$build" -j"$(nproc)" "${targets[@]}" >"$build/build.log" 2>&1; then
-    grep -E "error|warning:" "$build/build.log" || true
-    echo "the build in $build failed; its last lines:" >&2
-    tail -20 "$build/build.log" >&2
-    return 1
-  fi
-  grep -E "error:|warning:" "$build/build.log" || true
+  build_quietly "$build" "${targets[@]}" || return 1
   (cd "$build" && ctest --output-on-failure -j2 "${ctest_arguments[@]}")
 }
 ctest_arguments=("$@")
