@@ -476,18 +476,17 @@ float *test_random_array(size_t n) {
 
 void test_wire_layer(encoder_layer *layer, const float *weights, const float *biases, const float *ones,
                      const float *zeros, size_t hidden, size_t inter, bool fused) {
-    const float *w = weights;
     *layer = (encoder_layer){0};
     layer->norm1_weight = layer->norm2_weight = ones, layer->norm1_bias = layer->norm2_bias = zeros;
     if (fused) {
-        layer->qkv_weight = kernel_weight_f32(w), layer->qkv_bias = biases;
+        layer->qkv_weight = kernel_weight_f32(weights), layer->qkv_bias = biases;
     } else {
-        layer->q_weight = kernel_weight_f32(w), layer->q_bias = biases;
-        layer->k_weight = kernel_weight_f32(w + hidden * hidden), layer->k_bias = biases + hidden;
-        layer->v_weight = kernel_weight_f32(w + 2 * hidden * hidden), layer->v_bias = biases + 2 * hidden;
+        layer->q_weight = kernel_weight_f32(weights), layer->q_bias = biases;
+        layer->k_weight = kernel_weight_f32(weights + hidden * hidden), layer->k_bias = biases + hidden;
+        layer->v_weight = kernel_weight_f32(weights + 2 * hidden * hidden), layer->v_bias = biases + 2 * hidden;
     }
-    layer->out_weight = kernel_weight_f32(w + 3 * hidden * hidden), layer->out_bias = biases + 3 * hidden;
-    layer->fc1_weight = kernel_weight_f32(w + 4 * hidden * hidden), layer->fc1_bias = biases + 4 * hidden;
-    layer->fc2_weight = kernel_weight_f32(w + 4 * hidden * hidden + hidden * inter);
+    layer->out_weight = kernel_weight_f32(weights + 3 * hidden * hidden), layer->out_bias = biases + 3 * hidden;
+    layer->fc1_weight = kernel_weight_f32(weights + 4 * hidden * hidden), layer->fc1_bias = biases + 4 * hidden;
+    layer->fc2_weight = kernel_weight_f32(weights + 4 * hidden * hidden + hidden * inter);
     layer->fc2_bias = biases + 4 * hidden + inter;
 }
