@@ -14,9 +14,11 @@
  * broadcasts, so the FMA units rather than the loads set the pace. Each weight
  * is read once per 48 rows. The 8 × 16 blocks of sums are transposed in
  * registers on the way out. A remainder of 1–4 rows (ViT's 50 tokens, BLIP's
- * 577) would waste most of a 16-row vector, so those rows take dot products
- * against each micro-kernel's 8 columns right after it, while its weights are
- * in cache (remainder_micro).
+ * 577) would waste most of a 16-row vector: 1 or 2 rows fold into the
+ * micro-kernel's loop as dot products on the weights it is reading (pack_fold),
+ * 3 or 4 take dot products against each micro-kernel's 8 columns right after
+ * it, while its weights are in cache (remainder_micro). Either way the same
+ * sums in the same order.
  *
  * Few rows (1–15: a caption step's beams): dot products. A tile of 4 input
  * rows × 6 weight rows keeps 24 vectors of partial sums while both run along
@@ -195,6 +197,46 @@ static void dot_block(float *out, size_t out_stride, const float *in, size_t in_
 #define MICRO_COLUMNS 8                    /* output columns per micro-kernel */
 #define WEIGHT_PREFETCH 64                 /* features ahead that the micro-kernel prefetches weights */
 #define REMAINDER_ROWS 4                   /* at most this many rows % 16 go to dot products */
+#define FOLD_ROWS 2                        /* up to this many of them fold into the micro-kernel (below) */
+#define FOLD_VECTORS 2                     /* vectors of folded inputs per 16 features */
+
+/* The fold. The micro-kernel's loop holds 8 columns × 48 rows of sums in 24 registers; one or two rows more as
+ * dot products would take 16 more. Folded, each column's dot products with rows a and b take 2 vectors of sums,
+ * kept in memory: for the 16 features from k, weight[c][k..k+15] times [a[k..k+7], b[k+8..k+15]] is added to
+ * one and times [b[k..k+7], a[k+8..k+15]] to the other, once a column every 2 features, while those weights are
+ * in L1 for the panel. Lane i of the sums is then what dot_sums' lane i holds for the same row (the same products
+ * added in the same order), and fold_store reassembles them and reduces them as remainder_micro does: the same
+ * bits. Run after the micro-kernel, the dot products read the weights again from L2 (at ViT-B/32's 50 rows, 76-85
+ * µs of a 768 -> 2304 product's 830-930 on one thread, for 4% of its work). On an AMD EPYC (Zen 5), one thread,
+ * 50 rows, folded against after: 768 -> 768 295 -> 284 µs, 3072 -> 768 1221-1244 -> 1208-1218, 768 -> 2304
+ * 901-908 -> 887-891, 768 -> 3072 unchanged (1303-1313).
+ *
+ * pack_fold: the remainder's rows a and b (b zero for one row) for the fold: for each 16 features k..k+15,
+ * [a[k..k+7], b[k+8..k+15]] and [b[k..k+7], a[k+8..k+15]], zero past depth (2 · depth rounded up to 16 floats). */
+static void pack_fold(float *folded, const float *in, size_t in_stride, size_t rows, size_t depth) {
+    for (size_t k = 0; k < depth; k += 16) {
+        __mmask16 mask = (__mmask16)(depth - k >= 16 ? 0xFFFF : (1u << (depth - k)) - 1);
+        __m512 a = _mm512_maskz_loadu_ps(mask, in + k);
+        __m512 b = rows > 1 ? _mm512_maskz_loadu_ps(mask, in + in_stride + k) : _mm512_setzero_ps();
+        _mm512_store_ps(folded + 2 * k, _mm512_mask_blend_ps((__mmask16)0xFF00, a, b));
+        _mm512_store_ps(folded + 2 * k + 16, _mm512_mask_blend_ps((__mmask16)0xFF00, b, a));
+    }
+}
+
+/* The fold's sums (micro_sums_on) for the depth's last features, short of 16, in every column. Apart from the
+ * micro-kernel's loop, whose registers its code would take. */
+static __attribute__((noinline)) void fold_tail(float *fold_sums, const float *folded, const float *weight,
+                                                size_t column_stride, size_t depth, int columns) {
+    size_t k0 = depth & ~(size_t)15;
+    __mmask16 mask = (__mmask16)((1u << (depth - k0)) - 1);
+    __m512 first_half = _mm512_load_ps(folded + 2 * k0), second_half = _mm512_load_ps(folded + 2 * k0 + 16);
+    for (int c = 0; c < columns; c++) {
+        __m512 w = _mm512_maskz_loadu_ps(mask, weight + (size_t)c * column_stride + k0);
+        float *s0 = fold_sums + 16 * c, *s1 = fold_sums + 16 * MICRO_COLUMNS + 16 * c;
+        _mm512_store_ps(s0, _mm512_fmadd_ps(w, first_half, _mm512_load_ps(s0)));
+        _mm512_store_ps(s1, _mm512_fmadd_ps(w, second_half, _mm512_load_ps(s1)));
+    }
+}
 
 /* panel[k][t] = in[t][k] for t < rows (zero up to vectors · 16), k < depth. */
 static void pack_panel(float *panel, const float *in, size_t in_stride, size_t rows, size_t depth, int vectors) {
@@ -239,7 +281,8 @@ static inline __attribute__((always_inline)) void micro_sums_on(__m512 sum[MICRO
                                                                  const float *panel, size_t depth,
                                                                  const float *weight, size_t column_stride,
                                                                  size_t depth_stride, const float *next_weight,
-                                                                 const int vectors, const int columns) {
+                                                                 const int vectors, const int columns,
+                                                                 const float *folded, float *fold_sums) {
     const size_t width = (size_t)vectors * 16;
 #define MICRO_STEP(K)                                                                                                  \
     do {                                                                                                               \
@@ -250,11 +293,69 @@ static inline __attribute__((always_inline)) void micro_sums_on(__m512 sum[MICRO
             for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_fmadd_ps(w, x[v], sum[c][v]);                       \
         }                                                                                                              \
     } while (0)
+    /* with every 2 features, one column's fold of the whole 16 they fall in (all 8 by the 16th). Its sums stay in
+     * memory, the compiler told nothing of them: GCC 12 kept them in registers and moved the panel's sums to the
+     * stack, as it did for the fold of all columns after the 16th feature, and as a change as small as loading the
+     * weights masked made it do again (each 50-row product took twice as long) */
+#define FOLD_COLUMN(K)                                                                                                 \
+    do {                                                                                                               \
+        size_t k0 = (K) & ~(size_t)15;                                                                                 \
+        int c = (int)(((K) >> 1) & 7);                                                                                 \
+        if (k0 + 16 <= depth && c < columns) {                                                                         \
+            float *fs = fold_sums;                                                                                     \
+            __asm__("" : "+r"(fs));                                                                                    \
+            __m512 w = _mm512_loadu_ps(weight + (size_t)c * column_stride + k0);                                       \
+            __m512 s0 = _mm512_fmadd_ps(w, _mm512_load_ps(folded + 2 * k0), _mm512_load_ps(fs + 16 * c));            \
+            _mm512_store_ps(fs + 16 * c, s0);                                                                          \
+            __m512 s1 = _mm512_fmadd_ps(w, _mm512_load_ps(folded + 2 * k0 + 16), _mm512_load_ps(fs + 128 + 16 * c));  \
+            _mm512_store_ps(fs + 128 + 16 * c, s1);                                                                    \
+        }                                                                                                              \
+    } while (0)
+    /* line K/2 of the next's 8 · depth/16, column by column within each line */
+#define PREFETCH_SPREAD(K)                                                                                             \
+    do {                                                                                                               \
+        size_t line = (K) >> 1;                                                                                        \
+        _mm_prefetch((const char *)(next_weight + (line & 7) * column_stride + (line >> 3) * 16), _MM_HINT_T0);       \
+    } while (0)
+    /* every 16 features, the weights' 8 streams a few lines ahead */
+#define PREFETCH_STREAMS(K)                                                                                            \
+    do {                                                                                                               \
+        if (((K) & 15) == 0) {                                                                                         \
+            size_t ahead = (K) + WEIGHT_PREFETCH;                                                                      \
+            const float *from = ahead < depth ? weight + ahead * depth_stride                                          \
+                                : next_weight ? next_weight + (ahead - depth) * depth_stride                           \
+                                              : NULL;                                                                  \
+            int streams = ahead < depth ? columns : MICRO_COLUMNS;                                                     \
+            if (from)                                                                                                  \
+                for (int c = 0; c < streams; c++)                                                                      \
+                    _mm_prefetch((const char *)(from + (size_t)c * column_stride), _MM_HINT_T0);                       \
+        }                                                                                                              \
+    } while (0)
+    if (folded) { /* (depth_stride 1) the loops below, with the fold */
+        size_t k = 0;
+        if (next_weight && depth <= SPREAD_MAX_DEPTH) {
+            for (; k + 2 <= depth; k += 2) {
+                PREFETCH_SPREAD(k);
+                MICRO_STEP(k);
+                MICRO_STEP(k + 1);
+                FOLD_COLUMN(k);
+            }
+        } else {
+            for (; k + 2 <= depth; k += 2) {
+                PREFETCH_STREAMS(k);
+                MICRO_STEP(k);
+                MICRO_STEP(k + 1);
+                FOLD_COLUMN(k);
+            }
+        }
+        if (k < depth) MICRO_STEP(k);
+        if (depth & 15) fold_tail(fold_sums, folded, weight, column_stride, depth, columns);
+        return;
+    }
     if (next_weight && depth_stride == 1 && depth <= SPREAD_MAX_DEPTH) {
         size_t k = 0;
-        for (; k + 2 <= depth; k += 2) { /* line k/2 of the next's 8 · depth/16, column by column within each line */
-            size_t line = k >> 1;
-            _mm_prefetch((const char *)(next_weight + (line & 7) * column_stride + (line >> 3) * 16), _MM_HINT_T0);
+        for (; k + 2 <= depth; k += 2) {
+            PREFETCH_SPREAD(k);
             MICRO_STEP(k);
             MICRO_STEP(k + 1);
         }
@@ -262,19 +363,13 @@ static inline __attribute__((always_inline)) void micro_sums_on(__m512 sum[MICRO
         return;
     }
     for (size_t k = 0; k < depth; k++) {
-        if ((k & 15) == 0) { /* the weights' 8 streams, a few lines ahead */
-            size_t ahead = k + WEIGHT_PREFETCH;
-            const float *from = ahead < depth ? weight + ahead * depth_stride
-                                : next_weight ? next_weight + (ahead - depth) * depth_stride
-                                              : NULL;
-            int streams = ahead < depth ? columns : MICRO_COLUMNS;
-            if (from)
-                for (int c = 0; c < streams; c++)
-                    _mm_prefetch((const char *)(from + (size_t)c * column_stride), _MM_HINT_T0);
-        }
+        PREFETCH_STREAMS(k);
         MICRO_STEP(k);
     }
 #undef MICRO_STEP
+#undef FOLD_COLUMN
+#undef PREFETCH_SPREAD
+#undef PREFETCH_STREAMS
 }
 
 /* The same from sums of zero. */
@@ -282,18 +377,66 @@ static inline __attribute__((always_inline)) void micro_sums(__m512 sum[MICRO_CO
                                                               const float *panel, size_t depth, const float *weight,
                                                               size_t column_stride, size_t depth_stride,
                                                               const float *next_weight, const int vectors,
-                                                              const int columns) {
+                                                              const int columns, const float *folded,
+                                                              float *fold_sums) {
     for (int c = 0; c < columns; c++)
         for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_setzero_ps();
-    micro_sums_on(sum, panel, depth, weight, column_stride, depth_stride, next_weight, vectors, columns);
+    micro_sums_on(sum, panel, depth, weight, column_stride, depth_stride, next_weight, vectors, columns, folded,
+                  fold_sums);
+}
+
+/* The 8 totals of 8 vectors' lanes, in order (total c = Σ of v[c]'s 16 lanes). */
+static inline __attribute__((always_inline)) __m256 sums8(const __m512 v[MICRO_COLUMNS]) {
+    __m256 h[MICRO_COLUMNS];
+    for (int c = 0; c < MICRO_COLUMNS; c++)
+        h[c] = _mm256_add_ps(_mm512_castps512_ps256(v[c]),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[c]), 1)));
+    __m256 t0 = _mm256_hadd_ps(h[0], h[1]), t1 = _mm256_hadd_ps(h[2], h[3]);
+    __m256 t2 = _mm256_hadd_ps(h[4], h[5]), t3 = _mm256_hadd_ps(h[6], h[7]);
+    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3); /* lanes 0-3 and 4-7: halves of 0-3, 4-7 */
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* out[r][c] (+)= scale · total[r][c] (+ bias[c] when first) for r < rows (1 or 2), c < columns (at most 8). */
+static inline __attribute__((always_inline)) void store_rows8(float *out, size_t out_stride, const __m256 total[2],
+                                                               int rows, int columns, const float *bias, float scale,
+                                                               int accumulate, int first) {
+    __mmask16 lanes = (__mmask16)((1u << columns) - 1); /* (masked 256-bit vectors would need AVX-512 VL) */
+    __m512 b = first && bias ? _mm512_maskz_loadu_ps(lanes, bias) : _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++) {
+        float *row = out + (size_t)r * out_stride;
+        __m512 value = _mm512_add_ps(_mm512_mul_ps(_mm512_zextps256_ps512(total[r]), _mm512_set1_ps(scale)), b);
+        if (accumulate) value = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, row), value);
+        _mm512_mask_storeu_ps(row, lanes, value);
+    }
+}
+
+/* The fold's rows (1 or 2) from its sums (fold_sums[v][c][16], v < FOLD_VECTORS, c < MICRO_COLUMNS, zero past
+ * columns) as store_rows8 writes them: row a is lanes 0-7 of the first sums and 8-15 of the second, row b the other
+ * halves. */
+static inline __attribute__((always_inline)) void fold_store(float *out, size_t out_stride, const float *fold_sums,
+                                                              int rows, int columns, const float *bias, float scale,
+                                                              int accumulate, int first) {
+    __m512 rows_a[MICRO_COLUMNS], rows_b[MICRO_COLUMNS];
+    for (int c = 0; c < MICRO_COLUMNS; c++) {
+        __m512 first_sums = _mm512_load_ps(fold_sums + 16 * c);
+        __m512 second = _mm512_load_ps(fold_sums + 16 * MICRO_COLUMNS + 16 * c);
+        rows_a[c] = _mm512_mask_blend_ps((__mmask16)0xFF00, first_sums, second);
+        rows_b[c] = _mm512_mask_blend_ps((__mmask16)0xFF00, second, first_sums);
+    }
+    __m256 total[2] = {sums8(rows_a), sums8(rows_b)};
+    store_rows8(out, out_stride, total, rows, columns, bias, scale, accumulate, first);
 }
 
 static inline __attribute__((always_inline)) void micro(float *out, size_t out_stride, const float *panel,
                                                          size_t depth, const float *weight, size_t column_stride,
                                                          size_t depth_stride, const float *next_weight,
                                                          const float *bias, float scale, int accumulate, int first,
-                                                         size_t rows, const int vectors, const int columns) {
+                                                         size_t rows, const int vectors, const int columns,
+                                                         const float *folded, float *fold_out, int fold_rows) {
     __m512 sum[MICRO_COLUMNS][PANEL_VECTORS];
+    float fold_sums[FOLD_VECTORS * MICRO_COLUMNS * 16] __attribute__((aligned(64)));
+    if (folded) memset(fold_sums, 0, sizeof fold_sums);
     /* the cells this call writes, asked for now to own (prefetchw), so that they arrive during the sums: the layer
      * after read them on every core, and the stores at the end waited for the other core to give each line up
      * (ViT-B/32 float32 at batch 8, 2 threads on an AMD EPYC: 2-5% a picture, alternating in one process) */
@@ -301,7 +444,9 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
         kernel_prefetch_to_write(out + r * out_stride);
         kernel_prefetch_to_write(out + r * out_stride + columns - 1);
     }
-    micro_sums(sum, panel, depth, weight, column_stride, depth_stride, next_weight, vectors, columns);
+    micro_sums(sum, panel, depth, weight, column_stride, depth_stride, next_weight, vectors, columns, folded,
+               fold_sums);
+    if (folded) fold_store(fold_out, out_stride, fold_sums, fold_rows, columns, bias, scale, accumulate, first);
     if (scale != 1.0f)
         for (int c = 0; c < columns; c++)
             for (int v = 0; v < vectors; v++) sum[c][v] = _mm512_mul_ps(sum[c][v], _mm512_set1_ps(scale));
@@ -321,7 +466,7 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
 #define MICRO_CASE(V, C)                                                                                               \
     case (V)*16 + (C):                                                                                                 \
         micro(out, out_stride, panel, depth, weight, column_stride, depth_stride, next_weight, bias, scale,           \
-              accumulate, first, rows, V, C);                                                                          \
+              accumulate, first, rows, V, C, folded, fold_out, fold_rows);                                             \
         break;
 #define MICRO_CASES(V)                                                                                                 \
     MICRO_CASE(V, 1)                                                                                                   \
@@ -331,7 +476,8 @@ static inline __attribute__((always_inline)) void micro(float *out, size_t out_s
 
 static void micro_any(float *out, size_t out_stride, const float *panel, size_t depth, const float *weight,
                       size_t column_stride, size_t depth_stride, const float *next_weight, const float *bias,
-                      float scale, int accumulate, int first, size_t rows, int vectors, int columns) {
+                      float scale, int accumulate, int first, size_t rows, int vectors, int columns,
+                      const float *folded, float *fold_out, int fold_rows) {
     switch (vectors * 16 + columns) {
         MICRO_CASES(1)
         MICRO_CASES(2)
@@ -343,24 +489,13 @@ static void micro_any(float *out, size_t out_stride, const float *panel, size_t 
 /* The remainder rows below keep one micro-kernel's columns of sums in dot_sums' rows. */
 _Static_assert(DOT_SUM_COLUMNS == MICRO_COLUMNS, "dot_sums' rows must hold a micro-kernel's columns");
 
-/* The 8 totals of 8 vectors' lanes, in order (total c = Σ of v[c]'s 16 lanes). */
-static inline __attribute__((always_inline)) __m256 sums8(const __m512 v[MICRO_COLUMNS]) {
-    __m256 h[MICRO_COLUMNS];
-    for (int c = 0; c < MICRO_COLUMNS; c++)
-        h[c] = _mm256_add_ps(_mm512_castps512_ps256(v[c]),
-                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[c]), 1)));
-    __m256 t0 = _mm256_hadd_ps(h[0], h[1]), t1 = _mm256_hadd_ps(h[2], h[3]);
-    __m256 t2 = _mm256_hadd_ps(h[4], h[5]), t3 = _mm256_hadd_ps(h[6], h[7]);
-    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3); /* lanes 0-3 and 4-7: halves of 0-3, 4-7 */
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-/* The remainder rows (1–4, depth_stride 1) against one micro-kernel's columns (up to 8, column_stride apart)
- * right after the panels took them, while those weights are in cache: dot products along the depth, two rows
- * at a time (16 sums), each row's 8 totals reduced together and written as one masked vector. At ViT-B/32's 50
- * rows, the 2 left over had taken 12–20% of a product's time for 4% of its work through the dot-product
- * kernel, run once per 24 columns (their weights read again from farther out, each weight vector loaded once
- * per row). 16-bit weights are widened as they are loaded: the same sums as their float32 copy's. */
+/* The remainder rows (1–4, depth_stride 1: 3 or 4 of the panels', which fold 1 or 2, and all of chained_product's)
+ * against one micro-kernel's columns (up to 8, column_stride apart) right after the panels took them, while those
+ * weights are in cache: dot products along the depth, two rows at a time (16 sums), each row's 8 totals reduced
+ * together and written as one masked vector. At ViT-B/32's 50 rows, the 2 left over had taken 12–20% of a
+ * product's time for 4% of its work through the dot-product kernel, run once per 24 columns (their weights read
+ * again from farther out, each weight vector loaded once per row). 16-bit weights are widened as they are
+ * loaded: the same sums as their float32 copy's. */
 static inline __attribute__((always_inline)) void remainder_rows_pair(const float *in, size_t in_stride,
                                                                       const void *weight, size_t column_stride,
                                                                       size_t depth, const int rows,
@@ -389,8 +524,6 @@ static inline __attribute__((always_inline)) void remainder_rows_pair(const floa
                      size_t column_stride, size_t depth, const float *bias, float scale, int accumulate, int first,    \
                      size_t rows, int columns) {                                                                       \
         const weight_type TYPE = WEIGHT_TYPE;                                                                          \
-        __mmask16 lanes = (__mmask16)((1u << columns) - 1); /* (masked 256-bit vectors would need AVX-512 VL) */     \
-        __m512 b = first && bias ? _mm512_maskz_loadu_ps(lanes, bias) : _mm512_setzero_ps();                          \
         for (size_t r0 = 0; r0 < rows; r0 += 2, in += 2 * in_stride) {                                                 \
             int pair = rows - r0 < 2 ? 1 : 2;                                                                          \
             __m256 total[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                              \
@@ -399,13 +532,7 @@ static inline __attribute__((always_inline)) void remainder_rows_pair(const floa
                 REMAINDER_CASES(2)                                                                                     \
             default: return;                                                                                           \
             }                                                                                                          \
-            for (int r = 0; r < pair; r++) {                                                                           \
-                float *row = out + (r0 + (size_t)r) * out_stride;                                                      \
-                __m512 sums = _mm512_mul_ps(_mm512_zextps256_ps512(total[r]), _mm512_set1_ps(scale));                 \
-                __m512 value = _mm512_add_ps(sums, b);                                                                 \
-                if (accumulate) value = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, row), value);                       \
-                _mm512_mask_storeu_ps(row, lanes, value);                                                              \
-            }                                                                                                          \
+            store_rows8(out + r0 * out_stride, out_stride, total, pair, columns, bias, scale, accumulate, first);      \
         }                                                                                                              \
     }
 REMAINDER_MICRO(remainder_micro_f32, WEIGHT_TYPE_F32)
@@ -481,7 +608,7 @@ static inline __attribute__((always_inline)) void micro_chain(float *out, size_t
         if (start) load_tile(s, out + first * out_stride, out_stride, columns, count);
         for (int c = 0; c < columns; c++) sum[c][v] = start ? s[c] : _mm512_setzero_ps();
     }
-    micro_sums_on(sum, panel, depth, weight, (size_t)depth, 1, NULL, vectors, columns);
+    micro_sums_on(sum, panel, depth, weight, (size_t)depth, 1, NULL, vectors, columns, NULL, NULL);
     for (int v = 0; v < vectors; v++) {
         size_t first = (size_t)v * 16, count = rows - first < 16 ? rows - first : 16;
         for (int c = 0; c < columns; c++) {
@@ -579,26 +706,34 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     }
     /* the whole depth in one panel where the scratch has room, so every sum is
      * written once; 16-bit weights also need room for one micro-kernel's
-     * columns widened to float32 */
+     * columns widened to float32, and a remainder that folds into the micro-kernel for its folded inputs (pack_fold:
+     * 2 floats a feature, and a vector to round up and align them) */
     float stack_panel[STACK_PANEL_DEPTH * PANEL_ROWS] __attribute__((aligned(64)));
     float stack_widened[STACK_PANEL_DEPTH * MICRO_COLUMNS] __attribute__((aligned(64)));
-    float *panel = stack_panel, *widened = stack_widened;
+    float stack_folded[STACK_PANEL_DEPTH * FOLD_VECTORS] __attribute__((aligned(64)));
+    float *panel = stack_panel, *widened = stack_widened, *folded = stack_folded;
+    int fold = remainder && remainder <= FOLD_ROWS;
+    size_t fold_width = fold ? FOLD_VECTORS : 0, fold_spare = fold ? 48 : 0;
     size_t panel_depth = STACK_PANEL_DEPTH, panels = 1; /* panels per pass over the columns */
+    if (scratch && scratch_floats <= fold_spare) scratch = NULL;
     if (type == WEIGHT_TYPE_F32) {
-        if (scratch && scratch_floats / PANEL_ROWS > panel_depth) {
-            panel_depth = scratch_floats / PANEL_ROWS;
+        if (scratch && (scratch_floats - fold_spare) / (PANEL_ROWS + fold_width) > panel_depth) {
+            panel_depth = (scratch_floats - fold_spare) / (PANEL_ROWS + fold_width);
             panel = scratch;
+            folded = scratch + PANEL_ROWS * panel_depth;
         }
-    } else if (scratch && scratch_floats / (PANEL_ROWS + MICRO_COLUMNS) > panel_depth) {
+    } else if (scratch && (scratch_floats - fold_spare) / (PANEL_ROWS + MICRO_COLUMNS + fold_width) > panel_depth) {
         /* 16-bit weights: each micro-kernel's columns are widened once per
          * pass, so a pass takes as many panels as the scratch holds beside them */
-        panel_depth = scratch_floats / (PANEL_ROWS + MICRO_COLUMNS);
+        panel_depth = (scratch_floats - fold_spare) / (PANEL_ROWS + MICRO_COLUMNS + fold_width);
         if (panel_depth >= depth_total) {
             panel_depth = depth_total;
-            panels = (scratch_floats - MICRO_COLUMNS * depth_total) / (PANEL_ROWS * depth_total);
+            panels = (scratch_floats - fold_spare - (MICRO_COLUMNS + fold_width) * depth_total) /
+                     (PANEL_ROWS * depth_total);
         }
         panel = scratch;
         widened = scratch + panels * PANEL_ROWS * panel_depth;
+        folded = (float *)(((uintptr_t)(widened + MICRO_COLUMNS * panel_depth) + 63) & ~(uintptr_t)63);
     }
     for (size_t r0 = 0; r0 < panel_rows; r0 += panels * PANEL_ROWS) {
         size_t pass = panel_rows - r0 < panels * PANEL_ROWS ? panel_rows - r0 : panels * PANEL_ROWS;
@@ -611,6 +746,7 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
                 pack_panel(panel + t * panel_depth, in + (r0 + t) * in_stride + k0, in_stride, group, depth,
                            (int)((group + 15) / 16));
             }
+            if (fold && last) pack_fold(folded, in + panel_rows * in_stride + k0, in_stride, remainder, depth);
             for (size_t c = 0; c < columns; c += MICRO_COLUMNS) {
                 int count = (int)(columns - c < MICRO_COLUMNS ? columns - c : MICRO_COLUMNS);
                 const float *weights = (const float *)(w + (c * cs + k0 * ds) * element), *next = NULL;
@@ -625,11 +761,13 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
                 }
                 for (size_t t = 0; t < pass; t += PANEL_ROWS) {
                     size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
+                    int folds = fold && last && t + group == pass; /* (the remainder with the last panel) */
                     micro_any(out + (r0 + t) * out_stride + c, out_stride, panel + t * panel_depth, depth, weights,
                               column_stride, depth_stride, next, b ? b + c : NULL, p->scale, accumulate, first, group,
-                              (int)((group + 15) / 16), count);
+                              (int)((group + 15) / 16), count, folds ? folded : NULL,
+                              out + panel_rows * out_stride + c, (int)remainder);
                 }
-                if (remainder && last) /* the last rows, while these columns' weights are in cache */
+                if (remainder && last && !fold) /* the last rows, while these columns' weights are in cache */
                     remainder_micro(out + panel_rows * out_stride + c, out_stride, in + panel_rows * in_stride + k0,
                                     in_stride, weights, WEIGHT_TYPE_F32, column_stride, depth, b ? b + c : NULL,
                                     p->scale, accumulate, first, remainder, count);
@@ -649,7 +787,7 @@ static inline __attribute__((always_inline)) void scores_micro(float *st, const 
                                                                 const int columns) {
     const size_t width = (size_t)vectors * 16;
     __m512 sum[MICRO_COLUMNS][PANEL_VECTORS];
-    micro_sums(sum, panel, depth, k, k_stride, 1, next_k, vectors, columns);
+    micro_sums(sum, panel, depth, k, k_stride, 1, next_k, vectors, columns, NULL, NULL);
     for (int c = 0; c < columns; c++)
         for (int v = 0; v < vectors; v++)
             _mm512_store_ps(st + (size_t)c * width + 16 * (size_t)v,
@@ -720,10 +858,10 @@ bool kernel_attention_block_avx512(const kernel_attention_block *a, float *scrat
         if (a->packed_v) /* group c / 8: key j's 8 values at j · 8 */
             micro_any(a->out + c, a->out_stride, st, seen, a->packed_v + c * keys, 1, MICRO_COLUMNS,
                       more ? a->packed_v + (c + MICRO_COLUMNS) * keys : NULL, NULL, 1.0f, 0, 1, count, vectors,
-                      columns);
+                      columns, NULL, NULL, 0);
         else
-            micro_any(a->out + c, a->out_stride, st, seen, a->v + c, 1, a->kv_stride, more ? a->v + c + MICRO_COLUMNS : NULL,
-                      NULL, 1.0f, 0, 1, count, vectors, columns);
+            micro_any(a->out + c, a->out_stride, st, seen, a->v + c, 1, a->kv_stride,
+                      more ? a->v + c + MICRO_COLUMNS : NULL, NULL, 1.0f, 0, 1, count, vectors, columns, NULL, NULL, 0);
     }
     return true;
 }

@@ -29,12 +29,12 @@ static void test_linear_matches_reference(void **state) {
     (void)state;
     /* odd sizes on purpose, with strides, single- and multi-threaded (without a
      * pool the AVX-512 kernel cuts the depth into blocks). Rows: one (sgemv), a few
-     * (dot products), panels of 48 with 0, 1-4 (dot products after each micro-kernel: 1, 2, 3 and 4 rows,
-     * in pairs and alone) and 5-15 (padded) rows left over; depths with a masked tail; columns not a multiple
-     * of 8. */
+     * (dot products), panels of 48 with 0, 1-4 (1 and 2 folded into the micro-kernel, 3 and 4 dot products after
+     * it, in pairs and alone) and 5-15 (padded) rows left over; depths with a masked tail (without a pool, also a
+     * tail in each block of the depth: 18 and 65 rows); columns not a multiple of 8. */
     const size_t shapes[][3] = {{1, 7, 5},     {17, 48, 100}, {50, 768, 3072}, {3, 129, 257}, {16, 300, 13},
                                 {29, 517, 40}, {77, 512, 100}, {400, 96, 24},  {98, 33, 9},   {35, 20, 11},
-                                {52, 70, 41}};
+                                {52, 70, 41},  {18, 300, 13}, {65, 517, 20}};
     pool *threads;
     assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -123,9 +123,12 @@ static void test_linear_16bit_weights(void **state) {
      * rows), panels with remainders, masked depth tails and partial columns;
      * from 96 rows, the kernel that carries its sums over blocks of the depth
      * (995 x 1000: 21 panels a pass, 4 blocks and 3 rows left for the dot
-     * products; 1500 rows: two passes) against one block of the whole depth. */
-    const size_t shapes[][3] = {{1, 7, 5},     {3, 129, 257}, {15, 40, 33}, {17, 48, 100},  {50, 768, 64},
-                                {29, 517, 40}, {98, 33, 9},   {400, 96, 24}, {995, 1000, 40}, {1500, 300, 17}};
+     * products; 1500 rows: two passes) against one block of the whole depth. From 96 rows, too, the remainder's
+     * dot products (chained_product) against the float32 kernel's fold of 1 or 2 rows into the micro-kernel:
+     * 97 and 146 rows, with a masked tail. */
+    const size_t shapes[][3] = {{1, 7, 5},      {3, 129, 257},  {15, 40, 33},  {17, 48, 100},
+                                {50, 768, 64},  {29, 517, 40},  {98, 33, 9},   {400, 96, 24},
+                                {995, 1000, 40}, {1500, 300, 17}, {97, 300, 17}, {146, 70, 24}};
     pool *threads;
     assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
     bool exact = cpu_has_avx512();
