@@ -307,8 +307,9 @@ static inline __attribute__((always_inline)) void micro_sums_on(__m512 sum[MICRO
             __m512 w = _mm512_loadu_ps(weight + (size_t)c * column_stride + k0);                                       \
             __m512 s0 = _mm512_fmadd_ps(w, _mm512_load_ps(folded + 2 * k0), _mm512_load_ps(fs + 16 * c));            \
             _mm512_store_ps(fs + 16 * c, s0);                                                                          \
-            __m512 s1 = _mm512_fmadd_ps(w, _mm512_load_ps(folded + 2 * k0 + 16), _mm512_load_ps(fs + 128 + 16 * c));  \
-            _mm512_store_ps(fs + 128 + 16 * c, s1);                                                                    \
+            float *second = fs + 16 * MICRO_COLUMNS + 16 * c;                                                          \
+            __m512 s1 = _mm512_fmadd_ps(w, _mm512_load_ps(folded + 2 * k0 + 16), _mm512_load_ps(second));              \
+            _mm512_store_ps(second, s1);                                                                               \
         }                                                                                                              \
     } while (0)
     /* line K/2 of the next's 8 · depth/16, column by column within each line */
