@@ -281,13 +281,18 @@ static size_t q8_piece_columns(size_t left) {
 
 /* Columns first .. first+count (first a multiple of 16) of the quantized rows x[rows][depth] with weights in
  * strips: piece by piece of (up to) 48 columns, 16-column vectors from wherever they lie in the strips (a task's
- * columns need not start at a strip), run against every row 8 rows at a time. */
+ * columns need not start at a strip), run against every row in blocks of at most 8 rows, as even as they come
+ * (50 rows: 8 and 6 × 7). A last block of the rows short of 8 kept too few sums in flight for the dot products'
+ * latency: ViT-B/32's 12 layers of int8 products at 50 rows, 8 × 6 + 2 against 8 + 6 × 7, AMD EPYC Zen 5 (best of
+ * 20, medians of 5 alternating processes), 700 -> 735 GOP/s on one thread, 927 -> 965 on two; 77 rows unchanged. */
 static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, const float *row_scale, size_t rows,
                               const kernel_q8 *q, size_t first, size_t count, const float *bias, int accumulate) {
     size_t end = first + count;
     const int8_t *weights_end = q->weight + (q->out_features + Q8_STRIP_COLUMNS - 1) / Q8_STRIP_COLUMNS *
                                                 Q8_STRIP_COLUMNS * q->depth;
     const size_t fetch_step = q->depth / 4 * 64; /* (what a block of rows asks for) */
+    const size_t blocks = (rows + Q8_ROWS_MICRO - 1) / Q8_ROWS_MICRO;
+    int here;
     for (size_t c0 = first, piece; c0 < end; c0 += piece) {
         piece = q8_piece_columns(end - c0);
         int vectors = (int)((piece + 15) / 16);
@@ -300,8 +305,8 @@ static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, c
             fetch_end = fetch + q->depth / 4 * Q8_LINE_BYTES;
             if (fetch_end > weights_end) fetch_end = weights_end;
         }
-        for (size_t r = 0; r < rows; r += Q8_ROWS_MICRO) {
-            int here = (int)(rows - r < Q8_ROWS_MICRO ? rows - r : Q8_ROWS_MICRO);
+        for (size_t r = 0, block = 0; r < rows; r += (size_t)here, block++) {
+            here = (int)((rows - r + blocks - block - 1) / (blocks - block)); /* (the rows left over the blocks left) */
             q8_rows_micro_any(out + r * out_stride, out_stride, x + r * q->depth, row_scale + r, lines, q, c0, piece,
                               bias, accumulate, here, vectors, r == 0, r ? fetch : NULL, fetch_end);
             if (r && fetch) fetch = (size_t)(fetch_end - fetch) > fetch_step ? fetch + fetch_step : fetch_end;
