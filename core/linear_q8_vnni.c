@@ -292,7 +292,6 @@ static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, c
                                                 Q8_STRIP_COLUMNS * q->depth;
     const size_t fetch_step = q->depth / 4 * 64; /* (what a block of rows asks for) */
     const size_t blocks = (rows + Q8_ROWS_MICRO - 1) / Q8_ROWS_MICRO;
-    int here;
     for (size_t c0 = first, piece; c0 < end; c0 += piece) {
         piece = q8_piece_columns(end - c0);
         int vectors = (int)((piece + 15) / 16);
@@ -305,10 +304,10 @@ static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, c
             fetch_end = fetch + q->depth / 4 * Q8_LINE_BYTES;
             if (fetch_end > weights_end) fetch_end = weights_end;
         }
-        for (size_t r = 0, block = 0; r < rows; r += (size_t)here, block++) {
-            here = (int)((rows - r + blocks - block - 1) / (blocks - block)); /* (the rows left over the blocks left) */
+        for (size_t r = 0, block = 0, here; r < rows; r += here, block++) {
+            here = (rows - r + blocks - block - 1) / (blocks - block); /* (the rows left over the blocks left) */
             q8_rows_micro_any(out + r * out_stride, out_stride, x + r * q->depth, row_scale + r, lines, q, c0, piece,
-                              bias, accumulate, here, vectors, r == 0, r ? fetch : NULL, fetch_end);
+                              bias, accumulate, (int)here, vectors, r == 0, r ? fetch : NULL, fetch_end);
             if (r && fetch) fetch = (size_t)(fetch_end - fetch) > fetch_step ? fetch + fetch_step : fetch_end;
         }
     }
