@@ -296,7 +296,7 @@ static inline __attribute__((always_inline)) void micro_sums_on(__m512 sum[MICRO
     /* with every 2 features, one column's fold of the whole 16 they fall in (all 8 by the 16th). Its sums stay in
      * memory, the compiler told nothing of them: GCC 12 kept them in registers and moved the panel's sums to the
      * stack, as it did for the fold of all columns after the 16th feature, and as a change as small as loading the
-     * weights masked made it do again (each 50-row product took twice as long) */
+     * weights masked made it do again (each 50-row product took twice as long; test_kernel_loops fails on that) */
 #define FOLD_COLUMN(K)                                                                                                 \
     do {                                                                                                               \
         size_t k0 = (K) & ~(size_t)15;                                                                                 \
