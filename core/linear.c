@@ -244,16 +244,16 @@ static void linear_task(void *argument, size_t index, float *scratch) {
 }
 
 /* Output columns per task when a product of rows × depth × columns is split
- * over the pool's threads (all of them for one task): `per_worker` tasks a
- * thread, whole multiples of `multiple` columns, at least `least` of them. */
-static size_t column_block(const pool *threads, size_t rows, size_t depth, size_t columns, size_t per_worker,
-                           size_t multiple, size_t least) {
+ * over the pool's threads (all of them for one task). */
+static size_t column_block(const pool *threads, size_t rows, size_t depth, size_t columns, size_t multiple) {
     int workers = pool_threads(threads);
     if (workers <= 1 || (double)rows * (double)depth * (double)columns <= LINEAR_PARALLEL_MIN_WORK) return columns;
-    size_t share = (size_t)workers * per_worker;
+    /* the panel kernels transpose the input once per task: one task per thread
+     * there; elsewhere two, so that uneven threads even out */
+    size_t share = rows >= 16 && cpu_has_avx512() ? (size_t)workers : (size_t)workers * 2;
     size_t block = (columns + share - 1) / share;
     block = (block + multiple - 1) / multiple * multiple; /* whole micro-kernels */
-    return block < least ? least : block;
+    return block < LINEAR_COLUMN_BLOCK ? LINEAR_COLUMN_BLOCK : block;
 }
 
 static void linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
@@ -269,19 +269,10 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
     void *split_input = split ? pool_shared_buffer(threads, bf16x3_input_bytes(split, rows)) : NULL;
     /* (rowwise without AVX-512: each row's sgemv calls are a one-row call's, so its columns are split as one
      * row's are: OpenBLAS's sums may depend on where a column falls in the block) */
-    /* Tasks of whole micro-kernels (bf16x3's two 16-column AMX tiles, else 8 columns): the panel kernels
-     * transpose the input once per task, so one task a thread there; elsewhere two, so that uneven threads even
-     * out. int8 strips with 16 rows or more, whose input is quantized once for all tasks (q8_prepare_shared):
-     * four tasks a thread of whole strips (48 columns, at least two). The two CPUs of a virtual machine run the
-     * same product up to 10% apart, and with one task each the faster waited: ViT-B/32's 12 layers of int8
-     * products at 50 rows on 2 threads (AMD EPYC Zen 5, 10 alternating processes) went from 878 to 913 GOP/s.
-     * (Tasks of 64 or 128 columns leave pieces of 32 columns, which keep too few sums in flight.) */
-    size_t per_worker = rows >= 16 && cpu_has_avx512() ? 1 : 2, multiple = split_input ? 32 : 8;
-    size_t least = LINEAR_COLUMN_BLOCK;
-    if (q && q->layout == Q8_LAYOUT_STRIPS)
-        multiple = Q8_STRIP_COLUMNS, per_worker = rows >= 16 ? 4 : per_worker, least = 2 * Q8_STRIP_COLUMNS;
+    /* (tasks of whole micro-kernels: bf16x3's two 16-column AMX tiles, int8 strips' 16-column vectors, else 8) */
+    size_t multiple = split_input ? 32 : q && q->layout == Q8_LAYOUT_STRIPS ? 16 : 8;
     size_t block = column_block(threads, rowwise && !cpu_has_avx512() ? 1 : rows, q ? q->depth : in_features,
-                                out_features, per_worker, multiple, least);
+                                out_features, multiple);
     linear_job job = {.out = out, .out_stride = out_stride, .in = in, .in_stride = in_stride, .weight = weight,
                       .bias = bias, .rows = rows, .in_features = in_features, .out_features = out_features,
                       .block = block, .accumulate = accumulate, .rowwise = rowwise, .bf16x3_prepared = split_input};
