@@ -167,7 +167,9 @@ static void q8_prepare_task(void *argument, size_t index, float *scratch) {
  * else on the calling thread before the tasks. Leaves it NULL (each task then quantizes the
  * input itself) if the buffer cannot grow or the prepare's temp does not fit the thread's scratch. (Preparing
  * the parts over the threads before the tasks cost one more wait for the pool at every product, more than it
- * saved; preparing them all on the caller left the other threads waiting.) */
+ * saved; preparing them all on the caller left the other threads waiting; each task quantizing the whole input
+ * itself took ViT-B/32's int8 vision tower at batch 1 from 7.71 to 7.88 ms, AMD EPYC Zen 5, 10 alternating
+ * processes.) */
 static void q8_prepare_shared(pool *threads, linear_job *job) {
     const kernel_q8 *q = job->weight->q8;
     const q8_path *path = job->q8_path;
