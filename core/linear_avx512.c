@@ -708,7 +708,8 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     /* the whole depth in one panel where the scratch has room, so every sum is
      * written once; 16-bit weights also need room for one micro-kernel's
      * columns widened to float32, and a remainder that folds into the micro-kernel for its folded inputs (pack_fold:
-     * 2 floats a feature, and a vector to round up and align them) */
+     * 2 floats a feature, and fold_spare's 48 more: up to 30 for the depth rounded up to 16 features, up to 15 to
+     * align them behind the widened columns) */
     float stack_panel[STACK_PANEL_DEPTH * PANEL_ROWS] __attribute__((aligned(64)));
     float stack_widened[STACK_PANEL_DEPTH * MICRO_COLUMNS] __attribute__((aligned(64)));
     float stack_folded[STACK_PANEL_DEPTH * FOLD_VECTORS] __attribute__((aligned(64)));
