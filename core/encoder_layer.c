@@ -172,6 +172,10 @@ static void layernorm_rows(float *out, const float *in, const float *weight, con
     profile_stop(PROFILE_NORMS, started);
 }
 
+/* (Applied instead by each of fc1's column tasks to its own columns as it finished them, no rows handed between
+ * the cores and one wait for the pool less a layer, the activation won nothing: ViT-B/32 int8 at batch 1, paired
+ * new/old medians of 30 alternating processes, vision 1.008 and text 1.001; float32 at batch 8, whose 400 rows ×
+ * 1,536 columns a task no longer sit in L2 when it is done, vision 1.021 slower over 12. AMD EPYC Zen 5.) */
 static void activation_rows(activation act, float *x, size_t rows, size_t width, size_t stride, pool *threads) {
     rows_job job = {x, x, NULL, NULL, rows, width, rows_block(rows, width, threads), stride, 0.0f, act};
     uint64_t started = profile_start();
