@@ -34,41 +34,17 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "roof_loops.h"
+
 #define ITERATIONS 100000000L
-#define CHAINS 16
 
 static void *chains(void *result) {
-    __m512 acc[CHAINS];
-    for (int i = 0; i < CHAINS; i++) acc[i] = _mm512_set1_ps((float)i * 1e-3f);
-    const __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-5f);
-    for (long n = 0; n < ITERATIONS; n++)
-#pragma GCC unroll 16
-        for (int i = 0; i < CHAINS; i++) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-    float sum = 0;
-    for (int i = 0; i < CHAINS; i++) sum += _mm512_reduce_add_ps(acc[i]);
-    *(float *)result = sum; /* keeps the loop alive */
+    *(float *)result = roof_fma_chains(ITERATIONS); /* keeps the loop alive */
     return NULL;
 }
 
-/* 16 chains of vpdpbusd in assembly blocks: GCC 12 keeps an array of accumulators in memory around
- * each instruction it cannot see into (and copies them around _mm512_dpbusd_epi32). */
-#define DPBUSD(N) "vpdpbusd %9, %8, %" #N "\n\t"
-#define DPBUSD8 DPBUSD(0) DPBUSD(1) DPBUSD(2) DPBUSD(3) DPBUSD(4) DPBUSD(5) DPBUSD(6) DPBUSD(7)
-__attribute__((target("avx512f,avx512vnni"))) static void *vnni_chains(void *result) {
-    __m512i c0 = _mm512_set1_epi32(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0,
-            c9 = c0, c10 = c0, c11 = c0, c12 = c0, c13 = c0, c14 = c0, c15 = c0;
-    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
-    for (long n = 0; n < ITERATIONS; n++) { /* (an asm takes at most 30 operands: two of 8 chains) */
-        __asm__(DPBUSD8 : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6), "+v"(c7)
-                : "v"(a), "v"(b));
-        __asm__(DPBUSD8 : "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13), "+v"(c14), "+v"(c15)
-                : "v"(a), "v"(b));
-    }
-    __m512i sum = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
-                                   _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
-    sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
-    sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_add_epi32(c12, c13), _mm512_add_epi32(c14, c15)));
-    *(float *)result = (float)_mm512_reduce_add_epi32(sum); /* keeps the loop alive */
+static void *vnni_chains(void *result) {
+    *(float *)result = roof_vnni_chains(ITERATIONS);
     return NULL;
 }
 
@@ -260,12 +236,12 @@ int main(int argc, char **argv) {
     }
     double seconds = run_threads(threads, chains);
     printf("{\"runtime\": \"roof\", \"stage\": \"fma_peak\", \"threads\": %d, \"gflops\": %.1f}\n", threads,
-           (double)threads * ITERATIONS * CHAINS * 16 * 2 / seconds / 1e9);
+           (double)threads * ITERATIONS * ROOF_CHAINS * 16 * 2 / seconds / 1e9);
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512vnni")) {
         seconds = run_threads(threads, vnni_chains);
         printf("{\"runtime\": \"roof\", \"stage\": \"vnni_peak\", \"threads\": %d, \"gops\": %.1f}\n", threads,
-               (double)threads * ITERATIONS * CHAINS * 64 * 2 / seconds / 1e9);
+               (double)threads * ITERATIONS * ROOF_CHAINS * 64 * 2 / seconds / 1e9);
     }
     if (amx_usable(25)) {
         seconds = run_threads(threads, amx_int8_chains);
