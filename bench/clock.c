@@ -1,15 +1,15 @@
 /* clock.c — the cores' clock under each kind of work, and what each does a cycle: how much of a product's
  * distance from bench/roof.c's loops is the clock the processor gives it, and how much the kernel's own.
  *
- * On 1 and then on every one of THREADS threads (pinned to the first CPUs this process may use), each thread
- * runs one kind of work alone for SECONDS, in slices of a millisecond or more; after each slice it times a
- * chain of dependent additions (one a cycle, 160,000 of them, 45 µs at 3.5 GHz), whose rate is the clock its
- * core ran the slice at (a chain of multiplications, 3 cycles each, gave the same clock within 1% on a Zen 5). The kinds: idle (sleeping), bench/roof.c's FMA and VNNI loops (16 chains of 512-bit
- * multiply-adds each, in registers), and kernel_linear's float32 and int8 products (a thread's own, on a pool
- * of one: nothing crosses between the cores) at 768 → 768 on 50 and 200 rows, ViT-B/32's width at a picture
- * and at the 4 pictures a thread takes of a batch of 8. Prints a markdown table: each kind's median clock over
- * the threads' samples, its work a second on each core (GFLOP/s, GOP/s for int8), what that is a cycle, and its
- * fraction of the loop of its kind, a second and a cycle.
+ * On 1 and then on every one of THREADS threads (pinned to the first CPUs this process may use), each thread runs
+ * one kind of work alone for SECONDS, in slices of a millisecond or more; after each slice it times a chain of
+ * dependent additions (one a cycle, 160,000 of them, 45 µs at 3.5 GHz), whose rate is the clock its core ran the
+ * slice at (a chain of multiplications, 3 cycles each, gave the same clock within 1% on a Zen 5). The kinds: idle
+ * (sleeping), bench/roof.c's FMA and VNNI loops (16 chains of 512-bit multiply-adds each, in registers), and
+ * kernel_linear's float32 and int8 products (a thread's own, on a pool of one: nothing crosses between the cores)
+ * at 768 → 768 on 50 and 200 rows, ViT-B/32's width at a picture and at the 4 pictures a thread takes of a batch of
+ * 8. Prints a markdown table: each kind's median clock over the threads' samples, its work a second on each core
+ * (GFLOP/s, GOP/s for int8), what that is a cycle, and its fraction of the loop of its kind, a second and a cycle.
  *     cc -O2 -I. -Iinclude -Ibuild bench/clock.c build/libglimpse_core.a -lm -pthread -ldl -o clock
  *     ./clock THREADS [SECONDS]          (bench/clock.sh builds it and writes the page) */
 #define _GNU_SOURCE
@@ -261,7 +261,8 @@ int main(int argc, char **argv) {
         }
     }
     if (have_int8 && cpu_has_amx_int8())
-        printf("\nThe int8 products ran on AMX's tiles (bench/roof.c measures their loop), not against the VNNI loop.\n");
+        printf("\nThe int8 products ran on AMX's tiles (bench/roof.c measures their loop), not against the VNNI "
+               "loop.\n");
     if (have_int8) kernel_q8_free(&q);
     free(weights);
     return 0;

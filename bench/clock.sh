@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# clock.sh [THREADS] [SECONDS] — the cores' clock under each kind of work (bench/clock.c): idle, bench/roof.c's
-# FMA and VNNI loops, and glimpse's float32 and int8 products, each on one thread and then on THREADS threads
-# (default 2) at once, SECONDS each (default 2); what each does a second and a cycle, and its fraction of its
-# loop both ways. A product's distance from its loop a second is the clock the processor gives it times its
-# distance a cycle: the first is the machine's, the second the kernel's. Prints a markdown page (machine, CPU,
-# commit, the table); needs AVX-512 and glimpse built in build/ (cmake --build build).
+# clock.sh [THREADS] [SECONDS] [--table] — the cores' clock under each kind of work (bench/clock.c): idle,
+# bench/roof.c's FMA and VNNI loops, and glimpse's float32 and int8 products, each on one thread and then on
+# THREADS threads (default 2) at once, SECONDS each (default 2); what each does a second and a cycle, and its
+# fraction of its loop both ways. A product's distance from its loop a second is the clock the processor gives it
+# times its distance a cycle: the first is the machine's, the second the kernel's. Prints a markdown page (machine,
+# CPU, commit, the table; with --table the table alone, as bench/run.sh adds it to its page); needs AVX-512 and
+# glimpse built in build/ (cmake --build build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-2}
 seconds=${2:-2}
-[ -f build/libglimpse_core.a ] || { echo "clock.sh: build glimpse first (cmake -B build && cmake --build build)" >&2; exit 1; }
+table_only=${3:-}
+[ -z "$table_only" ] || [ "$table_only" = --table ] ||
+  { echo "clock.sh: the third argument is --table or nothing" >&2; exit 2; }
+[ -f build/libglimpse_core.a ] ||
+  { echo "clock.sh: build glimpse first (cmake -B build && cmake --build build)" >&2; exit 1; }
 work=build/bench
 mkdir -p "$work"
 cc -O2 -I. -Iinclude -Ibuild bench/clock.c build/libglimpse_core.a -lm -pthread -ldl -o "$work/clock"
+if [ -n "$table_only" ]; then exec "$work/clock" "$threads" "$seconds"; fi
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 family=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)
 model=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)

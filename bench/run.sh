@@ -201,6 +201,11 @@ if [ -n "$llama_cpp" ]; then
   echo "vision towers beside llama.cpp's image encoder, float32 and float16 (3 rounds)..." >&2
   { echo; bench/encoder_peers.sh "$llama_cpp" 3 "$threads"; } | tee -a "$page"
 fi
+if grep -qw avx512f /proc/cpuinfo; then
+  echo "the clock each kind of work runs at, and its work a cycle (bench/clock.c)..." >&2
+  { echo; echo "The cores' clock under each kind of work and what it does a cycle (\`bench/clock.sh $threads 2\`):"; echo
+    bench/clock.sh "$threads" 2 --table; } | tee -a "$page"
+fi
 echo "photos: glimpse index of 100 twelve-megapixel JPEGs, exact and --fast-decode, beside Pillow + ONNX Runtime and Pillow + PyTorch..." >&2
 bench/photos.sh "$threads" 3 100
 echo "the tables for docs/benchmarks.md: $page" >&2
