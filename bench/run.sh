@@ -204,7 +204,8 @@ fi
 if grep -qw avx512f /proc/cpuinfo; then
   echo "the clock each kind of work runs at, and its work a cycle (bench/clock.c)..." >&2
   { echo; echo "The cores' clock under each kind of work and what it does a cycle (\`bench/clock.sh $threads 2\`):"; echo
-    bench/clock.sh "$threads" 2 --table; } | tee -a "$page"
+    bench/clock.sh "$threads" 2 --table || echo "(bench/clock.sh could not run: its message is above)"; } |
+    tee -a "$page"
 fi
 echo "photos: glimpse index of 100 twelve-megapixel JPEGs, exact and --fast-decode, beside Pillow + ONNX Runtime and Pillow + PyTorch..." >&2
 bench/photos.sh "$threads" 3 100
