@@ -67,21 +67,25 @@ static double vnni_loop(void) {
 
 typedef enum kind { IDLE, FMA_LOOP, VNNI_LOOP, PRODUCT_F32, PRODUCT_INT8 } kind;
 
+/* The int8 kinds (VNNI's), which count operations rather than floating-point ones. */
+static bool int8_kind(kind k) { return k == VNNI_LOOP || k == PRODUCT_INT8; }
+
+#define MOST_ROWS 200
 typedef struct work {
     const char *name;
     kind kind;
-    size_t rows;
-    int loop; /* the row whose loop it is measured against (-1: none) */
+    size_t rows; /* a product's, at most MOST_ROWS */
 } work;
 
+/* (each loop before the products measured against it) */
 static const work works[] = {
-    {"idle", IDLE, 0, -1},
-    {"FMA loop", FMA_LOOP, 0, 1},
-    {"VNNI loop", VNNI_LOOP, 0, 2},
-    {"float32 product 768 → 768, 50 rows", PRODUCT_F32, 50, 1},
-    {"float32 product 768 → 768, 200 rows", PRODUCT_F32, 200, 1},
-    {"int8 product 768 → 768, 50 rows", PRODUCT_INT8, 50, 2},
-    {"int8 product 768 → 768, 200 rows", PRODUCT_INT8, 200, 2},
+    {"idle", IDLE, 0},
+    {"FMA loop", FMA_LOOP, 0},
+    {"VNNI loop", VNNI_LOOP, 0},
+    {"float32 product 768 → 768, 50 rows", PRODUCT_F32, 50},
+    {"float32 product 768 → 768, 200 rows", PRODUCT_F32, MOST_ROWS},
+    {"int8 product 768 → 768, 50 rows", PRODUCT_INT8, 50},
+    {"int8 product 768 → 768, 200 rows", PRODUCT_INT8, MOST_ROWS},
 };
 #define WORKS (sizeof works / sizeof *works)
 
@@ -128,11 +132,11 @@ static void *run(void *argument) {
     CPU_ZERO(&set);
     CPU_SET(job->cpu, &set);
     pool *threads = NULL;
-    float *in = malloc(200 * IN * sizeof(float)), *out = malloc(200 * OUT * sizeof(float));
+    float *in = malloc(MOST_ROWS * IN * sizeof(float)), *out = malloc(MOST_ROWS * OUT * sizeof(float));
     job->samples = malloc(MAX_SAMPLES * sizeof(double));
     job->failed = pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0 || !in || !out || !job->samples ||
                   pool_create(1, &threads) != GLIMPSE_STATUS_OK;
-    for (size_t i = 0; in && i < 200 * IN; i++) in[i] = (float)((i * 7) % 13) * 0.1f - 0.6f;
+    for (size_t i = 0; in && i < MOST_ROWS * IN; i++) in[i] = (float)((i * 7) % 13) * 0.1f - 0.6f;
     atomic_fetch_add(job->ready, 1);
     while (atomic_load(job->ready) < job->threads) { /* (all start together) */
     }
@@ -230,33 +234,35 @@ int main(int argc, char **argv) {
     printf("| work | threads | clock (GHz) | a core, a second | a core, a cycle | of its loop, a second | "
            "of its loop, a cycle |\n|---|---|---|---|---|---|---|\n");
     for (int c = 0; c < (most > 1 ? 2 : 1); c++) {
-        result results[WORKS] = {{0}};
+        result fma = {0}, vnni = {0}; /* the loops', on as many threads */
         for (size_t k = 0; k < WORKS; k++) {
             const work *w = &works[k];
-            if ((w->kind == VNNI_LOOP || w->kind == PRODUCT_INT8) && !have_int8) continue;
-            results[k] = measure(w, counts[c], cpus, seconds, &f32, &int8);
-            const result *r = &results[k];
-            if (!r->measured) {
+            if (int8_kind(w->kind) && !have_int8) continue;
+            const result r = measure(w, counts[c], cpus, seconds, &f32, &int8);
+            if (!r.measured) {
                 fprintf(stderr, "clock: %s on %d threads could not run (threads, memory or pinning)\n", w->name,
                         counts[c]);
                 return 1;
             }
-            const char *unit = w->kind == VNNI_LOOP || w->kind == PRODUCT_INT8 ? "GOP/s" : "GFLOP/s";
-            printf("| %s | %d | %.2f |", w->name, counts[c], r->clock);
+            const char *unit = int8_kind(w->kind) ? "GOP/s" : "GFLOP/s";
+            printf("| %s | %d | %.2f |", w->name, counts[c], r.clock);
             if (w->kind == IDLE) {
                 printf(" – | – | – | – |\n");
                 continue;
             }
-            double per_cycle = r->rate / (r->clock * 1e9);
-            printf(" %.1f %s | %.1f |", r->rate * 1e-9, unit, per_cycle);
+            double per_cycle = r.rate / (r.clock * 1e9);
+            printf(" %.1f %s | %.1f |", r.rate * 1e-9, unit, per_cycle);
+            if (w->kind == FMA_LOOP) fma = r;
+            if (w->kind == VNNI_LOOP) vnni = r;
             /* (on AMX, int8 products of 16 rows or more run on the tiles, whose loop this does not run) */
-            bool tiles = w->kind == PRODUCT_INT8 && cpu_has_amx_int8();
-            const result *loop = w->loop >= 0 && (size_t)w->loop != k && !tiles ? &results[w->loop] : NULL;
+            const result *loop = w->kind == PRODUCT_F32                             ? &fma
+                                 : w->kind == PRODUCT_INT8 && !cpu_has_amx_int8() ? &vnni
+                                                                                   : NULL;
             if (!loop || !loop->measured) {
                 printf(" – | – |\n");
                 continue;
             }
-            printf(" %.0f%% | %.0f%% |\n", 100 * r->rate / loop->rate,
+            printf(" %.0f%% | %.0f%% |\n", 100 * r.rate / loop->rate,
                    100 * per_cycle / (loop->rate / (loop->clock * 1e9)));
         }
     }
