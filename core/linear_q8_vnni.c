@@ -46,12 +46,15 @@ static inline __m512i dot_bytes(__m512i acc, __m512i unsigned_bytes, __m512i sig
 _Static_assert(Q8_STRIP_WIDTH == 16 * Q8_STRIP_VECTORS, "a strip is 3 vectors of 16 columns");
 #define Q8_ROWS_MICRO 8                         /* rows of q8_rows_micro */
 
-/* 16 values quantized to their bytes in 32-bit lanes: value · inverse rounded to nearest (even), within ±127,
- * offset by 128. */
-static inline __m512i q8_quantize_16(__m512 values, __m512 inverse) {
+/* 16 values quantized in 32-bit lanes: value · inverse rounded to nearest (even), within ±127 (a weight's). */
+static inline __m512i q8_round_16(__m512 values, __m512 inverse) {
     __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(values, inverse));
-    q = _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
-    return _mm512_add_epi32(q, _mm512_set1_epi32(128));
+    return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+}
+
+/* The same offset by 128: an input's bytes, for vpdpbusd's unsigned side. */
+static inline __m512i q8_quantize_16(__m512 values, __m512 inverse) {
+    return _mm512_add_epi32(q8_round_16(values, inverse), _mm512_set1_epi32(128));
 }
 
 /* A row quantized (quantize.h): 64 values a step packed into one store of 64 bytes (the values, in 1 .. 255 once
@@ -92,12 +95,10 @@ int32_t q8_quantize_weight_row_avx512(int8_t *q, const float *w, size_t n, float
     float top = _mm512_reduce_max_ps(largest);
     float scale = top > 0.0f ? top / 127.0f : 1.0f, inverse = 1.0f / scale;
     const __m512 step = _mm512_set1_ps(inverse);
-    const __m512i low = _mm512_set1_epi32(-127), high = _mm512_set1_epi32(127);
     __m512i sum = _mm512_setzero_si512();
     for (k = 0; k < n; k += 16) {
         __mmask16 lanes = (__mmask16)(n - k >= 16 ? 0xFFFF : (1u << (n - k)) - 1);
-        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, w + k), step));
-        v = _mm512_min_epi32(_mm512_max_epi32(v, low), high);
+        __m512i v = q8_round_16(_mm512_maskz_loadu_ps(lanes, w + k), step);
         sum = _mm512_add_epi32(sum, v); /* (masked lanes are 0) */
         _mm512_mask_cvtepi32_storeu_epi8(q + k, lanes, v);
     }
