@@ -130,57 +130,32 @@ void kv_cache_reorder(const kv_cache *cache, size_t shared, size_t length, const
     }
 }
 
-/* Row-wise steps of a layer spread over the pool: with the products parallel,
- * a LayerNorm or an activation left on one thread is time the other waits. */
-typedef struct rows_job {
+/* Row-wise steps of a layer: a LayerNorm and an activation, as kernel_rows_step runs them (spread over the pool
+ * with the products parallel, a LayerNorm or an activation left on one thread is time the other waits; or inside
+ * the product that reads their rows, kernel_linear_after). */
+typedef struct layernorm_step {
     float *out;
-    const float *in;
+    const float *in; /* rows width apart, as out's */
     const float *weight, *bias;
-    size_t rows, width, block, stride; /* (stride: activation rows only) */
+    size_t width;
     float epsilon;
-    activation act;
-} rows_job;
+} layernorm_step;
 
-static void layernorm_task(void *argument, size_t index, float *scratch) {
-    (void)scratch;
-    const rows_job *job = argument;
-    size_t first = index * job->block, count = job->rows - first < job->block ? job->rows - first : job->block;
+static void layernorm_run(const void *argument, size_t first, size_t count) {
+    const layernorm_step *job = argument;
     kernel_layernorm(job->out + first * job->width, job->in + first * job->width, job->weight, job->bias, count,
                      job->width, job->epsilon);
 }
 
-static void activation_task(void *argument, size_t index, float *scratch) {
-    (void)scratch;
-    const rows_job *job = argument;
-    size_t first = index * job->block, count = job->rows - first < job->block ? job->rows - first : job->block;
-    for (size_t r = first; r < first + count; r++) activation_apply(job->act, job->out + r * job->stride, job->width);
-}
+typedef struct activation_step {
+    float *x;
+    size_t width, stride;
+    activation act;
+} activation_step;
 
-/* Blocks of rows for `rows` rows of `width`: a few per thread, none tiny. */
-static size_t rows_block(size_t rows, size_t width, pool *threads) {
-    size_t share = (size_t)pool_threads(threads) * 2, block = (rows + share - 1) / share;
-    size_t least = (4096 + width - 1) / width; /* below ~4K values a step is not worth a hand-off */
-    return block < least ? least : block;
-}
-
-static void layernorm_rows(float *out, const float *in, const float *weight, const float *bias, size_t rows,
-                           size_t width, float epsilon, pool *threads) {
-    rows_job job = {out,   in, weight, bias, rows, width, rows_block(rows, width, threads), width, epsilon,
-                    ACTIVATION_GELU};
-    uint64_t started = profile_start();
-    pool_for(threads, (rows + job.block - 1) / job.block, layernorm_task, &job);
-    profile_stop(PROFILE_NORMS, started);
-}
-
-/* (Applied instead by each of fc1's column tasks to its own columns as it finished them, no rows handed between
- * the cores and one wait for the pool less a layer, the activation won nothing: ViT-B/32 int8 at batch 1, paired
- * new/old medians of 30 alternating processes, vision 1.008 and text 1.001; float32 at batch 8, whose 400 rows ×
- * 1,536 columns a task no longer sit in L2 when it is done, vision 1.021 slower over 12. AMD EPYC Zen 5.) */
-static void activation_rows(activation act, float *x, size_t rows, size_t width, size_t stride, pool *threads) {
-    rows_job job = {x, x, NULL, NULL, rows, width, rows_block(rows, width, threads), stride, 0.0f, act};
-    uint64_t started = profile_start();
-    pool_for(threads, (rows + job.block - 1) / job.block, activation_task, &job);
-    profile_stop(PROFILE_ACTIVATIONS, started);
+static void activation_run(const void *argument, size_t first, size_t count) {
+    const activation_step *job = argument;
+    for (size_t r = first; r < first + count; r++) activation_apply(job->act, job->x + r * job->stride, job->width);
 }
 
 /* Row strides of the q|k|v and feed-forward buffers: 16 floats past their
@@ -207,17 +182,25 @@ void encoder_scratch_carve(encoder_scratch *scratch, float *memory, const encode
     scratch->scores = scratch->mlp + rows * scratch->mlp_stride;
 }
 
-/* The feed-forward sub-layer on x[rows, hidden] in place. */
+/* The feed-forward sub-layer on x[rows, hidden] in place. Each LayerNorm and the activation is the step before
+ * the product that reads its rows (kernel_linear_after): at int8 on two threads, made by the task that quantizes
+ * them, one wait for the pool and one pass less each, ViT-B/32 at batch 1 took 0.991–0.993 of the time (vision)
+ * and 0.981–0.987 (text), paired medians of 200–300 alternating calls in one process, AMD EPYC Zen 5. (The
+ * activation applied instead by each of fc1's column tasks to its own columns as it finished them won nothing:
+ * int8 at batch 1, paired new/old medians of 30 alternating processes, vision 1.008 and text 1.001; float32 at
+ * batch 8, whose 400 rows × 1,536 columns a task no longer sit in L2 when it is done, vision 1.021 slower over
+ * 12.) */
 static void feed_forward(float *x, const encoder_layer *layer, const encoder_shape *shape, size_t rows,
                          const encoder_scratch *scratch, pool *threads) {
-    size_t hidden = shape->hidden;
-    layernorm_rows(scratch->normed, x, layer->norm2_weight, layer->norm2_bias, rows, hidden, shape->epsilon, threads);
-    size_t stride = scratch->mlp_stride;
-    kernel_linear(scratch->mlp, stride, scratch->normed, hidden, &layer->fc1_weight, layer->fc1_bias, rows, hidden,
-                  shape->intermediate, false, threads);
-    activation_rows(shape->act, scratch->mlp, rows, shape->intermediate, stride, threads);
-    kernel_linear(x, hidden, scratch->mlp, stride, &layer->fc2_weight, layer->fc2_bias, rows, shape->intermediate,
-                  hidden, true, threads);
+    size_t hidden = shape->hidden, stride = scratch->mlp_stride;
+    layernorm_step norm = {scratch->normed, x, layer->norm2_weight, layer->norm2_bias, hidden, shape->epsilon};
+    kernel_rows_step normed = {layernorm_run, &norm, PROFILE_NORMS};
+    kernel_linear_after(scratch->mlp, stride, scratch->normed, hidden, &normed, &layer->fc1_weight, layer->fc1_bias,
+                        rows, hidden, shape->intermediate, false, threads);
+    activation_step act = {scratch->mlp, shape->intermediate, stride, shape->act};
+    kernel_rows_step activated = {activation_run, &act, PROFILE_ACTIVATIONS};
+    kernel_linear_after(x, hidden, scratch->mlp, stride, &activated, &layer->fc2_weight, layer->fc2_bias, rows,
+                        shape->intermediate, hidden, true, threads);
 }
 
 /* The attention sub-layer's inputs: scratch->normed = LN1(x) and, for every
@@ -229,22 +212,19 @@ static void attention_inputs(const float *x, const encoder_layer *layer, const e
     size_t hidden = shape->hidden, qs = scratch->qkv_stride;
     float *qkv = scratch->qkv;
     const float *source = x;
-    if (layer->norm1_weight) {
-        layernorm_rows(scratch->normed, x, layer->norm1_weight, layer->norm1_bias, rows, hidden, shape->epsilon,
-                       threads);
-        source = scratch->normed;
-    }
+    layernorm_step norm = {scratch->normed, x, layer->norm1_weight, layer->norm1_bias, hidden, shape->epsilon};
+    kernel_rows_step normed = {layernorm_run, &norm, PROFILE_NORMS}, *before = NULL;
+    if (layer->norm1_weight) source = scratch->normed, before = &normed;
     if (encoder_layer_fused(layer)) {
-        kernel_linear(qkv, qs, source, hidden, &layer->qkv_weight, layer->qkv_bias, rows, hidden, 3 * hidden, false,
-                      threads);
+        kernel_linear_after(qkv, qs, source, hidden, before, &layer->qkv_weight, layer->qkv_bias, rows, hidden,
+                            3 * hidden, false, threads);
         return;
     }
-    if (with_queries)
-        kernel_linear(qkv, qs, source, hidden, &layer->q_weight, layer->q_bias, rows, hidden, hidden, false, threads);
-    kernel_linear(qkv + hidden, qs, source, hidden, &layer->k_weight, layer->k_bias, rows, hidden, hidden, false,
-                  threads);
-    kernel_linear(qkv + 2 * hidden, qs, source, hidden, &layer->v_weight, layer->v_bias, rows, hidden, hidden, false,
-                  threads);
+    const kernel_weight *weights[3] = {&layer->q_weight, &layer->k_weight, &layer->v_weight};
+    const float *biases[3] = {layer->q_bias, layer->k_bias, layer->v_bias};
+    for (int i = with_queries ? 0 : 1; i < 3; i++, before = NULL) /* (the LayerNorm before the first) */
+        kernel_linear_after(qkv + i * hidden, qs, source, hidden, before, weights[i], biases[i], rows, hidden, hidden,
+                            false, threads);
 }
 
 void encoder_layer_forward(float *x, const attention_record *record, size_t layer_index, const encoder_layer *layer,

@@ -61,9 +61,10 @@ typedef struct q8_path {
     /* how many of rows_left rows to prepare at a time when the prepared rows, temp and what product() uses
      * of its scratch must share scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
     size_t (*chunk_rows)(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes);
-    /* true: kernel_linear has the column tasks prepare the parts between them, each task running product() once
-     * every part is ready; false: it prepares them all on the calling thread before the tasks */
-    bool prepare_in_tasks;
+    /* nonzero: kernel_linear has the column tasks prepare the parts between them, each task running product()
+     * once every part is ready, part p being rows p·part_rows to (p+1)·part_rows - 1; 0: it prepares them all on
+     * the calling thread before the tasks */
+    size_t part_rows;
 } q8_path;
 
 #endif

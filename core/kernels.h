@@ -12,6 +12,7 @@
 
 #include "core/kernel_types.h"
 #include "core/pool.h"
+#include "core/profile.h"
 
 
 struct kernel_q8;
@@ -70,6 +71,26 @@ bool kernel_linear_rows_exact(size_t rows);
 void kernel_linear_rowwise(float *out, size_t out_stride, const float *in, size_t in_stride,
                            const kernel_weight *weight, const float *bias, size_t rows, size_t in_features,
                            size_t out_features, bool accumulate, pool *threads);
+/* A step that makes rows of a product's input just before the product reads them: a LayerNorm writing them from
+ * the residual rows, an activation in place. run(argument, first, count) makes rows first .. first+count-1; it
+ * may run on any thread and on any split of the rows, each row once. kind: what --profile counts it as where it
+ * runs apart from the product. */
+typedef struct kernel_rows_step {
+    void (*run)(const void *argument, size_t first, size_t count);
+    const void *argument;
+    profile_kind kind;
+} kernel_rows_step;
+/* step over rows 0 .. rows-1 of `width` values, in blocks spread over the pool (a few a thread, none so small
+ * that handing it over costs more than it does). */
+void kernel_rows_run(const kernel_rows_step *step, size_t rows, size_t width, pool *threads);
+/* kernel_linear on an input that `before` makes first (NULL: kernel_linear), the same results as kernel_rows_run
+ * and then kernel_linear. Where the product's column tasks quantize its input in parts (int8 on VNNI, several rows,
+ * several tasks), each part's rows are made by the task that quantizes them, just before: no pass, no wait for
+ * the pool and no rows handed between the cores of their own (the step's time is then the product's, for
+ * --profile); elsewhere before runs over all rows first. */
+void kernel_linear_after(float *out, size_t out_stride, const float *in, size_t in_stride,
+                         const kernel_rows_step *before, const kernel_weight *weight, const float *bias, size_t rows,
+                         size_t in_features, size_t out_features, bool accumulate, pool *threads);
 /* kernel_linear or kernel_linear_rowwise: the type of both. */
 typedef void (*kernel_linear_fn)(float *out, size_t out_stride, const float *in, size_t in_stride,
                                  const kernel_weight *weight, const float *bias, size_t rows, size_t in_features,

@@ -45,6 +45,8 @@ typedef struct linear_job {
                              * before them) */
     void *bf16x3_prepared;  /* with a bf16x3 twin: the input split once for every column task (NULL: float32) */
     size_t prepare_parts;   /* in this many parts */
+    const kernel_rows_step *before; /* with q8_parts: the step each part's rows go through before they are
+                                     * quantized (kernel_linear_after) */
     bool rowwise; /* kernel_linear_rowwise */
 } linear_job;
 
@@ -104,6 +106,10 @@ static bool q8_part_take(const linear_job *job, size_t part, float *scratch) {
     if (!atomic_compare_exchange_strong_explicit(&job->q8_parts[part], &waiting, Q8_PART_TAKEN, memory_order_acquire,
                                                  memory_order_relaxed))
         return false;
+    if (job->before) {
+        size_t first = part * job->q8_path->part_rows, left = job->rows - first;
+        job->before->run(job->before->argument, first, left < job->q8_path->part_rows ? left : job->q8_path->part_rows);
+    }
     job->q8_path->prepare(job->q8_prepared, job->in, job->in_stride, job->weight->q8, job->rows, part, scratch);
     atomic_store_explicit(&job->q8_parts[part], Q8_PART_READY, memory_order_release);
     return true;
@@ -175,7 +181,7 @@ static void q8_prepare_shared(pool *threads, linear_job *job) {
     const q8_path *path = job->q8_path;
     if (path->temp_bytes(q) > POOL_SCRATCH_FLOATS * sizeof(float)) return;
     size_t input = (path->input_bytes(q, job->rows) + 63) / 64 * 64, parts = path->parts(q, job->rows);
-    bool by_parts = path->prepare_in_tasks;
+    bool by_parts = path->part_rows != 0;
     void *prepared = pool_shared_buffer(threads, input + (by_parts ? parts * sizeof(atomic_int) : 0));
     if (!prepared) return;
     job->q8_prepared = prepared;
@@ -258,13 +264,44 @@ static size_t column_block(const pool *threads, size_t rows, size_t depth, size_
     return block < LINEAR_COLUMN_BLOCK ? LINEAR_COLUMN_BLOCK : block;
 }
 
-static void linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
-                   const float *bias, size_t rows, size_t in_features, size_t out_features, bool accumulate,
-                   bool rowwise, pool *threads) {
+/* kernel_rows_run's blocks: block rows each. */
+typedef struct rows_job {
+    const kernel_rows_step *step;
+    size_t rows, block;
+} rows_job;
+
+static void rows_task(void *argument, size_t index, float *scratch) {
+    (void)scratch;
+    const rows_job *job = argument;
+    size_t first = index * job->block, left = job->rows - first;
+    job->step->run(job->step->argument, first, left < job->block ? left : job->block);
+}
+
+void kernel_rows_run(const kernel_rows_step *step, size_t rows, size_t width, pool *threads) {
+    if (rows == 0) return;
+    size_t share = (size_t)pool_threads(threads) * 2, block = (rows + share - 1) / share;
+    size_t least = (4096 + width - 1) / width; /* below ~4K values a step is not worth a hand-off */
+    rows_job job = {step, rows, block < least ? least : block};
+    pool_for(threads, (rows + job.block - 1) / job.block, rows_task, &job);
+}
+
+/* before over every row, timed as its kind. */
+static void rows_step_apart(const kernel_rows_step *before, size_t rows, size_t width, pool *threads) {
+    uint64_t started = profile_start();
+    kernel_rows_run(before, rows, width, threads);
+    profile_stop(before->kind, started);
+}
+
+static void linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_rows_step *before,
+                   const kernel_weight *weight, const float *bias, size_t rows, size_t in_features,
+                   size_t out_features, bool accumulate, bool rowwise, pool *threads) {
     const kernel_q8 *q = weight->q8;
     if (q) /* (the int8 twin knows its own sizes; its depth is in_features rounded up to 4) */
         out_features = q->out_features;
-    if (rows == 0 || out_features == 0) return;
+    if (rows == 0 || out_features == 0) {
+        if (before) rows_step_apart(before, rows, in_features, threads);
+        return;
+    }
     /* a bf16x3 twin runs with the input split once (split_prepare) into the pool's shared buffer (without a
      * pool, or where it cannot grow, the float32 values it was made from run on the FMA kernels) */
     const kernel_bf16x3 *split = q ? NULL : weight->bf16x3;
@@ -279,11 +316,18 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
                       .bias = bias, .rows = rows, .in_features = in_features, .out_features = out_features,
                       .block = block, .accumulate = accumulate, .rowwise = rowwise, .bf16x3_prepared = split_input};
     size_t tasks = (out_features + block - 1) / block;
+    if (q) job.q8_path = q8_path_choose(q, rows);
+    /* (a few rows quantize in no time) */
+    bool shared_q8 = q && tasks > 1 && rows >= 16, in_parts = shared_q8 && job.q8_path->part_rows;
+    if (before && !in_parts) rows_step_apart(before, rows, in_features, threads);
     uint64_t started = profile_start();
     if (split_input) split_prepare(threads, &job, tasks);
-    if (q) {
-        job.q8_path = q8_path_choose(q, rows);
-        if (tasks > 1 && rows >= 16) q8_prepare_shared(threads, &job); /* (a few rows quantize in no time) */
+    if (shared_q8) q8_prepare_shared(threads, &job);
+    if (before && in_parts) {
+        if (job.q8_parts)
+            job.before = before;
+        else /* (the shared buffer could not grow: each task quantizes all rows) */
+            kernel_rows_run(before, rows, in_features, threads);
     }
     pool_for(threads, tasks, linear_task, &job); /* (one task runs on the caller, with its scratch) */
     profile_stop(PROFILE_PRODUCTS, started);
@@ -292,7 +336,15 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
 void kernel_linear(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_weight *weight,
                    const float *bias, size_t rows, size_t in_features, size_t out_features, bool accumulate,
                    pool *threads) {
-    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, accumulate, false, threads);
+    linear(out, out_stride, in, in_stride, NULL, weight, bias, rows, in_features, out_features, accumulate, false,
+           threads);
+}
+
+void kernel_linear_after(float *out, size_t out_stride, const float *in, size_t in_stride,
+                         const kernel_rows_step *before, const kernel_weight *weight, const float *bias, size_t rows,
+                         size_t in_features, size_t out_features, bool accumulate, pool *threads) {
+    linear(out, out_stride, in, in_stride, before, weight, bias, rows, in_features, out_features, accumulate, false,
+           threads);
 }
 
 bool kernel_linear_rows_exact(size_t rows) { return rows <= 1 || (cpu_has_avx512() && rows < KERNEL_LINEAR_FEW_ROWS); }
@@ -300,5 +352,6 @@ bool kernel_linear_rows_exact(size_t rows) { return rows <= 1 || (cpu_has_avx512
 void kernel_linear_rowwise(float *out, size_t out_stride, const float *in, size_t in_stride,
                            const kernel_weight *weight, const float *bias, size_t rows, size_t in_features,
                            size_t out_features, bool accumulate, pool *threads) {
-    linear(out, out_stride, in, in_stride, weight, bias, rows, in_features, out_features, accumulate, true, threads);
+    linear(out, out_stride, in, in_stride, NULL, weight, bias, rows, in_features, out_features, accumulate, true,
+           threads);
 }

@@ -342,14 +342,17 @@ static size_t vnni_input_bytes(const kernel_q8 *q, size_t rows) {
 static size_t vnni_temp_bytes(const kernel_q8 *q) { return (void)q, 0; }
 
 /* One part per 16 rows, so that the tasks of a product share the quantizing. */
-static size_t vnni_parts(const kernel_q8 *q, size_t rows) { return (void)q, (rows + 15) / 16; }
+#define VNNI_PART_ROWS 16
+static size_t vnni_parts(const kernel_q8 *q, size_t rows) {
+    return (void)q, (rows + VNNI_PART_ROWS - 1) / VNNI_PART_ROWS;
+}
 
 static void vnni_prepare(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
                          size_t part, void *temp) {
     (void)temp;
     uint8_t *bytes = prepared;
     float *scales = (float *)(bytes + vnni_scales_offset(q, rows));
-    size_t first = 16 * part, end = first + 16 < rows ? first + 16 : rows;
+    size_t first = VNNI_PART_ROWS * part, end = first + VNNI_PART_ROWS < rows ? first + VNNI_PART_ROWS : rows;
     for (size_t r = first; r < end; r++)
         scales[r] = q8_quantize_row_avx512(bytes + r * q->depth, in + r * in_stride, q->in_features, q->depth);
 }
@@ -374,4 +377,4 @@ static size_t vnni_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scrat
 }
 
 const q8_path q8_path_vnni = {vnni_input_bytes, vnni_temp_bytes, vnni_parts, vnni_prepare,
-                              vnni_product, vnni_chunk_rows, true};
+                              vnni_product, vnni_chunk_rows, VNNI_PART_ROWS};

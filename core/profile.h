@@ -13,7 +13,7 @@
 typedef enum profile_kind {
     PROFILE_PRODUCTS,     /* linear layers (kernel_linear) */
     PROFILE_ATTENTION,    /* scores, softmax and weighted values (kernel_attention*) */
-    PROFILE_NORMS,        /* LayerNorm over rows */
+    PROFILE_NORMS,        /* LayerNorm over rows (apart from a product: kernel_linear_after) */
     PROFILE_ACTIVATIONS,  /* GELU and its kin over rows */
     PROFILE_THREAD_WAITS, /* the caller waiting for the last worker of a parallel step (inside the kinds above) */
     PROFILE_KINDS

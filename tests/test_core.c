@@ -288,6 +288,84 @@ static void test_linear_q8_matches_integer_reference(void **state) {
     pool_free(one_thread);
 }
 
+/* kernel_linear_after's steps in the tests below: a LayerNorm from source into the product's input, or GELU in
+ * place on it; made[r] counts the times row r was made. */
+typedef struct after_step {
+    float *in;
+    const float *source; /* NULL: in place */
+    const float *weight, *bias;
+    size_t width, in_stride;
+    atomic_int *made;
+} after_step;
+
+static void after_step_run(const void *argument, size_t first, size_t count) {
+    const after_step *step = argument;
+    for (size_t r = first; r < first + count; r++) {
+        float *row = step->in + r * step->in_stride;
+        if (step->source)
+            kernel_layernorm(row, step->source + r * step->width, step->weight, step->bias, 1, step->width, 1e-5f);
+        else
+            kernel_gelu(row, step->width);
+        atomic_fetch_add(&step->made[r], 1);
+    }
+}
+
+static void test_linear_after_is_step_then_linear(void **state) {
+    (void)state;
+    /* kernel_linear_after gives kernel_rows_run then kernel_linear bit for bit, each row made once: float32 and
+     * both int8 layouts, without a pool, on one thread and on two. On two threads with VNNI, 50 and 77 rows × 300
+     * columns of int8 strips are where the column tasks make each 16-row part just before they quantize it (4 and
+     * 5 parts between 2 tasks); a few rows, a one-task product and float32 make every row before the product. */
+    const size_t shapes[][3] = {{50, 768, 300}, {77, 512, 1536}, {5, 200, 520}, {40, 64, 40}, {400, 96, 300}};
+    pool *two, *one;
+    assert_int_equal(pool_create(2, &two), GLIMPSE_STATUS_OK);
+    assert_int_equal(pool_create(1, &one), GLIMPSE_STATUS_OK);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 16, out_stride = out + 2;
+        float *source = test_random_array(rows * in), *w = test_random_array(out * in), *b = test_random_array(out);
+        float *norm_w = test_random_array(in), *norm_b = test_random_array(in);
+        float *x = calloc(rows * in_stride, sizeof *x), *want_in = calloc(rows * in_stride, sizeof *want_in);
+        float *got = calloc(rows * out_stride, sizeof *got), *want = calloc(rows * out_stride, sizeof *want);
+        atomic_int *made = calloc(rows, sizeof *made);
+        kernel_q8 q[2];
+        for (q8_layout layout = Q8_LAYOUT_ROWS; layout <= Q8_LAYOUT_STRIPS; layout++)
+            assert_int_equal(kernel_q8_quantize(&q[layout], &(kernel_weight){.data = w}, out, in, layout, two),
+                             GLIMPSE_STATUS_OK);
+        pool *pools[] = {NULL, one, two};
+        for (int kind = 0; kind < 3; kind++)             /* float32, int8 rows, int8 strips */
+            for (int in_place = 0; in_place < 2; in_place++) /* GELU in place on x, or a LayerNorm into it */
+                for (size_t p = 0; p < 3; p++) {
+                    kernel_weight weight = kernel_weight_f32(w);
+                    if (kind) weight.q8 = &q[kind - 1];
+                    after_step step = {x, in_place ? NULL : source, norm_w, norm_b, in, in_stride, made};
+                    kernel_rows_step before = {after_step_run, &step, PROFILE_NORMS};
+                    for (size_t r = 0; r < rows; r++) /* (GELU's input: the source's rows) */
+                        memcpy(x + r * in_stride, source + r * in, in * sizeof *x), atomic_init(&made[r], 0);
+                    kernel_linear_after(got, out_stride, x, in_stride, &before, &weight, b, rows, in, out, false,
+                                        pools[p]);
+                    memcpy(want_in, x, rows * in_stride * sizeof *x);
+                    for (size_t r = 0; r < rows; r++) {
+                        if (atomic_load(&made[r]) != 1)
+                            fail_msg("%zux%zux%zu kind %d: row %zu made %d times", rows, in, out, kind, r,
+                                     atomic_load(&made[r]));
+                        memcpy(x + r * in_stride, source + r * in, in * sizeof *x);
+                    }
+                    kernel_rows_run(&before, rows, in, pools[p]);
+                    assert_memory_equal(x, want_in, rows * in_stride * sizeof *x);
+                    kernel_linear(want, out_stride, x, in_stride, &weight, b, rows, in, out, false, pools[p]);
+                    for (size_t r = 0; r < rows; r++)
+                        if (memcmp(got + r * out_stride, want + r * out_stride, out * sizeof *got))
+                            fail_msg("%zux%zux%zu kind %d, %s, %d threads: row %zu differs", rows, in, out, kind,
+                                     in_place ? "in place" : "LayerNorm", pool_threads(pools[p]), r);
+                }
+        kernel_q8_free(&q[0]), kernel_q8_free(&q[1]);
+        free(source), free(w), free(b), free(norm_w), free(norm_b), free(x), free(want_in), free(got), free(want);
+        free(made);
+    }
+    pool_free(two);
+    pool_free(one);
+}
+
 static void test_attention_matches_reference(void **state) {
     (void)state;
     pool *threads;
@@ -1146,7 +1224,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_openblas_opens_or_says_why),
         cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
-        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_bf16_matches_rounded_reference), cmocka_unit_test(test_attention_grouped_is_per_head), cmocka_unit_test(test_kv_cache_reorder_is_a_copy), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
+        cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_linear_after_is_step_then_linear), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_bf16_matches_rounded_reference), cmocka_unit_test(test_attention_grouped_is_per_head), cmocka_unit_test(test_kv_cache_reorder_is_a_copy), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
         cmocka_unit_test(test_activations_known_values), cmocka_unit_test(test_softmax_and_normalize),

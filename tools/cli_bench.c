@@ -65,7 +65,9 @@ static const char bench_help[] =
     "rest (embeddings, layout, residuals, tokenizing, ...), and how much of the first four\n"
     "was the calling thread waiting for the pool's last worker (JSON: \"profile\": {...}).\n"
     "An int8 batch shared out by pictures or texts (docs/models.md) counts the calling\n"
-    "thread's share; its wait for the other threads' shares falls in the rest.\n";
+    "thread's share; its wait for the other threads' shares falls in the rest. Where an int8\n"
+    "product's tasks quantize its input in parts (VNNI, several rows, several threads), the\n"
+    "LayerNorm or activation before it runs inside them and counts as products.\n";
 
 /* Decoder steps timed for each median, at least (--runs when larger). */
 #define STEP_RUNS 21
