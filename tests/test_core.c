@@ -313,9 +313,9 @@ static void after_step_run(const void *argument, size_t first, size_t count) {
 static void test_linear_after_is_step_then_linear(void **state) {
     (void)state;
     /* kernel_linear_after gives kernel_rows_run then kernel_linear bit for bit, each row made once: float32 and
-     * both int8 layouts, without a pool, on one thread and on two. On two threads with VNNI, 50 and 77 rows × 300
-     * columns of int8 strips are where the column tasks make each 16-row part just before they quantize it (4 and
-     * 5 parts between 2 tasks); a few rows, a one-task product and float32 make every row before the product. */
+     * both int8 layouts, without a pool, on one thread and on two. On two threads with VNNI, 50, 77 and 400 rows
+     * at int8 (either layout) are where the column tasks make each 16-row part just before they quantize it (4, 5
+     * and 25 parts between 2 tasks); a few rows, a one-task product and float32 make every row before the product. */
     const size_t shapes[][3] = {{50, 768, 300}, {77, 512, 1536}, {5, 200, 520}, {40, 64, 40}, {400, 96, 300}};
     pool *two, *one;
     assert_int_equal(pool_create(2, &two), GLIMPSE_STATUS_OK);
