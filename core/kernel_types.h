@@ -43,6 +43,7 @@ typedef struct kernel_q8 {
  * the layout product() reads (in parts that may run on different threads),
  * then product() runs any range of output columns against them. Every path
  * gives q8_product_plain's results bit for bit. Buffers are 64-byte aligned. */
+#define Q8_NEXT_NONE ((size_t)-1)
 typedef struct q8_path {
     /* bytes of `rows` prepared rows */
     size_t (*input_bytes)(const kernel_q8 *q, size_t rows);
@@ -55,9 +56,12 @@ typedef struct q8_path {
                     size_t part, void *temp);
     /* columns first .. first+count of out[rows, out_stride] (+)= prepared rows · q + bias (first a multiple
      * of 16 where q's layout is Q8_LAYOUT_STRIPS: kernel_linear's column tasks are); scratch
-     * (scratch_bytes, 64-byte aligned, may be NULL): the calling thread's, free for the kernel's own use */
+     * (scratch_bytes, 64-byte aligned, may be NULL): the calling thread's, free for the kernel's own use; next:
+     * the first of the columns the caller runs next (Q8_NEXT_NONE: none), whose weights a path may ask for as
+     * it ends these */
     void (*product)(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                    size_t rows, bool accumulate, size_t first, size_t count, void *scratch, size_t scratch_bytes);
+                    size_t rows, bool accumulate, size_t first, size_t count, size_t next, void *scratch,
+                    size_t scratch_bytes);
     /* how many of rows_left rows to prepare at a time when the prepared rows, temp and what product() uses
      * of its scratch must share scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
     size_t (*chunk_rows)(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes);

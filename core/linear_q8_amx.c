@@ -135,8 +135,9 @@ static inline __attribute__((always_inline)) void amx_micro(float *out, size_t o
 }
 
 static void amx_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                        size_t rows, bool accumulate, size_t first, size_t count, void *scratch, size_t scratch_bytes) {
-    (void)scratch, (void)scratch_bytes;
+                        size_t rows, bool accumulate, size_t first, size_t count, size_t next, void *scratch,
+                        size_t scratch_bytes) {
+    (void)next, (void)scratch, (void)scratch_bytes;
     amx_configure();
     const uint8_t *bytes = prepared;
     const float *scales = (const float *)(bytes + amx_scales_offset(q, rows));

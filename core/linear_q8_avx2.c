@@ -180,9 +180,9 @@ static void avx2_prepare(void *prepared, const float *in, size_t in_stride, cons
 
 /* Columns first .. first+count, COLUMN_PANEL columns at a time over every row block. */
 static void avx2_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                         size_t rows, bool accumulate, size_t first, size_t count, void *scratch,
+                         size_t rows, bool accumulate, size_t first, size_t count, size_t next, void *scratch,
                          size_t scratch_bytes) {
-    (void)scratch, (void)scratch_bytes;
+    (void)next, (void)scratch, (void)scratch_bytes;
     size_t depth = q->depth;
     const float *row_scales = prepared;
     const int8_t *signs = (const int8_t *)prepared + q8_planes_offset(rows);

@@ -304,7 +304,8 @@ static size_t q8_piece_columns(size_t left) {
  * latency: ViT-B/32's 12 layers of int8 products at 50 rows, 8 × 6 + 2 against 8 + 6 × 7, AMD EPYC Zen 5 (best of
  * 20, medians of 5 alternating processes), 700 -> 735 GOP/s on one thread, 927 -> 965 on two; 77 rows unchanged. */
 static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, const float *row_scale, size_t rows,
-                              const kernel_q8 *q, size_t first, size_t count, const float *bias, int accumulate) {
+                              const kernel_q8 *q, size_t first, size_t count, size_t next, const float *bias,
+                              int accumulate) {
     size_t end = first + count;
     const int8_t *weights_end = q->weight + (q->out_features + Q8_STRIP_COLUMNS - 1) / Q8_STRIP_COLUMNS *
                                                 Q8_STRIP_COLUMNS * q->depth;
@@ -317,8 +318,9 @@ static void q8_strips_product(float *out, size_t out_stride, const uint8_t *x, c
         for (int v = 0; v < vectors; v++) lines[v] = q8_column_lines(q, c0 + 16 * (size_t)v);
         /* the next piece's weights, asked for into L2 by the blocks of rows after the first, 64 bytes a step */
         const int8_t *fetch = NULL, *fetch_end = NULL;
-        if (c0 + piece < end) {
-            fetch = q8_column_lines(q, c0 + piece);
+        size_t after = c0 + piece < end ? c0 + piece : next; /* (the caller's next columns after the last piece) */
+        if (after < q->out_features) {
+            fetch = q8_column_lines(q, after);
             fetch_end = fetch + q->depth / 4 * Q8_LINE_BYTES;
             if (fetch_end > weights_end) fetch_end = weights_end;
         }
@@ -360,13 +362,13 @@ static void vnni_prepare(void *prepared, const float *in, size_t in_stride, cons
 /* Columns first .. first+count of every prepared row: on the strips as they lie, or with weights in rows (where
  * AMX runs the many rows) the few-rows kernel. */
 static void vnni_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                         size_t rows, bool accumulate, size_t first, size_t count, void *scratch,
+                         size_t rows, bool accumulate, size_t first, size_t count, size_t next, void *scratch,
                          size_t scratch_bytes) {
     (void)scratch, (void)scratch_bytes;
     const uint8_t *bytes = prepared;
     const float *scales = (const float *)(bytes + vnni_scales_offset(q, rows));
     if (q->layout == Q8_LAYOUT_STRIPS)
-        q8_strips_product(out, out_stride, bytes, scales, rows, q, first, count, bias, accumulate);
+        q8_strips_product(out, out_stride, bytes, scales, rows, q, first, count, next, bias, accumulate);
     else
         q8_dot_block(out, out_stride, bytes, scales, rows, q, first, count, bias, accumulate);
 }

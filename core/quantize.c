@@ -167,9 +167,9 @@ static void plain_prepare(void *prepared, const float *in, size_t in_stride, con
 }
 
 static void plain_product(float *out, size_t out_stride, const void *prepared, const kernel_q8 *q, const float *bias,
-                          size_t rows, bool accumulate, size_t first, size_t count, void *scratch,
+                          size_t rows, bool accumulate, size_t first, size_t count, size_t next, void *scratch,
                           size_t scratch_bytes) {
-    (void)scratch, (void)scratch_bytes;
+    (void)next, (void)scratch, (void)scratch_bytes;
     const float *scales = prepared;
     const uint8_t *u8 = (const uint8_t *)prepared + q8_planes_offset(rows);
     for (size_t r = 0; r < rows; r++)
@@ -195,7 +195,8 @@ void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_
     float prepared[(q8_planes_bytes(q, 1, 1) + 3) / 4]; /* one row (floats: the scale's alignment): a few KiB */
     for (size_t r = 0; r < rows; r++) {
         plain_prepare(prepared, in + r * in_stride, in_stride, q, 1, 0, NULL);
-        plain_product(out + r * out_stride, out_stride, prepared, q, bias, 1, accumulate, first, count, NULL, 0);
+        plain_product(out + r * out_stride, out_stride, prepared, q, bias, 1, accumulate, first, count, Q8_NEXT_NONE,
+                      NULL, 0);
     }
 }
 

@@ -198,16 +198,20 @@ static void test_linear_q8_matches_integer_reference(void **state) {
      * of more than 128 columns and 1e5 multiply-adds are split into column tasks
      * over the 2-thread pool, which share the input quantized once (16 rows or
      * more); the others, and every product on the 1-thread pool, quantize it in
-     * their scratch a chunk of rows at a time; without a pool, a row at a time. */
+     * their scratch a chunk of rows at a time; without a pool, a row at a time.
+     * On VNNI the column tasks of the strips take their columns 48 at a time and
+     * take the others' once theirs are done (also over a 3-thread pool): every
+     * call starts from NaN, so a column no task computed shows. */
     const size_t shapes[][3] = {{1, 7, 5},      {3, 129, 257}, {16, 300, 13},   {17, 48, 100},  {29, 517, 40},
                                 {50, 768, 96},  {77, 64, 100}, {400, 96, 24},   {700, 1540, 9}, {1, 768, 300},
                                 {5, 200, 520},  {50, 768, 300}, {53, 64, 260},  {100, 130, 1000},
                                 {130, 1540, 260}, {400, 200, 300}, {20, 22000, 5}};
     /* (700 and 130 x 1540: several scratch-sized chunks on AVX2; 400 x 200 x 300: 25 parts the two tasks prepare;
      * 20 x 22000: rows so deep that 47 fill a thread's scratch) */
-    pool *threads, *one_thread;
+    pool *threads, *one_thread, *three_threads;
     assert_int_equal(pool_create(2, &threads), GLIMPSE_STATUS_OK);
     assert_int_equal(pool_create(1, &one_thread), GLIMPSE_STATUS_OK);
+    assert_int_equal(pool_create(3, &three_threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
         float *x = test_random_array(rows * in_stride), *w = test_random_array(out * in), *b = test_random_array(out);
@@ -249,8 +253,10 @@ static void test_linear_q8_matches_integer_reference(void **state) {
                 }
             }
             weight.q8 = &q; /* the int8 twin, which kernel_linear then takes */
-            pool *pools[] = {NULL, one_thread, threads}; /* (the 2-thread pool last: its results are checked below) */
-            for (size_t p = 0; p < 3; p++) {
+            /* (the 2-thread pool last: its results are checked below) */
+            pool *pools[] = {NULL, one_thread, three_threads, threads};
+            for (size_t p = 0; p < 4; p++) {
+                for (size_t i = 0; i < rows * out_stride; i++) fast[i] = NAN;
                 kernel_linear(fast, out_stride, x, in_stride, &weight, b, rows, in, out, false, pools[p]);
                 for (size_t r = 0; r < rows; r++)
                     for (size_t c = 0; c < out; c++) {
@@ -286,6 +292,7 @@ static void test_linear_q8_matches_integer_reference(void **state) {
     }
     pool_free(threads);
     pool_free(one_thread);
+    pool_free(three_threads);
 }
 
 /* kernel_linear_after's steps in the tests below: a LayerNorm from source into the product's input, or GELU in
