@@ -42,6 +42,13 @@ static inline void kernel_prefetch_to_write(const void *p) {
  * (allowed only with 16 rows or more, and float32 weights). 16-bit weights
  * (weight_type) are read with depth_stride 1 only. Build it with designated
  * initializers: unnamed fields are then 0 (no bias, no accumulate). */
+/* Where a product's columns come from when the tasks that share it balance them (linear.c): take() gives the
+ * calling task's next columns of the pass over rows `pass` (first; count, a multiple of 8 but at the last
+ * column), false once none is left for it. */
+typedef struct kernel_columns {
+    bool (*take)(struct kernel_columns *columns, size_t pass, size_t *first, size_t *count);
+} kernel_columns;
+
 typedef struct kernel_product {
     float *out;
     size_t out_stride;
@@ -55,6 +62,8 @@ typedef struct kernel_product {
     int accumulate; /* (0 or 1) */
     size_t rows, depth;
     int rowwise; /* (0 or 1) the few-rows kernel at any row count: each row as a one-row product gives it */
+    kernel_columns *columns; /* where kernel_product_takes_columns: the columns, taken pass by pass as the
+                              * kernel goes, in place of first_column .. first_column+columns (NULL: those) */
 } kernel_product;
 
 /* Columns first_column .. first_column+columns of the product. scratch
@@ -63,6 +72,10 @@ typedef struct kernel_product {
  * the depth into blocks on the stack. */
 void kernel_product_avx512(const kernel_product *product, size_t first_column, size_t columns, float *scratch,
                            size_t scratch_floats);
+/* Whether kernel_product_avx512 can take the product's columns from product->columns with this much scratch:
+ * float32 weights, 16 rows or more, each pass over 48 rows (the last with up to 2 rows more) in one panel of
+ * the whole depth; the number of passes. 0: it cannot. */
+size_t kernel_product_column_passes(const kernel_product *product, size_t scratch_floats);
 
 /* One head's attention for a block of queries (linear_avx512.c):
  *   out[t] = Σ_j softmax_j(scale · q[t]·k[j] (masked)) · v[j]   for t < count, j < keys,

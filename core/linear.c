@@ -47,9 +47,11 @@ typedef struct linear_job {
     size_t prepare_parts;   /* in this many parts */
     const kernel_rows_step *before; /* with q8_parts: the step each part's rows go through before they are
                                      * quantized (kernel_linear_after) */
-    struct column_range *ranges;    /* with q8_parts and strips: each task's columns, which the tasks balance
-                                     * between them (NULL: each task runs its block) */
-    size_t tasks;                   /* (tasks of `block` columns) */
+    struct column_range *ranges; /* where the tasks balance their columns (int8 strips prepared in parts, float32
+                                  * on AVX-512): each task's in each pass over the rows, tasks a pass (NULL: each
+                                  * task runs its block) */
+    size_t tasks;                /* (tasks of `block` columns) */
+    size_t range_unit, range_take; /* the ranges' unit in columns, and units a take at least */
     bool rowwise; /* kernel_linear_rowwise */
 } linear_job;
 
@@ -130,33 +132,45 @@ static void q8_part_ready(const linear_job *job, size_t part, size_t parts, floa
     }
 }
 
-/* A column task's columns where the tasks balance them (int8 strips on VNNI, whose tasks prepare the input in
- * parts): 16-column vectors next .. end (next | end << 32), on a cache line of its own. The task takes its own
- * from the front, half of what is left at a time in whole strips of 3 vectors; a task that has run out of its
- * own takes another's from the back, a strip at a time. Each task takes its next columns before it runs those it
- * holds, so that the product asks for their weights as it ends (q8_path's `next`).
- * The two threads of a single picture's products had ended their halves 6-7 us apart on average (of 114-154 us,
- * ViT-B/32 int8 at batch 1, AMD EPYC Zen 5), more in the stretches where one core runs slower than the other.
- * In-process paired medians of 200 alternating calls, the same bits: vision 0.993-1.005 and text 0.992-1.004
- * of the time in ordinary stretches (4 rounds), 0.935-0.945 and 0.973-0.980 in slow ones (4 rounds). Taking a
- * strip at a time, or taking across a take's end without asking for the next weights, cost 1-2% in ordinary
- * stretches. */
+/* A column task's columns where the tasks balance them: units next .. end (next | end << 32) of job->range_unit
+ * columns, on a cache line of their own. The task takes its own from the front, half of what is left at a time
+ * in whole takes (job->range_take units); a task that has run out of its own takes another's from the back, a
+ * take at a time. Each task takes its next columns before it runs those it holds, so that the kernel asks for
+ * their weights as it ends them. With int8 strips on VNNI (whose tasks prepare the input in parts) a take is a
+ * strip (3 vectors of 16: a last vector alone, too few sums in flight, is joined to the take before it), with
+ * float32 2 micro-kernels of 8 columns (kernel_product_avx512 takes them pass by pass over 48 rows).
+ * The two threads of a single picture's products had ended their halves 6-7 us apart on average at int8 (of
+ * 114-154 us), 8-11 us at float32 (of 230-320 us; ViT-B/32 at batch 1, AMD EPYC Zen 5), more in the stretches
+ * where one core runs slower than the other, and the first to finish waited. In-process paired medians of
+ * alternating calls, the same bits: in ordinary stretches int8 vision 0.993-1.005 and text 0.992-1.004 (4 rounds
+ * of 200), float32 0.998-1.002 and 0.997-1.000 (7 rounds of 100); in slow ones int8 0.935-0.945 and 0.973-0.980
+ * (4 rounds), float32 0.933-0.954 and 0.951-0.958 (4 rounds), at batch 8 0.954 and 0.968. Taking a strip at a
+ * time, or taking across a take's end without asking for the next weights, cost int8 1-2% in ordinary stretches. */
 typedef struct column_range {
     _Alignas(64) atomic_uint_least64_t span;
 } column_range;
-#define RANGE_TAKE 3 /* vectors: a strip (a last take of one vector, too few sums in flight, is joined to the one
-                      * before it) */
 
 static uint64_t range_span(size_t next, size_t end) { return (uint64_t)end << 32 | (uint64_t)next; }
 
-/* Takes vectors of *range, from its front (own) or back; false when it is empty. */
-static bool range_take(column_range *range, bool own, size_t *first, size_t *count) {
+/* Sets the job's ranges in memory (passes × tasks of them, 64-byte aligned): each task's block in every pass. */
+static void ranges_init(linear_job *job, void *memory, size_t passes, size_t unit, size_t take) {
+    job->ranges = memory, job->range_unit = unit, job->range_take = take;
+    for (size_t pass = 0; pass < passes; pass++)
+        for (size_t t = 0; t < job->tasks; t++) { /* (block: a multiple of unit) */
+            size_t first = t * job->block, end = first + job->block < job->out_features ? first + job->block
+                                                                                      : job->out_features;
+            atomic_init(&job->ranges[pass * job->tasks + t].span, range_span(first / unit, (end + unit - 1) / unit));
+        }
+}
+
+/* Takes units of *range, from its front (own) or back; false when it is empty. */
+static bool range_take(column_range *range, bool own, size_t least, size_t *first, size_t *count) {
     uint64_t span = atomic_load_explicit(&range->span, memory_order_relaxed);
     for (;;) {
         size_t next = (uint32_t)span, end = (size_t)(span >> 32), left = end - next;
         if (next >= end) return false;
-        size_t take = own ? (left / 2 + RANGE_TAKE - 1) / RANGE_TAKE * RANGE_TAKE : RANGE_TAKE;
-        if (take < RANGE_TAKE) take = RANGE_TAKE;
+        size_t take = own ? (left / 2 + least - 1) / least * least : least;
+        if (take < least) take = least;
         if (left <= take + 1) take = left;
         uint64_t after = own ? range_span(next + take, end) : range_span(next, end - take);
         if (atomic_compare_exchange_weak_explicit(&range->span, &span, after, memory_order_relaxed,
@@ -167,18 +181,33 @@ static bool range_take(column_range *range, bool own, size_t *first, size_t *cou
     }
 }
 
-/* Task `index`'s next columns (first, count; false: none is left): its own while they last, then the others'
- * from the task after it on (*range: which it takes from, its own first). */
-static bool columns_take(const linear_job *job, size_t index, size_t *range, size_t *first, size_t *count) {
+/* Task `index`'s next columns of pass `pass` (first, count; false: none is left): its own while they last, then
+ * the others' from the task after it on (*range: which it takes from, its own first). */
+static bool columns_take(const linear_job *job, size_t index, size_t pass, size_t *range, size_t *first,
+                         size_t *count) {
+    column_range *ranges = job->ranges + pass * job->tasks;
     for (; *range < job->tasks; ++*range) {
-        size_t vector, vectors;
-        if (range_take(&job->ranges[(index + *range) % job->tasks], *range == 0, &vector, &vectors)) {
-            size_t end = 16 * (vector + vectors) < job->out_features ? 16 * (vector + vectors) : job->out_features;
-            *first = 16 * vector, *count = end - *first;
+        size_t unit = job->range_unit, at, units;
+        if (range_take(&ranges[(index + *range) % job->tasks], *range == 0, job->range_take, &at, &units)) {
+            size_t end = unit * (at + units) < job->out_features ? unit * (at + units) : job->out_features;
+            *first = unit * at, *count = end - *first;
             return true;
         }
     }
     return false;
+}
+
+/* A float32 task's columns as kernel_product_avx512 takes them, pass by pass. */
+typedef struct task_columns {
+    kernel_columns columns; /* (first) */
+    const linear_job *job;
+    size_t index, pass, range;
+} task_columns;
+
+static bool task_columns_take(kernel_columns *columns, size_t pass, size_t *first, size_t *count) {
+    task_columns *task = (task_columns *)columns;
+    if (pass != task->pass) task->pass = pass, task->range = 0;
+    return columns_take(task->job, task->index, pass, &task->range, first, count);
 }
 
 /* Columns first .. first+count of the product with the weight's int8 twin: against the input quantized once
@@ -199,9 +228,9 @@ static void linear_q8(const linear_job *job, size_t index, size_t first, size_t 
             return;
         }
         size_t range = 0, next, next_count;
-        bool more = columns_take(job, index, &range, &first, &count);
+        bool more = columns_take(job, index, 0, &range, &first, &count);
         while (more) {
-            more = columns_take(job, index, &range, &next, &next_count);
+            more = columns_take(job, index, 0, &range, &next, &next_count);
             path->product(job->out, job->out_stride, job->q8_prepared, q, job->bias, job->rows, job->accumulate,
                           first, count, more ? next : Q8_NEXT_NONE, scratch, scratch_bytes);
             first = next, count = next_count;
@@ -255,14 +284,8 @@ static void q8_prepare_shared(pool *threads, linear_job *job) {
     if (by_parts) {
         job->q8_parts = (atomic_int *)((char *)prepared + input);
         for (size_t part = 0; part < parts; part++) atomic_init(&job->q8_parts[part], Q8_PART_WAITING);
-        if (q->layout == Q8_LAYOUT_STRIPS) { /* (whose tasks' blocks are whole vectors: linear) */
-            job->ranges = (column_range *)((char *)prepared + input + states);
-            for (size_t t = 0; t < job->tasks; t++) {
-                size_t first = t * job->block, end = first + job->block < job->out_features ? first + job->block
-                                                                                          : job->out_features;
-                atomic_init(&job->ranges[t].span, range_span(first / 16, (end + 15) / 16));
-            }
-        }
+        if (q->layout == Q8_LAYOUT_STRIPS) /* (whose tasks' blocks are whole vectors: linear) */
+            ranges_init(job, (char *)prepared + input + states, 1, 16, 3);
         return;
     }
     pool_for(threads, 1, q8_prepare_task, job); /* (one task: on this thread, with its scratch) */
@@ -285,6 +308,21 @@ static void split_prepare(pool *threads, linear_job *job, size_t tasks) {
     pool_for(threads, job->prepare_parts, split_prepare_task, job);
 }
 
+/* Balanced columns for a float32 product split over the pool, where the AVX-512 kernel takes them (in the
+ * pool's shared buffer; without it, or the kernel, each task runs its block). */
+static void f32_ranges(pool *threads, linear_job *job) {
+#ifdef GLIMPSE_HAVE_AVX512
+    if (!cpu_has_avx512() || job->weight->type != WEIGHT_TYPE_F32) return;
+    kernel_product product = {.weight_type = WEIGHT_TYPE_F32, .depth_stride = 1, .rows = job->rows,
+                              .depth = job->in_features, .rowwise = job->rowwise};
+    size_t passes = kernel_product_column_passes(&product, POOL_SCRATCH_FLOATS);
+    void *memory = passes ? pool_shared_buffer(threads, passes * job->tasks * sizeof(column_range)) : NULL;
+    if (memory) ranges_init(job, memory, passes, 8, 2);
+#else
+    (void)threads, (void)job;
+#endif
+}
+
 static void linear_task(void *argument, size_t index, float *scratch) {
     const linear_job *job = argument;
     size_t first = index * job->block;
@@ -305,6 +343,8 @@ static void linear_task(void *argument, size_t index, float *scratch) {
                                   .weight_type = job->weight->type, .column_stride = job->in_features,
                                   .depth_stride = 1, .bias = job->bias, .scale = 1.0f, .accumulate = job->accumulate,
                                   .rows = job->rows, .depth = job->in_features, .rowwise = job->rowwise};
+        task_columns columns = {{task_columns_take}, job, index, 0, 0};
+        if (job->ranges) product.columns = &columns.columns;
         kernel_product_avx512(&product, first, count, scratch, scratch ? POOL_SCRATCH_FLOATS : 0);
         return;
     }
@@ -399,6 +439,7 @@ static void linear(float *out, size_t out_stride, const float *in, size_t in_str
     uint64_t started = profile_start();
     if (split_input) split_prepare(threads, &job, tasks);
     if (shared_q8) q8_prepare_shared(threads, &job);
+    if (!q && !split_input && tasks > 1) f32_ranges(threads, &job);
     if (before && in_parts) {
         if (job.q8_parts)
             job.before = before;

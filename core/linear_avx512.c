@@ -681,9 +681,75 @@ static bool chained_product(const kernel_product *p, const char *w, const float 
     return true;
 }
 
+/* The float32 panels' depth: the stack's, or as deep as the scratch holds 48 rows (and the folded rows) of. */
+static size_t f32_panel_depth(size_t scratch_floats, size_t fold_width, size_t fold_spare) {
+    size_t fits = scratch_floats > fold_spare ? (scratch_floats - fold_spare) / (PANEL_ROWS + fold_width) : 0;
+    return fits > STACK_PANEL_DEPTH ? fits : STACK_PANEL_DEPTH;
+}
+
+/* The product's rows left to dot products (a few past the panels), and whether they fold into the micro-kernel. */
+static size_t remainder_rows(const kernel_product *p, int *fold) {
+    size_t remainder = p->rows % 16 <= REMAINDER_ROWS && p->depth_stride == 1 ? p->rows % 16 : 0;
+    *fold = remainder && remainder <= FOLD_ROWS;
+    return remainder;
+}
+
+size_t kernel_product_column_passes(const kernel_product *p, size_t scratch_floats) {
+    if (p->rows < 16 || p->rowwise || p->weight_type != WEIGHT_TYPE_F32) return 0;
+    int fold;
+    size_t panel_rows = p->rows - remainder_rows(p, &fold);
+    if (f32_panel_depth(scratch_floats, fold ? FOLD_VECTORS : 0, fold ? 48 : 0) < p->depth) return 0;
+    return (panel_rows + PANEL_ROWS - 1) / PANEL_ROWS;
+}
+
+/* One pass over (up to) `pass` rows from r0 and one block of the depth (k0, depth), its panels packed. */
+typedef struct panel_pass {
+    const kernel_product *p;
+    const char *w; /* the weights (column 0) */
+    size_t element, r0, pass, k0, depth, panel_depth, panel_rows, remainder;
+    float *panel, *widened, *folded;
+    int first, accumulate, last, fold;
+} panel_pass;
+
+/* Columns c .. end of the pass, a micro-kernel's at a time, each asking for the next one's weights (after the
+ * last: column `next`'s, where it is not KERNEL_NO_COLUMN). */
+#define KERNEL_NO_COLUMN ((size_t)-1)
+static void pass_columns(const panel_pass *s, size_t c, size_t end, size_t next) {
+    const kernel_product *p = s->p;
+    size_t cs = p->column_stride, ds = p->depth_stride, in_stride = p->in_stride, out_stride = p->out_stride;
+    size_t depth = s->depth, pass = s->pass, r0 = s->r0, k0 = s->k0, panel_rows = s->panel_rows;
+    weight_type type = p->weight_type;
+    for (; c < end; c += MICRO_COLUMNS) {
+        int count = (int)(end - c < MICRO_COLUMNS ? end - c : MICRO_COLUMNS);
+        size_t after = c + MICRO_COLUMNS < end ? c + MICRO_COLUMNS : next; /* (the next micro-kernel's column) */
+        const float *weights = (const float *)(s->w + (c * cs + k0 * ds) * s->element), *ahead = NULL;
+        const char *following = after == KERNEL_NO_COLUMN ? NULL : s->w + (after * cs + k0 * ds) * s->element;
+        size_t column_stride = cs, depth_stride = ds;
+        if (type != WEIGHT_TYPE_F32) { /* (16-bit weights: depth_stride 1) */
+            widen_columns(s->widened, weights, type, cs, (size_t)count, depth, following);
+            weights = s->widened, column_stride = depth, depth_stride = 1;
+        } else {
+            ahead = (const float *)following;
+        }
+        const float *b = p->bias ? p->bias + c : NULL;
+        for (size_t t = 0; t < pass; t += PANEL_ROWS) {
+            size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
+            int folds = s->fold && s->last && t + group == pass; /* (the remainder with the last panel) */
+            micro_any(p->out + (r0 + t) * out_stride + c, out_stride, s->panel + t * s->panel_depth, depth, weights,
+                      column_stride, depth_stride, ahead, b, p->scale, s->accumulate, s->first, group,
+                      (int)((group + 15) / 16), count, folds ? s->folded : NULL,
+                      p->out + panel_rows * out_stride + c, (int)s->remainder);
+        }
+        if (s->remainder && s->last && !s->fold) /* the last rows, while these columns' weights are in cache */
+            remainder_micro(p->out + panel_rows * out_stride + c, out_stride, p->in + panel_rows * in_stride + k0,
+                            in_stride, weights, WEIGHT_TYPE_F32, column_stride, depth, b, p->scale, s->accumulate,
+                            s->first, s->remainder, count);
+    }
+}
+
 void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t columns, float *scratch,
                            size_t scratch_floats) {
-    size_t rows = p->rows, depth_total = p->depth, cs = p->column_stride, ds = p->depth_stride;
+    size_t rows = p->rows, depth_total = p->depth, cs = p->column_stride;
     size_t in_stride = p->in_stride, out_stride = p->out_stride;
     weight_type type = p->weight_type;
     size_t element = weight_type_bytes(type);
@@ -695,7 +761,8 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
                   columns);
         return;
     }
-    size_t remainder = rows % 16 <= REMAINDER_ROWS && ds == 1 ? rows % 16 : 0, panel_rows = rows - remainder;
+    int fold;
+    size_t remainder = remainder_rows(p, &fold), panel_rows = rows - remainder;
     if (type != WEIGHT_TYPE_F32 && !p->accumulate && scratch && panel_rows >= CHAIN_MIN_ROWS &&
         chained_product(p, w, in, out, b, columns, panel_rows, scratch, scratch_floats)) {
         /* the last rows, as the one-block kernel gives them */
@@ -714,13 +781,12 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     float stack_widened[STACK_PANEL_DEPTH * MICRO_COLUMNS] __attribute__((aligned(64)));
     float stack_folded[STACK_PANEL_DEPTH * FOLD_VECTORS] __attribute__((aligned(64)));
     float *panel = stack_panel, *widened = stack_widened, *folded = stack_folded;
-    int fold = remainder && remainder <= FOLD_ROWS;
     size_t fold_width = fold ? FOLD_VECTORS : 0, fold_spare = fold ? 48 : 0;
     size_t panel_depth = STACK_PANEL_DEPTH, panels = 1; /* panels per pass over the columns */
     if (scratch && scratch_floats <= fold_spare) scratch = NULL;
     if (type == WEIGHT_TYPE_F32) {
-        if (scratch && (scratch_floats - fold_spare) / (PANEL_ROWS + fold_width) > panel_depth) {
-            panel_depth = (scratch_floats - fold_spare) / (PANEL_ROWS + fold_width);
+        if (scratch && f32_panel_depth(scratch_floats, fold_width, fold_spare) > panel_depth) {
+            panel_depth = f32_panel_depth(scratch_floats, fold_width, fold_spare);
             panel = scratch;
             folded = scratch + PANEL_ROWS * panel_depth;
         }
@@ -737,42 +803,32 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
         widened = scratch + panels * PANEL_ROWS * panel_depth;
         folded = (float *)(((uintptr_t)(widened + MICRO_COLUMNS * panel_depth) + 63) & ~(uintptr_t)63);
     }
+    kernel_columns *source = p->columns; /* (only where kernel_product_column_passes: one block of the depth) */
+    panel_pass s = {.p = p, .w = (const char *)p->weight, .element = element, .panel_depth = panel_depth,
+                    .panel_rows = panel_rows, .remainder = remainder, .panel = panel, .widened = widened,
+                    .folded = folded, .fold = fold};
     for (size_t r0 = 0; r0 < panel_rows; r0 += panels * PANEL_ROWS) {
-        size_t pass = panel_rows - r0 < panels * PANEL_ROWS ? panel_rows - r0 : panels * PANEL_ROWS;
-        int last = r0 + pass == panel_rows;
+        s.r0 = r0, s.pass = panel_rows - r0 < panels * PANEL_ROWS ? panel_rows - r0 : panels * PANEL_ROWS;
+        s.last = r0 + s.pass == panel_rows;
         for (size_t k0 = 0; k0 < depth_total; k0 += panel_depth) {
-            size_t depth = depth_total - k0 < panel_depth ? depth_total - k0 : panel_depth;
-            int first = k0 == 0, accumulate = p->accumulate || !first;
-            for (size_t t = 0; t < pass; t += PANEL_ROWS) {
-                size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
-                pack_panel(panel + t * panel_depth, in + (r0 + t) * in_stride + k0, in_stride, group, depth,
+            s.k0 = k0, s.depth = depth_total - k0 < panel_depth ? depth_total - k0 : panel_depth;
+            s.first = k0 == 0, s.accumulate = p->accumulate || !s.first;
+            for (size_t t = 0; t < s.pass; t += PANEL_ROWS) {
+                size_t group = s.pass - t < PANEL_ROWS ? s.pass - t : PANEL_ROWS;
+                pack_panel(panel + t * panel_depth, in + (r0 + t) * in_stride + k0, in_stride, group, s.depth,
                            (int)((group + 15) / 16));
             }
-            if (fold && last) pack_fold(folded, in + panel_rows * in_stride + k0, in_stride, remainder, depth);
-            for (size_t c = 0; c < columns; c += MICRO_COLUMNS) {
-                int count = (int)(columns - c < MICRO_COLUMNS ? columns - c : MICRO_COLUMNS);
-                const float *weights = (const float *)(w + (c * cs + k0 * ds) * element), *next = NULL;
-                size_t column_stride = cs, depth_stride = ds;
-                if (type != WEIGHT_TYPE_F32) { /* (16-bit weights: depth_stride 1) */
-                    widen_columns(widened, weights, type, cs, (size_t)count, depth,
-                                  c + MICRO_COLUMNS < columns ? (const char *)weights + MICRO_COLUMNS * cs * element
-                                                              : NULL);
-                    weights = widened, column_stride = depth, depth_stride = 1;
-                } else if (c + MICRO_COLUMNS < columns) {
-                    next = weights + MICRO_COLUMNS * cs;
-                }
-                for (size_t t = 0; t < pass; t += PANEL_ROWS) {
-                    size_t group = pass - t < PANEL_ROWS ? pass - t : PANEL_ROWS;
-                    int folds = fold && last && t + group == pass; /* (the remainder with the last panel) */
-                    micro_any(out + (r0 + t) * out_stride + c, out_stride, panel + t * panel_depth, depth, weights,
-                              column_stride, depth_stride, next, b ? b + c : NULL, p->scale, accumulate, first, group,
-                              (int)((group + 15) / 16), count, folds ? folded : NULL,
-                              out + panel_rows * out_stride + c, (int)remainder);
-                }
-                if (remainder && last && !fold) /* the last rows, while these columns' weights are in cache */
-                    remainder_micro(out + panel_rows * out_stride + c, out_stride, in + panel_rows * in_stride + k0,
-                                    in_stride, weights, WEIGHT_TYPE_F32, column_stride, depth, b ? b + c : NULL,
-                                    p->scale, accumulate, first, remainder, count);
+            if (fold && s.last) pack_fold(folded, in + panel_rows * in_stride + k0, in_stride, remainder, s.depth);
+            if (!source) {
+                pass_columns(&s, first_column, first_column + columns, KERNEL_NO_COLUMN);
+                continue;
+            }
+            size_t pass = r0 / PANEL_ROWS, c, count, next, next_count;
+            bool more = source->take(source, pass, &c, &count);
+            while (more) { /* (the next columns taken first, so that the last micro-kernel asks for their weights) */
+                more = source->take(source, pass, &next, &next_count);
+                pass_columns(&s, c, c + count, more ? next : KERNEL_NO_COLUMN);
+                c = next, count = next_count;
             }
         }
     }

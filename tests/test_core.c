@@ -70,6 +70,49 @@ static void test_linear_matches_reference(void **state) {
  * on every path (test_core_without_avx512 runs this on OpenBLAS's), and kernel_linear does too wherever
  * kernel_linear_rows_exact says so: continuous batching's captions rest on it (fusion/caption_batch.c). Shapes:
  * products too small to split over the threads at one row but not at many, columns not a multiple of 8 or 4. */
+/* A float32 product split over 2 or 3 threads gives a one-thread pool's bits: the AVX-512 kernel computes each
+ * column alike whichever task takes it, and the tasks balance their columns between them (taking the others'
+ * once theirs are done, pass by pass over 48 rows). Every call starts from NaN, so a column no task computed
+ * fails it; accumulated on top, a column computed twice does. */
+/* n values in [-1, 1) from their own sequence (the other tests' random data stay as they are). */
+static float *split_test_values(size_t n, uint32_t seed) {
+    float *a = malloc(n * sizeof *a);
+    for (size_t i = 0; i < n; i++) seed = seed * 1664525u + 1013904223u, a[i] = (float)(seed >> 8) / 8388608.0f - 1;
+    return a;
+}
+
+static void test_linear_split_is_one_thread(void **state) {
+    (void)state;
+    if (!cpu_has_avx512()) skip(); /* (OpenBLAS's sums depend on how the columns are split) */
+    const size_t shapes[][3] = {{50, 768, 3072}, {77, 512, 1536}, {400, 96, 200}, {17, 48, 100}, {52, 70, 1000},
+                                {130, 300, 264}};
+    pool *pools[3];
+    for (int p = 0; p < 3; p++) assert_int_equal(pool_create(p + 1, &pools[p]), GLIMPSE_STATUS_OK);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
+        size_t cells = rows * out_stride;
+        float *x = split_test_values(rows * in_stride, 1), *w = split_test_values(out * in, 2);
+        float *b = split_test_values(out, 3);
+        float *one = malloc(cells * sizeof *one), *split = malloc(cells * sizeof *split);
+        const kernel_weight weight = kernel_weight_f32(w);
+        for (int accumulate = 0; accumulate < 2; accumulate++) {
+            for (size_t i = 0; i < cells; i++) one[i] = accumulate ? (float)(i % 7) : NAN;
+            kernel_linear(one, out_stride, x, in_stride, &weight, b, rows, in, out, accumulate, pools[0]);
+            for (int p = 1; p < 3; p++)
+                for (int round = 0; round < 5; round++) { /* (which task takes which columns varies) */
+                    for (size_t i = 0; i < cells; i++) split[i] = accumulate ? (float)(i % 7) : NAN;
+                    kernel_linear(split, out_stride, x, in_stride, &weight, b, rows, in, out, accumulate, pools[p]);
+                    for (size_t r = 0; r < rows; r++)
+                        if (memcmp(split + r * out_stride, one + r * out_stride, out * sizeof *one) != 0)
+                            fail_msg("linear %zux%zux%zu on %d threads (accumulate %d): row %zu differs from one "
+                                     "thread's", rows, in, out, p + 1, accumulate, r);
+                }
+        }
+        free(x), free(w), free(b), free(one), free(split);
+    }
+    for (int p = 0; p < 3; p++) pool_free(pools[p]);
+}
+
 static void test_linear_rowwise_is_row_exact(void **state) {
     (void)state;
     const size_t shapes[][2] = {{32, 99}, {96, 1003}, {768, 300}};
@@ -1230,7 +1273,8 @@ static void test_openblas_opens_or_says_why(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_openblas_opens_or_says_why),
-        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
+        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_split_is_one_thread),
+        cmocka_unit_test(test_linear_16bit_weights),
         cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_linear_after_is_step_then_linear), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_bf16_matches_rounded_reference), cmocka_unit_test(test_attention_grouped_is_per_head), cmocka_unit_test(test_kv_cache_reorder_is_a_copy), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
