@@ -37,13 +37,15 @@ typedef struct kernel_q8 {
     q8_layout layout;
 } kernel_q8;
 
+/* q8_path.product's `next` when the caller runs no more columns. */
+#define Q8_NEXT_NONE ((size_t)-1)
+
 /* One way of running the int8 product (VNNI, AVX2 or plain loops), in two
  * steps so that a product split over a pool's column tasks quantizes its input
  * once (kernel_linear): prepare() quantizes the rows in[rows, in_stride] into
  * the layout product() reads (in parts that may run on different threads),
  * then product() runs any range of output columns against them. Every path
  * gives q8_product_plain's results bit for bit. Buffers are 64-byte aligned. */
-#define Q8_NEXT_NONE ((size_t)-1)
 typedef struct q8_path {
     /* bytes of `rows` prepared rows */
     size_t (*input_bytes)(const kernel_q8 *q, size_t rows);

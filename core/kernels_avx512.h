@@ -34,6 +34,13 @@ static inline void kernel_prefetch_to_write(const void *p) {
 
 /* ------------------------------------------------ float products (linear_avx512.c) */
 
+/* Where a product's columns come from when the tasks that share it balance them (linear.c): take() gives the
+ * calling task's next columns of the pass over rows `pass` (first; count, a multiple of 8 but at the last
+ * column), false once none is left for it. */
+typedef struct kernel_columns {
+    bool (*take)(struct kernel_columns *columns, size_t pass, size_t *first, size_t *count);
+} kernel_columns;
+
 /* One matrix product:
  *   out[r][c] (+)= scale · Σ_k in[r][k] · weight[c·column_stride + k·depth_stride] + bias[c]
  * for r < rows, k < depth; "+=" when accumulate. A linear layer has
@@ -42,13 +49,6 @@ static inline void kernel_prefetch_to_write(const void *p) {
  * (allowed only with 16 rows or more, and float32 weights). 16-bit weights
  * (weight_type) are read with depth_stride 1 only. Build it with designated
  * initializers: unnamed fields are then 0 (no bias, no accumulate). */
-/* Where a product's columns come from when the tasks that share it balance them (linear.c): take() gives the
- * calling task's next columns of the pass over rows `pass` (first; count, a multiple of 8 but at the last
- * column), false once none is left for it. */
-typedef struct kernel_columns {
-    bool (*take)(struct kernel_columns *columns, size_t pass, size_t *first, size_t *count);
-} kernel_columns;
-
 typedef struct kernel_product {
     float *out;
     size_t out_stride;
@@ -62,7 +62,7 @@ typedef struct kernel_product {
     int accumulate; /* (0 or 1) */
     size_t rows, depth;
     int rowwise; /* (0 or 1) the few-rows kernel at any row count: each row as a one-row product gives it */
-    kernel_columns *columns; /* where kernel_product_takes_columns: the columns, taken pass by pass as the
+    kernel_columns *columns; /* where kernel_product_column_passes: the columns, taken pass by pass as the
                               * kernel goes, in place of first_column .. first_column+columns (NULL: those) */
 } kernel_product;
 
