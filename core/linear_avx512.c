@@ -785,8 +785,9 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
     size_t panel_depth = STACK_PANEL_DEPTH, panels = 1; /* panels per pass over the columns */
     if (scratch && scratch_floats <= fold_spare) scratch = NULL;
     if (type == WEIGHT_TYPE_F32) {
-        if (scratch && f32_panel_depth(scratch_floats, fold_width, fold_spare) > panel_depth) {
-            panel_depth = f32_panel_depth(scratch_floats, fold_width, fold_spare);
+        size_t deepest = f32_panel_depth(scratch_floats, fold_width, fold_spare);
+        if (scratch && deepest > panel_depth) {
+            panel_depth = deepest;
             panel = scratch;
             folded = scratch + PANEL_ROWS * panel_depth;
         }

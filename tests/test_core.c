@@ -73,14 +73,8 @@ static void test_linear_matches_reference(void **state) {
 /* A float32 product split over 2 or 3 threads gives a one-thread pool's bits: the AVX-512 kernel computes each
  * column alike whichever task takes it, and the tasks balance their columns between them (taking the others'
  * once theirs are done, pass by pass over 48 rows). Every call starts from NaN, so a column no task computed
- * fails it; accumulated on top, a column computed twice does. */
-/* n values in [-1, 1) from their own sequence (the other tests' random data stay as they are). */
-static float *split_test_values(size_t n, uint32_t seed) {
-    float *a = malloc(n * sizeof *a);
-    for (size_t i = 0; i < n; i++) seed = seed * 1664525u + 1013904223u, a[i] = (float)(seed >> 8) / 8388608.0f - 1;
-    return a;
-}
-
+ * fails it; accumulated on top, a column computed twice does. (Run last: the values it draws from the shared
+ * random sequence leave the other tests' data as they were.) */
 static void test_linear_split_is_one_thread(void **state) {
     (void)state;
     if (!cpu_has_avx512()) skip(); /* (OpenBLAS's sums depend on how the columns are split) */
@@ -91,8 +85,7 @@ static void test_linear_split_is_one_thread(void **state) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2], in_stride = in + 3, out_stride = out + 2;
         size_t cells = rows * out_stride;
-        float *x = split_test_values(rows * in_stride, 1), *w = split_test_values(out * in, 2);
-        float *b = split_test_values(out, 3);
+        float *x = test_random_array(rows * in_stride), *w = test_random_array(out * in), *b = test_random_array(out);
         float *one = malloc(cells * sizeof *one), *split = malloc(cells * sizeof *split);
         const kernel_weight weight = kernel_weight_f32(w);
         for (int accumulate = 0; accumulate < 2; accumulate++) {
@@ -1273,8 +1266,7 @@ static void test_openblas_opens_or_says_why(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_openblas_opens_or_says_why),
-        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_split_is_one_thread),
-        cmocka_unit_test(test_linear_16bit_weights),
+        cmocka_unit_test(test_linear_matches_reference), cmocka_unit_test(test_linear_16bit_weights),
         cmocka_unit_test(test_linear_rowwise_is_row_exact), cmocka_unit_test(test_linear_q8_matches_integer_reference), cmocka_unit_test(test_linear_after_is_step_then_linear), cmocka_unit_test(test_widen_every_16bit_value), cmocka_unit_test(test_attention_matches_reference), cmocka_unit_test(test_attention_block_is_the_three_kernels), cmocka_unit_test(test_attention_bf16_matches_rounded_reference), cmocka_unit_test(test_attention_grouped_is_per_head), cmocka_unit_test(test_kv_cache_reorder_is_a_copy), cmocka_unit_test(test_attention_keys_transposed), cmocka_unit_test(test_attention_records_probabilities),
         cmocka_unit_test(test_causal_mask_hides_the_future), cmocka_unit_test(test_encoder_layer_pooled_rows),
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_layernorm_wide_rows),
@@ -1286,6 +1278,7 @@ int main(void) {
         cmocka_unit_test(test_pool_runs_every_index_once),
         cmocka_unit_test(test_pool_jobs_never_mix), cmocka_unit_test(test_strmap),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_linear_split_is_one_thread), /* (last: see its comment) */
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }
