@@ -67,10 +67,12 @@ typedef struct q8_path {
     /* how many of rows_left rows to prepare at a time when the prepared rows, temp and what product() uses
      * of its scratch must share scratch_bytes of scratch (a chunk at the most; 0: not even one row fits) */
     size_t (*chunk_rows)(const kernel_q8 *q, size_t rows_left, size_t scratch_bytes);
-    /* nonzero: kernel_linear has the column tasks prepare the parts between them, each task running product()
-     * once every part is ready, part p being rows p·part_rows to (p+1)·part_rows - 1; 0: it prepares them all on
-     * the calling thread before the tasks */
-    size_t part_rows;
+    /* rows first .. first+count of the rows into prepared, as the parts that prepare() makes of them would be
+     * (any rows: each is quantized on its own); where there is this, kernel_linear has the column tasks prepare
+     * the rows between them, in parts of its own choosing, each task running product() once every part is ready
+     * (NULL: it prepares them all on the calling thread before the tasks) */
+    void (*prepare_rows)(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
+                         size_t first, size_t count);
 } q8_path;
 
 #endif

@@ -170,4 +170,4 @@ static size_t amx_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scratc
 }
 
 const q8_path q8_path_amx = {amx_input_bytes, amx_temp_bytes, amx_parts, amx_prepare,
-                             amx_product, amx_chunk_rows, 0};
+                             amx_product, amx_chunk_rows, NULL};

@@ -213,4 +213,4 @@ static size_t avx2_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scrat
 }
 
 const q8_path q8_path_avx2 = {avx2_input_bytes, q8_planes_temp_bytes, q8_planes_parts, avx2_prepare, avx2_product,
-                              avx2_chunk_rows, 0};
+                              avx2_chunk_rows, NULL};

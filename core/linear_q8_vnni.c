@@ -2,8 +2,8 @@
  * linear.c's kernel_linear calls it where cpu_has_avx512_vnni()), with
  * vpdpbusd (16 lanes × 4 unsigned-by-signed byte products added into 32-bit
  * sums), so one instruction does 64 multiply-adds. The rows are quantized
- * once per product, 16 rows a part (quantize.h's q8_path: the column tasks
- * prepare the parts between them), and stay rows:
+ * once per product, in parts (the column tasks prepare them between them:
+ * vnni_prepare_rows, kernel_types.h's q8_path), and stay rows:
  *
  * - Weights in strips (kernel_q8's Q8_LAYOUT_STRIPS, made at load where this
  *   path runs the many-rows products: q8_layout_best), any number of rows: a
@@ -343,20 +343,26 @@ static size_t vnni_input_bytes(const kernel_q8 *q, size_t rows) {
 }
 static size_t vnni_temp_bytes(const kernel_q8 *q) { return (void)q, 0; }
 
-/* One part per 16 rows, so that the tasks of a product share the quantizing. */
+/* Parts of 16 rows where the calling thread prepares them all (kernel_linear's column tasks choose their own:
+ * vnni_prepare_rows). */
 #define VNNI_PART_ROWS 16
 static size_t vnni_parts(const kernel_q8 *q, size_t rows) {
     return (void)q, (rows + VNNI_PART_ROWS - 1) / VNNI_PART_ROWS;
 }
 
+static void vnni_prepare_rows(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
+                              size_t first, size_t count) {
+    uint8_t *bytes = prepared;
+    float *scales = (float *)(bytes + vnni_scales_offset(q, rows));
+    for (size_t r = first; r < first + count; r++)
+        scales[r] = q8_quantize_row_avx512(bytes + r * q->depth, in + r * in_stride, q->in_features, q->depth);
+}
+
 static void vnni_prepare(void *prepared, const float *in, size_t in_stride, const kernel_q8 *q, size_t rows,
                          size_t part, void *temp) {
     (void)temp;
-    uint8_t *bytes = prepared;
-    float *scales = (float *)(bytes + vnni_scales_offset(q, rows));
-    size_t first = VNNI_PART_ROWS * part, end = first + VNNI_PART_ROWS < rows ? first + VNNI_PART_ROWS : rows;
-    for (size_t r = first; r < end; r++)
-        scales[r] = q8_quantize_row_avx512(bytes + r * q->depth, in + r * in_stride, q->in_features, q->depth);
+    size_t first = VNNI_PART_ROWS * part, left = rows - first;
+    vnni_prepare_rows(prepared, in, in_stride, q, rows, first, left < VNNI_PART_ROWS ? left : VNNI_PART_ROWS);
 }
 
 /* Columns first .. first+count of every prepared row: on the strips as they lie, or with weights in rows (where
@@ -379,4 +385,4 @@ static size_t vnni_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scrat
 }
 
 const q8_path q8_path_vnni = {vnni_input_bytes, vnni_temp_bytes, vnni_parts, vnni_prepare,
-                              vnni_product, vnni_chunk_rows, VNNI_PART_ROWS};
+                              vnni_product, vnni_chunk_rows, vnni_prepare_rows};

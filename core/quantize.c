@@ -188,7 +188,7 @@ static size_t plain_chunk_rows(const kernel_q8 *q, size_t rows_left, size_t scra
 }
 
 const q8_path q8_path_plain = {plain_input_bytes, q8_planes_temp_bytes, q8_planes_parts, plain_prepare, plain_product,
-                               plain_chunk_rows, 0};
+                               plain_chunk_rows, NULL};
 
 void q8_product_plain(float *out, size_t out_stride, const float *in, size_t in_stride, const kernel_q8 *q,
                       const float *bias, size_t rows, bool accumulate, size_t first, size_t count) {
