@@ -343,8 +343,8 @@ static size_t vnni_input_bytes(const kernel_q8 *q, size_t rows) {
 }
 static size_t vnni_temp_bytes(const kernel_q8 *q) { return (void)q, 0; }
 
-/* Parts of 16 rows where the calling thread prepares them all (kernel_linear's column tasks choose their own:
- * vnni_prepare_rows). */
+/* Parts of 16 rows where one task prepares every row (a product on one thread: linear.c's q8_prepare_rows); the
+ * column tasks that share a product choose parts of their own (vnni_prepare_rows). */
 #define VNNI_PART_ROWS 16
 static size_t vnni_parts(const kernel_q8 *q, size_t rows) {
     return (void)q, (rows + VNNI_PART_ROWS - 1) / VNNI_PART_ROWS;
