@@ -87,12 +87,15 @@ peers = {"clip_vision_b1": "vision_b1", "clip_vision_b8": "vision_b8", "clip_tex
 fma = statistics.mean(roofs["fma_peak"]) if roofs.get("fma_peak") else None
 int8_roof = "amx_int8_peak" if roofs.get("amx_int8_peak") else "vnni_peak" if roofs.get("vnni_peak") else None
 int8_peak = statistics.mean(roofs[int8_roof]) if int8_roof else None
+def percent(stage, median, peak):
+    """the fraction of the peak, in percent, that the stage's work in `median` ms is"""
+    return 1e5 * work[stage] / median / peak
 def cell(values, peer, stage, peak):
     if not values:
         return "–"
     m = statistics.median(values)
     ratio = f", {peer / m:.2f}×" if peer else ""
-    share = f"; **{1e5 * work[stage] / m / peak:.0f}%**" if peak and stage in work else ""
+    share = f"; **{percent(stage, m, peak):.0f}%**" if peak and stage in work else ""
     return f"{m:.1f} ms ({min(values):.1f}–{max(values):.1f}{ratio}{share})"
 print("| stage (ms per picture or text; fastest–slowest process; vs ONNX Runtime; of the peak) | float32, FMA | "
       "float32, tiles | int8 | ONNX Runtime float32 |")
@@ -110,7 +113,7 @@ targets = [("float32, batch 1", 85, ("float32-fma", "float32-tiles"), ("clip_vis
            ("int8", 75, ("int8",), tuple(peers), int8_peak)]
 rows = []
 for name, asked, sides, stages, peak in targets:
-    shares = [(100 * 1e3 * work[stage] / statistics.median(times[(side, stage)]) / peak, stage, side)
+    shares = [(percent(stage, statistics.median(times[(side, stage)]), peak), stage, side)
               for side in sides for stage in stages if peak and stage in work and times.get((side, stage))]
     if not shares:
         continue
