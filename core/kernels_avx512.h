@@ -32,6 +32,14 @@ static inline void kernel_prefetch_to_write(const void *p) {
     __asm__ volatile("prefetchw (%0)" ::"r"(p));
 }
 
+/* The next block of `left` rows or columns, at most `most` (3 vectors of 16, as the kernels' registers hold them):
+ * `most`, except that most+1 .. most+16 left go as two blocks of (most+16)/2, not `most` and a block of one vector
+ * (whose 8 sums in flight are too few for the FMAs' or the dot products' latency: linear_avx512.c's panels,
+ * linear_q8_vnni.c's pieces of columns), and fewer than `most` as they are. */
+static inline size_t kernel_next_block(size_t left, size_t most) {
+    return left <= most ? left : left <= most + 16 ? (most + 16) / 2 : most;
+}
+
 /* ------------------------------------------------ float products (linear_avx512.c) */
 
 /* Where a product's columns come from when the tasks that share it balance them (linear.c): take() gives the

@@ -290,12 +290,9 @@ static void q8_rows_micro_any(float *out, size_t out_stride, const uint8_t *x, c
     }
 }
 
-/* The columns of the next piece of `left` columns: 48, except that 49-64 are two pieces of 32 (a piece of one
- * vector keeps 8 sums in flight, too few for the dot products' latency: CLIP text's 256 columns a task ran 8%
- * slower as 5 × 48 + 16). */
-static size_t q8_piece_columns(size_t left) {
-    return left > Q8_STRIP_WIDTH && left <= Q8_STRIP_WIDTH + 16 ? 32 : left < Q8_STRIP_WIDTH ? left : Q8_STRIP_WIDTH;
-}
+/* The columns of the next piece of `left` columns: kernel_next_block's, 48 but 49-64 as two pieces of 32 (CLIP
+ * text's 256 columns a task ran 8% slower as 5 × 48 + 16). */
+static size_t q8_piece_columns(size_t left) { return kernel_next_block(left, Q8_STRIP_WIDTH); }
 
 /* Columns first .. first+count (first a multiple of 16) of the quantized rows x[rows][depth] with weights in
  * strips: piece by piece of (up to) 48 columns, 16-column vectors from wherever they lie in the strips (a task's

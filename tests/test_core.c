@@ -30,11 +30,12 @@ static void test_linear_matches_reference(void **state) {
     /* odd sizes on purpose, with strides, single- and multi-threaded (without a
      * pool the AVX-512 kernel cuts the depth into blocks). Rows: one (sgemv), a few
      * (dot products), panels of 48 with 0, 1-4 (1 and 2 folded into the micro-kernel, 3 and 4 dot products after
-     * it, in pairs and alone) and 5-15 (padded) rows left over; depths with a masked tail (without a pool, also a
-     * tail in each block of the depth: 18 and 65 rows); columns not a multiple of 8. */
+     * it, in pairs and alone) and 5-15 (padded) rows left over, and 49-64 rows left as two panels of 32 (64, 112,
+     * 400; 65 with one row folded); depths with a masked tail (without a pool, also a tail in each block of the
+     * depth: 18 and 65 rows); columns not a multiple of 8. */
     const size_t shapes[][3] = {{1, 7, 5},     {17, 48, 100}, {50, 768, 3072}, {3, 129, 257}, {16, 300, 13},
                                 {29, 517, 40}, {77, 512, 100}, {400, 96, 24},  {98, 33, 9},   {35, 20, 11},
-                                {52, 70, 41},  {18, 300, 13}, {65, 517, 20}};
+                                {52, 70, 41},  {18, 300, 13}, {65, 517, 20},   {64, 300, 40}, {112, 96, 72}};
     pool *threads;
     assert_int_equal(pool_create(3, &threads), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -79,7 +80,7 @@ static void test_linear_split_is_one_thread(void **state) {
     (void)state;
     if (!cpu_has_avx512()) skip(); /* (OpenBLAS's sums depend on how the columns are split) */
     const size_t shapes[][3] = {{50, 768, 3072}, {77, 512, 1536}, {400, 96, 200}, {17, 48, 100}, {52, 70, 1000},
-                                {130, 300, 264}};
+                                {130, 300, 264}, {64, 256, 520}};
     pool *pools[3];
     for (int p = 0; p < 3; p++) assert_int_equal(pool_create(p + 1, &pools[p]), GLIMPSE_STATUS_OK);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
