@@ -29,12 +29,18 @@ glimpse_status bench_preprocess(glimpse_context *ctx, glimpse_image *const *imag
     return context_preprocess(ctx, images, count, 0);
 }
 
-/* FLOPs of `layers` encoder layers over t tokens; with `pooled`, the last
- * layer makes keys and values for every token and the rest for one. */
+/* The FLOPs of the attention (its two products: the scores and the values' sums) of `layers` encoder layers over
+ * t tokens; with `pooled`, the last layer's for one query. */
+static double encoder_attention_flops(double layers, double t, double h, bool pooled) {
+    return pooled ? (layers - 1) * 4 * t * t * h + 4 * t * h : layers * 4 * t * t * h;
+}
+
+/* FLOPs of `layers` encoder layers over t tokens (products and attention); with `pooled`, the last layer makes
+ * keys and values for every token and the rest for one. */
 static double encoder_flops(double layers, double t, double h, double inter, bool pooled) {
-    double layer = 2 * t * (4 * h * h + 2 * h * inter) + 4 * t * t * h;
-    if (!pooled) return layers * layer;
-    return (layers - 1) * layer + 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + 4 * t * h;
+    double products = 2 * t * (4 * h * h + 2 * h * inter), attention = encoder_attention_flops(layers, t, h, pooled);
+    if (!pooled) return layers * products + attention;
+    return (layers - 1) * products + 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + attention;
 }
 
 bool bench_family_has(const glimpse_model *model) { return model->family->bench != NULL; }
@@ -83,7 +89,7 @@ const char *bench_vision_detail(const glimpse_model *model) {
     return blocks_of(model).vision->weights.head_probe ? "attention pooling" : "class tokens' last layer";
 }
 
-void bench_vision(glimpse_context *ctx, size_t batch, double *flops) {
+void bench_vision(glimpse_context *ctx, size_t batch, double *flops, double *attention_flops) {
     family_blocks blocks = blocks_of(ctx->model);
     family_run_blocks run = run_of(ctx);
     const vit_model *vision = blocks.vision;
@@ -99,17 +105,24 @@ void bench_vision(glimpse_context *ctx, size_t batch, double *flops) {
     /* SigLIP's attention-pooling head: keys and values of every token, then one query's layer */
     double head = vision->weights.head_probe ? 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + 4 * t * h : 0;
     *flops = (double)batch * (encoder_flops(c->layers, t, h, inter, pooled) + 2 * patches * patch * h + head);
+    if (attention_flops) /* (the head's one query too) */
+        *attention_flops = (double)batch * (encoder_attention_flops(c->layers, t, h, pooled) +
+                                            (vision->weights.head_probe ? 4 * t * h : 0));
 }
 
 glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t *lengths, size_t count,
-                          double *flops) {
+                          double *flops, double *attention_flops) {
     const clip_text_model *text = blocks_of(ctx->model).text;
     glimpse_status status =
         clip_text_forward(text, run_of(ctx).text, ids, lengths, count, ENCODER_OUTPUT_POOLED_ROWS, ctx->threads);
     const clip_text_config *c = &text->config;
     *flops = 0;
-    for (size_t i = 0; i < count; i++)
+    if (attention_flops) *attention_flops = 0;
+    for (size_t i = 0; i < count; i++) {
         *flops += encoder_flops(c->layers, (double)lengths[i], c->hidden_size, c->intermediate_size, true);
+        if (attention_flops)
+            *attention_flops += encoder_attention_flops(c->layers, (double)lengths[i], c->hidden_size, true);
+    }
     return status;
 }
 

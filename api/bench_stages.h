@@ -6,7 +6,10 @@
  *
  * Each hook runs its stage once, as the public calls run it, and writes the
  * stage's work to *flops: a count of the products' and the attention's
- * floating-point operations (norms and activations left out). */
+ * floating-point operations (norms and activations left out). The towers'
+ * hooks also give the attention's part apart (where not NULL): an int8
+ * model's attention runs on bfloat16 (or float32), whose roof is not its
+ * products'. */
 #ifndef GLIMPSE_API_BENCH_STAGES_H
 #define GLIMPSE_API_BENCH_STAGES_H
 
@@ -49,13 +52,13 @@ glimpse_status bench_preprocess(glimpse_context *ctx, glimpse_image *const *imag
  * library runs it: for CLIP's embeddings the last layer computes the class
  * tokens alone; BLIP's captions and matching, and SigLIP's attention-pooling
  * head, take every token. */
-void bench_vision(glimpse_context *ctx, size_t batch, double *flops);
+void bench_vision(glimpse_context *ctx, size_t batch, double *flops, double *attention_flops);
 
 /* CLIP's or SigLIP's text tower over count texts: ids holds them one after another,
  * lengths[i] ids each (with the start and end tokens), as glimpse_embed_texts
  * runs it. */
 glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t *lengths, size_t count,
-                          double *flops);
+                          double *flops, double *attention_flops);
 
 /* BLIP's BERT (the caption decoder, or the retrieval text encoder) with a
  * state of its own, for sequences at once up to max_length tokens, and as

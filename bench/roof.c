@@ -4,6 +4,9 @@
  *  - vnni_peak (where AVX-512 VNNI is): the same with vpdpbusd, 64 byte
  *    products added into 32-bit sums per instruction, counted as 2 operations
  *    each like a multiply-add (the int8 kernels' roof on a CPU without AMX);
+ *  - bf16_peak (where AVX-512 BF16 is): the same with vdpbf16ps, 32 products
+ *    of bfloat16 pairs added into float32 sums per instruction (the roof of
+ *    the int8 models' attention, whose two products run on bfloat16);
  *  - amx_int8_peak, amx_bf16_peak (where AMX is, and Linux grants the tiles):
  *    tdpbusd / tdpbf16ps on 4 accumulator tiles from 4 source tiles held in
  *    place, 16 × 16 × 64 byte products (× 32 pairs of bfloat16) each;
@@ -19,7 +22,7 @@
  * with "core_to_core", only that (bench/steady.sh, beside each process: on a
  * virtual machine it changes as the host moves the virtual CPUs).
  *     cc -O2 -mavx512f -pthread bench/roof.c -o roof && ./roof THREADS [bandwidth|core_to_core]
- * (the VNNI and AMX loops are compiled for their instructions by target
+ * (the VNNI, BF16 and AMX loops are compiled for their instructions by target
  * attributes and run only where cpuid says the CPU has them). */
 #define _GNU_SOURCE
 #include <cpuid.h>
@@ -45,6 +48,11 @@ static void *chains(void *result) {
 
 static void *vnni_chains(void *result) {
     *(float *)result = roof_vnni_chains(ITERATIONS);
+    return NULL;
+}
+
+static void *bf16_chains(void *result) {
+    *(float *)result = roof_bf16_chains(ITERATIONS);
     return NULL;
 }
 
@@ -242,6 +250,11 @@ int main(int argc, char **argv) {
         seconds = run_threads(threads, vnni_chains);
         printf("{\"runtime\": \"roof\", \"stage\": \"vnni_peak\", \"threads\": %d, \"gops\": %.1f}\n", threads,
                (double)threads * ITERATIONS * ROOF_CHAINS * 64 * 2 / seconds / 1e9);
+    }
+    if (__builtin_cpu_supports("avx512bf16")) {
+        seconds = run_threads(threads, bf16_chains);
+        printf("{\"runtime\": \"roof\", \"stage\": \"bf16_peak\", \"threads\": %d, \"gflops\": %.1f}\n", threads,
+               (double)threads * ITERATIONS * ROOF_CHAINS * 32 * 2 / seconds / 1e9);
     }
     if (amx_usable(25)) {
         seconds = run_threads(threads, amx_int8_chains);

@@ -11,7 +11,9 @@
 # core-to-core probe before each round, where the host put the CPUs): float32
 # against the FMA loop, int8 against AMX's int8 tile loop where the CPU has
 # AMX, else the VNNI loop, each cell's work counted as glimpse does it (ONNX
-# Runtime's by the same count). Shapes: CLIP ViT-B/32
+# Runtime's by the same count); int8 also against its own roof, its attention
+# (glimpse bench's attention_gflop), which runs on bfloat16 where the CPU has
+# AVX-512 BF16, at the bfloat16 loop's rate, else the FMA loop's. Shapes: CLIP ViT-B/32
 # vision and text at batch 1 and 8 (per picture or text), BLIP-base vision at
 # 384 px, SigLIP base 224 and so400m 384 vision (float32 only). Then issue
 # 36's targets for this CPU: each target's stages' fractions of the peak, and
@@ -34,22 +36,25 @@ out=$work/towers.txt
 roof_build "$work"
 roof() { roof_lines "$work" "$threads" >> "$out"; }
 roof
+# (a tower's line: its median, its work and its attention's part of the work, which glimpse bench prints after it)
+attention='(, "attention_gflop": ([0-9.]+))?'
 side() { # LABEL ROUND TILES [--int8]
   local label=$1 round=$2 tiles=$3 int8=${4:-} batch
   for batch in 1 8; do
     GLIMPSE_FLOAT32_TILES=$tiles build/glimpse bench -m "$work/openai--clip-vit-base-patch32" $int8 --batch "$batch" \
       --threads "$threads" --runs 7 --json | grep -E '"stage": "(vision|text)"' |
-      sed -E "s/.*\"stage\": \"([a-z]+)\", \"batch\": ([0-9]+).*\"median_ms\": ([0-9.]+).*\"gflop\": ([0-9.]+).*/$label $round clip_\1_b\2 \3 \4/" >> "$out"
+      sed -E "s/.*\"stage\": \"([a-z]+)\", \"batch\": ([0-9]+).*\"median_ms\": ([0-9.]+).*\"gflop\": ([0-9.]+)$attention.*/$label $round clip_\1_b\2 \3 \4 \6/" >> "$out"
   done
   GLIMPSE_FLOAT32_TILES=$tiles build/glimpse bench -m "$work/Salesforce--blip-image-captioning-base" $int8 \
     --threads "$threads" --runs 3 --json | grep '"stage": "vision"' |
-    sed -E "s/.*\"median_ms\": ([0-9.]+).*\"gflop\": ([0-9.]+).*/$label $round blip_384 \1 \2/" >> "$out"
+    sed -E "s/.*\"median_ms\": ([0-9.]+).*\"gflop\": ([0-9.]+)$attention.*/$label $round blip_384 \1 \2 \4/" >> "$out"
   [ -n "$int8" ] && return
   local model
   for model in base-patch16-224 so400m-patch14-384; do
     GLIMPSE_FLOAT32_TILES=$tiles build/glimpse bench -m "$work/google--siglip-$model" --threads "$threads" --runs 2 \
       --json | grep '"stage": "vision"' |
-      sed -E "s/.*\"median_ms\": ([0-9.]+).*\"gflop\": ([0-9.]+).*/$label $round siglip_${model%%-*} \1 \2/" >> "$out"
+      sed -E "s/.*\"median_ms\": ([0-9.]+).*\"gflop\": ([0-9.]+)$attention.*/$label $round siglip_${model%%-*} \1 \2 \4/" \
+      >> "$out"
   done
 }
 for round in $(seq "$rounds"); do
@@ -68,7 +73,7 @@ done
 roof
 /usr/bin/python3 - "$out" <<'PY'
 import collections, statistics, sys
-times, work, roofs = collections.defaultdict(list), {}, collections.defaultdict(list)
+times, work, attention, roofs = collections.defaultdict(list), {}, {}, collections.defaultdict(list)
 placements = []
 for line in open(sys.argv[1]):
     parts = line.split()
@@ -78,8 +83,10 @@ for line in open(sys.argv[1]):
         placements.append(float(parts[2]))
     elif len(parts) >= 4:
         times[(parts[0], parts[2])].append(float(parts[3]))
-        if len(parts) == 5 and float(parts[4]) > 0:
+        if len(parts) >= 5 and float(parts[4]) > 0:
             work[parts[2]] = float(parts[4])
+        if len(parts) == 6:
+            attention[parts[2]] = float(parts[5])
 peers = {"clip_vision_b1": "vision_b1", "clip_vision_b8": "vision_b8", "clip_text_b1": "text_b1",
          "clip_text_b8": "text_b8", "blip_384": "vision_blip_384_b1", "siglip_base": "vision_siglip_base_224_b1",
          "siglip_so400m": "vision_siglip_so400m_384_b1"}
@@ -87,17 +94,30 @@ peers = {"clip_vision_b1": "vision_b1", "clip_vision_b8": "vision_b8", "clip_tex
 fma = statistics.mean(roofs["fma_peak"]) if roofs.get("fma_peak") else None
 int8_roof = "amx_int8_peak" if roofs.get("amx_int8_peak") else "vnni_peak" if roofs.get("vnni_peak") else None
 int8_peak = statistics.mean(roofs[int8_roof]) if int8_roof else None
+# an int8 tower's attention runs on bfloat16 where the CPU has AVX-512 BF16 (core/attention_bf16_avx512.c), else on
+# float32: its own roof is then the time its products take at the int8 loop's rate plus its attention at that one's
+attention_roof = "bf16_peak" if roofs.get("bf16_peak") else "fma_peak"
+attention_peak = statistics.mean(roofs[attention_roof]) if roofs.get(attention_roof) else None
 def percent(stage, median, peak):
     """the fraction of the peak, in percent, that the stage's work in `median` ms is"""
     return 1e5 * work[stage] / median / peak
-def cell(values, peer, stage, peak):
+def mixed(stage, median):
+    """an int8 stage's fraction of its own roof, in percent: its products at the int8 loop's rate, its attention at
+    the loop of the arithmetic it runs on"""
+    if not (int8_peak and attention_peak and stage in work and stage in attention):
+        return None
+    return 1e5 * ((work[stage] - attention[stage]) / int8_peak + attention[stage] / attention_peak) / median
+def cell(values, peer, stage, peak, own=False):
     if not values:
         return "–"
     m = statistics.median(values)
     ratio = f", {peer / m:.2f}×" if peer else ""
     share = f"; **{percent(stage, m, peak):.0f}%**" if peak and stage in work else ""
+    if own and mixed(stage, m) is not None:
+        share += f", {mixed(stage, m):.0f}% of its own"
     return f"{m:.1f} ms ({min(values):.1f}–{max(values):.1f}{ratio}{share})"
-print("| stage (ms per picture or text; fastest–slowest process; vs ONNX Runtime; of the peak) | float32, FMA | "
+print("| stage (ms per picture or text; fastest–slowest process; vs ONNX Runtime; of the peak, int8 also of its "
+      "own: products at the int8 loop, attention at the loop it runs on) | float32, FMA | "
       "float32, tiles | int8 | ONNX Runtime float32 |")
 print("|---|---|---|---|---|")
 for stage, peer_stage in peers.items():
@@ -105,16 +125,21 @@ for stage, peer_stage in peers.items():
     peer_median = statistics.median(peer) if peer else None
     print(f"| {stage} | {cell(times.get(('float32-fma', stage)), peer_median, stage, fma)} | "
           f"{cell(times.get(('float32-tiles', stage)), peer_median, stage, fma)} | "
-          f"{cell(times.get(('int8', stage)), peer_median, stage, int8_peak)} | {cell(peer, None, stage, fma)} |")
+          f"{cell(times.get(('int8', stage)), peer_median, stage, int8_peak, own=True)} | "
+          f"{cell(peer, None, stage, fma)} |")
 # issue 36's targets: each as the range of its stages' fractions of the peak, and how far the lowest falls short
 targets = [("float32, batch 1", 85, ("float32-fma", "float32-tiles"), ("clip_vision_b1", "clip_text_b1"), fma),
            ("float32, batch 8 and the larger towers", 90, ("float32-fma", "float32-tiles"),
             ("clip_vision_b8", "clip_text_b8", "blip_384", "siglip_base", "siglip_so400m"), fma),
-           ("int8", 75, ("int8",), tuple(peers), int8_peak)]
+           ("int8", 75, ("int8",), tuple(peers), int8_peak),
+           ("int8, of its own roof (attention at the loop it runs on)", 75, ("int8",), tuple(peers), "own")]
 rows = []
 for name, asked, sides, stages, peak in targets:
-    shares = [(percent(stage, statistics.median(times[(side, stage)]), peak), stage, side)
-              for side in sides for stage in stages if peak and stage in work and times.get((side, stage))]
+    def share(side, stage):
+        m = statistics.median(times[(side, stage)])
+        return mixed(stage, m) if peak == "own" else percent(stage, m, peak)
+    shares = [(share(side, stage), stage, side) for side in sides for stage in stages
+              if peak and stage in work and times.get((side, stage)) and share(side, stage) is not None]
     if not shares:
         continue
     low, high = min(shares), max(shares)
@@ -125,7 +150,7 @@ if rows:
     print("| issue 36's target (of the peak above) | asked | this CPU | |")
     print("|---|---|---|---|")
     print("\n".join(rows))
-names = {"fma_peak": "FMA loop", "vnni_peak": "VNNI loop", "amx_int8_peak": "AMX int8 tiles",
+names = {"fma_peak": "FMA loop", "vnni_peak": "VNNI loop", "bf16_peak": "bfloat16 loop", "amx_int8_peak": "AMX int8 tiles",
          "amx_bf16_peak": "AMX bfloat16 tiles", "bandwidth_read": "read bandwidth",
          "core_to_core": "a cache line from one core to another"}
 def unit(k):
@@ -133,7 +158,8 @@ def unit(k):
 print()
 print("Peaks (bench/roof.c before / after the rounds): " + "; ".join(
     f"{names.get(k, k)} {' / '.join(f'{v:.0f}' for v in values)} {unit(k)}"
-    for k, values in roofs.items()) + (f". int8 is shown against the {names[int8_roof]}." if int8_roof else ""))
+    for k, values in roofs.items()) + (f". int8 is shown against the {names[int8_roof]}" if int8_roof else "") +
+    (f", and against its own roof with the attention at the {names[attention_roof]}." if int8_roof else ""))
 if placements:
     print("A cache line from one core to the other as each round began: " +
           ", ".join(f"{v:.0f}" for v in placements) + " ns (the host places the CPUs; two threads hand rows between "

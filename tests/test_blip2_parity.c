@@ -415,7 +415,7 @@ static void first_logits(const glimpse_model *m, const char *image_name, float *
     assert_int_equal(glimpse_context_create(m, NULL, &ctx), GLIMPSE_STATUS_OK);
     assert_int_equal(bench_preprocess(ctx, &image, 1), GLIMPSE_STATUS_OK);
     double flops;
-    bench_vision(ctx, 1, &flops);
+    bench_vision(ctx, 1, &flops, NULL);
     assert_int_equal(bench_blip2_qformer(ctx, 1, &flops), GLIMPSE_STATUS_OK);
     assert_int_equal(bench_blip2_prefill(ctx, 1, &flops), GLIMPSE_STATUS_OK);
     memcpy(out, (*test_run_blocks(ctx).language)->logits, (size_t)test_blocks(m).language_model->config.vocab_size * sizeof(float));

@@ -946,6 +946,27 @@ static void test_bench_spread_and_profile(void **state) {
     r = run("bench", "-m", clip, "--runs", "1", "--json", NULL); /* no profile unless asked */
     assert_int_equal(r.status, 0);
     assert_null(strstr(r.out, "profile"));
+    /* the towers' attention_gflop: their layers' scores and values' sums, the last layer's for the pooled token
+     * alone (CLIP's embeddings), from demo-clip's config: 17 tokens (4 × 4 patches and the class token) through 3
+     * layers of 96 features, 32 text tokens through 2 */
+    const double vision_attention = 2 * 4.0 * 17 * 17 * 96 + 4.0 * 17 * 96;
+    const double text_attention = 4.0 * 32 * 32 * 96 + 4.0 * 32 * 96;
+    cJSON *stages = parse_json_lines(r.out);
+    int towers = 0;
+    for (const cJSON *line = stages->child; line; line = line->next) {
+        const char *stage = cJSON_GetObjectItem(line, "stage")->valuestring;
+        const cJSON *attention = cJSON_GetObjectItem(line, "attention_gflop");
+        if (strcmp(stage, "vision") != 0 && strcmp(stage, "text") != 0) {
+            assert_null(attention);
+            continue;
+        }
+        towers++;
+        assert_non_null(attention);
+        assert_float_equal(attention->valuedouble * 1e9, stage[0] == 'v' ? vision_attention : text_attention, 1e3);
+        assert_true(attention->valuedouble < cJSON_GetObjectItem(line, "gflop")->valuedouble);
+    }
+    assert_int_equal(towers, 2);
+    cJSON_Delete(stages);
     result_free(&r);
     free(clip);
     /* --captions: both ways and the gain, for greedy and 3 beams, with rates that follow from the times */

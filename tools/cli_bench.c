@@ -58,8 +58,10 @@ static const char bench_help[] =
     "\"decoding_ms\", \"decoding_min_ms\", \"decoding_max_ms\", \"decoder_tokens_per_s\",\n"
     "\"captions_per_s\"}; the gain rows: \"decoder_ratio\" and \"captions_ratio\", batched over alone.\n"
     "JSON: one line per stage: {\"stage\": S, \"batch\": B, \"threads\": T, \"median_ms\": M,\n"
-    "\"min_ms\": FASTEST, \"max_ms\": SLOWEST, \"gflops\": G, ...} where gflops is the rate\n"
-    "reached at the median.\n"
+    "\"min_ms\": FASTEST, \"max_ms\": SLOWEST, \"gflops\": G, \"gflop\": W, ...} where gflops is the\n"
+    "rate reached at the median and gflop the work per image or text; vision and text add\n"
+    "\"attention_gflop\": the attention's part of W (its two products, which an --int8 model\n"
+    "runs on bfloat16 or float32, not on int8).\n"
     "With --profile (or GLIMPSE_PROFILE=1), each stage is followed by the shares of its\n"
     "wall time spent in products (linear layers), attention, norms, activations and the\n"
     "rest (embeddings, layout, residuals, tokenizing, ...), and how much of the first four\n"
@@ -93,6 +95,7 @@ typedef struct bench {
     bool fast_decode;    /* --fast-decode: decoded as index --fast-decode does */
     double profiled[BENCH_PROFILE_KINDS], profiled_since; /* the counters and the clock at the last report */
     double *times;    /* [runs] */
+    double attention_flops; /* the towers': their attention's part of the next stage reported (then 0 again) */
 } bench;
 
 static int compare_doubles(const void *a, const void *b) {
@@ -142,6 +145,8 @@ static void report(bench *b, const char *stage, const char *detail, timing t, do
         printf("{\"stage\": \"%s\", \"batch\": %d, \"threads\": %d, \"median_ms\": %.3f, \"min_ms\": %.3f, "
                "\"max_ms\": %.3f, \"gflops\": %.1f, \"gflop\": %.3f",
                stage, b->batch, b->threads, ms, t.min * per, t.max * per, rate, work / 1e9);
+        if (b->attention_flops > 0)
+            printf(", \"attention_gflop\": %.6f", b->attention_flops / (per_item ? b->batch : 1) / 1e9);
         if (detail) printf(", \"detail\": \"%s\"", detail);
         if (b->profile) report_profile(b);
         printf("}\n");
@@ -152,6 +157,7 @@ static void report(bench *b, const char *stage, const char *detail, timing t, do
                work / 1e9, rate);
         if (b->profile) report_profile(b);
     }
+    b->attention_flops = 0;
     fflush(stdout);
 }
 
@@ -255,10 +261,10 @@ static void time_vision(bench *b, glimpse_context *ctx, glimpse_image *const *im
     }
     report(b, "preprocess", NULL, summarize(b->times, b->runs), 0, true);
     double flops;
-    bench_vision(ctx, (size_t)b->batch, &flops); /* warm */
+    bench_vision(ctx, (size_t)b->batch, &flops, &b->attention_flops); /* warm */
     for (int r = 0; r < b->runs; r++) {
         double start = cli_now();
-        bench_vision(ctx, (size_t)b->batch, &flops);
+        bench_vision(ctx, (size_t)b->batch, &flops, NULL);
         b->times[r] = cli_now() - start;
     }
     report(b, "vision", bench_vision_detail(model), summarize(b->times, b->runs), flops, true);
@@ -278,10 +284,10 @@ static void time_text(bench *b, glimpse_context *ctx, const glimpse_model_info *
         text[0] = (int32_t)words, text[positions - 1] = info->vocab_size - 1;
     }
     double flops;
-    check(bench_text(ctx, ids, lengths, (size_t)b->batch, &flops)); /* warm */
+    check(bench_text(ctx, ids, lengths, (size_t)b->batch, &flops, &b->attention_flops)); /* warm */
     for (int r = 0; r < b->runs; r++) {
         double start = cli_now();
-        check(bench_text(ctx, ids, lengths, (size_t)b->batch, &flops));
+        check(bench_text(ctx, ids, lengths, (size_t)b->batch, &flops, NULL));
         b->times[r] = cli_now() - start;
     }
     char detail[32];
@@ -491,7 +497,7 @@ static void time_blip2_stages(bench *b, glimpse_context *ctx, glimpse_image *con
     report(b, "qformer", "once per image", summarize(b->times, b->runs), flops, false);
     for (int r = 0; r < b->runs; r++) {
         double start = cli_now();
-        bench_vision(ctx, 1, &vision_flops);
+        bench_vision(ctx, 1, &vision_flops, NULL);
         check(bench_blip2_qformer(ctx, 3, &flops));
         check(bench_blip2_prefill(ctx, prompt, &prefill_flops));
         b->times[r] = cli_now() - start;
