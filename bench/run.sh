@@ -4,9 +4,9 @@
 # glimpse-make-model from the published configs), PyTorch (Debian's
 # python3-torch and python3-torchvision), ONNX Runtime (npm onnxruntime-node
 # on ONNX exports of the same PyTorch models), and the machine's roof (an
-# OpenBLAS sgemm, memory bandwidth, a plain AVX-512 FMA loop, and the int8
-# loops: VNNI, and AMX's tiles where the CPU has them). Prints every
-# figure and the ratios.
+# OpenBLAS sgemm, memory bandwidth, a plain AVX-512 FMA loop, the int8
+# loops: VNNI, and AMX's tiles where the CPU has them, and the bfloat16 loop
+# the int8 models' attention runs at). Prints every figure and the ratios.
 # Not part of the tests; needs a built tree (scripts/setup.sh) and network
 # access to Debian's and npm's registries on first use.
 # With LLAMA_CPP (a llama.cpp checkout), also bench/encoder_peers.sh: the vision towers llama.cpp runs, beside its
