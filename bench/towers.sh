@@ -113,8 +113,9 @@ def cell(values, peer, stage, peak, own=False):
     m = statistics.median(values)
     ratio = f", {peer / m:.2f}×" if peer else ""
     share = f"; **{percent(stage, m, peak):.0f}%**" if peak and stage in work else ""
-    if own and mixed(stage, m) is not None:
-        share += f", {mixed(stage, m):.0f}% of its own"
+    own_share = mixed(stage, m) if own else None
+    if own_share is not None:
+        share += f", {own_share:.0f}% of its own"
     return f"{m:.1f} ms ({min(values):.1f}–{max(values):.1f}{ratio}{share})"
 print("| stage (ms per picture or text; fastest–slowest process; vs ONNX Runtime; of the peak, int8 also of its "
       "own: products at the int8 loop, attention at the loop it runs on) | float32, FMA | "
@@ -150,8 +151,8 @@ if rows:
     print("| issue 36's target (of the peak above) | asked | this CPU | |")
     print("|---|---|---|---|")
     print("\n".join(rows))
-names = {"fma_peak": "FMA loop", "vnni_peak": "VNNI loop", "bf16_peak": "bfloat16 loop", "amx_int8_peak": "AMX int8 tiles",
-         "amx_bf16_peak": "AMX bfloat16 tiles", "bandwidth_read": "read bandwidth",
+names = {"fma_peak": "FMA loop", "vnni_peak": "VNNI loop", "bf16_peak": "bfloat16 loop",
+         "amx_int8_peak": "AMX int8 tiles", "amx_bf16_peak": "AMX bfloat16 tiles", "bandwidth_read": "read bandwidth",
          "core_to_core": "a cache line from one core to another"}
 def unit(k):
     return {"bandwidth_read": "GB/s", "core_to_core": "ns"}.get(k, "GOP/s" if "int8" in k or "vnni" in k else "GFLOP/s")
