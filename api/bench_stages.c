@@ -103,11 +103,12 @@ void bench_vision(glimpse_context *ctx, size_t batch, double *flops, double *att
     double patches = (double)(vision->patches_per_side * vision->patches_per_side);
     double patch = 3.0 * c->patch_size * c->patch_size;
     /* SigLIP's attention-pooling head: keys and values of every token, then one query's layer */
-    double head = vision->weights.head_probe ? 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + 4 * t * h : 0;
+    double head_attention = vision->weights.head_probe ? 4 * t * h : 0;
+    double head = vision->weights.head_probe ? 2 * t * 2 * h * h + 2 * (2 * h * h + 2 * h * inter) + head_attention
+                                             : 0;
     *flops = (double)batch * (encoder_flops(c->layers, t, h, inter, pooled) + 2 * patches * patch * h + head);
-    if (attention_flops) /* (the head's one query too) */
-        *attention_flops = (double)batch * (encoder_attention_flops(c->layers, t, h, pooled) +
-                                            (vision->weights.head_probe ? 4 * t * h : 0));
+    if (attention_flops)
+        *attention_flops = (double)batch * (encoder_attention_flops(c->layers, t, h, pooled) + head_attention);
 }
 
 glimpse_status bench_text(glimpse_context *ctx, const int32_t *ids, const size_t *lengths, size_t count,

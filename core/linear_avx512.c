@@ -207,6 +207,13 @@ static void dot_block(float *out, size_t out_stride, const float *in, size_t in_
  * 0.989-0.995. Which panel a row falls in changes none of its sums. */
 static size_t panel_group(size_t left) { return kernel_next_block(left, PANEL_ROWS); }
 
+/* The rows of the next pass over the columns, of `left` rows, with room for `panels` panels a pass: one panel as
+ * panel_group gives it, else as many panels of 48 as fit (kernel_product_avx512's passes, and their count that
+ * kernel_product_column_passes gives the tasks that balance their columns pass by pass). */
+static size_t pass_rows(size_t left, size_t panels) {
+    return panels == 1 ? panel_group(left) : left < panels * PANEL_ROWS ? left : panels * PANEL_ROWS;
+}
+
 /* The fold. The micro-kernel's loop holds 8 columns × 48 rows of sums in 24 registers; one or two rows more as
  * dot products would take 16 more. Folded, each column's dot products with rows a and b take 2 vectors of sums,
  * kept in memory: for the 16 features from k, weight[c][k..k+15] times [a[k..k+7], b[k+8..k+15]] is added to
@@ -707,7 +714,7 @@ size_t kernel_product_column_passes(const kernel_product *p, size_t scratch_floa
     size_t panel_rows = p->rows - remainder_rows(p, &fold);
     if (f32_panel_depth(scratch_floats, fold ? FOLD_VECTORS : 0, fold ? 48 : 0) < p->depth) return 0;
     size_t passes = 0; /* (float32: a panel a pass) */
-    for (size_t left = panel_rows; left; left -= panel_group(left)) passes++;
+    for (size_t left = panel_rows; left; left -= pass_rows(left, 1)) passes++;
     return passes;
 }
 
@@ -818,8 +825,7 @@ void kernel_product_avx512(const kernel_product *p, size_t first_column, size_t 
                     .panel_rows = panel_rows, .remainder = remainder, .panel = panel, .widened = widened,
                     .folded = folded, .fold = fold};
     for (size_t r0 = 0, pass_index = 0; r0 < panel_rows; r0 += s.pass, pass_index++) {
-        size_t left = panel_rows - r0; /* (a panel a pass: as panel_group gives them) */
-        s.r0 = r0, s.pass = panels == 1 ? panel_group(left) : left < panels * PANEL_ROWS ? left : panels * PANEL_ROWS;
+        s.r0 = r0, s.pass = pass_rows(panel_rows - r0, panels);
         s.last = r0 + s.pass == panel_rows;
         for (size_t k0 = 0; k0 < depth_total; k0 += panel_depth) {
             s.k0 = k0, s.depth = depth_total - k0 < panel_depth ? depth_total - k0 : panel_depth;
